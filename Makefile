@@ -1,0 +1,41 @@
+# The two commands of the README: `make run` and `make test`. Each creates .venv and
+# installs what it needs first, so both work on a fresh machine with Python 3.11.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP_RUN := $(VENV)/.installed-run
+STAMP_DEV := $(VENV)/.installed-dev
+
+.PHONY: run test lint proto clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+$(STAMP_RUN): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e .
+	touch $@
+
+$(STAMP_DEV): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $@ $(STAMP_RUN)
+
+## Run the main job: the standalone broker on 127.0.0.1:6650 (Ctrl-C to stop).
+run: $(STAMP_RUN)
+	$(BIN)/magnetar standalone $(ARGS)
+
+## Lint and run the whole test suite.
+test: $(STAMP_DEV)
+	$(BIN)/ruff check src tests bench
+	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+lint: $(STAMP_DEV)
+	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
+
+## Regenerate the protobuf module from src/magnetar/protocol/pulsar_wire.proto.
+proto: $(STAMP_DEV)
+	cd src && ../$(BIN)/python -m grpc_tools.protoc -I. --python_out=. --pyi_out=. magnetar/protocol/pulsar_wire.proto
+
+clean:
+	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache .ruff_cache
