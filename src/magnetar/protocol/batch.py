@@ -29,6 +29,8 @@ def iter_batch(payload: bytes | memoryview, count: int) -> Iterator[tuple[wire.S
             single.ParseFromString(view[pos : pos + size])
         except (DecodeError, ValueError, RuntimeError) as exc:
             raise ProtocolError(f"malformed single message metadata: {exc}") from None
+        if not single.IsInitialized():
+            raise ProtocolError("single message metadata is missing required fields")
         pos += size
         end = pos + single.payload_size
         if single.payload_size < 0 or end > len(view):

@@ -53,4 +53,6 @@ def strip_entry_metadata(entry: bytes | memoryview) -> memoryview:
     if len(view) < 6:
         raise ProtocolError("entry too short to hold broker entry metadata")
     (size,) = _U32.unpack_from(view, 2)
+    if 6 + size > len(view):
+        raise ProtocolError(f"broker entry metadata size {size} runs past the end of the entry")
     return view[6 + size :]

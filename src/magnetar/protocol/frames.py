@@ -94,6 +94,8 @@ class FrameDecoder:
 
     def next_frame(self) -> Frame | None:
         """Return the next complete frame, or None when more bytes are needed."""
+        if self._broken:
+            raise ProtocolError("decoder used after a protocol error")
         try:
             return self._next_frame()
         except ProtocolError:
