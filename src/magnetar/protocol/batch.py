@@ -13,7 +13,9 @@ from magnetar.protocol.errors import ProtocolError
 _U32 = struct.Struct(">I")
 
 
-def iter_batch(payload: bytes | memoryview, count: int) -> Iterator[tuple[wire.SingleMessageMetadata, memoryview]]:
+def iter_batch(
+    payload: bytes | memoryview, count: int
+) -> Iterator[tuple[wire.SingleMessageMetadata, memoryview]]:
     """Yield (single-message metadata, payload) for each of ``count`` messages of a batch."""
     view = memoryview(payload)
     pos = 0

@@ -43,7 +43,9 @@ def error(request_id: int, code: int, message: str) -> wire.BaseCommand:
     return wrap(wire.CommandError(request_id=request_id, error=code, message=message))
 
 
-def message_id(ledger_id: int, entry_id: int, partition: int = -1, batch_index: int = -1) -> wire.MessageIdData:
+def message_id(
+    ledger_id: int, entry_id: int, partition: int = -1, batch_index: int = -1
+) -> wire.MessageIdData:
     msg_id = wire.MessageIdData(ledger_id=ledger_id, entry_id=entry_id)
     if partition != -1:
         msg_id.partition = partition

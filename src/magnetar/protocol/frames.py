@@ -27,9 +27,7 @@ _HEADER = struct.Struct(">II")
 #: Room a frame may take beyond the largest message: the command and headers.
 FRAME_OVERHEAD = 10 * 1024
 
-_TYPE_NAMES: dict[int, str] = {
-    number: name for name, number in wire.BaseCommand.Type.items()
-}
+_TYPE_NAMES: dict[int, str] = {number: name for name, number in wire.BaseCommand.Type.items()}
 #: Field of BaseCommand holding each command type's body (None where we define no body).
 _BODY_FIELD: dict[int, str | None] = {}
 for _number, _name in _TYPE_NAMES.items():
@@ -154,7 +152,9 @@ def encode_frame(command: wire.BaseCommand, payload: bytes | memoryview | None =
     return b"".join((_HEADER.pack(len(cmd) + 4 + len(payload), len(cmd)), cmd, payload))
 
 
-def encode_frame_parts(command: wire.BaseCommand, payload: bytes | memoryview) -> tuple[bytes, bytes | memoryview]:
+def encode_frame_parts(
+    command: wire.BaseCommand, payload: bytes | memoryview
+) -> tuple[bytes, bytes | memoryview]:
     """Like encode_frame, but leaves a large payload uncopied: write both parts in order."""
     cmd = command.SerializeToString()
     return _HEADER.pack(len(cmd) + 4 + len(payload), len(cmd)) + cmd, payload
