@@ -1,0 +1,174 @@
+"""Helpers shared by the interop tests: receiving with deadlines, and a raw protocol connection."""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import pulsar
+from pulsar.exceptions import Timeout
+
+from magnetar.protocol import FrameDecoder, encode_frame, wire
+from magnetar.protocol.commands import pong, wrap
+from magnetar.protocol.frames import Frame
+from magnetar.protocol.headers import encode_headers_and_payload
+
+QUIET_MS = 500  # how long "nothing more arrives" is given to prove itself
+
+
+def receive_n(consumer, n: int, timeout_ms: int = 5000, ack: bool = False) -> list[pulsar.Message]:
+    """Exactly ``n`` messages, each within ``timeout_ms`` of the previous one."""
+    messages = []
+    for i in range(n):
+        try:
+            msg = consumer.receive(timeout_ms)
+        except Timeout:
+            raise AssertionError(
+                f"only {i} of {n} messages arrived: {[m.data() for m in messages]}"
+            ) from None
+        if ack:
+            consumer.acknowledge(msg)
+        messages.append(msg)
+    return messages
+
+
+def assert_nothing_more(consumer, quiet_ms: int = QUIET_MS) -> None:
+    try:
+        msg = consumer.receive(quiet_ms)
+    except Timeout:
+        return
+    raise AssertionError(
+        f"unexpected message {msg.data()!r} id={msg.message_id()} redelivery_count={msg.redelivery_count()}"
+    )
+
+
+def read_all(reader, quiet_ms: int = 1000) -> list[pulsar.Message]:
+    """Everything a reader reads until it has been quiet for ``quiet_ms``."""
+    messages = []
+    while True:
+        try:
+            messages.append(reader.read_next(quiet_ms))
+        except Timeout:
+            return messages
+
+
+def drain(
+    consumers, expected: int, ack: bool = True, patience_ms: int = 5000, quiet_ms: int = QUIET_MS
+) -> list[list[bytes]]:
+    """Receive round robin from ``consumers`` until ``expected`` messages arrived and all stayed quiet.
+
+    Waits up to ``patience_ms`` for each next message while fewer than ``expected`` arrived, then
+    ``quiet_ms`` more to catch extras (duplicates). Returns the payloads each consumer got, in order.
+    """
+    received: list[list[bytes]] = [[] for _ in consumers]
+    total = 0
+    last_progress = time.monotonic()
+    while True:
+        for index, consumer in enumerate(consumers):
+            try:
+                msg = consumer.receive(50)
+            except Timeout:
+                continue
+            if ack:
+                consumer.acknowledge(msg)
+            received[index].append(msg.data())
+            total += 1
+            last_progress = time.monotonic()
+        limit_ms = quiet_ms if total >= expected else patience_ms
+        if (time.monotonic() - last_progress) * 1000 > limit_ms:
+            return received
+
+
+def ids(messages) -> list[tuple[int, int, int]]:
+    return [msg_id_tuple(m.message_id()) for m in messages]
+
+
+def msg_id_tuple(msg_id) -> tuple[int, int, int]:
+    return (msg_id.ledger_id(), msg_id.entry_id(), msg_id.batch_index())
+
+
+# -- a raw protocol connection ----------------------------------------------------------------------------
+
+
+class RawConnection:
+    """A hand-driven Pulsar connection for sending bad bytes; frames built with magnetar.protocol."""
+
+    def __init__(self, port: int, timeout: float = 5.0) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        self.decoder = FrameDecoder(64 * 1024 * 1024)
+        self.closed_by_peer = False
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def send(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def send_command(self, body, payload: bytes | None = None) -> None:
+        self.send(encode_frame(wrap(body), payload))
+
+    def recv_frame(self, timeout: float = 5.0) -> Frame | None:
+        """The next frame other than PING (answered), or None once the broker closed the connection."""
+        deadline = time.monotonic() + timeout
+        while True:
+            frame = self.decoder.next_frame()
+            if frame is not None:
+                if frame.type == wire.BaseCommand.PING:
+                    self.send(encode_frame(pong()))
+                    continue
+                return frame
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError(f"no frame from the broker within {timeout}s")
+            self.sock.settimeout(remaining)
+            try:
+                data = self.sock.recv(65536)
+            except TimeoutError:
+                raise TimeoutError(f"no frame from the broker within {timeout}s") from None
+            except ConnectionResetError:
+                data = b""
+            if not data:
+                self.closed_by_peer = True
+                return None
+            self.decoder.feed(data)
+
+    def expect(self, cmd_type: int, timeout: float = 5.0) -> Frame:
+        frame = self.recv_frame(timeout)
+        assert frame is not None, f"broker closed the connection instead of sending {cmd_type}"
+        assert frame.type == cmd_type, f"expected {wire.BaseCommand.Type.Name(cmd_type)}, got {frame.command}"
+        return frame
+
+    def expect_closed(self, timeout: float = 5.0) -> list[Frame]:
+        """Frames the broker sent before closing the connection; fails if it stays open."""
+        frames = []
+        while (frame := self.recv_frame(timeout)) is not None:
+            frames.append(frame)
+        return frames
+
+    # -- conversation steps --
+
+    def handshake(self) -> wire.CommandConnected:
+        self.send_command(wire.CommandConnect(client_version="magnetar-interop-raw", protocol_version=20))
+        return self.expect(wire.BaseCommand.CONNECTED).body()
+
+    def create_producer(self, topic: str, producer_id: int = 1, request_id: int = 1) -> str:
+        self.send_command(wire.CommandProducer(topic=topic, producer_id=producer_id, request_id=request_id))
+        frame = self.expect(wire.BaseCommand.PRODUCER_SUCCESS)
+        assert frame.body().request_id == request_id
+        return frame.body().producer_name
+
+    def send_message(
+        self,
+        producer_id: int,
+        producer_name: str,
+        sequence_id: int,
+        payload: bytes,
+        corrupt_checksum: bool = False,
+    ) -> None:
+        meta = wire.MessageMetadata(
+            producer_name=producer_name, sequence_id=sequence_id, publish_time=int(time.time() * 1000)
+        )
+        data = bytearray(encode_headers_and_payload(meta, payload))
+        if corrupt_checksum:
+            data[-1] ^= 0xFF  # the payload changes under the producer's CRC
+        self.send_command(wire.CommandSend(producer_id=producer_id, sequence_id=sequence_id), bytes(data))

@@ -1,0 +1,143 @@
+"""Redelivery with the official client: negative acks, ack timeout, dead-letter topic, cumulative acks."""
+
+from __future__ import annotations
+
+import time
+
+import pulsar
+import pytest
+
+from .support import assert_nothing_more, msg_id_tuple, receive_n
+
+pytestmark = pytest.mark.interop
+
+NACK_DELAY_MS = 100
+
+
+@pytest.mark.parametrize(
+    "kind", [pulsar.ConsumerType.Shared, pulsar.ConsumerType.Exclusive], ids=["shared", "exclusive"]
+)
+def test_negative_ack_redelivers_only_that_message(client, topic, kind):
+    consumer = client.subscribe(
+        topic, "sub", consumer_type=kind, negative_ack_redelivery_delay_ms=NACK_DELAY_MS
+    )
+    producer = client.create_producer(topic)
+    for i in range(3):
+        producer.send(f"m{i}".encode())
+    first, second, third = receive_n(consumer, 3)
+    consumer.acknowledge(first)
+    consumer.acknowledge(third)
+    time.sleep(0.3)  # let the grouped acks reach the broker before the redelivery request
+    consumer.negative_acknowledge(second)
+
+    again = consumer.receive(5000)
+    assert again.data() == b"m1"
+    assert msg_id_tuple(again.message_id()) == msg_id_tuple(second.message_id())
+    if kind == pulsar.ConsumerType.Shared:  # Pulsar counts redeliveries for Shared subscriptions
+        assert again.redelivery_count() == 1
+    consumer.acknowledge(again)
+    assert_nothing_more(consumer, quiet_ms=NACK_DELAY_MS * 5)
+
+
+def test_negative_ack_of_a_message_in_a_batch(client, topic):
+    consumer = client.subscribe(
+        topic,
+        "sub",
+        consumer_type=pulsar.ConsumerType.Shared,
+        negative_ack_redelivery_delay_ms=NACK_DELAY_MS,
+        batch_index_ack_enabled=True,
+    )
+    producer = client.create_producer(
+        topic, batching_enabled=True, batching_max_messages=3, batching_max_publish_delay_ms=10_000
+    )
+    for i in range(3):
+        producer.send_async(f"m{i}".encode(), lambda res, _id: None)
+    producer.flush()
+    messages = receive_n(consumer, 3)
+    consumer.acknowledge(messages[0])
+    consumer.acknowledge(messages[2])
+    time.sleep(0.3)  # let the grouped acks reach the broker before the redelivery request
+    consumer.negative_acknowledge(messages[1])
+    again = consumer.receive(5000)
+    assert again.data() == b"m1"
+    assert again.redelivery_count() == 1
+    consumer.acknowledge(again)
+    assert_nothing_more(consumer, quiet_ms=NACK_DELAY_MS * 5)
+
+
+def test_ack_timeout_redelivers_unacked_message(client, topic):
+    # 10 s is the smallest ack timeout the C++ client accepts.
+    consumer = client.subscribe(
+        topic, "sub", consumer_type=pulsar.ConsumerType.Shared, unacked_messages_timeout_ms=10_000
+    )
+    producer = client.create_producer(topic)
+    producer.send(b"acked")
+    producer.send(b"forgotten")
+    acked, forgotten = receive_n(consumer, 2)
+    consumer.acknowledge(acked)
+    started = time.monotonic()
+    again = consumer.receive(20_000)
+    assert time.monotonic() - started >= 5, "redelivered long before the ack timeout"
+    assert again.data() == b"forgotten"
+    assert msg_id_tuple(again.message_id()) == msg_id_tuple(forgotten.message_id())
+    assert again.redelivery_count() == 1
+    consumer.acknowledge(again)
+    assert_nothing_more(consumer)
+
+
+def test_dead_letter_topic_after_max_redeliveries(client, topic):
+    dlq_topic = f"{topic}-sub-DLQ"  # the client's default name: <topic>-<subscription>-DLQ
+    dlq = client.subscribe(dlq_topic, "dlq-reader", initial_position=pulsar.InitialPosition.Earliest)
+    consumer = client.subscribe(
+        topic,
+        "sub",
+        consumer_type=pulsar.ConsumerType.Shared,
+        negative_ack_redelivery_delay_ms=NACK_DELAY_MS,
+        dead_letter_policy=pulsar.ConsumerDeadLetterPolicy(max_redeliver_count=2),
+    )
+    producer = client.create_producer(topic)
+    original_id = producer.send(b"poison", properties={"kind": "poison"})
+    producer.send(b"fine")
+
+    counts = []
+    for _ in range(3):
+        msg = consumer.receive(5000)
+        if msg.data() == b"fine":
+            consumer.acknowledge(msg)
+            msg = consumer.receive(5000)
+        assert msg.data() == b"poison"
+        counts.append(msg.redelivery_count())
+        consumer.negative_acknowledge(msg)
+    assert counts == [0, 1, 2]
+
+    dead = dlq.receive(10_000)
+    assert dead.data() == b"poison"
+    assert dead.properties()["kind"] == "poison"
+    assert dead.properties()["ORIGIN_MESSAGE_ID"] == str(original_id)
+    assert dead.properties()["REAL_TOPIC"] == topic
+    dlq.acknowledge(dead)
+    # The client acked the original once it reached the DLQ: it never comes back.
+    assert_nothing_more(consumer, quiet_ms=1000)
+    assert_nothing_more(dlq)
+
+
+@pytest.mark.parametrize("batched", [False, True], ids=["plain", "batch-index"])
+def test_cumulative_ack_survives_reconnect(client_factory, broker, topic, batched):
+    client = client_factory(broker.service_url)
+    options = dict(consumer_type=pulsar.ConsumerType.Exclusive, batch_index_ack_enabled=batched)
+    consumer = client.subscribe(topic, "sub", **options)
+    producer = client.create_producer(
+        topic, batching_enabled=batched, batching_max_messages=10, batching_max_publish_delay_ms=10_000
+    )
+    for i in range(10):
+        producer.send_async(f"m{i}".encode(), lambda res, _id: None)
+    producer.flush()
+    messages = receive_n(consumer, 10)
+    consumer.acknowledge_cumulative(messages[5])
+    consumer.close()
+    client.close()
+
+    again = client_factory(broker.service_url).subscribe(topic, "sub", **options)
+    rest = receive_n(again, 4)
+    assert [m.data() for m in rest] == [b"m6", b"m7", b"m8", b"m9"]
+    assert_nothing_more(again)
