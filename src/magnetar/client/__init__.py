@@ -1,1 +1,44 @@
-"""magnetar.client"""
+"""Magnetar's native Pulsar client.
+
+``magnetar.client.Client`` is the blocking client (an event loop on a background thread);
+``magnetar.client.aio.Client`` is the asyncio one. Names and options follow the official
+``pulsar-client`` package: ``create_producer``, ``subscribe``, ``create_reader``, ``send``,
+``receive``, ``acknowledge`` and so on. See docs/client.md.
+"""
+
+from magnetar.client.compression import CompressionType
+from magnetar.client.consumer import ConsumerType, InitialPosition
+from magnetar.client.errors import (
+    AlreadyClosed,
+    ClientError,
+    ConnectError,
+    InvalidConfiguration,
+    MessageTooBig,
+    ProducerQueueIsFull,
+    ServerError,
+    Timeout,
+)
+from magnetar.client.message import ChunkMessageId, Message, MessageId
+from magnetar.client.sync import Client, Consumer, Producer, Reader, Result
+
+__all__ = [
+    "AlreadyClosed",
+    "ChunkMessageId",
+    "Client",
+    "ClientError",
+    "CompressionType",
+    "ConnectError",
+    "Consumer",
+    "ConsumerType",
+    "InitialPosition",
+    "InvalidConfiguration",
+    "Message",
+    "MessageId",
+    "MessageTooBig",
+    "Producer",
+    "ProducerQueueIsFull",
+    "Reader",
+    "Result",
+    "ServerError",
+    "Timeout",
+]

@@ -1,0 +1,211 @@
+"""The asyncio client: service URL, topic lookup, partitioned metadata, a pool of connections.
+
+Producers and consumers ask ``connection_for_topic``; the client looks the topic up (following
+redirects), opens or reuses the connection to the owning broker, and the handler registers on
+it. One connection per broker address is shared by every producer and consumer there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from typing import Any
+
+from magnetar.client.connection import Connection
+from magnetar.client.errors import AlreadyClosed, ClientError, ConnectError, TopicLookupError
+from magnetar.client.topics import full_topic_name, parse_service_url, partition_name
+from magnetar.protocol import pulsar_wire_pb2 as wire
+
+log = logging.getLogger(__name__)
+
+_Lookup = wire.CommandLookupTopicResponse
+
+
+class Client:
+    """Entry point of the asyncio API: ``async with Client("pulsar://localhost:6650") as client: ...``."""
+
+    def __init__(
+        self,
+        service_url: str,
+        *,
+        operation_timeout_seconds: float = 30,
+        connection_timeout_ms: int = 10_000,
+        keepalive_interval_seconds: float = 30,
+        initial_backoff_seconds: float = 0.1,
+        max_backoff_seconds: float = 30,
+        max_lookup_redirects: int = 20,
+        listener_name: str | None = None,
+        **_ignored: Any,
+    ) -> None:
+        self.service_url = service_url
+        self._hosts = parse_service_url(service_url)
+        self._host_cycle = itertools.cycle(range(len(self._hosts)))
+        self.operation_timeout = float(operation_timeout_seconds)
+        self.connection_timeout = connection_timeout_ms / 1000
+        self.keepalive_interval = float(keepalive_interval_seconds)
+        self.initial_backoff = initial_backoff_seconds
+        self.max_backoff = max_backoff_seconds
+        self.max_lookup_redirects = max_lookup_redirects
+        self.listener_name = listener_name
+        self._pool: dict[str, asyncio.Future[Connection]] = {}
+        self._producer_ids = itertools.count()
+        self._consumer_ids = itertools.count()
+        self._handlers: set[Any] = set()
+        self._closed = False
+
+    # --- ids ------------------------------------------------------------------------------------
+    def new_producer_id(self) -> int:
+        return next(self._producer_ids)
+
+    def new_consumer_id(self) -> int:
+        return next(self._consumer_ids)
+
+    # --- connections ------------------------------------------------------------------------------
+    def _service_address(self) -> str:
+        host, port = self._hosts[next(self._host_cycle)]
+        return f"pulsar://{host}:{port}"
+
+    async def connection(self, logical: str, physical: str | None = None) -> Connection:
+        """The pooled connection to ``logical`` (through ``physical`` when proxied), opened if needed."""
+        if self._closed:
+            raise AlreadyClosed("client is closed")
+        physical = physical or logical
+        key = f"{logical}|{physical}"
+        future = self._pool.get(key)
+        if future is not None and future.done():
+            if future.exception() is None and not future.result().is_closed:
+                return future.result()
+            future = None
+        if future is None:
+            future = asyncio.get_running_loop().create_future()
+            self._pool[key] = future
+            try:
+                host, port = parse_service_url(physical)[0]
+                cnx = await Connection.open(
+                    host,
+                    port,
+                    address=logical,
+                    proxy_to_broker_url=logical if logical != physical else None,
+                    connection_timeout=self.connection_timeout,
+                    operation_timeout=self.operation_timeout,
+                    keepalive_interval=self.keepalive_interval,
+                )
+            except BaseException as exc:
+                self._pool.pop(key, None)
+                future.set_exception(exc)
+                future.exception()  # mark retrieved
+                raise
+            future.set_result(cnx)
+            return cnx
+        return await asyncio.shield(future)
+
+    async def lookup(self, topic: str) -> tuple[str, str]:
+        """(logical, physical) address of the broker serving ``topic``."""
+        address = self._service_address()
+        authoritative = False
+        for _ in range(self.max_lookup_redirects):
+            cnx = await self.connection(address)
+            body = wire.CommandLookupTopic(topic=topic, request_id=0, authoritative=authoritative)
+            if self.listener_name:
+                body.advertised_listener_name = self.listener_name
+            answer = await cnx.request(body)
+            target = answer.broker_service_url or address
+            if answer.response == _Lookup.Connect:
+                if answer.proxy_through_service_url:
+                    return target, self._service_address()
+                return target, target
+            if answer.response == _Lookup.Redirect:
+                address, authoritative = target, answer.authoritative
+                continue
+            raise TopicLookupError(f"lookup of {topic} failed: {answer.message}")
+        raise TopicLookupError(f"lookup of {topic} redirected more than {self.max_lookup_redirects} times")
+
+    async def connection_for_topic(self, topic: str) -> Connection:
+        try:
+            logical, physical = await self.lookup(topic)
+            return await self.connection(logical, physical)
+        except (TimeoutError, OSError) as exc:
+            raise ConnectError(f"cannot reach the broker for {topic}: {exc!r}") from None
+
+    async def get_partitioned_topic_metadata(self, topic: str) -> int:
+        """Number of partitions of ``topic``; 0 when it is not partitioned."""
+        cnx = await self.connection(self._service_address())
+        answer = await cnx.request(
+            wire.CommandPartitionedTopicMetadata(topic=full_topic_name(topic), request_id=0)
+        )
+        return answer.partitions
+
+    async def get_topic_partitions(self, topic: str) -> list[str]:
+        """The partition topics of ``topic``, or ``[topic]`` when it is not partitioned."""
+        topic = full_topic_name(topic)
+        partitions = await self.get_partitioned_topic_metadata(topic)
+        if partitions <= 0:
+            return [topic]
+        return [partition_name(topic, i) for i in range(partitions)]
+
+    # --- producers, consumers, readers ------------------------------------------------------------
+    async def create_producer(self, topic: str, **options: Any):
+        """A producer for ``topic``; options as the official client's ``create_producer``."""
+        from magnetar.client.producer import ProducerConfig
+        from magnetar.client.routing import create_producer
+
+        config = ProducerConfig(**_known(ProducerConfig, options))
+        return await self._start(await create_producer(self, full_topic_name(topic), config, options))
+
+    async def subscribe(self, topic: str | list[str], subscription_name: str, **options: Any):
+        """A consumer on ``topic`` (a name or a list of names); options as the official client's."""
+        from magnetar.client.consumer import ConsumerConfig
+        from magnetar.client.routing import create_consumer
+
+        config = ConsumerConfig(subscription_name=subscription_name, **_known(ConsumerConfig, options))
+        topics = [topic] if isinstance(topic, str) else list(topic)
+        return await self._start(await create_consumer(self, [full_topic_name(t) for t in topics], config))
+
+    async def create_reader(self, topic: str, start_message_id: Any, **options: Any):
+        """A reader of ``topic`` starting at ``start_message_id`` (a MessageId)."""
+        from magnetar.client.reader import Reader
+
+        reader = Reader(self, full_topic_name(topic), start_message_id, **options)
+        return await self._start(reader)
+
+    async def _start(self, handler: Any) -> Any:
+        if self._closed:
+            raise AlreadyClosed("client is closed")
+        self._handlers.add(handler)
+        try:
+            await handler.start()
+        except BaseException:
+            self._handlers.discard(handler)
+            raise
+        return handler
+
+    def forget(self, handler: Any) -> None:
+        self._handlers.discard(handler)
+
+    async def close(self) -> None:
+        """Close every producer and consumer, then every connection."""
+        if self._closed:
+            return
+        for handler in list(self._handlers):
+            try:
+                await handler.close()
+            except ClientError as exc:
+                log.debug("closing %s: %s", handler, exc)
+        self._closed = True
+        pool, self._pool = self._pool, {}
+        for future in pool.values():
+            if future.done() and future.exception() is None:
+                await future.result().close()
+
+    async def __aenter__(self) -> Client:
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        await self.close()
+
+
+def _known(cls: type, options: dict[str, Any]) -> dict[str, Any]:
+    """The options a config dataclass knows; ``None`` means its default, as in the official client."""
+    fields = cls.__dataclass_fields__
+    return {k: v for k, v in options.items() if k in fields and v is not None}

@@ -1,0 +1,94 @@
+"""The client's errors: one class per broker error code, each knowing whether a retry can help."""
+
+from __future__ import annotations
+
+from magnetar.protocol import pulsar_wire_pb2 as wire
+
+
+class ClientError(Exception):
+    """Base of every error the client raises."""
+
+    retriable = False
+
+
+class Timeout(ClientError):
+    """An operation did not complete in time (receive, send, a request to the broker)."""
+
+
+class ConnectError(ClientError):
+    """No connection to the broker could be opened or kept."""
+
+    retriable = True
+
+
+class ConnectionClosed(ConnectError):
+    """The connection closed while a request was waiting for its answer."""
+
+
+class AlreadyClosed(ClientError):
+    """The client, producer or consumer is closed."""
+
+
+class InvalidConfiguration(ClientError, ValueError):
+    """Options that cannot work together, e.g. batching with chunking."""
+
+
+class MessageTooBig(ClientError):
+    """A message is larger than the broker accepts and chunking is off."""
+
+
+class ProducerQueueIsFull(ClientError):
+    """``max_pending_messages`` are waiting for receipts and ``block_if_queue_full`` is off."""
+
+
+class CumulativeAcknowledgementNotAllowed(ClientError):
+    """Shared and Key_Shared subscriptions only take individual acknowledgements."""
+
+
+class TopicLookupError(ClientError):
+    """The broker could not say where a topic lives."""
+
+
+class ServerError(ClientError):
+    """The broker answered a request with an error code."""
+
+    code: int = wire.UnknownError
+
+    def __init__(self, message: str = "", code: int | None = None) -> None:
+        if code is not None:
+            self.code = code
+        super().__init__(
+            f"{wire.ServerError.Name(self.code)}: {message}" if message else wire.ServerError.Name(self.code)
+        )
+        self.server_message = message
+
+
+def _server_error(name: str, retriable: bool) -> type[ServerError]:
+    return type(name, (ServerError,), {"code": wire.ServerError.Value(name), "retriable": retriable})
+
+
+_RETRIABLE = {
+    "ServiceNotReady",
+    "MetadataError",
+    "PersistenceError",
+    "TooManyRequests",
+    "ProducerBusy",
+    "ConsumerBusy",
+    "UnknownError",
+}
+
+#: ServerError subclasses by code, e.g. ``SERVER_ERRORS[wire.TopicNotFound]``.
+SERVER_ERRORS: dict[int, type[ServerError]] = {
+    number: _server_error(name, name in _RETRIABLE) for name, number in wire.ServerError.items()
+}
+TopicNotFound = SERVER_ERRORS[wire.TopicNotFound]
+ServiceNotReady = SERVER_ERRORS[wire.ServiceNotReady]
+ProducerBusy = SERVER_ERRORS[wire.ProducerBusy]
+ConsumerBusy = SERVER_ERRORS[wire.ConsumerBusy]
+TopicTerminated = SERVER_ERRORS[wire.TopicTerminatedError]
+ProducerFenced = SERVER_ERRORS[wire.ProducerFenced]
+
+
+def server_error(code: int, message: str = "") -> ServerError:
+    """The exception for a broker error code."""
+    return SERVER_ERRORS.get(code, ServerError)(message, code)

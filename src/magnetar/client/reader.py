@@ -1,0 +1,74 @@
+"""Readers: a non-durable, exclusive subscription that starts at a chosen message id."""
+
+from __future__ import annotations
+
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from magnetar.client.consumer import Consumer, ConsumerConfig, ConsumerType
+from magnetar.client.message import ChunkMessageId, Message, MessageId
+
+if TYPE_CHECKING:
+    from magnetar.client.client import Client
+
+
+class Reader(Consumer):
+    """``read_next()`` the messages of a topic from ``start_message_id`` on, acknowledging nothing."""
+
+    def __init__(
+        self,
+        client: Client,
+        topic: str,
+        start_message_id: MessageId,
+        *,
+        receiver_queue_size: int = 1000,
+        reader_name: str | None = None,
+        subscription_role_prefix: str | None = None,
+        is_read_compacted: bool = False,
+        start_message_id_inclusive: bool = False,
+        **_ignored: Any,
+    ) -> None:
+        if not isinstance(start_message_id, MessageId):
+            start_message_id = MessageId.deserialize(start_message_id.serialize())
+        if isinstance(start_message_id, ChunkMessageId):
+            # Its own position is the last chunk; to read it whole a reader starts at the first.
+            first = start_message_id.first_chunk_message_id()
+            start_message_id = (
+                first if start_message_id_inclusive else start_message_id.last_chunk_message_id()
+            )
+        prefix = subscription_role_prefix or "reader"
+        config = ConsumerConfig(
+            subscription_name=f"{prefix}-{uuid.uuid4().hex[:10]}",
+            consumer_type=ConsumerType.Exclusive,
+            receiver_queue_size=receiver_queue_size,
+            consumer_name=reader_name,
+            is_read_compacted=is_read_compacted,
+            start_message_id_inclusive=start_message_id_inclusive,
+            durable=False,
+            start_message_id=start_message_id,
+        )
+        super().__init__(client, topic, config)
+
+    async def read_next(self, timeout_millis: int | None = None) -> Message:
+        return await self.receive(timeout_millis)
+
+    async def has_message_available(self) -> bool:
+        """Whether a message after the last one read exists on the broker."""
+        if self._queue:
+            return True
+        last = await self.get_last_message_id()
+        if last.entry_id() < 0:
+            return False
+        if self._last_dequeued is None:
+            start = self._start_message_id
+            if start is None or start == MessageId.earliest:
+                return True
+            if self.config.start_message_id_inclusive:
+                return last >= start
+            return last > start
+        return last.entry_position() > self._last_dequeued.entry_position() or (
+            last.entry_position() == self._last_dequeued.entry_position()
+            and self._last_dequeued.batch_index() >= 0
+            and self._last_dequeued.batch_index()
+            < max(last.batch_index(), self._last_dequeued.batch_size() - 1)
+        )

@@ -1,0 +1,219 @@
+"""Partitioned topics and several topics at once: one handler per partition behind one face.
+
+``PartitionedProducer`` routes each message to a partition (by key hash, else round robin).
+``MultiTopicsConsumer`` receives from one consumer per partition or topic; each keeps its own
+receiver queue and flow permits, the parent takes from whichever has a message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import zlib
+from typing import TYPE_CHECKING, Any
+
+from magnetar.client.consumer import Consumer, ConsumerConfig
+from magnetar.client.errors import AlreadyClosed, Timeout
+from magnetar.client.message import Message, MessageId
+from magnetar.client.producer import Producer, ProducerConfig
+from magnetar.client.topics import partition_name
+
+if TYPE_CHECKING:
+    from magnetar.client.client import Client
+
+
+async def create_producer(client: Client, topic: str, config: ProducerConfig, options: dict[str, Any]):
+    partitions = await client.get_partitioned_topic_metadata(topic)
+    if partitions <= 0:
+        return Producer(client, topic, config)
+    return PartitionedProducer(client, topic, config, partitions, options.get("message_router"))
+
+
+async def create_consumer(client: Client, topics: list[str], config: ConsumerConfig):
+    parts: list[tuple[str, int]] = []
+    for topic in topics:
+        partitions = await client.get_partitioned_topic_metadata(topic)
+        if partitions <= 0:
+            parts.append((topic, -1))
+        else:
+            parts.extend((partition_name(topic, i), i) for i in range(partitions))
+    if len(parts) == 1 and len(topics) == 1 and parts[0][1] == -1:
+        return Consumer(client, topics[0], config)
+    return MultiTopicsConsumer(client, topics, config, parts)
+
+
+def _key_hash(key: str) -> int:
+    return zlib.crc32(key.encode())
+
+
+class PartitionedProducer:
+    """A producer per partition; ``send`` picks one."""
+
+    def __init__(
+        self, client: Client, topic: str, config: ProducerConfig, partitions: int, router: Any = None
+    ) -> None:
+        self.client = client
+        self._topic = topic
+        self._router = router
+        self._producers = [
+            Producer(client, partition_name(topic, i), _copy(config), partition=i) for i in range(partitions)
+        ]
+        self._round_robin = itertools.cycle(range(partitions))
+
+    def topic(self) -> str:
+        return self._topic
+
+    def producer_name(self) -> str:
+        return self._producers[0].producer_name()
+
+    def last_sequence_id(self) -> int:
+        return max(p.last_sequence_id() for p in self._producers)
+
+    async def start(self) -> None:
+        await asyncio.gather(*(p.start() for p in self._producers))
+
+    def _pick(self, content: bytes, kwargs: dict[str, Any]) -> Producer:
+        key = kwargs.get("partition_key")
+        if self._router is not None:
+            return self._producers[self._router(content, len(self._producers)) % len(self._producers)]
+        if key is not None:
+            return self._producers[_key_hash(key) % len(self._producers)]
+        return self._producers[next(self._round_robin)]
+
+    async def send(self, content: bytes, **kwargs: Any) -> MessageId:
+        return await self._pick(content, kwargs).send(content, **kwargs)
+
+    async def send_async(self, content: bytes, callback: Any = None, **kwargs: Any) -> asyncio.Future:
+        return await self._pick(content, kwargs).send_async(content, callback, **kwargs)
+
+    async def flush(self) -> None:
+        await asyncio.gather(*(p.flush() for p in self._producers))
+
+    async def close(self) -> None:
+        await asyncio.gather(*(p.close() for p in self._producers))
+        self.client.forget(self)
+
+    def is_connected(self) -> bool:
+        return all(p.is_connected() for p in self._producers)
+
+    async def __aenter__(self) -> PartitionedProducer:
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        await self.close()
+
+
+class MultiTopicsConsumer:
+    """One subscription over many partitions or topics."""
+
+    def __init__(
+        self, client: Client, topics: list[str], config: ConsumerConfig, parts: list[tuple[str, int]]
+    ):
+        self.client = client
+        self._topics = topics
+        self.config = config
+        self._children = [Consumer(client, name, _copy(config), partition=index) for name, index in parts]
+        self._by_topic = {c.topic(): c for c in self._children}
+        self._ready = asyncio.Event()
+        for child in self._children:
+            child.on_queued = self._ready.set
+        self._next = itertools.cycle(range(len(self._children)))
+        self._closed = False
+
+    def topic(self) -> str:
+        return ",".join(self._topics)
+
+    def subscription_name(self) -> str:
+        return self.config.subscription_name
+
+    def consumer_name(self) -> str:
+        return self.config.consumer_name or ""
+
+    async def start(self) -> None:
+        await asyncio.gather(*(c.start() for c in self._children))
+
+    def _child_for(self, message: Message | MessageId) -> Consumer:
+        if isinstance(message, Message):
+            child = self._by_topic.get(message.topic_name())
+            if child is not None:
+                return child
+            message = message.message_id()
+        topic = message.topic_name()
+        if topic in self._by_topic:
+            return self._by_topic[topic]
+        for child in self._children:
+            if child.partition == message.partition():
+                return child
+        return self._children[0]
+
+    async def receive(self, timeout_millis: int | None = None) -> Message:
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout_millis is None else loop.time() + timeout_millis / 1000
+        while True:
+            if self._closed:
+                raise AlreadyClosed("consumer is closed")
+            for _ in range(len(self._children)):
+                child = self._children[next(self._next)]
+                if child.queued_messages:
+                    return await child.receive(0)
+            self._ready.clear()
+            remaining = None if deadline is None else deadline - loop.time()
+            if remaining is not None and remaining <= 0:
+                raise Timeout(f"no message within {timeout_millis} ms")
+            try:
+                await asyncio.wait_for(self._ready.wait(), remaining)
+            except TimeoutError:
+                raise Timeout(f"no message within {timeout_millis} ms") from None
+
+    receive_async = receive
+
+    async def acknowledge(self, message: Message | MessageId) -> None:
+        await self._child_for(message).acknowledge(message)
+
+    async def acknowledge_cumulative(self, message: Message | MessageId) -> None:
+        await self._child_for(message).acknowledge_cumulative(message)
+
+    def negative_acknowledge(self, message: Message | MessageId) -> None:
+        self._child_for(message).negative_acknowledge(message)
+
+    async def redeliver_unacknowledged_messages(self) -> None:
+        await asyncio.gather(*(c.redeliver_unacknowledged_messages() for c in self._children))
+
+    async def seek(self, position: MessageId | int) -> None:
+        if (
+            isinstance(position, MessageId)
+            and position != MessageId.earliest
+            and position != MessageId.latest
+        ):
+            await self._child_for(position).seek(position)
+        else:
+            await asyncio.gather(*(c.seek(position) for c in self._children))
+
+    async def get_last_message_id(self) -> MessageId:
+        ids = await asyncio.gather(*(c.get_last_message_id() for c in self._children))
+        return max(ids)
+
+    async def unsubscribe(self) -> None:
+        await asyncio.gather(*(c.unsubscribe() for c in self._children))
+        self._closed = True
+
+    async def close(self) -> None:
+        self._closed = True
+        await asyncio.gather(*(c.close() for c in self._children))
+        self._ready.set()
+        self.client.forget(self)
+
+    def is_connected(self) -> bool:
+        return all(c.is_connected() for c in self._children)
+
+    async def __aenter__(self) -> MultiTopicsConsumer:
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        await self.close()
+
+
+def _copy(config: Any) -> Any:
+    from dataclasses import replace
+
+    return replace(config)
