@@ -1,0 +1,5 @@
+import sys
+
+from magnetar.cli.main import main
+
+sys.exit(main())

@@ -1,0 +1,79 @@
+"""The broker's HTTP port: health, topic stats and (later) Pulsar's admin v2 API."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from aiohttp import web
+
+from magnetar.broker.topic_name import InvalidTopicName, TopicName
+
+if TYPE_CHECKING:
+    from magnetar.broker.service import BrokerService
+
+
+def _topic_stats(service: BrokerService, name: TopicName) -> dict:
+    topic = service.topics.get(str(name))
+    if topic is None:
+        raise web.HTTPNotFound(text=f"Topic {name} not found or not loaded")
+    subscriptions = {}
+    for sub_name, sub in topic.subscriptions.items():
+        subscriptions[sub_name] = {
+            "msgBacklog": sub.cursor.backlog(),
+            "durable": sub.durable,
+            "type": None if sub.sub_type is None else _sub_type_name(sub.sub_type),
+            "markDeletePosition": str(sub.cursor.mark_delete_position),
+            "readPosition": str(sub.cursor.read_position),
+            "individuallyDeletedMessages": sub.cursor.individually_deleted_count(),
+            "consumers": [
+                {
+                    "consumerName": c.name,
+                    "availablePermits": c.permits,
+                    "unackedMessages": len(c.pending_acks),
+                }
+                for c in sub.consumers
+            ],
+        }
+    return {
+        "publishers": [{"producerName": p.name, "msgIn": p.messages_in} for p in topic.producers.values()],
+        "subscriptions": subscriptions,
+        "ledgers": [
+            {"ledgerId": info.ledger_id, "entries": info.entries, "size": info.size_bytes}
+            for info in topic.ml.ledgers()
+        ],
+        "lastConfirmedEntry": str(topic.ml.last_confirmed),
+    }
+
+
+def _sub_type_name(sub_type: int) -> str:
+    from magnetar.protocol import wire
+
+    return wire.CommandSubscribe.SubType.Name(sub_type)
+
+
+def build_app(service: BrokerService) -> web.Application:
+    app = web.Application()
+
+    async def health(request: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    async def stats(request: web.Request) -> web.Response:
+        m = request.match_info
+        try:
+            name = TopicName.parse(f"persistent://{m['tenant']}/{m['namespace']}/{m['topic']}")
+        except InvalidTopicName as exc:
+            raise web.HTTPBadRequest(text=str(exc)) from None
+        return web.json_response(_topic_stats(service, name))
+
+    app.router.add_get("/admin/v2/brokers/health", health)
+    app.router.add_get("/admin/v2/persistent/{tenant}/{namespace}/{topic}/stats", stats)
+    return app
+
+
+async def start_admin_server(service: BrokerService, host: str, port: int) -> tuple[web.AppRunner, int]:
+    runner = web.AppRunner(build_app(service), access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port)
+    await site.start()
+    bound = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    return runner, bound

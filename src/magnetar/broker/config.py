@@ -1,0 +1,90 @@
+"""Broker settings: one dataclass, every field with a documented default (docs/configuration.md).
+
+Settings come from defaults, then an optional TOML file (flat keys, same names), then
+command-line flags — later wins.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from magnetar.storage.config import StorageConfig
+
+MIB = 1024 * 1024
+
+
+@dataclass
+class BrokerConfig:
+    # Where clients connect.
+    host: str = "127.0.0.1"
+    port: int = 6650
+    http_port: int = 8080
+    #: Address handed to clients in LOOKUP answers; defaults to pulsar://host:port as bound.
+    advertised_address: str | None = None
+    data_dir: Path = Path("./data")
+
+    # Protocol.
+    max_message_size: int = 5 * MIB
+    keepalive_interval_seconds: float = 30.0
+    #: Messages a dispatcher reads from storage in one go.
+    dispatcher_max_read_batch: int = 100
+
+    # Durability (see docs/storage.md).
+    fsync_policy: str = "always"
+    fsync_interval_ms: float = 10.0
+    max_ledger_size_bytes: int = 128 * MIB
+    max_ledger_age_seconds: float = 4 * 3600.0
+    retention_time_seconds: float = 0.0
+    retention_size_bytes: int = 0
+    entry_cache_bytes: int = 32 * MIB
+    cursor_flush_interval_seconds: float = 1.0
+    retention_check_interval_seconds: float = 60.0
+
+    # Topics.
+    allow_auto_topic_creation: bool = True
+
+    # Broker entry metadata (PIP 70).
+    broker_entry_metadata_interceptors: list[str] = field(
+        default_factory=lambda: ["broker_timestamp", "index"]
+    )
+    expose_entry_metadata_to_client: bool = True
+
+    def storage_config(self) -> StorageConfig:
+        return StorageConfig(
+            data_dir=Path(self.data_dir),
+            fsync_policy=self.fsync_policy,
+            fsync_interval_ms=self.fsync_interval_ms,
+            max_ledger_size_bytes=self.max_ledger_size_bytes,
+            max_ledger_age_seconds=self.max_ledger_age_seconds,
+            retention_time_seconds=self.retention_time_seconds,
+            retention_size_bytes=self.retention_size_bytes,
+            entry_cache_bytes=self.entry_cache_bytes,
+        )
+
+    def validate(self) -> None:
+        if self.fsync_policy not in ("always", "interval", "never"):
+            raise ValueError(f"fsync_policy must be always, interval or never, not {self.fsync_policy!r}")
+        if self.max_message_size <= 0:
+            raise ValueError("max_message_size must be positive")
+
+    @classmethod
+    def load(cls, path: Path | None = None, **overrides: Any) -> BrokerConfig:
+        """Defaults, then the TOML file at ``path``, then non-None ``overrides``."""
+        values: dict[str, Any] = {}
+        if path is not None:
+            with open(path, "rb") as f:
+                values.update(tomllib.load(f))
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        known = {f.name: f for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - set(known))
+        if unknown:
+            raise ValueError(f"unknown setting(s): {', '.join(unknown)}")
+        if "data_dir" in values:
+            values["data_dir"] = Path(values["data_dir"])
+        config = cls(**values)
+        config.validate()
+        return config

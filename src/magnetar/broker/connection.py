@@ -1,0 +1,462 @@
+"""One client connection (Pulsar's ``ServerCnx``): frames in, handlers, frames out.
+
+The connection is an ``asyncio.Protocol`` (no stream objects, no task per connection)
+so that an idle connection costs little. Every command type maps to one handler
+method through ``_HANDLERS``; a command with no handler is a protocol error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from magnetar import __version__
+from magnetar.broker.consumer import Consumer
+from magnetar.broker.errors import BrokerError, InvalidTopicNameError
+from magnetar.broker.ids import message_id_data, to_u64
+from magnetar.broker.producer import Producer
+from magnetar.broker.topic_name import InvalidTopicName, TopicName
+from magnetar.protocol import ChecksumMismatch, Frame, FrameDecoder, ProtocolError, wire
+from magnetar.protocol.commands import wrap
+from magnetar.protocol.frames import FRAME_OVERHEAD, encode_frame
+from magnetar.protocol.headers import parse_metadata, verify_checksum
+
+if TYPE_CHECKING:
+    from magnetar.broker.service import BrokerService
+
+log = logging.getLogger(__name__)
+
+T = wire.BaseCommand.Type
+#: Highest protocol version we speak; we answer min(client's, ours).
+PROTOCOL_VERSION = 21
+_producer_names = itertools.count()
+
+
+class ServerCnx(asyncio.Protocol):
+    def __init__(self, service: BrokerService) -> None:
+        self.service = service
+        self.config = service.config
+        self.decoder = FrameDecoder(self.config.max_message_size + FRAME_OVERHEAD)
+        self.transport: asyncio.Transport | None = None
+        self.remote = "?"
+        self.connected = False
+        self.closed = False
+        self.writable = True
+        self.protocol_version = 0
+        self.wants_entry_metadata = False
+        self.producers: dict[int, Producer] = {}
+        self.consumers: dict[int, Consumer] = {}
+        #: Consumers this connection had (closed by either side): late FLOW/ACK for them is ignored.
+        self._gone_consumers: set[int] = set()
+        self._waiting_for_pong = False
+        self._keepalive: asyncio.TimerHandle | None = None
+        self._close_request_ids = itertools.count(1 << 40)
+
+    # -- asyncio.Protocol ---------------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        peer = transport.get_extra_info("peername")
+        self.remote = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.service.connections.add(self)
+        self._schedule_keepalive()
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            self.decoder.feed(data)
+            while not self.closed and (frame := self.decoder.next_frame()) is not None:
+                self._handle(frame)
+        except ProtocolError as exc:
+            log.warning("%s: protocol error, closing: %s", self.remote, exc)
+            self._send(wrap(wire.CommandError(request_id=0, error=wire.UnknownError, message=str(exc))))
+            self.close()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        if self._keepalive is not None:
+            self._keepalive.cancel()
+        self.service.connections.discard(self)
+        for producer in self.producers.values():
+            producer.closed = True
+            producer.topic.remove_producer(producer)
+        for consumer in self.consumers.values():
+            consumer.subscription.remove_consumer(consumer)
+        self.producers.clear()
+        self.consumers.clear()
+
+    def pause_writing(self) -> None:
+        self.writable = False
+
+    def resume_writing(self) -> None:
+        self.writable = True
+        for consumer in self.consumers.values():
+            if consumer.subscription.dispatcher is not None:
+                consumer.subscription.dispatcher.schedule()
+
+    # -- output -------------------------------------------------------------------------------
+    def _send(self, command: wire.BaseCommand) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.write(encode_frame(command))
+
+    def write_many(self, frames: list[bytes]) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.writelines(frames)
+
+    def close(self) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.close()
+
+    def send_error(self, request_id: int, exc: BrokerError | Exception) -> None:
+        code = exc.code if isinstance(exc, BrokerError) else wire.UnknownError
+        self._send(wrap(wire.CommandError(request_id=request_id, error=code, message=str(exc))))
+
+    def send_active_consumer_change(self, consumer_id: int, is_active: bool) -> None:
+        self._send(wrap(wire.CommandActiveConsumerChange(consumer_id=consumer_id, is_active=is_active)))
+
+    def send_close_consumer(self, consumer_id: int) -> None:
+        request_id = next(self._close_request_ids)
+        self._send(wrap(wire.CommandCloseConsumer(consumer_id=consumer_id, request_id=request_id)))
+
+    def forget_consumer(self, consumer_id: int) -> None:
+        self.consumers.pop(consumer_id, None)
+        self._gone_consumers.add(consumer_id)
+
+    # -- keepalive ----------------------------------------------------------------------------
+    def _schedule_keepalive(self) -> None:
+        interval = self.config.keepalive_interval_seconds
+        if interval > 0:
+            self._keepalive = asyncio.get_running_loop().call_later(interval, self._keepalive_tick)
+
+    def _keepalive_tick(self) -> None:
+        if self.closed:
+            return
+        if not self.connected or self._waiting_for_pong:
+            log.info("%s: keepalive timed out, closing", self.remote)
+            self.close()
+            return
+        self._waiting_for_pong = True
+        self._send(wrap(wire.CommandPing()))
+        self._schedule_keepalive()
+
+    # -- dispatch -----------------------------------------------------------------------------
+    def _handle(self, frame: Frame) -> None:
+        cmd_type = frame.command.type
+        if not self.connected and cmd_type != T.CONNECT:
+            raise ProtocolError(f"expected CONNECT first, got {frame.type_name}")
+        handler = _HANDLERS.get(cmd_type)
+        if handler is None:
+            raise ProtocolError(f"unsupported command {frame.type_name}")
+        # Any traffic proves the peer alive.
+        self._waiting_for_pong = False
+        handler(self, frame)
+
+    def _handle_connect(self, frame: Frame) -> None:
+        if self.connected:
+            raise ProtocolError("CONNECT received twice")
+        cmd: wire.CommandConnect = frame.command.connect
+        self.protocol_version = min(cmd.protocol_version, PROTOCOL_VERSION)
+        self.wants_entry_metadata = (
+            self.config.expose_entry_metadata_to_client
+            and cmd.HasField("feature_flags")
+            and cmd.feature_flags.supports_broker_entry_metadata
+        )
+        self.connected = True
+        reply = wire.CommandConnected(
+            server_version=f"Magnetar {__version__}",
+            protocol_version=self.protocol_version,
+            max_message_size=self.config.max_message_size,
+        )
+        reply.feature_flags.supports_broker_entry_metadata = True
+        self._send(wrap(reply))
+
+    def _handle_ping(self, frame: Frame) -> None:
+        self._send(wrap(wire.CommandPong()))
+
+    def _handle_pong(self, frame: Frame) -> None:
+        pass
+
+    def _handle_partitioned_metadata(self, frame: Frame) -> None:
+        cmd = frame.command.partitioned_metadata
+        reply = wire.CommandPartitionedTopicMetadataResponse(request_id=cmd.request_id)
+        try:
+            topic = self._topic_name(cmd.topic)
+            reply.partitions = self.service.partitions_of(topic)
+            reply.response = wire.CommandPartitionedTopicMetadataResponse.Success
+        except BrokerError as exc:
+            reply.response = wire.CommandPartitionedTopicMetadataResponse.Failed
+            reply.error = exc.code
+            reply.message = str(exc)
+        self._send(wrap(reply))
+
+    def _handle_lookup(self, frame: Frame) -> None:
+        cmd = frame.command.lookup
+        reply = wire.CommandLookupTopicResponse(request_id=cmd.request_id)
+        try:
+            self._topic_name(cmd.topic)
+            reply.response = wire.CommandLookupTopicResponse.Connect
+            reply.broker_service_url = self.service.service_url
+            reply.authoritative = True
+            reply.proxy_through_service_url = False
+        except BrokerError as exc:
+            reply.response = wire.CommandLookupTopicResponse.Failed
+            reply.error = exc.code
+            reply.message = str(exc)
+        self._send(wrap(reply))
+
+    # -- producers ----------------------------------------------------------------------------
+    def _handle_producer(self, frame: Frame) -> None:
+        cmd = frame.command.producer
+        try:
+            if cmd.producer_id in self.producers:
+                existing = self.producers[cmd.producer_id]
+                # A retried request for a producer we already created: answer the same.
+                self._producer_success(cmd.request_id, existing)
+                return
+            topic = self.service.get_topic(self._topic_name(cmd.topic), create=True)
+            user_named = bool(cmd.producer_name)
+            name = cmd.producer_name or f"{self.service.broker_name}-{next(_producer_names)}"
+            producer = Producer(self, topic, cmd.producer_id, name, user_named)
+            topic.add_producer(producer)
+        except BrokerError as exc:
+            self.send_error(cmd.request_id, exc)
+            return
+        self.producers[cmd.producer_id] = producer
+        self._producer_success(cmd.request_id, producer)
+
+    def _producer_success(self, request_id: int, producer: Producer) -> None:
+        reply = wire.CommandProducerSuccess(
+            request_id=request_id,
+            producer_name=producer.name,
+            last_sequence_id=producer.topic.last_sequence_id(producer.name),
+        )
+        self._send(wrap(reply))
+
+    def _handle_send(self, frame: Frame) -> None:
+        cmd = frame.command.send
+        producer = self.producers.get(cmd.producer_id)
+        if producer is None:
+            raise ProtocolError(f"SEND for unknown producer id {cmd.producer_id}")
+        payload = frame.payload
+        if payload is None:
+            raise ProtocolError("SEND without a message")
+        try:
+            verify_checksum(payload)
+        except ChecksumMismatch as exc:
+            log.warning("%s: %s (producer %s, sequence %d)", self.remote, exc, producer.name, cmd.sequence_id)
+            self._send_error(cmd, wire.ChecksumError, str(exc))
+            return
+        if len(payload) > self.config.max_message_size:
+            self._send_error(cmd, wire.NotAllowedError, "Exceed maximum message size")
+            return
+        try:
+            parse_metadata(payload)
+        except ProtocolError as exc:
+            self._send_error(cmd, wire.NotAllowedError, f"invalid message: {exc}")
+            return
+        producer.messages_in += cmd.num_messages if cmd.HasField("num_messages") else 1
+        producer_id, sequence_id, highest = cmd.producer_id, cmd.sequence_id, cmd.highest_sequence_id
+
+        def receipt(position, exc) -> None:
+            if exc is not None:
+                log.error("%s: persisting a message failed: %s", producer.topic.name, exc)
+                self._send(
+                    wrap(
+                        wire.CommandSendError(
+                            producer_id=producer_id,
+                            sequence_id=sequence_id,
+                            error=wire.PersistenceError,
+                            message=str(exc),
+                        )
+                    )
+                )
+                return
+            reply = wire.CommandSendReceipt(
+                producer_id=producer_id,
+                sequence_id=sequence_id,
+                message_id=message_id_data(position),
+            )
+            if highest:
+                reply.highest_sequence_id = highest
+            self._send(wrap(reply))
+
+        try:
+            producer.topic.publish(producer, cmd, payload, receipt)
+        except Exception as exc:  # storage refused the write (disk full, closed ledger...)
+            log.exception("%s: storing a message failed", producer.topic.name)
+            self._send_error(cmd, wire.PersistenceError, str(exc))
+
+    def _send_error(self, cmd: wire.CommandSend, code: int, message: str) -> None:
+        self._send(
+            wrap(
+                wire.CommandSendError(
+                    producer_id=cmd.producer_id, sequence_id=cmd.sequence_id, error=code, message=message
+                )
+            )
+        )
+
+    def _handle_close_producer(self, frame: Frame) -> None:
+        cmd = frame.command.close_producer
+        producer = self.producers.pop(cmd.producer_id, None)
+        if producer is not None:
+            producer.closed = True
+            producer.topic.remove_producer(producer)
+        self._send(wrap(wire.CommandSuccess(request_id=cmd.request_id)))
+
+    # -- consumers ----------------------------------------------------------------------------
+    def _handle_subscribe(self, frame: Frame) -> None:
+        cmd = frame.command.subscribe
+        if cmd.consumer_id in self.consumers:
+            # The client retried a subscribe that already succeeded.
+            self._send(wrap(wire.CommandSuccess(request_id=cmd.request_id)))
+            return
+        try:
+            topic = self.service.get_topic(self._topic_name(cmd.topic), create=True)
+            name = cmd.consumer_name or f"consumer-{cmd.consumer_id}"
+
+            def make(subscription) -> Consumer:
+                return Consumer(self, subscription, cmd.consumer_id, name, cmd.priority_level)
+
+            consumer = topic.subscribe(make, cmd)
+        except BrokerError as exc:
+            self.send_error(cmd.request_id, exc)
+            return
+        self.consumers[cmd.consumer_id] = consumer
+        self._send(wrap(wire.CommandSuccess(request_id=cmd.request_id)))
+
+    def _live_consumer(self, consumer_id: int) -> Consumer | None:
+        """The consumer, None if it was closed (late commands are normal), else a protocol error."""
+        consumer = self.consumers.get(consumer_id)
+        if consumer is None and consumer_id not in self._gone_consumers:
+            raise ProtocolError(f"unknown consumer id {consumer_id}")
+        return consumer
+
+    def _handle_flow(self, frame: Frame) -> None:
+        cmd = frame.command.flow
+        consumer = self._live_consumer(cmd.consumer_id)
+        if consumer is None:
+            return
+        consumer.subscription.flow(consumer, cmd.message_permits)
+
+    def _handle_ack(self, frame: Frame) -> None:
+        cmd = frame.command.ack
+        consumer = self._live_consumer(cmd.consumer_id)
+        error: BrokerError | None = None
+        if consumer is not None:
+            try:
+                consumer.subscription.acknowledge(cmd)
+            except BrokerError as exc:
+                error = exc
+        if cmd.HasField("request_id"):
+            reply = wire.CommandAckResponse(consumer_id=cmd.consumer_id, request_id=cmd.request_id)
+            if error is not None:
+                reply.error = error.code
+                reply.message = str(error)
+            elif consumer is None:
+                reply.error = wire.ConsumerNotFound
+                reply.message = f"unknown consumer id {cmd.consumer_id}"
+            self._send(wrap(reply))
+
+    def _handle_redeliver_unacknowledged_messages(self, frame: Frame) -> None:
+        cmd = frame.command.redeliver_unacknowledged_messages
+        consumer = self._live_consumer(cmd.consumer_id)
+        if consumer is not None:
+            consumer.subscription.redeliver(consumer, list(cmd.message_ids))
+
+    def _handle_close_consumer(self, frame: Frame) -> None:
+        cmd = frame.command.close_consumer
+        consumer = self.consumers.pop(cmd.consumer_id, None)
+        self._gone_consumers.add(cmd.consumer_id)
+        if consumer is not None:
+            consumer.subscription.remove_consumer(consumer)
+        self._send(wrap(wire.CommandSuccess(request_id=cmd.request_id)))
+
+    def _handle_unsubscribe(self, frame: Frame) -> None:
+        cmd = frame.command.unsubscribe
+        consumer = self.consumers.get(cmd.consumer_id)
+        if consumer is None:
+            self.send_error(cmd.request_id, BrokerError("unknown consumer", wire.ConsumerNotFound))
+            return
+        try:
+            consumer.subscription.unsubscribe(consumer)
+        except BrokerError as exc:
+            self.send_error(cmd.request_id, exc)
+            return
+        self.forget_consumer(cmd.consumer_id)
+        self._send(wrap(wire.CommandSuccess(request_id=cmd.request_id)))
+
+    def _handle_get_last_message_id(self, frame: Frame) -> None:
+        cmd = frame.command.get_last_message_id
+        consumer = self.consumers.get(cmd.consumer_id)
+        if consumer is None:
+            self.send_error(cmd.request_id, BrokerError("unknown consumer", wire.ConsumerNotFound))
+            return
+        topic = consumer.subscription.topic
+        position, batch_index = topic.last_message_position()
+        last = wire.MessageIdData(ledger_id=to_u64(position.ledger_id), entry_id=to_u64(position.entry_id))
+        if batch_index >= 0:
+            last.batch_index = batch_index
+        if topic.partition_index >= 0:
+            last.partition = topic.partition_index
+        reply = wire.CommandGetLastMessageIdResponse(request_id=cmd.request_id, last_message_id=last)
+        mark = consumer.subscription.cursor.mark_delete_position
+        reply.consumer_mark_delete_position.CopyFrom(
+            wire.MessageIdData(ledger_id=to_u64(mark.ledger_id), entry_id=to_u64(mark.entry_id))
+        )
+        self._send(wrap(reply))
+
+    def _handle_seek(self, frame: Frame) -> None:
+        cmd = frame.command.seek
+        consumer = self.consumers.get(cmd.consumer_id)
+        if consumer is None:
+            self.send_error(cmd.request_id, BrokerError("unknown consumer", wire.ConsumerNotFound))
+            return
+        subscription = consumer.subscription
+        topic = subscription.topic
+        try:
+            if cmd.HasField("message_id"):
+                position = topic.seek_position(cmd.message_id)
+            elif cmd.HasField("message_publish_time"):
+                position = topic.find_position_by_time(cmd.message_publish_time)
+            else:
+                raise BrokerError("seek needs a message id or a publish time", wire.NotAllowedError)
+            subscription.reset_cursor(position)
+        except BrokerError as exc:
+            self.send_error(cmd.request_id, exc)
+            return
+        self._send(wrap(wire.CommandSuccess(request_id=cmd.request_id)))
+
+    def _handle_consumer_stats(self, frame: Frame) -> None:
+        cmd = frame.command.consumer_stats
+        reply = wire.CommandConsumerStatsResponse(request_id=cmd.request_id)
+        consumer = self.consumers.get(cmd.consumer_id)
+        if consumer is None:
+            reply.error_code = wire.ConsumerNotFound
+            reply.error_message = f"unknown consumer id {cmd.consumer_id}"
+        else:
+            reply.consumer_name = consumer.name
+            reply.available_permits = max(consumer.permits, 0)
+            reply.unacked_messages = sum(consumer.pending_acks.values())
+            reply.msg_backlog = consumer.subscription.cursor.backlog()
+            reply.address = self.remote
+        self._send(wrap(reply))
+
+    # -- helpers ------------------------------------------------------------------------------
+    def _topic_name(self, name: str) -> TopicName:
+        try:
+            return TopicName.parse(name)
+        except InvalidTopicName as exc:
+            raise InvalidTopicNameError(str(exc)) from None
+
+
+def _handler_table() -> dict[int, Callable[[ServerCnx, Frame], None]]:
+    table = {}
+    for name, number in T.items():
+        method = getattr(ServerCnx, f"_handle_{name.lower()}", None)
+        if method is not None:
+            table[number] = method
+    return table
+
+
+_HANDLERS = _handler_table()

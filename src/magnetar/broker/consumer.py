@@ -1,0 +1,74 @@
+"""A consumer attached to a subscription through one client connection (Pulsar's ``Consumer``)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from magnetar.broker.entries import DispatchEntry
+from magnetar.broker.ids import message_id_data
+from magnetar.protocol import wire
+from magnetar.protocol.commands import wrap
+from magnetar.protocol.frames import encode_frame
+from magnetar.storage.position import Position
+
+if TYPE_CHECKING:
+    from magnetar.broker.connection import ServerCnx
+    from magnetar.broker.subscription import Subscription
+
+
+class Consumer:
+    """Holds the flow-control permits and, for shared dispatch, the messages awaiting ack."""
+
+    def __init__(
+        self,
+        cnx: ServerCnx,
+        subscription: Subscription,
+        consumer_id: int,
+        name: str,
+        priority_level: int = 0,
+    ) -> None:
+        self.cnx = cnx
+        self.subscription = subscription
+        self.consumer_id = consumer_id
+        self.name = name
+        self.priority_level = priority_level
+        #: Messages (not entries) the client is ready to receive.
+        self.permits = 0
+        #: Entries sent and not yet acknowledged: position -> message count (shared dispatchers).
+        self.pending_acks: dict[Position, int] = {}
+        self.closed = False
+        self.messages_out = 0
+
+    @property
+    def writable(self) -> bool:
+        return not self.closed and self.cnx.writable
+
+    def send_entries(self, entries: list[DispatchEntry], redelivery_counts: dict[Position, int]) -> None:
+        """Write one MESSAGE per entry and charge its messages to the permits."""
+        with_meta = self.cnx.wants_entry_metadata
+        cursor = self.subscription.cursor
+        frames = []
+        for item in entries:
+            cmd = wire.CommandMessage(
+                consumer_id=self.consumer_id,
+                message_id=message_id_data(item.position),
+            )
+            count = redelivery_counts.get(item.position)
+            if count:
+                cmd.redelivery_count = count
+            if item.is_batch:
+                ack_set = cursor.batch_ack_set(item.position)
+                if ack_set is not None:
+                    cmd.ack_set.extend(ack_set)
+            frames.append(encode_frame(wrap(cmd), item.payload_for(with_meta)))
+            self.permits -= item.num_messages
+            self.messages_out += item.num_messages
+        self.cnx.write_many(frames)
+
+    def close_by_broker(self) -> None:
+        """Tell the client to drop this consumer; it will look the topic up and subscribe again."""
+        if not self.closed:
+            self.cnx.send_close_consumer(self.consumer_id)
+
+    def __repr__(self) -> str:
+        return f"Consumer({self.name!r}, id={self.consumer_id}, permits={self.permits})"

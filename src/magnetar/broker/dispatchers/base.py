@@ -1,0 +1,102 @@
+"""What every dispatcher shares: its consumers, flow permits and a coalesced dispatch loop."""
+
+from __future__ import annotations
+
+import asyncio
+from abc import ABC, abstractmethod
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from magnetar.broker.entries import DispatchEntry
+from magnetar.storage.position import Position
+
+if TYPE_CHECKING:
+    from magnetar.broker.consumer import Consumer
+    from magnetar.broker.subscription import Subscription
+
+#: Most bytes one read may take from storage for one dispatch round.
+MAX_READ_BYTES = 5 * 1024 * 1024
+
+
+class Dispatcher(ABC):
+    """Moves entries from the subscription's cursor to its consumers, within their permits.
+
+    Dispatch runs in rounds on the event loop: each round reads at most ``max_read_batch``
+    entries, then schedules the next round, so one busy subscription never starves others.
+    Any event that can enable progress (permits, new entries, acks, redelivery, consumer
+    changes) calls ``schedule()``; rounds coalesce, so there is at most one pending.
+    """
+
+    def __init__(self, subscription: Subscription, max_read_batch: int = 100) -> None:
+        self.subscription = subscription
+        self.cursor = subscription.cursor
+        self.max_read_batch = max_read_batch
+        self.consumers: list[Consumer] = []
+        #: How often each position was redelivered on request (nack, ack timeout).
+        self.redelivery_counts: dict[Position, int] = {}
+        self._scheduled = False
+        self._closed = False
+
+    # -- consumers -------------------------------------------------------------------------
+    @abstractmethod
+    def add_consumer(self, consumer: Consumer) -> None:
+        """Attach a consumer; raise a BrokerError if this subscription type refuses it."""
+
+    @abstractmethod
+    def remove_consumer(self, consumer: Consumer) -> None:
+        """Detach a consumer; what it had not acknowledged goes to the others."""
+
+    def consumer_flow(self, consumer: Consumer, permits: int) -> None:
+        consumer.permits += permits
+        self.schedule()
+
+    # -- acknowledgements and redelivery ----------------------------------------------------
+    @abstractmethod
+    def redeliver(self, consumer: Consumer, positions: list[Position] | None) -> None:
+        """Send again what ``consumer`` has not acknowledged (all of it when positions is None)."""
+
+    def on_acknowledged(self, positions: Iterable[Position]) -> None:
+        """Entries are fully acknowledged: forget their delivery state."""
+        for position in positions:
+            self.redelivery_counts.pop(position, None)
+
+    def on_mark_delete(self, position: Position) -> None:
+        """Everything up to ``position`` is acknowledged (cumulative ack)."""
+        if self.redelivery_counts:
+            for stale in [p for p in self.redelivery_counts if p <= position]:
+                del self.redelivery_counts[stale]
+
+    def on_cursor_reset(self) -> None:
+        """The cursor moved (seek): all delivery state is void."""
+        self.redelivery_counts.clear()
+        for consumer in self.consumers:
+            consumer.pending_acks.clear()
+
+    def bump_redelivery(self, positions: Iterable[Position]) -> None:
+        counts = self.redelivery_counts
+        for position in positions:
+            counts[position] = counts.get(position, 0) + 1
+
+    # -- dispatch loop -------------------------------------------------------------------
+    def schedule(self) -> None:
+        if not self._scheduled and not self._closed:
+            self._scheduled = True
+            asyncio.get_running_loop().call_soon(self._run_round)
+
+    def _run_round(self) -> None:
+        self._scheduled = False
+        if self._closed:
+            return
+        if self.dispatch_round():
+            self.schedule()
+
+    @abstractmethod
+    def dispatch_round(self) -> bool:
+        """Send what can be sent now (one bounded read); True if another round may make progress."""
+
+    def read_from_cursor(self, max_messages: int) -> list[DispatchEntry]:
+        count = max(1, min(max_messages, self.max_read_batch))
+        return [DispatchEntry.of(e) for e in self.cursor.read_entries(count, MAX_READ_BYTES)]
+
+    def close(self) -> None:
+        self._closed = True

@@ -1,0 +1,95 @@
+"""Exclusive and Failover: one active consumer receives everything, in order."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from magnetar.broker.dispatchers.base import Dispatcher
+from magnetar.broker.errors import ConsumerBusy
+from magnetar.storage.position import Position
+
+if TYPE_CHECKING:
+    from magnetar.broker.consumer import Consumer
+    from magnetar.broker.subscription import Subscription
+
+#: At most this many positions get their redelivery count raised by one rewind.
+_MAX_COUNTED_ON_REWIND = 100_000
+
+
+def choose_active(consumers: list[Consumer], partition_index: int) -> Consumer | None:
+    """Pulsar's choice: on a non-partitioned topic the first consumer that connected; on a
+    partition, consumers sorted by priority then name, partitions spread over those of the
+    highest priority."""
+    if not consumers:
+        return None
+    if partition_index < 0:
+        return consumers[0]
+    ordered = sorted(consumers, key=lambda c: (c.priority_level, c.name))
+    top = ordered[0].priority_level
+    highest = sum(1 for c in ordered if c.priority_level == top)
+    return ordered[partition_index % highest]
+
+
+class SingleActiveConsumerDispatcher(Dispatcher):
+    def __init__(self, subscription: Subscription, failover: bool, max_read_batch: int = 100) -> None:
+        super().__init__(subscription, max_read_batch)
+        self.failover = failover
+        self.active: Consumer | None = None
+
+    def add_consumer(self, consumer: Consumer) -> None:
+        if not self.failover and self.consumers:
+            raise ConsumerBusy("Exclusive consumer is already connected")
+        self.consumers.append(consumer)
+        self._pick_active(newcomer=consumer)
+
+    def remove_consumer(self, consumer: Consumer) -> None:
+        if consumer in self.consumers:
+            self.consumers.remove(consumer)
+        self._pick_active()
+
+    def _pick_active(self, newcomer: Consumer | None = None) -> None:
+        chosen = choose_active(self.consumers, self.subscription.topic.partition_index)
+        if chosen is self.active:
+            if self.failover and newcomer is not None and newcomer is not chosen:
+                newcomer.cnx.send_active_consumer_change(newcomer.consumer_id, False)
+            return
+        previous, self.active = self.active, chosen
+        if previous is not None:
+            # The new active consumer must get everything the previous one left unacknowledged.
+            self.cursor.rewind()
+        if self.failover:
+            for consumer in self.consumers:
+                consumer.cnx.send_active_consumer_change(consumer.consumer_id, consumer is chosen)
+        self.schedule()
+
+    def redeliver(self, consumer: Consumer, positions: list[Position] | None) -> None:
+        # Single-active dispatch cannot replay single messages out of order: rewind to the
+        # first unacknowledged entry, as Pulsar does, and count every delivered one.
+        if consumer is not self.active:
+            return
+        self.bump_redelivery(self._delivered_unacked())
+        self.cursor.rewind()
+        self.schedule()
+
+    def _delivered_unacked(self) -> list[Position]:
+        cursor, ml = self.cursor, self.subscription.topic.ml
+        out: list[Position] = []
+        position = ml.next_position(cursor.mark_delete_position)
+        end = cursor.read_position
+        while position < end and len(out) < _MAX_COUNTED_ON_REWIND:
+            if position > ml.last_confirmed:
+                break
+            if not cursor.is_acked(position):
+                out.append(position)
+            position = ml.next_position(position)
+        return out
+
+    def dispatch_round(self) -> bool:
+        consumer = self.active
+        if consumer is None or consumer.permits <= 0 or not consumer.writable:
+            return False
+        entries = self.read_from_cursor(consumer.permits)
+        if not entries:
+            return False
+        consumer.send_entries(entries, self.redelivery_counts)
+        return True

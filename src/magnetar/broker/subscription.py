@@ -1,0 +1,151 @@
+"""A subscription: a named cursor on a topic plus the dispatcher that feeds its consumers."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from magnetar.broker.consumer import Consumer
+from magnetar.broker.dispatchers import Dispatcher, create_dispatcher
+from magnetar.broker.errors import ConsumerBusy, NotAllowed
+from magnetar.broker.ids import position_of
+from magnetar.protocol import wire
+from magnetar.storage.cursor import ManagedCursor
+from magnetar.storage.position import Position
+
+if TYPE_CHECKING:
+    from magnetar.broker.topic import PersistentTopic
+
+SubType = wire.CommandSubscribe.SubType
+_SHARED_TYPES = (SubType.Value("Shared"), SubType.Value("Key_Shared"))
+
+
+class Subscription:
+    def __init__(self, topic: PersistentTopic, name: str, cursor: ManagedCursor, durable: bool) -> None:
+        self.topic = topic
+        self.name = name
+        self.cursor = cursor
+        self.durable = durable
+        self.sub_type: int | None = None
+        self.dispatcher: Dispatcher | None = None
+
+    @property
+    def consumers(self) -> list[Consumer]:
+        return self.dispatcher.consumers if self.dispatcher else []
+
+    def add_consumer(self, consumer: Consumer, sub_type: int) -> None:
+        if self.dispatcher is not None and self.sub_type != sub_type:
+            if self.dispatcher.consumers:
+                raise ConsumerBusy(
+                    f"Subscription {self.name} is of type {SubType.Name(self.sub_type)}, "
+                    f"not {SubType.Name(sub_type)}"
+                )
+            self.dispatcher.close()
+            self.dispatcher = None
+        if self.dispatcher is None:
+            try:
+                self.dispatcher = create_dispatcher(
+                    sub_type, self, max_read_batch=self.topic.config.dispatcher_max_read_batch
+                )
+            except LookupError as exc:
+                raise NotAllowed(str(exc)) from None
+            self.sub_type = sub_type
+        self.dispatcher.add_consumer(consumer)
+
+    def remove_consumer(self, consumer: Consumer) -> None:
+        consumer.closed = True
+        if self.dispatcher is not None:
+            self.dispatcher.remove_consumer(consumer)
+        if not self.durable and not self.consumers:
+            self.topic.remove_subscription(self.name)
+
+    def flow(self, consumer: Consumer, permits: int) -> None:
+        if self.dispatcher is not None:
+            self.dispatcher.consumer_flow(consumer, permits)
+
+    def notify_new_entries(self) -> None:
+        if self.dispatcher is not None and self.dispatcher.consumers:
+            self.dispatcher.schedule()
+
+    # -- acknowledgements ------------------------------------------------------------------
+    def acknowledge(self, ack: wire.CommandAck) -> None:
+        if ack.ack_type == wire.CommandAck.Cumulative:
+            if self.sub_type in _SHARED_TYPES:
+                raise NotAllowed("cumulative acknowledgement is not allowed on a shared subscription")
+            if ack.message_id:
+                self._ack_cumulative(ack.message_id[0])
+            return
+        last = self.topic.ml.last_confirmed
+        done: list[Position] = []
+        for msg_id in ack.message_id:
+            position = position_of(msg_id)
+            if position > last or position.entry_id < 0:
+                continue
+            if len(msg_id.ack_set):
+                size = msg_id.batch_size if msg_id.HasField("batch_size") else 64 * len(msg_id.ack_set)
+                if not self.cursor.ack_batch_indexes(position, list(msg_id.ack_set), size):
+                    continue
+            done.append(position)
+        if done:
+            self.cursor.delete(done)
+            if self.dispatcher is not None:
+                self.dispatcher.on_acknowledged(done)
+
+    def _ack_cumulative(self, msg_id: wire.MessageIdData) -> None:
+        position = position_of(msg_id)
+        if position > self.topic.ml.last_confirmed or position.entry_id < 0:
+            return
+        if len(msg_id.ack_set):
+            # Up to the entry before, and part of this batch.
+            size = msg_id.batch_size if msg_id.HasField("batch_size") else 64 * len(msg_id.ack_set)
+            if position.entry_id > 0:
+                self._mark_delete(Position(position.ledger_id, position.entry_id - 1))
+            if self.cursor.ack_batch_indexes(position, list(msg_id.ack_set), size):
+                self._mark_delete(position)
+            return
+        self._mark_delete(position)
+
+    def _mark_delete(self, position: Position) -> None:
+        if position <= self.cursor.mark_delete_position:
+            return
+        self.cursor.mark_delete(position)
+        if self.dispatcher is not None:
+            self.dispatcher.on_mark_delete(position)
+
+    def redeliver(self, consumer: Consumer, msg_ids: list[wire.MessageIdData]) -> None:
+        if self.dispatcher is None:
+            return
+        positions = [position_of(m) for m in msg_ids] if msg_ids else None
+        self.dispatcher.redeliver(consumer, positions)
+
+    # -- seek -----------------------------------------------------------------------------
+    def reset_cursor(self, position: Position) -> None:
+        """Move the subscription to ``position`` (first entry to deliver next).
+
+        As in Pulsar, every consumer is disconnected first; they subscribe again and
+        receive from the new position.
+        """
+        for consumer in list(self.consumers):
+            consumer.close_by_broker()
+            consumer.cnx.forget_consumer(consumer.consumer_id)
+            self.remove_consumer_silently(consumer)
+        self.cursor.reset(position)
+        if self.dispatcher is not None:
+            self.dispatcher.on_cursor_reset()
+
+    def remove_consumer_silently(self, consumer: Consumer) -> None:
+        """Detach without deleting a non-durable subscription (it is about to be reused)."""
+        consumer.closed = True
+        if self.dispatcher is not None:
+            self.dispatcher.remove_consumer(consumer)
+
+    def unsubscribe(self, consumer: Consumer) -> None:
+        others = [c for c in self.consumers if c is not consumer]
+        if others:
+            raise ConsumerBusy(f"Subscription {self.name} has other connected consumers")
+        self.remove_consumer(consumer)
+        self.close()
+        self.topic.delete_subscription(self.name)
+
+    def close(self) -> None:
+        if self.dispatcher is not None:
+            self.dispatcher.close()

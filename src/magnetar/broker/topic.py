@@ -1,0 +1,253 @@
+"""A persistent topic: one managed ledger, its producers and its subscriptions."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from magnetar.broker.consumer import Consumer
+from magnetar.broker.entry_metadata import IndexInterceptor, load_interceptors
+from magnetar.broker.errors import BrokerError, NotAllowed
+from magnetar.broker.ids import is_earliest, is_latest, position_of
+from magnetar.broker.producer import Producer
+from magnetar.broker.seek import position_for_message_id, position_for_time
+from magnetar.broker.subscription import Subscription
+from magnetar.broker.topic_name import TopicName
+from magnetar.protocol import ProtocolError, wire
+from magnetar.protocol.entry import prepend_entry_metadata, split_entry_metadata
+from magnetar.protocol.headers import parse_metadata
+from magnetar.storage.managed_ledger import ManagedLedger
+from magnetar.storage.position import Position
+
+if TYPE_CHECKING:
+    from magnetar.broker.config import BrokerConfig
+
+log = logging.getLogger(__name__)
+
+SubType = wire.CommandSubscribe.SubType
+_SEQUENCES_KEY = "producer_sequences"
+_INDEX_KEY = "last_entry_index"
+
+PublishCallback = Callable[[Position | None, Exception | None], None]
+
+
+class PersistentTopic:
+    def __init__(self, name: TopicName, ml: ManagedLedger, config: BrokerConfig) -> None:
+        self.name = name
+        self.ml = ml
+        self.config = config
+        self.partition_index = name.partition_index
+        self.producers: dict[tuple[int, int], Producer] = {}
+        self.subscriptions: dict[str, Subscription] = {}
+        self.interceptors = load_interceptors(config.broker_entry_metadata_interceptors)
+        self._index = next((i for i in self.interceptors if isinstance(i, IndexInterceptor)), None)
+        #: Highest sequence id stored per producer name (survives restarts).
+        self.producer_sequences: dict[str, int] = {}
+        self._sequences_dirty = False
+        #: Last position whose durable callback ran: what the sequence snapshot covers.
+        self._last_published = Position(-1, -1)
+        self._notify_scheduled = False
+        self._recover_state()
+        for cursor_name, cursor in ml.cursors().items():
+            self.subscriptions[cursor_name] = Subscription(self, cursor_name, cursor, durable=True)
+
+    # -- recovery ---------------------------------------------------------------------------
+    def _recover_state(self) -> None:
+        """Rebuild producer sequence ids and the entry index from the snapshot plus the tail."""
+        start = None
+        raw = self.ml.get_property(_SEQUENCES_KEY)
+        if raw:
+            snapshot = json.loads(raw)
+            self.producer_sequences = {k: int(v) for k, v in snapshot["sequences"].items()}
+            start = self.ml.next_position(Position(*snapshot["position"]))
+        if start is None:
+            start = self.ml.first_position()
+        last_index = int(self.ml.get_property(_INDEX_KEY) or -1)
+        last = self.ml.last_confirmed
+        while start is not None and start <= last and start.entry_id >= 0:
+            entries = self.ml.read_entries(start, 1000)
+            if not entries:
+                break
+            for entry in entries:
+                last_index = self._replay_entry(entry.data, last_index)
+            start = self.ml.next_position(entries[-1].position)
+        if self._index is not None:
+            self._index.last_index = max(last_index, self._last_stored_index())
+
+    def _replay_entry(self, data: bytes, last_index: int) -> int:
+        try:
+            meta, producer_bytes = split_entry_metadata(data)
+            metadata, _ = parse_metadata(producer_bytes)
+        except ProtocolError:
+            return last_index
+        highest = max(metadata.sequence_id, metadata.highest_sequence_id)
+        if highest > self.producer_sequences.get(metadata.producer_name, -1):
+            self.producer_sequences[metadata.producer_name] = highest
+        if meta is not None and meta.HasField("index"):
+            return max(last_index, meta.index)
+        return last_index
+
+    def _last_stored_index(self) -> int:
+        last = self.ml.last_confirmed
+        if last.entry_id < 0:
+            return -1
+        try:
+            meta, _ = split_entry_metadata(self.ml.read_entry(last).data)
+        except (ProtocolError, KeyError, ValueError):
+            return -1
+        return meta.index if meta is not None and meta.HasField("index") else -1
+
+    # -- producers --------------------------------------------------------------------------
+    def add_producer(self, producer: Producer) -> None:
+        for existing in self.producers.values():
+            if existing.name == producer.name:
+                raise BrokerError(
+                    f"Producer with name '{producer.name}' is already connected to topic",
+                    wire.ProducerBusy,
+                )
+        self.producers[(id(producer.cnx), producer.producer_id)] = producer
+
+    def remove_producer(self, producer: Producer) -> None:
+        self.producers.pop((id(producer.cnx), producer.producer_id), None)
+
+    def last_sequence_id(self, producer_name: str) -> int:
+        return self.producer_sequences.get(producer_name, -1)
+
+    def publish(
+        self,
+        producer: Producer,
+        send: wire.CommandSend,
+        headers_and_payload: memoryview,
+        callback: PublishCallback,
+    ) -> None:
+        """Store the producer's bytes (with broker entry metadata in front) and call back once durable."""
+        num_messages = send.num_messages if send.HasField("num_messages") else 1
+        if self.interceptors:  # PIP 70: metadata in front, producer's bytes untouched
+            meta = wire.BrokerEntryMetadata()
+            for interceptor in self.interceptors:
+                interceptor.intercept(meta, num_messages)
+            data = prepend_entry_metadata(meta, headers_and_payload)
+        else:
+            data = bytes(headers_and_payload)
+        highest = max(send.sequence_id, send.highest_sequence_id)
+
+        def on_durable(position: Position | None, exc: Exception | None) -> None:
+            if exc is None and position is not None:
+                self._last_published = position
+                self._sequences_dirty = True
+                if highest > self.producer_sequences.get(producer.name, -1):
+                    self.producer_sequences[producer.name] = highest
+            callback(position, exc)
+            if exc is None:
+                self._notify_subscriptions()
+
+        self.ml.add_entry(data, on_durable)
+
+    def _notify_subscriptions(self) -> None:
+        # Many receipts arrive together after one fsync: wake the dispatchers once for all.
+        if not self._notify_scheduled:
+            self._notify_scheduled = True
+            asyncio.get_running_loop().call_soon(self._wake_dispatchers)
+
+    def _wake_dispatchers(self) -> None:
+        self._notify_scheduled = False
+        for subscription in list(self.subscriptions.values()):
+            subscription.notify_new_entries()
+
+    # -- subscriptions ----------------------------------------------------------------------
+    def subscribe(
+        self, consumer_factory: Callable[[Subscription], Consumer], cmd: wire.CommandSubscribe
+    ) -> Consumer:
+        name = cmd.subscription
+        subscription = self.subscriptions.get(name)
+        if subscription is None:
+            subscription = self._create_subscription(cmd)
+        consumer = consumer_factory(subscription)
+        try:
+            subscription.add_consumer(consumer, cmd.sub_type)
+        except Exception:
+            if not subscription.durable and not subscription.consumers:
+                self.remove_subscription(name)
+            raise
+        return consumer
+
+    def _create_subscription(self, cmd: wire.CommandSubscribe) -> Subscription:
+        name = cmd.subscription
+        if not name:
+            raise NotAllowed("subscription name is empty")
+        if cmd.durable:
+            initial = "earliest" if cmd.initial_position == wire.CommandSubscribe.Earliest else "latest"
+            cursor = self.ml.open_cursor(name, initial_position=initial)
+        else:
+            cursor = self.ml.new_non_durable_cursor(self._reader_start(cmd))
+        subscription = Subscription(self, name, cursor, durable=cmd.durable)
+        self.subscriptions[name] = subscription
+        return subscription
+
+    def _reader_start(self, cmd: wire.CommandSubscribe) -> Position:
+        """First entry a non-durable subscription reads.
+
+        A given message id starts at its own entry whether or not it is inclusive: the
+        client drops what precedes its start id (inside a batch, too).
+        """
+        if cmd.HasField("start_message_id"):
+            msg_id = cmd.start_message_id
+            if is_latest(msg_id):
+                return self.ml.next_position(self.ml.last_confirmed)
+            if not is_earliest(msg_id):
+                return position_of(msg_id)
+        elif cmd.initial_position == wire.CommandSubscribe.Latest:
+            return self.ml.next_position(self.ml.last_confirmed)
+        return self.ml.first_position() or self.ml.next_position(self.ml.last_confirmed)
+
+    def remove_subscription(self, name: str) -> None:
+        subscription = self.subscriptions.pop(name, None)
+        if subscription is not None:
+            subscription.close()
+
+    def delete_subscription(self, name: str) -> None:
+        subscription = self.subscriptions.pop(name, None)
+        if subscription is not None and subscription.durable:
+            self.ml.delete_cursor(name)
+
+    # -- queries ----------------------------------------------------------------------------
+    def last_message_position(self) -> tuple[Position, int]:
+        """The last stored entry and the batch index of its last message (-1 if not a batch)."""
+        last = self.ml.last_confirmed
+        if last.entry_id < 0:
+            return last, -1
+        try:
+            _, producer_bytes = split_entry_metadata(self.ml.read_entry(last).data)
+            metadata, _ = parse_metadata(producer_bytes)
+        except ProtocolError:
+            return last, -1
+        if metadata.HasField("num_messages_in_batch"):
+            return last, metadata.num_messages_in_batch - 1
+        return last, -1
+
+    def seek_position(self, msg_id: wire.MessageIdData) -> Position:
+        return position_for_message_id(self.ml, msg_id)
+
+    def find_position_by_time(self, timestamp_ms: int) -> Position:
+        return position_for_time(self.ml, timestamp_ms)
+
+    # -- lifecycle --------------------------------------------------------------------------
+    def flush(self) -> None:
+        """Persist cursors, the producer sequence snapshot and the entry index."""
+        self.ml.flush_cursors()
+        if self._sequences_dirty:
+            self._sequences_dirty = False
+            last = self._last_published
+            snapshot = {"position": [last.ledger_id, last.entry_id], "sequences": self.producer_sequences}
+            self.ml.set_property(_SEQUENCES_KEY, json.dumps(snapshot))
+            if self._index is not None:
+                self.ml.set_property(_INDEX_KEY, str(self._index.last_index))
+
+    def close(self) -> None:
+        for subscription in self.subscriptions.values():
+            subscription.close()
+        self.flush()
+        self.ml.close()

@@ -1,0 +1,66 @@
+"""Pulsar topic names: ``{persistent|non-persistent}://tenant/namespace/local-name``.
+
+A short name like ``my-topic`` means ``persistent://public/default/my-topic``, as in Pulsar.
+A partition of a partitioned topic is named ``<topic>-partition-<n>``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+PARTITION_SUFFIX = "-partition-"
+_PARTITION_RE = re.compile(r"^(.*)-partition-(\d+)$")
+_ALLOWED = re.compile(r"^[A-Za-z0-9_.:=\-%]+$")
+
+
+class InvalidTopicName(ValueError):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class TopicName:
+    domain: str
+    tenant: str
+    namespace: str
+    local_name: str
+
+    @classmethod
+    def parse(cls, name: str) -> TopicName:
+        if not name:
+            raise InvalidTopicName("topic name is empty")
+        if "://" not in name:
+            parts = name.split("/")
+            if len(parts) == 1:
+                name = f"persistent://public/default/{name}"
+            elif len(parts) == 3:
+                name = f"persistent://{name}"
+            else:
+                raise InvalidTopicName(f"invalid short topic name {name!r}")
+        domain, _, rest = name.partition("://")
+        if domain not in ("persistent", "non-persistent"):
+            raise InvalidTopicName(f"invalid topic domain {domain!r} in {name!r}")
+        parts = rest.split("/")
+        if len(parts) != 3 or not all(parts):
+            raise InvalidTopicName(f"topic name {name!r} must be domain://tenant/namespace/topic")
+        tenant, namespace, local = parts
+        for part in parts:
+            if not _ALLOWED.match(part):
+                raise InvalidTopicName(f"invalid character in topic name {name!r}")
+        return cls(domain, tenant, namespace, local)
+
+    @property
+    def persistent(self) -> bool:
+        return self.domain == "persistent"
+
+    @property
+    def namespace_name(self) -> str:
+        return f"{self.tenant}/{self.namespace}"
+
+    @property
+    def partition_index(self) -> int:
+        m = _PARTITION_RE.match(self.local_name)
+        return int(m.group(2)) if m else -1
+
+    def __str__(self) -> str:
+        return f"{self.domain}://{self.tenant}/{self.namespace}/{self.local_name}"

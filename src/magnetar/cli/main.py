@@ -1,0 +1,82 @@
+"""The ``magnetar`` command."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+from pathlib import Path
+
+from magnetar import __version__
+
+
+def _standalone_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("standalone", help="run a broker in the foreground")
+    p.add_argument("--host", help="address to listen on (default 127.0.0.1)")
+    p.add_argument("--port", type=int, help="binary protocol port (default 6650; 0 picks a free one)")
+    p.add_argument("--http-port", type=int, help="HTTP admin port (default 8080; 0 picks a free one)")
+    p.add_argument("--data-dir", type=Path, help="where ledgers and metadata live (default ./data)")
+    p.add_argument("--config", type=Path, help="TOML file with settings (see docs/configuration.md)")
+    p.add_argument("--log-level", default="INFO")
+
+
+async def _run_standalone(args: argparse.Namespace) -> int:
+    from magnetar.broker.config import BrokerConfig
+    from magnetar.broker.service import BrokerService
+
+    config = BrokerConfig.load(
+        args.config, host=args.host, port=args.port, http_port=args.http_port, data_dir=args.data_dir
+    )
+    service = BrokerService(config)
+    await service.start()
+    logging.getLogger("magnetar").info(
+        "Magnetar %s listening on pulsar://%s:%d and http://%s:%d, data in %s",
+        __version__,
+        config.host,
+        service.port,
+        config.host,
+        service.http_port,
+        config.data_dir,
+    )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    logging.getLogger("magnetar").info("shutting down")
+    await service.stop()
+    logging.getLogger("magnetar").info("stopped cleanly")
+    return 0
+
+
+def _event_loop_runner():
+    try:
+        import uvloop
+
+        return uvloop.run
+    except ImportError:
+        return asyncio.run
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="magnetar", description="Magnetar, a small Pulsar-compatible broker"
+    )
+    parser.add_argument("--version", action="version", version=f"magnetar {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    _standalone_parser(sub)
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=getattr(logging, args.log_level.upper(), logging.INFO),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    if args.command == "standalone":
+        return _event_loop_runner()(_run_standalone(args))
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
