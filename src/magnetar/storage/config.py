@@ -1,0 +1,40 @@
+"""Settings of the storage layer; docs/storage.md explains each one."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+FSYNC_POLICIES = ("always", "interval", "never")
+
+
+@dataclass
+class StorageConfig:
+    """Where data lives, when it is fsynced, when ledgers roll over and how long consumed data stays.
+
+    Retention follows Pulsar: a consumed ledger is deleted once it is past any
+    retention limit that is set. 0 means "not set" (both 0: delete once consumed),
+    a negative value means "no limit" on that dimension.
+    """
+
+    data_dir: Path
+    fsync_policy: str = "always"
+    fsync_interval_ms: float = 10.0
+    max_ledger_size_bytes: int = 128 * 1024 * 1024
+    max_ledger_age_seconds: float = 4 * 3600
+    retention_time_seconds: float = 0.0
+    retention_size_bytes: int = 0
+    entry_cache_bytes: int = 32 * 1024 * 1024
+
+    def __post_init__(self) -> None:
+        self.data_dir = Path(self.data_dir)
+        if self.fsync_policy not in FSYNC_POLICIES:
+            raise ValueError(f"fsync_policy must be one of {FSYNC_POLICIES}, not {self.fsync_policy!r}")
+        if self.fsync_interval_ms < 0:
+            raise ValueError("fsync_interval_ms must not be negative")
+        if self.max_ledger_size_bytes <= 0:
+            raise ValueError("max_ledger_size_bytes must be positive")
+        if self.max_ledger_age_seconds <= 0:
+            raise ValueError("max_ledger_age_seconds must be positive")
+        if self.entry_cache_bytes < 0:
+            raise ValueError("entry_cache_bytes must not be negative")

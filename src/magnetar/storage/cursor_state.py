@@ -1,0 +1,37 @@
+"""A durable cursor's persisted state and its (deliberately simple) stored form.
+
+Stored as JSON in one metadata row per cursor: the mark-delete position, the
+individually deleted ranges as ``[ledger, start, end)`` triples and the batch
+ack sets as signed words. PIP 81 will later split this into one page per
+ledger; ``AckRanges`` already groups the ranges that way.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from magnetar.storage.position import Position
+
+
+@dataclass(frozen=True, slots=True)
+class CursorState:
+    mark_delete: Position
+    individually_deleted: list[tuple[int, int, int]] = field(default_factory=list)
+    batch_acks: list[tuple[Position, list[int]]] = field(default_factory=list)
+
+    def ranges_json(self) -> str:
+        return json.dumps([list(t) for t in self.individually_deleted], separators=(",", ":"))
+
+    def batch_json(self) -> str:
+        rows = [[p.ledger_id, p.entry_id, words] for p, words in self.batch_acks]
+        return json.dumps(rows, separators=(",", ":"))
+
+    @classmethod
+    def from_columns(cls, ledger_id: int, entry_id: int, ranges_json: str, batch_json: str) -> CursorState:
+        ranges = [(int(lid), int(s), int(e)) for lid, s, e in json.loads(ranges_json or "[]")]
+        batch = [
+            (Position(int(lid), int(eid)), [int(w) for w in words])
+            for lid, eid, words in json.loads(batch_json or "[]")
+        ]
+        return cls(Position(ledger_id, entry_id), ranges, batch)

@@ -1,0 +1,15 @@
+"""One stored entry: the exact bytes a producer's add gave, and where they are."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from magnetar.storage.position import Position
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """Storage never re-serializes: ``data`` is byte-for-byte what ``add_entry`` was given."""
+
+    position: Position
+    data: bytes

@@ -1,0 +1,29 @@
+"""Errors raised by the storage layer."""
+
+
+class StorageError(Exception):
+    """Base class: something in storage went wrong."""
+
+
+class StorageClosedError(StorageError):
+    """The Storage, managed ledger or cursor was closed; open it again to go on."""
+
+
+class ManagedLedgerFencedError(StorageError):
+    """A write or fsync failed, so later adds are refused.
+
+    After a failed fsync the kernel may have dropped the dirty pages, so nothing
+    written since can be trusted to reach the disk. Reopening the managed ledger
+    recovers what is really there.
+    """
+
+
+class EntryNotFoundError(StorageError, KeyError):
+    """No readable entry at that position (never written, not yet durable, or trimmed).
+
+    A KeyError (so a LookupError too), as a missing key in a mapping of positions would be.
+    """
+
+
+class CorruptionError(StorageError):
+    """Bytes on disk do not match their checksum or index where they must."""

@@ -1,0 +1,494 @@
+"""ManagedLedger: one topic's log, a sequence of ledgers with cursors over it."""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import replace
+from pathlib import Path
+
+from magnetar.storage.callbacks import DurableCallback, Notify, dispatch
+from magnetar.storage.config import StorageConfig
+from magnetar.storage.cursor import ManagedCursor
+from magnetar.storage.cursor_state import CursorState
+from magnetar.storage.entry import Entry
+from magnetar.storage.entry_cache import EntryCache
+from magnetar.storage.errors import EntryNotFoundError, ManagedLedgerFencedError, StorageClosedError
+from magnetar.storage.ledger_info import LedgerInfo
+from magnetar.storage.ledger_list import LedgerList
+from magnetar.storage.metadata_store import ManagedLedgerRecord, MetadataStore
+from magnetar.storage.position import Position
+from magnetar.storage.retention import consumed_ledgers, past_retention
+from magnetar.storage.segment import Segment, SegmentReaders, delete_segment_files
+from magnetar.storage.syncer import Syncer
+
+log = logging.getLogger(__name__)
+
+_SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|idx)$")
+
+
+class ManagedLedger:
+    """An append-only log of entries, stored as a sequence of ledgers (one segment file each).
+
+    Adds go to the current ledger, which rolls over by size or age. An entry is
+    readable once durable: ``last_confirmed`` is the last such entry. While the
+    managed ledger holds no entry, ``last_confirmed`` and ``last_added`` are
+    ``Position(current ledger, -1)``; after a rollover they stay on the previous
+    ledger's last entry until the new ledger gets one.
+
+    Adds, reads and cursors are meant for one owner thread; the fsync thread
+    completes adds. ``on_durable`` callbacks of one managed ledger fire in
+    position order, through ``notify`` when one was given.
+    """
+
+    def __init__(
+        self,
+        record: ManagedLedgerRecord,
+        directory: Path,
+        config: StorageConfig,
+        metadata: MetadataStore,
+        syncer: Syncer,
+        cache: EntryCache,
+        notify: Notify | None,
+        on_close: Callable[[ManagedLedger], None],
+    ):
+        self.name = record.name
+        self._id = record.ml_id
+        self._dir = directory
+        self._config = config
+        self._metadata = metadata
+        self._syncer = syncer
+        self._cache = cache
+        self._notify = notify
+        self._on_close = on_close
+        self._lock = threading.RLock()
+        self._round_lock = threading.RLock()  # one group-commit round at a time keeps callbacks in order
+        self._ledgers = LedgerList()
+        self._infos: dict[int, LedgerInfo] = {}
+        self._readers = SegmentReaders(directory)
+        self._pending: list[tuple[Position, DurableCallback | None]] = []
+        self._pending_segments: list[Segment] = []
+        self._failure: Exception | None = None
+        self._closed = False
+        self._cursors: dict[str, ManagedCursor] = {}
+        self._non_durable_seq = 0
+        self._current = self._recover()
+        self._last_added = self._last_confirmed = self._ledgers.last_position()
+        self._load_cursors()
+
+    def __repr__(self) -> str:
+        return f"ManagedLedger({self.name!r}, last_confirmed={self._last_confirmed})"
+
+    # ---------------------------------------------------------------- recovery
+
+    def _recover(self) -> Segment:
+        """Rebuild the ledger list; the open ledger's tail is checked and a torn record cut off.
+
+        Closed ledgers' entry counts come from the metadata store. The open
+        ledger, which is always the last, is recovered from its files and stays
+        the one appended to, so restarts do not pile up ledgers.
+        """
+        infos = self._metadata.ledgers(self._id)
+        current = infos.pop() if infos and not infos[-1].closed else None
+        for info in infos:
+            if not info.closed:  # cannot happen (rollover is one commit); if it did, keep what is there
+                segment = Segment.recover(self._dir, info.ledger_id)
+                self._syncer.count(segment.close())
+                info = replace(info, entries=segment.entries, size_bytes=segment.size_bytes, closed=True)
+                info = replace(info, closed_at=time.time())
+                self._metadata.update_ledger(info)
+            self._infos[info.ledger_id] = info
+            self._ledgers.append(info.ledger_id, info.entries)
+        if current is None:
+            now = time.time()
+            current = LedgerInfo(self._metadata.create_ledger(self._id, now), 0, 0, now, False)
+            segment = Segment.create(self._dir, current.ledger_id)
+        else:
+            segment = Segment.recover(self._dir, current.ledger_id)
+        self._infos[current.ledger_id] = current
+        self._ledgers.append(current.ledger_id, segment.entries)
+        self._remove_orphan_files()
+        return segment
+
+    def _remove_orphan_files(self) -> None:
+        """Delete segment files no ledger row owns (left by a crash in the middle of a trim)."""
+        for path in self._dir.iterdir():
+            match = _SEGMENT_FILE.match(path.name)
+            if match and int(match.group(1)) not in self._ledgers:
+                path.unlink(missing_ok=True)
+
+    def _load_cursors(self) -> None:
+        for name, state in self._metadata.cursors(self._id).items():
+            self._cursors[name] = ManagedCursor(self, name, True, state)
+        self.flush_cursors()  # keeps any clamping recovery had to do
+
+    # ------------------------------------------------------------------ writes
+
+    @property
+    def last_confirmed(self) -> Position:
+        return self._last_confirmed
+
+    @property
+    def last_added(self) -> Position:
+        return self._last_added
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def fenced(self) -> bool:
+        """True after a failed write or fsync: adds are refused until the managed ledger is reopened."""
+        return self._failure is not None
+
+    def add_entry(self, data: bytes, on_durable: DurableCallback | None = None) -> Position:
+        """Append ``data`` now and return its position; ``on_durable`` fires once it is durable.
+
+        Durable means fsynced for the "always" and "interval" policies, and
+        written to the OS for "never". On a failed fsync the callback gets
+        ``(None, error)`` and the managed ledger is fenced.
+        """
+        if not isinstance(data, bytes):
+            data = bytes(data)
+        never = self._syncer.policy == "never"
+        with self._lock:
+            self._check_writable()
+            try:
+                if self._should_roll_over():
+                    self._roll_over()
+                segment = self._current
+                entry_id = segment.append(data)
+            except OSError as exc:
+                self._fence(exc)
+                raise ManagedLedgerFencedError(f"{self.name}: write failed: {exc}") from exc
+            position = Position(segment.ledger_id, entry_id)
+            self._ledgers.set_count(segment.ledger_id, entry_id + 1)
+            self._last_added = position
+            self._cache.put(self._id, position, data)
+            if never:
+                self._last_confirmed = position
+            else:
+                first = not self._pending
+                self._pending.append((position, on_durable))
+                if not self._pending_segments or self._pending_segments[-1] is not segment:
+                    self._pending_segments.append(segment)
+        if never:
+            if on_durable is not None:
+                dispatch(self._notify, [(on_durable, position)], None, self.name)
+        elif first:
+            self._syncer.request(self)
+        return position
+
+    def _check_writable(self) -> None:
+        self._check_open()
+        if self._failure is not None:
+            raise ManagedLedgerFencedError(f"{self.name} is fenced after: {self._failure}") from self._failure
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StorageClosedError(f"managed ledger {self.name} is closed")
+
+    def _should_roll_over(self) -> bool:
+        segment = self._current
+        if segment.entries == 0:
+            return False
+        if segment.size_bytes >= self._config.max_ledger_size_bytes:
+            return True
+        age = time.time() - self._infos[segment.ledger_id].created_at
+        return age >= self._config.max_ledger_age_seconds
+
+    def _roll_over(self) -> None:
+        """Close the current ledger (fsyncing it) and start a new one, committed before its first write."""
+        old = self._current
+        now = time.time()
+        self._syncer.count(old.close())
+        closed = replace(
+            self._infos[old.ledger_id],
+            entries=old.entries,
+            size_bytes=old.size_bytes,
+            closed=True,
+            closed_at=now,
+        )
+        new_id = self._metadata.create_ledger(self._id, now, close=closed)
+        self._infos[old.ledger_id] = closed
+        self._current = Segment.create(self._dir, new_id)
+        self._infos[new_id] = LedgerInfo(new_id, 0, 0, now, False)
+        self._ledgers.append(new_id)
+        log.debug("%s: rolled over from ledger %d to %d", self.name, old.ledger_id, new_id)
+
+    def _fence(self, exc: Exception) -> None:
+        if self._failure is None:
+            log.error("%s: fenced after an I/O error: %s", self.name, exc)
+            self._failure = exc
+
+    def sync_round(self) -> int:
+        """Fsync what is pending, advance ``last_confirmed`` and complete the callbacks (fsync thread)."""
+        with self._round_lock:
+            with self._lock:
+                batch, self._pending = self._pending, []
+                segments, self._pending_segments = self._pending_segments, []
+                failure = self._failure
+            if not batch:
+                return 0
+            fsyncs = 0
+            if failure is None:
+                try:
+                    for segment in segments:
+                        fsyncs += segment.sync()
+                except OSError as exc:
+                    self._fence(exc)
+                    failure = exc
+            if failure is None:
+                with self._lock:
+                    self._last_confirmed = max(self._last_confirmed, batch[-1][0])
+            dispatch(self._notify, [(cb, pos) for pos, cb in batch if cb is not None], failure, self.name)
+            return fsyncs
+
+    # ------------------------------------------------------------------- reads
+
+    def read_entry(self, position: Position) -> Entry:
+        with self._lock:
+            self._check_open()
+            if not self.has_entry(position):
+                raise EntryNotFoundError(f"{self.name}: no readable entry at {position}")
+            return self._read_span(position, 1, None, True)[0]
+
+    def read_entries(
+        self, start: Position, max_entries: int, max_bytes: int | None = None, *, at_least_one: bool = True
+    ) -> list[Entry]:
+        """Entries from ``start`` (inclusive) on, across ledgers, never past ``last_confirmed``.
+
+        Stops at ``max_entries`` or before ``max_bytes`` of data would be passed,
+        but returns at least one entry when any is readable (unless ``at_least_one``
+        is False, which callers that already hold entries use).
+        """
+        with self._lock:
+            self._check_open()
+            last = self._last_confirmed
+            out: list[Entry] = []
+            budget = max_bytes
+            position = self._ledgers.ceil(start)
+            while len(out) < max_entries and position <= last:
+                if position.ledger_id == last.ledger_id:
+                    ledger_end = last.entry_id + 1
+                else:
+                    ledger_end = self._ledgers.count(position.ledger_id)
+                run = min(max_entries - len(out), ledger_end - position.entry_id)
+                got = self._read_span(position, run, budget, at_least_one and not out)
+                out.extend(got)
+                if budget is not None:
+                    budget -= sum(len(entry.data) for entry in got)
+                if len(got) < run:
+                    break
+                position = self._ledgers.ceil(Position(position.ledger_id, ledger_end))
+            return out
+
+    def _read_span(self, start: Position, count: int, budget: int | None, at_least_one: bool) -> list[Entry]:
+        """Up to ``count`` entries of one ledger: from the cache while it has them, then one pread."""
+        ledger_id, first = start.ledger_id, start.entry_id
+        out: list[Entry] = []
+        while len(out) < count:
+            position = Position(ledger_id, first + len(out))
+            data = self._cache.get(self._id, position)
+            if data is None:
+                break
+            if budget is not None and len(data) > budget and (out or not at_least_one):
+                return out
+            out.append(Entry(position, data))
+            if budget is not None:
+                budget -= len(data)
+        if len(out) < count:
+            begin = first + len(out)
+            datas = self._segment_for(ledger_id).read_range(
+                begin, count - len(out), budget, at_least_one and not out
+            )
+            out.extend(Entry(Position(ledger_id, begin + i), data) for i, data in enumerate(datas))
+        return out
+
+    def _segment_for(self, ledger_id: int) -> Segment:
+        if ledger_id == self._current.ledger_id:
+            return self._current
+        return self._readers.get(ledger_id, self._ledgers.count(ledger_id))
+
+    # --------------------------------------------------------------- positions
+
+    def has_entry(self, position: Position) -> bool:
+        """True when an entry exists at ``position`` and is readable (<= ``last_confirmed``)."""
+        return position <= self._last_confirmed and self._ledgers.exists(position)
+
+    def next_position(self, position: Position) -> Position:
+        """The position after ``position``, crossing ledgers (may be where the next add will go)."""
+        with self._lock:
+            return self._ledgers.next_position(position)
+
+    def previous_position(self, position: Position) -> Position:
+        """The position before ``position``, crossing ledgers; ``(ledger, -1)`` with nothing before."""
+        with self._lock:
+            return self._ledgers.previous_position(position)
+
+    def ceil_position(self, position: Position) -> Position:
+        """``position`` if it holds (or will hold) an entry, else the start of the next ledger."""
+        with self._lock:
+            return self._ledgers.ceil(position)
+
+    def first_position(self) -> Position | None:
+        """The first readable entry, or None when there is none."""
+        with self._lock:
+            first = self._ledgers.first_position()
+            return first if first is not None and first <= self._last_confirmed else None
+
+    def number_of_entries(self, start: Position, end: Position) -> int:
+        with self._lock:
+            return self._ledgers.number_of_entries(start, end)
+
+    def entries_in_ledger(self, ledger_id: int) -> int:
+        with self._lock:
+            return self._ledgers.count(ledger_id)
+
+    def ledgers(self) -> list[LedgerInfo]:
+        with self._lock:
+            infos = [self._infos[ledger_id] for ledger_id in self._ledgers.ids()]
+            current = self._current
+            infos[-1] = replace(infos[-1], entries=current.entries, size_bytes=current.size_bytes)
+            return infos
+
+    @property
+    def current_ledger_id(self) -> int:
+        return self._current.ledger_id
+
+    # ----------------------------------------------------------------- cursors
+
+    def open_cursor(self, name: str, initial_position: str = "latest") -> ManagedCursor:
+        """The durable cursor ``name``, created at the latest or earliest entry if it is new.
+
+        A new cursor is committed at once, so it holds retention from the start.
+        """
+        if initial_position not in ("earliest", "latest"):
+            raise ValueError(f"initial_position must be 'earliest' or 'latest', not {initial_position!r}")
+        with self._lock:
+            self._check_open()
+            cursor = self._cursors.get(name)
+            if cursor is not None:
+                return cursor
+            if initial_position == "latest":
+                mark_delete = self._last_confirmed
+            else:
+                mark_delete = self._ledgers.previous_position(self._ledgers.ceil(Position.EARLIEST))
+            cursor = ManagedCursor(self, name, True, CursorState(mark_delete))
+            self._metadata.save_cursors(self._id, [(name, cursor.snapshot())])
+            self._cursors[name] = cursor
+            return cursor
+
+    def new_non_durable_cursor(self, start: Position, name: str | None = None) -> ManagedCursor:
+        """A cursor whose first read is at ``start``; never persisted, holds no retention."""
+        with self._lock:
+            self._check_open()
+            if name is None:
+                self._non_durable_seq += 1
+                name = f"non-durable-{self._non_durable_seq}"
+            first = self._ledgers.ceil(start)
+            return ManagedCursor(self, name, False, CursorState(self._ledgers.previous_position(first)))
+
+    def cursors(self) -> dict[str, ManagedCursor]:
+        """The durable cursors, by name."""
+        with self._lock:
+            return dict(self._cursors)
+
+    def delete_cursor(self, name: str) -> None:
+        """Forget a durable cursor (no-op when unknown); it stops holding retention."""
+        with self._lock:
+            self._check_open()
+            self._cursors.pop(name, None)
+            self._metadata.delete_cursor(self._id, name)
+
+    def flush_cursors(self) -> None:
+        """Persist every durable cursor whose state changed, in one commit."""
+        with self._lock:
+            self.persist_cursors(list(self._cursors.values()))
+
+    def persist_cursors(self, cursors: Iterable[ManagedCursor]) -> None:
+        with self._lock:
+            dirty = [c for c in cursors if c.durable and c.dirty and self._cursors.get(c.name) is c]
+            self._metadata.save_cursors(self._id, [(c.name, c.snapshot()) for c in dirty])
+            for cursor in dirty:
+                cursor.mark_clean()
+
+    # --------------------------------------------------------------- retention
+
+    def trim(self) -> list[int]:
+        """Delete closed ledgers every durable cursor has consumed and retention lets go; returns their ids.
+
+        With no durable cursor every entry counts as consumed (as in Pulsar); the
+        current ledger is never deleted.
+        """
+        with self._lock:
+            self._check_open()
+            if self._cursors:
+                slowest = min(c.mark_delete_position for c in self._cursors.values())
+            else:
+                slowest = self._last_confirmed
+            closed = [self._infos[ledger_id] for ledger_id in self._ledgers.ids()[:-1]]
+            consumed = consumed_ledgers(closed, slowest)
+            cfg = self._config
+            doomed = [
+                info.ledger_id
+                for info in past_retention(
+                    consumed, cfg.retention_time_seconds, cfg.retention_size_bytes, time.time()
+                )
+            ]
+            if not doomed:
+                return []
+            self._metadata.delete_ledgers(doomed)
+            for ledger_id in doomed:
+                self._ledgers.remove(ledger_id)
+                del self._infos[ledger_id]
+                self._readers.discard(ledger_id)
+            self._cache.invalidate(self._id, set(doomed))
+        for ledger_id in doomed:
+            delete_segment_files(self._dir, ledger_id)
+        log.info("%s: trimmed ledgers %s", self.name, doomed)
+        return doomed
+
+    # -------------------------------------------------------------- properties
+
+    def get_property(self, key: str) -> str | None:
+        return self._metadata.get_property(self._id, key)
+
+    def set_property(self, key: str, value: str) -> None:
+        """Durably store a small value (committed before this returns)."""
+        self._metadata.set_property(self._id, key, value)
+
+    def delete_property(self, key: str) -> None:
+        self._metadata.delete_property(self._id, key)
+
+    def properties(self) -> dict[str, str]:
+        return self._metadata.properties(self._id)
+
+    # ----------------------------------------------------------------- closing
+
+    def close(self) -> None:
+        """Persist cursors, complete pending adds, fsync and close the files. Idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        try:
+            self.flush_cursors()
+            self._syncer.count(self.sync_round())
+        finally:
+            with self._lock:
+                current = self._current
+                try:
+                    self._syncer.count(current.close())
+                except OSError as exc:
+                    log.error("%s: closing ledger %d failed: %s", self.name, current.ledger_id, exc)
+                self._readers.close_all()
+                info = self._infos[current.ledger_id]
+                self._metadata.update_ledger(
+                    replace(info, entries=current.entries, size_bytes=current.size_bytes)
+                )
+            self._cache.invalidate(self._id)
+            self._on_close(self)

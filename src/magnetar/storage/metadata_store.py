@@ -1,0 +1,264 @@
+"""Durable metadata in SQLite: managed ledgers, their ledgers, cursors and properties.
+
+WAL mode with ``synchronous=FULL``: every commit is on disk when it returns,
+which the data path relies on (a ledger's row is committed before its first
+entry is written, so an fsynced entry is never in a ledger nobody knows of).
+Ledger ids come from one counter for the whole store, so they never repeat,
+even across managed ledgers or after deletes.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from magnetar.storage.cursor_state import CursorState
+from magnetar.storage.errors import StorageClosedError
+from magnetar.storage.ledger_info import LedgerInfo
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS counters (
+    name TEXT PRIMARY KEY,
+    value INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS managed_ledgers (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    name TEXT NOT NULL UNIQUE,
+    directory TEXT NOT NULL UNIQUE,
+    created_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS ledgers (
+    ledger_id INTEGER PRIMARY KEY,
+    ml_id INTEGER NOT NULL,
+    entries INTEGER NOT NULL,
+    size_bytes INTEGER NOT NULL,
+    created_at REAL NOT NULL,
+    closed_at REAL
+);
+CREATE INDEX IF NOT EXISTS ledgers_by_managed_ledger ON ledgers (ml_id, ledger_id);
+CREATE TABLE IF NOT EXISTS cursors (
+    ml_id INTEGER NOT NULL,
+    name TEXT NOT NULL,
+    md_ledger INTEGER NOT NULL,
+    md_entry INTEGER NOT NULL,
+    individually_deleted TEXT NOT NULL,
+    batch_acks TEXT NOT NULL,
+    PRIMARY KEY (ml_id, name)
+);
+CREATE TABLE IF NOT EXISTS properties (
+    ml_id INTEGER NOT NULL,
+    key TEXT NOT NULL,
+    value TEXT NOT NULL,
+    PRIMARY KEY (ml_id, key)
+);
+CREATE TABLE IF NOT EXISTS kv (
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class ManagedLedgerRecord:
+    ml_id: int
+    name: str
+    directory: str
+
+
+class MetadataStore:
+    """One SQLite connection shared by every thread of a Storage, guarded by a lock."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self._lock = threading.RLock()
+        self._db: sqlite3.Connection | None = sqlite3.connect(
+            self.path, isolation_level=None, check_same_thread=False
+        )
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=FULL")
+        with self._tx() as db:
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+            if version > SCHEMA_VERSION:
+                raise RuntimeError(
+                    f"{self.path} has schema {version}, newer than this code's {SCHEMA_VERSION}"
+                )
+            for statement in _SCHEMA.split(";"):
+                if statement.strip():
+                    db.execute(statement)
+            db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            if self._db is None:
+                raise StorageClosedError("metadata store is closed")
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    def _query(self, sql: str, args: tuple = ()) -> list[tuple]:
+        with self._lock:
+            if self._db is None:
+                raise StorageClosedError("metadata store is closed")
+            return self._db.execute(sql, args).fetchall()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._db is not None:
+                self._db.close()
+                self._db = None
+
+    # --------------------------------------------------------- managed ledgers
+
+    def managed_ledger(self, name: str) -> ManagedLedgerRecord | None:
+        rows = self._query("SELECT id, name, directory FROM managed_ledgers WHERE name = ?", (name,))
+        return ManagedLedgerRecord(*rows[0]) if rows else None
+
+    def create_managed_ledger(self, name: str, directory: str) -> ManagedLedgerRecord:
+        with self._tx() as db:
+            cur = db.execute(
+                "INSERT INTO managed_ledgers (name, directory, created_at) VALUES (?, ?, ?)",
+                (name, directory, time.time()),
+            )
+            return ManagedLedgerRecord(int(cur.lastrowid or 0), name, directory)
+
+    def managed_ledger_names(self) -> list[str]:
+        return [row[0] for row in self._query("SELECT name FROM managed_ledgers ORDER BY name")]
+
+    def managed_ledger_directories(self) -> set[str]:
+        return {row[0] for row in self._query("SELECT directory FROM managed_ledgers")}
+
+    def delete_managed_ledger(self, ml_id: int) -> None:
+        """Forget a managed ledger and everything that hangs off it, in one commit."""
+        with self._tx() as db:
+            for table in ("ledgers", "cursors", "properties"):
+                db.execute(f"DELETE FROM {table} WHERE ml_id = ?", (ml_id,))
+            db.execute("DELETE FROM managed_ledgers WHERE id = ?", (ml_id,))
+
+    # ----------------------------------------------------------------- ledgers
+
+    def ledgers(self, ml_id: int) -> list[LedgerInfo]:
+        rows = self._query(
+            "SELECT ledger_id, entries, size_bytes, created_at, closed_at FROM ledgers"
+            " WHERE ml_id = ? ORDER BY ledger_id",
+            (ml_id,),
+        )
+        return [
+            LedgerInfo(lid, n, size, created, closed is not None, closed)
+            for lid, n, size, created, closed in rows
+        ]
+
+    def create_ledger(self, ml_id: int, created_at: float, close: LedgerInfo | None = None) -> int:
+        """Allocate the next ledger id and commit its row; also close ``close`` in the same commit.
+
+        Doing both at once means a crash never leaves a managed ledger with two
+        open ledgers, or with its last ledger closed and no successor.
+        """
+        with self._tx() as db:
+            if close is not None:
+                self._write_ledger(db, close)
+            row = db.execute("SELECT value FROM counters WHERE name = 'ledger_id'").fetchone()
+            ledger_id = 0 if row is None else row[0] + 1
+            db.execute("INSERT OR REPLACE INTO counters (name, value) VALUES ('ledger_id', ?)", (ledger_id,))
+            db.execute(
+                "INSERT INTO ledgers (ledger_id, ml_id, entries, size_bytes, created_at, closed_at)"
+                " VALUES (?, ?, 0, 0, ?, NULL)",
+                (ledger_id, ml_id, created_at),
+            )
+            return ledger_id
+
+    def update_ledger(self, info: LedgerInfo) -> None:
+        with self._tx() as db:
+            self._write_ledger(db, info)
+
+    @staticmethod
+    def _write_ledger(db: sqlite3.Connection, info: LedgerInfo) -> None:
+        db.execute(
+            "UPDATE ledgers SET entries = ?, size_bytes = ?, closed_at = ? WHERE ledger_id = ?",
+            (info.entries, info.size_bytes, info.closed_at if info.closed else None, info.ledger_id),
+        )
+
+    def delete_ledgers(self, ledger_ids: Iterable[int]) -> None:
+        with self._tx() as db:
+            db.executemany("DELETE FROM ledgers WHERE ledger_id = ?", [(lid,) for lid in ledger_ids])
+
+    # ----------------------------------------------------------------- cursors
+
+    def cursors(self, ml_id: int) -> dict[str, CursorState]:
+        rows = self._query(
+            "SELECT name, md_ledger, md_entry, individually_deleted, batch_acks FROM cursors WHERE ml_id = ?",
+            (ml_id,),
+        )
+        return {
+            name: CursorState.from_columns(lid, eid, ranges, batch) for name, lid, eid, ranges, batch in rows
+        }
+
+    def save_cursors(self, ml_id: int, states: Iterable[tuple[str, CursorState]]) -> None:
+        """Persist several cursors' states in one commit (one fsync for all of them)."""
+        rows = [
+            (ml_id, name, s.mark_delete.ledger_id, s.mark_delete.entry_id, s.ranges_json(), s.batch_json())
+            for name, s in states
+        ]
+        if not rows:
+            return
+        with self._tx() as db:
+            db.executemany(
+                "INSERT OR REPLACE INTO cursors (ml_id, name, md_ledger, md_entry, individually_deleted,"
+                " batch_acks) VALUES (?, ?, ?, ?, ?, ?)",
+                rows,
+            )
+
+    def delete_cursor(self, ml_id: int, name: str) -> None:
+        with self._tx() as db:
+            db.execute("DELETE FROM cursors WHERE ml_id = ? AND name = ?", (ml_id, name))
+
+    # -------------------------------------------------------------- properties
+
+    def get_property(self, ml_id: int, key: str) -> str | None:
+        rows = self._query("SELECT value FROM properties WHERE ml_id = ? AND key = ?", (ml_id, key))
+        return rows[0][0] if rows else None
+
+    def set_property(self, ml_id: int, key: str, value: str) -> None:
+        with self._tx() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO properties (ml_id, key, value) VALUES (?, ?, ?)", (ml_id, key, value)
+            )
+
+    def delete_property(self, ml_id: int, key: str) -> None:
+        with self._tx() as db:
+            db.execute("DELETE FROM properties WHERE ml_id = ? AND key = ?", (ml_id, key))
+
+    def properties(self, ml_id: int) -> dict[str, str]:
+        return dict(self._query("SELECT key, value FROM properties WHERE ml_id = ?", (ml_id,)))
+
+    # ------------------------------------------------- broker-wide key/values
+
+    def get(self, key: str) -> str | None:
+        """A small durable value for the broker itself (not tied to a managed ledger)."""
+        rows = self._query("SELECT value FROM kv WHERE key = ?", (key,))
+        return rows[0][0] if rows else None
+
+    def put(self, key: str, value: str) -> None:
+        with self._tx() as db:
+            db.execute("INSERT OR REPLACE INTO kv (key, value) VALUES (?, ?)", (key, value))
+
+    def delete(self, key: str) -> None:
+        with self._tx() as db:
+            db.execute("DELETE FROM kv WHERE key = ?", (key,))
+
+    def keys(self, prefix: str = "") -> list[str]:
+        rows = self._query(
+            "SELECT key FROM kv WHERE substr(key, 1, ?) = ? ORDER BY key", (len(prefix), prefix)
+        )
+        return [row[0] for row in rows]

@@ -1,0 +1,306 @@
+"""One ledger on disk: an append-only log of records plus an index of their offsets.
+
+Files are ``<ledger id, 20 digits>.log`` and ``.idx`` so ``ls`` lists ledgers in
+order. The index holds one little-endian u64 per entry: the offset of its record
+in the log. Only the log is fsynced by group commit; the index is derived data
+that recovery checks against the log and repairs, and it is fsynced when the
+ledger closes.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import sys
+import threading
+from array import array
+from collections import OrderedDict
+from pathlib import Path
+
+from magnetar.storage.errors import CorruptionError, StorageClosedError
+from magnetar.storage.record import HEADER_SIZE, encode_header, parse_records, record_end_at, scan_records
+
+_U64 = struct.Struct("<Q")
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".idx"
+
+
+def segment_paths(directory: Path, ledger_id: int) -> tuple[Path, Path]:
+    stem = f"{ledger_id:020d}"
+    return directory / (stem + LOG_SUFFIX), directory / (stem + INDEX_SUFFIX)
+
+
+def delete_segment_files(directory: Path, ledger_id: int) -> None:
+    for path in segment_paths(directory, ledger_id):
+        path.unlink(missing_ok=True)
+
+
+def fsync_directory(directory: Path) -> None:
+    """Make a created or renamed file's directory entry survive power loss."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class Segment:
+    """The files of one ledger, open for appending (the current ledger) or for reading.
+
+    Appends and reads come from the owner's thread; ``sync`` comes from the fsync
+    thread. ``_sync_lock`` keeps ``close`` from closing a descriptor while an
+    fsync is using it (a closed fd number could be reused by another file).
+    """
+
+    def __init__(self, ledger_id: int, log_fd: int, idx_fd: int, offsets: array, size: int, writable: bool):
+        """Use ``create``, ``recover`` or ``open_read``; a read-only segment has no index fd (-1)."""
+        self.ledger_id = ledger_id
+        self._log_fd = log_fd
+        self._idx_fd = idx_fd
+        self._offsets = offsets
+        self._size = size
+        self._writable = writable
+        self._closed = False
+        self._sync_lock = threading.Lock()
+        self.synced_entries = len(offsets) if not writable else 0
+
+    # ----------------------------------------------------------------- opening
+
+    @classmethod
+    def create(cls, directory: Path, ledger_id: int) -> Segment:
+        log_path, idx_path = segment_paths(directory, ledger_id)
+        flags = os.O_RDWR | os.O_CREAT | os.O_TRUNC
+        log_fd = os.open(log_path, flags, 0o644)
+        idx_fd = os.open(idx_path, flags, 0o644)
+        fsync_directory(directory)
+        return cls(ledger_id, log_fd, idx_fd, array("Q"), 0, writable=True)
+
+    @classmethod
+    def recover(cls, directory: Path, ledger_id: int) -> Segment:
+        """Open the last ledger after a crash: keep every intact record, cut a torn tail.
+
+        The index is trusted up to its longest plausible prefix whose last record
+        checks out against the log (walking back while it does not); the log is
+        then scanned forward from there, and whatever follows the last intact
+        record is truncated.
+        """
+        log_path, idx_path = segment_paths(directory, ledger_id)
+        existed = log_path.exists() and idx_path.exists()
+        log_fd = os.open(log_path, os.O_RDWR | os.O_CREAT, 0o644)
+        idx_fd = os.open(idx_path, os.O_RDWR | os.O_CREAT, 0o644)
+        log_size = os.fstat(log_fd).st_size
+        idx_bytes = _read_all(idx_fd)
+        offsets = _offsets_from(idx_bytes)
+        indexed = _plausible_prefix(offsets, log_size)
+        end = 0
+        while indexed > 0:
+            record_end = record_end_at(log_fd, offsets[indexed - 1], log_size)
+            if record_end is not None:
+                end = record_end
+                break
+            indexed -= 1
+        del offsets[indexed:]
+        for offset, record_end in scan_records(log_fd, end, log_size):
+            offsets.append(offset)
+            end = record_end
+        repaired = False
+        if end < log_size:
+            os.ftruncate(log_fd, end)
+            repaired = True
+        if len(idx_bytes) != len(offsets) * 8:
+            os.ftruncate(idx_fd, indexed * 8)
+            os.pwrite(idx_fd, _offsets_bytes(offsets[indexed:]), indexed * 8)
+            repaired = True
+        if repaired:
+            os.fdatasync(log_fd)
+            os.fdatasync(idx_fd)
+        if not existed:
+            fsync_directory(directory)
+        segment = cls(ledger_id, log_fd, idx_fd, offsets, end, writable=True)
+        segment.synced_entries = len(offsets)
+        return segment
+
+    @classmethod
+    def open_read(cls, directory: Path, ledger_id: int, entries: int) -> Segment:
+        """Open a closed ledger for reading; ``entries`` comes from the metadata store."""
+        log_path, idx_path = segment_paths(directory, ledger_id)
+        try:
+            log_fd = os.open(log_path, os.O_RDONLY)
+        except FileNotFoundError:
+            raise CorruptionError(f"ledger {ledger_id}: segment file {log_path} is missing") from None
+        size = os.fstat(log_fd).st_size
+        try:
+            offsets = _offsets_from(idx_path.read_bytes())
+        except FileNotFoundError:
+            offsets = array("Q")
+        if _plausible_prefix(offsets, size) < entries:
+            offsets = array("Q", (offset for offset, _ in scan_records(log_fd, 0, size)))
+        if len(offsets) < entries:
+            os.close(log_fd)
+            raise CorruptionError(f"ledger {ledger_id}: {entries} entries expected, {len(offsets)} on disk")
+        del offsets[entries:]
+        return cls(ledger_id, log_fd, -1, offsets, size, writable=False)
+
+    # ------------------------------------------------------------------- state
+
+    @property
+    def entries(self) -> int:
+        return len(self._offsets)
+
+    @property
+    def size_bytes(self) -> int:
+        return self._size
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    # ------------------------------------------------------------------ writes
+
+    def append(self, data: bytes) -> int:
+        """Write one record to the OS (not yet fsynced) and return its entry id."""
+        if self._closed or not self._writable:
+            raise StorageClosedError(f"ledger {self.ledger_id} is not open for writing")
+        header = encode_header(data)
+        offset = self._size
+        _write_all(self._log_fd, header, data, offset)
+        entry_id = len(self._offsets)
+        os.pwrite(self._idx_fd, _U64.pack(offset), entry_id * 8)
+        self._offsets.append(offset)
+        self._size = offset + HEADER_SIZE + len(data)
+        return entry_id
+
+    def sync(self) -> int:
+        """fdatasync the log; returns how many fsyncs ran (0 once closed: close already synced)."""
+        with self._sync_lock:
+            if self._closed or not self._writable:
+                return 0
+            entries = len(self._offsets)
+            os.fdatasync(self._log_fd)
+            self.synced_entries = max(self.synced_entries, entries)
+            return 1
+
+    def close(self, sync: bool = True) -> int:
+        """Close both files, fsyncing them first when writable; returns fsyncs run."""
+        with self._sync_lock:
+            if self._closed:
+                return 0
+            self._closed = True
+            done = 0
+            try:
+                if sync and self._writable:
+                    os.fdatasync(self._log_fd)
+                    os.fdatasync(self._idx_fd)
+                    self.synced_entries = len(self._offsets)
+                    done = 2
+            finally:
+                os.close(self._log_fd)
+                if self._idx_fd >= 0:
+                    os.close(self._idx_fd)
+            return done
+
+    # ------------------------------------------------------------------- reads
+
+    def entry_size(self, entry_id: int) -> int:
+        end = self._offsets[entry_id + 1] if entry_id + 1 < len(self._offsets) else self._size
+        return end - self._offsets[entry_id] - HEADER_SIZE
+
+    def read_range(
+        self, first: int, count: int, max_bytes: int | None = None, at_least_one: bool = True
+    ) -> list[bytes]:
+        """Read up to ``count`` entries from ``first`` with one pread, staying within ``max_bytes``."""
+        if self._closed:
+            raise StorageClosedError(f"ledger {self.ledger_id} is closed")
+        count = min(count, len(self._offsets) - first)
+        if max_bytes is not None:
+            count = self._fit(first, count, max_bytes, at_least_one)
+        if count <= 0:
+            return []
+        start = self._offsets[first]
+        last = first + count
+        end = self._offsets[last] if last < len(self._offsets) else self._size
+        buf = os.pread(self._log_fd, end - start, start)
+        try:
+            return parse_records(buf, count)
+        except ValueError as exc:
+            raise CorruptionError(f"ledger {self.ledger_id} entries {first}..{last - 1}: {exc}") from None
+
+    def _fit(self, first: int, count: int, max_bytes: int, at_least_one: bool) -> int:
+        total = 0
+        for n in range(count):
+            total += self.entry_size(first + n)
+            if total > max_bytes:
+                return 1 if n == 0 and at_least_one else n
+        return count
+
+
+def _write_all(fd: int, header: bytes, data: bytes, offset: int) -> None:
+    written = os.pwritev(fd, [header, data], offset)
+    if written == len(header) + len(data):
+        return
+    rest = memoryview(header + data)[written:]
+    offset += written
+    while rest:
+        n = os.pwrite(fd, rest, offset)
+        rest = rest[n:]
+        offset += n
+
+
+def _read_all(fd: int) -> bytes:
+    size = os.fstat(fd).st_size
+    return os.pread(fd, size, 0) if size else b""
+
+
+def _offsets_from(raw: bytes) -> array:
+    offsets = array("Q")
+    offsets.frombytes(raw[: len(raw) - len(raw) % 8])
+    if sys.byteorder == "big":
+        offsets.byteswap()
+    return offsets
+
+
+def _offsets_bytes(offsets: array) -> bytes:
+    if sys.byteorder == "big":
+        offsets = array("Q", offsets)
+        offsets.byteswap()
+    return offsets.tobytes()
+
+
+def _plausible_prefix(offsets: array, log_size: int) -> int:
+    """How many leading index entries could be real: start at 0, strictly increasing, inside the log."""
+    previous = -HEADER_SIZE
+    for n, offset in enumerate(offsets):
+        if offset < previous + HEADER_SIZE or offset + HEADER_SIZE > log_size or (n == 0 and offset != 0):
+            return n
+        previous = offset
+    return len(offsets)
+
+
+class SegmentReaders:
+    """Closed ledgers open for reading; past ``max_open`` the least recently used is closed."""
+
+    def __init__(self, directory: Path, max_open: int = 8):
+        self._dir = directory
+        self._max_open = max_open
+        self._open: OrderedDict[int, Segment] = OrderedDict()
+
+    def get(self, ledger_id: int, entries: int) -> Segment:
+        segment = self._open.get(ledger_id)
+        if segment is not None:
+            self._open.move_to_end(ledger_id)
+            return segment
+        segment = Segment.open_read(self._dir, ledger_id, entries)
+        self._open[ledger_id] = segment
+        if len(self._open) > self._max_open:
+            self._open.popitem(last=False)[1].close()
+        return segment
+
+    def discard(self, ledger_id: int) -> None:
+        segment = self._open.pop(ledger_id, None)
+        if segment is not None:
+            segment.close()
+
+    def close_all(self) -> None:
+        for segment in self._open.values():
+            segment.close()
+        self._open.clear()

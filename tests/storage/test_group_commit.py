@@ -1,0 +1,151 @@
+"""Group commit and the fsync policies: when on_durable fires, in what order, on which thread."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import pytest
+
+from magnetar.storage import ManagedLedgerFencedError, Position
+
+from .conftest import TOPIC, Durable, add_durable, payloads
+
+
+def test_a_burst_shares_fsyncs_and_no_callback_beats_its_fsync(storage, ml):
+    segment = ml._current  # the test looks at what was really fsynced, not at what storage claims
+    early: list[Position] = []
+
+    def on_durable(position, error):
+        assert error is None
+        if segment.synced_entries <= position.entry_id or ml.last_confirmed < position:
+            early.append(position)
+        durable(position, error)
+
+    durable = Durable()
+    n = 2000
+    fsyncs_before = storage.fsync_count
+    positions = [ml.add_entry(data, on_durable) for data in payloads(n)]
+    assert durable.wait(n) == positions
+    assert early == []
+    fsyncs = storage.fsync_count - fsyncs_before
+    assert 1 <= fsyncs < n / 2
+    assert storage.sync_rounds < n / 2
+
+
+def test_a_lone_entry_gets_its_own_fsync_promptly(storage, ml):
+    started = time.monotonic()
+    add_durable(ml, [b"one"])
+    assert time.monotonic() - started < 1.0
+    assert storage.fsync_count >= 1
+
+
+def test_callbacks_fire_in_position_order_across_rollover(open_storage):
+    ml = open_storage(max_ledger_size_bytes=500).open_managed_ledger(TOPIC)
+    durable = Durable()
+    positions = [ml.add_entry(data, durable) for data in payloads(300, size=50)]
+    assert len({p.ledger_id for p in positions}) > 10
+    assert durable.wait(300) == positions
+
+
+def test_callbacks_of_several_managed_ledgers_and_threads(storage):
+    ledgers = [storage.open_managed_ledger(f"t{i}") for i in range(4)]
+    results: dict[str, Durable] = {ml.name: Durable() for ml in ledgers}
+    added: dict[str, list[Position]] = {}
+
+    def produce(ml):
+        added[ml.name] = [ml.add_entry(data, results[ml.name]) for data in payloads(200)]
+
+    threads = [threading.Thread(target=produce, args=(ml,)) for ml in ledgers]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for ml in ledgers:
+        assert results[ml.name].wait(200) == added[ml.name]
+
+
+def test_callbacks_go_through_notify(open_storage):
+    handed: list = []
+    storage = open_storage(notify=handed.append)
+    ml = storage.open_managed_ledger(TOPIC)
+    seen: list[Position] = []
+    positions = [ml.add_entry(data, lambda p, e: seen.append(p)) for data in payloads(50)]
+    deadline = time.monotonic() + 5
+    while ml.last_confirmed < positions[-1] and time.monotonic() < deadline:
+        time.sleep(0.001)
+    assert seen == []  # nothing ran on the fsync thread
+    assert 1 <= len(handed) <= storage.sync_rounds  # one hand-off per round, not per entry
+    for fire in handed:
+        fire()
+    assert seen == positions
+
+
+def test_interval_policy_lets_writes_gather(open_storage):
+    storage = open_storage(fsync_policy="interval", fsync_interval_ms=50)
+    ml = storage.open_managed_ledger(TOPIC)
+    durable = Durable()
+    started = time.monotonic()
+    positions = [ml.add_entry(data, durable) for data in payloads(100)]
+    assert durable.wait(100) == positions
+    assert time.monotonic() - started >= 0.045
+    assert storage.sync_rounds <= 2
+    assert ml.last_confirmed == positions[-1]
+
+
+def test_never_policy_completes_right_after_the_write(open_storage):
+    storage = open_storage(fsync_policy="never")
+    ml = storage.open_managed_ledger(TOPIC)
+    durable = Durable()
+    positions = [ml.add_entry(data, durable) for data in payloads(20)]
+    assert [p for p, _ in durable.results] == positions  # already, with no waiting
+    assert ml.last_confirmed == positions[-1]
+    assert storage.fsync_count == 0
+    storage.close()
+    assert storage.fsync_count > 0  # close still syncs
+    reopened = open_storage(fsync_policy="never").open_managed_ledger(TOPIC)
+    assert len(reopened.read_entries(Position.EARLIEST, 100)) == 20
+
+
+def test_never_policy_uses_notify_too(open_storage):
+    handed: list = []
+    ml = open_storage(fsync_policy="never", notify=handed.append).open_managed_ledger(TOPIC)
+    seen: list = []
+    ml.add_entry(b"x", lambda p, e: seen.append(p))
+    assert seen == [] and len(handed) == 1
+    handed[0]()
+    assert seen == [ml.last_confirmed]
+
+
+def test_a_failed_fsync_fails_callbacks_and_fences(open_storage):
+    storage = open_storage()
+    ml = storage.open_managed_ledger(TOPIC)
+    kept = add_durable(ml, [b"kept"])
+    null_fd = os.open(os.devnull, os.O_RDWR)
+    os.dup2(null_fd, ml._current._log_fd)  # fdatasync on /dev/null fails with EINVAL
+    os.close(null_fd)
+    durable = Durable()
+    ml.add_entry(b"lost", durable)
+    durable.wait(1)
+    position, error = durable.results[0]
+    assert position is None and isinstance(error, OSError)
+    assert ml.fenced and ml.last_confirmed == kept[0]
+    with pytest.raises(ManagedLedgerFencedError):
+        ml.add_entry(b"refused")
+    storage.close()
+    ml = open_storage().open_managed_ledger(TOPIC)
+    assert [e.data for e in ml.read_entries(Position.EARLIEST, 10)] == [b"kept"]
+    assert not ml.fenced
+
+
+def test_a_raising_callback_does_not_stop_the_others(ml):
+    durable = Durable()
+
+    def bad(position, error):
+        raise RuntimeError("callback bug")
+
+    ml.add_entry(b"a", bad)
+    ml.add_entry(b"b", durable)
+    durable.wait(1)
+    add_durable(ml, [b"c"])

@@ -1,0 +1,173 @@
+"""The segment files of one ledger: record format, ranged reads and repair after a crash."""
+
+from __future__ import annotations
+
+import os
+import struct
+from pathlib import Path
+
+import pytest
+
+from magnetar.storage.errors import CorruptionError
+from magnetar.storage.record import HEADER_SIZE, checksum, encode_header, parse_records
+from magnetar.storage.segment import Segment, segment_paths
+
+
+def test_record_header_is_length_and_crc32c_big_endian():
+    header = encode_header(b"hello")
+    length, crc = struct.unpack(">II", header)
+    assert length == 5 and crc == checksum(5, b"hello")
+    assert parse_records(header + b"hello", 1) == [b"hello"]
+
+
+def test_zero_bytes_are_never_a_valid_record():
+    with pytest.raises(ValueError):
+        parse_records(bytes(64), 1)
+
+
+def _segment_with(tmp_path: Path, datas: list[bytes]) -> Segment:
+    segment = Segment.create(tmp_path, 42)
+    for data in datas:
+        segment.append(data)
+    return segment
+
+
+def test_files_are_named_by_twenty_digit_ledger_id(tmp_path):
+    _segment_with(tmp_path, [b"a"]).close()
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == ["00000000000000000042.idx", "00000000000000000042.log"]
+
+
+def test_read_range_with_byte_budget(tmp_path):
+    datas = [bytes([i]) * (10 * (i + 1)) for i in range(5)]  # 10, 20, 30, 40, 50 bytes
+    segment = _segment_with(tmp_path, datas)
+    assert segment.read_range(0, 5) == datas
+    assert segment.read_range(1, 3) == datas[1:4]
+    assert segment.read_range(0, 5, max_bytes=35) == datas[:2]
+    assert segment.read_range(4, 1, max_bytes=1) == datas[4:]  # at least one
+    assert segment.read_range(4, 1, max_bytes=1, at_least_one=False) == []
+    assert segment.entry_size(2) == 30
+    segment.close()
+
+
+def test_reopened_read_only_segment_uses_its_index(tmp_path):
+    datas = [b"x" * n for n in (1, 200, 3)]
+    _segment_with(tmp_path, datas).close()
+    reader = Segment.open_read(tmp_path, 42, 3)
+    assert reader.read_range(0, 3) == datas
+    reader.close()
+
+
+def test_read_only_segment_rebuilds_a_lost_index(tmp_path):
+    datas = [b"abc", b"defg", b""]
+    _segment_with(tmp_path, datas).close()
+    segment_paths(tmp_path, 42)[1].unlink()
+    reader = Segment.open_read(tmp_path, 42, 3)
+    assert reader.read_range(0, 3) == datas
+    reader.close()
+    with pytest.raises(CorruptionError):
+        Segment.open_read(tmp_path, 42, 4)
+
+
+def test_corrupt_bytes_are_reported_on_read(tmp_path):
+    segment = _segment_with(tmp_path, [b"aaaa", b"bbbb"])
+    log_path = segment_paths(tmp_path, 42)[0]
+    with open(log_path, "r+b") as f:
+        f.seek(HEADER_SIZE + 1)
+        f.write(b"X")
+    with pytest.raises(CorruptionError):
+        segment.read_range(0, 1)
+    assert segment.read_range(1, 1) == [b"bbbb"]
+    segment.close()
+
+
+def _crash_with(tmp_path: Path, datas: list[bytes]) -> tuple[Path, Path]:
+    """Write datas and drop the fds without closing the segment cleanly."""
+    segment = _segment_with(tmp_path, datas)
+    segment.sync()
+    os.close(segment._log_fd)
+    os.close(segment._idx_fd)
+    return segment_paths(tmp_path, 42)
+
+
+def test_recover_truncates_a_torn_tail(tmp_path):
+    datas = [f"entry-{i}".encode() for i in range(10)]
+    log_path, _ = _crash_with(tmp_path, datas)
+    size = log_path.stat().st_size
+    os.truncate(log_path, size - 3)  # the last record loses its last bytes
+    segment = Segment.recover(tmp_path, 42)
+    assert segment.entries == 9
+    assert segment.read_range(0, 9) == datas[:9]
+    assert log_path.stat().st_size == size - HEADER_SIZE - len(datas[9])
+    assert segment.append(b"after") == 9
+    assert segment.read_range(9, 1) == [b"after"]
+    segment.close()
+
+
+def _corrupt_crc(log_path: Path, record_offset: int) -> None:
+    with open(log_path, "r+b") as f:
+        f.seek(record_offset + 4)
+        f.write(b"\xde\xad\xbe\xef")
+
+
+def test_recover_drops_a_last_record_with_a_bad_crc(tmp_path):
+    datas = [f"entry-{i}".encode() for i in range(10)]
+    log_path, _ = _crash_with(tmp_path, datas)
+    _corrupt_crc(log_path, 9 * (HEADER_SIZE + len(datas[0])))
+    segment = Segment.recover(tmp_path, 42)
+    assert segment.entries == 9
+    assert segment.read_range(0, 9) == datas[:9]
+    segment.close()
+
+
+def test_recover_scan_stops_at_a_bad_crc_past_the_index(tmp_path):
+    datas = [f"entry-{i}".encode() for i in range(10)]
+    log_path, idx_path = _crash_with(tmp_path, datas)
+    os.truncate(idx_path, 5 * 8)  # the index lags the log, as after power loss
+    _corrupt_crc(log_path, 7 * (HEADER_SIZE + len(datas[0])))
+    segment = Segment.recover(tmp_path, 42)
+    assert segment.entries == 7  # every complete record before the bad one
+    assert segment.read_range(0, 7) == datas[:7]
+    assert log_path.stat().st_size == 7 * (HEADER_SIZE + len(datas[0]))
+    segment.close()
+
+
+def test_recover_rebuilds_missing_index_entries_from_the_log(tmp_path):
+    datas = [f"entry-{i}".encode() for i in range(10)]
+    _, idx_path = _crash_with(tmp_path, datas)
+    os.truncate(idx_path, 4 * 8 + 3)  # index lost its tail, and half an offset
+    segment = Segment.recover(tmp_path, 42)
+    assert segment.entries == 10
+    assert idx_path.stat().st_size == 10 * 8
+    assert segment.read_range(0, 10) == datas
+    segment.close()
+
+
+def test_recover_walks_back_over_index_entries_that_point_at_garbage(tmp_path):
+    datas = [f"entry-{i}".encode() for i in range(10)]
+    log_path, idx_path = _crash_with(tmp_path, datas)
+    record = HEADER_SIZE + len(datas[0])
+    os.truncate(log_path, 7 * record)  # log lost 3 records the index still lists
+    with open(idx_path, "ab") as f:
+        f.write(bytes(8 * 5))  # and the index grew zeros (an unwritten page)
+    segment = Segment.recover(tmp_path, 42)
+    assert segment.entries == 7
+    assert idx_path.stat().st_size == 7 * 8
+    assert segment.read_range(0, 7) == datas[:7]
+    segment.close()
+
+
+def test_recover_creates_missing_files(tmp_path):
+    segment = Segment.recover(tmp_path, 7)
+    assert segment.entries == 0 and segment.size_bytes == 0
+    assert segment.append(b"x") == 0
+    segment.close()
+
+
+def test_close_waits_for_and_then_skips_sync(tmp_path):
+    segment = _segment_with(tmp_path, [b"x"])
+    assert segment.sync() == 1
+    assert segment.synced_entries == 1
+    assert segment.close() == 2
+    assert segment.sync() == 0
+    assert segment.close() == 0
