@@ -58,22 +58,27 @@ def _first_index(count: int, is_at_or_after: Callable[[int], bool]) -> int:
 
 def position_for_time(ml: ManagedLedger, timestamp_ms: int) -> Position:
     """First entry whose time is >= timestamp_ms, in O(log ledgers + log entries) reads."""
-    ledgers = [info for info in ml.ledgers() if info.entries > 0]
-    end = ml.next_position(ml.last_confirmed)
+    last = ml.last_confirmed
+    end = ml.next_position(last)
+    # (ledger id, readable entries): the current ledger only up to the last durable entry.
+    ledgers = []
+    for info in ml.ledgers():
+        count = info.entries
+        if info.ledger_id == last.ledger_id:
+            count = last.entry_id + 1
+        elif info.ledger_id > last.ledger_id:
+            count = 0
+        if count > 0:
+            ledgers.append((info.ledger_id, count))
     if not ledgers:
         return end
 
-    def ledger_ends_before(i: int) -> bool:
-        info = ledgers[i]
-        last = Position(info.ledger_id, info.entries - 1)
-        return entry_time(ml.read_entry(last).data) >= timestamp_ms
+    def time_at(ledger_id: int, entry_id: int) -> int:
+        return entry_time(ml.read_entry(Position(ledger_id, entry_id)).data)
 
-    li = _first_index(len(ledgers), ledger_ends_before)
+    # The first ledger whose last entry is at or after the time, then the entry inside it.
+    li = _first_index(len(ledgers), lambda i: time_at(ledgers[i][0], ledgers[i][1] - 1) >= timestamp_ms)
     if li == len(ledgers):
         return end
-    info = ledgers[li]
-    ei = _first_index(
-        info.entries,
-        lambda e: entry_time(ml.read_entry(Position(info.ledger_id, e)).data) >= timestamp_ms,
-    )
-    return Position(info.ledger_id, ei)
+    ledger_id, count = ledgers[li]
+    return Position(ledger_id, _first_index(count, lambda e: time_at(ledger_id, e) >= timestamp_ms))
