@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import threading
 import time
 
 import pulsar
@@ -55,28 +56,40 @@ def read_all(reader, quiet_ms: int = 1000) -> list[pulsar.Message]:
 def drain(
     consumers, expected: int, ack: bool = True, patience_ms: int = 5000, quiet_ms: int = QUIET_MS
 ) -> list[list[bytes]]:
-    """Receive round robin from ``consumers`` until ``expected`` messages arrived and all stayed quiet.
+    """Receive from all ``consumers`` at once until ``expected`` messages arrived and all stayed quiet.
 
-    Waits up to ``patience_ms`` for each next message while fewer than ``expected`` arrived, then
-    ``quiet_ms`` more to catch extras (duplicates). Returns the payloads each consumer got, in order.
+    A thread per consumer receives (and acks); they stop once no message arrived anywhere for
+    ``patience_ms`` while fewer than ``expected`` arrived, or for ``quiet_ms`` after that (time for
+    extras such as duplicates to show). Returns the payloads each consumer got, in its order.
     """
     received: list[list[bytes]] = [[] for _ in consumers]
-    total = 0
-    last_progress = time.monotonic()
-    while True:
-        for index, consumer in enumerate(consumers):
+    lock = threading.Lock()
+    last_progress = [time.monotonic()]
+
+    def quiet_long_enough() -> bool:
+        with lock:
+            total = sum(map(len, received))
+            idle_ms = (time.monotonic() - last_progress[0]) * 1000
+        return idle_ms > (quiet_ms if total >= expected else patience_ms)
+
+    def run(index: int, consumer) -> None:
+        while not quiet_long_enough():
             try:
                 msg = consumer.receive(50)
             except Timeout:
                 continue
             if ack:
                 consumer.acknowledge(msg)
-            received[index].append(msg.data())
-            total += 1
-            last_progress = time.monotonic()
-        limit_ms = quiet_ms if total >= expected else patience_ms
-        if (time.monotonic() - last_progress) * 1000 > limit_ms:
-            return received
+            with lock:
+                received[index].append(msg.data())
+                last_progress[0] = time.monotonic()
+
+    threads = [threading.Thread(target=run, args=item, daemon=True) for item in enumerate(consumers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return received
 
 
 def ids(messages) -> list[tuple[int, int, int]]:
