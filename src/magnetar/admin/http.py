@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
+from magnetar.admin import namespaces_api, topics_api
 from magnetar.broker.topic_name import InvalidTopicName, TopicName
 
 if TYPE_CHECKING:
@@ -65,6 +66,8 @@ def build_app(service: BrokerService) -> web.Application:
             raise web.HTTPBadRequest(text=str(exc)) from None
         return web.json_response(_topic_stats(service, name))
 
+    namespaces_api.add_routes(app, service)
+    topics_api.add_routes(app, service)
     app.router.add_get("/admin/v2/brokers/health", health)
     app.router.add_get("/admin/v2/persistent/{tenant}/{namespace}/{topic}/stats", stats)
     return app

@@ -46,6 +46,10 @@ class BrokerConfig:
 
     # Topics.
     allow_auto_topic_creation: bool = True
+    #: Type of auto-created topics: "non-partitioned" or "partitioned" (namespaces may override).
+    auto_topic_creation_type: str = "non-partitioned"
+    #: Partitions of an auto-created partitioned topic.
+    default_num_partitions: int = 1
 
     # Broker entry metadata (PIP 70).
     broker_entry_metadata_interceptors: list[str] = field(
@@ -68,6 +72,8 @@ class BrokerConfig:
     def validate(self) -> None:
         if self.fsync_policy not in ("always", "interval", "never"):
             raise ValueError(f"fsync_policy must be always, interval or never, not {self.fsync_policy!r}")
+        if self.auto_topic_creation_type not in ("non-partitioned", "partitioned"):
+            raise ValueError("auto_topic_creation_type must be non-partitioned or partitioned")
         if self.max_message_size <= 0:
             raise ValueError("max_message_size must be positive")
 

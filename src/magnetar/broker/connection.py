@@ -182,7 +182,7 @@ class ServerCnx(asyncio.Protocol):
         reply = wire.CommandPartitionedTopicMetadataResponse(request_id=cmd.request_id)
         try:
             topic = self._topic_name(cmd.topic)
-            reply.partitions = self.service.partitions_of(topic)
+            reply.partitions = self.service.partitions_of(topic, cmd.metadata_auto_creation_enabled)
             reply.response = wire.CommandPartitionedTopicMetadataResponse.Success
         except BrokerError as exc:
             reply.response = wire.CommandPartitionedTopicMetadataResponse.Failed

@@ -9,6 +9,7 @@ import secrets
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.connection import ServerCnx
 from magnetar.broker.errors import NotAllowed, TopicNotFound
+from magnetar.broker.namespaces import AlreadyExists, AutoTopicCreation, NamespaceRegistry, NotEmpty
 from magnetar.broker.topic import PersistentTopic
 from magnetar.broker.topic_name import TopicName
 from magnetar.storage.store import Storage
@@ -23,6 +24,7 @@ class BrokerService:
         self.topics: dict[str, PersistentTopic] = {}
         self.connections: set[ServerCnx] = set()
         self.storage: Storage | None = None
+        self.namespaces: NamespaceRegistry | None = None
         self.port: int | None = None
         self.http_port: int | None = None
         self._server: asyncio.base_events.Server | None = None
@@ -38,6 +40,7 @@ class BrokerService:
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         self.storage = Storage(self.config.storage_config(), notify=loop.call_soon_threadsafe)
+        self.namespaces = NamespaceRegistry(self.storage.metadata)
         self._server = await loop.create_server(
             lambda: ServerCnx(self), self.config.host, self.config.port, backlog=4096
         )
@@ -86,11 +89,33 @@ class BrokerService:
 
     def trim_all(self) -> None:
         for topic in list(self.topics.values()):
-            deleted = topic.ml.trim()
+            policies = self.namespaces.policies(topic.name.namespace_name)
+            time_s = size_b = None
+            if policies.retention_time_minutes is not None:
+                time_s = policies.retention_time_minutes * 60.0
+            if policies.retention_size_mb is not None:
+                size_b = policies.retention_size_mb * 1024 * 1024
+            deleted = topic.ml.trim(time_s, size_b)
             if deleted:
                 log.info("%s: deleted consumed ledgers %s", topic.name, deleted)
 
     # -- topics ---------------------------------------------------------------------------
+    def check_namespace(self, name: TopicName) -> None:
+        self.namespaces.policies(name.namespace_name)  # raises NamespaceNotFound
+
+    def auto_topic_creation(self, namespace: str) -> AutoTopicCreation:
+        policy = self.namespaces.policies(namespace).auto_topic_creation
+        if policy is not None:
+            return AutoTopicCreation.from_json(policy)
+        return AutoTopicCreation(
+            allow_auto_topic_creation=self.config.allow_auto_topic_creation,
+            topic_type=self.config.auto_topic_creation_type,
+            default_num_partitions=self.config.default_num_partitions,
+        )
+
+    def _exists(self, key: str) -> bool:
+        return key in self.topics or key in self.storage.managed_ledger_names()
+
     def get_topic(self, name: TopicName, create: bool = True) -> PersistentTopic:
         key = str(name)
         topic = self.topics.get(key)
@@ -98,14 +123,97 @@ class BrokerService:
             return topic
         if not name.persistent:
             raise NotAllowed("non-persistent topics are not supported yet")
-        assert self.storage is not None
-        exists = key in self.storage.managed_ledger_names()
-        if not exists and not (create and self.config.allow_auto_topic_creation):
-            raise TopicNotFound(f"Topic {key} does not exist")
+        self.check_namespace(name)
+        if not self._exists(key):
+            base = name.partitioned_base()
+            partition_of_known = base is not None and 0 <= name.partition_index < self.namespaces.partitions(
+                str(base)
+            )
+            allowed = create and self.auto_topic_creation(name.namespace_name).allow_auto_topic_creation
+            if not (partition_of_known or allowed):
+                raise TopicNotFound(f"Topic {key} does not exist")
+            if self.namespaces.partitions(key):
+                raise NotAllowed(f"Topic {key} is partitioned: use its partitions")
         topic = PersistentTopic(name, self.storage.open_managed_ledger(key), self.config)
         self.topics[key] = topic
         return topic
 
-    def partitions_of(self, name: TopicName) -> int:
-        """Partition count of a partitioned topic; 0 for a plain topic."""
+    def partitions_of(self, name: TopicName, auto_create: bool = True) -> int:
+        """Partition count of a partitioned topic; 0 for a plain topic.
+
+        As in Pulsar, asking about a topic that does not exist creates it as partitioned
+        when the namespace's auto-creation says so.
+        """
+        self.check_namespace(name)
+        key = str(name)
+        count = self.namespaces.partitions(key)
+        if count or not auto_create or name.partition_index >= 0 or self._exists(key):
+            return count
+        policy = self.auto_topic_creation(name.namespace_name)
+        if policy.allow_auto_topic_creation and policy.topic_type == "partitioned":
+            self.namespaces.set_partitions(key, policy.default_num_partitions)
+            return policy.default_num_partitions
         return 0
+
+    def create_partitioned_topic(self, name: TopicName, count: int) -> None:
+        self.check_namespace(name)
+        key = str(name)
+        if name.partition_index >= 0:
+            raise NotAllowed(f"{key} is already a partition name")
+        if self.namespaces.partitions(key):
+            raise AlreadyExists(f"Partitioned topic {key} already exists")
+        if self._exists(key):
+            raise AlreadyExists(f"Topic {key} already exists as a non-partitioned topic")
+        self.namespaces.set_partitions(key, count)
+
+    def update_partitioned_topic(self, name: TopicName, count: int) -> None:
+        current = self.namespaces.partitions(str(name))
+        if not current:
+            raise TopicNotFound(f"Partitioned topic {name} does not exist")
+        if count < current:
+            raise NotAllowed(f"the number of partitions can only grow (now {current})")
+        self.namespaces.set_partitions(str(name), count)
+
+    def delete_partitioned_topic(self, name: TopicName) -> None:
+        count = self.namespaces.partitions(str(name))
+        if not count:
+            raise TopicNotFound(f"Partitioned topic {name} does not exist")
+        for i in range(count):
+            partition = TopicName.parse(f"{name}-partition-{i}")
+            if self._exists(str(partition)):
+                self.delete_topic(partition)
+        self.namespaces.delete_partitions(str(name))
+
+    def create_topic(self, name: TopicName) -> None:
+        self.check_namespace(name)
+        key = str(name)
+        if self._exists(key) or self.namespaces.partitions(key):
+            raise AlreadyExists(f"Topic {key} already exists")
+        self.get_topic(name, create=True)
+
+    def delete_topic(self, name: TopicName) -> None:
+        key = str(name)
+        if not self._exists(key):
+            raise TopicNotFound(f"Topic {key} does not exist")
+        topic = self.topics.get(key)
+        if topic is not None:
+            if topic.producers or any(s.consumers for s in topic.subscriptions.values()):
+                raise NotEmpty(f"Topic {key} has connected producers or consumers")
+            topic.close()
+            del self.topics[key]
+        self.storage.delete_managed_ledger(key)
+
+    def topics_of_namespace(self, namespace: str) -> list[str]:
+        """Every topic (partitions included) stored or loaded in ``namespace``."""
+        names = set(self.storage.managed_ledger_names()) | set(self.topics)
+        out = []
+        for key in names:
+            try:
+                if TopicName.parse(key).namespace_name == namespace:
+                    out.append(key)
+            except ValueError:
+                continue
+        return sorted(out)
+
+    def apply_policies(self, namespace: str) -> None:
+        """Policies are read when used; nothing is cached that would need refreshing."""

@@ -62,5 +62,12 @@ class TopicName:
         m = _PARTITION_RE.match(self.local_name)
         return int(m.group(2)) if m else -1
 
+    def partitioned_base(self) -> TopicName | None:
+        """The partitioned topic this partition belongs to (None if not a partition name)."""
+        m = _PARTITION_RE.match(self.local_name)
+        if not m:
+            return None
+        return TopicName(self.domain, self.tenant, self.namespace, m.group(1))
+
     def __str__(self) -> str:
         return f"{self.domain}://{self.tenant}/{self.namespace}/{self.local_name}"

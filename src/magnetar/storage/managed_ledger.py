@@ -418,11 +418,14 @@ class ManagedLedger:
 
     # --------------------------------------------------------------- retention
 
-    def trim(self) -> list[int]:
+    def trim(
+        self, retention_time_seconds: float | None = None, retention_size_bytes: int | None = None
+    ) -> list[int]:
         """Delete closed ledgers every durable cursor has consumed and retention lets go; returns their ids.
 
         With no durable cursor every entry counts as consumed (as in Pulsar); the
-        current ledger is never deleted.
+        current ledger is never deleted. The retention arguments override the
+        configured ones (the broker passes a namespace's policy).
         """
         with self._lock:
             self._check_open()
@@ -436,7 +439,10 @@ class ManagedLedger:
             doomed = [
                 info.ledger_id
                 for info in past_retention(
-                    consumed, cfg.retention_time_seconds, cfg.retention_size_bytes, time.time()
+                    consumed,
+                    cfg.retention_time_seconds if retention_time_seconds is None else retention_time_seconds,
+                    cfg.retention_size_bytes if retention_size_bytes is None else retention_size_bytes,
+                    time.time(),
                 )
             ]
             if not doomed:

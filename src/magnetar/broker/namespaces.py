@@ -1,0 +1,172 @@
+"""Tenants, namespaces, their policies and partitioned-topic metadata, kept in the metadata store.
+
+Pulsar's model: a topic lives in ``tenant/namespace``; policies are set per namespace and
+override the broker's settings; a partitioned topic is metadata (its partition count) over
+ordinary topics named ``<topic>-partition-<n>``. ``public/default`` exists from the start.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from magnetar.broker.errors import BrokerError, TopicNotFound
+from magnetar.protocol import wire
+
+SCHEMA_STRATEGIES = (
+    "ALWAYS_COMPATIBLE",
+    "ALWAYS_INCOMPATIBLE",
+    "BACKWARD",
+    "FORWARD",
+    "FULL",
+    "BACKWARD_TRANSITIVE",
+    "FORWARD_TRANSITIVE",
+    "FULL_TRANSITIVE",
+)
+
+
+class NamespaceNotFound(TopicNotFound):
+    pass
+
+
+class AlreadyExists(BrokerError):
+    code = wire.NotAllowedError
+
+
+class NotEmpty(BrokerError):
+    code = wire.NotAllowedError
+
+
+@dataclass
+class AutoTopicCreation:
+    allow_auto_topic_creation: bool = True
+    topic_type: str = "non-partitioned"  # or "partitioned"
+    default_num_partitions: int = 1
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "allowAutoTopicCreation": self.allow_auto_topic_creation,
+            "topicType": self.topic_type,
+            "defaultNumPartitions": self.default_num_partitions,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> AutoTopicCreation:
+        topic_type = data.get("topicType", "non-partitioned")
+        if topic_type not in ("partitioned", "non-partitioned"):
+            raise ValueError("topicType must be 'partitioned' or 'non-partitioned'")
+        partitions = int(data.get("defaultNumPartitions", 1))
+        if topic_type == "partitioned" and partitions < 1:
+            raise ValueError("defaultNumPartitions must be at least 1")
+        return cls(bool(data.get("allowAutoTopicCreation", True)), topic_type, partitions)
+
+
+@dataclass
+class NamespacePolicies:
+    """Per-namespace settings; None means "use the broker's setting"."""
+
+    deduplication_enabled: bool | None = None
+    message_ttl_seconds: int | None = None
+    retention_time_minutes: int | None = None
+    retention_size_mb: int | None = None
+    schema_compatibility_strategy: str | None = None
+    auto_topic_creation: dict[str, Any] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> NamespacePolicies:
+        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        return cls(**known)
+
+
+class NamespaceRegistry:
+    """Durable tenants, namespaces, policies and partition counts (in the storage's key/value store)."""
+
+    def __init__(self, metadata) -> None:
+        self._kv = metadata
+        if self._kv.get("tenant/public") is None:
+            self._kv.put("tenant/public", json.dumps({"adminRoles": [], "allowedClusters": ["standalone"]}))
+        if self._kv.get("namespace/public/default") is None:
+            self._kv.put("namespace/public/default", json.dumps(NamespacePolicies().to_json()))
+
+    # -- tenants ----------------------------------------------------------------------------
+    def tenants(self) -> list[str]:
+        return sorted(k.removeprefix("tenant/") for k in self._kv.keys("tenant/"))
+
+    def tenant(self, name: str) -> dict[str, Any]:
+        raw = self._kv.get(f"tenant/{name}")
+        if raw is None:
+            raise TopicNotFound(f"Tenant {name} does not exist")
+        return json.loads(raw)
+
+    def create_tenant(self, name: str, info: dict[str, Any]) -> None:
+        if self._kv.get(f"tenant/{name}") is not None:
+            raise AlreadyExists(f"Tenant {name} already exists")
+        self._kv.put(f"tenant/{name}", json.dumps(info))
+
+    def update_tenant(self, name: str, info: dict[str, Any]) -> None:
+        self.tenant(name)
+        self._kv.put(f"tenant/{name}", json.dumps(info))
+
+    def delete_tenant(self, name: str) -> None:
+        self.tenant(name)
+        if self.namespaces(name):
+            raise NotEmpty(f"Tenant {name} still has namespaces")
+        self._kv.delete(f"tenant/{name}")
+
+    # -- namespaces ---------------------------------------------------------------------------
+    def namespaces(self, tenant: str) -> list[str]:
+        return sorted(k.removeprefix("namespace/") for k in self._kv.keys(f"namespace/{tenant}/"))
+
+    def exists(self, namespace: str) -> bool:
+        return self._kv.get(f"namespace/{namespace}") is not None
+
+    def create_namespace(self, namespace: str, policies: NamespacePolicies | None = None) -> None:
+        tenant = namespace.split("/")[0]
+        self.tenant(tenant)
+        if self.exists(namespace):
+            raise AlreadyExists(f"Namespace {namespace} already exists")
+        self._kv.put(f"namespace/{namespace}", json.dumps((policies or NamespacePolicies()).to_json()))
+
+    def delete_namespace(self, namespace: str, topics: list[str]) -> None:
+        self.policies(namespace)
+        if topics:
+            raise NotEmpty(f"Namespace {namespace} still has topics")
+        self._kv.delete(f"namespace/{namespace}")
+
+    def policies(self, namespace: str) -> NamespacePolicies:
+        raw = self._kv.get(f"namespace/{namespace}")
+        if raw is None:
+            raise NamespaceNotFound(f"Namespace {namespace} does not exist")
+        return NamespacePolicies.from_json(json.loads(raw))
+
+    def set_policies(self, namespace: str, policies: NamespacePolicies) -> None:
+        self.policies(namespace)
+        self._kv.put(f"namespace/{namespace}", json.dumps(policies.to_json()))
+
+    def update_policy(self, namespace: str, **changes: Any) -> NamespacePolicies:
+        policies = self.policies(namespace)
+        for key, value in changes.items():
+            setattr(policies, key, value)
+        self.set_policies(namespace, policies)
+        return policies
+
+    # -- partitioned topics -----------------------------------------------------------------
+    def partitions(self, topic: str) -> int:
+        """Partition count of a partitioned topic, 0 for none."""
+        raw = self._kv.get(f"partitioned/{topic}")
+        return int(raw) if raw is not None else 0
+
+    def set_partitions(self, topic: str, count: int) -> None:
+        self._kv.put(f"partitioned/{topic}", str(count))
+
+    def delete_partitions(self, topic: str) -> None:
+        self._kv.delete(f"partitioned/{topic}")
+
+    def partitioned_topics(self, namespace: str, domain: str = "persistent") -> list[str]:
+        prefix = f"partitioned/{domain}://{namespace}/"
+        return sorted(k.removeprefix("partitioned/") for k in self._kv.keys(prefix))

@@ -1,0 +1,139 @@
+"""Tenants, namespaces, policies and partitioned topics through Pulsar's admin v2 paths,
+used by the official client."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+
+import pulsar
+import pytest
+
+from .support import receive_n
+
+pytestmark = pytest.mark.interop
+
+
+def call(broker, method: str, path: str, body=None) -> tuple[int, object]:
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(
+        broker.http_url + path, data=data, method=method, headers={"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            text = response.read().decode()
+            return response.status, json.loads(text) if text else None
+    except urllib.error.HTTPError as exc:
+        text = exc.read().decode()
+        return exc.code, json.loads(text) if text else None
+
+
+def test_public_default_exists_from_the_start(broker):
+    assert call(broker, "GET", "/admin/v2/tenants") == (200, ["public"])
+    assert call(broker, "GET", "/admin/v2/namespaces/public") == (200, ["public/default"])
+
+
+def test_tenant_and_namespace_lifecycle(broker):
+    assert (
+        call(broker, "PUT", "/admin/v2/tenants/acme", {"adminRoles": [], "allowedClusters": ["standalone"]})[
+            0
+        ]
+        == 204
+    )
+    assert call(broker, "PUT", "/admin/v2/tenants/acme")[0] == 409
+    assert call(broker, "PUT", "/admin/v2/namespaces/acme/prod")[0] == 204
+    assert call(broker, "GET", "/admin/v2/namespaces/acme") == (200, ["acme/prod"])
+    assert call(broker, "PUT", "/admin/v2/namespaces/nobody/prod")[0] == 404
+    assert call(broker, "DELETE", "/admin/v2/tenants/acme")[0] == 409, "a tenant with namespaces stays"
+    assert call(broker, "DELETE", "/admin/v2/namespaces/acme/prod")[0] == 204
+    assert call(broker, "DELETE", "/admin/v2/tenants/acme")[0] == 204
+    assert call(broker, "GET", "/admin/v2/tenants") == (200, ["public"])
+
+
+def test_policies_are_set_read_and_validated(broker):
+    base = "/admin/v2/namespaces/public/default"
+    assert call(broker, "POST", f"{base}/messageTTL", 120)[0] == 204
+    assert call(broker, "GET", f"{base}/messageTTL") == (200, 120)
+    assert call(broker, "POST", f"{base}/messageTTL", -5)[0] == 400
+    assert call(broker, "POST", f"{base}/deduplication", True)[0] == 204
+    assert call(broker, "GET", f"{base}/deduplication") == (200, True)
+    assert (
+        call(broker, "POST", f"{base}/retention", {"retentionTimeInMinutes": 60, "retentionSizeInMB": 10})[0]
+        == 204
+    )
+    assert call(broker, "GET", f"{base}/retention") == (
+        200,
+        {"retentionTimeInMinutes": 60, "retentionSizeInMB": 10},
+    )
+    assert call(broker, "PUT", f"{base}/schemaCompatibilityStrategy", "FULL")[0] == 204
+    assert call(broker, "GET", f"{base}/schemaCompatibilityStrategy") == (200, "FULL")
+    assert call(broker, "PUT", f"{base}/schemaCompatibilityStrategy", "SOMETIMES")[0] == 400
+    status, policies = call(broker, "GET", base)
+    assert status == 200 and policies["message_ttl_seconds"] == 120
+
+
+def test_policies_survive_a_restart(broker):
+    call(broker, "PUT", "/admin/v2/tenants/t1")
+    call(broker, "PUT", "/admin/v2/namespaces/t1/ns")
+    call(broker, "POST", "/admin/v2/namespaces/t1/ns/messageTTL", 30)
+    call(broker, "PUT", "/admin/v2/persistent/t1/ns/p/partitions", 3)
+    assert broker.stop() == 0
+    broker.restart(same_port=False)
+    assert call(broker, "GET", "/admin/v2/namespaces/t1/ns/messageTTL") == (200, 30)
+    assert call(broker, "GET", "/admin/v2/persistent/t1/ns/p/partitions") == (200, {"partitions": 3})
+
+
+def test_partitioned_topic_created_over_http_is_used_by_the_official_client(broker, client, topic):
+    name = topic.removeprefix("persistent://public/default/")
+    path = f"/admin/v2/persistent/public/default/{name}/partitions"
+    assert call(broker, "PUT", path, 3)[0] == 204
+    assert call(broker, "PUT", path, 3)[0] == 409
+    assert call(broker, "GET", path) == (200, {"partitions": 3})
+    assert call(broker, "GET", "/admin/v2/persistent/public/default/partitioned")[1] == [topic]
+
+    assert client.get_topic_partitions(topic) == [f"{topic}-partition-{i}" for i in range(3)]
+    consumer = client.subscribe(topic, "sub", initial_position=pulsar.InitialPosition.Earliest)
+    producer = client.create_producer(
+        topic,
+        message_routing_mode=pulsar.PartitionsRoutingMode.RoundRobinDistribution,
+        batching_enabled=False,
+    )
+    for i in range(30):
+        producer.send(b"%d" % i)
+    messages = receive_n(consumer, 30, ack=True)
+    assert sorted(int(m.data()) for m in messages) == list(range(30))
+    assert {m.topic_name() for m in messages} == {f"{topic}-partition-{i}" for i in range(3)}
+
+    # Growing is allowed, shrinking is not.
+    assert call(broker, "POST", path, 4)[0] == 204
+    assert call(broker, "POST", path, 2)[0] == 412
+
+
+def test_auto_created_topics_follow_the_namespace_policy(broker, client, topic):
+    assert (
+        call(
+            broker,
+            "POST",
+            "/admin/v2/namespaces/public/default/autoTopicCreation",
+            {"allowAutoTopicCreation": True, "topicType": "partitioned", "defaultNumPartitions": 2},
+        )[0]
+        == 204
+    )
+    assert client.get_topic_partitions(topic) == [f"{topic}-partition-0", f"{topic}-partition-1"]
+
+    call(
+        broker,
+        "POST",
+        "/admin/v2/namespaces/public/default/autoTopicCreation",
+        {"allowAutoTopicCreation": False},
+    )
+    with pytest.raises(pulsar.PulsarException):
+        client.create_producer(topic + "-not-there")
+
+
+def test_unknown_namespace_is_a_clear_error_and_the_connection_lives(broker, client, topic):
+    with pytest.raises(pulsar.PulsarException):
+        client.create_producer("persistent://nobody/nothing/t")
+    producer = client.create_producer(topic)
+    producer.send(b"still works")
