@@ -76,6 +76,10 @@ class BrokerConfig:
             raise ValueError("auto_topic_creation_type must be non-partitioned or partitioned")
         if self.max_message_size <= 0:
             raise ValueError("max_message_size must be positive")
+        from magnetar.broker.entry_metadata import load_interceptor_class
+
+        for name in self.broker_entry_metadata_interceptors:
+            load_interceptor_class(name)  # raises ValueError for an unknown or unloadable one
 
     @classmethod
     def load(cls, path: Path | None = None, **overrides: Any) -> BrokerConfig:

@@ -1,9 +1,27 @@
 """Broker entry metadata interceptors (PIP 70): what the broker writes in front of each entry.
 
-Built in: ``broker_timestamp`` (broker clock, ms) and ``index`` (index of the entry's last
-message, continuous per topic partition). Others are loaded by dotted class path; an
-interceptor is any object with ``intercept(meta, num_messages) -> None`` that fills fields
-of a ``BrokerEntryMetadata``.
+Built in:
+
+- ``broker_timestamp``: the broker's clock in ms, never going backwards within a topic
+  partition (a clock stepped back repeats the last value), so seek by time can binary search.
+- ``index``: index of the entry's last message, continuous per topic partition: the first
+  message gets 0 and each entry adds its message count.
+
+Others are loaded by dotted class path (``"mypkg.mod.MyInterceptor"``). An interceptor is a
+class whose constructor takes no argument (one instance per topic partition, so it may keep
+state) with::
+
+    def intercept(self, meta: BrokerEntryMetadata, num_messages: int) -> None
+        # fill fields of ``meta`` for an entry of ``num_messages`` messages
+
+and optionally::
+
+    def recover(self, last: BrokerEntryMetadata) -> None
+        # called once when the topic loads, before any intercept: the newest broker_timestamp
+        # and index stored on the topic (fields unset when no entry carried them)
+
+Interceptors run in configured order on the broker's event loop, once per entry, in the order
+the entries are stored.
 """
 
 from __future__ import annotations
@@ -20,12 +38,25 @@ class EntryMetadataInterceptor(Protocol):
 
 
 class BrokerTimestampInterceptor:
+    """Broker time in ms, monotonic per topic partition."""
+
+    def __init__(self) -> None:
+        self.last_timestamp = 0
+
     def intercept(self, meta: wire.BrokerEntryMetadata, num_messages: int) -> None:
-        meta.broker_timestamp = time.time_ns() // 1_000_000
+        now = time.time_ns() // 1_000_000
+        if now < self.last_timestamp:
+            now = self.last_timestamp
+        self.last_timestamp = now
+        meta.broker_timestamp = now
+
+    def recover(self, last: wire.BrokerEntryMetadata) -> None:
+        if last.HasField("broker_timestamp"):
+            self.last_timestamp = last.broker_timestamp
 
 
 class IndexInterceptor:
-    """Continuous message index; the topic seeds ``last_index`` when it loads."""
+    """Continuous message index: ``last_index`` is the index of the last message stored (or -1)."""
 
     def __init__(self) -> None:
         self.last_index = -1
@@ -34,19 +65,31 @@ class IndexInterceptor:
         self.last_index += num_messages
         meta.index = self.last_index
 
+    def recover(self, last: wire.BrokerEntryMetadata) -> None:
+        self.last_index = last.index if last.HasField("index") else -1
 
-_BUILT_IN = {"broker_timestamp": BrokerTimestampInterceptor, "index": IndexInterceptor}
+
+BUILT_IN = {"broker_timestamp": BrokerTimestampInterceptor, "index": IndexInterceptor}
+
+
+def load_interceptor_class(name: str) -> type:
+    if name in BUILT_IN:
+        return BUILT_IN[name]
+    module_name, _, cls_name = name.rpartition(".")
+    if not module_name:
+        raise ValueError(
+            f"unknown broker entry metadata interceptor {name!r} "
+            f"(built in: {', '.join(BUILT_IN)}; others by dotted class path)"
+        )
+    try:
+        cls = getattr(importlib.import_module(module_name), cls_name)
+    except (ImportError, AttributeError) as exc:
+        raise ValueError(f"cannot load broker entry metadata interceptor {name!r}: {exc}") from None
+    if not callable(getattr(cls, "intercept", None)):
+        raise ValueError(f"broker entry metadata interceptor {name!r} has no intercept(meta, num_messages)")
+    return cls
 
 
 def load_interceptors(names: list[str]) -> list[EntryMetadataInterceptor]:
-    """A fresh interceptor per name (index state is per topic, so call this per topic)."""
-    out = []
-    for name in names:
-        if name in _BUILT_IN:
-            out.append(_BUILT_IN[name]())
-            continue
-        module_name, _, cls_name = name.rpartition(".")
-        if not module_name:
-            raise ValueError(f"unknown broker entry metadata interceptor {name!r}")
-        out.append(getattr(importlib.import_module(module_name), cls_name)())
-    return out
+    """A fresh interceptor per name (their state is per topic partition, so call this per topic)."""
+    return [load_interceptor_class(name)() for name in names]

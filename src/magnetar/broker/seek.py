@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
+from magnetar.broker.entry_search import (
+    EntryReader,
+    EntrySpace,
+    entry_time,
+    first_true,
+    reader_for,
+)
 from magnetar.broker.errors import NotAllowed
 from magnetar.broker.ids import is_earliest, is_latest, position_of
-from magnetar.protocol import ProtocolError, wire
-from magnetar.protocol.entry import split_entry_metadata
-from magnetar.protocol.headers import parse_metadata
+from magnetar.protocol import wire
 from magnetar.storage.managed_ledger import ManagedLedger
 from magnetar.storage.position import Position
+
+__all__ = ["entry_time", "position_for_message_id", "position_for_time"]
+
+_first_index = first_true  # the binary search, under the name older tests import
 
 
 def position_for_message_id(ml: ManagedLedger, msg_id: wire.MessageIdData) -> Position:
@@ -32,53 +39,17 @@ def position_for_message_id(ml: ManagedLedger, msg_id: wire.MessageIdData) -> Po
     return position
 
 
-def entry_time(data: bytes) -> int:
-    """Broker timestamp when the entry has one, else the producer's publish time."""
-    try:
-        meta, producer_bytes = split_entry_metadata(data)
-        if meta is not None and meta.HasField("broker_timestamp"):
-            return meta.broker_timestamp
-        metadata, _ = parse_metadata(producer_bytes)
-        return metadata.publish_time
-    except ProtocolError:
-        return 0
+def position_for_time(ml: ManagedLedger, timestamp_ms: int, read: EntryReader | None = None) -> Position:
+    """First entry whose time is >= ``timestamp_ms``, or the next position to be written.
 
-
-def _first_index(count: int, is_at_or_after: Callable[[int], bool]) -> int:
-    """Smallest i in [0, count) with is_at_or_after(i), or count; the predicate is monotonic."""
-    lo, hi = 0, count
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if is_at_or_after(mid):
-            hi = mid
-        else:
-            lo = mid + 1
-    return lo
-
-
-def position_for_time(ml: ManagedLedger, timestamp_ms: int) -> Position:
-    """First entry whose time is >= timestamp_ms, in O(log ledgers + log entries) reads."""
-    last = ml.last_confirmed
-    end = ml.next_position(last)
-    # (ledger id, readable entries): the current ledger only up to the last durable entry.
-    ledgers = []
-    for info in ml.ledgers():
-        count = info.entries
-        if info.ledger_id == last.ledger_id:
-            count = last.entry_id + 1
-        elif info.ledger_id > last.ledger_id:
-            count = 0
-        if count > 0:
-            ledgers.append((info.ledger_id, count))
-    if not ledgers:
-        return end
-
-    def time_at(ledger_id: int, entry_id: int) -> int:
-        return entry_time(ml.read_entry(Position(ledger_id, entry_id)).data)
-
-    # The first ledger whose last entry is at or after the time, then the entry inside it.
-    li = _first_index(len(ledgers), lambda i: time_at(ledgers[i][0], ledgers[i][1] - 1) >= timestamp_ms)
-    if li == len(ledgers):
-        return end
-    ledger_id, count = ledgers[li]
-    return Position(ledger_id, _first_index(count, lambda e: time_at(ledger_id, e) >= timestamp_ms))
+    An entry's time is its broker timestamp, or its publish time when stored without one.
+    Broker timestamps never decrease along a topic partition, so a binary search over the
+    readable entries (all ledgers as one sequence) reads O(log n) of them. ``read`` lets a
+    caller count the reads (see ``entry_search.CountingReader``).
+    """
+    read = reader_for(ml, read)
+    space = EntrySpace(ml)
+    found = first_true(space.size, lambda i: entry_time(read(space.position(i))) >= timestamp_ms)
+    if found == space.size:
+        return ml.next_position(ml.last_confirmed)
+    return space.position(found)

@@ -95,7 +95,7 @@ class BrokerService:
                 time_s = policies.retention_time_minutes * 60.0
             if policies.retention_size_mb is not None:
                 size_b = policies.retention_size_mb * 1024 * 1024
-            deleted = topic.ml.trim(time_s, size_b)
+            deleted = topic.trim(time_s, size_b)  # flushes the topic state first
             if deleted:
                 log.info("%s: deleted consumed ledgers %s", topic.name, deleted)
 

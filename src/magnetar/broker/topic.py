@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from magnetar.broker.consumer import Consumer
 from magnetar.broker.entry_metadata import IndexInterceptor, load_interceptors
+from magnetar.broker.entry_search import EntryReader, message_count
 from magnetar.broker.errors import BrokerError, NotAllowed
 from magnetar.broker.ids import is_earliest, is_latest, position_of
 from magnetar.broker.producer import Producer
@@ -29,7 +30,6 @@ log = logging.getLogger(__name__)
 
 SubType = wire.CommandSubscribe.SubType
 _SEQUENCES_KEY = "producer_sequences"
-_INDEX_KEY = "last_entry_index"
 
 PublishCallback = Callable[[Position | None, Exception | None], None]
 
@@ -56,49 +56,62 @@ class PersistentTopic:
 
     # -- recovery ---------------------------------------------------------------------------
     def _recover_state(self) -> None:
-        """Rebuild producer sequence ids and the entry index from the snapshot plus the tail."""
+        """Rebuild producer sequence ids and the newest stored index and broker timestamp.
+
+        The snapshot (written by ``flush``: periodically, before every trim and on close) holds
+        them as of a position; the entries stored after it (at most a flush interval's worth
+        after a kill -9, every entry when there is no snapshot) are replayed, so the index goes on
+        after the last one stored: no gap, no repeat. Entries the replay finds make the state
+        dirty, so the next flush records them before a trim can delete them.
+        """
         start = None
+        stored = wire.BrokerEntryMetadata()
         raw = self.ml.get_property(_SEQUENCES_KEY)
         if raw:
             snapshot = json.loads(raw)
             self.producer_sequences = {k: int(v) for k, v in snapshot["sequences"].items()}
+            if snapshot.get("index") is not None:
+                stored.index = int(snapshot["index"])
+            if snapshot.get("broker_timestamp") is not None:
+                stored.broker_timestamp = int(snapshot["broker_timestamp"])
             start = self.ml.next_position(Position(*snapshot["position"]))
         if start is None:
             start = self.ml.first_position()
-        last_index = int(self.ml.get_property(_INDEX_KEY) or -1)
         last = self.ml.last_confirmed
-        while start is not None and start <= last and start.entry_id >= 0:
+        while start is not None and start.entry_id >= 0 and start <= last:
             entries = self.ml.read_entries(start, 1000)
             if not entries:
                 break
             for entry in entries:
-                last_index = self._replay_entry(entry.data, last_index)
+                self._replay_entry(entry.data, stored)
+            self._last_published = entries[-1].position
+            self._sequences_dirty = True
             start = self.ml.next_position(entries[-1].position)
-        if self._index is not None:
-            self._index.last_index = max(last_index, self._last_stored_index())
+        self._stored = stored
+        for interceptor in self.interceptors:
+            recover = getattr(interceptor, "recover", None)
+            if recover is not None:
+                recover(stored)
 
-    def _replay_entry(self, data: bytes, last_index: int) -> int:
+    def _replay_entry(self, data: bytes, stored: wire.BrokerEntryMetadata) -> None:
         try:
             meta, producer_bytes = split_entry_metadata(data)
+        except ProtocolError:
+            return
+        if meta is not None:
+            _keep_newest(stored, meta)
+        try:
             metadata, _ = parse_metadata(producer_bytes)
         except ProtocolError:
-            return last_index
+            return
         highest = max(metadata.sequence_id, metadata.highest_sequence_id)
         if highest > self.producer_sequences.get(metadata.producer_name, -1):
             self.producer_sequences[metadata.producer_name] = highest
-        if meta is not None and meta.HasField("index"):
-            return max(last_index, meta.index)
-        return last_index
 
-    def _last_stored_index(self) -> int:
-        last = self.ml.last_confirmed
-        if last.entry_id < 0:
-            return -1
-        try:
-            meta, _ = split_entry_metadata(self.ml.read_entry(last).data)
-        except (ProtocolError, KeyError, ValueError):
-            return -1
-        return meta.index if meta is not None and meta.HasField("index") else -1
+    @property
+    def index_enabled(self) -> bool:
+        """True when the index interceptor is on (index look-ups need it)."""
+        return self._index is not None
 
     # -- producers --------------------------------------------------------------------------
     def add_producer(self, producer: Producer) -> None:
@@ -124,7 +137,13 @@ class PersistentTopic:
         callback: PublishCallback,
     ) -> None:
         """Store the producer's bytes (with broker entry metadata in front) and call back once durable."""
-        num_messages = send.num_messages if send.HasField("num_messages") else 1
+        try:
+            metadata, _ = parse_metadata(headers_and_payload)
+            num_messages = message_count(metadata)  # what consumers count: the batch's own size
+        except ProtocolError:
+            num_messages = send.num_messages if send.HasField("num_messages") else 1
+        meta = None
+        previous_index = self._index.last_index if self._index is not None else None
         if self.interceptors:  # PIP 70: metadata in front, producer's bytes untouched
             meta = wire.BrokerEntryMetadata()
             for interceptor in self.interceptors:
@@ -137,6 +156,8 @@ class PersistentTopic:
         def on_durable(position: Position | None, exc: Exception | None) -> None:
             if exc is None and position is not None:
                 self._last_published = position
+                if meta is not None:
+                    _keep_newest(self._stored, meta)
                 self._sequences_dirty = True
                 if highest > self.producer_sequences.get(producer.name, -1):
                     self.producer_sequences[producer.name] = highest
@@ -144,7 +165,12 @@ class PersistentTopic:
             if exc is None:
                 self._notify_subscriptions()
 
-        self.ml.add_entry(data, on_durable)
+        try:
+            self.ml.add_entry(data, on_durable)
+        except Exception:
+            if previous_index is not None:  # nothing was stored: the index is not used up
+                self._index.last_index = previous_index
+            raise
 
     def _notify_subscriptions(self) -> None:
         # Many receipts arrive together after one fsync: wake the dispatchers once for all.
@@ -231,23 +257,48 @@ class PersistentTopic:
     def seek_position(self, msg_id: wire.MessageIdData) -> Position:
         return position_for_message_id(self.ml, msg_id)
 
-    def find_position_by_time(self, timestamp_ms: int) -> Position:
-        return position_for_time(self.ml, timestamp_ms)
+    def find_position_by_time(self, timestamp_ms: int, read: EntryReader | None = None) -> Position:
+        """First entry at or after ``timestamp_ms`` by broker time (else publish time); O(log n) reads."""
+        return position_for_time(self.ml, timestamp_ms, read)
 
     # -- lifecycle --------------------------------------------------------------------------
     def flush(self) -> None:
-        """Persist cursors, the producer sequence snapshot and the entry index."""
+        """Persist cursors and the state snapshot (producer sequence ids, newest index and broker time)."""
         self.ml.flush_cursors()
         if self._sequences_dirty:
             self._sequences_dirty = False
             last = self._last_published
-            snapshot = {"position": [last.ledger_id, last.entry_id], "sequences": self.producer_sequences}
+            snapshot: dict = {
+                "position": [last.ledger_id, last.entry_id],
+                "sequences": self.producer_sequences,
+            }
+            if self._stored.HasField("index"):
+                snapshot["index"] = self._stored.index
+            if self._stored.HasField("broker_timestamp"):
+                snapshot["broker_timestamp"] = self._stored.broker_timestamp
             self.ml.set_property(_SEQUENCES_KEY, json.dumps(snapshot))
-            if self._index is not None:
-                self.ml.set_property(_INDEX_KEY, str(self._index.last_index))
+
+    def trim(
+        self, retention_time_seconds: float | None = None, retention_size_bytes: int | None = None
+    ) -> list[int]:
+        """Delete consumed ledgers (``ManagedLedger.trim``), after persisting the state snapshot.
+
+        Recovery replays the entries after the snapshot; once they are deleted only the
+        snapshot can tell the last index, so it must cover them first.
+        """
+        self.flush()
+        return self.ml.trim(retention_time_seconds, retention_size_bytes)
 
     def close(self) -> None:
         for subscription in self.subscriptions.values():
             subscription.close()
         self.flush()
         self.ml.close()
+
+
+def _keep_newest(stored: wire.BrokerEntryMetadata, meta: wire.BrokerEntryMetadata) -> None:
+    """Record ``meta``'s index and broker timestamp in ``stored`` when they are newer."""
+    if meta.HasField("index") and (not stored.HasField("index") or meta.index > stored.index):
+        stored.index = meta.index
+    if meta.HasField("broker_timestamp") and meta.broker_timestamp > stored.broker_timestamp:
+        stored.broker_timestamp = meta.broker_timestamp
