@@ -15,6 +15,7 @@ import collections
 import contextlib
 import logging
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -125,6 +126,7 @@ class Producer(HandlerBase):
         self._pending_messages = 0
         self._space = asyncio.Event()
         self._space.set()
+        self._send_lock = asyncio.Lock()
         self._batch = BatchAccumulator(
             config.batching_max_messages, config.batching_max_allowed_size_in_bytes
         )
@@ -239,29 +241,42 @@ class Producer(HandlerBase):
         return future
 
     async def _enqueue(self, msg: OutgoingMessage) -> asyncio.Future:
-        self._check_open()
-        await self._reserve_slot()
-        self._check_open()
-        msg.future = asyncio.get_running_loop().create_future()
-        if msg.sequence_id is None:
-            sequence_id = self._next_sequence_id
-            self._next_sequence_id += 1
-        else:
-            sequence_id = msg.sequence_id
-            self._next_sequence_id = max(self._next_sequence_id, sequence_id + 1)
-        self._pending_messages += 1
-        try:
-            if self.config.batching_enabled and msg.deliver_at is None:
-                self._add_to_batch(msg, sequence_id)
+        # One message at a time per producer, in call order: a chunked message is written chunk
+        # by chunk (waiting for the socket between chunks) and nothing may slip in between.
+        async with self._send_lock:
+            self._check_open()
+            await self._reserve_slot()
+            self._check_open()
+            msg.future = asyncio.get_running_loop().create_future()
+            if msg.sequence_id is None:
+                sequence_id = self._next_sequence_id
+                self._next_sequence_id += 1
             else:
-                self._flush_batch()
-                self._send_single(msg, sequence_id)
-        except ClientError as exc:
-            self._fail_messages([msg], exc)
+                sequence_id = msg.sequence_id
+                self._next_sequence_id = max(self._next_sequence_id, sequence_id + 1)
+            self._pending_messages += 1
+            try:
+                if self.config.batching_enabled and msg.deliver_at is None:
+                    self._add_to_batch(msg, sequence_id)
+                else:
+                    self._flush_batch()
+                    for op in self._ops_for(msg, sequence_id):
+                        if msg.future.done():
+                            break  # failed (timeout, close) while its chunks were being written
+                        self._push(op)
+                        if op.chunk is not None:
+                            # Let other producers on the connection take turns with their chunks.
+                            await asyncio.sleep(0)
+                            await self._drain()
+            except ClientError as exc:
+                self._fail_messages([msg], exc)
+            await self._drain()
+            return msg.future
+
+    async def _drain(self) -> None:
         if self.state is State.READY and self.cnx is not None:
             with contextlib.suppress(ConnectionClosed):
                 await self.cnx.drain()
-        return msg.future
 
     def _check_open(self) -> None:
         if self.state in (State.CLOSING, State.CLOSED, State.FAILED):
@@ -315,7 +330,8 @@ class Producer(HandlerBase):
             )
         )
 
-    def _send_single(self, msg: OutgoingMessage, sequence_id: int) -> None:
+    def _ops_for(self, msg: OutgoingMessage, sequence_id: int) -> Iterator[_SendOp]:
+        """The SEND (or, for a large message with chunking, the SENDs) carrying one message."""
         meta = build_metadata(msg, self.producer_name(), sequence_id, _now_ms())
         payload = apply_compression(meta, self.config.compression_type, msg.payload)
         max_size = self.max_message_size
@@ -325,29 +341,24 @@ class Producer(HandlerBase):
                     f"message of {len(payload)} bytes exceeds the broker's limit of {max_size} "
                     "(enable chunking to send it)"
                 )
-            self._push_message(meta, payload, msg, sequence_id)
-            return
+            return iter([self._single_op(meta, payload, msg, sequence_id)])
         chunk_size = max_size - meta.ByteSize() - _CHUNK_METADATA_ROOM - len(self.producer_name())
         if chunk_size <= 0:
             raise MessageTooBig(f"message metadata alone exceeds the broker's limit of {max_size}")
         if len(payload) <= chunk_size:
-            self._push_message(meta, payload, msg, sequence_id)
-            return
-        self._push_chunks(meta, payload, msg, sequence_id, chunk_size)
+            return iter([self._single_op(meta, payload, msg, sequence_id)])
+        return self._chunk_ops(meta, payload, msg, sequence_id, chunk_size)
 
-    def _push_message(
+    def _single_op(
         self, meta: wire.MessageMetadata, payload: bytes, msg: OutgoingMessage, seq: int
-    ) -> None:
+    ) -> _SendOp:
         send = wire.CommandSend(producer_id=self.producer_id, sequence_id=seq, num_messages=1)
-        self._push(
-            _SendOp(
-                seq, commands.wrap(send), encode_headers_and_payload(meta, payload), [msg], self._deadline()
-            )
-        )
+        headers_and_payload = encode_headers_and_payload(meta, payload)
+        return _SendOp(seq, commands.wrap(send), headers_and_payload, [msg], self._deadline())
 
-    def _push_chunks(
+    def _chunk_ops(
         self, meta: wire.MessageMetadata, payload: bytes, msg: OutgoingMessage, seq: int, chunk_size: int
-    ) -> None:
+    ) -> Iterator[_SendOp]:
         num_chunks = -(-len(payload) // chunk_size)
         assert msg.future is not None
         group = _ChunkGroup(num_chunks, msg.future)
@@ -363,10 +374,8 @@ class Producer(HandlerBase):
                 producer_id=self.producer_id, sequence_id=seq, num_messages=1, is_chunk=True
             )
             # Every chunk op names the message so a failure fails it once; only the last completes it.
-            self._push(
-                _SendOp(
-                    seq, commands.wrap(send), encode_headers_and_payload(meta, part), [msg], deadline, group
-                )
+            yield _SendOp(
+                seq, commands.wrap(send), encode_headers_and_payload(meta, part), [msg], deadline, group
             )
 
     def _push(self, op: _SendOp) -> None:

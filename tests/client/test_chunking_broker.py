@@ -1,0 +1,170 @@
+"""Chunked messages through a real broker: big ones, interleaved producers, dying consumers, restarts."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+
+import pytest
+
+from magnetar.client import ChunkMessageId, ConsumerType, InitialPosition, aio
+from magnetar.client.handler import State
+
+SMALL = 64 * 1024  # a small broker limit makes many chunks out of a few MB
+
+
+def test_20mb_message(magnetar_client, topic):
+    consumer = magnetar_client.subscribe(topic, "sub")
+    producer = magnetar_client.create_producer(topic, chunking_enabled=True)
+    data = os.urandom(20 * 1024 * 1024)
+    msg_id = producer.send(data, properties={"big": "yes"})
+    assert isinstance(msg_id, ChunkMessageId) and len(msg_id.chunk_message_ids()) == 5
+    msg = consumer.receive(20_000)
+    assert msg.data() == data and msg.properties() == {"big": "yes"}
+    assert msg.message_id() == msg_id
+    assert msg.message_id().first_chunk_message_id() == msg_id.first_chunk_message_id()
+    consumer.acknowledge(msg)
+    consumer.close()
+    again = magnetar_client.subscribe(topic, "sub")
+    with pytest.raises(Exception, match="within"):
+        again.receive(300)
+
+
+def test_100mb_message(magnetar_client, topic):
+    consumer = magnetar_client.subscribe(topic, "sub")
+    producer = magnetar_client.create_producer(topic, chunking_enabled=True, send_timeout_millis=60_000)
+    data = os.urandom(100 * 1024 * 1024)
+    producer.send(data)
+    msg = consumer.receive(60_000)
+    assert len(msg.data()) == len(data) and msg.data() == data
+    consumer.acknowledge(msg)
+
+
+def test_small_messages_are_not_chunked(magnetar_client, topic):
+    consumer = magnetar_client.subscribe(topic, "sub")
+    producer = magnetar_client.create_producer(topic, chunking_enabled=True)
+    msg_id = producer.send(b"small")
+    assert not isinstance(msg_id, ChunkMessageId)
+    assert consumer.receive(3000).data() == b"small"
+
+
+def test_too_big_without_chunking_is_refused(magnetar_client, topic):
+    producer = magnetar_client.create_producer(topic)
+    with pytest.raises(Exception, match="chunking"):
+        producer.send(bytes(6 * 1024 * 1024))
+
+
+def test_interleaved_chunks_of_three_producers(broker_factory, topic):
+    broker = broker_factory({"max_message_size": SMALL})
+
+    async def main():
+        async with aio.Client(broker.service_url, operation_timeout_seconds=10) as client:
+            consumer = await client.subscribe(topic, "sub")
+            producers = [await client.create_producer(topic, chunking_enabled=True) for _ in range(3)]
+            payloads = [os.urandom(1024 * 1024 + 1000 * k) for k in range(3)]
+            # Send all three at once: each writes a chunk, waits for the socket, and so on.
+            futures = await asyncio.gather(
+                *(p.send_async(d) for p, d in zip(producers, payloads, strict=True))
+            )
+            ids = await asyncio.gather(*futures)
+            spans = [(i.first_chunk_message_id().entry_id(), i.entry_id()) for i in ids]
+            assert spans[0][1] > spans[1][0] and spans[1][1] > spans[2][0], f"not interleaved: {spans}"
+            received = {}
+            for _ in range(3):
+                msg = await consumer.receive(10_000)
+                await consumer.acknowledge(msg)
+                received[msg.producer_name()] = msg.data()
+            assert received == {p.producer_name(): d for p, d in zip(producers, payloads, strict=True)}
+            assert consumer.pending_chunked_messages == 0
+
+    asyncio.run(main())
+
+
+def test_consumer_dying_mid_message_then_a_new_one_gets_it_whole(broker_factory, topic):
+    broker = broker_factory({"max_message_size": SMALL})
+
+    async def main():
+        async with aio.Client(broker.service_url, operation_timeout_seconds=10) as client:
+            doomed = await client.subscribe(topic, "sub", consumer_type=ConsumerType.Failover)
+            chunks_seen = 0
+            original = doomed._on_chunk
+
+            def die_after_three(entry):
+                nonlocal chunks_seen
+                chunks_seen += 1
+                if chunks_seen == 3:
+                    doomed.state = State.CLOSED  # no reconnect: it is dead
+                    doomed.cnx._writer.transport.abort()
+                    return
+                original(entry)
+
+            doomed._on_chunk = die_after_three
+            producer = await client.create_producer(topic, chunking_enabled=True)
+            data = os.urandom(600 * 1024)
+            await producer.send(data)
+            for _ in range(100):
+                if chunks_seen >= 3:
+                    break
+                await asyncio.sleep(0.05)
+            assert chunks_seen >= 3
+            async with aio.Client(broker.service_url, operation_timeout_seconds=10) as other:
+                survivor = await other.subscribe(topic, "sub", consumer_type=ConsumerType.Failover)
+                msg = await survivor.receive(10_000)
+                assert msg.data() == data
+                await survivor.acknowledge(msg)
+
+    asyncio.run(main())
+
+
+def test_broker_restart_in_the_middle_of_a_chunked_send(broker_factory, magnetar_factory, topic):
+    broker = broker_factory({"max_message_size": SMALL})
+    client = magnetar_factory(broker.service_url, max_backoff_seconds=0.5)
+    consumer = client.subscribe(topic, "sub", initial_position=InitialPosition.Earliest)
+    producer = client.create_producer(topic, chunking_enabled=True, send_timeout_millis=60_000)
+    data = os.urandom(8 * 1024 * 1024)  # ~130 chunks
+    results = []
+    producer.send_async(data, lambda res, msg_id: results.append((res, msg_id)))
+    inner = producer._inner
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and len(inner._pending) > 100:
+        time.sleep(0.001)
+    assert 0 < len(inner._pending) < 130, "the send finished before the restart"
+    broker.stop(signal.SIGKILL)
+    broker.restart()
+    deadline = time.monotonic() + 30
+    while not results and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert results and results[0][0] == 0, results
+    msg = consumer.receive(30_000)
+    assert msg.data() == data
+    consumer.acknowledge(msg)
+
+
+def test_negative_ack_of_a_chunked_message_redelivers_every_chunk(magnetar_client, topic):
+    consumer = magnetar_client.subscribe(
+        topic, "sub", consumer_type=ConsumerType.Shared, negative_ack_redelivery_delay_ms=100
+    )
+    producer = magnetar_client.create_producer(topic, chunking_enabled=True)
+    data = os.urandom(11 * 1024 * 1024)
+    producer.send(data)
+    msg = consumer.receive(10_000)
+    consumer.negative_acknowledge(msg)
+    again = consumer.receive(10_000)
+    assert again.data() == data and again.redelivery_count() >= 1
+    consumer.acknowledge(again)
+
+
+def test_seek_to_a_chunked_message(magnetar_client, topic):
+    consumer = magnetar_client.subscribe(topic, "sub", initial_position=InitialPosition.Earliest)
+    producer = magnetar_client.create_producer(topic, chunking_enabled=True)
+    first = os.urandom(6 * 1024 * 1024)
+    chunked_id = producer.send(first)
+    producer.send(b"after")
+    assert consumer.receive(10_000).data() == first
+    assert consumer.receive(10_000).data() == b"after"
+    consumer.seek(chunked_id)  # exclusive of the message itself, as Pulsar's clients
+    assert consumer.receive(10_000).data() == b"after"
+    reader = magnetar_client.create_reader(topic, chunked_id, start_message_id_inclusive=True)
+    assert reader.read_next(10_000).data() == first
