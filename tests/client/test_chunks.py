@@ -402,3 +402,28 @@ def test_garbage_never_leaks_a_permit_or_exceeds_the_limit(ops, max_pending):
             assert asm.pending <= max_pending
         if out.completed is not None:
             assert len(out.completed.payload) == 8 and len(out.completed.chunk_ids) == 4
+
+
+def test_assembling_a_large_message_peaks_near_twice_its_size():
+    import tracemalloc
+
+    from magnetar.client.decode import uncompressed_payload
+    from magnetar.protocol import pulsar_wire_pb2 as wire
+
+    size, chunk = 40 * 1024 * 1024, 5 * 1024 * 1024
+    tracemalloc.start()
+    try:
+        asm = ChunkAssembler()
+        completed_payload = None
+        for i in range(size // chunk):
+            frame = bytes(chunk)  # what the connection hands over for one chunk
+            out = asm.receive(Chunk("u", i, size // chunk, size, entry(i), memoryview(frame)), NOW)
+            del frame
+            if out.completed is not None:
+                completed_payload = uncompressed_payload(wire.MessageMetadata(), out.completed.payload)
+                del out
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert completed_payload is not None and len(completed_payload) == size
+    assert peak < 2 * size + 2 * chunk, f"peak {peak / size:.2f}x the message size"

@@ -67,15 +67,9 @@ def _server_error(name: str, retriable: bool) -> type[ServerError]:
     return type(name, (ServerError,), {"code": wire.ServerError.Value(name), "retriable": retriable})
 
 
-_RETRIABLE = {
-    "ServiceNotReady",
-    "MetadataError",
-    "PersistenceError",
-    "TooManyRequests",
-    "ProducerBusy",
-    "ConsumerBusy",
-    "UnknownError",
-}
+#: Codes worth another try after a backoff (as the official clients: busy producers or
+#: consumers and missing topics fail at once).
+_RETRIABLE = {"ServiceNotReady", "TooManyRequests", "PersistenceError"}
 
 #: ServerError subclasses by code, e.g. ``SERVER_ERRORS[wire.TopicNotFound]``.
 SERVER_ERRORS: dict[int, type[ServerError]] = {

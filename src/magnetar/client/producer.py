@@ -101,7 +101,8 @@ class ProducerConfig:
                 "batching and chunking cannot be enabled together: create the producer with "
                 "batching_enabled=False to send chunked messages"
             )
-        CompressionType(self.compression_type)
+        self.compression_type = CompressionType(int(self.compression_type))
+        self.access_mode = int(self.access_mode)
 
 
 class Producer(HandlerBase):
