@@ -1,0 +1,142 @@
+"""A small blocking client for Magnetar's admin HTTP API: the message index look-ups.
+
+    from magnetar.admin.client import AdminClient
+
+    admin = AdminClient("http://127.0.0.1:8080")
+    msg_id = admin.message_id_for_index("persistent://public/default/t", 41)
+    admin.index_for_message_id("persistent://public/default/t", msg_id)  # -> 41
+
+Indexes are per topic partition: name the partition (``t-partition-2``), or pass a message
+id whose ``partition()`` says which. Failures raise ``AdminError`` (``NotFoundError`` for an
+unknown topic or an index or message id not stored, ``ConflictError`` when the broker's index
+interceptor is off) carrying the HTTP status and the broker's reason. Standard library only
+(urllib), so it runs anywhere, in Spark executors too.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.parse
+import urllib.request
+from typing import Any
+
+from magnetar.client.message import MessageId
+
+_PARTITION = "-partition-"
+
+
+class AdminError(Exception):
+    """The broker refused an admin request: ``status`` is the HTTP status, ``reason`` its text."""
+
+    def __init__(self, status: int, reason: str, url: str = "") -> None:
+        super().__init__(f"HTTP {status}: {reason}")
+        self.status = status
+        self.reason = reason
+        self.url = url
+
+
+class NotFoundError(AdminError):
+    pass
+
+
+class ConflictError(AdminError):
+    pass
+
+
+def _topic_parts(topic: str, partition: int = -1) -> list[str]:
+    """``[tenant, namespace, local]`` of a persistent topic, short names as Pulsar reads them."""
+    name = topic
+    if "://" in name:
+        domain, _, name = name.partition("://")
+        if domain != "persistent":
+            raise ValueError(f"only persistent topics have a message index, not {topic!r}")
+    parts = name.split("/")
+    if len(parts) == 1:
+        parts = ["public", "default", *parts]
+    if len(parts) != 3 or not all(parts):
+        raise ValueError(f"invalid topic name {topic!r}")
+    if partition >= 0 and _PARTITION not in parts[2]:
+        parts[2] = f"{parts[2]}{_PARTITION}{partition}"
+    return parts
+
+
+def _topic_path(topic: str, partition: int = -1) -> str:
+    return "/".join(urllib.parse.quote(p, safe="") for p in _topic_parts(topic, partition))
+
+
+def _message_id_parts(message_id: Any) -> tuple[int, int, int, int]:
+    """(ledger, entry, batch index, partition) of a message id in any of the accepted forms."""
+    if isinstance(message_id, dict):
+        return (
+            int(message_id["ledgerId"]),
+            int(message_id["entryId"]),
+            int(message_id.get("batchIndex", -1)),
+            int(message_id.get("partition", -1)),
+        )
+    if isinstance(message_id, tuple | list):
+        ledger, entry, *rest = message_id
+        return int(ledger), int(entry), int(rest[0]) if rest else -1, -1
+    # magnetar.client.MessageId and the official pulsar.MessageId name their parts alike.
+    return (
+        message_id.ledger_id(),
+        message_id.entry_id(),
+        message_id.batch_index(),
+        message_id.partition() if hasattr(message_id, "partition") else -1,
+    )
+
+
+class AdminClient:
+    """Blocking calls to a broker's admin HTTP port (``http_url``, e.g. ``http://host:8080``)."""
+
+    def __init__(self, http_url: str, timeout: float = 30.0) -> None:
+        self.http_url = http_url.rstrip("/")
+        self.timeout = timeout
+
+    def message_id_for_index(self, topic: str, index: int) -> MessageId:
+        """The id of the message with ``index`` on ``topic`` (a plain topic or one partition).
+
+        The result is a ``magnetar.client.MessageId`` (partition, ledger, entry, batch index)
+        that readers and ``seek`` accept.
+        """
+        body = self._get(f"/admin/v2/persistent/{_topic_path(topic)}/messageid/{int(index)}")
+        return MessageId(
+            int(body["partition"]),
+            int(body["ledgerId"]),
+            int(body["entryId"]),
+            int(body["batchIndex"]),
+            topic="persistent://" + "/".join(_topic_parts(topic)),
+        )
+
+    def index_for_message_id(self, topic: str, message_id: Any) -> int:
+        """The index of the message ``message_id`` on ``topic``.
+
+        ``message_id``: a ``magnetar.client.MessageId``, an official ``pulsar.MessageId``, a
+        ``(ledger_id, entry_id[, batch_index])`` tuple or a dict with ``ledgerId``, ``entryId``
+        and optionally ``batchIndex`` and ``partition``. Without a batch index, a batch entry
+        answers the index of its last message.
+        """
+        ledger, entry, batch_index, partition = _message_id_parts(message_id)
+        query = urllib.parse.urlencode({"ledgerId": ledger, "entryId": entry, "batchIndex": batch_index})
+        body = self._get(f"/admin/v2/persistent/{_topic_path(topic, partition)}/index?{query}")
+        return int(body["index"])
+
+    # -- plumbing ---------------------------------------------------------------------------------
+    def _get(self, path: str) -> dict:
+        url = self.http_url + path
+        request = urllib.request.Request(url, headers={"Accept": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                return json.loads(response.read())
+        except urllib.error.HTTPError as exc:
+            raise _admin_error(exc, url) from None
+
+
+def _admin_error(exc: urllib.error.HTTPError, url: str) -> AdminError:
+    text = exc.read().decode(errors="replace")
+    try:
+        reason = json.loads(text)["reason"]
+    except (ValueError, KeyError, TypeError):
+        reason = text or exc.reason
+    cls = {404: NotFoundError, 409: ConflictError}.get(exc.code, AdminError)
+    return cls(exc.code, str(reason), url)
