@@ -10,6 +10,8 @@ import pytest
 
 from magnetar.client import CompressionType, InitialPosition, MessageId, Timeout
 
+from .proxy import ShrinkingProxy
+
 pytestmark = pytest.mark.interop
 
 OFFICIAL_CODECS = {
@@ -118,6 +120,27 @@ def test_official_chunked_20mb_to_our_consumer(official, magnetar_client, topic)
     again = magnetar_client.subscribe(topic, "sub")
     with pytest.raises(Timeout):
         again.receive(500)
+
+
+@pytest.mark.parametrize("codec", [CompressionType.NONE, CompressionType.ZSTD], ids=lambda c: c.name)
+def test_official_chunked_20mb_to_our_consumer_through_a_proxy(
+    broker, client_factory, magnetar_client, topic, codec
+):
+    """As above, with the official client told a limit 1 KiB below the broker's (see proxy.py)."""
+    consumer = magnetar_client.subscribe(topic, "sub")
+    data = os.urandom(12 * 1024 * 1024) + bytes(8 * 1024 * 1024)
+    with ShrinkingProxy(broker.port) as proxy:
+        official = client_factory(proxy.service_url)
+        producer = official.create_producer(
+            topic, batching_enabled=False, chunking_enabled=True, compression_type=OFFICIAL_CODECS[codec]
+        )
+        sent_id = producer.send(data, properties={"from": "official"})
+        msg = consumer.receive(20_000)
+        producer.close()
+    assert msg.data() == data and msg.properties() == {"from": "official"}
+    assert MessageId.deserialize(sent_id.serialize()) == msg.message_id()
+    assert len(msg.message_id().chunk_message_ids()) >= 3
+    consumer.acknowledge(msg)
 
 
 def test_our_chunked_20mb_to_official_consumer(official, magnetar_client, topic):
