@@ -109,7 +109,6 @@ class RawConnection:
     def __init__(self, port: int, timeout: float = 5.0) -> None:
         self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
         self.decoder = FrameDecoder(64 * 1024 * 1024)
-        self.closed_by_peer = False
 
     def close(self) -> None:
         self.sock.close()
@@ -141,7 +140,6 @@ class RawConnection:
             except ConnectionResetError:
                 data = b""
             if not data:
-                self.closed_by_peer = True
                 return None
             self.decoder.feed(data)
 

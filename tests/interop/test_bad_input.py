@@ -7,6 +7,7 @@ import struct
 
 import pulsar
 import pytest
+from pulsar.exceptions import MessageTooBig
 
 from magnetar.protocol import encode_frame, wire
 from magnetar.protocol.commands import wrap
@@ -138,3 +139,26 @@ def test_bad_input_is_rejected_and_other_clients_carry_on(broker, client, client
     fresh = client_factory(broker.service_url)
     reader = fresh.create_reader(topic, pulsar.MessageId.earliest)
     assert [m.data() for m in read_all(reader)] == before + stored_by_raw + after
+
+
+def test_configured_max_message_size_is_announced_and_enforced(broker_factory, client_factory, topic):
+    limit = 1024 * 1024
+    broker = broker_factory({"max_message_size": limit})
+    raw = RawConnection(broker.port)
+    try:
+        assert raw.handshake().max_message_size == limit
+        name = raw.create_producer(topic)
+        raw.send_message(1, name, 0, b"x" * (2 * limit))
+        assert_closed_without_receipts(raw)
+    finally:
+        raw.close()
+
+    client = client_factory(broker.service_url)
+    producer = client.create_producer(topic)
+    consumer = client.subscribe(topic, "sub", initial_position=pulsar.InitialPosition.Earliest)
+    with pytest.raises(MessageTooBig):  # the client checks against the size CONNECTED announced
+        producer.send(b"x" * (limit + 1))
+    big = bytes(range(256)) * ((limit - 4096) // 256)
+    producer.send(big)
+    assert consumer.receive(5000).data() == big
+    assert_nothing_more(consumer)
