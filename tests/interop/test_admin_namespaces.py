@@ -4,13 +4,16 @@ used by the official client."""
 from __future__ import annotations
 
 import json
+import re
 import urllib.error
 import urllib.request
 
 import pulsar
 import pytest
 
-from .support import receive_n
+from magnetar.protocol import wire
+
+from .support import RawConnection, assert_nothing_more, receive_n
 
 pytestmark = pytest.mark.interop
 
@@ -137,3 +140,54 @@ def test_unknown_namespace_is_a_clear_error_and_the_connection_lives(broker, cli
         client.create_producer("persistent://nobody/nothing/t")
     producer = client.create_producer(topic)
     producer.send(b"still works")
+
+
+def test_regex_subscription_gets_every_matching_topic(broker, client, topic):
+    base = topic.removeprefix("persistent://public/default/")
+    for suffix in ("a", "b"):
+        client.create_producer(f"{topic}-{suffix}").send(suffix.encode())
+    client.create_producer(f"{topic}x-unrelated").send(b"no")
+    consumer = client.subscribe(
+        re.compile(f"persistent://public/default/{base}-.*"),
+        "regex-sub",
+        initial_position=pulsar.InitialPosition.Earliest,
+    )
+    assert {m.data() for m in receive_n(consumer, 2, ack=True)} == {b"a", b"b"}
+    assert_nothing_more(consumer)
+
+
+def test_topics_of_namespace_lists_new_topics_and_partitions_and_reports_changes(broker, client, topic):
+    """What a regex consumer polls (the official Python client polls only every 60 s, as its
+    pattern_auto_discovery_period argument is not passed on, so this drives the command itself)."""
+    call(broker, "PUT", f"/admin/v2/persistent/public/default/{topic.rsplit('/', 1)[1]}-p/partitions", 2)
+    client.create_producer(f"{topic}-a").send(b"a")
+    raw = RawConnection(broker.port)
+    try:
+        raw.handshake()
+        raw.send_command(wire.CommandGetTopicsOfNamespace(request_id=1, namespace="public/default"))
+        first = raw.expect(wire.BaseCommand.GET_TOPICS_OF_NAMESPACE_RESPONSE).body()
+        assert {f"{topic}-a", f"{topic}-p-partition-0", f"{topic}-p-partition-1"} <= set(first.topics)
+        assert not first.filtered
+
+        raw.send_command(
+            wire.CommandGetTopicsOfNamespace(
+                request_id=2, namespace="public/default", topics_hash=first.topics_hash
+            )
+        )
+        same = raw.expect(wire.BaseCommand.GET_TOPICS_OF_NAMESPACE_RESPONSE).body()
+        assert not same.changed and list(same.topics) == []
+
+        client.create_producer(f"{topic}-b").send(b"b")
+        raw.send_command(
+            wire.CommandGetTopicsOfNamespace(
+                request_id=3, namespace="public/default", topics_hash=first.topics_hash
+            )
+        )
+        changed = raw.expect(wire.BaseCommand.GET_TOPICS_OF_NAMESPACE_RESPONSE).body()
+        assert changed.changed and f"{topic}-b" in changed.topics
+
+        raw.send_command(wire.CommandGetTopicsOfNamespace(request_id=4, namespace="nobody/nothing"))
+        error = raw.expect(wire.BaseCommand.ERROR).body()
+        assert error.request_id == 4 and error.error == wire.TopicNotFound
+    finally:
+        raw.close()

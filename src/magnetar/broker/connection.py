@@ -18,7 +18,7 @@ from magnetar.broker.consumer import Consumer
 from magnetar.broker.errors import BrokerError, InvalidTopicNameError
 from magnetar.broker.ids import message_id_data, to_u64
 from magnetar.broker.producer import Producer
-from magnetar.broker.topic_name import InvalidTopicName, TopicName
+from magnetar.broker.topic_name import InvalidTopicName, TopicName, topics_hash
 from magnetar.protocol import ChecksumMismatch, Frame, FrameDecoder, ProtocolError, wire
 from magnetar.protocol.commands import wrap
 from magnetar.protocol.frames import FRAME_OVERHEAD, encode_frame
@@ -150,6 +150,8 @@ class ServerCnx(asyncio.Protocol):
             raise ProtocolError(f"unsupported command {frame.type_name}")
         # Any traffic proves the peer alive.
         self._waiting_for_pong = False
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("%s: %s %s", self.remote, frame.type_name, frame.body())
         handler(self, frame)
 
     def _handle_connect(self, frame: Frame) -> None:
@@ -316,7 +318,8 @@ class ServerCnx(asyncio.Protocol):
             name = cmd.consumer_name or f"consumer-{cmd.consumer_id}"
 
             def make(subscription) -> Consumer:
-                return Consumer(self, subscription, cmd.consumer_id, name, cmd.priority_level)
+                meta = cmd.key_shared_meta if cmd.HasField("key_shared_meta") else None
+                return Consumer(self, subscription, cmd.consumer_id, name, cmd.priority_level, meta)
 
             consumer = topic.subscribe(make, cmd)
         except BrokerError as exc:
@@ -440,6 +443,23 @@ class ServerCnx(asyncio.Protocol):
             reply.unacked_messages = sum(consumer.pending_acks.values())
             reply.msg_backlog = consumer.subscription.cursor.backlog()
             reply.address = self.remote
+        self._send(wrap(reply))
+
+    def _handle_get_topics_of_namespace(self, frame: Frame) -> None:
+        cmd = frame.command.get_topics_of_namespace
+        try:
+            topics = self.service.topic_list(cmd.namespace, cmd.mode)
+        except BrokerError as exc:
+            self.send_error(cmd.request_id, exc)
+            return
+        digest = topics_hash(topics)
+        reply = wire.CommandGetTopicsOfNamespaceResponse(
+            request_id=cmd.request_id, filtered=False, topics_hash=digest
+        )
+        if cmd.HasField("topics_hash") and cmd.topics_hash == digest:
+            reply.changed = False
+        else:
+            reply.topics.extend(topics)
         self._send(wrap(reply))
 
     # -- helpers ------------------------------------------------------------------------------

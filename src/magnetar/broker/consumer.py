@@ -26,12 +26,14 @@ class Consumer:
         consumer_id: int,
         name: str,
         priority_level: int = 0,
+        key_shared_meta: wire.KeySharedMeta | None = None,
     ) -> None:
         self.cnx = cnx
         self.subscription = subscription
         self.consumer_id = consumer_id
         self.name = name
         self.priority_level = priority_level
+        self.key_shared_meta = key_shared_meta
         #: Messages (not entries) the client is ready to receive.
         self.permits = 0
         #: Entries sent and not yet acknowledged: position -> message count (shared dispatchers).

@@ -215,5 +215,17 @@ class BrokerService:
                 continue
         return sorted(out)
 
+    def topic_list(self, namespace: str, mode: int = 0) -> list[str]:
+        """Topics of a namespace for GET_TOPICS_OF_NAMESPACE: stored ones and every partition
+        of its partitioned topics. ``mode``: 0 persistent, 1 non-persistent, 2 all."""
+        self.namespaces.policies(namespace)
+        names = set(self.topics_of_namespace(namespace))
+        for domain in ("persistent", "non-persistent"):
+            for base in self.namespaces.partitioned_topics(namespace, domain):
+                names.update(f"{base}-partition-{i}" for i in range(self.namespaces.partitions(base)))
+        wanted = {0: ("persistent://",), 1: ("non-persistent://",), 2: ("persistent://", "non-persistent://")}
+        prefixes = wanted.get(mode, ("persistent://",))
+        return sorted(n for n in names if n.startswith(prefixes))
+
     def apply_policies(self, namespace: str) -> None:
         """Policies are read when used; nothing is cached that would need refreshing."""

@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+import crc32c
+
 PARTITION_SUFFIX = "-partition-"
 _PARTITION_RE = re.compile(r"^(.*)-partition-(\d+)$")
 _ALLOWED = re.compile(r"^[A-Za-z0-9_.:=\-%]+$")
@@ -71,3 +73,11 @@ class TopicName:
 
     def __str__(self) -> str:
         return f"{self.domain}://{self.tenant}/{self.namespace}/{self.local_name}"
+
+
+def topics_hash(topics: list[str]) -> str:
+    """A digest of a topic list, so a polling client learns cheaply that nothing changed."""
+    digest = 0
+    for name in sorted(topics):
+        digest = crc32c.crc32c(name.encode(), digest)
+    return f"{digest:08x}"

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from magnetar.broker.dispatchers.base import Dispatcher
+from magnetar.broker.dispatchers.key_shared import KeySharedDispatcher
 from magnetar.broker.dispatchers.shared import SharedDispatcher
 from magnetar.broker.dispatchers.single_active import SingleActiveConsumerDispatcher
 from magnetar.protocol import wire
@@ -21,6 +22,7 @@ _FACTORIES: dict[int, DispatcherFactory] = {
     SubType.Value("Exclusive"): lambda sub, **kw: SingleActiveConsumerDispatcher(sub, failover=False, **kw),
     SubType.Value("Failover"): lambda sub, **kw: SingleActiveConsumerDispatcher(sub, failover=True, **kw),
     SubType.Value("Shared"): lambda sub, **kw: SharedDispatcher(sub, **kw),
+    SubType.Value("Key_Shared"): lambda sub, **kw: KeySharedDispatcher(sub, **kw),
 }
 
 

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import bisect
+import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from magnetar.broker.dispatchers.base import Dispatcher
+from magnetar.broker.dispatchers.delayed import DelayedDeliveryTracker
 from magnetar.broker.entries import DispatchEntry
 from magnetar.storage.position import Position
 
@@ -46,12 +49,18 @@ class ReplayQueue:
 
 
 class SharedDispatcher(Dispatcher):
+    """Round robin over consumers with permits. Entries due later (``deliver_at_time``) wait in
+    the delayed-delivery tracker; redelivered and orphaned entries wait in the replay queue,
+    which is served first, in publish order."""
+
     def __init__(self, subscription: Subscription, max_read_batch: int = 100) -> None:
         super().__init__(subscription, max_read_batch)
         self.replay = ReplayQueue()
+        self.delayed = DelayedDeliveryTracker()
         #: Which consumer holds each delivered, unacknowledged entry.
         self.owner: dict[Position, Consumer] = {}
         self._next = 0
+        self._timer: asyncio.TimerHandle | None = None
 
     def add_consumer(self, consumer: Consumer) -> None:
         self.consumers.append(consumer)
@@ -60,9 +69,9 @@ class SharedDispatcher(Dispatcher):
     def remove_consumer(self, consumer: Consumer) -> None:
         if consumer in self.consumers:
             self.consumers.remove(consumer)
-        for position in consumer.pending_acks:
+        for position in list(consumer.pending_acks):
             if self.owner.get(position) is consumer:
-                del self.owner[position]
+                self._forget_delivery(position)
                 self.replay.add(position)
         consumer.pending_acks.clear()
         self.schedule()
@@ -71,8 +80,8 @@ class SharedDispatcher(Dispatcher):
         wanted = list(consumer.pending_acks) if positions is None else positions
         moved = []
         for position in wanted:
-            if consumer.pending_acks.pop(position, None) is not None:
-                self.owner.pop(position, None)
+            if position in consumer.pending_acks and self.owner.get(position) is consumer:
+                self._forget_delivery(position)
                 self.replay.add(position)
                 moved.append(position)
         self.bump_redelivery(moved)
@@ -82,69 +91,127 @@ class SharedDispatcher(Dispatcher):
         positions = list(positions)
         super().on_acknowledged(positions)
         for position in positions:
-            holder = self.owner.pop(position, None)
-            if holder is not None:
-                holder.pending_acks.pop(position, None)
+            if position in self.owner:
+                self._forget_delivery(position)
             self.replay.discard(position)
+            self.delayed.discard(position)
 
     def on_mark_delete(self, position: Position) -> None:
         super().on_mark_delete(position)
         self.on_acknowledged([p for p in self.owner if p <= position])
 
     def on_cursor_reset(self) -> None:
+        for position in list(self.owner):
+            self._forget_delivery(position)
         super().on_cursor_reset()
         self.replay.clear()
-        self.owner.clear()
+        self.delayed.clear()
 
+    def close(self) -> None:
+        super().close()
+        if self._timer is not None:
+            self._timer.cancel()
+
+    # -- delivery bookkeeping (Key_Shared extends these) ----------------------------------
+    def _record_delivery(self, consumer: Consumer, item: DispatchEntry) -> None:
+        consumer.pending_acks[item.position] = item.num_messages
+        self.owner[item.position] = consumer
+
+    def _forget_delivery(self, position: Position) -> None:
+        holder = self.owner.pop(position, None)
+        if holder is not None:
+            holder.pending_acks.pop(position, None)
+
+    # -- reading --------------------------------------------------------------------------
     def _ready_consumers(self) -> list[Consumer]:
         return [c for c in self.consumers if c.permits > 0 and c.writable]
 
+    def _read_replay(self, max_messages: int) -> list[DispatchEntry]:
+        ml, cursor = self.subscription.topic.ml, self.cursor
+        entries = []
+        for position in self.replay.pop_first(min(max_messages, self.max_read_batch)):
+            if not cursor.is_acked(position):
+                entries.append(DispatchEntry.of(ml.read_entry(position)))
+        return entries
+
     def _read(self, max_messages: int) -> list[DispatchEntry]:
         if self.replay:
-            ml, cursor = self.subscription.topic.ml, self.cursor
-            entries = []
-            for position in self.replay.pop_first(min(max_messages, self.max_read_batch)):
-                if not cursor.is_acked(position):
-                    entries.append(DispatchEntry.of(ml.read_entry(position)))
+            entries = self._read_replay(max_messages)
             if entries:
                 return entries
         return self.read_from_cursor(max_messages)
 
+    def _hold_delayed(self, entries: list[DispatchEntry]) -> list[DispatchEntry]:
+        """Park entries whose delivery time has not come; the rest go out now."""
+        now = int(time.time() * 1000)
+        out = []
+        for item in entries:
+            meta = item.metadata
+            if meta is not None and meta.HasField("deliver_at_time") and meta.deliver_at_time > now:
+                self.delayed.add(item.position, meta.deliver_at_time)
+            else:
+                out.append(item)
+        if len(self.delayed):
+            self._arm_timer()
+        return out
+
+    def _arm_timer(self) -> None:
+        due = self.delayed.next_time()
+        if due is None or self._closed:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+        loop = asyncio.get_running_loop()
+        delay = max(0.0, due / 1000 - time.time())
+        self._timer = loop.call_at(loop.time() + delay, self._release_due)
+
+    def _release_due(self) -> None:
+        self._timer = None
+        for position in self.delayed.pop_due(int(time.time() * 1000)):
+            self.replay.add(position)
+        self._arm_timer()
+        self.schedule()
+
+    # -- dispatch -------------------------------------------------------------------------
     def dispatch_round(self) -> bool:
         ready = self._ready_consumers()
         if not ready:
             return False
-        entries = self._read(sum(c.permits for c in ready))
-        if not entries:
-            return bool(self.replay)
-        batches: dict[int, list[DispatchEntry]] = {}
-        by_id: dict[int, Consumer] = {}
-        leftovers: list[DispatchEntry] = []
-        for item in entries:
-            consumer = self._next_consumer(ready)
-            if consumer is None:
-                leftovers.append(item)
-                continue
-            consumer.permits -= item.num_messages  # reserve now; send_entries charges again below
-            batches.setdefault(id(consumer), []).append(item)
-            by_id[id(consumer)] = consumer
-        for key, items in batches.items():
-            consumer = by_id[key]
-            consumer.permits += sum(i.num_messages for i in items)
+        read = self._read(sum(c.permits for c in ready))
+        if not read:
+            return False
+        entries = self._hold_delayed(read)
+        batches, leftovers = self._assign(entries, ready)
+        for consumer, items in batches:
             for item in items:
-                consumer.pending_acks[item.position] = item.num_messages
-                self.owner[item.position] = consumer
+                self._record_delivery(consumer, item)
             consumer.send_entries(items, self.redelivery_counts)
         for item in leftovers:
             self.replay.add(item.position)
-        return True
+        # Progress was made if anything went out or the cursor moved on.
+        return bool(batches) or len(leftovers) < len(read)
 
-    def _next_consumer(self, ready: list[Consumer]) -> Consumer | None:
-        """Round robin over the consumers that still have permits."""
+    def _assign(
+        self, entries: list[DispatchEntry], ready: list[Consumer]
+    ) -> tuple[list[tuple[Consumer, list[DispatchEntry]]], list[DispatchEntry]]:
+        """Round robin: each entry to the next consumer that still has permits."""
+        budget = {id(c): c.permits for c in ready}
+        batches: dict[int, tuple[Consumer, list[DispatchEntry]]] = {}
+        leftovers = []
+        for item in entries:
+            consumer = self._next_consumer(ready, budget)
+            if consumer is None:
+                leftovers.append(item)
+                continue
+            budget[id(consumer)] -= item.num_messages
+            batches.setdefault(id(consumer), (consumer, []))[1].append(item)
+        return list(batches.values()), leftovers
+
+    def _next_consumer(self, ready: list[Consumer], budget: dict[int, int]) -> Consumer | None:
         n = len(ready)
         for step in range(n):
             consumer = ready[(self._next + step) % n]
-            if consumer.permits > 0:
+            if budget[id(consumer)] > 0:
                 self._next = (self._next + step + 1) % n
                 return consumer
         return None
