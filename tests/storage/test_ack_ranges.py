@@ -1,11 +1,12 @@
-"""RangeSet / AckRanges: the per-ledger structure individual acks live in."""
+"""RangeSet and IndividualAcks (without a pager): the per-ledger structure individual acks live in."""
 
 from __future__ import annotations
 
 import itertools
 import random
 
-from magnetar.storage.ack_ranges import AckRanges, RangeSet
+from magnetar.storage.ack_ranges import RangeSet
+from magnetar.storage.ack_state import IndividualAcks
 from magnetar.storage.position import Position
 
 
@@ -80,19 +81,23 @@ def test_matches_a_plain_set_under_random_operations():
     assert all(e1 < s2 for (_, e1), (s2, _) in itertools.pairwise(starts_ends))
 
 
-def test_ack_ranges_are_grouped_per_ledger():
-    acks = AckRanges()
+def test_individual_acks_are_grouped_per_ledger():
+    acks = IndividualAcks()
     for position in (Position(3, 1), Position(3, 2), Position(5, 0), Position(7, 4)):
         acks.add(position)
     assert acks.ledger_ids() == [3, 5, 7]
-    assert list(acks.triples()) == [(3, 1, 3), (5, 0, 1), (7, 4, 5)]
+    assert [(p.ledger_id, p.ranges.ranges()) for p in acks.pages()] == [
+        (3, [(1, 3)]),
+        (5, [(0, 1)]),
+        (7, [(4, 5)]),
+    ]
     assert Position(3, 2) in acks and Position(3, 3) not in acks
     assert acks.run_end(Position(3, 1)) == 3
     assert acks.next_acked_in_ledger(Position(7, 0)) == 4
     acks.remove_up_to(Position(5, 0))
-    assert list(acks.triples()) == [(7, 4, 5)]
-    assert len(acks) == 1
+    assert acks.ledger_ids() == [7]
+    assert len(acks) == 1 and acks.range_count == 1
     acks.add(Position(7, 9))
     assert acks.remove_after(Position(7, 4))
-    assert list(acks.triples()) == [(7, 4, 5)]
-    assert acks.ledger(7) is not None and acks.ledger(3) is None
+    assert not acks.remove_after(Position(7, 4))
+    assert acks.ledger_ids() == [7] and len(acks) == 1

@@ -25,6 +25,10 @@ class StorageConfig:
     retention_time_seconds: float = 0.0
     retention_size_bytes: int = 0
     entry_cache_bytes: int = 32 * 1024 * 1024
+    #: PIP 81: memory for one durable cursor's ack pages; least recently used pages are swapped out past it.
+    max_individual_ack_cache_bytes_per_cursor: int = 3 * 1024 * 1024
+    #: A cursor ledger is rolled once it is past this size and holds over twice its live data.
+    cursor_ledger_min_roll_bytes: int = 4 * 1024 * 1024
 
     def __post_init__(self) -> None:
         self.data_dir = Path(self.data_dir)
@@ -38,3 +42,7 @@ class StorageConfig:
             raise ValueError("max_ledger_age_seconds must be positive")
         if self.entry_cache_bytes < 0:
             raise ValueError("entry_cache_bytes must not be negative")
+        if self.max_individual_ack_cache_bytes_per_cursor < 0:
+            raise ValueError("max_individual_ack_cache_bytes_per_cursor must not be negative")
+        if self.cursor_ledger_min_roll_bytes < 0:
+            raise ValueError("cursor_ledger_min_roll_bytes must not be negative")

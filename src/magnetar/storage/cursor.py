@@ -5,13 +5,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from magnetar.storage.ack_ranges import AckRanges
-from magnetar.storage.batch_acks import BatchAcks, to_signed
+from magnetar.storage.ack_state import IndividualAcks
+from magnetar.storage.batch_acks import to_signed
 from magnetar.storage.cursor_state import CursorState
 from magnetar.storage.entry import Entry
 from magnetar.storage.position import Position
 
 if TYPE_CHECKING:
+    from magnetar.storage.cursor_store import CursorStore
     from magnetar.storage.managed_ledger import ManagedLedger
 
 
@@ -29,21 +30,40 @@ class ManagedCursor:
     Pulsar. A durable cursor persists its state on ``flush`` and holds retention;
     a non-durable one (readers) does neither.
 
+    A durable cursor's acks live in its cursor ledger (``CursorStore``), one page
+    per ledger, and only a bounded number of pages stay in memory (PIP 81).
+
     Not thread-safe: call it from the thread that owns the managed ledger.
     """
 
-    def __init__(self, ledger: ManagedLedger, name: str, durable: bool, state: CursorState):
+    def __init__(
+        self,
+        ledger: ManagedLedger,
+        name: str,
+        durable: bool,
+        state: CursorState,
+        store: CursorStore | None = None,
+    ):
+        """``state`` is the starting state unless ``store`` recovered one from its cursor ledger."""
         self._ledger = ledger
         self.name = name
         self.durable = durable
-        self._mark_delete = state.mark_delete
-        self._acks = AckRanges()
-        for ledger_id, start, end in state.individually_deleted:
-            self._acks.add_range(ledger_id, start, end)
-        self._batch = BatchAcks()
-        for position, words in state.batch_acks:
-            self._batch.set(position, words)
-        self._dirty = False
+        self._store = store
+        if store is None:
+            self._acks = IndividualAcks()
+        else:
+            self._acks = IndividualAcks(store, store.memory_limit)
+        if store is not None and store.recovered is not None:
+            self._mark_delete = store.recovered.mark_delete
+            self._acks.load(store.recovered.pages)
+            self._dirty = False
+        else:
+            self._mark_delete = state.mark_delete
+            for ledger_id, start, end in state.individually_deleted:
+                self._acks.add_range(ledger_id, start, end)
+            for position, words in state.batch_acks:
+                self._acks.set_batch(position, words)
+            self._dirty = store is not None  # a new cursor ledger gets its first marker at the next flush
         self._drop_state_past(ledger.last_confirmed)
         self._read_position = ledger.next_position(self._mark_delete)
 
@@ -72,15 +92,18 @@ class ManagedCursor:
         return position <= self._mark_delete or position in self._acks
 
     def batch_ack_set(self, position: Position) -> list[int] | None:
-        words = self._batch.get(position)
+        words = self._acks.batch(position)
         return None if words is None else to_signed(words)
 
     def individually_deleted_count(self) -> int:
         return len(self._acks)
 
     def individually_deleted_ranges(self) -> list[tuple[int, int, int]]:
-        """``(ledger_id, start, end)`` half-open ranges of entry ids acked after the mark-delete position."""
-        return list(self._acks.triples())
+        """``(ledger_id, start, end)`` half-open ranges of entry ids acked after the mark-delete position.
+
+        Reads every page, swapped out or not: meant for tests and tools.
+        """
+        return [(page.ledger_id, s, e) for page in self._acks.pages() for s, e in page.ranges.ranges()]
 
     def backlog(self) -> int:
         ledger = self._ledger
@@ -91,9 +114,33 @@ class ManagedCursor:
         return max(0, ledger.number_of_entries(start, last) - len(self._acks))
 
     def snapshot(self) -> CursorState:
-        """The state as it would be persisted."""
-        batch = [(position, to_signed(words)) for position, words in self._batch.items()]
-        return CursorState(self._mark_delete, list(self._acks.triples()), batch)
+        """The whole state in the earlier one-row form (reads every page: for tests and tools)."""
+        batch = [
+            (Position(page.ledger_id, entry_id), to_signed(page.batches[entry_id]))
+            for page in self._acks.pages()
+            for entry_id in sorted(page.batches)
+        ]
+        return CursorState(self._mark_delete, self.individually_deleted_ranges(), batch)
+
+    def stats(self) -> dict[str, int | str | None]:
+        """Figures of the ack state: holes, pages, memory, and what flushes wrote."""
+        acks = self._acks
+        figures: dict[str, int | str | None] = {
+            "mark_delete_position": str(self._mark_delete),
+            "individually_deleted": len(acks),
+            "holes": acks.range_count,
+            "partial_batches": acks.partial_batches,
+            "pages": acks.page_count,
+            "pages_in_memory": acks.resident_count,
+            "dirty_pages": acks.dirty_count,
+            "memory_bytes": acks.memory_bytes,
+            "memory_limit_bytes": acks.memory_limit,
+            "swap_ins": acks.swap_ins,
+            "swap_outs": acks.swap_outs,
+        }
+        if self._store is not None:
+            figures.update(self._store.stats())
+        return figures
 
     # ------------------------------------------------------------------- reads
 
@@ -143,7 +190,6 @@ class ManagedCursor:
         ledger = self._ledger
         start = ledger.ceil_position(position)
         self._acks.clear()
-        self._batch.clear()
         self._mark_delete = ledger.previous_position(start)
         self._read_position = start
         self._dirty = True
@@ -166,7 +212,6 @@ class ManagedCursor:
         for position in positions:
             if position <= self._mark_delete or not ledger.has_entry(position):
                 continue
-            self._batch.discard(position)
             changed = self._acks.add(position) or changed
         if changed:
             self._advance_mark_delete()
@@ -182,7 +227,7 @@ class ManagedCursor:
             return True
         if not self._ledger.has_entry(position):
             return False
-        all_acked, changed = self._batch.apply(position, unacked_words, batch_size)
+        all_acked, changed = self._acks.apply_batch(position, unacked_words, batch_size)
         if all_acked:
             self.delete([position])
             return True
@@ -195,9 +240,26 @@ class ManagedCursor:
         if self.durable and self._dirty:
             self._ledger.persist_cursors([self])
 
-    def mark_clean(self) -> None:
-        """Called by the managed ledger once the snapshot it took is committed."""
+    def persist(self) -> int:
+        """Write the changed pages and a marker to the cursor ledger and fsync; returns bytes written.
+
+        Called by the managed ledger (``flush``, ``flush_cursors``).
+        """
+        if self._store is None:
+            raise RuntimeError(f"cursor {self.name} has no cursor ledger")
+        written = self._store.flush(self._mark_delete, self._acks)
         self._dirty = False
+        return written
+
+    def release(self, delete: bool = False) -> None:
+        """Close the cursor ledger (delete its files too with ``delete``); called by the managed ledger."""
+        store, self._store = self._store, None
+        self._acks.detach()
+        if store is not None:
+            if delete:
+                store.delete()
+            else:
+                store.close()
 
     # --------------------------------------------------------------- internals
 
@@ -220,7 +282,6 @@ class ManagedCursor:
                 break
             self._mark_delete = Position(following.ledger_id, end - 1)
         self._acks.remove_up_to(self._mark_delete)
-        self._batch.remove_up_to(self._mark_delete)
         if self._read_position <= self._mark_delete:
             self._read_position = ledger.next_position(self._mark_delete)
 
@@ -229,9 +290,5 @@ class ManagedCursor:
         if self._mark_delete > last:
             self._mark_delete = last
             self._dirty = True
-        self._acks.remove_up_to(self._mark_delete)
-        self._batch.remove_up_to(self._mark_delete)
-        dropped_acks = self._acks.remove_after(last)
-        dropped_batches = self._batch.remove_after(last)
-        if dropped_acks or dropped_batches:
+        if self._acks.remove_up_to(self._mark_delete) | self._acks.remove_after(last):
             self._dirty = True

@@ -1,9 +1,11 @@
-"""A durable cursor's persisted state and its (deliberately simple) stored form.
+"""A cursor's whole state in one value, and the earlier stored form: one JSON metadata row.
 
-Stored as JSON in one metadata row per cursor: the mark-delete position, the
-individually deleted ranges as ``[ledger, start, end)`` triples and the batch
-ack sets as signed words. PIP 81 will later split this into one page per
-ledger; ``AckRanges`` already groups the ranges that way.
+Schema 1 stored each durable cursor as JSON in its metadata row: the
+mark-delete position, the individually deleted ranges as ``[ledger, start, end)``
+triples and the batch ack sets as signed words. Cursors now live in cursor
+ledgers (PIP 81, ``cursor_store.py``); a row still in this form is read and
+migrated when its managed ledger opens. ``CursorState`` is also how a cursor is
+given its starting position.
 """
 
 from __future__ import annotations

@@ -13,13 +13,15 @@ from pathlib import Path
 from magnetar.storage.callbacks import DurableCallback, Notify, dispatch
 from magnetar.storage.config import StorageConfig
 from magnetar.storage.cursor import ManagedCursor
+from magnetar.storage.cursor_ledger import CURSORS_DIR, cursor_ledger_ids
 from magnetar.storage.cursor_state import CursorState
+from magnetar.storage.cursor_store import CursorStore
 from magnetar.storage.entry import Entry
 from magnetar.storage.entry_cache import EntryCache
 from magnetar.storage.errors import EntryNotFoundError, ManagedLedgerFencedError, StorageClosedError
 from magnetar.storage.ledger_info import LedgerInfo
 from magnetar.storage.ledger_list import LedgerList
-from magnetar.storage.metadata_store import ManagedLedgerRecord, MetadataStore
+from magnetar.storage.metadata_store import ManagedLedgerRecord, MetadataStore, StoredCursor
 from magnetar.storage.position import Position
 from magnetar.storage.retention import consumed_ledgers, past_retention
 from magnetar.storage.segment import Segment, SegmentReaders, delete_segment_files
@@ -58,6 +60,7 @@ class ManagedLedger:
         self.name = record.name
         self._id = record.ml_id
         self._dir = directory
+        self._cursor_dir = directory / CURSORS_DIR
         self._config = config
         self._metadata = metadata
         self._syncer = syncer
@@ -121,9 +124,56 @@ class ManagedLedger:
                 path.unlink(missing_ok=True)
 
     def _load_cursors(self) -> None:
-        for name, state in self._metadata.cursors(self._id).items():
-            self._cursors[name] = ManagedCursor(self, name, True, state)
-        self.flush_cursors()  # keeps any clamping recovery had to do
+        """Recover each durable cursor from its cursor ledger; those in the earlier JSON form are migrated."""
+        stored = self._metadata.cursors(self._id)
+        in_use = {row.cursor_ledger for row in stored.values() if row.cursor_ledger is not None}
+        for orphan in cursor_ledger_ids(self._cursor_dir) - in_use:  # a crash while creating or rolling
+            delete_segment_files(self._cursor_dir, orphan)
+        for name, row in stored.items():
+            store = self._open_cursor_store(name, row)
+            self._cursors[name] = ManagedCursor(self, name, True, row.state, store)
+        self.flush_cursors()  # writes migrated cursors' first markers and keeps any clamping recovery did
+
+    def _open_cursor_store(self, name: str, row: StoredCursor) -> CursorStore:
+        if row.cursor_ledger is None:
+            log.info("%s: moving cursor %s from the earlier JSON form to a cursor ledger", self.name, name)
+            return self._new_cursor_store(name)
+        store = CursorStore.open(
+            self._cursor_dir,
+            row.cursor_ledger,
+            self._metadata.allocate_ledger_id,
+            self._cursor_committer(name),
+            **self._cursor_limits(),
+        )
+        if store.recovered is None:
+            log.error(
+                "%s: cursor %s: no intact marker in cursor ledger %d; starting over from mark-delete %s",
+                self.name,
+                name,
+                row.cursor_ledger,
+                row.state.mark_delete,
+            )
+        return store
+
+    def _new_cursor_store(self, name: str) -> CursorStore:
+        return CursorStore.create(
+            self._cursor_dir,
+            self._metadata.allocate_ledger_id,
+            self._cursor_committer(name),
+            **self._cursor_limits(),
+        )
+
+    def _cursor_committer(self, name: str) -> Callable[[int, Position], None]:
+        def commit(cursor_ledger: int, mark_delete: Position) -> None:
+            self._metadata.put_cursor(self._id, name, mark_delete, cursor_ledger)
+
+        return commit
+
+    def _cursor_limits(self) -> dict[str, int]:
+        return {
+            "memory_limit": self._config.max_individual_ack_cache_bytes_per_cursor,
+            "min_roll_bytes": self._config.cursor_ledger_min_roll_bytes,
+        }
 
     # ------------------------------------------------------------------ writes
 
@@ -364,7 +414,8 @@ class ManagedLedger:
     def open_cursor(self, name: str, initial_position: str = "latest") -> ManagedCursor:
         """The durable cursor ``name``, created at the latest or earliest entry if it is new.
 
-        A new cursor is committed at once, so it holds retention from the start.
+        A new cursor's cursor ledger and row are committed at once, so it holds
+        retention from the start.
         """
         if initial_position not in ("earliest", "latest"):
             raise ValueError(f"initial_position must be 'earliest' or 'latest', not {initial_position!r}")
@@ -377,9 +428,14 @@ class ManagedLedger:
                 mark_delete = self._last_confirmed
             else:
                 mark_delete = self._ledgers.previous_position(self._ledgers.ceil(Position.EARLIEST))
-            cursor = ManagedCursor(self, name, True, CursorState(mark_delete))
-            self._metadata.save_cursors(self._id, [(name, cursor.snapshot())])
+            cursor = ManagedCursor(self, name, True, CursorState(mark_delete), self._new_cursor_store(name))
             self._cursors[name] = cursor
+            try:
+                cursor.persist()  # the first marker, then the row that points at the cursor ledger
+            except BaseException:
+                del self._cursors[name]
+                cursor.release(delete=True)
+                raise
             return cursor
 
     def new_non_durable_cursor(self, start: Position, name: str | None = None) -> ManagedCursor:
@@ -401,20 +457,29 @@ class ManagedLedger:
         """Forget a durable cursor (no-op when unknown); it stops holding retention."""
         with self._lock:
             self._check_open()
-            self._cursors.pop(name, None)
+            cursor = self._cursors.pop(name, None)
             self._metadata.delete_cursor(self._id, name)
+            if cursor is not None:
+                cursor.release(delete=True)
 
     def flush_cursors(self) -> None:
-        """Persist every durable cursor whose state changed, in one commit."""
+        """Persist every durable cursor whose state changed (each to its cursor ledger, one fsync each)."""
         with self._lock:
             self.persist_cursors(list(self._cursors.values()))
 
     def persist_cursors(self, cursors: Iterable[ManagedCursor]) -> None:
+        """Flush each dirty cursor; one that fails does not stop the others (its error is raised after)."""
+        failure: Exception | None = None
         with self._lock:
-            dirty = [c for c in cursors if c.durable and c.dirty and self._cursors.get(c.name) is c]
-            self._metadata.save_cursors(self._id, [(c.name, c.snapshot()) for c in dirty])
-            for cursor in dirty:
-                cursor.mark_clean()
+            for cursor in cursors:
+                if cursor.durable and cursor.dirty and self._cursors.get(cursor.name) is cursor:
+                    try:
+                        cursor.persist()
+                    except Exception as exc:
+                        log.error("%s: flushing cursor %s failed: %s", self.name, cursor.name, exc)
+                        failure = failure or exc
+        if failure is not None:
+            raise failure
 
     # --------------------------------------------------------------- retention
 
@@ -482,7 +547,11 @@ class ManagedLedger:
                 return
             self._closed = True
         try:
-            self.flush_cursors()
+            try:
+                self.flush_cursors()
+            finally:
+                for cursor in self._cursors.values():
+                    cursor.release()
             self._syncer.count(self.sync_round())
         finally:
             with self._lock:

@@ -20,8 +20,9 @@ from pathlib import Path
 from magnetar.storage.cursor_state import CursorState
 from magnetar.storage.errors import StorageClosedError
 from magnetar.storage.ledger_info import LedgerInfo
+from magnetar.storage.position import Position
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: cursors.cursor_ledger (PIP 81 cursor ledgers)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS counters (
@@ -50,6 +51,7 @@ CREATE TABLE IF NOT EXISTS cursors (
     md_entry INTEGER NOT NULL,
     individually_deleted TEXT NOT NULL,
     batch_acks TEXT NOT NULL,
+    cursor_ledger INTEGER,
     PRIMARY KEY (ml_id, name)
 );
 CREATE TABLE IF NOT EXISTS properties (
@@ -63,6 +65,19 @@ CREATE TABLE IF NOT EXISTS kv (
     value TEXT NOT NULL
 );
 """
+
+
+@dataclass(frozen=True, slots=True)
+class StoredCursor:
+    """A cursor's row: its cursor ledger, or (``cursor_ledger`` None) its state in the earlier JSON form.
+
+    For a cursor with a cursor ledger, ``state`` holds only the mark-delete
+    position as of the last switch of cursor ledger; the cursor ledger's marker
+    is what counts.
+    """
+
+    state: CursorState
+    cursor_ledger: int | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +107,9 @@ class MetadataStore:
             for statement in _SCHEMA.split(";"):
                 if statement.strip():
                     db.execute(statement)
+            columns = {row[1] for row in db.execute("PRAGMA table_info(cursors)")}
+            if "cursor_ledger" not in columns:  # schema 1: every cursor is one JSON row
+                db.execute("ALTER TABLE cursors ADD COLUMN cursor_ledger INTEGER")
             db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
 
     @contextmanager
@@ -168,15 +186,25 @@ class MetadataStore:
         with self._tx() as db:
             if close is not None:
                 self._write_ledger(db, close)
-            row = db.execute("SELECT value FROM counters WHERE name = 'ledger_id'").fetchone()
-            ledger_id = 0 if row is None else row[0] + 1
-            db.execute("INSERT OR REPLACE INTO counters (name, value) VALUES ('ledger_id', ?)", (ledger_id,))
+            ledger_id = self._next_ledger_id(db)
             db.execute(
                 "INSERT INTO ledgers (ledger_id, ml_id, entries, size_bytes, created_at, closed_at)"
                 " VALUES (?, ?, 0, 0, ?, NULL)",
                 (ledger_id, ml_id, created_at),
             )
             return ledger_id
+
+    def allocate_ledger_id(self) -> int:
+        """A new ledger id with no ledger row (cursor ledgers take theirs from the same counter)."""
+        with self._tx() as db:
+            return self._next_ledger_id(db)
+
+    @staticmethod
+    def _next_ledger_id(db: sqlite3.Connection) -> int:
+        row = db.execute("SELECT value FROM counters WHERE name = 'ledger_id'").fetchone()
+        ledger_id = 0 if row is None else row[0] + 1
+        db.execute("INSERT OR REPLACE INTO counters (name, value) VALUES ('ledger_id', ?)", (ledger_id,))
+        return ledger_id
 
     def update_ledger(self, info: LedgerInfo) -> None:
         with self._tx() as db:
@@ -195,17 +223,28 @@ class MetadataStore:
 
     # ----------------------------------------------------------------- cursors
 
-    def cursors(self, ml_id: int) -> dict[str, CursorState]:
+    def cursors(self, ml_id: int) -> dict[str, StoredCursor]:
         rows = self._query(
-            "SELECT name, md_ledger, md_entry, individually_deleted, batch_acks FROM cursors WHERE ml_id = ?",
+            "SELECT name, md_ledger, md_entry, individually_deleted, batch_acks, cursor_ledger FROM cursors"
+            " WHERE ml_id = ?",
             (ml_id,),
         )
         return {
-            name: CursorState.from_columns(lid, eid, ranges, batch) for name, lid, eid, ranges, batch in rows
+            name: StoredCursor(CursorState.from_columns(lid, eid, ranges, batch), cursor_ledger)
+            for name, lid, eid, ranges, batch, cursor_ledger in rows
         }
 
+    def put_cursor(self, ml_id: int, name: str, mark_delete: Position, cursor_ledger: int) -> None:
+        """Record (create or switch) the cursor ledger that holds a cursor's state."""
+        with self._tx() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO cursors (ml_id, name, md_ledger, md_entry, individually_deleted,"
+                " batch_acks, cursor_ledger) VALUES (?, ?, ?, ?, '[]', '[]', ?)",
+                (ml_id, name, mark_delete.ledger_id, mark_delete.entry_id, cursor_ledger),
+            )
+
     def save_cursors(self, ml_id: int, states: Iterable[tuple[str, CursorState]]) -> None:
-        """Persist several cursors' states in one commit (one fsync for all of them)."""
+        """Store cursors in the earlier one-JSON-row form (what schema 1 wrote; for migration tests)."""
         rows = [
             (ml_id, name, s.mark_delete.ledger_id, s.mark_delete.entry_id, s.ranges_json(), s.batch_json())
             for name, s in states
