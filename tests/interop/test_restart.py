@@ -47,6 +47,7 @@ def test_restart_after_sigterm_keeps_messages_and_acks(broker, client_factory, t
 
     messages = {m.data(): m for m in receive_n(consumer, len(everything))}
     assert sorted(messages) == sorted(everything)
+    assert [messages[b"batch0-%d" % i].message_id().batch_index() for i in range(10)] == list(range(10))
     to_ack = (
         [b"plain-%d" % i for i in range(0, 10, 2)]
         + [b"batch0-%d" % i for i in (0, 3, 4, 7)]  # part of a batch: batch-index acks
