@@ -168,3 +168,51 @@ def test_seek_to_a_chunked_message(magnetar_client, topic):
     assert consumer.receive(10_000).data() == b"after"
     reader = magnetar_client.create_reader(topic, chunked_id, start_message_id_inclusive=True)
     assert reader.read_next(10_000).data() == first
+
+
+def test_discarded_chunks_give_their_permits_back(broker, topic):
+    """Orphan, out-of-range and gapped chunks never leave the consumer short of permits."""
+    from magnetar.client.connection import Connection
+    from magnetar.protocol import commands
+    from magnetar.protocol import pulsar_wire_pb2 as wire
+    from magnetar.protocol.headers import encode_headers_and_payload
+
+    async def main():
+        async with aio.Client(broker.service_url, operation_timeout_seconds=10) as client:
+            consumer = await client.subscribe(topic, "sub", receiver_queue_size=4)
+            cnx = await Connection.open("127.0.0.1", broker.port)
+            await cnx.request(
+                wire.CommandProducer(topic=topic, producer_id=1, request_id=0, producer_name="raw")
+            )
+            seq = 0
+
+            def send(payload: bytes, **chunk) -> None:
+                nonlocal seq
+                meta = wire.MessageMetadata(
+                    producer_name="raw", sequence_id=seq, publish_time=int(time.time() * 1000)
+                )
+                for key, value in chunk.items():
+                    setattr(meta, key, value)
+                body = wire.CommandSend(producer_id=1, sequence_id=seq, is_chunk=bool(chunk))
+                cnx.send_command(commands.wrap(body), encode_headers_and_payload(meta, payload))
+                seq += 1
+
+            garbage = [
+                dict(uuid="ghost", chunk_id=1, num_chunks_from_msg=3, total_chunk_msg_size=6),  # unknown uuid
+                dict(uuid="ghost", chunk_id=2, num_chunks_from_msg=3, total_chunk_msg_size=6),
+                dict(uuid="bad", chunk_id=5, num_chunks_from_msg=3, total_chunk_msg_size=6),  # id >= num
+                dict(uuid="gap", chunk_id=0, num_chunks_from_msg=3, total_chunk_msg_size=6),
+                dict(uuid="gap", chunk_id=2, num_chunks_from_msg=3, total_chunk_msg_size=6),  # gap
+            ]
+            for _ in range(3):  # 15 discarded chunks through a queue of 4 permits
+                for chunk in garbage:
+                    send(b"xx", **chunk)
+            send(b"whole", uuid="ok", chunk_id=0, num_chunks_from_msg=2, total_chunk_msg_size=10)
+            send(b"thing", uuid="ok", chunk_id=1, num_chunks_from_msg=2, total_chunk_msg_size=10)
+            send(b"plain")
+            first = await consumer.receive(5000)
+            second = await consumer.receive(5000)
+            assert [first.data(), second.data()] == [b"wholething", b"plain"]
+            await cnx.close()
+
+    asyncio.run(main())

@@ -335,8 +335,9 @@ class Consumer(HandlerBase):
     def _increase_permits(self, count: int) -> None:
         self._available_permits += count
         if self._available_permits >= self._refill_threshold:
-            permits, self._available_permits = self._available_permits, 0
-            self._send(commands.wrap(wire.CommandFlow(consumer_id=self.consumer_id, message_permits=permits)))
+            flow = wire.CommandFlow(consumer_id=self.consumer_id, message_permits=self._available_permits)
+            if self._send(commands.wrap(flow)):
+                self._available_permits = 0
 
     def _send(self, command: wire.BaseCommand) -> bool:
         cnx = self.cnx
