@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from magnetar import __version__
 from magnetar.broker.consumer import Consumer
-from magnetar.broker.errors import BrokerError, InvalidTopicNameError
+from magnetar.broker.errors import BrokerError, InvalidTopicNameError, NotAllowed
 from magnetar.broker.ids import message_id_data, to_u64
 from magnetar.broker.producer import Producer
 from magnetar.broker.topic_name import InvalidTopicName, TopicName, topics_hash
@@ -396,6 +396,9 @@ class ServerCnx(asyncio.Protocol):
             self.send_error(cmd.request_id, BrokerError("unknown consumer", wire.ConsumerNotFound))
             return
         topic = consumer.subscription.topic
+        if topic.ml is None:
+            self.send_error(cmd.request_id, NotAllowed("non-persistent topics keep no last message id"))
+            return
         position, batch_index = topic.last_message_position()
         last = wire.MessageIdData(ledger_id=to_u64(position.ledger_id), entry_id=to_u64(position.entry_id))
         if batch_index >= 0:
@@ -441,7 +444,8 @@ class ServerCnx(asyncio.Protocol):
             reply.consumer_name = consumer.name
             reply.available_permits = max(consumer.permits, 0)
             reply.unacked_messages = sum(consumer.pending_acks.values())
-            reply.msg_backlog = consumer.subscription.cursor.backlog()
+            cursor = consumer.subscription.cursor
+            reply.msg_backlog = cursor.backlog() if cursor is not None else 0
             reply.address = self.remote
         self._send(wrap(reply))
 

@@ -58,7 +58,7 @@ class Consumer:
             count = redelivery_counts.get(item.position)
             if count:
                 cmd.redelivery_count = count
-            if item.is_batch:
+            if item.is_batch and cursor is not None:
                 ack_set = cursor.batch_ack_set(item.position)
                 if ack_set is not None:
                     cmd.ack_set.extend(ack_set)

@@ -10,6 +10,7 @@ from magnetar.broker.config import BrokerConfig
 from magnetar.broker.connection import ServerCnx
 from magnetar.broker.errors import NotAllowed, TopicNotFound
 from magnetar.broker.namespaces import AlreadyExists, AutoTopicCreation, NamespaceRegistry, NotEmpty
+from magnetar.broker.nonpersistent import NonPersistentTopic
 from magnetar.broker.topic import PersistentTopic
 from magnetar.broker.topic_name import TopicName
 from magnetar.storage.store import Storage
@@ -89,6 +90,8 @@ class BrokerService:
 
     def trim_all(self) -> None:
         for topic in list(self.topics.values()):
+            if topic.ml is None:
+                continue
             policies = self.namespaces.policies(topic.name.namespace_name)
             time_s = size_b = None
             if policies.retention_time_minutes is not None:
@@ -116,14 +119,18 @@ class BrokerService:
     def _exists(self, key: str) -> bool:
         return key in self.topics or key in self.storage.managed_ledger_names()
 
-    def get_topic(self, name: TopicName, create: bool = True) -> PersistentTopic:
+    def get_topic(self, name: TopicName, create: bool = True) -> PersistentTopic | NonPersistentTopic:
         key = str(name)
         topic = self.topics.get(key)
         if topic is not None:
             return topic
-        if not name.persistent:
-            raise NotAllowed("non-persistent topics are not supported yet")
         self.check_namespace(name)
+        if not name.persistent:
+            if not (create and self.auto_topic_creation(name.namespace_name).allow_auto_topic_creation):
+                raise TopicNotFound(f"Topic {key} does not exist")
+            topic = NonPersistentTopic(name, self.config)
+            self.topics[key] = topic
+            return topic
         if not self._exists(key):
             base = name.partitioned_base()
             partition_of_known = base is not None and 0 <= name.partition_index < self.namespaces.partitions(
@@ -201,6 +208,8 @@ class BrokerService:
                 raise NotEmpty(f"Topic {key} has connected producers or consumers")
             topic.close()
             del self.topics[key]
+            if topic.ml is None:
+                return
         self.storage.delete_managed_ledger(key)
 
     def topics_of_namespace(self, namespace: str) -> list[str]:

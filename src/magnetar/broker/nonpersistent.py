@@ -1,0 +1,181 @@
+"""Non-persistent topics (``non-persistent://``): messages go to the consumers connected now
+and are never stored. A consumer without permits misses the message, as in Pulsar.
+
+Subscriptions choose consumers the way their persistent twins do (one active consumer for
+Exclusive/Failover, round robin for Shared, the key's hash owner for Key_Shared), but there
+is nothing to acknowledge, redeliver or seek.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from magnetar.broker.consumer import Consumer
+from magnetar.broker.dispatchers.single_active import choose_active
+from magnetar.broker.dispatchers.sticky_keys import (
+    AutoSplitSelector,
+    RangeConflict,
+    StickySelector,
+    sticky_key,
+    sticky_key_hash,
+)
+from magnetar.broker.entries import DispatchEntry
+from magnetar.broker.errors import BrokerError, ConsumerBusy, NotAllowed
+from magnetar.broker.producer import Producer
+from magnetar.broker.topic_name import TopicName
+from magnetar.protocol import wire
+from magnetar.storage.entry import Entry
+from magnetar.storage.position import Position
+
+if TYPE_CHECKING:
+    from magnetar.broker.config import BrokerConfig
+
+SubType = wire.CommandSubscribe.SubType
+EXCLUSIVE, SHARED, FAILOVER, KEY_SHARED = (
+    SubType.Value(n) for n in ("Exclusive", "Shared", "Failover", "Key_Shared")
+)
+
+
+class NonPersistentSubscription:
+    durable = False
+    cursor = None
+
+    def __init__(self, topic: NonPersistentTopic, name: str, sub_type: int) -> None:
+        self.topic = topic
+        self.name = name
+        self.sub_type = sub_type
+        self.consumers: list[Consumer] = []
+        self.dispatcher = None
+        self.messages_dropped = 0
+        self._next = 0
+        self._selector: AutoSplitSelector | StickySelector | None = None
+
+    def add_consumer(self, consumer: Consumer, sub_type: int) -> None:
+        if sub_type != self.sub_type and self.consumers:
+            raise ConsumerBusy(f"Subscription {self.name} is of type {SubType.Name(self.sub_type)}")
+        self.sub_type = sub_type
+        if sub_type == EXCLUSIVE and self.consumers:
+            raise ConsumerBusy("Exclusive consumer is already connected")
+        if sub_type == KEY_SHARED:
+            self._add_to_selector(consumer)
+        self.consumers.append(consumer)
+
+    def _add_to_selector(self, consumer: Consumer) -> None:
+        meta = consumer.key_shared_meta
+        sticky = meta is not None and meta.key_shared_mode == wire.STICKY
+        if self._selector is None or not self.consumers:
+            self._selector = StickySelector() if sticky else AutoSplitSelector()
+        try:
+            if isinstance(self._selector, StickySelector):
+                self._selector.add(consumer, [(r.start, r.end) for r in meta.hash_ranges] if meta else [])
+            else:
+                self._selector.add(consumer)
+        except RangeConflict as exc:
+            raise BrokerError(str(exc), wire.ConsumerAssignError) from None
+
+    def remove_consumer(self, consumer: Consumer) -> None:
+        consumer.closed = True
+        if consumer in self.consumers:
+            self.consumers.remove(consumer)
+        if self._selector is not None:
+            self._selector.remove(consumer)
+        if not self.consumers:
+            self.topic.subscriptions.pop(self.name, None)
+
+    remove_consumer_silently = remove_consumer
+
+    def flow(self, consumer: Consumer, permits: int) -> None:
+        consumer.permits += permits
+
+    def acknowledge(self, ack: wire.CommandAck) -> None:
+        """Nothing is kept, so there is nothing to acknowledge."""
+
+    def redeliver(self, consumer: Consumer, msg_ids: list[wire.MessageIdData]) -> None:
+        """Nothing is kept, so nothing can be delivered again."""
+
+    def unsubscribe(self, consumer: Consumer) -> None:
+        if any(c is not consumer for c in self.consumers):
+            raise ConsumerBusy(f"Subscription {self.name} has other connected consumers")
+        self.remove_consumer(consumer)
+
+    def reset_cursor(self, position: Position) -> None:
+        raise NotAllowed("seek is not supported on non-persistent topics")
+
+    def notify_new_entries(self) -> None:
+        pass
+
+    def close(self) -> None:
+        self.consumers.clear()
+
+    def _target(self, item: DispatchEntry) -> Consumer | None:
+        if not self.consumers:
+            return None
+        if self.sub_type in (EXCLUSIVE, FAILOVER):
+            return choose_active(self.consumers, self.topic.partition_index)
+        if self.sub_type == KEY_SHARED and self._selector is not None:
+            return self._selector.select(sticky_key_hash(sticky_key(item.metadata)))
+        n = len(self.consumers)
+        for step in range(n):
+            candidate = self.consumers[(self._next + step) % n]
+            if candidate.permits > 0 and candidate.writable:
+                self._next = (self._next + step + 1) % n
+                return candidate
+        return None
+
+    def deliver(self, item: DispatchEntry) -> None:
+        target = self._target(item)
+        if target is None or target.permits <= 0 or not target.writable:
+            self.messages_dropped += item.num_messages
+            return
+        target.send_entries([item], {})
+
+
+class NonPersistentTopic:
+    persistent = False
+    ml = None
+
+    def __init__(self, name: TopicName, config: BrokerConfig) -> None:
+        self.name = name
+        self.config = config
+        self.partition_index = name.partition_index
+        self.producers: dict[tuple[int, int], Producer] = {}
+        self.subscriptions: dict[str, NonPersistentSubscription] = {}
+        self._ids = itertools.count()
+
+    def add_producer(self, producer: Producer) -> None:
+        if any(p.name == producer.name for p in self.producers.values()):
+            raise BrokerError(f"Producer with name '{producer.name}' is already connected", wire.ProducerBusy)
+        self.producers[(id(producer.cnx), producer.producer_id)] = producer
+
+    def remove_producer(self, producer: Producer) -> None:
+        self.producers.pop((id(producer.cnx), producer.producer_id), None)
+
+    def last_sequence_id(self, producer_name: str) -> int:
+        return -1
+
+    def publish(
+        self, producer: Producer, send: wire.CommandSend, headers_and_payload: memoryview, callback
+    ) -> None:
+        position = Position(0, next(self._ids))
+        item = DispatchEntry.of(Entry(position, bytes(headers_and_payload)))
+        for subscription in list(self.subscriptions.values()):
+            subscription.deliver(item)
+        callback(position, None)
+
+    def subscribe(self, consumer_factory: Callable[..., Consumer], cmd: wire.CommandSubscribe) -> Consumer:
+        subscription = self.subscriptions.get(cmd.subscription)
+        if subscription is None:
+            subscription = NonPersistentSubscription(self, cmd.subscription, cmd.sub_type)
+        consumer = consumer_factory(subscription)
+        subscription.add_consumer(consumer, cmd.sub_type)
+        self.subscriptions[cmd.subscription] = subscription
+        return consumer
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        for subscription in self.subscriptions.values():
+            subscription.close()

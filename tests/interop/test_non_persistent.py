@@ -1,0 +1,49 @@
+"""Non-persistent topics: delivered to the consumers connected now, never stored."""
+
+from __future__ import annotations
+
+import pulsar
+import pytest
+
+from .support import assert_nothing_more, receive_n
+
+pytestmark = pytest.mark.interop
+
+
+@pytest.fixture
+def np_topic(topic) -> str:
+    return topic.replace("persistent://", "non-persistent://", 1)
+
+
+def test_connected_consumers_get_messages_later_ones_do_not(broker, client, np_topic):
+    exclusive = client.subscribe(np_topic, "a")
+    shared = [client.subscribe(np_topic, "b", consumer_type=pulsar.ConsumerType.Shared) for _ in range(2)]
+    producer = client.create_producer(np_topic, batching_enabled=False)
+    for i in range(10):
+        producer.send(b"%d" % i)
+    assert [m.data() for m in receive_n(exclusive, 10, ack=True)] == [b"%d" % i for i in range(10)]
+    got = []
+    for consumer in shared:
+        while True:
+            try:
+                got.append(consumer.receive(300).data())
+            except pulsar.Timeout:
+                break
+    assert sorted(got) == sorted(b"%d" % i for i in range(10)), "each message to one shared consumer"
+
+    late = client.subscribe(np_topic, "late", initial_position=pulsar.InitialPosition.Earliest)
+    assert_nothing_more(late)
+    producer.send(b"after")
+    assert late.receive(5000).data() == b"after"
+
+
+def test_nothing_is_stored_across_a_restart(broker, client_factory, np_topic):
+    client = client_factory(broker.service_url)
+    client.create_producer(np_topic).send(b"gone")
+    client.close()
+    assert broker.stop() == 0
+    broker.restart(same_port=False)
+    assert not any("non-persistent" in p.name for p in (broker.data_dir / "ledgers").glob("*")), "no ledger"
+    client = client_factory(broker.service_url)
+    consumer = client.subscribe(np_topic, "s", initial_position=pulsar.InitialPosition.Earliest)
+    assert_nothing_more(consumer)
