@@ -105,7 +105,7 @@ def test_official_chunked_20mb_to_our_consumer(official, magnetar_client, topic)
     sent = []
     done = threading.Event()
     producer.send_async(data, lambda res, msg_id: (sent.append((res, msg_id)), done.set()))
-    if not done.wait(15):
+    if not done.wait(8):
         pytest.xfail(
             "broker bug: it refuses SENDs whose headers-and-payload exceed max_message_size, but the "
             "official client sizes each chunk so that metadata + payload = max_message_size"
