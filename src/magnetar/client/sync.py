@@ -90,7 +90,11 @@ class Client:
         async def make() -> AsyncClient:
             return AsyncClient(service_url, **options)
 
-        self._client = self._thread.run(make())
+        try:
+            self._client = self._thread.run(make())
+        except BaseException:
+            self._thread.stop()
+            raise
         self._listeners = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="magnetar-listener")
 
     def _run(self, coro: Coroutine[Any, Any, R]) -> R:
