@@ -26,6 +26,7 @@ def _topic_stats(service: BrokerService, name: TopicName) -> dict:
             "markDeletePosition": str(sub.cursor.mark_delete_position),
             "readPosition": str(sub.cursor.read_position),
             "individuallyDeletedMessages": sub.cursor.individually_deleted_count(),
+            "ackState": sub.cursor.stats(),
             "consumers": [
                 {
                     "consumerName": c.name,

@@ -42,6 +42,8 @@ class BrokerConfig:
     retention_size_bytes: int = 0
     entry_cache_bytes: int = 32 * MIB
     cursor_flush_interval_seconds: float = 1.0
+    #: PIP 81: memory for one durable subscription's ack pages; the rest stay on disk until needed.
+    max_individual_ack_cache_bytes_per_cursor: int = 3 * MIB
     retention_check_interval_seconds: float = 60.0
 
     # Topics.
@@ -67,6 +69,7 @@ class BrokerConfig:
             retention_time_seconds=self.retention_time_seconds,
             retention_size_bytes=self.retention_size_bytes,
             entry_cache_bytes=self.entry_cache_bytes,
+            max_individual_ack_cache_bytes_per_cursor=self.max_individual_ack_cache_bytes_per_cursor,
         )
 
     def validate(self) -> None:

@@ -1,0 +1,100 @@
+"""PIP 81 with the official client: 100,000 ack holes survive a SIGTERM restart, none dropped, none lost."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.request
+
+import pulsar
+import pytest
+from pulsar.exceptions import Timeout
+
+pytestmark = pytest.mark.interop
+
+TOTAL = 200_000
+CONFIG = {
+    "max_ledger_size_bytes": 1024 * 1024,  # about a dozen ledgers, so the acks span many pages
+    "max_individual_ack_cache_bytes_per_cursor": 256 * 1024,  # fewer pages than that in memory at once
+    "fsync_policy": "interval",
+}
+
+
+def subscription_stats(broker, topic: str, sub: str) -> dict:
+    path = topic.replace("persistent://", "")
+    with urllib.request.urlopen(
+        f"{broker.http_url}/admin/v2/persistent/{path}/stats", timeout=10
+    ) as response:
+        return json.load(response)["subscriptions"][sub]
+
+
+def wait_for(check, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.2)
+
+
+def receive_all(consumer, quiet_ms: int = 2000) -> list[pulsar.Message]:
+    out = []
+    while True:
+        try:
+            out.append(consumer.receive(quiet_ms))
+        except Timeout:
+            return out
+
+
+def test_every_other_ack_of_200_000_messages_survives_a_restart(broker_factory, client_factory, topic):
+    broker = broker_factory(CONFIG)
+    client = client_factory(broker.service_url)
+    consumer = client.subscribe(
+        topic, "sub", consumer_type=pulsar.ConsumerType.Shared, receiver_queue_size=5000
+    )
+    producer = client.create_producer(
+        topic, batching_enabled=False, max_pending_messages=20_000, block_if_queue_full=True
+    )
+    failures = []
+    for i in range(TOTAL):
+        producer.send_async(b"%d" % i, lambda res, _id: res == pulsar.Result.Ok or failures.append(res))
+    producer.flush()
+    assert not failures
+
+    seen = 0
+    for msg in receive_all(consumer):
+        seen += 1
+        if int(msg.data()) % 2 == 0:
+            consumer.acknowledge(msg)
+    assert seen == TOTAL
+    consumer.close()  # sends the grouped acks
+    expected_holes = TOTAL // 2 - 1  # entry 0 is acked: the mark-delete position moves over it
+    wait_for(lambda: subscription_stats(broker, topic, "sub")["ackState"]["holes"] == expected_holes)
+    before = subscription_stats(broker, topic, "sub")["ackState"]
+    assert before["individually_deleted"] == expected_holes
+    assert before["pages"] > 5 and before["pages_in_memory"] < before["pages"], before
+    client.close()
+
+    assert broker.stop() == 0, broker.log_tail()
+    broker.restart(same_port=False)
+
+    client = client_factory(broker.service_url)
+    after = subscription_stats_after_load(broker, client, topic)
+    assert after["holes"] == expected_holes and after["pages_in_memory"] == 0, after
+    consumer = client.subscribe(
+        topic, "sub", consumer_type=pulsar.ConsumerType.Shared, receiver_queue_size=5000
+    )
+    back = [int(m.data()) for m in receive_all(consumer)]
+    assert len(back) == TOTAL // 2, "exactly the unacked messages, each once"
+    assert set(back) == set(range(1, TOTAL, 2)), "none of the acked ones"
+    stats = subscription_stats(broker, topic, "sub")["ackState"]
+    assert (
+        stats["memory_bytes"] <= CONFIG["max_individual_ack_cache_bytes_per_cursor"]
+        or stats["pages_in_memory"] == 1
+    )
+
+
+def subscription_stats_after_load(broker, client, topic: str) -> dict:
+    """Load the topic with a reader (which touches no durable cursor) and read the subscription's figures."""
+    reader = client.create_reader(topic, pulsar.MessageId.latest)
+    stats = subscription_stats(broker, topic, "sub")["ackState"]
+    reader.close()
+    return stats
