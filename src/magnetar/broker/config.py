@@ -47,6 +47,8 @@ class BrokerConfig:
     retention_check_interval_seconds: float = 60.0
 
     # Topics.
+    #: Broker-side deduplication by producer name and sequence id (namespaces may override).
+    deduplication_enabled: bool = False
     allow_auto_topic_creation: bool = True
     #: Type of auto-created topics: "non-partitioned" or "partitioned" (namespaces may override).
     auto_topic_creation_type: str = "non-partitioned"

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from magnetar import __version__
 from magnetar.broker.consumer import Consumer
 from magnetar.broker.errors import BrokerError, InvalidTopicNameError, NotAllowed
-from magnetar.broker.ids import message_id_data, to_u64
+from magnetar.broker.ids import to_u64
 from magnetar.broker.producer import Producer
 from magnetar.broker.topic_name import InvalidTopicName, TopicName, topics_hash
 from magnetar.protocol import ChecksumMismatch, Frame, FrameDecoder, ProtocolError, wire
@@ -70,7 +70,9 @@ class ServerCnx(asyncio.Protocol):
                 self._handle(frame)
         except ProtocolError as exc:
             log.warning("%s: protocol error, closing: %s", self.remote, exc)
-            self._send(wrap(wire.CommandError(request_id=0, error=wire.UnknownError, message=str(exc))))
+            self.send_command(
+                wrap(wire.CommandError(request_id=0, error=wire.UnknownError, message=str(exc)))
+            )
             self.close()
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -96,7 +98,7 @@ class ServerCnx(asyncio.Protocol):
                 consumer.subscription.dispatcher.schedule()
 
     # -- output -------------------------------------------------------------------------------
-    def _send(self, command: wire.BaseCommand) -> None:
+    def send_command(self, command: wire.BaseCommand) -> None:
         if self.transport is not None and not self.transport.is_closing():
             self.transport.write(encode_frame(command))
 
@@ -110,14 +112,16 @@ class ServerCnx(asyncio.Protocol):
 
     def send_error(self, request_id: int, exc: BrokerError | Exception) -> None:
         code = exc.code if isinstance(exc, BrokerError) else wire.UnknownError
-        self._send(wrap(wire.CommandError(request_id=request_id, error=code, message=str(exc))))
+        self.send_command(wrap(wire.CommandError(request_id=request_id, error=code, message=str(exc))))
 
     def send_active_consumer_change(self, consumer_id: int, is_active: bool) -> None:
-        self._send(wrap(wire.CommandActiveConsumerChange(consumer_id=consumer_id, is_active=is_active)))
+        self.send_command(
+            wrap(wire.CommandActiveConsumerChange(consumer_id=consumer_id, is_active=is_active))
+        )
 
     def send_close_consumer(self, consumer_id: int) -> None:
         request_id = next(self._close_request_ids)
-        self._send(wrap(wire.CommandCloseConsumer(consumer_id=consumer_id, request_id=request_id)))
+        self.send_command(wrap(wire.CommandCloseConsumer(consumer_id=consumer_id, request_id=request_id)))
 
     def forget_consumer(self, consumer_id: int) -> None:
         self.consumers.pop(consumer_id, None)
@@ -137,7 +141,7 @@ class ServerCnx(asyncio.Protocol):
             self.close()
             return
         self._waiting_for_pong = True
-        self._send(wrap(wire.CommandPing()))
+        self.send_command(wrap(wire.CommandPing()))
         self._schedule_keepalive()
 
     # -- dispatch -----------------------------------------------------------------------------
@@ -171,10 +175,10 @@ class ServerCnx(asyncio.Protocol):
             max_message_size=self.config.max_message_size,
         )
         reply.feature_flags.supports_broker_entry_metadata = True
-        self._send(wrap(reply))
+        self.send_command(wrap(reply))
 
     def _handle_ping(self, frame: Frame) -> None:
-        self._send(wrap(wire.CommandPong()))
+        self.send_command(wrap(wire.CommandPong()))
 
     def _handle_pong(self, frame: Frame) -> None:
         pass
@@ -190,7 +194,7 @@ class ServerCnx(asyncio.Protocol):
             reply.response = wire.CommandPartitionedTopicMetadataResponse.Failed
             reply.error = exc.code
             reply.message = str(exc)
-        self._send(wrap(reply))
+        self.send_command(wrap(reply))
 
     def _handle_lookup(self, frame: Frame) -> None:
         cmd = frame.command.lookup
@@ -205,7 +209,7 @@ class ServerCnx(asyncio.Protocol):
             reply.response = wire.CommandLookupTopicResponse.Failed
             reply.error = exc.code
             reply.message = str(exc)
-        self._send(wrap(reply))
+        self.send_command(wrap(reply))
 
     # -- producers ----------------------------------------------------------------------------
     def _handle_producer(self, frame: Frame) -> None:
@@ -214,26 +218,40 @@ class ServerCnx(asyncio.Protocol):
             if cmd.producer_id in self.producers:
                 existing = self.producers[cmd.producer_id]
                 # A retried request for a producer we already created: answer the same.
-                self._producer_success(cmd.request_id, existing)
+                self._producer_success(
+                    cmd.request_id, existing, ready=existing in existing.topic.producers.values()
+                )
                 return
             topic = self.service.get_topic(self._topic_name(cmd.topic), create=True)
             user_named = bool(cmd.producer_name)
             name = cmd.producer_name or f"{self.service.broker_name}-{next(_producer_names)}"
-            producer = Producer(self, topic, cmd.producer_id, name, user_named)
-            topic.add_producer(producer)
+            producer = Producer(self, topic, cmd.producer_id, name, user_named, cmd.producer_access_mode)
+            producer.on_ready = lambda: self._producer_success(cmd.request_id, producer, ready=True)
+            ready = topic.add_producer(producer)
         except BrokerError as exc:
             self.send_error(cmd.request_id, exc)
             return
         self.producers[cmd.producer_id] = producer
-        self._producer_success(cmd.request_id, producer)
+        self._producer_success(cmd.request_id, producer, ready)
 
-    def _producer_success(self, request_id: int, producer: Producer) -> None:
+    def _producer_success(self, request_id: int, producer: Producer, ready: bool = True) -> None:
         reply = wire.CommandProducerSuccess(
             request_id=request_id,
             producer_name=producer.name,
             last_sequence_id=producer.topic.last_sequence_id(producer.name),
+            producer_ready=ready,
         )
-        self._send(wrap(reply))
+        if producer.access_mode != wire.Shared:
+            reply.topic_epoch = producer.topic.topic_epoch
+        self.send_command(wrap(reply))
+
+    def close_producer_by_broker(self, producer: Producer) -> None:
+        if self.producers.get(producer.producer_id) is producer:
+            del self.producers[producer.producer_id]
+            request_id = next(self._close_request_ids)
+            self.send_command(
+                wrap(wire.CommandCloseProducer(producer_id=producer.producer_id, request_id=request_id))
+            )
 
     def _handle_send(self, frame: Frame) -> None:
         cmd = frame.command.send
@@ -243,60 +261,42 @@ class ServerCnx(asyncio.Protocol):
         payload = frame.payload
         if payload is None:
             raise ProtocolError("SEND without a message")
+        pending = producer.expect(cmd.sequence_id, cmd.highest_sequence_id)
         try:
             verify_checksum(payload)
+            metadata, body = parse_metadata(payload)
+            # The limit is on metadata + payload, as the client sizes chunks by it; chunks are
+            # bounded by the frame limit alone (max_message_size + 10 KiB).
+            size = len(body) + metadata.ByteSize()
+            if size > self.config.max_message_size and not (cmd.is_chunk or metadata.HasField("chunk_id")):
+                raise BrokerError(
+                    f"Exceed maximum message size: {size} > {self.config.max_message_size}",
+                    wire.NotAllowedError,
+                )
         except ChecksumMismatch as exc:
             log.warning("%s: %s (producer %s, sequence %d)", self.remote, exc, producer.name, cmd.sequence_id)
-            self._send_error(cmd, wire.ChecksumError, str(exc))
+            producer.complete(pending, None, (wire.ChecksumError, str(exc)))
             return
-        if len(payload) > self.config.max_message_size:
-            self._send_error(cmd, wire.NotAllowedError, "Exceed maximum message size")
-            return
-        try:
-            parse_metadata(payload)
         except ProtocolError as exc:
-            self._send_error(cmd, wire.NotAllowedError, f"invalid message: {exc}")
+            producer.complete(pending, None, (wire.NotAllowedError, f"invalid message: {exc}"))
+            return
+        except BrokerError as exc:
+            producer.complete(pending, None, (exc.code, str(exc)))
             return
         producer.messages_in += cmd.num_messages if cmd.HasField("num_messages") else 1
-        producer_id, sequence_id, highest = cmd.producer_id, cmd.sequence_id, cmd.highest_sequence_id
 
-        def receipt(position, exc) -> None:
+        def stored(position, exc) -> None:
             if exc is not None:
                 log.error("%s: persisting a message failed: %s", producer.topic.name, exc)
-                self._send(
-                    wrap(
-                        wire.CommandSendError(
-                            producer_id=producer_id,
-                            sequence_id=sequence_id,
-                            error=wire.PersistenceError,
-                            message=str(exc),
-                        )
-                    )
-                )
-                return
-            reply = wire.CommandSendReceipt(
-                producer_id=producer_id,
-                sequence_id=sequence_id,
-                message_id=message_id_data(position),
-            )
-            if highest:
-                reply.highest_sequence_id = highest
-            self._send(wrap(reply))
+                producer.complete(pending, None, (wire.PersistenceError, str(exc)))
+            else:
+                producer.complete(pending, position, None)
 
         try:
-            producer.topic.publish(producer, cmd, payload, receipt)
+            producer.topic.publish(producer, cmd, payload, stored, metadata)
         except Exception as exc:  # storage refused the write (disk full, closed ledger...)
             log.exception("%s: storing a message failed", producer.topic.name)
-            self._send_error(cmd, wire.PersistenceError, str(exc))
-
-    def _send_error(self, cmd: wire.CommandSend, code: int, message: str) -> None:
-        self._send(
-            wrap(
-                wire.CommandSendError(
-                    producer_id=cmd.producer_id, sequence_id=cmd.sequence_id, error=code, message=message
-                )
-            )
-        )
+            producer.complete(pending, None, (wire.PersistenceError, str(exc)))
 
     def _handle_close_producer(self, frame: Frame) -> None:
         cmd = frame.command.close_producer
@@ -304,14 +304,14 @@ class ServerCnx(asyncio.Protocol):
         if producer is not None:
             producer.closed = True
             producer.topic.remove_producer(producer)
-        self._send(wrap(wire.CommandSuccess(request_id=cmd.request_id)))
+        self.send_command(wrap(wire.CommandSuccess(request_id=cmd.request_id)))
 
     # -- consumers ----------------------------------------------------------------------------
     def _handle_subscribe(self, frame: Frame) -> None:
         cmd = frame.command.subscribe
         if cmd.consumer_id in self.consumers:
             # The client retried a subscribe that already succeeded.
-            self._send(wrap(wire.CommandSuccess(request_id=cmd.request_id)))
+            self.send_command(wrap(wire.CommandSuccess(request_id=cmd.request_id)))
             return
         try:
             topic = self.service.get_topic(self._topic_name(cmd.topic), create=True)
@@ -326,7 +326,7 @@ class ServerCnx(asyncio.Protocol):
             self.send_error(cmd.request_id, exc)
             return
         self.consumers[cmd.consumer_id] = consumer
-        self._send(wrap(wire.CommandSuccess(request_id=cmd.request_id)))
+        self.send_command(wrap(wire.CommandSuccess(request_id=cmd.request_id)))
 
     def _live_consumer(self, consumer_id: int) -> Consumer | None:
         """The consumer, None if it was closed (late commands are normal), else a protocol error."""
@@ -359,7 +359,7 @@ class ServerCnx(asyncio.Protocol):
             elif consumer is None:
                 reply.error = wire.ConsumerNotFound
                 reply.message = f"unknown consumer id {cmd.consumer_id}"
-            self._send(wrap(reply))
+            self.send_command(wrap(reply))
 
     def _handle_redeliver_unacknowledged_messages(self, frame: Frame) -> None:
         cmd = frame.command.redeliver_unacknowledged_messages
@@ -373,7 +373,7 @@ class ServerCnx(asyncio.Protocol):
         self._gone_consumers.add(cmd.consumer_id)
         if consumer is not None:
             consumer.subscription.remove_consumer(consumer)
-        self._send(wrap(wire.CommandSuccess(request_id=cmd.request_id)))
+        self.send_command(wrap(wire.CommandSuccess(request_id=cmd.request_id)))
 
     def _handle_unsubscribe(self, frame: Frame) -> None:
         cmd = frame.command.unsubscribe
@@ -387,7 +387,7 @@ class ServerCnx(asyncio.Protocol):
             self.send_error(cmd.request_id, exc)
             return
         self.forget_consumer(cmd.consumer_id)
-        self._send(wrap(wire.CommandSuccess(request_id=cmd.request_id)))
+        self.send_command(wrap(wire.CommandSuccess(request_id=cmd.request_id)))
 
     def _handle_get_last_message_id(self, frame: Frame) -> None:
         cmd = frame.command.get_last_message_id
@@ -410,7 +410,7 @@ class ServerCnx(asyncio.Protocol):
         reply.consumer_mark_delete_position.CopyFrom(
             wire.MessageIdData(ledger_id=to_u64(mark.ledger_id), entry_id=to_u64(mark.entry_id))
         )
-        self._send(wrap(reply))
+        self.send_command(wrap(reply))
 
     def _handle_seek(self, frame: Frame) -> None:
         cmd = frame.command.seek
@@ -431,7 +431,7 @@ class ServerCnx(asyncio.Protocol):
         except BrokerError as exc:
             self.send_error(cmd.request_id, exc)
             return
-        self._send(wrap(wire.CommandSuccess(request_id=cmd.request_id)))
+        self.send_command(wrap(wire.CommandSuccess(request_id=cmd.request_id)))
 
     def _handle_consumer_stats(self, frame: Frame) -> None:
         cmd = frame.command.consumer_stats
@@ -447,7 +447,7 @@ class ServerCnx(asyncio.Protocol):
             cursor = consumer.subscription.cursor
             reply.msg_backlog = cursor.backlog() if cursor is not None else 0
             reply.address = self.remote
-        self._send(wrap(reply))
+        self.send_command(wrap(reply))
 
     def _handle_get_topics_of_namespace(self, frame: Frame) -> None:
         cmd = frame.command.get_topics_of_namespace
@@ -464,7 +464,7 @@ class ServerCnx(asyncio.Protocol):
             reply.changed = False
         else:
             reply.topics.extend(topics)
-        self._send(wrap(reply))
+        self.send_command(wrap(reply))
 
     # -- helpers ------------------------------------------------------------------------------
     def _topic_name(self, name: str) -> TopicName:

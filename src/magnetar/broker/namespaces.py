@@ -88,6 +88,7 @@ class NamespaceRegistry:
 
     def __init__(self, metadata) -> None:
         self._kv = metadata
+        self._cache: dict[str, NamespacePolicies] = {}
         if self._kv.get("tenant/public") is None:
             self._kv.put("tenant/public", json.dumps({"adminRoles": [], "allowedClusters": ["standalone"]}))
         if self._kv.get("namespace/public/default") is None:
@@ -137,19 +138,26 @@ class NamespaceRegistry:
         if topics:
             raise NotEmpty(f"Namespace {namespace} still has topics")
         self._kv.delete(f"namespace/{namespace}")
+        self._cache.pop(namespace, None)
 
     def policies(self, namespace: str) -> NamespacePolicies:
+        """The namespace's policies; cached, as every change goes through this registry."""
+        cached = self._cache.get(namespace)
+        if cached is not None:
+            return cached
         raw = self._kv.get(f"namespace/{namespace}")
         if raw is None:
             raise NamespaceNotFound(f"Namespace {namespace} does not exist")
-        return NamespacePolicies.from_json(json.loads(raw))
+        policies = self._cache[namespace] = NamespacePolicies.from_json(json.loads(raw))
+        return policies
 
     def set_policies(self, namespace: str, policies: NamespacePolicies) -> None:
         self.policies(namespace)
         self._kv.put(f"namespace/{namespace}", json.dumps(policies.to_json()))
+        self._cache[namespace] = policies
 
     def update_policy(self, namespace: str, **changes: Any) -> NamespacePolicies:
-        policies = self.policies(namespace)
+        policies = NamespacePolicies.from_json(self.policies(namespace).to_json())  # a copy
         for key, value in changes.items():
             setattr(policies, key, value)
         self.set_policies(namespace, policies)

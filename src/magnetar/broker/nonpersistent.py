@@ -144,10 +144,15 @@ class NonPersistentTopic:
         self.subscriptions: dict[str, NonPersistentSubscription] = {}
         self._ids = itertools.count()
 
-    def add_producer(self, producer: Producer) -> None:
+    topic_epoch = 0
+
+    def add_producer(self, producer: Producer) -> bool:
         if any(p.name == producer.name for p in self.producers.values()):
             raise BrokerError(f"Producer with name '{producer.name}' is already connected", wire.ProducerBusy)
+        if producer.access_mode != wire.Shared:
+            raise NotAllowed("exclusive producer access is not supported on non-persistent topics")
         self.producers[(id(producer.cnx), producer.producer_id)] = producer
+        return True
 
     def remove_producer(self, producer: Producer) -> None:
         self.producers.pop((id(producer.cnx), producer.producer_id), None)

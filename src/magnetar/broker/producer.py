@@ -1,12 +1,40 @@
-"""A producer attached to a topic through one client connection."""
+"""A producer attached to a topic through one client connection.
+
+Receipts leave in the order the sends came in, whatever order their outcomes are known
+in (a duplicate is known at once, a stored message only after its fsync): the client
+closes the connection on a receipt it does not expect next.
+"""
 
 from __future__ import annotations
 
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from magnetar.broker.ids import message_id_data
+from magnetar.protocol import wire
+from magnetar.protocol.commands import wrap
+from magnetar.storage.position import Position
 
 if TYPE_CHECKING:
     from magnetar.broker.connection import ServerCnx
     from magnetar.broker.topic import PersistentTopic
+
+#: The message id a duplicate send is answered with (Pulsar's choice).
+DUPLICATE = Position(-1, -1)
+
+
+@dataclass(slots=True)
+class PendingSend:
+    sequence_id: int
+    highest_sequence_id: int
+    position: Position | None = None
+    error: tuple[int, str] | None = None
+
+    @property
+    def done(self) -> bool:
+        return self.position is not None or self.error is not None
 
 
 class Producer:
@@ -17,14 +45,56 @@ class Producer:
         producer_id: int,
         name: str,
         user_provided_name: bool,
+        access_mode: int = wire.Shared,
     ) -> None:
         self.cnx = cnx
         self.topic = topic
         self.producer_id = producer_id
         self.name = name
         self.user_provided_name = user_provided_name
+        self.access_mode = access_mode
         self.closed = False
         self.messages_in = 0
+        self._pending: deque[PendingSend] = deque()
+        #: Called once a WaitForExclusive producer gets the topic (set by the connection).
+        self.on_ready: Callable[[], None] = lambda: None
+
+    def fence(self) -> None:
+        """Another producer took exclusive access with fencing: close this one (the client
+        reconnects, and is refused while the fencing producer holds the topic)."""
+        self.topic.remove_producer(self)
+        self.closed = True
+        self.cnx.close_producer_by_broker(self)
+
+    def expect(self, sequence_id: int, highest_sequence_id: int) -> PendingSend:
+        """Reserve the receipt slot of a send, in arrival order."""
+        pending = PendingSend(sequence_id, highest_sequence_id)
+        self._pending.append(pending)
+        return pending
+
+    def complete(
+        self, pending: PendingSend, position: Position | None, error: tuple[int, str] | None
+    ) -> None:
+        pending.position, pending.error = position, error
+        while self._pending and self._pending[0].done:
+            self._reply(self._pending.popleft())
+
+    def _reply(self, pending: PendingSend) -> None:
+        if pending.error is not None:
+            code, message = pending.error
+            reply = wire.CommandSendError(
+                producer_id=self.producer_id, sequence_id=pending.sequence_id, error=code, message=message
+            )
+            self.cnx.send_command(wrap(reply))
+            return
+        receipt = wire.CommandSendReceipt(
+            producer_id=self.producer_id,
+            sequence_id=pending.sequence_id,
+            message_id=message_id_data(pending.position),
+        )
+        if pending.highest_sequence_id:
+            receipt.highest_sequence_id = pending.highest_sequence_id
+        self.cnx.send_command(wrap(receipt))
 
     def __repr__(self) -> str:
         return f"Producer({self.name!r}, id={self.producer_id}, topic={self.topic.name})"

@@ -141,7 +141,13 @@ class BrokerService:
                 raise TopicNotFound(f"Topic {key} does not exist")
             if self.namespaces.partitions(key):
                 raise NotAllowed(f"Topic {key} is partitioned: use its partitions")
-        topic = PersistentTopic(name, self.storage.open_managed_ledger(key), self.config)
+        namespace = name.namespace_name
+        topic = PersistentTopic(
+            name,
+            self.storage.open_managed_ledger(key),
+            self.config,
+            policies=lambda: self.namespaces.policies(namespace),
+        )
         self.topics[key] = topic
         return topic
 

@@ -13,7 +13,7 @@ from magnetar.broker.entry_metadata import IndexInterceptor, load_interceptors
 from magnetar.broker.entry_search import EntryReader, message_count
 from magnetar.broker.errors import BrokerError, NotAllowed
 from magnetar.broker.ids import is_earliest, is_latest, position_of
-from magnetar.broker.producer import Producer
+from magnetar.broker.producer import DUPLICATE, Producer
 from magnetar.broker.seek import position_for_message_id, position_for_time
 from magnetar.broker.subscription import Subscription
 from magnetar.broker.topic_name import TopicName
@@ -25,6 +25,7 @@ from magnetar.storage.position import Position
 
 if TYPE_CHECKING:
     from magnetar.broker.config import BrokerConfig
+    from magnetar.broker.namespaces import NamespacePolicies
 
 log = logging.getLogger(__name__)
 
@@ -35,8 +36,16 @@ PublishCallback = Callable[[Position | None, Exception | None], None]
 
 
 class PersistentTopic:
-    def __init__(self, name: TopicName, ml: ManagedLedger, config: BrokerConfig) -> None:
+    def __init__(
+        self,
+        name: TopicName,
+        ml: ManagedLedger,
+        config: BrokerConfig,
+        policies: Callable[[], NamespacePolicies] | None = None,
+    ) -> None:
         self.name = name
+        #: The namespace's current policies (None: broker settings only).
+        self.policies = policies
         self.ml = ml
         self.config = config
         self.partition_index = name.partition_index
@@ -46,6 +55,12 @@ class PersistentTopic:
         self._index = next((i for i in self.interceptors if isinstance(i, IndexInterceptor)), None)
         #: Highest sequence id stored per producer name (survives restarts).
         self.producer_sequences: dict[str, int] = {}
+        #: Producer access modes: the exclusive holder, and WaitForExclusive producers in line.
+        self._exclusive: Producer | None = None
+        self._waiting: list[Producer] = []
+        self.topic_epoch = 0
+        #: Highest sequence id accepted per producer, stored or still in flight (deduplication).
+        self._pushed_sequences: dict[str, int] = {}
         self._sequences_dirty = False
         #: Last position whose durable callback ran: what the sequence snapshot covers.
         self._last_published = Position(-1, -1)
@@ -114,17 +129,53 @@ class PersistentTopic:
         return self._index is not None
 
     # -- producers --------------------------------------------------------------------------
-    def add_producer(self, producer: Producer) -> None:
+    def add_producer(self, producer: Producer) -> bool:
+        """Attach a producer under its access mode; False when it must wait for exclusive access
+        (WaitForExclusive), in which case ``on_ready`` is called once it has it."""
         for existing in self.producers.values():
             if existing.name == producer.name:
                 raise BrokerError(
                     f"Producer with name '{producer.name}' is already connected to topic",
                     wire.ProducerBusy,
                 )
+        mode = producer.access_mode
+        holder = self._exclusive
+        if mode == wire.ExclusiveWithFencing:
+            for other in list(self.producers.values()):
+                other.fence()
+            self._take_exclusive(producer)
+        elif holder is not None or (mode != wire.Shared and self.producers):
+            if mode == wire.WaitForExclusive:
+                self._waiting.append(producer)
+                return False
+            if holder is not None:
+                raise BrokerError(
+                    f"Topic {self.name} has an exclusive producer ({holder.name})", wire.ProducerFenced
+                )
+            raise BrokerError(
+                f"Topic {self.name} has other producers: exclusive access refused", wire.ProducerBusy
+            )
+        elif mode != wire.Shared:
+            self._take_exclusive(producer)
         self.producers[(id(producer.cnx), producer.producer_id)] = producer
+        return True
+
+    def _take_exclusive(self, producer: Producer) -> None:
+        self._exclusive = producer
+        self.topic_epoch += 1
 
     def remove_producer(self, producer: Producer) -> None:
+        if producer in self._waiting:
+            self._waiting.remove(producer)
+            return
         self.producers.pop((id(producer.cnx), producer.producer_id), None)
+        if producer is self._exclusive:
+            self._exclusive = None
+        if self._exclusive is None and not self.producers and self._waiting:
+            waiter = self._waiting.pop(0)
+            self._take_exclusive(waiter)
+            self.producers[(id(waiter.cnx), waiter.producer_id)] = waiter
+            waiter.on_ready()
 
     def last_sequence_id(self, producer_name: str) -> int:
         return self.producer_sequences.get(producer_name, -1)
@@ -135,12 +186,27 @@ class PersistentTopic:
         send: wire.CommandSend,
         headers_and_payload: memoryview,
         callback: PublishCallback,
+        metadata: wire.MessageMetadata | None = None,
     ) -> None:
-        """Store the producer's bytes (with broker entry metadata in front) and call back once durable."""
-        try:
-            metadata, _ = parse_metadata(headers_and_payload)
+        """Store the producer's bytes (with broker entry metadata in front) and call back once durable.
+
+        With deduplication on, a send whose sequence id is not above the producer's highest
+        one stored or in flight is not stored again: it is answered as a duplicate.
+        """
+        highest = max(send.sequence_id, send.highest_sequence_id)
+        if self.deduplication_enabled():
+            if highest <= self._pushed_sequences.get(producer.name, self.last_sequence_id(producer.name)):
+                callback(DUPLICATE, None)
+                return
+            self._pushed_sequences[producer.name] = highest
+        if metadata is None:
+            try:
+                metadata, _ = parse_metadata(headers_and_payload)
+            except ProtocolError:
+                metadata = None
+        if metadata is not None:
             num_messages = message_count(metadata)  # what consumers count: the batch's own size
-        except ProtocolError:
+        else:
             num_messages = send.num_messages if send.HasField("num_messages") else 1
         meta = None
         previous_index = self._index.last_index if self._index is not None else None
@@ -151,7 +217,6 @@ class PersistentTopic:
             data = prepend_entry_metadata(meta, headers_and_payload)
         else:
             data = bytes(headers_and_payload)
-        highest = max(send.sequence_id, send.highest_sequence_id)
 
         def on_durable(position: Position | None, exc: Exception | None) -> None:
             if exc is None and position is not None:
@@ -161,6 +226,9 @@ class PersistentTopic:
                 self._sequences_dirty = True
                 if highest > self.producer_sequences.get(producer.name, -1):
                     self.producer_sequences[producer.name] = highest
+            elif producer.name in self._pushed_sequences:
+                # Not stored: a resend of this sequence id must not count as a duplicate.
+                self._pushed_sequences[producer.name] = self.last_sequence_id(producer.name)
             callback(position, exc)
             if exc is None:
                 self._notify_subscriptions()
@@ -170,7 +238,12 @@ class PersistentTopic:
         except Exception:
             if previous_index is not None:  # nothing was stored: the index is not used up
                 self._index.last_index = previous_index
+            self._pushed_sequences.pop(producer.name, None)
             raise
+
+    def deduplication_enabled(self) -> bool:
+        policy = self.policies().deduplication_enabled if self.policies is not None else None
+        return self.config.deduplication_enabled if policy is None else policy
 
     def _notify_subscriptions(self) -> None:
         # Many receipts arrive together after one fsync: wake the dispatchers once for all.
