@@ -200,6 +200,17 @@ class IndividualAcks:
         self._changed(ledger_id, dirty=removed)
         return changed or removed
 
+    def adopt(self, page: AckPage) -> None:
+        """Take a whole ledger's state at once, replacing what it had (bulk imports, benchmarks)."""
+        if page.ledger_id in self._refs:
+            self._forget(page.ledger_id)
+        if not page:
+            return
+        ref = self._refs[page.ledger_id] = _Ref(page=page, dirty=True)
+        self._resident[page.ledger_id] = None
+        self._refresh(ref)
+        self._enforce_limit()
+
     def clear(self) -> bool:
         changed = bool(self._refs)
         for ledger_id in list(self._refs):
