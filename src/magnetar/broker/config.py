@@ -45,6 +45,8 @@ class BrokerConfig:
     #: PIP 81: memory for one durable subscription's ack pages; the rest stay on disk until needed.
     max_individual_ack_cache_bytes_per_cursor: int = 3 * MIB
     retention_check_interval_seconds: float = 60.0
+    #: How often namespaces' message TTL is applied.
+    message_expiry_check_interval_seconds: float = 60.0
 
     # Topics.
     #: Broker-side deduplication by producer name and sequence id (namespaces may override).

@@ -30,11 +30,12 @@ def position_for_message_id(ml: ManagedLedger, msg_id: wire.MessageIdData) -> Po
     position = position_of(msg_id)
     known = {info.ledger_id for info in ml.ledgers()}
     if position.ledger_id not in known:
+        # Ledger ids are broker-wide: a ledger this topic never had below its oldest one was
+        # trimmed away (seek to the oldest data left); any other belongs to another topic.
         first = ml.first_position()
-        if position > ml.last_confirmed:
-            return end
-        if first is not None and position < first:
-            return first  # trimmed away: the oldest data left
+        oldest = min(known, default=None)
+        if oldest is not None and position.ledger_id < oldest:
+            return first or end
         raise NotAllowed(f"message id {position} does not belong to topic {ml.name}")
     return position
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
+import time
 
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.connection import ServerCnx
@@ -52,6 +53,9 @@ class BrokerService:
         self._tasks = [
             asyncio.create_task(self._every(self.config.cursor_flush_interval_seconds, self.flush_all)),
             asyncio.create_task(self._every(self.config.retention_check_interval_seconds, self.trim_all)),
+            asyncio.create_task(
+                self._every(self.config.message_expiry_check_interval_seconds, self.expire_messages)
+            ),
         ]
 
     async def stop(self) -> None:
@@ -87,6 +91,21 @@ class BrokerService:
     def flush_all(self) -> None:
         for topic in list(self.topics.values()):
             topic.flush()
+
+    def expire_messages(self) -> None:
+        """Message TTL: in namespaces with a TTL, acknowledge for every subscription what is older
+        (by broker time, found with a binary search)."""
+        now_ms = time.time() * 1000
+        for topic in list(self.topics.values()):
+            if topic.ml is None:
+                continue
+            ttl = self.namespaces.policies(topic.name.namespace_name).message_ttl_seconds
+            if not ttl:
+                continue
+            boundary = topic.find_position_by_time(int(now_ms - ttl * 1000))
+            for subscription in list(topic.subscriptions.values()):
+                if subscription.expire_before(boundary):
+                    log.info("%s/%s: expired messages older than %ds", topic.name, subscription.name, ttl)
 
     def trim_all(self) -> None:
         for topic in list(self.topics.values()):

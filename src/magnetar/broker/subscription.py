@@ -104,6 +104,14 @@ class Subscription:
             return
         self._mark_delete(position)
 
+    def expire_before(self, position: Position) -> bool:
+        """Message TTL: acknowledge every entry before ``position``; True if anything expired."""
+        last_expired = self.topic.ml.previous_position(position)
+        if last_expired.entry_id < 0 or last_expired <= self.cursor.mark_delete_position:
+            return False
+        self._mark_delete(last_expired)
+        return True
+
     def _mark_delete(self, position: Position) -> None:
         if position <= self.cursor.mark_delete_position:
             return
