@@ -1,0 +1,1 @@
+"""Schemas per topic: the durable, versioned registry and Pulsar's compatibility rules."""
