@@ -223,9 +223,12 @@ class ServerCnx(asyncio.Protocol):
                 )
                 return
             topic = self.service.get_topic(self._topic_name(cmd.topic), create=True)
+            schema = cmd.schema if cmd.HasField("schema") else None
+            schema_version = self.service.schemas.for_producer(topic.name, schema)
             user_named = bool(cmd.producer_name)
             name = cmd.producer_name or f"{self.service.broker_name}-{next(_producer_names)}"
             producer = Producer(self, topic, cmd.producer_id, name, user_named, cmd.producer_access_mode)
+            producer.schema_version = schema_version
             producer.on_ready = lambda: self._producer_success(cmd.request_id, producer, ready=True)
             ready = topic.add_producer(producer)
         except BrokerError as exc:
@@ -243,6 +246,8 @@ class ServerCnx(asyncio.Protocol):
         )
         if producer.access_mode != wire.Shared:
             reply.topic_epoch = producer.topic.topic_epoch
+        if producer.schema_version is not None:
+            reply.schema_version = producer.schema_version
         self.send_command(wrap(reply))
 
     def close_producer_by_broker(self, producer: Producer) -> None:
@@ -315,6 +320,8 @@ class ServerCnx(asyncio.Protocol):
             return
         try:
             topic = self.service.get_topic(self._topic_name(cmd.topic), create=True)
+            if cmd.HasField("schema"):
+                self.service.schemas.for_subscribe(topic, cmd.schema)
             name = cmd.consumer_name or f"consumer-{cmd.consumer_id}"
 
             def make(subscription) -> Consumer:
@@ -464,6 +471,21 @@ class ServerCnx(asyncio.Protocol):
             reply.changed = False
         else:
             reply.topics.extend(topics)
+        self.send_command(wrap(reply))
+
+    # -- schemas ------------------------------------------------------------------------------
+    def _handle_get_schema(self, frame: Frame) -> None:
+        self.send_command(wrap(self.service.schemas.get_schema_response(frame.command.get_schema)))
+
+    def _handle_get_or_create_schema(self, frame: Frame) -> None:
+        cmd = frame.command.get_or_create_schema
+        reply = wire.CommandGetOrCreateSchemaResponse(request_id=cmd.request_id)
+        try:
+            topic = self.service.get_topic(self._topic_name(cmd.topic), create=True)
+            reply.schema_version = self.service.schemas.for_producer(topic.name, cmd.schema) or b""
+        except BrokerError as exc:
+            reply.error_code = exc.code
+            reply.error_message = str(exc)
         self.send_command(wrap(reply))
 
     # -- helpers ------------------------------------------------------------------------------

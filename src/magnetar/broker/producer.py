@@ -55,6 +55,8 @@ class Producer:
         self.access_mode = access_mode
         self.closed = False
         self.messages_in = 0
+        #: The schema version answered in PRODUCER_SUCCESS (8 bytes), None without a schema.
+        self.schema_version: bytes | None = None
         self._pending: deque[PendingSend] = deque()
         #: Called once a WaitForExclusive producer gets the topic (set by the connection).
         self.on_ready: Callable[[], None] = lambda: None

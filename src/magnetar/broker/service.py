@@ -12,6 +12,7 @@ from magnetar.broker.connection import ServerCnx
 from magnetar.broker.errors import NotAllowed, TopicNotFound
 from magnetar.broker.namespaces import AlreadyExists, AutoTopicCreation, NamespaceRegistry, NotEmpty
 from magnetar.broker.nonpersistent import NonPersistentTopic
+from magnetar.broker.schemas.registry import SchemaRegistry
 from magnetar.broker.topic import PersistentTopic
 from magnetar.broker.topic_name import TopicName
 from magnetar.storage.store import Storage
@@ -27,6 +28,7 @@ class BrokerService:
         self.connections: set[ServerCnx] = set()
         self.storage: Storage | None = None
         self.namespaces: NamespaceRegistry | None = None
+        self.schemas: SchemaRegistry | None = None
         self.port: int | None = None
         self.http_port: int | None = None
         self._server: asyncio.base_events.Server | None = None
@@ -43,6 +45,7 @@ class BrokerService:
         loop = asyncio.get_running_loop()
         self.storage = Storage(self.config.storage_config(), notify=loop.call_soon_threadsafe)
         self.namespaces = NamespaceRegistry(self.storage.metadata)
+        self.schemas = SchemaRegistry(self.storage.metadata, self.namespaces)
         self._server = await loop.create_server(
             lambda: ServerCnx(self), self.config.host, self.config.port, backlog=4096
         )

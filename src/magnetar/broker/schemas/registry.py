@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from magnetar.broker.errors import BrokerError
 from magnetar.broker.schemas import compatibility
-from magnetar.broker.schemas.compatibility import DEFAULT_STRATEGY, SchemaData, SchemaError
+from magnetar.broker.schemas.compatibility import DEFAULT_STRATEGY, InvalidSchema, SchemaData, SchemaError
 from magnetar.broker.topic_name import TopicName
 from magnetar.protocol import wire
 
@@ -71,6 +71,10 @@ NO_SCHEMA = frozenset({"NONE", "BYTES", "AUTO_CONSUME"})
 
 class IncompatibleSchemaError(BrokerError):
     code = wire.IncompatibleSchema
+
+
+class InvalidSchemaDataError(IncompatibleSchemaError):
+    """The schema data cannot be parsed (clients see IncompatibleSchema too, as from Pulsar)."""
 
 
 @dataclass(frozen=True)
@@ -210,10 +214,12 @@ class SchemaRegistry:
     def check(self, topic: TopicName, schema: SchemaData) -> None:
         """Whether ``schema`` could be registered now (IncompatibleSchemaError if not)."""
         if schema.type not in TYPE_NAMES:
-            raise IncompatibleSchemaError(f"unknown schema type {schema.type!r}")
+            raise InvalidSchemaDataError(f"unknown schema type {schema.type!r}")
         live = [(s.version, s.schema) for s in self.live(topic)]
         try:
             compatibility.check(self.strategy(topic), schema, live)
+        except InvalidSchema as exc:
+            raise InvalidSchemaDataError(f"{schema_id(topic)}: {exc}") from None
         except SchemaError as exc:
             raise IncompatibleSchemaError(f"{schema_id(topic)}: {exc}") from None
 
@@ -232,6 +238,9 @@ class SchemaRegistry:
         found = self.find_version(topic, schema)
         try:
             compatibility.validate(schema)
+        except InvalidSchema as exc:
+            raise InvalidSchemaDataError(f"{schema_id(topic)}: {exc}") from None
+        try:
             compatibility.check_consumer(self.strategy(topic), schema, [(s.version, s.schema) for s in live])
         except SchemaError as exc:
             raise IncompatibleSchemaError(f"{schema_id(topic)}: consumer schema refused: {exc}") from None
