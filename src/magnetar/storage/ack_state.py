@@ -14,6 +14,7 @@ Without a pager (non-durable cursors) nothing is ever swapped out.
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right, insort
 from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -55,6 +56,7 @@ class IndividualAcks:
         self._pager = pager
         self.memory_limit = memory_limit if pager is not None else None
         self._refs: dict[int, _Ref] = {}
+        self._ids: list[int] = []  # the keys of _refs, sorted
         self._resident: OrderedDict[int, None] = OrderedDict()  # in memory, least recently used first
         self._acked = 0
         self._ranges = 0
@@ -101,7 +103,7 @@ class IndividualAcks:
         return self._memory
 
     def ledger_ids(self) -> list[int]:
-        return sorted(self._refs)
+        return list(self._ids)
 
     # ---------------------------------------------------------------- queries
 
@@ -130,7 +132,7 @@ class IndividualAcks:
 
     def pages(self) -> Iterator[AckPage]:
         """Every page in ledger order; swapped-out ones are read for the caller and not kept."""
-        for ledger_id in sorted(self._refs):
+        for ledger_id in list(self._ids):
             ref = self._refs[ledger_id]
             yield ref.page if ref.page is not None else self._read(ledger_id, ref)
 
@@ -165,7 +167,7 @@ class IndividualAcks:
     def remove_up_to(self, position: Position) -> bool:
         """Forget everything <= ``position``; pages wholly behind it are dropped unread."""
         changed = False
-        for ledger_id in [lid for lid in self._refs if lid < position.ledger_id]:
+        for ledger_id in self._ids[: bisect_left(self._ids, position.ledger_id)]:
             self._forget(ledger_id)
             changed = True
         ledger_id, entry_id = position.ledger_id, position.entry_id
@@ -184,7 +186,7 @@ class IndividualAcks:
     def remove_after(self, position: Position) -> bool:
         """Forget everything > ``position``; True if anything went."""
         changed = False
-        for ledger_id in [lid for lid in self._refs if lid > position.ledger_id]:
+        for ledger_id in self._ids[bisect_right(self._ids, position.ledger_id) :]:
             self._forget(ledger_id)
             changed = True
         ledger_id, entry_id = position.ledger_id, position.entry_id
@@ -206,15 +208,17 @@ class IndividualAcks:
             self._forget(page.ledger_id)
         if not page:
             return
-        ref = self._refs[page.ledger_id] = _Ref(page=page, dirty=True)
+        ref = self._add_ref(page.ledger_id, _Ref(page=page, dirty=True))
         self._resident[page.ledger_id] = None
         self._refresh(ref)
         self._enforce_limit()
 
     def clear(self) -> bool:
         changed = bool(self._refs)
-        for ledger_id in list(self._refs):
-            self._forget(ledger_id)
+        self._refs.clear()
+        self._ids.clear()
+        self._resident.clear()
+        self._acked = self._ranges = self._batches = self._memory = 0
         return changed
 
     # ------------------------------------------------------------ persistence
@@ -223,7 +227,8 @@ class IndividualAcks:
         """Start from a marker's page list: every page known, none in memory."""
         self.clear()
         for p in pages:
-            self._refs[p.ledger_id] = _Ref(p.entry_id, p.size, p.acked, p.ranges, p.batches, p.first, p.last)
+            ref = _Ref(p.entry_id, p.size, p.acked, p.ranges, p.batches, p.first, p.last)
+            self._add_ref(p.ledger_id, ref)
             self._acked += p.acked
             self._ranges += p.ranges
             self._batches += p.batches
@@ -238,7 +243,7 @@ class IndividualAcks:
     def page_entries(self) -> list[PageEntry]:
         """What a marker records: every ledger's newest written page. Call after ``write_dirty_pages``."""
         out = []
-        for ledger_id in sorted(self._refs):
+        for ledger_id in self._ids:
             ref = self._refs[ledger_id]
             if ref.dirty or ref.entry_id < 0:
                 raise RuntimeError(f"page of ledger {ledger_id} is not written")
@@ -264,7 +269,12 @@ class IndividualAcks:
     def _page_covering(self, position: Position) -> AckPage | None:
         """The page of ``position``'s ledger, unless it is swapped out and ``position`` is outside it."""
         ref = self._refs.get(position.ledger_id)
-        if ref is None or (ref.page is None and not ref.first <= position.entry_id <= ref.last):
+        if ref is None:
+            return None
+        if ref.page is not None:
+            self._resident.move_to_end(position.ledger_id)
+            return ref.page
+        if not ref.first <= position.entry_id <= ref.last:
             return None
         return self._page(position.ledger_id)
 
@@ -274,7 +284,7 @@ class IndividualAcks:
         if ref is None:
             if not create:
                 return None
-            ref = self._refs[ledger_id] = _Ref(page=AckPage(ledger_id), dirty=True)
+            ref = self._add_ref(ledger_id, _Ref(page=AckPage(ledger_id), dirty=True))
             self._resident[ledger_id] = None
             self._refresh(ref)
             return ref.page
@@ -332,8 +342,14 @@ class IndividualAcks:
         self._memory += memory - ref.memory
         ref.acked, ref.ranges, ref.batches, ref.memory = acked, ranges, batches, memory
 
+    def _add_ref(self, ledger_id: int, ref: _Ref) -> _Ref:
+        self._refs[ledger_id] = ref
+        insort(self._ids, ledger_id)
+        return ref
+
     def _forget(self, ledger_id: int) -> None:
         ref = self._refs.pop(ledger_id)
+        del self._ids[bisect_left(self._ids, ledger_id)]
         self._resident.pop(ledger_id, None)
         self._acked -= ref.acked
         self._ranges -= ref.ranges
