@@ -323,3 +323,12 @@ def test_partitions_share_one_schema_history(broker, client, topic):
     assert stored_versions(broker, topic) == [0, 1]
     with pytest.raises(IncompatibleSchema):
         client.create_producer(topic, schema=AvroSchema(user_age_as_string()))
+
+
+def test_a_consumer_schema_sets_the_schema_only_on_an_idle_topic(client, topic):
+    client.create_producer(topic).send(b"plain bytes")  # no schema, but messages
+    with pytest.raises(IncompatibleSchema):
+        client.subscribe(topic, "typed", schema=AvroSchema(user_v1()))
+    client.subscribe(topic, "auto", schema=AutoConsume())  # not checked
+    client.subscribe(topic + "-fresh", "typed", schema=AvroSchema(user_v1()))
+    assert client._client.get_schema_info(topic + "-fresh", 0).schema_type() == _pulsar.SchemaType.AVRO
