@@ -17,7 +17,7 @@ $(STAMP_RUN): pyproject.toml | $(BIN)/python
 	touch $@
 
 $(STAMP_DEV): pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q -e '.[dev,spark]'
 	touch $@ $(STAMP_RUN)
 
 ## Run the main job: the standalone broker on 127.0.0.1:6650 (Ctrl-C to stop).
