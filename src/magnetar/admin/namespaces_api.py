@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from magnetar.admin.errors import json_body, no_content, translate_errors
-from magnetar.broker.namespaces import SCHEMA_STRATEGIES, AutoTopicCreation, NamespacePolicies
+from magnetar.broker.namespaces import AutoTopicCreation, NamespacePolicies
+from magnetar.broker.schemas.compatibility import STRATEGIES as SCHEMA_STRATEGIES
 
 if TYPE_CHECKING:
     from magnetar.broker.service import BrokerService

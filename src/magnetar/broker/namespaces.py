@@ -14,17 +14,6 @@ from typing import Any
 from magnetar.broker.errors import BrokerError, TopicNotFound
 from magnetar.protocol import wire
 
-SCHEMA_STRATEGIES = (
-    "ALWAYS_COMPATIBLE",
-    "ALWAYS_INCOMPATIBLE",
-    "BACKWARD",
-    "FORWARD",
-    "FULL",
-    "BACKWARD_TRANSITIVE",
-    "FORWARD_TRANSITIVE",
-    "FULL_TRANSITIVE",
-)
-
 
 class NamespaceNotFound(TopicNotFound):
     pass
