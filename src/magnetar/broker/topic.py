@@ -120,7 +120,7 @@ class PersistentTopic:
         except ProtocolError:
             return
         highest = max(metadata.sequence_id, metadata.highest_sequence_id)
-        if highest > self.producer_sequences.get(metadata.producer_name, -1):
+        if not _leading_chunk(metadata) and highest > self.producer_sequences.get(metadata.producer_name, -1):
             self.producer_sequences[metadata.producer_name] = highest
 
     @property
@@ -191,19 +191,22 @@ class PersistentTopic:
         """Store the producer's bytes (with broker entry metadata in front) and call back once durable.
 
         With deduplication on, a send whose sequence id is not above the producer's highest
-        one stored or in flight is not stored again: it is answered as a duplicate.
+        one stored or in flight is not stored again: it is answered as a duplicate. Every chunk
+        of a chunked message carries the message's sequence id, so (as in Pulsar's
+        MessageDeduplication) only the last chunk is checked and recorded.
         """
-        highest = max(send.sequence_id, send.highest_sequence_id)
-        if self.deduplication_enabled():
-            if highest <= self._pushed_sequences.get(producer.name, self.last_sequence_id(producer.name)):
-                callback(DUPLICATE, None)
-                return
-            self._pushed_sequences[producer.name] = highest
         if metadata is None:
             try:
                 metadata, _ = parse_metadata(headers_and_payload)
             except ProtocolError:
                 metadata = None
+        highest = max(send.sequence_id, send.highest_sequence_id)
+        records_sequence = metadata is None or not _leading_chunk(metadata)
+        if records_sequence and self.deduplication_enabled():
+            if highest <= self._pushed_sequences.get(producer.name, self.last_sequence_id(producer.name)):
+                callback(DUPLICATE, None)
+                return
+            self._pushed_sequences[producer.name] = highest
         if metadata is not None:
             num_messages = message_count(metadata)  # what consumers count: the batch's own size
         else:
@@ -224,7 +227,7 @@ class PersistentTopic:
                 if meta is not None:
                     _keep_newest(self._stored, meta)
                 self._sequences_dirty = True
-                if highest > self.producer_sequences.get(producer.name, -1):
+                if records_sequence and highest > self.producer_sequences.get(producer.name, -1):
                     self.producer_sequences[producer.name] = highest
             elif producer.name in self._pushed_sequences:
                 # Not stored: a resend of this sequence id must not count as a duplicate.
@@ -375,3 +378,8 @@ def _keep_newest(stored: wire.BrokerEntryMetadata, meta: wire.BrokerEntryMetadat
         stored.index = meta.index
     if meta.HasField("broker_timestamp") and meta.broker_timestamp > stored.broker_timestamp:
         stored.broker_timestamp = meta.broker_timestamp
+
+
+def _leading_chunk(metadata: wire.MessageMetadata) -> bool:
+    """A chunk of a chunked message other than its last one."""
+    return metadata.num_chunks_from_msg > 1 and metadata.chunk_id < metadata.num_chunks_from_msg - 1
