@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from magnetar import __version__
+from magnetar.demo.smart_city import cli as smart_city
 
 
 def _standalone_parser(sub: argparse._SubParsersAction) -> None:
@@ -67,6 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--version", action="version", version=f"magnetar {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     _standalone_parser(sub)
+    smart_city.add_parser(sub)
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=getattr(logging, args.log_level.upper(), logging.INFO),
@@ -75,6 +77,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     if args.command == "standalone":
         return _event_loop_runner()(_run_standalone(args))
+    if args.command == "smart-city":
+        return smart_city.run(args)
     return 2
 
 

@@ -1,0 +1,1 @@
+"""Demonstrations of Magnetar at work (``magnetar smart-city``)."""

@@ -1,0 +1,127 @@
+"""Alert fan-out: every vehicle in an area receives its area's alerts.
+
+As in the NTT smart city, each area has its own alerts topic and every vehicle in the area
+is connected to it: here a consumer with its own Exclusive subscription (a broadcast by
+subscriptions, Figure 8 of the seed). A *control room* subscribes to every alerts topic too
+and counts what the pipeline wrote, duplicates included.
+
+Latency is measured per receipt: from the alert's trigger (the event time at which the
+damage rule became true) to the moment the vehicle received it; the alert's publish time
+splits it into the pipeline's part and the broadcast's part.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+
+from magnetar.client import aio
+from magnetar.demo.smart_city.city import VEHICLE, City
+from magnetar.demo.smart_city.detection import Alert
+from magnetar.demo.smart_city.settings import CitySettings
+
+
+@dataclass(frozen=True, slots=True)
+class Receipt:
+    vehicle: str
+    area: str
+    alert_id: str
+    trigger_ms: int
+    published_ms: int
+    received_ms: int
+
+    @property
+    def latency_ms(self) -> int:
+        return self.received_ms - self.trigger_ms
+
+    @property
+    def pipeline_ms(self) -> int:
+        return self.published_ms - self.trigger_ms
+
+    @property
+    def broadcast_ms(self) -> int:
+        return self.received_ms - self.published_ms
+
+
+@dataclass
+class ControlRoom:
+    """Every alert the pipeline wrote, by id, and how many times each arrived."""
+
+    alerts: dict[str, Alert] = field(default_factory=dict)
+    copies: Counter = field(default_factory=Counter)
+    last_received: float = 0.0
+
+    @property
+    def duplicates(self) -> int:
+        return sum(n - 1 for n in self.copies.values())
+
+
+class AlertFanout:
+    def __init__(self, settings: CitySettings, city: City, client: aio.Client) -> None:
+        self.settings = settings
+        self.city = city
+        self.client = client
+        self.receipts: list[Receipt] = []
+        self.control_room = ControlRoom()
+        self.errors: list[str] = []
+        self._tasks: list[asyncio.Task] = []
+
+    async def start(self) -> None:
+        """Connect every vehicle and the control room (before any alert can exist)."""
+        consumers = []
+        for vehicle in self.city.devices_of(VEHICLE):
+            consumer = await self.client.subscribe(
+                self.settings.alerts_topic(vehicle.area),
+                f"{vehicle.id}-alerts",
+                consumer_type=aio.ConsumerType.Exclusive,
+                initial_position=aio.InitialPosition.Earliest,
+                receiver_queue_size=100,
+            )
+            consumers.append((consumer, self._vehicle_loop(consumer, vehicle.id, vehicle.area)))
+        control = await self.client.subscribe(
+            [self.settings.alerts_topic(area) for area in self.city.areas],
+            "control-room",
+            consumer_type=aio.ConsumerType.Exclusive,
+            initial_position=aio.InitialPosition.Earliest,
+        )
+        consumers.append((control, self._control_loop(control)))
+        self._tasks = [asyncio.create_task(loop) for _, loop in consumers]
+
+    async def _vehicle_loop(self, consumer, vehicle: str, area: str) -> None:
+        while True:
+            msg = await consumer.receive()
+            received_ms = int(time.time() * 1000)
+            try:
+                alert = Alert.from_json(msg.data())
+            except (ValueError, KeyError, TypeError) as exc:
+                self.errors.append(f"{vehicle}: unreadable alert {msg.message_id()}: {exc}")
+            else:
+                self.receipts.append(
+                    Receipt(
+                        vehicle, area, alert.alert_id, alert.trigger_ms, msg.publish_timestamp(), received_ms
+                    )
+                )
+            await consumer.acknowledge(msg)
+
+    async def _control_loop(self, consumer) -> None:
+        while True:
+            msg = await consumer.receive()
+            self.control_room.last_received = time.monotonic()
+            try:
+                alert = Alert.from_json(msg.data())
+            except (ValueError, KeyError, TypeError) as exc:
+                self.errors.append(f"control room: unreadable alert {msg.message_id()}: {exc}")
+            else:
+                self.control_room.alerts.setdefault(alert.alert_id, alert)
+                self.control_room.copies[alert.alert_id] += 1
+            await consumer.acknowledge(msg)
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task

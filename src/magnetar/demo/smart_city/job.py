@@ -1,0 +1,241 @@
+"""The main job: an embedded broker, the city, the Spark pipeline, the fan-out, a summary.
+
+    simulator ──► city-telemetry (partitioned) ──► Spark: windows, watermark, rule ──► city-alerts-<area>
+         │                                                                                  │
+         └──► city-frames (chunked, 6-12 MB) ──► frame verifier           vehicles of the area ◄┘
+
+Everything that talks to the broker runs as asyncio tasks on one background loop thread
+(our asyncio client); the Spark driver and the progress lines run on the calling thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from collections import Counter
+from pathlib import Path
+from typing import TextIO
+
+from magnetar.client import aio
+from magnetar.demo.smart_city.broker import EmbeddedBroker
+from magnetar.demo.smart_city.city import CAMERA, SENSOR, VEHICLE, City, build_city
+from magnetar.demo.smart_city.detection import reference_alerts
+from magnetar.demo.smart_city.fanout import AlertFanout
+from magnetar.demo.smart_city.frames import FrameVerifier
+from magnetar.demo.smart_city.pipeline import SparkPipeline, rule_of
+from magnetar.demo.smart_city.settings import CitySettings
+from magnetar.demo.smart_city.simulator import Simulator
+from magnetar.demo.smart_city.summary import Latency, Summary
+
+BROKER_SETTINGS = {
+    "deduplication_enabled": True,  # the magnetar sink's exactly-once rests on it
+    "keepalive_interval_seconds": 0,  # a busy 2-core machine can be slow to answer a PING
+}
+
+
+class LoopThread:
+    """An asyncio loop on a daemon thread; ``run`` waits for a coroutine, ``submit`` does not."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, name="smart-city-loop", daemon=True)
+        self._thread.start()
+
+    def submit(self, coro):
+        return asyncio.run_coroutine_threadsafe(coro, self.loop)
+
+    def run(self, coro, timeout: float | None = 60.0):
+        return self.submit(coro).result(timeout)
+
+    def stop(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(10)
+        if not self._thread.is_alive():
+            self.loop.close()
+
+
+class Job:
+    def __init__(self, settings: CitySettings, out: TextIO = sys.stdout) -> None:
+        settings.validate()
+        self.settings = settings
+        self.out = out
+        self.city: City = build_city(settings)
+        self.started = time.monotonic()
+        self.drained = False
+        self.errors: list[str] = []
+
+    def say(self, line: str) -> None:
+        print(line, file=self.out, flush=True)
+
+    def run(self) -> Summary:
+        s = self.settings
+        work = s.work_path() or Path(tempfile.mkdtemp(prefix="magnetar-smart-city-"))
+        loop = LoopThread()
+        broker = EmbeddedBroker(work / "broker", BROKER_SETTINGS)
+        pipeline = client = fanout = verifier = None
+        try:
+            broker.start()
+            self.say(f"broker      {broker.service_url} (admin {broker.admin_url}), data in {work}")
+            _create_partitioned_topic(broker.admin_url, s.telemetry_topic, s.partitions)
+            client = loop.run(_client(broker.service_url))
+            fanout = AlertFanout(s, self.city, client)
+            verifier = FrameVerifier(s, client)
+            loop.run(fanout.start())
+            loop.run(verifier.start())
+            self.say(self._city_line())
+            self.say("spark       starting the streaming query ...")
+            pipeline = SparkPipeline(s, broker.service_url, broker.admin_url, work / "spark")
+            pipeline.start()
+            self.say(f"spark       query running ({s.spark_master}, trigger {s.trigger_ms} ms)")
+            simulator = Simulator(s, self.city, client)
+            played = loop.submit(simulator.run())
+            self._follow(simulator, pipeline, fanout, verifier, played)
+            return self._summary(simulator, pipeline, fanout, verifier)
+        finally:
+            if pipeline is not None:
+                pipeline.stop()
+            for part in (fanout, verifier):
+                if part is not None:
+                    loop.run(part.stop())
+            if client is not None:
+                loop.run(client.close())
+            loop.stop()
+            broker.stop()
+            if not s.keep_work_dir and not s.work_dir:
+                shutil.rmtree(work, ignore_errors=True)
+
+    def _city_line(self) -> str:
+        c, s = self.city, self.settings
+        return (
+            f"city        {len(c.areas)} areas, {len(c.devices_of(VEHICLE))} vehicles, "
+            f"{len(c.devices_of(SENSOR))} sensors, {len(c.devices_of(CAMERA))} cameras; "
+            f"{len(c.readings):,} readings and {len(c.frames)} frames over {s.duration_s:.0f} s"
+        )
+
+    def _follow(self, simulator, pipeline, fanout, verifier, played) -> None:
+        """Progress lines while the city plays, then wait for the pipeline to catch up."""
+        s = self.settings
+        next_line = time.monotonic() + s.progress_interval_s
+        drain_deadline = caught_up_batch = quiet_since = None
+        while True:
+            time.sleep(0.25)
+            pipeline.poll()
+            now = time.monotonic()
+            if not s.quiet and now >= next_line:
+                self.say(self._progress(simulator, pipeline, fanout, verifier))
+                next_line = now + s.progress_interval_s
+            if not played.done():
+                continue
+            if drain_deadline is None:
+                played.result()  # raise what the simulator raised
+                drain_deadline = now + s.drain_timeout_s
+            if now > drain_deadline:
+                return
+            counters = simulator.counters
+            if caught_up_batch is None:
+                if pipeline.rows_read >= counters.events_sent + counters.ticks_sent:
+                    caught_up_batch = pipeline.last_batch
+                continue
+            # Two more batches: the watermark moves at the end of one and closes windows in the next.
+            if pipeline.last_batch < caught_up_batch + 2 or len(verifier.checks) < counters.frames_sent:
+                continue
+            last_alert = fanout.control_room.last_received
+            quiet_since = quiet_since or now
+            if now - max(quiet_since, last_alert) >= 1.0:
+                self.drained = True
+                return
+
+    def _progress(self, simulator, pipeline, fanout, verifier) -> str:
+        c = simulator.counters
+        return (
+            f"[{time.monotonic() - self.started:6.1f}s] events in {c.events_sent:,} | spark read "
+            f"{pipeline.rows_read:,} ({pipeline.batches} batches) | alerts out "
+            f"{len(fanout.control_room.alerts)} | vehicle receipts {len(fanout.receipts)} | frames "
+            f"{verifier.intact}/{c.frames_sent} delivered intact ({len(self.city.frames)} planned)"
+        )
+
+    def _summary(self, simulator, pipeline, fanout, verifier) -> Summary:
+        c, city, s = simulator.counters, self.city, self.settings
+        records = [r.record(simulator.start_ms) for r in city.readings]
+        expected = {a.alert_id for a in reference_alerts(records, rule_of(s), s.window_ms)}
+        room = fanout.control_room
+        got = set(room.alerts)
+        alerts_by_area = Counter(a.area for a in room.alerts.values())
+        # Every vehicle must hold every alert of its area.
+        held: dict[str, set[str]] = {}
+        for r in fanout.receipts:
+            held.setdefault(r.vehicle, set()).add(r.alert_id)
+        by_area: dict[str, set[str]] = {}
+        for alert in room.alerts.values():
+            by_area.setdefault(alert.area, set()).add(alert.alert_id)
+        vehicles = city.devices_of(VEHICLE)
+        missing = [v.id for v in vehicles if not by_area.get(v.area, set()) <= held.get(v.id, set())]
+        expected_receipts = sum(len(by_area.get(v.area, ())) for v in vehicles)
+        first_receipts = {}
+        for r in fanout.receipts:
+            first_receipts.setdefault((r.vehicle, r.alert_id), r)
+        receipts = list(first_receipts.values())
+        frames_ok = {ch.index for ch in verifier.checks if ch.intact}
+        return Summary(
+            areas=list(city.areas),
+            damaged_areas=sorted(city.damaged),
+            vehicles=len(vehicles),
+            sensors=len(city.devices_of(SENSOR)),
+            cameras=len(city.devices_of(CAMERA)),
+            events_in=c.events_sent,
+            events_by_kind=dict(c.by_kind),
+            events_failed=c.events_failed,
+            spark_rows_read=pipeline.rows_read,
+            spark_batches=pipeline.batches,
+            alerts_out=len(got),
+            alerts_by_area=dict(alerts_by_area),
+            duplicate_alerts=room.duplicates,
+            expected_alerts=len(expected),
+            missing_alerts=sorted(expected - got),
+            unexpected_alerts=sorted(got - expected),
+            receipts=len(receipts),
+            expected_receipts=expected_receipts,
+            vehicles_missing_alerts=missing,
+            latency=Latency.of([r.latency_ms for r in receipts]),
+            pipeline_latency=Latency.of([r.pipeline_ms for r in receipts]),
+            broadcast_latency=Latency.of([r.broadcast_ms for r in receipts]),
+            frames_sent=c.frames_sent,
+            frames_planned=len(city.frames),
+            frames_intact=len(frames_ok),
+            frames_corrupt=verifier.corrupt,
+            frame_bytes=verifier.bytes_intact,
+            frame_latency=Latency.of([ch.latency_ms for ch in verifier.checks]),
+            wall_s=time.monotonic() - self.started,
+            drained=self.drained,
+            errors=fanout.errors + self.errors,
+        )
+
+
+async def _client(service_url: str) -> aio.Client:
+    return aio.Client(service_url, operation_timeout_seconds=30)
+
+
+def _create_partitioned_topic(admin_url: str, topic: str, partitions: int) -> None:
+    path = topic.replace("persistent://", "")
+    request = urllib.request.Request(
+        f"{admin_url}/admin/v2/persistent/{path}/partitions",
+        data=json.dumps(partitions).encode(),
+        method="PUT",
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=30):
+        pass
+
+
+def run_job(settings: CitySettings, out: TextIO = sys.stdout) -> Summary:
+    """Run the whole job and print its progress and summary to ``out``; returns the summary."""
+    job = Job(settings, out)
+    summary = job.run()
+    job.say(summary.render())
+    return summary

@@ -1,0 +1,208 @@
+"""The Spark Structured Streaming pipeline: raw telemetry in, road-damage alerts out.
+
+    city-telemetry (magnetar source)
+      -> parse the JSON records, event time from ``ts``
+      -> watermark (``watermark_s``), drop the clock ticks
+      -> per area and tumbling event-time window (``window_s``): vibration hits, camera
+         flags, vehicles seen, average speed, peak vibration, when the hits and flags happened
+      -> keep the windows the DamageRule matches (append mode: a window is reported once,
+         when the watermark closes it)
+      -> one alert per window to city-alerts-<area> (magnetar sink, exactly once)
+
+``alerts_of`` is the transformation alone, so it can run on a static DataFrame too.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from magnetar.demo.smart_city.city import CAMERA, SENSOR, TICK, VEHICLE
+from magnetar.demo.smart_city.detection import DamageRule
+from magnetar.demo.smart_city.settings import CitySettings
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming import StreamingQuery
+
+log = logging.getLogger(__name__)
+
+RECORD_SCHEMA = (
+    "kind STRING, device STRING, area STRING, ts BIGINT, vibration DOUBLE, speed_kmh DOUBLE, damage BOOLEAN"
+)
+LOG4J = """\
+rootLogger.level = error
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
+"""
+
+
+def rule_of(settings: CitySettings) -> DamageRule:
+    return DamageRule(settings.vibration_threshold, settings.min_vibration_hits, settings.min_camera_flags)
+
+
+def alerts_of(raw: DataFrame, settings: CitySettings) -> DataFrame:
+    """Alert rows (topic, key, value, event_time, properties) from rows with a JSON ``value``."""
+    from pyspark.sql import functions as F
+
+    rule = rule_of(settings)
+    records = raw.select(F.from_json(F.col("value").cast("string"), RECORD_SCHEMA).alias("r")).select("r.*")
+    devices = (
+        records.withColumn("event_time", F.timestamp_millis("ts"))
+        .withWatermark("event_time", f"{int(settings.watermark_s * 1000)} milliseconds")
+        .filter(F.col("kind") != TICK)  # after the watermark: ticks only move it on
+    )
+    kind = F.col("kind")
+    hit = (kind == SENSOR) & (F.col("vibration") >= rule.vibration_threshold)
+    flag = (kind == CAMERA) & F.col("damage")
+    windows = devices.groupBy("area", F.window("event_time", f"{settings.window_ms} milliseconds")).agg(
+        F.count(F.when(hit, 1)).alias("vibration_hits"),
+        F.count(F.when(flag, 1)).alias("camera_flags"),
+        F.max(F.when(kind == SENSOR, F.col("vibration"))).alias("max_vibration"),
+        F.size(F.collect_set(F.when(kind == VEHICLE, F.col("device")))).alias("vehicles"),
+        F.round(F.avg(F.when(kind == VEHICLE, F.col("speed_kmh"))), 1).alias("avg_speed_kmh"),
+        F.array_sort(F.collect_list(F.when(hit, F.col("ts")))).alias("hit_times"),
+        F.array_sort(F.collect_list(F.when(flag, F.col("ts")))).alias("flag_times"),
+    )
+    matched = windows.filter(
+        (F.col("vibration_hits") >= rule.min_vibration_hits)
+        & (F.col("camera_flags") >= rule.min_camera_flags)
+    )
+    triggers = []
+    if rule.min_vibration_hits:
+        triggers.append(F.element_at("hit_times", rule.min_vibration_hits))
+    if rule.min_camera_flags:
+        triggers.append(F.element_at("flag_times", rule.min_camera_flags))
+    start_ms = F.unix_millis(F.col("window.start"))
+    alert_id = F.concat_ws("/", F.col("area"), start_ms.cast("string"))
+    alerts = matched.select(
+        F.col("area"),
+        alert_id.alias("alert_id"),
+        start_ms.alias("window_start_ms"),
+        F.unix_millis(F.col("window.end")).alias("window_end_ms"),
+        (F.greatest(*triggers) if len(triggers) > 1 else triggers[0]).alias("trigger_ms"),
+        "vibration_hits",
+        "camera_flags",
+        "max_vibration",
+        "vehicles",
+        "avg_speed_kmh",
+    )
+    value = F.to_json(
+        F.struct(
+            "alert_id",
+            F.lit("road-damage").alias("type"),
+            "area",
+            "window_start_ms",
+            "window_end_ms",
+            "trigger_ms",
+            "vibration_hits",
+            "camera_flags",
+            "max_vibration",
+            "vehicles",
+            "avg_speed_kmh",
+        )
+    )
+    return alerts.select(
+        F.concat(F.lit(settings.alerts_topic("")), F.col("area")).alias("topic"),
+        F.col("area").alias("key"),
+        value.cast("binary").alias("value"),
+        F.timestamp_millis("trigger_ms").alias("event_time"),
+        F.create_map(F.lit("alert_id"), F.col("alert_id"), F.lit("area"), F.col("area")).alias("properties"),
+    )
+
+
+def spark_session(settings: CitySettings, work_dir: Path) -> SparkSession:
+    from pyspark.sql import SparkSession
+
+    import magnetar.spark
+
+    work_dir.mkdir(parents=True, exist_ok=True)
+    log4j = work_dir / "log4j2.properties"
+    log4j.write_text(LOG4J)
+    spark = (
+        SparkSession.builder.master(settings.spark_master)
+        .appName("magnetar-smart-city")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.local.dir", str(work_dir / "tmp"))
+        .config("spark.driver.extraJavaOptions", f"-Dlog4j.configurationFile=file:{log4j}")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    magnetar.spark.register(spark)
+    return spark
+
+
+class SparkPipeline:
+    """The streaming query and what the job reads of its progress."""
+
+    def __init__(self, settings: CitySettings, service_url: str, admin_url: str, work_dir: Path) -> None:
+        self.settings = settings
+        self.service_url = service_url
+        self.admin_url = admin_url
+        self.work_dir = work_dir
+        self.spark: SparkSession | None = None
+        self.query: StreamingQuery | None = None
+        self._batches: dict[int, int] = {}  # batch id -> input rows
+
+    def start(self) -> None:
+        s = self.settings
+        self.spark = spark_session(s, self.work_dir)
+        raw = (
+            self.spark.readStream.format("magnetar")
+            .option("service_url", self.service_url)
+            .option("admin_url", self.admin_url)
+            .option("topic", s.telemetry_topic)
+            .option("startingOffsets", "earliest")
+            .option("maxOffsetsPerTrigger", str(s.max_offsets_per_trigger))
+            .load()
+        )
+        self.query = (
+            alerts_of(raw, s)
+            .writeStream.format("magnetar")
+            .option("service_url", self.service_url)
+            .option("admin_url", self.admin_url)
+            .option("checkpointLocation", str(self.work_dir / "checkpoint"))
+            .outputMode("append")
+            .queryName("smart-city-road-damage")
+            .trigger(processingTime=f"{s.trigger_ms} milliseconds")
+            .start()
+        )
+
+    def poll(self) -> None:
+        """Take in the progress reports made since the last poll."""
+        if self.query is None:
+            return
+        for progress in self.query.recentProgress:
+            self._batches[progress["batchId"]] = progress["numInputRows"]
+        if self.query.exception() is not None:
+            raise RuntimeError(f"the streaming query failed: {self.query.exception()}")
+
+    @property
+    def rows_read(self) -> int:
+        return sum(self._batches.values())
+
+    @property
+    def batches(self) -> int:
+        return len(self._batches)
+
+    @property
+    def last_batch(self) -> int:
+        return max(self._batches, default=-1)
+
+    def stop(self) -> None:
+        if self.query is not None:
+            try:
+                self.query.stop()
+            except Exception:
+                log.exception("stopping the streaming query")
+        if self.spark is not None:
+            self.spark.stop()
+        self.query = self.spark = None
