@@ -161,7 +161,12 @@ class NonPersistentTopic:
         return -1
 
     def publish(
-        self, producer: Producer, send: wire.CommandSend, headers_and_payload: memoryview, callback
+        self,
+        producer: Producer,
+        send: wire.CommandSend,
+        headers_and_payload: memoryview,
+        callback,
+        metadata: wire.MessageMetadata | None = None,
     ) -> None:
         position = Position(0, next(self._ids))
         item = DispatchEntry.of(Entry(position, bytes(headers_and_payload)))
