@@ -48,6 +48,14 @@ class ReplayQueue:
         self._members.clear()
 
 
+def chunk_info(item: DispatchEntry) -> tuple[str, int, int] | None:
+    """(uuid, chunk id, number of chunks) of a chunk of a large message, else None."""
+    meta = item.metadata
+    if meta is None or not meta.HasField("chunk_id") or meta.num_chunks_from_msg <= 1:
+        return None
+    return meta.uuid, meta.chunk_id, meta.num_chunks_from_msg
+
+
 class SharedDispatcher(Dispatcher):
     """Round robin over consumers with permits. Entries due later (``deliver_at_time``) wait in
     the delayed-delivery tracker; redelivered and orphaned entries wait in the replay queue,
@@ -61,6 +69,8 @@ class SharedDispatcher(Dispatcher):
         self.owner: dict[Position, Consumer] = {}
         self._next = 0
         self._timer: asyncio.TimerHandle | None = None
+        #: Consumer receiving each chunked message now (by uuid), until its last chunk goes out.
+        self._chunk_owners: dict[str, Consumer] = {}
 
     def add_consumer(self, consumer: Consumer) -> None:
         self.consumers.append(consumer)
@@ -69,6 +79,8 @@ class SharedDispatcher(Dispatcher):
     def remove_consumer(self, consumer: Consumer) -> None:
         if consumer in self.consumers:
             self.consumers.remove(consumer)
+        for uuid in [u for u, owner in self._chunk_owners.items() if owner is consumer]:
+            del self._chunk_owners[uuid]
         for position in list(consumer.pending_acks):
             if self.owner.get(position) is consumer:
                 self._forget_delivery(position)
@@ -106,6 +118,7 @@ class SharedDispatcher(Dispatcher):
         super().on_cursor_reset()
         self.replay.clear()
         self.delayed.clear()
+        self._chunk_owners.clear()
 
     def close(self) -> None:
         super().close()
@@ -194,18 +207,45 @@ class SharedDispatcher(Dispatcher):
     def _assign(
         self, entries: list[DispatchEntry], ready: list[Consumer]
     ) -> tuple[list[tuple[Consumer, list[DispatchEntry]]], list[DispatchEntry]]:
-        """Round robin: each entry to the next consumer that still has permits."""
+        """Round robin: each entry to the next consumer that still has permits — except the
+        chunks of a large message, which all go to the consumer that got its first chunk
+        (so every subscription type can carry chunked messages)."""
         budget = {id(c): c.permits for c in ready}
         batches: dict[int, tuple[Consumer, list[DispatchEntry]]] = {}
         leftovers = []
+        held: set[str] = set()  # messages whose chunks wait: later chunks must not overtake
         for item in entries:
-            consumer = self._next_consumer(ready, budget)
+            chunk = chunk_info(item)
+            if chunk is None:
+                consumer = self._next_consumer(ready, budget)
+            elif chunk[0] in held:
+                consumer = None
+            else:
+                consumer = self._chunk_consumer(chunk, ready, budget)
+                if consumer is None:
+                    held.add(chunk[0])
             if consumer is None:
                 leftovers.append(item)
                 continue
             budget[id(consumer)] -= item.num_messages
             batches.setdefault(id(consumer), (consumer, []))[1].append(item)
         return list(batches.values()), leftovers
+
+    def _chunk_consumer(
+        self, chunk: tuple[str, int, int], ready: list[Consumer], budget: dict[int, int]
+    ) -> Consumer | None:
+        uuid, chunk_id, total = chunk
+        owner = self._chunk_owners.get(uuid)
+        if owner is None or chunk_id == 0:
+            owner = self._next_consumer(ready, budget)
+            if owner is None:
+                return None
+            self._chunk_owners[uuid] = owner
+        elif budget.get(id(owner), 0) <= 0:
+            return None  # the owner has no permits (or is not writable) now: wait for it
+        if chunk_id >= total - 1:
+            del self._chunk_owners[uuid]
+        return owner
 
     def _next_consumer(self, ready: list[Consumer], budget: dict[int, int]) -> Consumer | None:
         n = len(ready)
