@@ -68,6 +68,7 @@ class Job:
         self.city: City = build_city(settings)
         self.started = time.monotonic()
         self.drained = False
+        self.warm_up_rows = 0
         self.errors: list[str] = []
 
     def say(self, line: str) -> None:
@@ -94,11 +95,18 @@ class Job:
             pipeline.start()
             self.say(f"spark       query running ({s.spark_master}, trigger {s.trigger_ms} ms)")
             simulator = Simulator(s, self.city, client)
-            played = loop.submit(simulator.run())
+            loop.run(simulator.open())
+            self._warm_up(loop, simulator, pipeline)
+            played = loop.submit(simulator.play())
             self._follow(simulator, pipeline, fanout, verifier, played)
+            loop.run(simulator.close())
             return self._summary(simulator, pipeline, fanout, verifier)
         finally:
             if pipeline is not None:
+                if s.keep_work_dir or s.work_dir:
+                    (work / "spark-progress.json").write_text(
+                        json.dumps(pipeline.progress, indent=1, default=str)
+                    )
                 pipeline.stop()
             for part in (fanout, verifier):
                 if part is not None:
@@ -118,11 +126,30 @@ class Job:
             f"{len(c.readings):,} readings and {len(c.frames)} frames over {s.duration_s:.0f} s"
         )
 
+    def _warm_up(self, loop: LoopThread, simulator: Simulator, pipeline: SparkPipeline) -> None:
+        """A tick in the past, and wait for the query's first micro-batch (Python workers start)."""
+        loop.run(simulator.send_ticks(int(time.time() * 1000) - 60_000))
+        deadline = time.monotonic() + 180
+        while pipeline.rows_read < simulator.counters.ticks_sent:
+            if time.monotonic() > deadline:
+                raise RuntimeError("the streaming query did not run its first micro-batch within 180 s")
+            time.sleep(0.2)
+            pipeline.poll()
+        simulator.counters.ticks_sent = 0
+        self.warm_up_rows = pipeline.rows_read
+        self.say(
+            f"spark       first micro-batch done; the city starts ({time.monotonic() - self.started:.1f} s)"
+        )
+
     def _follow(self, simulator, pipeline, fanout, verifier, played) -> None:
-        """Progress lines while the city plays, then wait for the pipeline to catch up."""
+        """Progress lines while the city plays, then wait until every window was reported.
+
+        The pipeline is done once a micro-batch ran with a watermark past the last window's
+        end (that batch reported every window); then the alerts get a moment to arrive.
+        """
         s = self.settings
         next_line = time.monotonic() + s.progress_interval_s
-        drain_deadline = caught_up_batch = quiet_since = None
+        drain_deadline = None
         while True:
             time.sleep(0.25)
             pipeline.poll()
@@ -137,17 +164,11 @@ class Job:
                 drain_deadline = now + s.drain_timeout_s
             if now > drain_deadline:
                 return
-            counters = simulator.counters
-            if caught_up_batch is None:
-                if pipeline.rows_read >= counters.events_sent + counters.ticks_sent:
-                    caught_up_batch = pipeline.last_batch
+            if pipeline.watermark_ms < simulator.last_window_end_ms:
                 continue
-            # Two more batches: the watermark moves at the end of one and closes windows in the next.
-            if pipeline.last_batch < caught_up_batch + 2 or len(verifier.checks) < counters.frames_sent:
+            if len(verifier.checks) < simulator.counters.frames_sent:
                 continue
-            last_alert = fanout.control_room.last_received
-            quiet_since = quiet_since or now
-            if now - max(quiet_since, last_alert) >= 1.0:
+            if time.monotonic() - fanout.control_room.last_received >= 1.0:
                 self.drained = True
                 return
 
@@ -155,7 +176,7 @@ class Job:
         c = simulator.counters
         return (
             f"[{time.monotonic() - self.started:6.1f}s] events in {c.events_sent:,} | spark read "
-            f"{pipeline.rows_read:,} ({pipeline.batches} batches) | alerts out "
+            f"{pipeline.rows_read - self.warm_up_rows:,} ({pipeline.batches} batches) | alerts out "
             f"{len(fanout.control_room.alerts)} | vehicle receipts {len(fanout.receipts)} | frames "
             f"{verifier.intact}/{c.frames_sent} delivered intact ({len(self.city.frames)} planned)"
         )
@@ -191,7 +212,7 @@ class Job:
             events_in=c.events_sent,
             events_by_kind=dict(c.by_kind),
             events_failed=c.events_failed,
-            spark_rows_read=pipeline.rows_read,
+            spark_rows_read=pipeline.rows_read - self.warm_up_rows,
             spark_batches=pipeline.batches,
             alerts_out=len(got),
             alerts_by_area=dict(alerts_by_area),

@@ -2,7 +2,7 @@
 
     city-telemetry (magnetar source)
       -> parse the JSON records, event time from ``ts``
-      -> watermark (``watermark_s``), drop the clock ticks
+      -> watermark (``watermark_s``); the clock ticks only move it on
       -> per area and tumbling event-time window (``window_s``): vibration hits, camera
          flags, vehicles seen, average speed, peak vibration, when the hits and flags happened
       -> keep the windows the DamageRule matches (append mode: a window is reported once,
@@ -15,10 +15,13 @@
 from __future__ import annotations
 
 import logging
+import os
+import sys
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from magnetar.demo.smart_city.city import CAMERA, SENSOR, TICK, VEHICLE
+from magnetar.demo.smart_city.city import CAMERA, SENSOR, VEHICLE
 from magnetar.demo.smart_city.detection import DamageRule
 from magnetar.demo.smart_city.settings import CitySettings
 
@@ -52,10 +55,11 @@ def alerts_of(raw: DataFrame, settings: CitySettings) -> DataFrame:
 
     rule = rule_of(settings)
     records = raw.select(F.from_json(F.col("value").cast("string"), RECORD_SCHEMA).alias("r")).select("r.*")
-    devices = (
-        records.withColumn("event_time", F.timestamp_millis("ts"))
-        .withWatermark("event_time", f"{int(settings.watermark_s * 1000)} milliseconds")
-        .filter(F.col("kind") != TICK)  # after the watermark: ticks only move it on
+    # Clock ticks are not filtered out: Spark pushes a filter that does not name the event-time
+    # column below the watermark, and the ticks must reach it. They form their own area ("")
+    # with no hits and no flags, which the rule never matches.
+    devices = records.withColumn("event_time", F.timestamp_millis("ts")).withWatermark(
+        "event_time", f"{int(settings.watermark_s * 1000)} milliseconds"
     )
     kind = F.col("kind")
     hit = (kind == SENSOR) & (F.col("vibration") >= rule.vibration_threshold)
@@ -122,6 +126,7 @@ def spark_session(settings: CitySettings, work_dir: Path) -> SparkSession:
     import magnetar.spark
 
     work_dir.mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # workers import magnetar from here
     log4j = work_dir / "log4j2.properties"
     log4j.write_text(LOG4J)
     spark = (
@@ -129,7 +134,7 @@ def spark_session(settings: CitySettings, work_dir: Path) -> SparkSession:
         .appName("magnetar-smart-city")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.shuffle.partitions", str(settings.shuffle_partitions))
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.local.dir", str(work_dir / "tmp"))
         .config("spark.driver.extraJavaOptions", f"-Dlog4j.configurationFile=file:{log4j}")
@@ -151,6 +156,9 @@ class SparkPipeline:
         self.spark: SparkSession | None = None
         self.query: StreamingQuery | None = None
         self._batches: dict[int, int] = {}  # batch id -> input rows
+        self.progress: list[dict] = []  # every progress report, in order
+        #: The watermark of the latest completed batch: every window ending by it has been reported.
+        self.watermark_ms = 0
 
     def start(self) -> None:
         s = self.settings
@@ -169,6 +177,7 @@ class SparkPipeline:
             .writeStream.format("magnetar")
             .option("service_url", self.service_url)
             .option("admin_url", self.admin_url)
+            .option("enableDeduplication", "true")  # exactly-once output rests on it
             .option("checkpointLocation", str(self.work_dir / "checkpoint"))
             .outputMode("append")
             .queryName("smart-city-road-damage")
@@ -181,6 +190,11 @@ class SparkPipeline:
         if self.query is None:
             return
         for progress in self.query.recentProgress:
+            if progress["batchId"] not in self._batches:
+                self.progress.append(progress)
+                watermark = (progress["eventTime"] or {}).get("watermark")
+                if watermark:
+                    self.watermark_ms = max(self.watermark_ms, _epoch_ms(watermark))
             self._batches[progress["batchId"]] = progress["numInputRows"]
         if self.query.exception() is not None:
             raise RuntimeError(f"the streaming query failed: {self.query.exception()}")
@@ -206,3 +220,8 @@ class SparkPipeline:
         if self.spark is not None:
             self.spark.stop()
         self.query = self.spark = None
+
+
+def _epoch_ms(iso: str) -> int:
+    """Milliseconds since the epoch of a progress report's time (``2026-01-01T00:00:00.000Z``)."""
+    return int(datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp() * 1000)

@@ -50,6 +50,7 @@ class CitySettings:
     partitions: int = _setting(2, "partitions of the raw telemetry topic")
     spark_master: str = _setting("local[2]", "Spark master")
     trigger_ms: int = _setting(500, "micro-batch trigger interval")
+    shuffle_partitions: int = _setting(1, "Spark shuffle partitions (state store partitions, sink tasks)")
     max_offsets_per_trigger: int = _setting(20000, "most messages one micro-batch reads")
     # Running.
     progress_interval_s: float = _setting(3.0, "print a progress line this often")

@@ -6,8 +6,9 @@ message's event time. Devices send up to ``max_lateness_s`` late, so event times
 of order. Each camera has its own chunking producer for its frames (6-12 MB by default,
 above the broker's 5 MiB limit), with the SHA-256 of the frame in the properties.
 
-When the traffic stops, one *tick* per partition carries an event time past the last
-window plus the watermark delay, so the pipeline closes (and reports) every window.
+Clock *ticks* (one per partition, area "") move the pipeline's watermark: before the traffic
+starts, a tick in the past lets the pipeline run its first (slow) micro-batch; when the
+traffic stops, a tick past the last window plus the watermark delay closes every window.
 """
 
 from __future__ import annotations
@@ -55,32 +56,57 @@ class Simulator:
         self.client = client
         self.counters = SimulatorCounters()
         self.start_ms = 0
+        self._telemetry_producer = None
+        self._cameras: dict[str, object] = {}
 
-    async def run(self) -> None:
-        """Play the whole plan (paced from now), then send the ticks."""
-        telemetry = await self.client.create_producer(
+    async def open(self) -> None:
+        """Create the producers: the telemetry gateway and one chunking producer per camera."""
+        self._telemetry_producer = await self.client.create_producer(
             self.settings.telemetry_topic,
             producer_name="city-gateway",
             batching_enabled=True,
             batching_max_publish_delay_ms=5,
             block_if_queue_full=True,
         )
-        cameras = {}
         for plan in self.city.frames:
-            if plan.camera not in cameras:
-                cameras[plan.camera] = await self.client.create_producer(
+            if plan.camera not in self._cameras:
+                self._cameras[plan.camera] = await self.client.create_producer(
                     self.settings.frames_topic, producer_name=plan.camera, chunking_enabled=True
                 )
+
+    async def play(self) -> None:
+        """Play the whole plan, paced from now, then send the closing ticks."""
         self.start_ms = int(time.time() * 1000)
         try:
-            await asyncio.gather(self._telemetry(telemetry), self._frames(cameras))
-            await telemetry.flush()
-            await self._ticks(telemetry)
+            await asyncio.gather(self._telemetry(self._telemetry_producer), self._frames(self._cameras))
+            await self._telemetry_producer.flush()
+            await self.send_ticks(self.closing_tick_ms)
         finally:
             self.counters.done = True
-            await telemetry.close()
-            for producer in cameras.values():
+
+    async def close(self) -> None:
+        for producer in [self._telemetry_producer, *self._cameras.values()]:
+            if producer is not None:
                 await producer.close()
+
+    async def run(self) -> None:
+        await self.open()
+        try:
+            await self.play()
+        finally:
+            await self.close()
+
+    @property
+    def closing_tick_ms(self) -> int:
+        """Past the last window's end plus the watermark delay: every window closes."""
+        s = self.settings
+        return self.start_ms + int((s.duration_s + s.max_lateness_s + s.window_s + s.watermark_s + 1) * 1000)
+
+    @property
+    def last_window_end_ms(self) -> int:
+        """The end of the window of the latest event time the plan has."""
+        last = self.start_ms + max((r.event_ms for r in self.city.readings), default=0)
+        return last - last % self.settings.window_ms + self.settings.window_ms
 
     async def _sleep_until(self, offset_ms: int) -> None:
         delay = (self.start_ms + offset_ms) / 1000 - time.time()
@@ -125,22 +151,13 @@ class Simulator:
         self.counters.frames_sent += 1
         self.counters.frame_bytes_sent += len(content)
 
-    async def _ticks(self, producer) -> None:
-        s = self.settings
-        ts = self.start_ms + int((s.duration_s + s.max_lateness_s + s.window_s + s.watermark_s + 1) * 1000)
-        for partition in range(s.partitions):
-            record = {
-                "kind": TICK,
-                "device": "clock",
-                "area": "",
-                "ts": ts,
-                "vibration": None,
-                "speed_kmh": None,
-                "damage": None,
-            }
-            await producer.send(
-                json.dumps(record).encode(),
-                partition_key=tick_key(partition, s.partitions),
-                event_timestamp=ts,
+    async def send_ticks(self, ts: int) -> None:
+        """One clock tick with event time ``ts`` to every partition (counted apart from events)."""
+        partitions = self.settings.partitions
+        for partition in range(partitions):
+            record = {"kind": TICK, "device": "clock", "area": "", "ts": ts}
+            record.update(vibration=None, speed_kmh=None, damage=None)
+            await self._telemetry_producer.send(
+                json.dumps(record).encode(), partition_key=tick_key(partition, partitions), event_timestamp=ts
             )
             self.counters.ticks_sent += 1

@@ -1,0 +1,64 @@
+"""A small run of the main job, end to end: embedded broker, simulator, Spark pipeline through
+the magnetar source and sink, alert fan-out to every vehicle, frame verifier, summary."""
+
+from __future__ import annotations
+
+import io
+import shutil
+
+import pytest
+
+from magnetar.demo.smart_city.job import run_job
+from magnetar.demo.smart_city.settings import MIB, CitySettings
+
+pytest.importorskip("pyspark")
+if shutil.which("java") is None:
+    pytest.skip("Spark needs Java", allow_module_level=True)
+
+SMALL = CitySettings(
+    seed=7,
+    areas=3,
+    damaged_areas=1,
+    vehicles_per_area=2,
+    sensors_per_area=2,
+    duration_s=12,
+    damage_start_s=3,
+    frames=2,
+    frame_min_bytes=5 * MIB + 1,
+    frame_max_bytes=5 * MIB + 300_000,
+    window_s=2,
+    watermark_s=1,
+    progress_interval_s=2,
+    drain_timeout_s=60,
+)
+
+
+@pytest.mark.timeout(240)
+def test_small_run_of_the_main_job():
+    out = io.StringIO()
+    summary = run_job(SMALL, out)
+    text = out.getvalue()
+    assert "events in" in text and "Smart city — summary" in text, text
+
+    assert summary.drained and not summary.errors, text
+    assert summary.events_in > 0 and summary.events_failed == 0
+    assert summary.spark_rows_read >= summary.events_in
+    # Alerts for the damaged area, none for the clean ones, exactly what the reference detector says.
+    (damaged,) = summary.damaged_areas
+    assert summary.alerts_by_area.get(damaged, 0) >= 1, text
+    assert summary.clean_area_alerts == 0, text
+    assert not summary.missing_alerts and not summary.unexpected_alerts, text
+    assert summary.duplicate_alerts == 0
+    # Every vehicle of the damaged area got every alert of its area.
+    assert not summary.vehicles_missing_alerts, text
+    assert summary.receipts == summary.expected_receipts == 2 * summary.alerts_out
+    # Every large frame arrived whole.
+    assert summary.frames_intact == summary.frames_sent == summary.frames_planned == 2
+    assert summary.frames_corrupt == 0
+    # Latency figures.
+    for latency in (summary.latency, summary.pipeline_latency, summary.broadcast_latency):
+        assert latency.count == summary.receipts
+        assert None not in (latency.p50, latency.p95, latency.p99)
+        assert 0 <= latency.p50 <= latency.p95 <= latency.p99
+    assert "p50" in text and "p99" in text
+    assert summary.ok
