@@ -33,6 +33,17 @@ lint: $(STAMP_DEV)
 	$(BIN)/ruff check src tests bench
 	$(BIN)/ruff format --check src tests bench
 
+## Benchmarks: Magnetar and the peer side by side into docs/benchmarks.md (ARGS="--smoke" for a quick one).
+STAMP_BENCH := $(VENV)/.installed-bench
+
+$(STAMP_BENCH): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e '.[dev,bench]'
+	touch $@
+
+.PHONY: bench
+bench: $(STAMP_BENCH)
+	$(BIN)/python -m bench $(ARGS)
+
 ## Regenerate the protobuf module from src/magnetar/protocol/pulsar_wire.proto.
 proto: $(STAMP_DEV)
 	cd src && ../$(BIN)/python -m grpc_tools.protoc -I. --python_out=. --pyi_out=. magnetar/protocol/pulsar_wire.proto

@@ -1,0 +1,304 @@
+"""Producers, consumers and the correctness tally, over the official ``pulsar-client``.
+
+Every payload carries its sequence number at both ends (8 bytes big-endian each), so the consumer can tell
+duplicates, gaps, reordering and truncated or corrupted payloads apart without keeping the payloads.
+A message counts as *missing* only if the broker receipted it and it never arrived: that is data loss.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pulsar
+
+SEQ = struct.Struct(">Q")
+MIN_PAYLOAD = 2 * SEQ.size
+RECEIVE_POLL_MS = 200
+MAX_SEQ = 1 << 28
+
+# The C++ client logs through this logger; ``log_client_to`` sends its warnings to a file.
+CLIENT_LOGGER = logging.getLogger("bench.pulsar-client")
+CLIENT_LOGGER.setLevel(logging.WARNING)
+
+
+def log_client_to(path: Path) -> None:
+    handler = logging.FileHandler(path)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    CLIENT_LOGGER.addHandler(handler)
+    CLIENT_LOGGER.propagate = False
+
+
+def make_client(service_url: str) -> pulsar.Client:
+    return pulsar.Client(service_url, operation_timeout_seconds=30, logger=CLIENT_LOGGER)
+
+
+# -- payloads ------------------------------------------------------------------------------------------------
+
+
+class Payloads:
+    """Payloads of ``size`` bytes: ``[seq][filler][seq]`` (``size`` is at least 16)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = max(size, MIN_PAYLOAD)
+        self._filler = bytes(i % 251 for i in range(min(self.size - MIN_PAYLOAD, 4096)))
+        repeats, rest = divmod(self.size - MIN_PAYLOAD, 4096)
+        if repeats:
+            self._filler = self._filler * repeats + self._filler[:rest]
+
+    def make(self, seq: int) -> bytes:
+        head = SEQ.pack(seq)
+        return b"".join((head, self._filler, head))
+
+    def read(self, data: bytes) -> tuple[int, bool]:
+        """The payload's sequence number and whether the payload is whole (length and both ends agree)."""
+        seq = SEQ.unpack_from(data, 0)[0]
+        return seq, len(data) == self.size and data[-SEQ.size :] == data[: SEQ.size]
+
+
+# -- what the producer learnt --------------------------------------------------------------------------------
+
+
+@dataclass
+class Produced:
+    sent: int = 0
+    receipted: bytearray = field(
+        default_factory=bytearray
+    )  # receipted[seq] == 1 once the broker receipted it
+    receipts: int = 0
+    errors: int = 0
+    first_error: str | None = None
+    elapsed_s: float = 0.0  # from the first send to the last receipt
+    latencies_us: list[float] = field(default_factory=list)  # per sync send
+
+
+class Producing:
+    """Sends ``Payloads`` until a deadline or a count, sync (timing each send) or async with callbacks."""
+
+    def __init__(self, producer: pulsar.Producer, payloads: Payloads, sync: bool, window: int = 1000) -> None:
+        self.producer = producer
+        self._window = threading.Semaphore(window)
+        self.payloads = payloads
+        self.sync = sync
+        self.result = Produced()
+        self.done = threading.Event()
+        self._lock = threading.Lock()
+        self._callbacks = 0
+        self._all_called = threading.Event()
+        self._last_receipt = 0.0
+        self.done_at = 0.0
+
+    def run(self, duration_s: float, max_messages: int, receipt_timeout_s: float) -> Produced:
+        start = time.monotonic()
+        try:
+            if self.sync:
+                self._send_sync(start + duration_s, max_messages)
+            else:
+                self._send_async(start + duration_s, max_messages, receipt_timeout_s)
+            self.result.elapsed_s = max((self._last_receipt or time.monotonic()) - start, 1e-9)
+        finally:
+            self.done_at = time.monotonic()
+            self.done.set()
+        return self.result
+
+    def _send_sync(self, deadline: float, max_messages: int) -> None:
+        result, payloads, send = self.result, self.payloads, self.producer.send
+        clock = time.perf_counter
+        seq = 0
+        while seq < max_messages and time.monotonic() < deadline:
+            payload = payloads.make(seq)
+            result.receipted.append(0)
+            t0 = clock()
+            try:
+                send(payload)
+            except pulsar.PulsarException as exc:
+                self._record_error(exc)
+            else:
+                result.latencies_us.append((clock() - t0) * 1e6)
+                result.receipted[seq] = 1
+                result.receipts += 1
+            self._last_receipt = time.monotonic()
+            seq += 1
+        result.sent = seq
+
+    def _send_async(self, deadline: float, max_messages: int, receipt_timeout_s: float) -> None:
+        """Sends through a window of ``window`` unreceipted messages, so no client call ever blocks for long.
+
+        The client's own queue is never full (its blocking mode can wait forever on a broker that refuses
+        a message and is sent it again on every reconnection).
+        """
+        result, payloads, send, window = self.result, self.payloads, self.producer.send_async, self._window
+        seq = 0
+        while seq < max_messages and time.monotonic() < deadline:
+            if not window.acquire(timeout=receipt_timeout_s):
+                self._record_error(f"no receipt for {receipt_timeout_s:.0f} s with the window full")
+                break
+            result.receipted.append(0)
+            try:
+                send(payloads.make(seq), self._callback(seq))
+            except pulsar.PulsarException as exc:
+                self._record_error(exc)
+                self._count_callback()
+            seq += 1
+        with self._lock:
+            result.sent = seq
+            if self._callbacks == seq:
+                self._all_called.set()
+        if not self._all_called.wait(receipt_timeout_s):
+            self._record_error(f"{seq - self._callbacks} sends without a receipt or an error")
+
+    def _callback(self, seq: int) -> Callable[[pulsar.Result, pulsar.MessageId], None]:
+        def done(res: pulsar.Result, _msg_id: pulsar.MessageId) -> None:
+            if res == pulsar.Result.Ok:
+                self.result.receipted[seq] = 1
+                with self._lock:
+                    self.result.receipts += 1
+                self._last_receipt = time.monotonic()
+            else:
+                self._record_error(res)
+            self._count_callback()
+
+        return done
+
+    def _count_callback(self) -> None:
+        self._window.release()
+        with self._lock:
+            self._callbacks += 1
+            if self.result.sent and self._callbacks == self.result.sent:
+                self._all_called.set()
+
+    def _record_error(self, error: object) -> None:
+        with self._lock:
+            self.result.errors += 1
+            if self.result.first_error is None:
+                self.result.first_error = str(error)
+
+
+# -- what the consumer saw -----------------------------------------------------------------------------------
+
+
+@dataclass
+class Tally:
+    """Correctness counters of one consumer over one run."""
+
+    received: int = 0
+    duplicates: int = 0
+    out_of_order: int = 0
+    corrupt: int = 0
+    seen: bytearray = field(default_factory=bytearray)
+    unique: int = 0
+    max_seq: int = -1
+    entries: set[tuple[int, int]] = field(default_factory=set)  # (ledger id, entry id) of what arrived
+
+    def add(self, seq: int, whole: bool, entries: list[tuple[int, int]]) -> None:
+        self.received += 1
+        if not whole:
+            self.corrupt += 1
+            if seq > MAX_SEQ:  # garbage where the sequence number should be
+                return
+        if seq >= len(self.seen):
+            self.seen.extend(bytes(seq + 1 - len(self.seen)))
+        if self.seen[seq]:
+            self.duplicates += 1
+            return
+        self.seen[seq] = 1
+        self.unique += 1
+        if seq < self.max_seq:
+            self.out_of_order += 1
+        else:
+            self.max_seq = seq
+        self.entries.update(entries)
+
+    def missing(self, receipted: bytearray) -> int:
+        """Receipted by the broker, never delivered."""
+        seen = self.seen
+        return sum(1 for seq, ok in enumerate(receipted) if ok and (seq >= len(seen) or not seen[seq]))
+
+    def unreceipted(self, receipted: bytearray) -> int:
+        """Delivered although the producer got an error for it (not a loss; reported beside the errors)."""
+        return sum(
+            1 for seq, got in enumerate(self.seen) if got and (seq >= len(receipted) or not receipted[seq])
+        )
+
+
+class Consuming:
+    """Receives on a thread, acknowledging each message, until everything receipted has arrived.
+
+    It stops once the producer is done and every receipted message was seen, or when nothing new arrived for
+    ``idle_timeout_s`` after the producer finished (the rest is then missing).
+    """
+
+    def __init__(self, consumer: pulsar.Consumer, payloads: Payloads, producing: Producing) -> None:
+        self.consumer = consumer
+        self.payloads = payloads
+        self.producing = producing
+        self.tally = Tally()
+        self.last_new = 0.0
+        self.error: str | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self, idle_timeout_s: float) -> Consuming:
+        self._thread = threading.Thread(target=self._run, args=(idle_timeout_s,), name="consume", daemon=True)
+        self._thread.start()
+        return self
+
+    def join(self, timeout: float | None = None) -> Tally:
+        assert self._thread is not None
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            self.error = "consumer thread did not finish"
+        return self.tally
+
+    def _run(self, idle_timeout_s: float) -> None:
+        try:
+            self._receive_all(idle_timeout_s)
+        except Exception as exc:  # reported in the run's result rather than lost on a thread
+            self.error = f"{type(exc).__name__}: {exc}"
+
+    def _receive_all(self, idle_timeout_s: float) -> None:
+        tally, read, consumer = self.tally, self.payloads.read, self.consumer
+        produced, done = self.producing.result, self.producing.done
+        idle_since = time.monotonic()
+        while True:
+            try:
+                msg = consumer.receive(RECEIVE_POLL_MS)
+            except pulsar.Timeout:
+                if done.is_set() and self._complete(produced):
+                    return
+                if (
+                    done.is_set()
+                    and time.monotonic() - max(idle_since, self.producing.done_at) > idle_timeout_s
+                ):
+                    return
+                continue
+            unique = tally.unique
+            tally.add(*read(msg.data()), _entries(msg.message_id()))
+            consumer.acknowledge(msg)
+            if tally.unique != unique:
+                self.last_new = idle_since = time.monotonic()
+                if done.is_set() and tally.unique >= produced.receipts and self._complete(produced):
+                    return
+
+    def _complete(self, produced: Produced) -> bool:
+        return self.tally.unique >= produced.receipts and self.tally.missing(produced.receipted) == 0
+
+
+def _entries(msg_id: pulsar.MessageId) -> list[tuple[int, int]]:
+    """The entries a message came in: one, or one per chunk of a chunked message.
+
+    The Python API has no getter for a chunked message's chunk ids, but its text form lists them all:
+    ``(0,0,-1,-1);(0,1,-1,-1)``.
+    """
+    text = str(msg_id)
+    if ";" not in text:
+        return [(msg_id.ledger_id(), msg_id.entry_id())]
+    ids = []
+    for part in text.split(";"):
+        ledger, entry = part.strip("()").split(",")[:2]
+        ids.append((int(ledger), int(entry)))
+    return ids
