@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import threading
 import time
+import urllib.error
+import urllib.request
 
 import pulsar
 from pulsar.exceptions import Timeout
@@ -183,3 +186,21 @@ class RawConnection:
         if corrupt_checksum:
             data[-1] ^= 0xFF  # the payload changes under the producer's CRC
         self.send_command(wire.CommandSend(producer_id=producer_id, sequence_id=sequence_id), bytes(data))
+
+
+# -- the admin HTTP API ----------------------------------------------------------------------------
+
+
+def admin_call(broker, method: str, path: str, body=None) -> tuple[int, object]:
+    """(status, decoded JSON body or None) of one admin API call; HTTP errors are answers too."""
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(
+        broker.http_url + path, data=data, method=method, headers={"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            text = response.read().decode()
+            return response.status, json.loads(text) if text else None
+    except urllib.error.HTTPError as exc:
+        text = exc.read().decode()
+        return exc.code, json.loads(text) if text else None

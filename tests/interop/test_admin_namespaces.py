@@ -3,10 +3,7 @@ used by the official client."""
 
 from __future__ import annotations
 
-import json
 import re
-import urllib.error
-import urllib.request
 
 import pulsar
 import pytest
@@ -14,22 +11,9 @@ import pytest
 from magnetar.protocol import wire
 
 from .support import RawConnection, assert_nothing_more, receive_n
+from .support import admin_call as call
 
 pytestmark = pytest.mark.interop
-
-
-def call(broker, method: str, path: str, body=None) -> tuple[int, object]:
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(
-        broker.http_url + path, data=data, method=method, headers={"Content-Type": "application/json"}
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=10) as response:
-            text = response.read().decode()
-            return response.status, json.loads(text) if text else None
-    except urllib.error.HTTPError as exc:
-        text = exc.read().decode()
-        return exc.code, json.loads(text) if text else None
 
 
 def test_public_default_exists_from_the_start(broker):

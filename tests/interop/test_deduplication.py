@@ -9,7 +9,7 @@ from magnetar.broker.ids import to_signed
 from magnetar.protocol import wire
 
 from .support import RawConnection, read_all
-from .test_admin_namespaces import call
+from .support import admin_call as call
 
 pytestmark = pytest.mark.interop
 

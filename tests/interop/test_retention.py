@@ -6,8 +6,8 @@ import time
 
 import pytest
 
+from .support import admin_call as call
 from .support import receive_n
-from .test_admin_namespaces import call
 
 pytestmark = pytest.mark.interop
 
@@ -18,11 +18,15 @@ def ledger_count(broker, topic: str) -> int:
     return len(stats["ledgers"])
 
 
-def produce_and_consume(client, topic: str, n: int = 40) -> None:
-    consumer = client.subscribe(topic, "sub")
+def produce(client, topic: str, n: int = 40):
+    consumer = client.subscribe(topic, "sub")  # holds the data until it acknowledges
     producer = client.create_producer(topic, batching_enabled=False)
     for i in range(n):
         producer.send(b"x" * 300 + b"%d" % i)
+    return consumer
+
+
+def consume(consumer, n: int = 40) -> None:
     receive_n(consumer, n, ack=True)
     consumer.close()  # flushes the acks
 
@@ -48,9 +52,12 @@ def test_consumed_ledgers_go_unless_retention_keeps_them(broker_factory, client_
     client = client_factory(broker.service_url)
     name = topic.rsplit("/", 1)[1]
     dropped, kept = f"persistent://public/default/{name}", f"persistent://public/keep/{name}"
-    produce_and_consume(client, dropped)
-    produce_and_consume(client, kept)
+    consumers = [produce(client, dropped), produce(client, kept)]
     assert ledger_count(broker, dropped) > 3 and ledger_count(broker, kept) > 3, "small ledgers rolled over"
+    time.sleep(0.6)
+    assert ledger_count(broker, dropped) > 3, "unconsumed ledgers stay"
+    for consumer in consumers:
+        consume(consumer)
 
     deadline = time.monotonic() + 10
     while ledger_count(broker, dropped) > 1 and time.monotonic() < deadline:

@@ -4,8 +4,6 @@ GET_SCHEMA, and the admin v2 schema paths."""
 from __future__ import annotations
 
 import json
-import urllib.error
-import urllib.request
 
 import _pulsar
 import pulsar
@@ -15,7 +13,7 @@ from pulsar.schema import AvroSchema, Integer, JsonSchema, Record, Schema, Strin
 
 from magnetar.protocol import wire
 
-from .support import RawConnection, assert_nothing_more, receive_n
+from .support import RawConnection, admin_call, assert_nothing_more, receive_n
 
 pytestmark = pytest.mark.interop
 
@@ -78,33 +76,19 @@ def version_of(msg) -> int:
     return int.from_bytes(msg.schema_version().encode("latin-1"), "big")
 
 
-def http(broker, method: str, path: str, body=None) -> tuple[int, object]:
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(
-        broker.http_url + path, data=data, method=method, headers={"Content-Type": "application/json"}
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=10) as response:
-            text = response.read().decode()
-            return response.status, json.loads(text) if text else None
-    except urllib.error.HTTPError as exc:
-        text = exc.read().decode()
-        return exc.code, json.loads(text) if text else None
-
-
 def schemas_path(topic: str) -> str:
     return "/admin/v2/schemas/" + topic.removeprefix("persistent://")
 
 
 def stored_versions(broker, topic: str) -> list[int]:
-    status, body = http(broker, "GET", schemas_path(topic) + "/schemas")
+    status, body = admin_call(broker, "GET", schemas_path(topic) + "/schemas")
     assert status == 200, body
     return [s["version"] for s in body["getSchemaResponses"]]
 
 
 def set_strategy(broker, strategy: str) -> None:
     path = "/admin/v2/namespaces/public/default/schemaCompatibilityStrategy"
-    assert http(broker, "PUT", path, strategy)[0] == 204
+    assert admin_call(broker, "PUT", path, strategy)[0] == 204
 
 
 def test_avro_and_json_records_round_trip(client, topic):
@@ -140,7 +124,7 @@ def test_compatible_evolution_is_version_1_and_old_readers_read_it(broker, clien
         ("new", 2, 1),
     ]
 
-    status, latest = http(broker, "GET", schemas_path(topic) + "/schema")
+    status, latest = admin_call(broker, "GET", schemas_path(topic) + "/schema")
     assert status == 200 and latest["version"] == 1 and latest["type"] == "AVRO"
     assert "email" in latest["data"]
     assert stored_versions(broker, topic) == [0, 1]
@@ -267,48 +251,59 @@ def test_raw_get_schema_get_or_create_and_errors_keep_the_connection(broker, top
 
 def test_admin_schema_paths(broker, topic):
     path = schemas_path(topic)
-    assert http(broker, "GET", f"{path}/schema") == (404, {"reason": "Schema not found"})
+    assert admin_call(broker, "GET", f"{path}/schema") == (404, {"reason": "Schema not found"})
     v1 = json.dumps(user_v1().schema())
     v2 = json.dumps(user_v2().schema())
-    assert http(
+    assert admin_call(
         broker, "POST", f"{path}/schema", {"type": "AVRO", "schema": v1, "properties": {"a": "b"}}
     ) == (
         200,
         {"version": 0},
     )
-    assert http(broker, "POST", f"{path}/schema", {"type": "AVRO", "schema": v2}) == (200, {"version": 1})
-    status, got = http(broker, "GET", f"{path}/schema/0")
+    assert admin_call(broker, "POST", f"{path}/schema", {"type": "AVRO", "schema": v2}) == (
+        200,
+        {"version": 1},
+    )
+    status, got = admin_call(broker, "GET", f"{path}/schema/0")
     assert status == 200
     assert (got["version"], got["type"], got["data"], got["properties"]) == (0, "AVRO", v1, {"a": "b"})
     assert isinstance(got["timestamp"], int) and got["timestamp"] > 0
-    assert http(broker, "GET", f"{path}/schema/9")[0] == 404
+    assert admin_call(broker, "GET", f"{path}/schema/9")[0] == 404
 
     bad = {"type": "AVRO", "schema": json.dumps(user_age_as_string().schema())}
-    status, body = http(broker, "POST", f"{path}/schema", bad)
+    status, body = admin_call(broker, "POST", f"{path}/schema", bad)
     assert status == 409 and "field 'User.age'" in body["reason"]
-    assert http(broker, "POST", f"{path}/compatibility", bad) == (
+    assert admin_call(broker, "POST", f"{path}/compatibility", bad) == (
         200,
         {"compatibility": False, "schemaCompatibilityStrategy": "BACKWARD"},
     )
-    assert http(broker, "POST", f"{path}/compatibility", {"type": "AVRO", "schema": v2})[1]["compatibility"]
-    assert http(broker, "POST", f"{path}/version", {"type": "AVRO", "schema": v2}) == (200, {"version": 1})
-    status, body = http(broker, "POST", f"{path}/schema", {"type": "AVRO", "schema": "{nope"})
+    assert admin_call(broker, "POST", f"{path}/compatibility", {"type": "AVRO", "schema": v2})[1][
+        "compatibility"
+    ]
+    assert admin_call(broker, "POST", f"{path}/version", {"type": "AVRO", "schema": v2}) == (
+        200,
+        {"version": 1},
+    )
+    status, body = admin_call(broker, "POST", f"{path}/schema", {"type": "AVRO", "schema": "{nope"})
     assert status == 422 and "not valid JSON" in body["reason"]
-    assert http(broker, "POST", f"{path}/schema", {"type": "WHATEVER", "schema": ""})[0] == 400
+    assert admin_call(broker, "POST", f"{path}/schema", {"type": "WHATEVER", "schema": ""})[0] == 400
 
-    assert http(broker, "DELETE", f"{path}/schema") == (200, {"version": 2})
-    assert http(broker, "GET", f"{path}/schema") == (404, {"reason": "Schema is deleted"})
-    assert http(broker, "GET", f"{path}/schemas") == (200, {"getSchemaResponses": []})
+    assert admin_call(broker, "DELETE", f"{path}/schema") == (200, {"version": 2})
+    assert admin_call(broker, "GET", f"{path}/schema") == (404, {"reason": "Schema is deleted"})
+    assert admin_call(broker, "GET", f"{path}/schemas") == (200, {"getSchemaResponses": []})
     # After a delete anything valid may start again, as the next version.
-    assert http(broker, "POST", f"{path}/schema", {"type": "STRING", "schema": ""}) == (200, {"version": 3})
-    assert http(broker, "GET", "/admin/v2/schemas/public/nowhere/t/schema")[0] == 404
+    assert admin_call(broker, "POST", f"{path}/schema", {"type": "STRING", "schema": ""}) == (
+        200,
+        {"version": 3},
+    )
+    assert admin_call(broker, "GET", "/admin/v2/schemas/public/nowhere/t/schema")[0] == 404
 
 
 def test_partitions_share_one_schema_history(broker, client, topic):
     assert (
-        http(broker, "PUT", "/admin/v2/persistent/" + topic.removeprefix("persistent://") + "/partitions", 3)[
-            0
-        ]
+        admin_call(
+            broker, "PUT", "/admin/v2/persistent/" + topic.removeprefix("persistent://") + "/partitions", 3
+        )[0]
         == 204
     )
     V1, V2 = user_v1(), user_v2()

@@ -7,8 +7,8 @@ import time
 import pulsar
 import pytest
 
+from .support import admin_call as call
 from .support import assert_nothing_more, receive_n
-from .test_admin_namespaces import call
 
 pytestmark = pytest.mark.interop
 
