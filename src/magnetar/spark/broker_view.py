@@ -1,0 +1,92 @@
+"""The driver's view of the broker while planning: topic partitions and their indexes.
+
+One ``BrokerView`` per batch or stream reader, created lazily (the readers are pickled, the
+view is not). It keeps one client and, per partition, one reader parked at the end of the
+topic to ask for the last message id cheaply on every trigger.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+
+from magnetar.client import Client, MessageId
+from magnetar.spark import probes
+from magnetar.spark.admin import SparkAdmin
+from magnetar.spark.offsets import EARLIEST, LATEST
+from magnetar.spark.options import ReadOptions
+
+log = logging.getLogger(__name__)
+
+
+class BrokerView:
+    def __init__(self, options: ReadOptions) -> None:
+        self.options = options
+        self.admin = SparkAdmin(options.admin_url)
+        self._client: Client | None = None
+        self._tail_readers: dict[str, object] = {}
+
+    @property
+    def client(self) -> Client:
+        if self._client is None:
+            self._client = Client(self.options.service_url, operation_timeout_seconds=30)
+        return self._client
+
+    def partitions(self) -> list[str]:
+        return probes.resolve_partitions(self.admin, self.options.selection)
+
+    # -- indexes ---------------------------------------------------------------------------------
+    def latest(self, topic: str) -> int | None:
+        """Index the next message of ``topic`` will get; None when no message is retained."""
+        reader = self._tail_readers.get(topic)
+        if reader is None:
+            reader = self.client.create_reader(topic, MessageId.latest, receiver_queue_size=1)
+            self._tail_readers[topic] = reader
+        return probes.next_index(self.admin, topic, reader.get_last_message_id())
+
+    def earliest(self, topic: str) -> int | None:
+        return probes.first_index(self.client, self.admin, topic)
+
+    def at_time(self, topic: str, timestamp_ms: int) -> int | None:
+        return probes.index_at_time(self.client, self.admin, topic, timestamp_ms)
+
+    def latest_all(self, topics: Iterable[str]) -> dict[str, int]:
+        """Latest offsets; a partition with nothing retained says EARLIEST (read it from its first)."""
+        return {tp: _or_earliest(self.latest(tp)) for tp in topics}
+
+    def starting_offsets(self, topics: list[str]) -> dict[str, int]:
+        """Concrete start offsets from startingTimestamp / startingOffsets (EARLIEST where unknown)."""
+        opts = self.options
+        if opts.starting_timestamp is not None:
+            return {tp: _or_earliest(self.at_time(tp, opts.starting_timestamp)) for tp in topics}
+        spec = opts.starting
+        if isinstance(spec, dict):
+            return {tp: self.resolve(tp, spec.get(tp, EARLIEST)) for tp in topics}
+        return {tp: self.resolve(tp, EARLIEST if spec == "earliest" else LATEST) for tp in topics}
+
+    def ending_offsets(self, topics: list[str]) -> dict[str, int]:
+        spec = self.options.ending
+        if isinstance(spec, dict):
+            return {tp: self.resolve(tp, spec.get(tp, LATEST)) for tp in topics}
+        return self.latest_all(topics)
+
+    def resolve(self, topic: str, offset: int) -> int:
+        """An offset with EARLIEST / LATEST replaced by the index it means now, where known."""
+        if offset == LATEST:
+            return _or_earliest(self.latest(topic))
+        if offset == EARLIEST:
+            return _or_earliest(self.earliest(topic))
+        return offset
+
+    def close(self) -> None:
+        if self._client is not None:
+            try:
+                self._client.close()
+            except Exception:  # closing is best effort: the broker may be gone
+                log.debug("closing the planning client failed", exc_info=True)
+            self._client = None
+            self._tail_readers.clear()
+
+
+def _or_earliest(index: int | None) -> int:
+    return EARLIEST if index is None else index

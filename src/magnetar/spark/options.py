@@ -1,0 +1,217 @@
+"""Reading and checking the data source's options (Spark hands them over as strings).
+
+Names follow Spark's Kafka source and Pulsar's Spark connector; Spark passes option keys
+case-insensitively (lower-cased), so every lookup here is by the lower-cased name.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import urllib.parse
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from magnetar.spark.errors import InvalidOptionError
+from magnetar.spark.offsets import EARLIEST, LATEST
+from magnetar.spark.topics import full_name
+
+DEFAULT_SERVICE_URL = "pulsar://localhost:6650"
+DEFAULT_ADMIN_PORT = 8080
+
+
+def _lower(options: Mapping[str, str]) -> dict[str, str]:
+    return {str(k).lower(): str(v) for k, v in options.items() if v is not None}
+
+
+def _int(options: dict[str, str], name: str, default: int | None = None, minimum: int = 0) -> int | None:
+    raw = options.get(name.lower())
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise InvalidOptionError(f"option {name} must be an integer, not {raw!r}") from None
+    if value < minimum:
+        raise InvalidOptionError(f"option {name} must be at least {minimum}, not {value}")
+    return value
+
+
+def _bool(options: dict[str, str], name: str, default: bool) -> bool:
+    raw = options.get(name.lower())
+    if raw is None:
+        return default
+    value = raw.strip().lower()
+    if value in ("true", "1", "yes"):
+        return True
+    if value in ("false", "0", "no"):
+        return False
+    raise InvalidOptionError(f"option {name} must be true or false, not {raw!r}")
+
+
+def _urls(options: dict[str, str]) -> tuple[str, str]:
+    service_url = options.get("service_url") or options.get("serviceurl") or DEFAULT_SERVICE_URL
+    admin_url = options.get("admin_url") or options.get("adminurl")
+    if not admin_url:
+        host = urllib.parse.urlsplit(service_url).hostname or "localhost"
+        admin_url = f"http://{host}:{DEFAULT_ADMIN_PORT}"
+    return service_url, admin_url.rstrip("/")
+
+
+def parse_offsets_spec(raw: str | None, name: str, default: str) -> str | dict[str, int]:
+    """``earliest`` / ``latest`` / a JSON object ``{"<topic partition>": index}`` (-2 earliest, -1 latest)."""
+    value = (raw or default).strip()
+    if value.lower() in ("earliest", "latest"):
+        return value.lower()
+    try:
+        parsed = json.loads(value)
+    except ValueError:
+        raise InvalidOptionError(
+            f'option {name} must be "earliest", "latest" or a JSON object of topic partition to index, '
+            f"not {value!r}"
+        ) from None
+    if not isinstance(parsed, dict):
+        raise InvalidOptionError(f"option {name}: the JSON must be an object, not {value!r}")
+    offsets: dict[str, int] = {}
+    for key, index in parsed.items():
+        valid = isinstance(index, int) and not isinstance(index, bool)
+        if not valid or (index < 0 and index not in (EARLIEST, LATEST)):
+            raise InvalidOptionError(
+                f"option {name}: {key!r} must map to an index >= 0, -2 (earliest) or -1 (latest), "
+                f"not {index!r}"
+            )
+        try:
+            offsets[full_name(key)] = index if index >= 0 else (EARLIEST if index == -2 else LATEST)
+        except ValueError as exc:
+            raise InvalidOptionError(f"option {name}: {exc}") from None
+    return offsets
+
+
+@dataclass(frozen=True)
+class TopicSelection:
+    """What to read: fixed topics, or every topic of a namespace matching a pattern."""
+
+    topics: tuple[str, ...] = ()
+    pattern: str | None = None
+
+    @property
+    def pattern_namespace(self) -> str:
+        assert self.pattern is not None
+        body = self.pattern.removeprefix("persistent://")
+        parts = body.split("/", 2)
+        if len(parts) < 3:
+            return "public/default"
+        return f"{parts[0]}/{parts[1]}"
+
+    @property
+    def compiled_pattern(self) -> re.Pattern[str]:
+        assert self.pattern is not None
+        body = self.pattern
+        if "://" not in body:
+            body = "persistent://" + (body if body.count("/") >= 2 else "public/default/" + body)
+        return re.compile(body)
+
+
+def _selection(options: dict[str, str]) -> TopicSelection:
+    given = [k for k in ("topic", "topics", "topicspattern") if options.get(k)]
+    if len(given) != 1:
+        raise InvalidOptionError(
+            "give exactly one of the options topic, topics (comma separated) or topicsPattern (a regex), "
+            f"not {given or 'none'}"
+        )
+    key = given[0]
+    if key == "topicspattern":
+        pattern = options[key]
+        try:
+            selection = TopicSelection(pattern=pattern)
+            selection.compiled_pattern  # noqa: B018 - validate now
+        except re.error as exc:
+            raise InvalidOptionError(f"option topicsPattern is not a valid regex: {exc}") from None
+        return selection
+    names = [t.strip() for t in options[key].split(",") if t.strip()]
+    try:
+        topics = tuple(dict.fromkeys(full_name(t) for t in names))
+    except ValueError as exc:
+        raise InvalidOptionError(f"option {key}: {exc}") from None
+    if not topics:
+        raise InvalidOptionError(f"option {key} names no topic")
+    return TopicSelection(topics=topics)
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    service_url: str
+    admin_url: str
+    selection: TopicSelection
+    starting: str | dict[str, int]
+    ending: str | dict[str, int]
+    starting_timestamp: int | None
+    max_offsets_per_trigger: int | None
+    fail_on_data_loss: bool
+    subscription_name: str | None
+    max_records_per_partition: int
+    min_partitions: int | None
+    read_timeout_ms: int
+    records_per_batch: int
+
+    @classmethod
+    def parse(cls, raw: Mapping[str, str], streaming: bool) -> ReadOptions:
+        options = _lower(raw)
+        service_url, admin_url = _urls(options)
+        starting = parse_offsets_spec(
+            options.get("startingoffsets"), "startingOffsets", "latest" if streaming else "earliest"
+        )
+        ending = parse_offsets_spec(options.get("endingoffsets"), "endingOffsets", "latest")
+        if not streaming and starting == "latest":
+            raise InvalidOptionError('startingOffsets "latest" reads nothing in a batch query')
+        if ending == "earliest" or (isinstance(ending, dict) and EARLIEST in ending.values()):
+            raise InvalidOptionError("endingOffsets cannot be earliest")
+        if streaming and "endingoffsets" in options:
+            raise InvalidOptionError("endingOffsets is for batch queries; a stream has no end")
+        return cls(
+            service_url=service_url,
+            admin_url=admin_url,
+            selection=_selection(options),
+            starting=starting,
+            ending=ending,
+            starting_timestamp=_int(options, "startingTimestamp"),
+            max_offsets_per_trigger=_int(options, "maxOffsetsPerTrigger", minimum=1),
+            fail_on_data_loss=_bool(options, "failOnDataLoss", True),
+            subscription_name=options.get("subscriptionname") or None,
+            max_records_per_partition=_int(options, "maxRecordsPerPartition", 100_000, minimum=1),
+            min_partitions=_int(options, "minPartitions", minimum=1),
+            read_timeout_ms=_int(options, "readTimeoutMs", 30_000, minimum=1),
+            records_per_batch=_int(options, "recordsPerBatch", 10_000, minimum=1),
+        )
+
+
+@dataclass(frozen=True)
+class WriteOptions:
+    service_url: str
+    admin_url: str
+    topic: str | None
+    producer_name_prefix: str | None
+    enable_deduplication: bool
+    sort_before_write: bool
+    chunking_enabled: bool
+    send_timeout_ms: int
+
+    @classmethod
+    def parse(cls, raw: Mapping[str, str]) -> WriteOptions:
+        options = _lower(raw)
+        service_url, admin_url = _urls(options)
+        topic = options.get("topic")
+        try:
+            topic = full_name(topic) if topic else None
+        except ValueError as exc:
+            raise InvalidOptionError(f"option topic: {exc}") from None
+        return cls(
+            service_url=service_url,
+            admin_url=admin_url,
+            topic=topic,
+            producer_name_prefix=options.get("producernameprefix") or None,
+            enable_deduplication=_bool(options, "enableDeduplication", False),
+            sort_before_write=_bool(options, "sortBeforeWrite", False),
+            chunking_enabled=_bool(options, "chunkingEnabled", False),
+            send_timeout_ms=_int(options, "sendTimeoutMs", 30_000, minimum=1),
+        )

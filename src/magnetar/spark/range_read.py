@@ -1,0 +1,227 @@
+"""Reading one index range ``[start, end)`` of one topic partition: the work of a Spark task.
+
+Runs on executors, in a process that knows nothing but the ``ReadTask`` it was handed. The
+rows are a function of the range alone, so a replayed micro-batch yields exactly the same rows:
+
+- a plain or batched message belongs to the range that holds its index;
+- a chunked message (several entries, one index each) belongs to the range holding its
+  *first* chunk: a range started inside a chunked message drops that message (the range
+  before it delivered it), and a range that ends inside one reads on until it is complete.
+
+The reader starts at the message id of ``start`` (looked up over HTTP) and stops once it has
+passed the entry of ``end - 1`` with no chunked message begun before ``end`` still incomplete.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from magnetar.client import ChunkMessageId, Client, Message, MessageId, Timeout
+from magnetar.client.chunks import ChunkAssembler
+from magnetar.spark import probes
+from magnetar.spark.admin import SparkAdmin
+from magnetar.spark.errors import IndexNotEnabledError, OffsetOutOfRangeError, ReadStalledError
+from magnetar.spark.schema import RecordBatchBuilder
+from magnetar.spark.topics import split_partition
+
+log = logging.getLogger(__name__)
+
+POLL_MS = 200
+
+
+@dataclass(frozen=True)
+class ReadTask:
+    """Everything a task needs: it travels pickled inside the InputPartition."""
+
+    topic: str  # the partition's full name
+    start: int
+    end: int
+    service_url: str
+    admin_url: str
+    fail_on_data_loss: bool = True
+    read_timeout_ms: int = 30_000
+    records_per_batch: int = 10_000
+
+
+def read_range(task: ReadTask) -> Iterator[pa.RecordBatch]:
+    if task.end <= task.start:
+        return
+    _track_chunks()
+    admin = SparkAdmin(task.admin_url)
+    base, partition = split_partition(task.topic)
+    client = Client(task.service_url, operation_timeout_seconds=30)
+    try:
+        bounds = _bounds(client, admin, task)
+        if bounds is None:
+            return
+        start, start_id, last_id = bounds
+        builder = RecordBatchBuilder(base, partition)
+        reader = client.create_reader(task.topic, start_id, start_message_id_inclusive=True)
+        try:
+            for msg in RangeScan(reader, task, start, last_id).messages():
+                builder.add(msg)
+                if len(builder) >= task.records_per_batch:
+                    yield builder.build()
+        finally:
+            reader.close()
+        if len(builder):
+            yield builder.build()
+    finally:
+        client.close()
+
+
+def _bounds(client: Client, admin: SparkAdmin, task: ReadTask) -> tuple[int, MessageId, MessageId] | None:
+    """(start, id of start, id of end - 1), after the data-loss rules; None: nothing to read."""
+    start = task.start
+    start_id = probes.message_id_at(admin, task.topic, start)
+    if start_id is None:
+        first = probes.first_index(client, admin, task.topic)
+        if first is not None and first <= start:
+            _data_loss(task, f"index {start} of {task.topic} is not written yet")
+            return None
+        _data_loss(
+            task,
+            f"indexes {start}..{min(task.end, first if first is not None else task.end) - 1} of {task.topic} "
+            f"are no longer retained (first retained: {first})",
+        )
+        if first is None or first >= task.end:
+            return None
+        start, start_id = first, probes.message_id_at(admin, task.topic, first)
+        if start_id is None:
+            return None
+    last_id = probes.message_id_at(admin, task.topic, task.end - 1)
+    if last_id is None:
+        _data_loss(task, f"index {task.end - 1} of {task.topic} is no longer retained, or not written yet")
+        return None
+    return start, start_id, last_id
+
+
+def _data_loss(task: ReadTask, what: str) -> None:
+    if task.fail_on_data_loss:
+        raise OffsetOutOfRangeError(
+            f"{what}; reading [{task.start}, {task.end}) is impossible. Set failOnDataLoss=false to skip "
+            "what is missing with a warning instead."
+        )
+    log.warning("%s; skipping it (failOnDataLoss=false)", what)
+
+
+class RangeScan:
+    """Drives a reader over one range and decides, message by message, what belongs to it."""
+
+    def __init__(self, reader, task: ReadTask, start: int, last_id: MessageId) -> None:
+        self.reader = reader
+        self.task = task
+        self.start = start
+        self.last_key = probes.entry_key(last_id)
+        self.watch = ChunkWatch(reader)
+        self.reached = False
+
+    def messages(self) -> Iterator[Message]:
+        idle_since = time.monotonic()
+        while not self._done():
+            try:
+                msg = self.reader.read_next(POLL_MS)
+            except Timeout:
+                if time.monotonic() - idle_since > self.task.read_timeout_ms / 1000:
+                    raise ReadStalledError(
+                        f"reading [{self.task.start}, {self.task.end}) of {self.task.topic}: no message for "
+                        f"{self.task.read_timeout_ms} ms before the end of the range (readTimeoutMs)"
+                    ) from None
+                continue
+            idle_since = time.monotonic()
+            if self._belongs(msg):
+                yield msg
+
+    def _belongs(self, msg: Message) -> bool:
+        index = msg.index()
+        if index is None:
+            raise IndexNotEnabledError(self.task.topic, "messages arrive without an index")
+        msg_id = msg.message_id()
+        if isinstance(msg_id, ChunkMessageId):
+            if probes.entry_key(msg_id) >= self.last_key:
+                self.reached = True
+            return probes.entry_key(msg_id.first_chunk_message_id()) <= self.last_key
+        if index >= self.task.end - 1:
+            self.reached = True
+        return self.start <= index < self.task.end
+
+    def _done(self) -> bool:
+        if self.reached:
+            return not self.watch.pending_started_by(self.last_key)
+        self.reached = self.watch.passed(self.last_key)
+        return self.reached and not self.watch.pending_started_by(self.last_key)
+
+
+def _track_chunks() -> None:
+    """Make every chunk assembler in this process remember the newest entry it took in.
+
+    Chunks arrive as soon as a reader subscribes, before the caller could hook the reader's own
+    assembler, so the tracking is installed on the class, once per (executor) process. It only
+    records ``last_chunk_key`` and changes nothing else.
+    """
+    if getattr(ChunkAssembler, "_spark_tracks_chunks", False):
+        return
+    original = ChunkAssembler.receive
+
+    def receive(self, chunk, now_ms):
+        key = probes.entry_key(chunk.message_id)
+        if key > getattr(self, "last_chunk_key", (-1, -1)):
+            self.last_chunk_key = key
+        return original(self, chunk, now_ms)
+
+    ChunkAssembler.receive = receive
+    ChunkAssembler._spark_tracks_chunks = True
+
+
+class ChunkWatch:
+    """What the reader's chunk assembler has seen, dropped chunks included.
+
+    A range that starts inside a chunked message never gets that message, so the entry of
+    ``end - 1`` may be a chunk that is silently dropped; the assembler's newest chunk tells the
+    scan it has been passed. The assembler also tells whether a chunked message begun inside
+    the range is still incomplete. Both look into ``magnetar.client`` internals, read on the
+    client's loop thread so that the assembler and the receive queue are seen in one
+    consistent state; without them (another client version) the scan relies on delivered
+    messages alone.
+    """
+
+    def __init__(self, reader) -> None:
+        self._reader = reader
+        self._consumer = getattr(reader, "_inner", None)
+        assembler = getattr(self._consumer, "_chunks", None)
+        if not isinstance(assembler, ChunkAssembler) or not hasattr(self._consumer, "_queue"):
+            self._consumer = None
+
+    def passed(self, last_key: tuple[int, int]) -> bool:
+        """Whether a chunk at or after ``last_key`` was taken in and every message completed
+        before it has been handed out (the receive queue is empty)."""
+        if self._consumer is None:
+            return False
+        consumer = self._consumer
+
+        def check() -> bool:
+            seen = getattr(consumer._chunks, "last_chunk_key", None)
+            return seen is not None and seen >= last_key and not consumer._queue
+
+        return self._reader._call(check)
+
+    def pending_started_by(self, last_key: tuple[int, int]) -> bool:
+        """Whether a message whose first chunk is at or before ``last_key`` is not handed out yet."""
+        if self._consumer is None:
+            return False
+        consumer = self._consumer
+
+        def check() -> bool:
+            contexts = consumer._chunks._contexts.values()
+            firsts = [probes.entry_key(ctx.chunk_ids[0]) for ctx in contexts if ctx.chunk_ids]
+            queued = [m.message_id() for m in consumer._queue]
+            chunked = [i for i in queued if isinstance(i, ChunkMessageId)]
+            firsts += [probes.entry_key(i.first_chunk_message_id()) for i in chunked]
+            return any(key <= last_key for key in firsts)
+
+        return self._reader._call(check)

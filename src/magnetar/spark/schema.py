@@ -1,0 +1,97 @@
+"""The read schema, and messages turned into Arrow record batches that match it exactly."""
+
+from __future__ import annotations
+
+from functools import cache
+
+import pyarrow as pa
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import (
+    BinaryType,
+    IntegerType,
+    LongType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from magnetar.client import Message
+
+READ_SCHEMA = StructType(
+    [
+        StructField("key", StringType()),
+        StructField("value", BinaryType()),
+        StructField("topic", StringType()),
+        StructField("partition", IntegerType()),
+        StructField("offset", LongType()),
+        StructField("message_id", BinaryType()),
+        StructField("publish_time", TimestampType()),
+        StructField("event_time", TimestampType()),
+        StructField("broker_publish_time", TimestampType()),
+        StructField("properties", MapType(StringType(), StringType())),
+    ]
+)
+
+
+@cache
+def arrow_schema() -> pa.Schema:
+    """What Spark expects from ``read()``: its own conversion of READ_SCHEMA, timestamps in UTC."""
+    return to_arrow_schema(READ_SCHEMA, timezone="UTC")
+
+
+def _micros(ms: int | None) -> int | None:
+    return None if not ms else ms * 1000
+
+
+class RecordBatchBuilder:
+    """Collects messages of one topic partition column by column."""
+
+    def __init__(self, topic: str, partition: int) -> None:
+        self.topic = topic
+        self.partition = partition
+        self._reset()
+
+    def _reset(self) -> None:
+        self._key: list[str | None] = []
+        self._value: list[bytes] = []
+        self._offset: list[int] = []
+        self._message_id: list[bytes] = []
+        self._publish: list[int | None] = []
+        self._event: list[int | None] = []
+        self._broker: list[int | None] = []
+        self._properties: list[list[tuple[str, str]]] = []
+
+    def __len__(self) -> int:
+        return len(self._value)
+
+    def add(self, msg: Message) -> None:
+        self._key.append(msg.partition_key())
+        self._value.append(msg.data())
+        self._offset.append(msg.index())
+        self._message_id.append(msg.message_id().serialize())
+        self._publish.append(_micros(msg.publish_timestamp()))
+        self._event.append(_micros(msg.event_timestamp()))
+        self._broker.append(_micros(msg.broker_publish_time()))
+        self._properties.append(list(msg.properties().items()))
+
+    def build(self) -> pa.RecordBatch:
+        """The rows added since the last build, as one record batch."""
+        schema = arrow_schema()
+        n = len(self)
+        columns = [
+            self._key,
+            self._value,
+            [self.topic] * n,
+            [self.partition] * n,
+            self._offset,
+            self._message_id,
+            self._publish,
+            self._event,
+            self._broker,
+            self._properties,
+        ]
+        arrays = [pa.array(values, type=field.type) for values, field in zip(columns, schema, strict=True)]
+        self._reset()
+        return pa.RecordBatch.from_arrays(arrays, schema=schema)

@@ -1,0 +1,37 @@
+"""The ``magnetar`` data source: Spark's entry point to the readers and writers."""
+
+from __future__ import annotations
+
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader
+from pyspark.sql.types import StructType
+
+from magnetar.spark.errors import InvalidOptionError
+from magnetar.spark.options import ReadOptions
+from magnetar.spark.readers import MagnetarBatchReader, MagnetarStreamReader
+from magnetar.spark.schema import READ_SCHEMA
+
+
+class MagnetarDataSource(DataSource):
+    """``spark.read.format("magnetar")`` / ``readStream`` / ``write`` / ``writeStream``."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "magnetar"
+
+    def schema(self) -> StructType:
+        return READ_SCHEMA
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        _check_read_schema(schema)
+        return MagnetarBatchReader(ReadOptions.parse(self.options, streaming=False))
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        _check_read_schema(schema)
+        return MagnetarStreamReader(ReadOptions.parse(self.options, streaming=True))
+
+
+def _check_read_schema(schema: StructType) -> None:
+    if schema != READ_SCHEMA:
+        raise InvalidOptionError(
+            f"the magnetar source has a fixed schema ({READ_SCHEMA.simpleString()}); do not give .schema(...)"
+        )
