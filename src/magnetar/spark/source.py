@@ -6,9 +6,10 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStrea
 from pyspark.sql.types import StructType
 
 from magnetar.spark.errors import InvalidOptionError
-from magnetar.spark.options import ReadOptions
+from magnetar.spark.options import ReadOptions, WriteOptions
 from magnetar.spark.readers import MagnetarBatchReader, MagnetarStreamReader
 from magnetar.spark.schema import READ_SCHEMA
+from magnetar.spark.sink import MagnetarBatchWriter, MagnetarStreamWriter
 
 
 class MagnetarDataSource(DataSource):
@@ -28,6 +29,12 @@ class MagnetarDataSource(DataSource):
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         _check_read_schema(schema)
         return MagnetarStreamReader(ReadOptions.parse(self.options, streaming=True))
+
+    def writer(self, schema: StructType, overwrite: bool) -> MagnetarBatchWriter:
+        return MagnetarBatchWriter(WriteOptions.parse(self.options), schema)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> MagnetarStreamWriter:
+        return MagnetarStreamWriter(WriteOptions.parse(self.options), schema)
 
 
 def _check_read_schema(schema: StructType) -> None:
