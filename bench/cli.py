@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -83,7 +84,21 @@ def _brokers(text: str | None) -> tuple[list[str], str | None]:
     return [n for n in SPECS if n != PEER], note
 
 
+def _interrupt(signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark; SIGTERM and SIGINT stop it cleanly (the running broker is stopped by PID)."""
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        print("interrupted: the running broker was stopped, no report written", file=sys.stderr)
+        return 130
+
+
+def _main(argv: list[str] | None) -> int:
     args = _parser().parse_args(argv)
     brokers, note = _brokers(args.brokers)
     sizes = {**(SMOKE_SIZES if args.smoke else {}), **_pairs(args.size, "--size")}
