@@ -1,27 +1,31 @@
-# The two commands of the README: `make run` and `make test`. Each creates .venv and
-# installs what it needs first, so both work on a fresh machine with Python 3.11.
+# The commands of the README: `make run`, `make test` and `make broker`. Each creates .venv
+# and installs what it needs first, so all work on a fresh machine with Python 3.11 (+ Java 17).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP_RUN := $(VENV)/.installed-run
 STAMP_DEV := $(VENV)/.installed-dev
 
-.PHONY: run test lint proto clean
+.PHONY: run broker test lint proto clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 
 $(STAMP_RUN): pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q -e .
+	$(BIN)/pip install -q -e '.[spark]'
 	touch $@
 
 $(STAMP_DEV): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q -e '.[dev,spark]'
 	touch $@ $(STAMP_RUN)
 
-## Run the main job: the standalone broker on 127.0.0.1:6650 (Ctrl-C to stop).
+## Run the main job: the smart city on an embedded broker, Spark pipeline, summary (docs/smart-city.md).
 run: $(STAMP_RUN)
+	$(BIN)/magnetar smart-city $(ARGS)
+
+## Run the standalone broker on 127.0.0.1:6650 (Ctrl-C to stop).
+broker: $(STAMP_RUN)
 	$(BIN)/magnetar standalone $(ARGS)
 
 ## Lint and run the whole test suite.

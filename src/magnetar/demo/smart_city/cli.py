@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
+import shutil
 import sys
 
 from magnetar.demo.smart_city.settings import CitySettings
@@ -35,6 +37,9 @@ def run(args: argparse.Namespace) -> int:
             "magnetar smart-city needs the spark extra: pip install -e '.[spark]' (and Java 17)",
             file=sys.stderr,
         )
+        return 2
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        print("magnetar smart-city needs Java 17 for Spark (java on the PATH, or JAVA_HOME)", file=sys.stderr)
         return 2
     from magnetar.demo.smart_city.job import run_job
 

@@ -17,6 +17,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.error
 import urllib.request
 from collections import Counter
 from pathlib import Path
@@ -83,6 +84,7 @@ class Job:
         try:
             broker.start()
             self.say(f"broker      {broker.service_url} (admin {broker.admin_url}), data in {work}")
+            _create_namespace(broker.admin_url, s.namespace)
             _create_partitioned_topic(broker.admin_url, s.telemetry_topic, s.partitions)
             client = loop.run(_client(broker.service_url))
             fanout = AlertFanout(s, self.city, client)
@@ -240,6 +242,16 @@ class Job:
 
 async def _client(service_url: str) -> aio.Client:
     return aio.Client(service_url, operation_timeout_seconds=30)
+
+
+def _create_namespace(admin_url: str, namespace: str) -> None:
+    request = urllib.request.Request(f"{admin_url}/admin/v2/namespaces/{namespace}", data=b"", method="PUT")
+    try:
+        with urllib.request.urlopen(request, timeout=30):
+            pass
+    except urllib.error.HTTPError as exc:
+        if exc.code != 409:  # 409: it exists (public/default always does)
+            raise
 
 
 def _create_partitioned_topic(admin_url: str, topic: str, partitions: int) -> None:

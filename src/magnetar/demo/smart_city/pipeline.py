@@ -42,6 +42,9 @@ appender.console.name = console
 appender.console.target = SYSTEM_ERR
 appender.console.layout.type = PatternLayout
 appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
+# Spark's own level equal to the root's, or it announces "Setting default log level".
+logger.spark.name = org.apache.spark
+logger.spark.level = error
 """
 
 
@@ -127,6 +130,7 @@ def spark_session(settings: CitySettings, work_dir: Path) -> SparkSession:
 
     work_dir.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # workers import magnetar from here
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     log4j = work_dir / "log4j2.properties"
     log4j.write_text(LOG4J)
     spark = (
@@ -137,7 +141,7 @@ def spark_session(settings: CitySettings, work_dir: Path) -> SparkSession:
         .config("spark.sql.shuffle.partitions", str(settings.shuffle_partitions))
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.local.dir", str(work_dir / "tmp"))
-        .config("spark.driver.extraJavaOptions", f"-Dlog4j.configurationFile=file:{log4j}")
+        .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j}")
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
