@@ -82,6 +82,14 @@ def test_reference_alerts_one_per_matching_window():
     assert Alert.from_json(alert.to_json()) == alert
 
 
+def test_a_flagged_frame_counts_as_a_camera_flag():
+    frame = {"kind": "frame", "device": "c1", "area": "a", "ts": T0 + 10, "damage": True}
+    records = [sensor(T0 + 100, 4.0), sensor(T0 + 200, 4.0), frame]
+    (alert,) = reference_alerts(records, DamageRule(), W)
+    assert alert.camera_flags == 1 and alert.trigger_ms == T0 + 200
+    assert not reference_alerts([*records[:2], {**frame, "damage": False}], DamageRule(), W)
+
+
 def test_the_planned_city_alerts_in_damaged_areas_only():
     settings = CitySettings(seed=11, areas=5, damaged_areas=2, duration_s=60, damage_start_s=20)
     city = build_city(settings)

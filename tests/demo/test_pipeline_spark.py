@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from datetime import UTC, datetime
 
 import pytest
 
@@ -42,8 +43,18 @@ def test_spark_alerts_match_the_reference_detector(spark):
     city = build_city(settings)
     records = [r.record(T0) for r in city.readings]
     tick = {"kind": "tick", "device": "clock", "area": "", "ts": T0 + 10**6}
-    rows = [(json.dumps(r).encode(),) for r in [*records, tick]]
-    raw = spark.createDataFrame(rows, "value BINARY")
+    rows = [(json.dumps(r).encode(), settings.telemetry_topic, {}, None) for r in [*records, tick]]
+    # Frames: the flag in the properties, the event time on the message, an opaque value.
+    frames = [f.record(T0 + f.send_ms + 77) for f in city.frames]
+    assert any(f["damage"] for f in frames)
+    for plan, frame in zip(city.frames, frames, strict=True):
+        props = {"camera": plan.camera, "area": plan.area, "road-damage": str(plan.damage).lower()}
+        when = datetime.fromtimestamp(frame["ts"] / 1000, tz=UTC)
+        rows.append((b"\xff\xd8 not json", settings.frames_topic, props, when))
+    records += frames
+    raw = spark.createDataFrame(
+        rows, "value BINARY, topic STRING, properties MAP<STRING, STRING>, event_time TIMESTAMP"
+    )
     got = alerts_of(raw, settings).collect()
     expected = reference_alerts(records, rule_of(settings), settings.window_ms)
     assert expected and {a.area for a in expected} == set(city.damaged)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from magnetar.demo.smart_city.settings import CitySettings
 
-VEHICLE, SENSOR, CAMERA, TICK = "vehicle", "sensor", "camera", "tick"
+VEHICLE, SENSOR, CAMERA, FRAME, TICK = "vehicle", "sensor", "camera", "frame", "tick"
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +68,18 @@ class FramePlan:
 
     def content(self) -> bytes:
         return random.Random(self.seed).randbytes(self.size)
+
+    def record(self, taken_ms: int) -> dict:
+        """The frame as the pipeline sees it: a camera flag (or not) at ``taken_ms``."""
+        return {
+            "kind": FRAME,
+            "device": self.camera,
+            "area": self.area,
+            "ts": taken_ms,
+            "vibration": None,
+            "speed_kmh": None,
+            "damage": self.damage,
+        }
 
     def properties(self, content: bytes) -> dict[str, str]:
         return {

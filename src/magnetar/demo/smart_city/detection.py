@@ -7,7 +7,8 @@ so the job can check Spark's answer and the tests need no Spark to check the rul
 A window is ``[start, start + window_ms)`` with ``start`` a multiple of ``window_ms`` since the
 epoch, as Spark's tumbling ``window()`` cuts them. An area's window raises an alert when it
 holds at least ``min_vibration_hits`` sensor readings at or above ``vibration_threshold`` and
-at least ``min_camera_flags`` camera damage flags. The alert's trigger time is the event time
+at least ``min_camera_flags`` camera damage flags (a camera's detection with ``damage`` true,
+or a large frame flagged ``road-damage``). The alert's trigger time is the event time
 at which the rule became true: the later of the k-th hit and the m-th flag.
 """
 
@@ -17,7 +18,7 @@ import json
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 
-from magnetar.demo.smart_city.city import CAMERA, SENSOR, VEHICLE
+from magnetar.demo.smart_city.city import CAMERA, FRAME, SENSOR, VEHICLE
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,7 +80,7 @@ class WindowStats:
                 self.max_vibration = max(self.max_vibration, vibration)
             if rule.is_hit(vibration):
                 self.hit_times.append(ts)
-        elif kind == CAMERA and record.get("damage"):
+        elif kind in (CAMERA, FRAME) and record.get("damage"):
             self.flag_times.append(ts)
 
 
@@ -116,7 +117,7 @@ def window_stats(
     """Statistics per (area, window start) of the device records (ticks and unknown kinds skipped)."""
     stats: dict[tuple[str, int], WindowStats] = {}
     for record in records:
-        if record["kind"] not in (VEHICLE, SENSOR, CAMERA):
+        if record["kind"] not in (VEHICLE, SENSOR, CAMERA, FRAME):
             continue
         start = window_start(record["ts"], window_ms)
         key = (record["area"], start)

@@ -185,7 +185,7 @@ class Job:
 
     def _summary(self, simulator, pipeline, fanout, verifier) -> Summary:
         c, city, s = simulator.counters, self.city, self.settings
-        records = [r.record(simulator.start_ms) for r in city.readings]
+        records = [r.record(simulator.start_ms) for r in city.readings] + simulator.frame_records
         expected = {a.alert_id for a in reference_alerts(records, rule_of(s), s.window_ms)}
         room = fanout.control_room
         got = set(room.alerts)
@@ -216,6 +216,7 @@ class Job:
             events_failed=c.events_failed,
             spark_rows_read=pipeline.rows_read - self.warm_up_rows,
             spark_batches=pipeline.batches,
+            spark_rows_late=pipeline.rows_late,
             alerts_out=len(got),
             alerts_by_area=dict(alerts_by_area),
             duplicate_alerts=room.duplicates,

@@ -1,7 +1,8 @@
 """The Spark Structured Streaming pipeline: raw telemetry in, road-damage alerts out.
 
-    city-telemetry (magnetar source)
-      -> parse the JSON records, event time from ``ts``
+    city-telemetry + city-frames (magnetar source, one stream)
+      -> telemetry: parse the JSON records; frames: camera, area and road-damage flag from the
+         properties, event time from the message (the 6-12 MB value is dropped at once)
       -> watermark (``watermark_s``); the clock ticks only move it on
       -> per area and tumbling event-time window (``window_s``): vibration hits, camera
          flags, vehicles seen, average speed, peak vibration, when the hits and flags happened
@@ -21,7 +22,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from magnetar.demo.smart_city.city import CAMERA, SENSOR, VEHICLE
+from magnetar.demo.smart_city.city import CAMERA, FRAME, SENSOR, VEHICLE
 from magnetar.demo.smart_city.detection import DamageRule
 from magnetar.demo.smart_city.settings import CitySettings
 
@@ -53,11 +54,22 @@ def rule_of(settings: CitySettings) -> DamageRule:
 
 
 def alerts_of(raw: DataFrame, settings: CitySettings) -> DataFrame:
-    """Alert rows (topic, key, value, event_time, properties) from rows with a JSON ``value``."""
+    """Alert rows (topic, key, value, event_time, properties) from the source's rows."""
     from pyspark.sql import functions as F
 
     rule = rule_of(settings)
-    records = raw.select(F.from_json(F.col("value").cast("string"), RECORD_SCHEMA).alias("r")).select("r.*")
+    is_frame = F.col("topic") == settings.frames_topic
+    props = F.col("properties")
+    parsed = F.from_json(F.when(~is_frame, F.col("value").cast("string")), RECORD_SCHEMA)
+    records = raw.select(
+        F.when(is_frame, F.lit(FRAME)).otherwise(parsed["kind"]).alias("kind"),
+        F.when(is_frame, props["camera"]).otherwise(parsed["device"]).alias("device"),
+        F.when(is_frame, props["area"]).otherwise(parsed["area"]).alias("area"),
+        F.when(is_frame, F.unix_millis("event_time")).otherwise(parsed["ts"]).alias("ts"),
+        parsed["vibration"].alias("vibration"),
+        parsed["speed_kmh"].alias("speed_kmh"),
+        F.when(is_frame, props["road-damage"] == "true").otherwise(parsed["damage"]).alias("damage"),
+    )
     # Clock ticks are not filtered out: Spark pushes a filter that does not name the event-time
     # column below the watermark, and the ticks must reach it. They form their own area ("")
     # with no hits and no flags, which the rule never matches.
@@ -66,7 +78,7 @@ def alerts_of(raw: DataFrame, settings: CitySettings) -> DataFrame:
     )
     kind = F.col("kind")
     hit = (kind == SENSOR) & (F.col("vibration") >= rule.vibration_threshold)
-    flag = (kind == CAMERA) & F.col("damage")
+    flag = kind.isin(CAMERA, FRAME) & F.col("damage")
     windows = devices.groupBy("area", F.window("event_time", f"{settings.window_ms} milliseconds")).agg(
         F.count(F.when(hit, 1)).alias("vibration_hits"),
         F.count(F.when(flag, 1)).alias("camera_flags"),
@@ -163,6 +175,8 @@ class SparkPipeline:
         self.progress: list[dict] = []  # every progress report, in order
         #: The watermark of the latest completed batch: every window ending by it has been reported.
         self.watermark_ms = 0
+        #: Rows the aggregation dropped as older than the watermark.
+        self.rows_late = 0
 
     def start(self) -> None:
         s = self.settings
@@ -171,7 +185,7 @@ class SparkPipeline:
             self.spark.readStream.format("magnetar")
             .option("service_url", self.service_url)
             .option("admin_url", self.admin_url)
-            .option("topic", s.telemetry_topic)
+            .option("topics", f"{s.telemetry_topic},{s.frames_topic}")
             .option("startingOffsets", "earliest")
             .option("maxOffsetsPerTrigger", str(s.max_offsets_per_trigger))
             .load()
@@ -196,6 +210,9 @@ class SparkPipeline:
         for progress in self.query.recentProgress:
             if progress["batchId"] not in self._batches:
                 self.progress.append(progress)
+                self.rows_late += sum(
+                    op.get("numRowsDroppedByWatermark", 0) for op in progress.get("stateOperators") or []
+                )
                 watermark = (progress["eventTime"] or {}).get("watermark")
                 if watermark:
                     self.watermark_ms = max(self.watermark_ms, _epoch_ms(watermark))

@@ -58,6 +58,8 @@ class Simulator:
         self.start_ms = 0
         self._telemetry_producer = None
         self._cameras: dict[str, object] = {}
+        #: The frames sent, as the pipeline sees them (their event time is known once sent).
+        self.frame_records: list[dict] = []
 
     async def open(self) -> None:
         """Create the producers: the telemetry gateway and one chunking producer per camera."""
@@ -142,14 +144,16 @@ class Simulator:
     async def _send_frame(self, producer, plan: FramePlan) -> None:
         content = await asyncio.to_thread(plan.content)
         properties = await asyncio.to_thread(plan.properties, content)
+        taken_ms = int(time.time() * 1000)  # the frame's event time: when it is ready to go
         try:
-            await producer.send(content, properties=properties, event_timestamp=self.start_ms + plan.send_ms)
+            await producer.send(content, properties=properties, event_timestamp=taken_ms)
         except Exception:
             log.exception("frame %d from %s was not sent", plan.index, plan.camera)
             self.counters.frames_failed += 1
             return
         self.counters.frames_sent += 1
         self.counters.frame_bytes_sent += len(content)
+        self.frame_records.append(plan.record(taken_ms))
 
     async def send_ticks(self, ts: int) -> None:
         """One clock tick with event time ``ts`` to every partition (counted apart from events)."""

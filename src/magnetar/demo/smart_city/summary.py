@@ -64,6 +64,7 @@ class Summary:
     events_failed: int
     spark_rows_read: int
     spark_batches: int
+    spark_rows_late: int
     alerts_out: int
     alerts_by_area: dict[str, int]
     duplicate_alerts: int
@@ -115,7 +116,8 @@ class Summary:
             f" {self.vehicles} vehicles, {self.sensors} sensors, {self.cameras} cameras",
             f"  events in           {self.events_in:,} ({kinds})"
             + (f", {self.events_failed} failed" if self.events_failed else ""),
-            f"  spark read          {self.spark_rows_read:,} rows in {self.spark_batches} micro-batches",
+            f"  spark read          {self.spark_rows_read:,} rows in {self.spark_batches} micro-batches"
+            f" ({self.spark_rows_late} dropped as late)",
             f"  alerts out          {self.alerts_out} ({by_area}); clean areas: {self.clean_area_alerts};"
             f" duplicates: {self.duplicate_alerts}",
             f"  reference detector  {self.expected_alerts} expected, {len(self.missing_alerts)} missing,"
