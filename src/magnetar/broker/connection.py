@@ -45,6 +45,8 @@ class ServerCnx(asyncio.Protocol):
         self.connected = False
         self.closed = False
         self.writable = True
+        self._out: list[bytes] = []
+        self._flush_scheduled = False
         self.protocol_version = 0
         self.wants_entry_metadata = False
         self.producers: dict[int, Producer] = {}
@@ -98,16 +100,33 @@ class ServerCnx(asyncio.Protocol):
                 consumer.subscription.dispatcher.schedule()
 
     # -- output -------------------------------------------------------------------------------
+    # Frames are gathered and written once per event-loop pass: under load, hundreds of
+    # receipts and messages leave in one system call instead of one call each.
     def send_command(self, command: wire.BaseCommand) -> None:
-        if self.transport is not None and not self.transport.is_closing():
-            self.transport.write(encode_frame(command))
+        self._queue_output(encode_frame(command))
 
     def write_many(self, frames: list[bytes]) -> None:
-        if self.transport is not None and not self.transport.is_closing():
-            self.transport.writelines(frames)
+        self._out.extend(frames)
+        self._schedule_flush()
+
+    def _queue_output(self, frame: bytes) -> None:
+        self._out.append(frame)
+        self._schedule_flush()
+
+    def _schedule_flush(self) -> None:
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        out, self._out = self._out, []
+        if out and self.transport is not None and not self.transport.is_closing():
+            self.transport.writelines(out)
 
     def close(self) -> None:
         if self.transport is not None and not self.transport.is_closing():
+            self._flush()
             self.transport.close()
 
     def send_error(self, request_id: int, exc: BrokerError | Exception) -> None:

@@ -23,7 +23,7 @@ _U32 = struct.Struct(">I")
 
 
 def has_checksum(headers_and_payload: bytes | memoryview) -> bool:
-    return bytes(headers_and_payload[:2]) == _MAGIC_BYTES
+    return len(headers_and_payload) >= 2 and headers_and_payload[0] == 0x0E and headers_and_payload[1] == 0x01
 
 
 def compute_checksum(data: bytes | memoryview) -> int:

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from magnetar.storage.position import Position
 
 
-@dataclass(frozen=True, slots=True)
-class Entry:
+class Entry(NamedTuple):
     """Storage never re-serializes: ``data`` is byte-for-byte what ``add_entry`` was given."""
 
     position: Position
