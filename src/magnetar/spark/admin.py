@@ -10,9 +10,14 @@ import urllib.request
 from typing import Any
 
 from magnetar.admin.client import AdminClient, AdminError, ConflictError, NotFoundError
+from magnetar.spark.errors import MagnetarSparkError
 from magnetar.spark.topics import namespace_of, split_partition
 
 _ERRORS = {404: NotFoundError, 409: ConflictError}
+
+
+class AdminUnreachableError(MagnetarSparkError, ConnectionError):
+    """No answer from the admin HTTP port."""
 
 
 def _path(*parts: str) -> str:
@@ -51,6 +56,9 @@ class SparkAdmin(AdminClient):
         tenant, ns = namespace.split("/")
         self._call("POST", f"/admin/v2/namespaces/{_path(tenant, ns)}/deduplication", enabled)
 
+    def _get(self, path: str) -> dict:  # AdminClient's look-ups, with the errors below
+        return self._call("GET", path)
+
     def _call(self, method: str, path: str, body: Any = None) -> Any:
         """JSON in and out; None for an empty answer (204)."""
         url = self.http_url + path
@@ -64,6 +72,10 @@ class SparkAdmin(AdminClient):
                 text = response.read()
         except urllib.error.HTTPError as exc:
             raise _error(exc, url) from None
+        except (urllib.error.URLError, OSError) as exc:
+            raise AdminUnreachableError(
+                f"cannot reach the broker's admin HTTP port at {self.http_url} (option admin_url): {exc}"
+            ) from None
         return json.loads(text) if text.strip() else None
 
 

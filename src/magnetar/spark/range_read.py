@@ -14,10 +14,12 @@ passed the entry of ``end - 1`` with no chunked message begun before ``end`` sti
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Coroutine, Iterator
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import pyarrow as pa
 
@@ -32,6 +34,7 @@ from magnetar.spark.topics import split_partition
 log = logging.getLogger(__name__)
 
 POLL_MS = 200
+R = TypeVar("R")
 
 
 @dataclass(frozen=True)
@@ -60,17 +63,21 @@ def read_range(task: ReadTask) -> Iterator[pa.RecordBatch]:
         if bounds is None:
             return
         start, start_id, last_id = bounds
-        builder = RecordBatchBuilder(base, partition)
-        reader = client.create_reader(task.topic, start_id, start_message_id_inclusive=True)
+
+        def on_loop(coro: Coroutine[Any, Any, R]) -> R:  # the scan runs on the client's event loop
+            return asyncio.run_coroutine_threadsafe(coro, client.loop).result()
+
+        reader = on_loop(client.aio.create_reader(task.topic, start_id, start_message_id_inclusive=True))
         try:
-            for msg in RangeScan(reader, task, start, last_id).messages():
-                builder.add(msg)
-                if len(builder) >= task.records_per_batch:
+            scan = RangeScan(reader, task, start, last_id)
+            builder = RecordBatchBuilder(base, partition)
+            while (messages := on_loop(scan.take(task.records_per_batch))) is not None:
+                for msg in messages:
+                    builder.add(msg)
+                if len(builder):
                     yield builder.build()
         finally:
-            reader.close()
-        if len(builder):
-            yield builder.build()
+            on_loop(reader.close())
     finally:
         client.close()
 
@@ -111,7 +118,8 @@ def _data_loss(task: ReadTask, what: str) -> None:
 
 
 class RangeScan:
-    """Drives a reader over one range and decides, message by message, what belongs to it."""
+    """Drives an asyncio reader over one range and decides, message by message, what belongs
+    to it. Runs on the client's event loop, so taking a message costs no thread hop."""
 
     def __init__(self, reader, task: ReadTask, start: int, last_id: MessageId) -> None:
         self.reader = reader
@@ -120,22 +128,35 @@ class RangeScan:
         self.last_key = probes.entry_key(last_id)
         self.watch = ChunkWatch(reader)
         self.reached = False
+        self.finished = False
+        self._idle_since = time.monotonic()
 
-    def messages(self) -> Iterator[Message]:
-        idle_since = time.monotonic()
-        while not self._done():
-            try:
-                msg = self.reader.read_next(POLL_MS)
-            except Timeout:
-                if time.monotonic() - idle_since > self.task.read_timeout_ms / 1000:
-                    raise ReadStalledError(
-                        f"reading [{self.task.start}, {self.task.end}) of {self.task.topic}: no message for "
-                        f"{self.task.read_timeout_ms} ms before the end of the range (readTimeoutMs)"
-                    ) from None
-                continue
-            idle_since = time.monotonic()
-            if self._belongs(msg):
-                yield msg
+    async def take(self, max_rows: int) -> list[Message] | None:
+        """Up to ``max_rows`` more messages of the range; None once it is done."""
+        if self.finished:
+            return None
+        taken: list[Message] = []
+        while len(taken) < max_rows:
+            if self._done():
+                self.finished = True
+                break
+            msg = await self._next()
+            if msg is not None and self._belongs(msg):
+                taken.append(msg)
+        return taken
+
+    async def _next(self) -> Message | None:
+        try:
+            msg = await self.reader.read_next(POLL_MS)
+        except Timeout:
+            if time.monotonic() - self._idle_since > self.task.read_timeout_ms / 1000:
+                raise ReadStalledError(
+                    f"reading [{self.task.start}, {self.task.end}) of {self.task.topic}: no message for "
+                    f"{self.task.read_timeout_ms} ms before the end of the range (readTimeoutMs)"
+                ) from None
+            return None
+        self._idle_since = time.monotonic()
+        return msg
 
     def _belongs(self, msg: Message) -> bool:
         index = msg.index()
@@ -151,9 +172,8 @@ class RangeScan:
         return self.start <= index < self.task.end
 
     def _done(self) -> bool:
-        if self.reached:
-            return not self.watch.pending_started_by(self.last_key)
-        self.reached = self.watch.passed(self.last_key)
+        if not self.reached:
+            self.reached = self.watch.passed(self.last_key)
         return self.reached and not self.watch.pending_started_by(self.last_key)
 
 
@@ -184,44 +204,31 @@ class ChunkWatch:
     A range that starts inside a chunked message never gets that message, so the entry of
     ``end - 1`` may be a chunk that is silently dropped; the assembler's newest chunk tells the
     scan it has been passed. The assembler also tells whether a chunked message begun inside
-    the range is still incomplete. Both look into ``magnetar.client`` internals, read on the
-    client's loop thread so that the assembler and the receive queue are seen in one
-    consistent state; without them (another client version) the scan relies on delivered
-    messages alone.
+    the range is still incomplete. Both look into ``magnetar.client`` internals (on the loop
+    thread, where they change); without them (another client version) the scan relies on
+    delivered messages alone.
     """
 
     def __init__(self, reader) -> None:
         self._reader = reader
-        self._consumer = getattr(reader, "_inner", None)
-        assembler = getattr(self._consumer, "_chunks", None)
-        if not isinstance(assembler, ChunkAssembler) or not hasattr(self._consumer, "_queue"):
-            self._consumer = None
+        if not isinstance(getattr(reader, "_chunks", None), ChunkAssembler) or not hasattr(reader, "_queue"):
+            self._reader = None
 
     def passed(self, last_key: tuple[int, int]) -> bool:
         """Whether a chunk at or after ``last_key`` was taken in and every message completed
         before it has been handed out (the receive queue is empty)."""
-        if self._consumer is None:
+        if self._reader is None:
             return False
-        consumer = self._consumer
-
-        def check() -> bool:
-            seen = getattr(consumer._chunks, "last_chunk_key", None)
-            return seen is not None and seen >= last_key and not consumer._queue
-
-        return self._reader._call(check)
+        seen = getattr(self._reader._chunks, "last_chunk_key", None)
+        return seen is not None and seen >= last_key and not self._reader._queue
 
     def pending_started_by(self, last_key: tuple[int, int]) -> bool:
         """Whether a message whose first chunk is at or before ``last_key`` is not handed out yet."""
-        if self._consumer is None:
+        if self._reader is None:
             return False
-        consumer = self._consumer
-
-        def check() -> bool:
-            contexts = consumer._chunks._contexts.values()
-            firsts = [probes.entry_key(ctx.chunk_ids[0]) for ctx in contexts if ctx.chunk_ids]
-            queued = [m.message_id() for m in consumer._queue]
-            chunked = [i for i in queued if isinstance(i, ChunkMessageId)]
-            firsts += [probes.entry_key(i.first_chunk_message_id()) for i in chunked]
-            return any(key <= last_key for key in firsts)
-
-        return self._reader._call(check)
+        contexts = self._reader._chunks._contexts.values()
+        firsts = [probes.entry_key(ctx.chunk_ids[0]) for ctx in contexts if ctx.chunk_ids]
+        queued = [m.message_id() for m in self._reader._queue]
+        chunked = [i for i in queued if isinstance(i, ChunkMessageId)]
+        firsts += [probes.entry_key(i.first_chunk_message_id()) for i in chunked]
+        return any(key <= last_key for key in firsts)

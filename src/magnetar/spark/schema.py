@@ -17,7 +17,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from magnetar.client import Message
+from magnetar.client import Message, MessageId
 
 READ_SCHEMA = StructType(
     [
@@ -51,6 +51,8 @@ class RecordBatchBuilder:
     def __init__(self, topic: str, partition: int) -> None:
         self.topic = topic
         self.partition = partition
+        self._entry: tuple[int, int, int, int] | None = None
+        self._entry_proto = None
         self._reset()
 
     def _reset(self) -> None:
@@ -70,11 +72,23 @@ class RecordBatchBuilder:
         self._key.append(msg.partition_key())
         self._value.append(msg.data())
         self._offset.append(msg.index())
-        self._message_id.append(msg.message_id().serialize())
+        self._message_id.append(self._serialized_id(msg.message_id()))
         self._publish.append(_micros(msg.publish_timestamp()))
         self._event.append(_micros(msg.event_timestamp()))
         self._broker.append(_micros(msg.broker_publish_time()))
         self._properties.append(list(msg.properties().items()))
+
+    def _serialized_id(self, msg_id: MessageId) -> bytes:
+        """``msg_id.serialize()``; members of one batch entry share a proto, only the batch index
+        changes (serializing each id from scratch was a third of the read time)."""
+        if type(msg_id) is not MessageId or msg_id.batch_index() < 0:
+            return msg_id.serialize()
+        entry = (msg_id.ledger_id(), msg_id.entry_id(), msg_id.partition(), msg_id.batch_size())
+        if entry != self._entry:
+            self._entry = entry
+            self._entry_proto = msg_id.to_proto()
+        self._entry_proto.batch_index = msg_id.batch_index()
+        return self._entry_proto.SerializeToString()
 
     def build(self) -> pa.RecordBatch:
         """The rows added since the last build, as one record batch."""
