@@ -1,0 +1,89 @@
+"""Structured Streaming: restart from the checkpoint with a replayed micro-batch, exactly once."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from tests.spark.support import admin, produce, read_back, source_options
+
+
+@pytest.fixture
+def eo_namespace(broker) -> str:
+    """A namespace of its own with deduplication on, as the sink requires."""
+    namespace = f"public/eo-{uuid.uuid4().hex[:6]}"
+    admin(broker.http_url, "PUT", f"/admin/v2/namespaces/{namespace}", {})
+    admin(broker.http_url, "POST", f"/admin/v2/namespaces/{namespace}/deduplication", True)
+    return namespace
+
+
+def run_available_now(spark, broker, source: str, sink: str, checkpoint: str):
+    query = (
+        spark.readStream.format("magnetar")
+        .options(**source_options(broker, topic=source, startingOffsets="earliest", maxOffsetsPerTrigger=10))
+        .load()
+        .selectExpr("key", "value", "properties", "event_time")
+        .writeStream.format("magnetar")
+        .options(**source_options(broker, topic=sink))
+        .option("checkpointLocation", checkpoint)
+        .trigger(availableNow=True)
+        .start()
+    )
+    assert query.awaitTermination(120), "the query did not finish"
+    assert query.exception() is None
+    return query
+
+
+def test_restart_with_a_replayed_batch_is_exactly_once(spark, broker, client, topic, eo_namespace, tmp_path):
+    admin(broker.http_url, "PUT", f"/admin/v2/persistent/{topic.removeprefix('persistent://')}/partitions", 2)
+    sink = f"persistent://{eo_namespace}/sink-{uuid.uuid4().hex[:6]}"
+    checkpoint = tmp_path / "checkpoint"
+    produce(client, topic, [f"a{i}" for i in range(30)], keys=30)
+
+    first = run_available_now(spark, broker, topic, sink, str(checkpoint))
+    batches = [p["batchId"] for p in first.recentProgress if p["numInputRows"]]
+    assert batches == [0, 1, 2]  # 30 messages, at most 10 per trigger
+
+    # The process "dies" after the sink wrote batch 2 and before Spark recorded it as done:
+    # on restart Spark runs batch 2 again with the same offsets, then the new data.
+    for name in ("2", ".2.crc"):
+        (checkpoint / "commits" / name).unlink()
+    produce(client, topic, [f"b{i}" for i in range(20)], keys=20)
+    second = run_available_now(spark, broker, topic, sink, str(checkpoint))
+    replayed = [p for p in second.recentProgress if p["batchId"] == 2]
+    assert replayed and replayed[0]["numInputRows"] == 10
+
+    messages = read_back(client, sink)
+    values = sorted(m.data().decode() for m in messages)
+    assert values == sorted(
+        [f"a{i}" for i in range(30)] + [f"b{i}" for i in range(20)]
+    )  # no loss, no duplicate
+    assert [m.index() for m in messages] == list(range(50))  # nothing was stored twice, not even briefly
+    by_value = {m.data().decode(): m for m in messages}
+    assert by_value["a7"].properties() == {"i": "7"} and by_value["a7"].event_timestamp() == 1_700_000_000_007
+
+    # the committed offsets moved the durable subscription on each partition
+    for partition in range(2):
+        stats = admin(
+            broker.http_url, "GET", f"/admin/v2/persistent/{topic[13:]}-partition-{partition}/stats"
+        )
+        (subscription,) = [
+            s for name, s in stats["subscriptions"].items() if name.startswith("spark-magnetar-")
+        ]
+        assert subscription["durable"] and subscription["msgBacklog"] < 25
+
+
+def test_sink_refuses_a_namespace_without_deduplication(spark, broker, client, topic, tmp_path):
+    namespace = f"public/nodedup-{uuid.uuid4().hex[:6]}"
+    admin(broker.http_url, "PUT", f"/admin/v2/namespaces/{namespace}", {})
+    df = spark.createDataFrame([("k", b"v")], "key string, value binary")
+    writer = (
+        df.write.format("magnetar").mode("append").options(**source_options(broker, topic=f"{namespace}/out"))
+    )
+    with pytest.raises(Exception, match=r"DeduplicationDisabledError.*deduplication is not enabled"):
+        writer.save()
+
+    writer.option("enableDeduplication", "true").save()  # the sink may turn it on itself
+    assert admin(broker.http_url, "GET", f"/admin/v2/namespaces/{namespace}/deduplication") is True
+    assert [m.data() for m in read_back(client, f"persistent://{namespace}/out")] == [b"v"]
