@@ -5,10 +5,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from magnetar.broker.entries import DispatchEntry
-from magnetar.broker.ids import message_id_data
+from magnetar.broker.ids import to_u64
 from magnetar.protocol import wire
-from magnetar.protocol.commands import wrap
-from magnetar.protocol.frames import encode_frame
+from magnetar.protocol.hot_frames import message_header
 from magnetar.storage.position import Position
 
 if TYPE_CHECKING:
@@ -51,18 +50,20 @@ class Consumer:
         cursor = self.subscription.cursor
         frames = []
         for item in entries:
-            cmd = wire.CommandMessage(
-                consumer_id=self.consumer_id,
-                message_id=message_id_data(item.position),
+            position = item.position
+            ack_set = cursor.batch_ack_set(position) if item.is_batch and cursor is not None else None
+            payload = item.payload_for(with_meta)
+            frames.append(
+                message_header(
+                    self.consumer_id,
+                    to_u64(position.ledger_id),
+                    to_u64(position.entry_id),
+                    redelivery_counts.get(position, 0),
+                    ack_set,
+                    len(payload),
+                )
             )
-            count = redelivery_counts.get(item.position)
-            if count:
-                cmd.redelivery_count = count
-            if item.is_batch and cursor is not None:
-                ack_set = cursor.batch_ack_set(item.position)
-                if ack_set is not None:
-                    cmd.ack_set.extend(ack_set)
-            frames.append(encode_frame(wrap(cmd), item.payload_for(with_meta)))
+            frames.append(payload)
             self.permits -= item.num_messages
             self.messages_out += item.num_messages
         self.cnx.write_many(frames)

@@ -12,9 +12,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from magnetar.broker.ids import message_id_data
+from magnetar.broker.ids import to_u64
 from magnetar.protocol import wire
 from magnetar.protocol.commands import wrap
+from magnetar.protocol.hot_frames import send_receipt_frame
 from magnetar.storage.position import Position
 
 if TYPE_CHECKING:
@@ -89,14 +90,18 @@ class Producer:
             )
             self.cnx.send_command(wrap(reply))
             return
-        receipt = wire.CommandSendReceipt(
-            producer_id=self.producer_id,
-            sequence_id=pending.sequence_id,
-            message_id=message_id_data(pending.position),
+        position = pending.position
+        self.cnx.write_many(
+            [
+                send_receipt_frame(
+                    self.producer_id,
+                    pending.sequence_id,
+                    to_u64(position.ledger_id),
+                    to_u64(position.entry_id),
+                    pending.highest_sequence_id,
+                )
+            ]
         )
-        if pending.highest_sequence_id:
-            receipt.highest_sequence_id = pending.highest_sequence_id
-        self.cnx.send_command(wrap(receipt))
 
     def __repr__(self) -> str:
         return f"Producer({self.name!r}, id={self.producer_id}, topic={self.topic.name})"
