@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
+import threading
 import time
 
 from magnetar.broker.config import BrokerConfig
@@ -43,7 +44,7 @@ class BrokerService:
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
-        self.storage = Storage(self.config.storage_config(), notify=loop.call_soon_threadsafe)
+        self.storage = Storage(self.config.storage_config(), notify=_notifier(loop))
         self.namespaces = NamespaceRegistry(self.storage.metadata)
         self.schemas = SchemaRegistry(self.storage.metadata, self.namespaces)
         self._server = await loop.create_server(
@@ -266,3 +267,18 @@ class BrokerService:
 
     def apply_policies(self, namespace: str) -> None:
         """Policies are read when used; nothing is cached that would need refreshing."""
+
+
+def _notifier(loop: asyncio.AbstractEventLoop):
+    """How storage completions reach the loop: from the fsync thread through the thread-safe
+    path (which wakes the loop), from the loop itself (fsync policy "never") by a plain
+    call_soon, which spares a wake-up write per message."""
+    loop_thread = threading.get_ident()
+
+    def notify(callback) -> None:
+        if threading.get_ident() == loop_thread:
+            loop.call_soon(callback)
+        else:
+            loop.call_soon_threadsafe(callback)
+
+    return notify
