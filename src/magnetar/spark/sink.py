@@ -14,13 +14,14 @@ turn it on); otherwise the sink refuses to start.
 
 from __future__ import annotations
 
+import asyncio
 import logging
-import threading
 import time
 import uuid
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Coroutine, Iterable, Iterator
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -32,7 +33,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import BinaryType, LongType, MapType, StringType, StructType, TimestampType
 
-from magnetar.client import Client, Result
+from magnetar.client import Client
 from magnetar.client.errors import ProducerBusy
 from magnetar.spark.admin import SparkAdmin
 from magnetar.spark.errors import DeduplicationDisabledError, InvalidOptionError, MagnetarSparkError
@@ -42,6 +43,8 @@ from magnetar.spark.topics import full_name, namespace_of, partition_name
 log = logging.getLogger(__name__)
 
 ROW_BITS = 32
+SEND_CHUNK = 500
+R = TypeVar("R")
 MAX_ROWS_PER_BATCH = 1 << ROW_BITS
 PRODUCER_BUSY_RETRY_S = 30.0
 BATCH_ID_PROPERTY = "streaming.sql.batchId"
@@ -146,7 +149,11 @@ def ensure_deduplication(admin: SparkAdmin, namespace: str, enable: bool) -> Non
 
 
 class TaskWriter:
-    """The producers of one task, one per target topic partition, and their sequence ids."""
+    """The producers of one task, one per target topic partition, and their sequence ids.
+
+    Routing and sequence ids are decided here; the sends themselves run on the client's event
+    loop, ``SEND_CHUNK`` at a time, so a message costs no thread hop.
+    """
 
     def __init__(self, options: WriteOptions, producer_name: str, batch_id: int) -> None:
         self.options = options
@@ -156,13 +163,16 @@ class TaskWriter:
         self.client = Client(options.service_url, operation_timeout_seconds=30)
         self._partitions: dict[str, int] = {}
         self._checked: set[str] = set()
-        self._producers: dict[str, tuple[object, int]] = {}
+        self._producers: dict[str, tuple[Any, int]] = {}
         self._rows: dict[str, int] = {}
         self._routed: dict[str, int] = {}
-        self._errors: list[str] = []
-        self._lock = threading.Lock()
+        self._pending: list[tuple[Any, int, OutRow]] = []
+        self._errors: list[BaseException] = []
         self.written = 0
         self.skipped = 0
+
+    def _on_loop(self, coro: Coroutine[Any, Any, R]) -> R:
+        return asyncio.run_coroutine_threadsafe(coro, self.client.loop).result()
 
     def write(self, row: OutRow) -> None:
         target = self._route(row)
@@ -171,25 +181,35 @@ class TaskWriter:
         self._rows[target] = n + 1
         seq = sequence_id(self.batch_id, n)
         if seq <= last:
-            self.skipped += 1
+            self.skipped += 1  # stored by an earlier attempt: not even sent
             return
-        producer.send_async(
-            row.value,
-            self._on_receipt,
-            properties=dict(row.properties) or None,
-            partition_key=row.key,
-            event_timestamp=row.event_time_ms or None,
-            sequence_id=seq,
-        )
+        self._pending.append((producer, seq, row))
+        if len(self._pending) >= SEND_CHUNK:
+            self._send_pending()
 
-    def _on_receipt(self, result: Result, msg_id) -> None:
-        with self._lock:
-            if result != Result.Ok:
-                self._errors.append(str(result))
-            elif msg_id is not None and msg_id.ledger_id() < 0:
-                self.skipped += 1  # the broker had it already
-            else:
-                self.written += 1
+    def _send_pending(self) -> None:
+        pending, self._pending = self._pending, []
+        if pending:
+            self._on_loop(self._send_all(pending))
+
+    async def _send_all(self, pending: list[tuple[Any, int, OutRow]]) -> None:
+        for producer, seq, row in pending:
+            await producer.send_async(
+                row.value,
+                self._on_receipt,
+                properties=dict(row.properties) or None,
+                partition_key=row.key,
+                event_timestamp=row.event_time_ms or None,
+                sequence_id=seq,
+            )
+
+    def _on_receipt(self, error: BaseException | None, msg_id) -> None:  # on the loop thread
+        if error is not None:
+            self._errors.append(error)
+        elif msg_id is not None and msg_id.ledger_id() < 0:
+            self.skipped += 1  # a duplicate: the broker had it already
+        else:
+            self.written += 1
 
     def _route(self, row: OutRow) -> str:
         count = self._partitions.get(row.topic)
@@ -208,18 +228,20 @@ class TaskWriter:
         self._routed[row.topic] = n + 1
         return partition_name(row.topic, n % count)
 
-    def _producer(self, topic: str) -> tuple[object, int]:
+    def _producer(self, topic: str) -> tuple[Any, int]:
         if topic not in self._producers:
             deadline = time.monotonic() + PRODUCER_BUSY_RETRY_S
             while True:
                 try:
-                    producer = self.client.create_producer(
-                        topic,
-                        producer_name=self.producer_name,
-                        batching_enabled=False,  # batch boundaries differ between attempts
-                        chunking_enabled=self.options.chunking_enabled,
-                        block_if_queue_full=True,
-                        send_timeout_millis=self.options.send_timeout_ms,
+                    producer = self._on_loop(
+                        self.client.aio.create_producer(
+                            topic,
+                            producer_name=self.producer_name,
+                            batching_enabled=False,  # batch boundaries differ between attempts
+                            chunking_enabled=self.options.chunking_enabled,
+                            block_if_queue_full=True,
+                            send_timeout_millis=self.options.send_timeout_ms,
+                        )
                     )
                     break
                 except ProducerBusy:  # an earlier attempt of this task still holds the name
@@ -231,17 +253,18 @@ class TaskWriter:
 
     def finish(self) -> None:
         try:
+            self._send_pending()
             for producer, _ in self._producers.values():
-                producer.flush()
+                self._on_loop(producer.flush())
             if self._errors:
-                raise MagnetarSparkError(f"{len(self._errors)} sends failed, first: {self._errors[0]}")
+                raise MagnetarSparkError(f"{len(self._errors)} sends failed, first: {self._errors[0]!r}")
         finally:
             self.close()
 
     def close(self) -> None:
         try:
             for producer, _ in self._producers.values():
-                producer.close()
+                self._on_loop(producer.close())
         finally:
             self.client.close()
 
