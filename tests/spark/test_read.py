@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 
 import pytest
@@ -61,6 +62,9 @@ def test_partitioned_topic_is_read_one_spark_partition_per_topic_partition(spark
         mine = [r for r in rows if r.partition == partition]
         assert [r.offset for r in mine] == list(range(len(mine)))  # each partition has its own index
         assert len(read_back(client, f"{topic}-partition-{partition}")) == len(mine)
+    # a short pattern means the namespace public/default
+    by_pattern = load(spark, broker, topicsPattern=re.escape(topic.rsplit("/", 1)[1]))
+    assert by_pattern.rdd.getNumPartitions() == 3 and by_pattern.count() == 30
 
 
 def test_starting_timestamp_seeks_by_broker_time(spark, broker, client, topic):
