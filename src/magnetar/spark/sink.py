@@ -168,8 +168,9 @@ class TaskWriter:
         self._routed: dict[str, int] = {}
         self._pending: list[tuple[Any, int, OutRow]] = []
         self._errors: list[BaseException] = []
-        self.written = 0
-        self.skipped = 0
+        self.written = 0  # counted on the loop thread
+        self.duplicates = 0  # counted on the loop thread: sent again, dropped by the broker
+        self.not_sent = 0  # counted here: the broker had them before this attempt began
 
     def _on_loop(self, coro: Coroutine[Any, Any, R]) -> R:
         return asyncio.run_coroutine_threadsafe(coro, self.client.loop).result()
@@ -181,7 +182,7 @@ class TaskWriter:
         self._rows[target] = n + 1
         seq = sequence_id(self.batch_id, n)
         if seq <= last:
-            self.skipped += 1  # stored by an earlier attempt: not even sent
+            self.not_sent += 1  # stored by an earlier attempt
             return
         self._pending.append((producer, seq, row))
         if len(self._pending) >= SEND_CHUNK:
@@ -207,7 +208,7 @@ class TaskWriter:
         if error is not None:
             self._errors.append(error)
         elif msg_id is not None and msg_id.ledger_id() < 0:
-            self.skipped += 1  # a duplicate: the broker had it already
+            self.duplicates += 1
         else:
             self.written += 1
 
@@ -283,7 +284,7 @@ def write_task(options: WriteOptions, prefix: str, batch_id: int, batches: Itera
         writer.close()
         raise
     writer.finish()
-    return SinkCommitMessage(partition_id, writer.written, writer.skipped)
+    return SinkCommitMessage(partition_id, writer.written, writer.not_sent + writer.duplicates)
 
 
 # -- the Spark writers -------------------------------------------------------------------------------

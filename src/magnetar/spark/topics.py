@@ -8,11 +8,13 @@ base name and the partition number (-1 for a non-partitioned topic).
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 PARTITION_SUFFIX = "-partition-"
 _PARTITION_RE = re.compile(r"^(.*)-partition-(\d+)$")
 
 
+@lru_cache(maxsize=1024)
 def full_name(topic: str) -> str:
     """``my-topic`` -> ``persistent://public/default/my-topic``; refuses non-persistent topics."""
     name = topic.strip()
