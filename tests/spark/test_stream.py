@@ -87,3 +87,11 @@ def test_sink_refuses_a_namespace_without_deduplication(spark, broker, client, t
     writer.option("enableDeduplication", "true").save()  # the sink may turn it on itself
     assert admin(broker.http_url, "GET", f"/admin/v2/namespaces/{namespace}/deduplication") is True
     assert [m.data() for m in read_back(client, f"persistent://{namespace}/out")] == [b"v"]
+
+    # the target of each row from a topic column; a string value is sent as UTF-8
+    rows = [(f"{namespace}/{t}", f"{t}{i}", {"n": str(i)}) for t in "ab" for i in range(3)]
+    by_column = spark.createDataFrame(rows, "topic string, value string, properties map<string,string>")
+    by_column.write.format("magnetar").mode("append").options(**source_options(broker)).save()
+    for t in "ab":
+        got = [(m.data(), m.properties()) for m in read_back(client, f"persistent://{namespace}/{t}")]
+        assert got == [(f"{t}{i}".encode(), {"n": str(i)}) for i in range(3)]
