@@ -196,6 +196,9 @@ class SparkPipeline:
             .option("service_url", self.service_url)
             .option("admin_url", self.admin_url)
             .option("enableDeduplication", "true")  # exactly-once output rests on it
+            # After the aggregation's shuffle a replayed batch may hand a task its rows in
+            # another order; sorting keeps each row's sequence id the same on replay.
+            .option("sortBeforeWrite", "true")
             .option("checkpointLocation", str(self.work_dir / "checkpoint"))
             .outputMode("append")
             .queryName("smart-city-road-damage")
