@@ -45,6 +45,7 @@ def _parser() -> argparse.ArgumentParser:
         "--magnetar-ref", help="run Magnetar from a snapshot of this git ref (default: working tree)"
     )
     p.add_argument("--profile", type=Path, metavar="DIR", help="record py-spy profiles of Magnetar into DIR")
+    p.add_argument("--profile-native", action="store_true", help="py-spy --native: C frames too")
     p.add_argument("--workdir", type=Path, help="brokers' data and logs (default: a temp dir, removed)")
     p.add_argument("--out-json", type=Path, help="default docs/benchmarks.json (smoke: in the temp dir)")
     p.add_argument("--out-md", type=Path, help="default docs/benchmarks.md (smoke: in the temp dir)")
@@ -132,7 +133,8 @@ def _main(argv: list[str] | None) -> int:
             else MagnetarSource.working_tree()
         )
         started = time.time()
-        runs = _run_all(brokers, scenarios, modes, repeat, limits, source, workdir, args.profile)
+        profile = (args.profile, args.profile_native) if args.profile else None
+        runs = _run_all(brokers, scenarios, modes, repeat, limits, source, workdir, profile)
         context = report.Context(
             brokers=brokers,
             scenarios=scenarios,
@@ -159,7 +161,7 @@ def _main(argv: list[str] | None) -> int:
     return 1 if bad else 0
 
 
-def _run_all(brokers, scenarios, modes, repeat, limits, source, workdir, profile_dir) -> list[dict]:
+def _run_all(brokers, scenarios, modes, repeat, limits, source, workdir, profile) -> list[dict]:
     """Every (scenario, mode) on every broker, the brokers' order rotated each repeat."""
     runs = []
     total = repeat * len(scenarios) * len(modes) * len(brokers)
@@ -169,8 +171,10 @@ def _run_all(brokers, scenarios, modes, repeat, limits, source, workdir, profile
             for mode in modes:
                 for name in order:
                     run_dir = workdir / f"run-{len(runs):03d}-{name}"
-                    profile = profile_dir / f"{name}-{scenario.name}-{mode}-{r}.txt" if profile_dir else None
-                    result = run_once(SPECS[name], scenario, mode, limits, source, run_dir, profile)
+                    out, native = None, False
+                    if profile:
+                        out, native = profile[0] / f"{name}-{scenario.name}-{mode}-{r}.txt", profile[1]
+                    result = run_once(SPECS[name], scenario, mode, limits, source, run_dir, out, native)
                     result["repeat"] = r
                     runs.append(result)
                     print(f"[{len(runs)}/{total}] {_progress(result)}", file=sys.stderr, flush=True)

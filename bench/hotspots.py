@@ -26,6 +26,16 @@ from pathlib import Path
 SAMPLE_RATE = 100
 FRAME = re.compile(r"^(?P<func>.*?) \((?P<file>[^()]*?)(?::\d+)?\)$")
 SITE = ("site-packages/", "lib/python3")
+#: Innermost frames of a thread that waits rather than works (the loop in epoll, the fsync thread idle).
+IDLE = (
+    "epoll_pwait",
+    "epoll_wait",
+    "Condition.wait",
+    "pthread_cond_wait",
+    "pthread_cond_timedwait",
+    "PyThread_acquire_lock_timed",
+)
+NO_SYMBOL = "<no symbol>"
 
 
 def py_spy() -> str:
@@ -36,9 +46,11 @@ def py_spy() -> str:
     return found
 
 
-def start_profiler(pid: int, out: Path) -> subprocess.Popen:
+def start_profiler(pid: int, out: Path, native: bool = False) -> subprocess.Popen:
+    """py-spy on ``pid`` into ``out``; ``native`` adds C frames (uvloop, crc32c, the kernel's syscalls)."""
     out.parent.mkdir(parents=True, exist_ok=True)
     cmd = [py_spy(), "record", "--pid", str(pid), "--rate", str(SAMPLE_RATE), "--format", "raw"]
+    cmd += ["--native"] if native else []
     with open(f"{out}.log", "wb") as log:
         return subprocess.Popen([*cmd, "--output", str(out)], stdout=subprocess.DEVNULL, stderr=log)
 
@@ -62,15 +74,34 @@ class Hotspot:
     total_pct: float
 
 
-def read_stacks(paths: Iterable[Path]) -> Counter[tuple[str, ...]]:
-    """Collapsed stacks (outermost frame first) and their sample counts, summed over ``paths``."""
+def read_stacks(
+    paths: Iterable[Path], only: str | None = None, keep_idle: bool = False
+) -> Counter[tuple[str, ...]]:
+    """Collapsed stacks (outermost frame first) and their sample counts, summed over ``paths``.
+
+    With ``only``, just the stacks with a frame containing that text (``Runner.run``: the event loop's
+    thread; ``Syncer``: the fsync thread). Samples of a waiting thread (innermost frame in ``IDLE``) are
+    dropped unless ``keep_idle``: what is left is where the broker spends CPU (and blocking syscalls).
+    """
     stacks: Counter[tuple[str, ...]] = Counter()
     for path in paths:
         for line in Path(path).read_text(errors="replace").splitlines():
             stack, _, count = line.rpartition(" ")
+            if only and only not in stack:
+                continue
             if stack and count.isdigit():
-                stacks[tuple(_short(frame) for frame in stack.split(";"))] += int(count)
+                frames = _caller_owns_unnamed(tuple(_short(frame) for frame in stack.split(";")))
+                if frames and (keep_idle or not frames[-1].endswith(IDLE)):
+                    stacks[frames] += int(count)
     return stacks
+
+
+def _caller_owns_unnamed(frames: tuple[str, ...]) -> tuple[str, ...]:
+    """Innermost frames without a symbol (in libc mostly memcpy, memmove, futex) count as their caller's."""
+    end = len(frames)
+    while end and frames[end - 1].endswith(NO_SYMBOL):
+        end -= 1
+    return frames[:end]
 
 
 def _short(frame: str) -> str:
@@ -79,6 +110,8 @@ def _short(frame: str) -> str:
     if not match:
         return frame.strip()
     func, file = match.group("func"), match.group("file")
+    if func.startswith("0x"):  # no symbol: in libc these are mostly memcpy/memmove
+        func = NO_SYMBOL
     if "magnetar/" in file:
         file = file.rsplit("magnetar/", 1)[1]
     elif any(marker in file for marker in SITE):
@@ -120,8 +153,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("profiles", nargs="+", type=Path)
     p.add_argument("--top", type=int, default=20)
+    p.add_argument("--only", help="keep the stacks with a frame containing this text, e.g. Runner.run")
+    p.add_argument("--keep-idle", action="store_true", help="keep samples of threads that wait")
     args = p.parse_args(argv)
-    print(markdown(*hotspots(read_stacks(args.profiles), args.top)))
+    print(markdown(*hotspots(read_stacks(args.profiles, args.only, args.keep_idle), args.top)))
     return 0
 
 

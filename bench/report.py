@@ -6,11 +6,13 @@ is kept when the benchmark runs again.
 
 from __future__ import annotations
 
+import argparse
 import datetime
 import importlib.metadata
 import json
 import os
 import platform
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,6 +36,7 @@ RESOURCES = (
 LATENCY = (("latency_p50_us", "p50"), ("latency_p99_us", "p99"), ("latency_p999_us", "p99.9"))
 COUNTERS = ("duplicates", "missing", "out_of_order", "corrupt", "send_errors")
 FIGURES = [key for key, _ in (*THROUGHPUT, *RESOURCES, *LATENCY)] + ["cpu_us_per_msg"]
+CONSUME_FIGURES = {"consume_msg_s", "consume_mb_s", "cpu_us_per_entry", "cpu_us_per_msg"}
 
 
 @dataclass
@@ -55,12 +58,7 @@ class Context:
 
 
 def build(ctx: Context, runs: list[dict]) -> dict:
-    for run in runs:
-        for key, value in (run.get("latency_us") or {}).items():
-            if key in ("p50", "p99", "p999"):
-                run[f"latency_{key}_us"] = value
-    summary = _summary(ctx, runs)
-    return {
+    document = {
         "generated": datetime.datetime.fromtimestamp(ctx.started, datetime.UTC).strftime(
             "%Y-%m-%d %H:%M UTC"
         ),
@@ -78,39 +76,60 @@ def build(ctx: Context, runs: list[dict]) -> dict:
             "modes": ctx.modes,
         },
         "scenarios": [scenario_dict(s) for s in ctx.scenarios],
-        "summary": summary,
-        "failures": [
-            f"{_run_name(run)}: {'; '.join(problems)}" for run in runs if (problems := failures(run))
-        ],
         "runs": runs,
     }
+    return summarise(document)
+
+
+def summarise(document: dict) -> dict:
+    """(Re)computes the document's summary and failures from its runs."""
+    runs = document["runs"]
+    for run in runs:
+        for key, value in (run.get("latency_us") or {}).items():
+            if key in ("p50", "p99", "p999"):
+                run[f"latency_{key}_us"] = value
+    scenarios = [s["name"] for s in document["scenarios"]]
+    brokers = [b["name"] for b in document["brokers"]]
+    document["summary"] = _summary(scenarios, document["params"]["modes"], brokers, runs)
+    document["failures"] = [
+        f"{_run_name(run)}: {'; '.join(problems)}" for run in runs if (problems := failures(run))
+    ]
+    return document
+
+
+def _counts(run: dict, key: str) -> bool:
+    """Whether ``run``'s figure ``key`` means something.
+
+    A run that broke (an error, send errors, nothing received) has no figures. A run that duplicated
+    messages keeps them (rates count unique messages); one with missing messages stalled or lost them,
+    so its consume rate and CPU per entry are left out but its produce figures kept.
+    """
+    if run.get("error") or run.get("send_errors") or not run.get("received"):
+        return False
+    return not (run.get("missing") and key in CONSUME_FIGURES)
 
 
 def _run_name(run: dict) -> str:
     return f"{run['broker']} {run['scenario']} {run['mode']} repeat {run.get('repeat', 0)}"
 
 
-def _summary(ctx: Context, runs: list[dict]) -> list[dict]:
+def _summary(scenarios: list[str], modes: list[str], brokers: list[str], runs: list[dict]) -> list[dict]:
     """One row per (scenario, mode, broker): every figure's median and range, and the summed counters."""
     rows = []
-    for scenario in ctx.scenarios:
-        for mode in ctx.modes:
-            for broker in ctx.brokers:
-                mine = [
-                    r
-                    for r in runs
-                    if (r["scenario"], r["mode"], r["broker"]) == (scenario.name, mode, broker)
-                ]
-                clean = [r for r in mine if not failures(r)]  # a failed run's rates mean nothing
+    for scenario in scenarios:
+        for mode in modes:
+            for broker in brokers:
+                key = (scenario, mode, broker)
+                mine = [r for r in runs if (r["scenario"], r["mode"], r["broker"]) == key]
                 figures = {}
                 for key in FIGURES:
-                    s = spread([r[key] for r in clean if r.get(key) is not None])
+                    s = spread([r[key] for r in mine if _counts(r, key) and r.get(key) is not None])
                     if s is not None:
                         figures[key] = s.as_dict()
                 counters = {key: sum(r.get(key) or 0 for r in mine) for key in COUNTERS}
-                failed = len(mine) - len(clean)
+                failed = sum(1 for r in mine if failures(r))
                 rows.append(
-                    {"scenario": scenario.name, "mode": mode, "broker": broker, "runs": len(mine)}
+                    {"scenario": scenario, "mode": mode, "broker": broker, "runs": len(mine)}
                     | {"failed_runs": failed, "figures": figures, "counters": counters}
                 )
     return rows
@@ -202,7 +221,10 @@ def _header(doc: dict) -> list[str]:
         "",
         f"Generated {doc['generated']} by `{doc['command']}` in {doc['elapsed_s']:.0f} s:"
         f" {params['repeat']} repeat(s), each run producing for {params['duration_s']} s on a fresh broker;"
-        " cells are `median (min-max)` over the runs without failures. MB = 10^6 bytes.",
+        " cells are `median (min-max)`. MB = 10^6 bytes. † marks a cell some of whose runs failed a"
+        " correctness check (see Correctness): a run with duplicates keeps its figures (rates count unique"
+        " messages), a run with missing messages keeps only its produce figures, a run that broke has none;"
+        " **FAILED** means no run is left.",
         "",
         f"- machine: {m['nproc']} CPUs (`nproc`), {m['cpu_model']}, {m['ram_gib']} GiB RAM,"
         f" Linux {m['kernel']}, data on {m['data_filesystem']}",
@@ -269,16 +291,13 @@ def _ratio(rows: dict, broker: str, key: str) -> str:
 
 
 def _cell(row: dict | None, key: str, scale: float) -> str:
-    """``median (min-max)`` over the clean runs; FAILED when every run failed."""
-    if row and row["runs"] and row["failed_runs"] == row["runs"]:
-        return "**FAILED**"
+    """``median (min-max)``; a dagger when some runs behind it failed; FAILED when no run has the figure."""
     figure = row["figures"].get(key) if row else None
     if not figure:
-        return "-"
+        return "**FAILED**" if row and row["failed_runs"] else "-"
     median, low, high = (figure[k] * scale for k in ("median", "low", "high"))
-    if figure["n"] == 1:
-        return _num(median)
-    return f"{_num(median)} ({_num(low)}-{_num(high)})"
+    text = _num(median) if figure["n"] == 1 else f"{_num(median)} ({_num(low)}-{_num(high)})"
+    return f"{text} †" if row["failed_runs"] else text
 
 
 def _num(value: float) -> str:
@@ -304,3 +323,19 @@ def _counters(doc: dict) -> list[str]:
         cells = [row["broker"], labels[row["scenario"]], row["mode"], str(row["runs"]), *counters, verdict]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m bench.report RESULTS.json [--out-md FILE]``: the markdown again from a JSON report."""
+    p = argparse.ArgumentParser(prog="python -m bench.report", description=main.__doc__)
+    p.add_argument("json", type=Path)
+    p.add_argument("--out-md", type=Path, default=Path("docs/benchmarks.md"))
+    args = p.parse_args(argv)
+    document = summarise(json.loads(args.json.read_text()))
+    write_json(document, args.json)
+    write_markdown(document, args.out_md)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

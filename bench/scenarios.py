@@ -88,6 +88,7 @@ def run_once(
     source: MagnetarSource,
     workdir: Path,
     profile_to: Path | None = None,
+    profile_native: bool = False,
 ) -> dict[str, object]:
     """Start a broker, run ``scenario`` in ``mode`` against it, stop it; the run's figures as a dict.
 
@@ -99,7 +100,9 @@ def run_once(
         broker.start()
     except BrokerStartError as exc:
         return {**base, "error": str(exc)}
-    profiler = start_profiler(broker.pid, profile_to) if profile_to and spec.kind == MAGNETAR else None
+    profiler = None
+    if profile_to and spec.kind == MAGNETAR:
+        profiler = start_profiler(broker.pid, profile_to, profile_native)
     result = dict(base)
     try:
         result.update(_measure(broker.service_url, broker.pid, scenario, mode, limits))
@@ -179,7 +182,17 @@ def _backlog(client, topic, scenario, limits) -> tuple[Produced, Tally, float, s
     consuming = Consuming(consumer, producing.payloads, producing).start(limits.idle_timeout_s)
     tally = consuming.join(_join_timeout(produced, limits))
     consumer.close()
-    return produced, tally, max(consuming.last_new - start, 1e-9), consuming.error
+    return produced, tally, _drain_time(consuming, tally, start), consuming.error
+
+
+def _drain_time(consuming: Consuming, tally: Tally, subscribed: float) -> float:
+    """Time to drain, scaled so that ``unique / time`` is the rate from the first message to the last.
+
+    The subscribe's round trips before the first message are not part of a drain rate.
+    """
+    if tally.unique > 1 and consuming.last_new > consuming.first_at:
+        return (consuming.last_new - consuming.first_at) * tally.unique / (tally.unique - 1)
+    return max(consuming.last_new - subscribed, 1e-9)
 
 
 def _join_timeout(produced: Produced, limits: Limits) -> float:

@@ -267,7 +267,8 @@ class Consuming:
         self.payloads = payloads
         self.producing = producing
         self.tally = Tally()
-        self.last_new = 0.0
+        self.first_at = 0.0  # when the first message arrived
+        self.last_new = 0.0  # when the last message not seen before arrived
         self.error: str | None = None
         self._thread: threading.Thread | None = None
 
@@ -310,6 +311,7 @@ class Consuming:
             consumer.acknowledge(msg)
             if tally.unique != unique:
                 self.last_new = idle_since = time.monotonic()
+                self.first_at = self.first_at or self.last_new
                 if done.is_set() and tally.unique >= produced.receipts and self._complete(produced):
                     return
 
