@@ -294,6 +294,7 @@ class Consuming:
         tally, read, consumer = self.tally, self.payloads.read, self.consumer
         produced, done = self.producing.result, self.producing.done
         idle_since = time.monotonic()
+        chunks = 1  # chunks per chunked message, learnt from those within one ledger
         while True:
             try:
                 msg = consumer.receive(RECEIVE_POLL_MS)
@@ -307,7 +308,10 @@ class Consuming:
                     return
                 continue
             unique = tally.unique
-            tally.add(*read(msg.data()), _entries(msg.message_id()))
+            entries = _entries(msg.message_id(), chunks)
+            if len(entries) > 1 and entries[0][0] == entries[-1][0]:
+                chunks = max(chunks, len(entries))
+            tally.add(*read(msg.data()), entries)
             consumer.acknowledge(msg)
             if tally.unique != unique:
                 self.last_new = idle_since = time.monotonic()
@@ -319,17 +323,23 @@ class Consuming:
         return self.tally.unique >= produced.receipts and self.tally.missing(produced.receipted) == 0
 
 
-def _entries(msg_id: pulsar.MessageId) -> list[tuple[int, int]]:
+def _entries(msg_id: pulsar.MessageId, chunks: int) -> list[tuple[int, int]]:
     """The entries a message came in: one, or one per chunk of a chunked message.
 
-    The Python API has no getter for a chunked message's chunk ids, but its text form lists them all:
-    ``(0,0,-1,-1);(0,1,-1,-1)``.
+    The Python API has no getter for a chunked message's chunks, but its text form names the first and
+    the last: ``(0,3,-1,-1);(0,7,-1,-1)``. A single producer's chunks are consecutive entries, so that is
+    every entry in between. When a ledger rolled over between them, the new ledger's part is known and
+    the old ledger's is taken to make up ``chunks`` (what whole messages of the run had).
     """
     text = str(msg_id)
     if ";" not in text:
         return [(msg_id.ledger_id(), msg_id.entry_id())]
-    ids = []
-    for part in text.split(";"):
-        ledger, entry = part.strip("()").split(",")[:2]
-        ids.append((int(ledger), int(entry)))
-    return ids
+    (first_ledger, first_entry), (last_ledger, last_entry) = (
+        tuple(int(n) for n in part.strip("()").split(",")[:2]) for part in text.split(";")[:2]
+    )
+    if first_ledger == last_ledger:
+        return [(first_ledger, entry) for entry in range(first_entry, last_entry + 1)]
+    in_old = max(1, chunks - (last_entry + 1))
+    return [(first_ledger, first_entry + k) for k in range(in_old)] + [
+        (last_ledger, entry) for entry in range(last_entry + 1)
+    ]
