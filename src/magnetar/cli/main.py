@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import logging
 import signal
 import sys
@@ -23,6 +24,14 @@ def _standalone_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--log-level", default="INFO")
 
 
+def _tune_gc() -> None:
+    """The broker makes many short-lived objects per message and few cycles: move what start-up
+    built out of the collector's way and collect the young generation less often."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(50_000, 20, 20)
+
+
 async def _run_standalone(args: argparse.Namespace) -> int:
     from magnetar.broker.config import BrokerConfig
     from magnetar.broker.service import BrokerService
@@ -32,6 +41,7 @@ async def _run_standalone(args: argparse.Namespace) -> int:
     )
     service = BrokerService(config)
     await service.start()
+    _tune_gc()
     logging.getLogger("magnetar").info(
         "Magnetar %s listening on pulsar://%s:%d and http://%s:%d, data in %s",
         __version__,
