@@ -13,10 +13,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from magnetar.broker.consumer import Consumer
+from magnetar.broker.dispatchers.key_shared import join_selector, key_shared_mode, new_selector
 from magnetar.broker.dispatchers.single_active import choose_active
 from magnetar.broker.dispatchers.sticky_keys import (
     AutoSplitSelector,
-    RangeConflict,
     StickySelector,
     sticky_key,
     sticky_key_hash,
@@ -63,17 +63,9 @@ class NonPersistentSubscription:
         self.consumers.append(consumer)
 
     def _add_to_selector(self, consumer: Consumer) -> None:
-        meta = consumer.key_shared_meta
-        sticky = meta is not None and meta.key_shared_mode == wire.STICKY
         if self._selector is None or not self.consumers:
-            self._selector = StickySelector() if sticky else AutoSplitSelector()
-        try:
-            if isinstance(self._selector, StickySelector):
-                self._selector.add(consumer, [(r.start, r.end) for r in meta.hash_ranges] if meta else [])
-            else:
-                self._selector.add(consumer)
-        except RangeConflict as exc:
-            raise BrokerError(str(exc), wire.ConsumerAssignError) from None
+            self._selector = new_selector(key_shared_mode(consumer.key_shared_meta))
+        join_selector(self._selector, consumer, consumer.key_shared_meta)
 
     def remove_consumer(self, consumer: Consumer) -> None:
         consumer.closed = True

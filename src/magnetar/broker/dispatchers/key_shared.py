@@ -37,6 +37,27 @@ if TYPE_CHECKING:
 MAX_HELD_BACK = 10_000
 
 
+def key_shared_mode(meta: wire.KeySharedMeta | None) -> int:
+    return meta.key_shared_mode if meta is not None else wire.AUTO_SPLIT
+
+
+def new_selector(mode: int) -> AutoSplitSelector | StickySelector:
+    return StickySelector() if mode == wire.STICKY else AutoSplitSelector()
+
+
+def join_selector(
+    selector: AutoSplitSelector | StickySelector, consumer: Consumer, meta: wire.KeySharedMeta | None
+) -> None:
+    """Give a consumer its hash ranges (declared ones for STICKY); conflicts are the client's error."""
+    try:
+        if isinstance(selector, StickySelector):
+            selector.add(consumer, [(r.start, r.end) for r in meta.hash_ranges] if meta is not None else [])
+        else:
+            selector.add(consumer)
+    except RangeConflict as exc:
+        raise BrokerError(str(exc), wire.ConsumerAssignError) from None
+
+
 class KeySharedDispatcher(SharedDispatcher):
     def __init__(self, subscription: Subscription, max_read_batch: int = 100) -> None:
         super().__init__(subscription, max_read_batch)
@@ -49,24 +70,17 @@ class KeySharedDispatcher(SharedDispatcher):
 
     def add_consumer(self, consumer: Consumer) -> None:
         meta = consumer.key_shared_meta
-        mode = meta.key_shared_mode if meta is not None else wire.AUTO_SPLIT
+        mode = key_shared_mode(meta)
         if self.mode is None or not self.consumers:
             self.mode = mode
             self.allow_out_of_order = bool(meta is not None and meta.allow_out_of_order_delivery)
-            self.selector = StickySelector() if mode == wire.STICKY else AutoSplitSelector()
+            self.selector = new_selector(mode)
         elif mode != self.mode:
             raise ConsumerBusy(
                 f"Key_Shared subscription {self.subscription.name} is in "
                 f"{wire.KeySharedMode.Name(self.mode)} mode, not {wire.KeySharedMode.Name(mode)}"
             )
-        try:
-            if isinstance(self.selector, StickySelector):
-                ranges = [(r.start, r.end) for r in meta.hash_ranges] if meta is not None else []
-                self.selector.add(consumer, ranges)
-            else:
-                self.selector.add(consumer)
-        except RangeConflict as exc:
-            raise BrokerError(str(exc), wire.ConsumerAssignError) from None
+        join_selector(self.selector, consumer, meta)
         super().add_consumer(consumer)
 
     def remove_consumer(self, consumer: Consumer) -> None:
