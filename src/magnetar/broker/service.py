@@ -10,6 +10,7 @@ import time
 
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.connection import ServerCnx
+from magnetar.broker.data_dir_lock import DataDirLock
 from magnetar.broker.errors import NotAllowed, TopicNotFound
 from magnetar.broker.namespaces import AlreadyExists, AutoTopicCreation, NamespaceRegistry, NotEmpty
 from magnetar.broker.nonpersistent import NonPersistentTopic
@@ -35,6 +36,7 @@ class BrokerService:
         self._server: asyncio.base_events.Server | None = None
         self._http = None
         self._tasks: list[asyncio.Task] = []
+        self._lock = DataDirLock(config.data_dir)
 
     @property
     def service_url(self) -> str:
@@ -44,6 +46,7 @@ class BrokerService:
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
+        self._lock.acquire()
         self.storage = Storage(self.config.storage_config(), notify=_notifier(loop))
         self.namespaces = NamespaceRegistry(self.storage.metadata)
         self.schemas = SchemaRegistry(self.storage.metadata, self.namespaces)
@@ -83,6 +86,7 @@ class BrokerService:
         if self.storage is not None:
             self.storage.close()
             self.storage = None
+        self._lock.release()
 
     async def _every(self, seconds: float, action) -> None:
         while True:

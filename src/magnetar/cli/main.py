@@ -34,13 +34,18 @@ def _tune_gc() -> None:
 
 async def _run_standalone(args: argparse.Namespace) -> int:
     from magnetar.broker.config import BrokerConfig
+    from magnetar.broker.data_dir_lock import DataDirInUse
     from magnetar.broker.service import BrokerService
 
     config = BrokerConfig.load(
         args.config, host=args.host, port=args.port, http_port=args.http_port, data_dir=args.data_dir
     )
     service = BrokerService(config)
-    await service.start()
+    try:
+        await service.start()
+    except DataDirInUse as exc:
+        logging.getLogger("magnetar").error("%s", exc)
+        return 1
     _tune_gc()
     logging.getLogger("magnetar").info(
         "Magnetar %s listening on pulsar://%s:%d and http://%s:%d, data in %s",

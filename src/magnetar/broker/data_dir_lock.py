@@ -1,0 +1,41 @@
+"""One broker per data directory: two processes appending to the same ledgers would corrupt them.
+
+An exclusive ``flock`` on ``<data_dir>/broker.lock``; the kernel drops it when the process
+ends, however it ends (``kill -9`` included), so a crashed broker never leaves a stale lock.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from pathlib import Path
+
+
+class DataDirInUse(RuntimeError):
+    pass
+
+
+class DataDirLock:
+    def __init__(self, data_dir: Path) -> None:
+        self.path = Path(data_dir) / "broker.lock"
+        self._fd: int | None = None
+
+    def acquire(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 64).decode(errors="replace").strip() or "another process"
+            os.close(fd)
+            raise DataDirInUse(
+                f"data directory {self.path.parent} is in use by another broker (pid {holder})"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # closing the descriptor drops the lock
+            self._fd = None
