@@ -22,7 +22,7 @@ from magnetar.broker.topic_name import InvalidTopicName, TopicName, topics_hash
 from magnetar.protocol import ChecksumMismatch, Frame, FrameDecoder, ProtocolError, wire
 from magnetar.protocol.commands import wrap
 from magnetar.protocol.frames import FRAME_OVERHEAD, encode_frame
-from magnetar.protocol.headers import parse_metadata, verify_checksum
+from magnetar.protocol.headers import metadata_span, parse_metadata, verify_checksum
 
 if TYPE_CHECKING:
     from magnetar.broker.service import BrokerService
@@ -288,10 +288,10 @@ class ServerCnx(asyncio.Protocol):
         pending = producer.expect(cmd.sequence_id, cmd.highest_sequence_id)
         try:
             verify_checksum(payload)
-            metadata, body = parse_metadata(payload)
+            metadata, _ = parse_metadata(payload)
             # The limit is on metadata + payload, as the client sizes chunks by it; chunks are
             # bounded by the frame limit alone (max_message_size + 10 KiB).
-            size = len(body) + metadata.ByteSize()
+            size = len(payload) - metadata_span(payload)[0]  # metadata + payload, no re-serializing
             if size > self.config.max_message_size and not (cmd.is_chunk or metadata.HasField("chunk_id")):
                 raise BrokerError(
                     f"Exceed maximum message size: {size} > {self.config.max_message_size}",
