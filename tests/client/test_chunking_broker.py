@@ -123,14 +123,20 @@ def test_broker_restart_in_the_middle_of_a_chunked_send(broker_factory, magnetar
     client = magnetar_factory(broker.service_url, max_backoff_seconds=0.5)
     consumer = client.subscribe(topic, "sub", initial_position=InitialPosition.Earliest)
     producer = client.create_producer(topic, chunking_enabled=True, send_timeout_millis=60_000)
-    data = os.urandom(8 * 1024 * 1024)  # ~130 chunks
+    data = os.urandom(32 * 1024 * 1024)  # over 500 chunks
     results = []
     producer.send_async(data, lambda res, msg_id: results.append((res, msg_id)))
     inner = producer._inner
+    # The chunks go out one after another from the client's loop: find the message's chunk
+    # group, wait until a few chunks are stored, then kill the broker with the rest to come.
     deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and len(inner._pending) > 100:
+    group = None
+    while time.monotonic() < deadline and (group is None or len(group.ids) < 5):
+        group = group or next((op.chunk for op in list(inner._pending) if op.chunk is not None), None)
         time.sleep(0.001)
-    assert 0 < len(inner._pending) < 130, "the send finished before the restart"
+    assert group is not None and 5 <= len(group.ids) < group.num_chunks and not results, (
+        "the send finished before the restart"
+    )
     broker.stop(signal.SIGKILL)
     broker.restart()
     deadline = time.monotonic() + 30

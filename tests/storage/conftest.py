@@ -38,8 +38,8 @@ def open_storage(tmp_path: Path) -> Iterator[Callable[..., Storage]]:
     """Open a Storage on tmp_path/data (same dir each call) with config overrides; closed at teardown."""
     opened: list[Storage] = []
 
-    def factory(notify=None, **overrides) -> Storage:
-        storage = Storage(StorageConfig(tmp_path / "data", **overrides), notify=notify)
+    def factory(notify=None, defer=None, **overrides) -> Storage:
+        storage = Storage(StorageConfig(tmp_path / "data", **overrides), notify=notify, defer=defer)
         opened.append(storage)
         return storage
 

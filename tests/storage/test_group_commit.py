@@ -149,3 +149,85 @@ def test_a_raising_callback_does_not_stop_the_others(ml):
     ml.add_entry(b"b", durable)
     durable.wait(1)
     add_durable(ml, [b"c"])
+
+
+# -- rounds on the owner's thread (a broker's event loop) ------------------------------------
+
+
+class Deferred:
+    """Plays the owner's event loop: holds deferred rounds until the test runs them."""
+
+    def __init__(self) -> None:
+        self.waiting: list = []
+
+    def __call__(self, callback) -> None:
+        self.waiting.append(callback)
+
+    def run(self) -> int:
+        batch, self.waiting = self.waiting, []
+        for callback in batch:
+            callback()
+        return len(batch)
+
+
+def test_with_a_defer_hook_a_round_runs_on_the_owner_thread_once_per_pass(open_storage):
+    deferred = Deferred()
+    storage = open_storage(defer=deferred)
+    ml = storage.open_managed_ledger(TOPIC)
+    other = storage.open_managed_ledger(TOPIC + "-2")
+    fired: list[tuple[Position, int]] = []
+
+    def on_durable(position, error):
+        assert error is None
+        fired.append((position, threading.get_ident()))
+
+    positions = [ml.add_entry(data, on_durable) for data in payloads(30)]
+    positions.append(other.add_entry(b"elsewhere", on_durable))
+    time.sleep(0.05)
+    assert fired == [] and ml.last_confirmed < positions[0]  # nothing is durable before the pass ends
+    assert len(deferred.waiting) == 1  # one round for the whole pass, both managed ledgers
+    fsyncs = storage.fsync_count
+    assert deferred.run() == 1
+    assert [p for p, _ in fired] == positions
+    assert {thread for _, thread in fired} == {threading.get_ident()}
+    assert storage.fsync_count - fsyncs == 2  # one fdatasync per managed ledger
+    assert storage.inline_sync_rounds == storage.sync_rounds == 1
+    assert ml._current.synced_entries == 30
+
+
+def test_rounds_go_to_the_fsync_thread_while_fsyncs_are_slow(open_storage):
+    deferred = Deferred()
+    # Any real fsync takes longer than a nanosecond: after one round on the owner's
+    # thread the moving average says "slow", and later rounds go to the thread.
+    storage = open_storage(defer=deferred, fsync_inline_max_ms=1e-6)
+    ml = storage.open_managed_ledger(TOPIC)
+    durable = Durable()
+    first = ml.add_entry(b"first", durable)
+    assert deferred.run() == 1
+    assert durable.wait(1) == [first]
+    rest = [ml.add_entry(data, durable) for data in payloads(20)]
+    assert durable.wait(21) == [first, *rest]  # completed without the owner running anything
+    assert deferred.waiting == []
+    assert storage.inline_sync_rounds == 1 and storage.sync_rounds >= 2
+
+
+def test_adds_from_another_thread_are_synced_by_the_fsync_thread(open_storage):
+    deferred = Deferred()
+    ml = open_storage(defer=deferred).open_managed_ledger(TOPIC)
+    durable = Durable()
+    added: list[Position] = []
+    thread = threading.Thread(target=lambda: added.extend(ml.add_entry(d, durable) for d in payloads(10)))
+    thread.start()
+    thread.join()
+    assert durable.wait(10) == added
+    assert deferred.waiting == []
+
+
+@pytest.mark.parametrize("policy", ["interval", "never"])
+def test_only_the_always_policy_runs_rounds_on_the_owner_thread(open_storage, policy):
+    deferred = Deferred()
+    ml = open_storage(defer=deferred, fsync_policy=policy, fsync_interval_ms=1).open_managed_ledger(TOPIC)
+    durable = Durable()
+    positions = [ml.add_entry(data, durable) for data in payloads(10)]
+    assert durable.wait(10) == positions
+    assert deferred.waiting == []

@@ -9,8 +9,10 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from magnetar.storage import Position
-from magnetar.storage.record import HEADER_SIZE
+from magnetar.storage.record import HEADER_SIZE, scan_records
 from magnetar.storage.segment import segment_paths
 
 from .conftest import TOPIC, add_durable, payloads
@@ -34,13 +36,30 @@ def test_reopen_without_close_keeps_every_durable_entry(open_storage):
     assert after > positions[-1]
 
 
-def test_torn_tail_is_truncated_and_appends_continue(open_storage, tmp_path):
-    ml = open_storage().open_managed_ledger(TOPIC)
+def _data_end(log_path: Path) -> int:
+    """Where the last intact record ends (the file may go on with preallocated zeros)."""
+    fd = os.open(log_path, os.O_RDONLY)
+    try:
+        return max(end for _, end in scan_records(fd, 0, os.fstat(fd).st_size))
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.parametrize("preallocate", [0, 4096], ids=["file-ends-with-data", "zeros-follow-data"])
+def test_torn_tail_is_truncated_and_appends_continue(open_storage, tmp_path, preallocate):
+    ml = open_storage(preallocate_bytes=preallocate).open_managed_ledger(TOPIC)
     datas = payloads(10, size=20)
     positions = add_durable(ml, datas)
     log_path, _ = segment_paths(_ledger_dir(tmp_path), positions[0].ledger_id)
-    os.truncate(log_path, log_path.stat().st_size - 7)  # the last record is cut mid-data
-    recovered = open_storage().open_managed_ledger(TOPIC)
+    end = _data_end(log_path)
+    assert (log_path.stat().st_size > end) == bool(preallocate)
+    if preallocate:  # the last record's tail never reached the disk: zeros where it should be
+        with open(log_path, "r+b") as f:
+            f.seek(end - 7)
+            f.write(bytes(7))
+    else:  # the file ends in the middle of the last record
+        os.truncate(log_path, end - 7)
+    recovered = open_storage(preallocate_bytes=preallocate).open_managed_ledger(TOPIC)
     assert [e.data for e in recovered.read_entries(Position.EARLIEST, 100)] == datas[:9]
     assert recovered.last_confirmed == positions[8]
     assert add_durable(recovered, [b"next"]) == [positions[9]]

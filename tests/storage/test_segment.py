@@ -171,3 +171,69 @@ def test_close_waits_for_and_then_skips_sync(tmp_path):
     assert segment.close() == 2
     assert segment.sync() == 0
     assert segment.close() == 0
+
+
+# -- preallocation: zeros written ahead of the data ------------------------------------------
+
+
+def _log_size(tmp_path: Path, ledger_id: int = 42) -> int:
+    return segment_paths(tmp_path, ledger_id)[0].stat().st_size
+
+
+def test_small_appends_write_zeros_ahead_and_close_cuts_them(tmp_path):
+    segment = Segment.create(tmp_path, 42, preallocate=4096)
+    datas = [bytes([n]) * 30 for n in range(200)]  # 200 records of 38 bytes: two steps of zeros
+    for data in datas:
+        segment.append(data)
+    data_end = segment.size_bytes
+    assert data_end == 200 * (HEADER_SIZE + 30)
+    on_disk = _log_size(tmp_path)
+    assert data_end < on_disk <= data_end + 4096
+    assert segment_paths(tmp_path, 42)[0].read_bytes()[data_end:] == bytes(on_disk - data_end)
+    assert segment.read_range(0, 200) == datas
+    segment.close()
+    assert _log_size(tmp_path) == data_end
+    reread = Segment.open_read(tmp_path, 42, 200)
+    assert reread.read_range(0, 200) == datas
+    reread.close()
+
+
+def test_entries_large_against_the_step_are_appended_without_zeros(tmp_path):
+    segment = Segment.create(tmp_path, 42, preallocate=4096)
+    segment.append(b"x" * 1000)  # over 1/64 of the step: its fsync is about its data, not the metadata
+    assert _log_size(tmp_path) == segment.size_bytes
+    segment.append(b"y")  # small again: zeros from the end on
+    assert _log_size(tmp_path) == segment.size_bytes - HEADER_SIZE - 1 + 4096
+    segment.close()
+
+
+def test_recovery_stops_at_the_zeros_and_keeps_appending_after_the_data(tmp_path):
+    segment = Segment.create(tmp_path, 42, preallocate=4096)
+    datas = [b"a" * 10, b"b" * 20, b"c" * 30]
+    for data in datas:
+        segment.append(data)
+    data_end = segment.size_bytes
+    os.close(segment._log_fd)  # a crash: no close, the zeros stay
+    os.close(segment._idx_fd)
+    assert _log_size(tmp_path) > data_end
+    recovered = Segment.recover(tmp_path, 42, preallocate=4096)
+    assert recovered.entries == 3 and recovered.size_bytes == data_end
+    assert recovered.append(b"d") == 3
+    assert recovered.read_range(0, 4) == [*datas, b"d"]
+    recovered.close()
+    assert _log_size(tmp_path) == data_end + HEADER_SIZE + 1
+
+
+def test_a_closed_ledger_whose_zeros_were_not_cut_reads_to_its_last_entry(tmp_path):
+    """A crash between the ledger's close in the metadata and the truncation of its zeros."""
+    segment = _segment_with(tmp_path, [b"first", b"second"])
+    segment.close()
+    log_path = segment_paths(tmp_path, 42)[0]
+    data_end = log_path.stat().st_size
+    with open(log_path, "ab") as f:
+        f.write(bytes(4096))
+    reread = Segment.open_read(tmp_path, 42, 2)
+    assert reread.size_bytes == data_end
+    assert reread.entry_size(1) == len(b"second")
+    assert reread.read_range(0, 2, max_bytes=len(b"firstsecond")) == [b"first", b"second"]
+    reread.close()

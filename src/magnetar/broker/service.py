@@ -8,6 +8,7 @@ import secrets
 import threading
 import time
 
+from magnetar.broker import loop_pass
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.connection import ServerCnx
 from magnetar.broker.data_dir_lock import DataDirLock
@@ -47,7 +48,12 @@ class BrokerService:
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         self._lock.acquire()
-        self.storage = Storage(self.config.storage_config(), notify=_notifier(loop))
+        passes = loop_pass.for_loop(loop)
+        self.storage = Storage(
+            self.config.storage_config(),
+            notify=_notifier(loop),
+            defer=lambda callback: passes.defer(loop_pass.SYNC, callback),
+        )
         self.namespaces = NamespaceRegistry(self.storage.metadata)
         self.schemas = SchemaRegistry(self.storage.metadata, self.namespaces)
         self._server = await loop.create_server(
@@ -275,14 +281,16 @@ class BrokerService:
 
 def _notifier(loop: asyncio.AbstractEventLoop):
     """How storage completions reach the loop: from the fsync thread through the thread-safe
-    path (which wakes the loop), from the loop itself (fsync policy "never") by a plain
-    call_soon, which spares a wake-up write per message."""
+    path (which wakes the loop) and then straight through the pass's phases; from the loop
+    itself (fsync policy "never") as the pass's first phase, which spares a wake-up write
+    per message."""
     loop_thread = threading.get_ident()
+    passes = loop_pass.for_loop(loop)
 
     def notify(callback) -> None:
         if threading.get_ident() == loop_thread:
-            loop.call_soon(callback)
+            passes.defer(loop_pass.COMPLETE, callback)
         else:
-            loop.call_soon_threadsafe(callback)
+            loop.call_soon_threadsafe(passes.run_now, callback)
 
     return notify

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from magnetar.broker import loop_pass
 from magnetar.broker.consumer import Consumer
 from magnetar.broker.entry_metadata import IndexInterceptor, load_interceptors
 from magnetar.broker.entry_search import EntryReader, message_count
@@ -65,6 +65,7 @@ class PersistentTopic:
         #: Last position whose durable callback ran: what the sequence snapshot covers.
         self._last_published = Position(-1, -1)
         self._notify_scheduled = False
+        self._passes: loop_pass.PassScheduler | None = None
         self._recover_state()
         for cursor_name, cursor in ml.cursors().items():
             self.subscriptions[cursor_name] = Subscription(self, cursor_name, cursor, durable=True)
@@ -223,7 +224,8 @@ class PersistentTopic:
 
         def on_durable(position: Position | None, exc: Exception | None) -> None:
             if exc is None and position is not None:
-                self._last_published = position
+                # max: completions of different group-commit rounds may arrive out of order
+                self._last_published = max(self._last_published, position)
                 if meta is not None:
                     _keep_newest(self._stored, meta)
                 self._sequences_dirty = True
@@ -252,7 +254,9 @@ class PersistentTopic:
         # Many receipts arrive together after one fsync: wake the dispatchers once for all.
         if not self._notify_scheduled:
             self._notify_scheduled = True
-            asyncio.get_running_loop().call_soon(self._wake_dispatchers)
+            if self._passes is None:
+                self._passes = loop_pass.current()
+            self._passes.defer(loop_pass.WAKE, self._wake_dispatchers)
 
     def _wake_dispatchers(self) -> None:
         self._notify_scheduled = False

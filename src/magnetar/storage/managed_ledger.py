@@ -108,9 +108,9 @@ class ManagedLedger:
         if current is None:
             now = time.time()
             current = LedgerInfo(self._metadata.create_ledger(self._id, now), 0, 0, now, False)
-            segment = Segment.create(self._dir, current.ledger_id)
+            segment = Segment.create(self._dir, current.ledger_id, self._config.preallocate_bytes)
         else:
-            segment = Segment.recover(self._dir, current.ledger_id)
+            segment = Segment.recover(self._dir, current.ledger_id, self._config.preallocate_bytes)
         self._infos[current.ledger_id] = current
         self._ledgers.append(current.ledger_id, segment.entries)
         self._remove_orphan_files()
@@ -264,7 +264,7 @@ class ManagedLedger:
         )
         new_id = self._metadata.create_ledger(self._id, now, close=closed)
         self._infos[old.ledger_id] = closed
-        self._current = Segment.create(self._dir, new_id)
+        self._current = Segment.create(self._dir, new_id, self._config.preallocate_bytes)
         self._infos[new_id] = LedgerInfo(new_id, 0, 0, now, False)
         self._ledgers.append(new_id)
         log.debug("%s: rolled over from ledger %d to %d", self.name, old.ledger_id, new_id)

@@ -4,13 +4,25 @@ Files are ``<ledger id, 20 digits>.log`` and ``.idx`` so ``ls`` lists ledgers in
 order. The index holds one little-endian u64 per entry: the offset of its record
 in the log. Only the log is fsynced by group commit; the index is derived data
 that recovery checks against the log and repairs, and it is fsynced when the
-ledger closes.
+ledger closes. The open ledger's offsets live in memory and reach its index file
+``INDEX_BATCH`` at a time (and all on close): one write per entry would cost a
+system call per message, and recovery rebuilds a lagging index tail by scanning
+the log from the last indexed record.
+
+Preallocation: an fdatasync after an append that grew the file must also commit
+the new size and block allocation through the filesystem's journal; after an
+overwrite of blocks already written and synced it flushes the data alone, at
+about half the kernel time and latency on ext4. So a segment created with
+``preallocate`` writes zeros that far ahead of its end before small appends reach
+them, as BookKeeper's journal does; the group commit's next fsync makes them
+durable. A run of zeros is never a valid record (the checksum covers the length),
+so recovery stops at the end of the real data and cuts the zeros off, and close
+truncates them.
 """
 
 from __future__ import annotations
 
 import os
-import struct
 import sys
 import threading
 from array import array
@@ -20,8 +32,13 @@ from pathlib import Path
 from magnetar.storage.errors import CorruptionError, StorageClosedError
 from magnetar.storage.record import HEADER_SIZE, encode_header, parse_records, record_end_at, scan_records
 
-_U64 = struct.Struct("<Q")
 LOG_SUFFIX = ".log"
+#: Appends of entries above this share of the preallocation step just extend the
+#: file: their fsyncs are dominated by their data, and zeroing ahead of them would
+#: double the bytes written.
+PREALLOCATE_MAX_SHARE = 64
+#: Entries whose offsets are written to the index file together.
+INDEX_BATCH = 256
 INDEX_SUFFIX = ".idx"
 
 
@@ -52,7 +69,16 @@ class Segment:
     fsync is using it (a closed fd number could be reused by another file).
     """
 
-    def __init__(self, ledger_id: int, log_fd: int, idx_fd: int, offsets: array, size: int, writable: bool):
+    def __init__(
+        self,
+        ledger_id: int,
+        log_fd: int,
+        idx_fd: int,
+        offsets: array,
+        size: int,
+        writable: bool,
+        preallocate: int = 0,
+    ):
         """Use ``create``, ``recover`` or ``open_read``; a read-only segment has no index fd (-1)."""
         self.ledger_id = ledger_id
         self._log_fd = log_fd
@@ -63,20 +89,25 @@ class Segment:
         self._closed = False
         self._sync_lock = threading.Lock()
         self.synced_entries = len(offsets) if not writable else 0
+        #: Offsets already in the index file (the rest wait for ``INDEX_BATCH`` or close).
+        self._indexed = len(offsets)
+        #: Bytes zeroed ahead of the end at a time (0: none); the log file is zeros up to ``_zeroed``.
+        self._preallocate = preallocate if writable else 0
+        self._zeroed = size
 
     # ----------------------------------------------------------------- opening
 
     @classmethod
-    def create(cls, directory: Path, ledger_id: int) -> Segment:
+    def create(cls, directory: Path, ledger_id: int, preallocate: int = 0) -> Segment:
         log_path, idx_path = segment_paths(directory, ledger_id)
         flags = os.O_RDWR | os.O_CREAT | os.O_TRUNC
         log_fd = os.open(log_path, flags, 0o644)
         idx_fd = os.open(idx_path, flags, 0o644)
         fsync_directory(directory)
-        return cls(ledger_id, log_fd, idx_fd, array("Q"), 0, writable=True)
+        return cls(ledger_id, log_fd, idx_fd, array("Q"), 0, writable=True, preallocate=preallocate)
 
     @classmethod
-    def recover(cls, directory: Path, ledger_id: int) -> Segment:
+    def recover(cls, directory: Path, ledger_id: int, preallocate: int = 0) -> Segment:
         """Open the last ledger after a crash: keep every intact record, cut a torn tail.
 
         The index is trusted up to its longest plausible prefix whose last record
@@ -116,7 +147,7 @@ class Segment:
             os.fdatasync(idx_fd)
         if not existed:
             fsync_directory(directory)
-        segment = cls(ledger_id, log_fd, idx_fd, offsets, end, writable=True)
+        segment = cls(ledger_id, log_fd, idx_fd, offsets, end, writable=True, preallocate=preallocate)
         segment.synced_entries = len(offsets)
         return segment
 
@@ -139,6 +170,10 @@ class Segment:
             os.close(log_fd)
             raise CorruptionError(f"ledger {ledger_id}: {entries} entries expected, {len(offsets)} on disk")
         del offsets[entries:]
+        if entries and len(offsets) == entries:
+            # The data ends with the last entry, not at the file's end: a crash between the
+            # ledger's close in the metadata and the truncation of its preallocated zeros.
+            size = record_end_at(log_fd, offsets[-1], size) or size
         return cls(ledger_id, log_fd, -1, offsets, size, writable=False)
 
     # ------------------------------------------------------------------- state
@@ -163,12 +198,31 @@ class Segment:
             raise StorageClosedError(f"ledger {self.ledger_id} is not open for writing")
         header = encode_header(data)
         offset = self._size
+        if offset + HEADER_SIZE + len(data) > self._zeroed and 0 < len(data) * PREALLOCATE_MAX_SHARE <= (
+            self._preallocate
+        ):
+            self._zero_ahead(offset)
         _write_all(self._log_fd, header, data, offset)
         entry_id = len(self._offsets)
-        os.pwrite(self._idx_fd, _U64.pack(offset), entry_id * 8)
         self._offsets.append(offset)
         self._size = offset + HEADER_SIZE + len(data)
+        if entry_id + 1 - self._indexed >= INDEX_BATCH:
+            self._write_index()
         return entry_id
+
+    def _zero_ahead(self, start: int) -> None:
+        """Write ``preallocate`` bytes of zeros from ``start`` (the end of the data)."""
+        zeros = _zeros(self._preallocate)
+        _write_all(self._log_fd, b"", zeros, start)
+        self._zeroed = start + len(zeros)
+
+    def _write_index(self) -> None:
+        """Write the offsets not yet in the index file (owner's thread, or close)."""
+        start = self._indexed
+        end = len(self._offsets)
+        if end > start:
+            os.pwrite(self._idx_fd, _offsets_bytes(self._offsets[start:end]), start * 8)
+            self._indexed = end
 
     def sync(self) -> int:
         """fdatasync the log; returns how many fsyncs ran (0 once closed: close already synced)."""
@@ -188,6 +242,10 @@ class Segment:
             self._closed = True
             done = 0
             try:
+                if self._writable:
+                    self._write_index()
+                    if self._zeroed > self._size:
+                        os.ftruncate(self._log_fd, self._size)
                 if sync and self._writable:
                     os.fdatasync(self._log_fd)
                     os.fdatasync(self._idx_fd)
@@ -244,6 +302,17 @@ def _write_all(fd: int, header: bytes, data: bytes, offset: int) -> None:
         n = os.pwrite(fd, rest, offset)
         rest = rest[n:]
         offset += n
+
+
+_ZEROS: dict[int, bytes] = {}
+
+
+def _zeros(size: int) -> bytes:
+    """``size`` zero bytes, made once per size."""
+    zeros = _ZEROS.get(size)
+    if zeros is None:
+        zeros = _ZEROS[size] = bytes(size)
+    return zeros
 
 
 def _read_all(fd: int) -> bytes:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import shutil
 import threading
+from collections.abc import Callable
 
 from magnetar.storage.config import StorageConfig
 from magnetar.storage.entry_cache import EntryCache
@@ -26,17 +27,27 @@ class Storage:
 
     One per broker process. ``notify`` is how completion callbacks reach the
     owner's thread (a broker passes ``loop.call_soon_threadsafe``); without it
-    callbacks run in whichever thread completes the work.
+    callbacks run in whichever thread completes the work. ``defer`` runs a
+    callable on the owner's thread later in its current pass (a broker's event
+    loop): with it, group-commit rounds of the ``always`` policy run there while
+    fsyncs are fast (see ``syncer.py``). Create the Storage on the owner's thread.
     """
 
-    def __init__(self, config: StorageConfig, notify: Notify | None = None):
+    def __init__(
+        self,
+        config: StorageConfig,
+        notify: Notify | None = None,
+        defer: Callable[[Callable[[], None]], None] | None = None,
+    ):
         self.config = config
         self._notify = notify
         self._ledgers_dir = config.data_dir / LEDGERS_DIR
         self._ledgers_dir.mkdir(parents=True, exist_ok=True)
         self.metadata = MetadataStore(config.data_dir / METADATA_FILE)
         self.entry_cache = EntryCache(config.entry_cache_bytes)
-        self._syncer = Syncer(config.fsync_policy, config.fsync_interval_ms / 1000.0)
+        self._syncer = Syncer(
+            config.fsync_policy, config.fsync_interval_ms / 1000.0, defer, config.fsync_inline_max_ms / 1000.0
+        )
         self._open: dict[str, ManagedLedger] = {}
         self._lock = threading.RLock()
         self._closed = False
@@ -55,8 +66,13 @@ class Storage:
 
     @property
     def sync_rounds(self) -> int:
-        """Group-commit rounds run by the fsync thread."""
+        """Group-commit rounds run, by the fsync thread or on the owner's loop."""
         return self._syncer.rounds
+
+    @property
+    def inline_sync_rounds(self) -> int:
+        """Group-commit rounds run on the owner's thread through ``defer``."""
+        return self._syncer.inline_rounds
 
     def open_managed_ledger(self, name: str) -> ManagedLedger:
         """The managed ledger ``name``, created if new and recovered if it was not closed cleanly."""

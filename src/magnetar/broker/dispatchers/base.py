@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from magnetar.broker import loop_pass
 from magnetar.broker.entries import DispatchEntry
 from magnetar.storage.position import Position
 
@@ -36,6 +36,7 @@ class Dispatcher(ABC):
         self.redelivery_counts: dict[Position, int] = {}
         self._scheduled = False
         self._closed = False
+        self._passes: loop_pass.PassScheduler | None = None
 
     # -- consumers -------------------------------------------------------------------------
     @abstractmethod
@@ -81,7 +82,9 @@ class Dispatcher(ABC):
     def schedule(self) -> None:
         if not self._scheduled and not self._closed:
             self._scheduled = True
-            asyncio.get_running_loop().call_soon(self._run_round)
+            if self._passes is None:
+                self._passes = loop_pass.current()
+            self._passes.defer(loop_pass.DISPATCH, self._run_round)
 
     def _run_round(self) -> None:
         self._scheduled = False
