@@ -177,3 +177,11 @@ def test_kill_minus_nine_loses_nothing_that_was_acknowledged(open_storage, tmp_p
     assert cursor.mark_delete_position >= acked[0][1]
     consumed = ml.number_of_entries(Position.EARLIEST, cursor.mark_delete_position)
     assert cursor.backlog() == len(everything) - consumed
+
+
+@pytest.mark.parametrize("policy", ["always", "interval", "never"])
+def test_only_the_always_policy_writes_zeros_ahead(open_storage, tmp_path, policy):
+    ml = open_storage(fsync_policy=policy, fsync_interval_ms=1).open_managed_ledger(TOPIC)
+    positions = add_durable(ml, payloads(10, size=20))
+    log_path, _ = segment_paths(_ledger_dir(tmp_path), positions[0].ledger_id)
+    assert (log_path.stat().st_size > _data_end(log_path)) == (policy == "always")

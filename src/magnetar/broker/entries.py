@@ -29,11 +29,10 @@ class DispatchEntry:
             _, producer_view = split_entry_metadata(data)
             offset = len(data) - len(producer_view)
             metadata, _ = parse_metadata(producer_view)
-            count = metadata.num_messages_in_batch if metadata.HasField("num_messages_in_batch") else 1
         except ProtocolError:
             # Stored bytes we cannot read are still delivered: the client judges them.
-            offset, metadata, count = 0, None, 1
-        return cls(entry.position, data, offset, max(count, 1), metadata)
+            return cls(entry.position, data, 0, 1, None)
+        return cls(entry.position, data, offset, _count(metadata), metadata)
 
     @property
     def is_batch(self) -> bool:
@@ -42,3 +41,38 @@ class DispatchEntry:
     def payload_for(self, with_entry_metadata: bool) -> memoryview:
         view = memoryview(self.data)
         return view if with_entry_metadata else view[self.producer_offset :]
+
+
+def _count(metadata: wire.MessageMetadata) -> int:
+    return max(metadata.num_messages_in_batch, 1) if metadata.HasField("num_messages_in_batch") else 1
+
+
+class RecentEntries:
+    """What the topic learnt about the entries it stored last, for dispatch at the tail.
+
+    A subscription keeping up reads entries right after they were published; the
+    topic parsed their metadata then, so dispatch takes the facts from here instead
+    of splitting and parsing the stored bytes again. Older entries (catch-up reads,
+    replays, after a restart) are parsed as before.
+    """
+
+    def __init__(self, capacity: int = 4096) -> None:
+        self._capacity = capacity
+        self._facts: dict[Position, tuple[int, wire.MessageMetadata]] = {}
+
+    def remember(self, position: Position, producer_offset: int, metadata: wire.MessageMetadata) -> None:
+        """``metadata`` is shared with every dispatch of the entry: it must not change afterwards."""
+        facts = self._facts
+        facts[position] = (producer_offset, metadata)
+        if len(facts) > self._capacity:
+            del facts[next(iter(facts))]
+
+    def entry(self, entry: Entry) -> DispatchEntry:
+        known = self._facts.get(entry.position)
+        if known is None:
+            return DispatchEntry.of(entry)
+        offset, metadata = known
+        return DispatchEntry(entry.position, entry.data, offset, _count(metadata), metadata)
+
+    def clear(self) -> None:
+        self._facts.clear()

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from magnetar.broker import loop_pass
 from magnetar.broker.consumer import Consumer
+from magnetar.broker.entries import RecentEntries
 from magnetar.broker.entry_metadata import IndexInterceptor, load_interceptors
 from magnetar.broker.entry_search import EntryReader, message_count
 from magnetar.broker.errors import BrokerError, NotAllowed
@@ -66,6 +67,8 @@ class PersistentTopic:
         self._last_published = Position(-1, -1)
         self._notify_scheduled = False
         self._passes: loop_pass.PassScheduler | None = None
+        #: Parsed facts of the entries published last, so dispatch at the tail skips a re-parse.
+        self.recent_entries = RecentEntries()
         self._recover_state()
         for cursor_name, cursor in ml.cursors().items():
             self.subscriptions[cursor_name] = Subscription(self, cursor_name, cursor, durable=True)
@@ -221,9 +224,12 @@ class PersistentTopic:
             data = prepend_entry_metadata(meta, headers_and_payload)
         else:
             data = bytes(headers_and_payload)
+        producer_offset = len(data) - len(headers_and_payload)
 
         def on_durable(position: Position | None, exc: Exception | None) -> None:
             if exc is None and position is not None:
+                if metadata is not None:
+                    self.recent_entries.remember(position, producer_offset, metadata)
                 # max: completions of different group-commit rounds may arrive out of order
                 self._last_published = max(self._last_published, position)
                 if meta is not None:

@@ -23,7 +23,8 @@ class StorageConfig:
     #: ``always``: group-commit rounds run on the owner's event loop (when it offers a hook)
     #: while they take less than this on average, on the fsync thread above it; 0: always the thread.
     fsync_inline_max_ms: float = 2.0
-    #: Zeros written ahead of a ledger's end so that fsyncs of small appends need no metadata commit.
+    #: Zeros written ahead of a ledger's end so that fsyncs of small appends need no metadata
+    #: commit (``always`` policy only: elsewhere fsyncs are rare or absent).
     preallocate_bytes: int = 4 * 1024 * 1024
     max_ledger_size_bytes: int = 128 * 1024 * 1024
     max_ledger_age_seconds: float = 4 * 3600

@@ -67,6 +67,9 @@ class ManagedLedger:
         self._cache = cache
         self._notify = notify
         self._on_close = on_close
+        # Zeros ahead only pay where every round fsyncs: with "interval" an fsync covers many
+        # writes, with "never" there is none, and zeroing would double the bytes written.
+        self._preallocate = config.preallocate_bytes if config.fsync_policy == "always" else 0
         self._lock = threading.RLock()
         self._round_lock = threading.RLock()  # one group-commit round at a time keeps callbacks in order
         self._ledgers = LedgerList()
@@ -108,9 +111,9 @@ class ManagedLedger:
         if current is None:
             now = time.time()
             current = LedgerInfo(self._metadata.create_ledger(self._id, now), 0, 0, now, False)
-            segment = Segment.create(self._dir, current.ledger_id, self._config.preallocate_bytes)
+            segment = Segment.create(self._dir, current.ledger_id, self._preallocate)
         else:
-            segment = Segment.recover(self._dir, current.ledger_id, self._config.preallocate_bytes)
+            segment = Segment.recover(self._dir, current.ledger_id, self._preallocate)
         self._infos[current.ledger_id] = current
         self._ledgers.append(current.ledger_id, segment.entries)
         self._remove_orphan_files()
@@ -264,7 +267,7 @@ class ManagedLedger:
         )
         new_id = self._metadata.create_ledger(self._id, now, close=closed)
         self._infos[old.ledger_id] = closed
-        self._current = Segment.create(self._dir, new_id, self._config.preallocate_bytes)
+        self._current = Segment.create(self._dir, new_id, self._preallocate)
         self._infos[new_id] = LedgerInfo(new_id, 0, 0, now, False)
         self._ledgers.append(new_id)
         log.debug("%s: rolled over from ledger %d to %d", self.name, old.ledger_id, new_id)

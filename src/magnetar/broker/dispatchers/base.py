@@ -99,7 +99,8 @@ class Dispatcher(ABC):
 
     def read_from_cursor(self, max_messages: int) -> list[DispatchEntry]:
         count = max(1, min(max_messages, self.max_read_batch))
-        return [DispatchEntry.of(e) for e in self.cursor.read_entries(count, MAX_READ_BYTES)]
+        recent = self.subscription.topic.recent_entries.entry
+        return [recent(e) for e in self.cursor.read_entries(count, MAX_READ_BYTES)]
 
     def close(self) -> None:
         self._closed = True

@@ -144,7 +144,7 @@ class SharedDispatcher(Dispatcher):
         entries = []
         for position in self.replay.pop_first(min(max_messages, self.max_read_batch)):
             if not cursor.is_acked(position):
-                entries.append(DispatchEntry.of(ml.read_entry(position)))
+                entries.append(self.subscription.topic.recent_entries.entry(ml.read_entry(position)))
         return entries
 
     def _read(self, max_messages: int) -> list[DispatchEntry]:
