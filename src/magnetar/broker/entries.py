@@ -56,7 +56,7 @@ class RecentEntries:
     replays, after a restart) are parsed as before.
     """
 
-    def __init__(self, capacity: int = 4096) -> None:
+    def __init__(self, capacity: int = 1024) -> None:
         self._capacity = capacity
         self._facts: dict[Position, tuple[int, wire.MessageMetadata]] = {}
 

@@ -67,7 +67,7 @@ class PersistentTopic:
         self._last_published = Position(-1, -1)
         self._notify_scheduled = False
         self._passes: loop_pass.PassScheduler | None = None
-        #: Parsed facts of the entries published last, so dispatch at the tail skips a re-parse.
+        #: Parsed facts of the last 1024 entries published, so dispatch at the tail skips a re-parse.
         self.recent_entries = RecentEntries()
         self._recover_state()
         for cursor_name, cursor in ml.cursors().items():

@@ -37,6 +37,8 @@ class StorageConfig:
     cursor_ledger_min_roll_bytes: int = 4 * 1024 * 1024
 
     def __post_init__(self) -> None:
+        if self.preallocate_bytes > 64 * 1024 * 1024:
+            raise ValueError("preallocate_bytes must be at most 64 MiB")
         self.data_dir = Path(self.data_dir)
         if self.fsync_policy not in FSYNC_POLICIES:
             raise ValueError(f"fsync_policy must be one of {FSYNC_POLICIES}, not {self.fsync_policy!r}")

@@ -212,9 +212,14 @@ class Segment:
 
     def _zero_ahead(self, start: int) -> None:
         """Write ``preallocate`` bytes of zeros from ``start`` (the end of the data)."""
-        zeros = _zeros(self._preallocate)
-        _write_all(self._log_fd, b"", zeros, start)
-        self._zeroed = start + len(zeros)
+        size = self._preallocate
+        chunks = [_ZEROS] * (size // len(_ZEROS))
+        if size % len(_ZEROS):
+            chunks.append(_ZEROS[: size % len(_ZEROS)])
+        written = os.pwritev(self._log_fd, chunks, start)
+        while written < size:  # a short write: the rest one chunk at a time
+            written += os.pwrite(self._log_fd, _ZEROS[: min(len(_ZEROS), size - written)], start + written)
+        self._zeroed = start + size
 
     def _write_index(self) -> None:
         """Write the offsets not yet in the index file (owner's thread, or close)."""
@@ -304,15 +309,8 @@ def _write_all(fd: int, header: bytes, data: bytes, offset: int) -> None:
         offset += n
 
 
-_ZEROS: dict[int, bytes] = {}
-
-
-def _zeros(size: int) -> bytes:
-    """``size`` zero bytes, made once per size."""
-    zeros = _ZEROS.get(size)
-    if zeros is None:
-        zeros = _ZEROS[size] = bytes(size)
-    return zeros
+#: Preallocation writes this buffer over and over in one pwritev (at most 1024 times: IOV_MAX).
+_ZEROS = bytes(64 * 1024)
 
 
 def _read_all(fd: int) -> bytes:
