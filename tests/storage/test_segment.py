@@ -10,7 +10,7 @@ import pytest
 
 from magnetar.storage.errors import CorruptionError
 from magnetar.storage.record import HEADER_SIZE, checksum, encode_header, parse_records
-from magnetar.storage.segment import Segment, segment_paths
+from magnetar.storage.segment import PREALLOCATE_MIN_STEP, Segment, segment_paths
 
 
 def test_record_header_is_length_and_crc32c_big_endian():
@@ -237,3 +237,23 @@ def test_a_closed_ledger_whose_zeros_were_not_cut_reads_to_its_last_entry(tmp_pa
     assert reread.entry_size(1) == len(b"second")
     assert reread.read_range(0, 2, max_bytes=len(b"firstsecond")) == [b"first", b"second"]
     reread.close()
+
+
+def test_zeros_ahead_grow_with_the_ledger_and_never_outweigh_it(tmp_path):
+    """A quiet topic's ledger holds little in zeros; a busy one's steps grow to the configured size."""
+    step = 1024 * 1024
+    segment = Segment.create(tmp_path, 42, preallocate=step)
+    record = b"r" * 1000
+    segment.append(record)
+    assert _log_size(tmp_path) == PREALLOCATE_MIN_STEP  # a fresh ledger: the smallest step
+    steps = set()
+    for _ in range(5000):  # ~5 MB of data
+        before = _log_size(tmp_path)
+        segment.append(record)
+        data_end, on_disk = segment.size_bytes, _log_size(tmp_path)
+        if on_disk != before:
+            steps.add(on_disk - (data_end - HEADER_SIZE - len(record)))
+        assert on_disk - data_end <= max(data_end, PREALLOCATE_MIN_STEP)
+    assert min(steps) == PREALLOCATE_MIN_STEP and max(steps) == step
+    segment.close()
+    assert _log_size(tmp_path) == segment.size_bytes

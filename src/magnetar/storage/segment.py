@@ -15,7 +15,10 @@ overwrite of blocks already written and synced it flushes the data alone, at
 about half the kernel time and latency on ext4. So a segment created with
 ``preallocate`` writes zeros that far ahead of its end before small appends reach
 them, as BookKeeper's journal does; the group commit's next fsync makes them
-durable. A run of zeros is never a valid record (the checksum covers the length),
+durable. A step is never larger than the data already in the ledger (but at least
+``PREALLOCATE_MIN_STEP``), so a broker with thousands of quiet topics does not
+fill its disk with zeros: what a ledger holds in zeros is bounded by its own size.
+A run of zeros is never a valid record (the checksum covers the length),
 so recovery stops at the end of the real data and cuts the zeros off, and close
 truncates them.
 """
@@ -37,6 +40,8 @@ LOG_SUFFIX = ".log"
 #: file: their fsyncs are dominated by their data, and zeroing ahead of them would
 #: double the bytes written.
 PREALLOCATE_MAX_SHARE = 64
+#: The first steps of zeros in a fresh ledger; later steps grow with its data, up to ``preallocate``.
+PREALLOCATE_MIN_STEP = 128 * 1024
 #: Entries whose offsets are written to the index file together.
 INDEX_BATCH = 256
 INDEX_SUFFIX = ".idx"
@@ -201,7 +206,7 @@ class Segment:
         if offset + HEADER_SIZE + len(data) > self._zeroed and 0 < len(data) * PREALLOCATE_MAX_SHARE <= (
             self._preallocate
         ):
-            self._zero_ahead(offset)
+            self._zero_ahead(offset, min(self._preallocate, max(PREALLOCATE_MIN_STEP, offset)))
         _write_all(self._log_fd, header, data, offset)
         entry_id = len(self._offsets)
         self._offsets.append(offset)
@@ -210,9 +215,8 @@ class Segment:
             self._write_index()
         return entry_id
 
-    def _zero_ahead(self, start: int) -> None:
-        """Write ``preallocate`` bytes of zeros from ``start`` (the end of the data)."""
-        size = self._preallocate
+    def _zero_ahead(self, start: int, size: int) -> None:
+        """Write ``size`` bytes of zeros from ``start`` (the end of the data)."""
         chunks = [_ZEROS] * (size // len(_ZEROS))
         if size % len(_ZEROS):
             chunks.append(_ZEROS[: size % len(_ZEROS)])
