@@ -13,17 +13,16 @@ from __future__ import annotations
 import importlib.metadata
 import importlib.util
 import os
-import re
 import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.procs import BrokerProcess, listening_ports
+from magnetar.broker_process import parse_listening, standalone_command, write_config
 
 MAGNETAR = "magnetar"
 PEER = "pulsar-lite"
-MAGNETAR_LISTENING = re.compile(r"listening on pulsar://127\.0\.0\.1:(\d+)")
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -126,30 +125,14 @@ def make_process(spec: BrokerSpec, workdir: Path, source: MagnetarSource) -> Bro
 
 
 def _magnetar(spec: BrokerSpec, workdir: Path, source: MagnetarSource) -> BrokerProcess:
-    config = workdir / "magnetar.toml"
-    config.write_text("".join(f"{key} = {_toml(value)}\n" for key, value in spec.settings.items()))
-    cmd = [
-        sys.executable,
-        "-m",
-        "magnetar",
-        "standalone",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        "0",
-        "--http-port",
-        "0",
-        "--data-dir",
-        str(workdir / "data"),
-        "--config",
-        str(config),
-    ]
+    config = write_config(workdir / "magnetar.toml", spec.settings)
+    cmd = standalone_command(workdir / "data", config=config, python=sys.executable)
     return BrokerProcess(spec.name, cmd, workdir / "broker.log", _port_from_log, source.env(), workdir)
 
 
 def _port_from_log(broker: BrokerProcess) -> int | None:
-    match = MAGNETAR_LISTENING.search(broker.log_tail(100_000))
-    return int(match.group(1)) if match else None
+    listening = parse_listening(broker.log_tail(100_000))
+    return listening.port if listening else None
 
 
 def _peer(spec: BrokerSpec, workdir: Path) -> BrokerProcess:
@@ -177,11 +160,3 @@ def _port_from_proc(broker: BrokerProcess) -> int | None:
     except OSError:
         return None
     return ports[0] if len(ports) == 1 else None
-
-
-def _toml(value: object) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    return str(value)

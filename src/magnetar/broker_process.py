@@ -1,0 +1,216 @@
+"""Run a Magnetar broker as a child process: ``python -m magnetar standalone``.
+
+The smart-city job, the interop tests and the benchmark all start brokers this way, so the command line,
+the TOML config file and the ``listening on`` line that says the broker is ready are known here once.
+Nothing here imports the broker (only the standard library): the child runs whatever ``magnetar`` its
+interpreter and environment find, which lets the benchmark run a snapshot of a git ref via PYTHONPATH.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import NamedTuple, Self
+
+HOST = "127.0.0.1"
+START_TIMEOUT_S = 30.0
+STOP_TIMEOUT_S = 20.0
+
+# What ``magnetar standalone`` (magnetar.cli.main) logs once both its ports are open.
+LISTENING = re.compile(
+    r"listening on pulsar://(?P<host>\S+):(?P<port>\d+) and http://(?P<http_host>\S+):(?P<http_port>\d+)"
+)
+
+
+class BrokerProcessError(RuntimeError):
+    """The broker exited or stayed silent before it listened, or ignored the signal to stop."""
+
+
+class Listening(NamedTuple):
+    """The addresses from a broker's ``listening on`` line."""
+
+    host: str
+    port: int
+    http_host: str
+    http_port: int
+
+
+def parse_listening(log_text: str) -> Listening | None:
+    """The addresses a broker's log says it listens on; None before it says so."""
+    match = LISTENING.search(log_text)
+    if match is None:
+        return None
+    return Listening(match["host"], int(match["port"]), match["http_host"], int(match["http_port"]))
+
+
+def toml_value(value: object) -> str:
+    """``value`` as a TOML value: a bool, number, string, or a list of those."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
+    raise TypeError(f"no TOML value for {value!r}")
+
+
+def write_config(path: Path, settings: Mapping[str, object]) -> Path:
+    """Write flat broker settings (``key = value`` lines, see docs/configuration.md) to ``path``."""
+    path.write_text("".join(f"{key} = {toml_value(value)}\n" for key, value in settings.items()))
+    return path
+
+
+def standalone_command(
+    data_dir: Path,
+    *,
+    port: int = 0,
+    http_port: int = 0,
+    host: str = HOST,
+    config: Path | None = None,
+    python: str = sys.executable,
+) -> list[str]:
+    """The command line of a broker on ``data_dir``; port 0 lets the OS pick a free one."""
+    cmd = [python, "-m", "magnetar", "standalone", "--host", host, "--port", str(port)]
+    cmd += ["--http-port", str(http_port), "--data-dir", str(data_dir)]
+    if config is not None:
+        cmd += ["--config", str(config)]
+    return cmd
+
+
+class BrokerProcess:
+    """One broker on ``workdir/data``: start it, wait until it listens, stop or kill it, start it again.
+
+    ``config`` (flat settings) is written to ``workdir/broker.toml``; None passes no ``--config``. Each
+    start logs stdout and stderr to a file of its own in ``workdir`` (``logs``, the latest last).
+    """
+
+    def __init__(
+        self,
+        workdir: Path,
+        config: Mapping[str, object] | None = None,
+        *,
+        host: str = HOST,
+        python: str = sys.executable,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        self.workdir = workdir
+        self.data_dir = workdir / "data"
+        self.config = config
+        self.config_path = workdir / "broker.toml" if config is not None else None
+        self.host = host
+        self.python = python
+        self.env = env
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.logs: list[Path] = []
+        self.port = 0
+        self.http_port = 0
+
+    # -- lifecycle ----------------------------------------------------------------------------------------
+
+    def start(self, port: int = 0, http_port: int = 0, timeout: float = START_TIMEOUT_S) -> Self:
+        """Start the broker and wait until it listens; fails with the log's tail if it does not."""
+        if self.running:
+            raise BrokerProcessError("the broker is already running")
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        if self.config_path is not None:
+            write_config(self.config_path, self.config or {})
+        cmd = standalone_command(
+            self.data_dir,
+            port=port,
+            http_port=http_port,
+            host=self.host,
+            config=self.config_path,
+            python=self.python,
+        )
+        log_path = self.workdir / ("broker.log" if not self.logs else f"broker-{len(self.logs)}.log")
+        self.logs.append(log_path)
+        env = self.env if self.env is not None else {**os.environ, "PYTHONUNBUFFERED": "1"}
+        with open(log_path, "wb") as log:
+            self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=dict(env))
+        self._wait_listening(timeout)
+        return self
+
+    def _wait_listening(self, timeout: float) -> None:
+        assert self.proc is not None
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            listening = parse_listening(self.log_path.read_text(errors="replace"))
+            if listening is not None:
+                self.host, self.port, _, self.http_port = listening
+                return
+            if self.proc.poll() is not None:
+                raise BrokerProcessError(
+                    f"the broker exited with {self.proc.returncode} before listening:\n{self.log_tail()}"
+                )
+            time.sleep(0.05)
+        self.kill()
+        raise BrokerProcessError(
+            f"the broker did not report 'listening on' within {timeout}s:\n{self.log_tail()}"
+        )
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = STOP_TIMEOUT_S) -> int | None:
+        """Send ``sig`` and wait for the exit code (None if never started); if the broker is still
+        running after ``timeout`` seconds it is killed and BrokerProcessError says so."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise BrokerProcessError(
+                f"the broker ignored signal {sig} for {timeout}s and was killed:\n{self.log_tail()}"
+            ) from None
+
+    def kill(self) -> None:
+        """SIGKILL, if it runs (no flush, as in a crash)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def restart(self, same_port: bool = True, timeout: float = START_TIMEOUT_S) -> Self:
+        """Start again on the same data directory (and binary port) after a stop or kill."""
+        if self.running:
+            raise BrokerProcessError("stop or kill the broker before restarting it")
+        return self.start(port=self.port if same_port else 0, timeout=timeout)
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    # -- facts --------------------------------------------------------------------------------------------
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    @property
+    def service_url(self) -> str:
+        return f"pulsar://{self.host}:{self.port}"
+
+    @property
+    def http_url(self) -> str:
+        return f"http://{self.host}:{self.http_port}"
+
+    @property
+    def log_path(self) -> Path:
+        """The latest start's log."""
+        return self.logs[-1] if self.logs else self.workdir / "broker.log"
+
+    def log_tail(self, chars: int = 4000) -> str:
+        """The end of the latest start's log."""
+        try:
+            return self.log_path.read_text(errors="replace")[-chars:]
+        except OSError:
+            return ""
