@@ -23,8 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import random
 import shutil
 import statistics
@@ -36,6 +34,7 @@ from array import array
 from itertools import accumulate
 from pathlib import Path
 
+from bench.machine import describe
 from magnetar.storage.ack_page import AckPage
 from magnetar.storage.ack_ranges import RangeSet
 from magnetar.storage.ack_state import IndividualAcks
@@ -46,23 +45,6 @@ from magnetar.storage.position import Position
 
 CURSOR_LEDGER_ID = 1
 MARK_DELETE = Position(0, -1)
-
-
-def machine() -> dict:
-    cpu = platform.processor()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {
-        "cpu": cpu,
-        "cores": os.cpu_count(),
-        "python": platform.python_version(),
-        "system": platform.system(),
-    }
 
 
 def rss_kib(field: str) -> int:
@@ -218,9 +200,9 @@ def recover_phase(directory: Path, ledgers: int, seed: int) -> dict:
 
 def run_child(phase: str, directory: Path, holes: int, ledgers: int, seed: int) -> dict:
     """One phase in a fresh process, so its peak RSS is its own."""
-    command = [sys.executable, __file__, "--child", phase, str(directory), str(holes)]
+    command = [sys.executable, "-m", "bench.ack_state", "--child", phase, str(directory), str(holes)]
     command += ["--ledgers", str(ledgers), "--seed", str(seed)]
-    out = subprocess.run(command, capture_output=True, text=True)
+    out = subprocess.run(command, capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1])
     if out.returncode != 0:
         raise SystemExit(f"{phase} phase failed:\n{out.stderr}")
     return json.loads(out.stdout)
@@ -248,7 +230,7 @@ def main() -> None:
         parser.error("--out is required")
 
     root = Path(tempfile.mkdtemp(prefix="magnetar-ack-bench-", dir=args.dir))
-    results = {"machine": machine(), "memory_limit_bytes": limits()["memory_limit"], "runs": []}
+    results = {"machine": describe(), "memory_limit_bytes": limits()["memory_limit"], "runs": []}
     try:
         for holes in args.holes:
             directory = root / f"holes-{holes}"

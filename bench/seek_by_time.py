@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import random
 import shutil
 import statistics
@@ -25,6 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.machine import describe
 from magnetar.broker.entry_metadata import load_interceptors
 from magnetar.broker.entry_search import CountingReader, entry_time
 from magnetar.broker.seek import position_for_time
@@ -34,23 +33,6 @@ from magnetar.protocol.headers import encode_headers_and_payload
 from magnetar.storage import Storage, StorageConfig
 
 TOPIC = "persistent://public/default/bench-seek-by-time"
-
-
-def machine() -> dict:
-    cpu = platform.processor()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {
-        "cpu": cpu,
-        "cores": os.cpu_count(),
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-    }
 
 
 def fill(ml, entries: int, payload_size: int) -> float:
@@ -157,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
             pair_bin_times = bin_times[: args.scans]
             result = {
                 "benchmark": "seek_by_time",
-                "machine": machine(),
+                "machine": describe(),
                 "entries": n,
                 "ledgers": len(ml.ledgers()),
                 "payload_size": args.payload_size,
