@@ -163,7 +163,9 @@ def _concurrent(client, topic, scenario, limits) -> tuple[Produced, Tally, float
     producing = Producing(
         _producer(client, topic, scenario), Payloads(scenario.size), scenario.sync, scenario.window
     )
-    consuming = Consuming(consumer, producing.payloads, producing).start(limits.idle_timeout_s)
+    consuming = Consuming(consumer, producing.payloads, producing, scenario.chunking).start(
+        limits.idle_timeout_s
+    )
     start = time.monotonic()
     produced = producing.run(limits.duration_s, scenario.max_messages, limits.idle_timeout_s)
     tally = consuming.join(_join_timeout(produced, limits))
@@ -179,7 +181,9 @@ def _backlog(client, topic, scenario, limits) -> tuple[Produced, Tally, float, s
     produced = producing.run(limits.duration_s, scenario.max_messages, limits.idle_timeout_s)
     start = time.monotonic()
     consumer = _subscribe(client, topic, scenario)
-    consuming = Consuming(consumer, producing.payloads, producing).start(limits.idle_timeout_s)
+    consuming = Consuming(consumer, producing.payloads, producing, scenario.chunking).start(
+        limits.idle_timeout_s
+    )
     tally = consuming.join(_join_timeout(produced, limits))
     consumer.close()
     return produced, tally, _drain_time(consuming, tally, start), consuming.error
