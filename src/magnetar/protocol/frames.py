@@ -14,7 +14,7 @@ out as a memoryview without copying or interpreting them.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from google.protobuf.message import DecodeError
 
@@ -40,9 +40,12 @@ def command_type_name(cmd_type: int) -> str:
     return _TYPE_NAMES.get(cmd_type, f"UNKNOWN({cmd_type})")
 
 
-@dataclass(frozen=True, slots=True)
-class Frame:
-    """One decoded frame: the command envelope and, for SEND/MESSAGE, the bytes after it."""
+class Frame(NamedTuple):
+    """One decoded frame: the command envelope and, for SEND/MESSAGE, the bytes after it.
+
+    A named tuple rather than a frozen dataclass: one is made per frame, and a frozen
+    dataclass's ``__init__`` sets each field through ``object.__setattr__``.
+    """
 
     command: wire.BaseCommand
     payload: memoryview | None = None
@@ -122,7 +125,9 @@ class FrameDecoder:
         (cmd_size,) = _U32.unpack_from(buf, pos + 4)
         if cmd_size == 0 or cmd_size > total - 4:
             raise ProtocolError(f"command size {cmd_size} does not fit in a frame of {total}")
-        frame_bytes = bytes(buf[pos + 8 : pos + 4 + total])
+        # One copy out of the buffer (slicing the bytearray first would be a second one); the
+        # temporary view is gone before the buffer is next resized.
+        frame_bytes = bytes(memoryview(buf)[pos + 8 : pos + 4 + total])
         self._pos = pos + 4 + total
         view = memoryview(frame_bytes)
         command = parse_command(view[:cmd_size])
