@@ -96,7 +96,8 @@ class Segment:
         self.synced_entries = len(offsets) if not writable else 0
         #: Offsets already in the index file (the rest wait for ``INDEX_BATCH`` or close).
         self._indexed = len(offsets)
-        #: Bytes zeroed ahead of the end at a time (0: none); the log file is zeros up to ``_zeroed``.
+        #: The largest step of zeros written ahead of the data (0: none); the log file is zeros
+        #: from the end of the data up to ``_zeroed``.
         self._preallocate = preallocate if writable else 0
         self._zeroed = size
 
@@ -203,9 +204,8 @@ class Segment:
             raise StorageClosedError(f"ledger {self.ledger_id} is not open for writing")
         header = encode_header(data)
         offset = self._size
-        if offset + HEADER_SIZE + len(data) > self._zeroed and 0 < len(data) * PREALLOCATE_MAX_SHARE <= (
-            self._preallocate
-        ):
+        small = len(data) * PREALLOCATE_MAX_SHARE <= self._preallocate
+        if small and self._preallocate and offset + HEADER_SIZE + len(data) > self._zeroed:
             self._zero_ahead(offset, min(self._preallocate, max(PREALLOCATE_MIN_STEP, offset)))
         _write_all(self._log_fd, header, data, offset)
         entry_id = len(self._offsets)
