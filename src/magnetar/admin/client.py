@@ -21,9 +21,8 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
+from magnetar.broker.topic_name import PARTITION_SUFFIX, TopicName
 from magnetar.client.message import MessageId
-
-_PARTITION = "-partition-"
 
 
 class AdminError(Exception):
@@ -46,19 +45,13 @@ class ConflictError(AdminError):
 
 def _topic_parts(topic: str, partition: int = -1) -> list[str]:
     """``[tenant, namespace, local]`` of a persistent topic, short names as Pulsar reads them."""
-    name = topic
-    if "://" in name:
-        domain, _, name = name.partition("://")
-        if domain != "persistent":
-            raise ValueError(f"only persistent topics have a message index, not {topic!r}")
-    parts = name.split("/")
-    if len(parts) == 1:
-        parts = ["public", "default", *parts]
-    if len(parts) != 3 or not all(parts):
-        raise ValueError(f"invalid topic name {topic!r}")
-    if partition >= 0 and _PARTITION not in parts[2]:
-        parts[2] = f"{parts[2]}{_PARTITION}{partition}"
-    return parts
+    parsed = TopicName.parse(topic)  # raises InvalidTopicName, a ValueError
+    if not parsed.persistent:
+        raise ValueError(f"only persistent topics have a message index, not {topic!r}")
+    local = parsed.local_name
+    if partition >= 0 and PARTITION_SUFFIX not in local:
+        local = f"{local}{PARTITION_SUFFIX}{partition}"
+    return [parsed.tenant, parsed.namespace, local]
 
 
 def _topic_path(topic: str, partition: int = -1) -> str:

@@ -7,36 +7,26 @@ base name and the partition number (-1 for a non-partitioned topic).
 
 from __future__ import annotations
 
-import re
 from functools import lru_cache
 
-PARTITION_SUFFIX = "-partition-"
-_PARTITION_RE = re.compile(r"^(.*)-partition-(\d+)$")
+from magnetar.broker.topic_name import PARTITION_SUFFIX, TopicName
 
 
 @lru_cache(maxsize=1024)
 def full_name(topic: str) -> str:
     """``my-topic`` -> ``persistent://public/default/my-topic``; refuses non-persistent topics."""
-    name = topic.strip()
-    domain = "persistent"
-    if "://" in name:
-        domain, _, name = name.partition("://")
-    if domain != "persistent":
+    parsed = TopicName.parse(topic.strip())  # raises InvalidTopicName, a ValueError
+    if not parsed.persistent:
         raise ValueError(f"only persistent topics carry a message index, not {topic!r}")
-    parts = name.split("/")
-    if len(parts) == 1:
-        parts = ["public", "default", *parts]
-    if len(parts) != 3 or not all(parts):
-        raise ValueError(f"invalid topic name {topic!r}")
-    return "persistent://" + "/".join(parts)
+    return str(parsed)
 
 
+@lru_cache(maxsize=1024)
 def split_partition(name: str) -> tuple[str, int]:
     """``(base name, partition)`` of a full name; partition -1 when it is not a partition."""
-    match = _PARTITION_RE.match(name)
-    if match is None:
-        return name, -1
-    return match.group(1), int(match.group(2))
+    parsed = TopicName.parse(name)
+    base = parsed.partitioned_base()
+    return (name, -1) if base is None else (str(base), parsed.partition_index)
 
 
 def partition_name(base: str, partition: int) -> str:
