@@ -22,7 +22,7 @@ from magnetar.protocol.batch import encode_batch
 from magnetar.protocol.entry import split_entry_metadata
 from magnetar.protocol.headers import encode_headers_and_payload
 from magnetar.storage import Position, Storage
-from magnetar.storage.record import HEADER
+from magnetar.storage.record import HEADER, checksum
 
 TOPIC = "persistent://public/default/entry-meta"
 
@@ -132,12 +132,19 @@ class Harness:
 
 
 def segment_records(log_path: Path) -> list[bytes]:
-    """The data of every record in a segment .log file, parsed here from the raw bytes."""
+    """The data of every record in a segment .log file, parsed here from the raw bytes.
+
+    An open ledger's file goes on with preallocated zeros after its last record: a
+    record whose checksum does not match ends the file's data.
+    """
     raw = log_path.read_bytes()
     out, pos = [], 0
     while pos + HEADER.size <= len(raw):
-        length, _crc = HEADER.unpack_from(raw, pos)
-        out.append(raw[pos + HEADER.size : pos + HEADER.size + length])
+        length, crc = HEADER.unpack_from(raw, pos)
+        data = raw[pos + HEADER.size : pos + HEADER.size + length]
+        if len(data) != length or checksum(length, data) != crc:
+            break
+        out.append(data)
         pos += HEADER.size + length
     return out
 

@@ -16,21 +16,7 @@ from magnetar.protocol.headers import parse_metadata, verify_checksum
 from magnetar.storage.entry import Entry
 from magnetar.storage.segment import segment_paths
 
-from .entry_harness import TOPIC, Harness, batch, entry_metadata_prefix, message, segment_records
-
-
-@pytest.fixture
-def harnesses(tmp_path):
-    opened: list[Harness] = []
-
-    def start(**config) -> Harness:
-        h = Harness(tmp_path / "data", **config)
-        opened.append(h)
-        return h
-
-    yield start
-    for h in opened:
-        h.close()
+from .entry_harness import TOPIC, batch, entry_metadata_prefix, message, segment_records
 
 
 def assert_continuous(stored, first_index: int = 0) -> int:

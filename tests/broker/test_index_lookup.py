@@ -20,21 +20,7 @@ from magnetar.broker.index_lookup import (
 )
 from magnetar.storage import Position
 
-from .entry_harness import Harness, batch, message
-
-
-@pytest.fixture
-def harnesses(tmp_path):
-    opened: list[Harness] = []
-
-    def start(**config) -> Harness:
-        h = Harness(tmp_path / "data", **config)
-        opened.append(h)
-        return h
-
-    yield start
-    for h in opened:
-        h.close()
+from .entry_harness import batch, message
 
 
 def expected_ids(positions: list[Position], sizes: list[int]) -> list[tuple[Position, int]]:

@@ -25,7 +25,7 @@ from magnetar.client import producer as magnetar_producer
 from magnetar.protocol import FrameDecoder, wire
 from magnetar.protocol.headers import parse_metadata, verify_checksum
 from magnetar.storage.names import encode_name
-from magnetar.storage.record import HEADER, checksum
+from tests.broker.entry_harness import segment_records as segment_log_records
 
 from .support import RawConnection, assert_nothing_more, msg_id_tuple, receive_n
 
@@ -60,23 +60,9 @@ def produce_mixed(client, topic: str, rounds: int = 3, name: str = "mixed") -> l
 
 
 def segment_records(broker, topic: str) -> list[bytes]:
-    """Every record's data in the topic's segment files, read from the raw bytes, in order.
-
-    An open ledger's file goes on with preallocated zeros after its last record: a
-    record whose checksum does not match ends the file's data.
-    """
+    """Every record's data in the topic's segment files, read from the raw bytes, in order."""
     directory = broker.data_dir / "ledgers" / encode_name(topic)
-    out = []
-    for log in sorted(directory.glob("*.log")):
-        raw, pos = log.read_bytes(), 0
-        while pos + HEADER.size <= len(raw):
-            length, crc = HEADER.unpack_from(raw, pos)
-            data = raw[pos + HEADER.size : pos + HEADER.size + length]
-            if len(data) != length or checksum(length, data) != crc:
-                break
-            out.append(data)
-            pos += HEADER.size + length
-    return out
+    return [data for log in sorted(directory.glob("*.log")) for data in segment_log_records(log)]
 
 
 class RecordingProxy:
