@@ -553,15 +553,6 @@ class Consumer(HandlerBase):
                 waiter.set_exception(AlreadyClosed(f"{self.name} closed"))
         self.client.forget(self)
 
-    def is_closed(self) -> bool:
-        return self.state is State.CLOSED
-
-    async def __aenter__(self) -> Consumer:
-        return self
-
-    async def __aexit__(self, *exc_info: Any) -> None:
-        await self.close()
-
 
 def _id_of(message: Message | MessageId) -> MessageId:
     return message.message_id() if isinstance(message, Message) else message

@@ -12,7 +12,7 @@ import asyncio
 import enum
 import logging
 import random
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Self
 
 from magnetar.client.errors import AlreadyClosed, ClientError, Timeout
 
@@ -147,6 +147,18 @@ class HandlerBase:
                 raise Timeout(f"{self.name} is not connected") from None
         assert self.cnx is not None
         return self.cnx
+
+    async def close(self) -> None:
+        raise NotImplementedError
+
+    def is_closed(self) -> bool:
+        return self.state is State.CLOSED
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        await self.close()
 
     def _stop_reconnecting(self) -> None:
         task = self._reconnect_task

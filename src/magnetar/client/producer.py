@@ -518,15 +518,6 @@ class Producer(HandlerBase):
         self.state = State.CLOSED
         self.client.forget(self)
 
-    def is_closed(self) -> bool:
-        return self.state is State.CLOSED
-
-    async def __aenter__(self) -> Producer:
-        return self
-
-    async def __aexit__(self, *exc_info: Any) -> None:
-        await self.close()
-
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
