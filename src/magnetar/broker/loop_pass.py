@@ -97,8 +97,3 @@ def for_loop(loop: asyncio.AbstractEventLoop) -> PassScheduler:
 def current() -> PassScheduler:
     """The running loop's scheduler (call from the loop's thread)."""
     return for_loop(asyncio.get_running_loop())
-
-
-def defer(phase: int, callback: Callback) -> None:
-    """``current().defer(phase, callback)``."""
-    for_loop(asyncio.get_running_loop()).defer(phase, callback)

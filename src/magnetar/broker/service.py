@@ -51,7 +51,7 @@ class BrokerService:
         passes = loop_pass.for_loop(loop)
         self.storage = Storage(
             self.config.storage_config(),
-            notify=_notifier(loop),
+            notify=_notifier(loop, passes),
             defer=lambda callback: passes.defer(loop_pass.SYNC, callback),
         )
         self.namespaces = NamespaceRegistry(self.storage.metadata)
@@ -279,13 +279,12 @@ class BrokerService:
         """Policies are read when used; nothing is cached that would need refreshing."""
 
 
-def _notifier(loop: asyncio.AbstractEventLoop):
+def _notifier(loop: asyncio.AbstractEventLoop, passes: loop_pass.PassScheduler):
     """How storage completions reach the loop: from the fsync thread through the thread-safe
     path (which wakes the loop) and then straight through the pass's phases; from the loop
     itself (fsync policy "never") as the pass's first phase, which spares a wake-up write
     per message."""
     loop_thread = threading.get_ident()
-    passes = loop_pass.for_loop(loop)
 
     def notify(callback) -> None:
         if threading.get_ident() == loop_thread:
