@@ -117,7 +117,12 @@ class RawConnection:
         self.sock.close()
 
     def send(self, data: bytes) -> None:
-        self.sock.sendall(data)
+        """Write bytes; a broker that closes mid-write (as it must on an over-limit frame header, while the
+        rest of the frame is still on its way) is not an error here: the next recv_frame reports the close."""
+        try:
+            self.sock.sendall(data)
+        except (ConnectionResetError, BrokenPipeError):
+            pass
 
     def send_command(self, body, payload: bytes | None = None) -> None:
         self.send(encode_frame(wrap(body), payload))
