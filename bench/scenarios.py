@@ -39,6 +39,7 @@ class Scenario:
     chunking: bool = False
     receiver_queue: int = 1000
     max_pending: int = 1000
+    receipt_group: int = 1  # async sends per receipt callback (see ``Producing``)
 
     @property
     def label(self) -> str:
@@ -56,7 +57,7 @@ class Scenario:
 SCENARIOS = {
     s.name: s
     for s in (
-        Scenario("100B-batched", 100, 3_000_000, batching=True, max_pending=10_000),
+        Scenario("100B-batched", 100, 3_000_000, batching=True, max_pending=10_000, receipt_group=100),
         Scenario("1KB-sync", 1024, 200_000, sync=True),
         Scenario("1MB", 1024 * 1024, 20_000, receiver_queue=50, max_pending=50),
         Scenario("20MB-chunked", 20 * 1024 * 1024, 1_000, chunking=True, receiver_queue=20, max_pending=100),
@@ -161,7 +162,11 @@ def _producer(client: pulsar.Client, topic: str, scenario: Scenario) -> pulsar.P
 def _concurrent(client, topic, scenario, limits) -> tuple[Produced, Tally, float, str | None]:
     consumer = _subscribe(client, topic, scenario)
     producing = Producing(
-        _producer(client, topic, scenario), Payloads(scenario.size), scenario.sync, scenario.window
+        _producer(client, topic, scenario),
+        Payloads(scenario.size),
+        scenario.sync,
+        scenario.window,
+        scenario.receipt_group,
     )
     consuming = Consuming(consumer, producing.payloads, producing, scenario.chunking).start(
         limits.idle_timeout_s
@@ -176,7 +181,11 @@ def _concurrent(client, topic, scenario, limits) -> tuple[Produced, Tally, float
 def _backlog(client, topic, scenario, limits) -> tuple[Produced, Tally, float, str | None]:
     _subscribe(client, topic, scenario).close()  # the subscription keeps the backlog from the first entry
     producing = Producing(
-        _producer(client, topic, scenario), Payloads(scenario.size), scenario.sync, scenario.window
+        _producer(client, topic, scenario),
+        Payloads(scenario.size),
+        scenario.sync,
+        scenario.window,
+        scenario.receipt_group,
     )
     produced = producing.run(limits.duration_s, scenario.max_messages, limits.idle_timeout_s)
     start = time.monotonic()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import threading
@@ -119,10 +120,8 @@ class RawConnection:
     def send(self, data: bytes) -> None:
         """Write bytes; a broker that closes mid-write (as it must on an over-limit frame header, while the
         rest of the frame is still on its way) is not an error here: the next recv_frame reports the close."""
-        try:
+        with contextlib.suppress(ConnectionResetError, BrokenPipeError):
             self.sock.sendall(data)
-        except (ConnectionResetError, BrokenPipeError):
-            pass
 
     def send_command(self, body, payload: bytes | None = None) -> None:
         self.send(encode_frame(wrap(body), payload))
