@@ -78,6 +78,11 @@ class IndividualAcks:
         return self._acked
 
     @property
+    def empty(self) -> bool:
+        """No ledger has state: nothing is individually deleted and no batch is partly acked."""
+        return not self._refs
+
+    @property
     def range_count(self) -> int:
         """Ranges of individually deleted entries: the ack holes."""
         return self._ranges

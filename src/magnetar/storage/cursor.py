@@ -150,10 +150,22 @@ class ManagedCursor:
         Returns at least one entry when any is readable, even if it alone exceeds ``max_bytes``.
         """
         ledger = self._ledger
+        position = self._read_position
+        if (
+            self._acks.empty
+            and position.ledger_id == ledger.current_ledger_id
+            and position > self._mark_delete
+        ):
+            # At the tail with nothing acked out of order, the common case of a consumer that keeps up:
+            # no entry to skip, and positions in the open ledger need no stepping across ledgers.
+            got = ledger.read_entries(position, max_entries, max_bytes)
+            if got:
+                self._read_position = Position(position.ledger_id, got[-1].position.entry_id + 1)
+            return got
         last = ledger.last_confirmed
         out: list[Entry] = []
         budget = max_bytes
-        position = self._skip_acked(self._read_position)
+        position = self._skip_acked(position)
         while len(out) < max_entries and position <= last:
             run = min(
                 max_entries - len(out), ledger.entries_in_ledger(position.ledger_id) - position.entry_id
@@ -207,14 +219,29 @@ class ManagedCursor:
 
     def delete(self, positions: Iterable[Position]) -> None:
         """Individual acks; positions already acked or holding no readable entry are ignored."""
-        ledger = self._ledger
-        changed = False
+        ledger, acks = self._ledger, self._acks
+        changed = added = False
         for position in positions:
-            if position <= self._mark_delete or not ledger.has_entry(position):
+            mark_delete = self._mark_delete
+            if (
+                acks.empty
+                and position.entry_id == mark_delete.entry_id + 1
+                and position.ledger_id == mark_delete.ledger_id
+                and ledger.has_entry(position)
+            ):
+                # The entry right after the mark-delete position, with no other ack state: the
+                # mark-delete position moves, as the general path would, without a page.
+                self._mark_delete = position
+                changed = True
                 continue
-            changed = self._acks.add(position) or changed
-        if changed:
+            if position <= mark_delete or not ledger.has_entry(position):
+                continue
+            added = acks.add(position) or added
+        if added:
             self._advance_mark_delete()
+        elif changed and self._read_position <= self._mark_delete:
+            self._read_position = ledger.next_position(self._mark_delete)
+        if changed or added:
             self._dirty = True
 
     def ack_batch_indexes(self, position: Position, unacked_words: list[int], batch_size: int) -> bool:
