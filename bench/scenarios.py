@@ -159,15 +159,14 @@ def _producer(client: pulsar.Client, topic: str, scenario: Scenario) -> pulsar.P
     )
 
 
+def _producing(client: pulsar.Client, topic: str, scenario: Scenario) -> Producing:
+    producer, payloads = _producer(client, topic, scenario), Payloads(scenario.size)
+    return Producing(producer, payloads, scenario.sync, scenario.window, scenario.receipt_group)
+
+
 def _concurrent(client, topic, scenario, limits) -> tuple[Produced, Tally, float, str | None]:
     consumer = _subscribe(client, topic, scenario)
-    producing = Producing(
-        _producer(client, topic, scenario),
-        Payloads(scenario.size),
-        scenario.sync,
-        scenario.window,
-        scenario.receipt_group,
-    )
+    producing = _producing(client, topic, scenario)
     consuming = Consuming(consumer, producing.payloads, producing, scenario.chunking).start(
         limits.idle_timeout_s
     )
@@ -180,13 +179,7 @@ def _concurrent(client, topic, scenario, limits) -> tuple[Produced, Tally, float
 
 def _backlog(client, topic, scenario, limits) -> tuple[Produced, Tally, float, str | None]:
     _subscribe(client, topic, scenario).close()  # the subscription keeps the backlog from the first entry
-    producing = Producing(
-        _producer(client, topic, scenario),
-        Payloads(scenario.size),
-        scenario.sync,
-        scenario.window,
-        scenario.receipt_group,
-    )
+    producing = _producing(client, topic, scenario)
     produced = producing.run(limits.duration_s, scenario.max_messages, limits.idle_timeout_s)
     start = time.monotonic()
     consumer = _subscribe(client, topic, scenario)
