@@ -4,8 +4,14 @@ from dataclasses import dataclass
 
 from magnetar.broker.dispatchers.shared import ReplayQueue
 from magnetar.broker.dispatchers.single_active import choose_active
+from magnetar.broker.entries import DispatchEntry, RecentEntries
 from magnetar.broker.seek import _first_index
+from magnetar.protocol import wire
+from magnetar.protocol.headers import parse_metadata
+from magnetar.storage.entry import Entry
 from magnetar.storage.position import Position
+
+from .entry_harness import batch, entry_metadata_prefix, message
 
 
 @dataclass
@@ -49,3 +55,26 @@ def test_first_index_is_a_binary_search():
     assert len(calls) <= 3
     assert _first_index(len(values), lambda i: values[i] >= 100) == len(values)
     assert _first_index(0, lambda i: True) == 0
+
+
+def test_recent_entries_give_what_parsing_gives_and_forget_the_oldest():
+    prefix = entry_metadata_prefix(wire.BrokerEntryMetadata(index=7))
+    stored = [message(b"one"), batch([b"a", b"b", b"c"]), message(b"three")]
+    entries = [Entry(Position(4, i), prefix + data) for i, data in enumerate(stored)]
+    recent = RecentEntries(capacity=2)
+    for entry, data in zip(entries, stored, strict=True):
+        recent.remember(entry.position, len(prefix), parse_metadata(data)[0])
+
+    for entry in entries:
+        got, parsed = recent.entry(entry), DispatchEntry.of(entry)
+        assert (got.position, got.producer_offset, got.num_messages, got.is_batch) == (
+            parsed.position,
+            parsed.producer_offset,
+            parsed.num_messages,
+            parsed.is_batch,
+        )
+        assert bytes(got.payload_for(False)) == bytes(parsed.payload_for(False))
+    assert [recent.entry(e).num_messages for e in entries] == [1, 3, 1]
+    # capacity 2: the oldest was forgotten and is parsed again (a fresh metadata object)
+    assert recent.entry(entries[0]).metadata is not recent.entry(entries[0]).metadata
+    assert recent.entry(entries[2]).metadata is recent.entry(entries[2]).metadata

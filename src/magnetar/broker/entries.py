@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass
 
 from magnetar.protocol import ProtocolError, wire
@@ -58,14 +59,14 @@ class RecentEntries:
 
     def __init__(self, capacity: int = 1024) -> None:
         self._capacity = capacity
-        self._facts: dict[Position, tuple[int, wire.MessageMetadata]] = {}
+        self._facts: OrderedDict[Position, tuple[int, wire.MessageMetadata]] = OrderedDict()
 
     def remember(self, position: Position, producer_offset: int, metadata: wire.MessageMetadata) -> None:
         """``metadata`` is shared with every dispatch of the entry: it must not change afterwards."""
         facts = self._facts
         facts[position] = (producer_offset, metadata)
         if len(facts) > self._capacity:
-            del facts[next(iter(facts))]
+            facts.popitem(last=False)  # O(1); a dict's first key is found past every deleted slot
 
     def entry(self, entry: Entry) -> DispatchEntry:
         known = self._facts.get(entry.position)
@@ -73,6 +74,3 @@ class RecentEntries:
             return DispatchEntry.of(entry)
         offset, metadata = known
         return DispatchEntry(entry.position, entry.data, offset, _count(metadata), metadata)
-
-    def clear(self) -> None:
-        self._facts.clear()
