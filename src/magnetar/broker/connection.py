@@ -1,8 +1,10 @@
 """One client connection (Pulsar's ``ServerCnx``): frames in, handlers, frames out.
 
-The connection is an ``asyncio.Protocol`` (no stream objects, no task per connection)
-so that an idle connection costs little. Every command type maps to one handler
-method through ``_HANDLERS``; a command with no handler is a protocol error.
+The connection is an ``asyncio.BufferedProtocol`` (no stream objects, no task per
+connection) so that an idle connection costs little: the socket is read straight into
+the frame decoder, through a read buffer the broker's connections share, and a large
+frame into a buffer of its own. Every command type maps to one handler method through
+``_HANDLERS``; a command with no handler is a protocol error.
 """
 
 from __future__ import annotations
@@ -36,11 +38,11 @@ PROTOCOL_VERSION = 21
 _producer_names = itertools.count()
 
 
-class ServerCnx(asyncio.Protocol):
+class ServerCnx(asyncio.BufferedProtocol):
     def __init__(self, service: BrokerService) -> None:
         self.service = service
         self.config = service.config
-        self.decoder = FrameDecoder(self.config.max_message_size + FRAME_OVERHEAD)
+        self.decoder = FrameDecoder(self.config.max_message_size + FRAME_OVERHEAD, service.read_buffer)
         self.transport: asyncio.Transport | None = None
         self.remote = "?"
         self.connected = False
@@ -67,9 +69,12 @@ class ServerCnx(asyncio.Protocol):
         self.service.connections.add(self)
         self._schedule_keepalive()
 
-    def data_received(self, data: bytes) -> None:
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.decoder.get_buffer(sizehint)
+
+    def buffer_updated(self, nbytes: int) -> None:
         try:
-            self.decoder.feed(data)
+            self.decoder.buffer_updated(nbytes)
             while not self.closed and (frame := self.decoder.next_frame()) is not None:
                 self._handle(frame)
         except ProtocolError as exc:

@@ -18,6 +18,7 @@ from magnetar.broker.nonpersistent import NonPersistentTopic
 from magnetar.broker.schemas.registry import SchemaRegistry
 from magnetar.broker.topic import PersistentTopic
 from magnetar.broker.topic_name import TopicName
+from magnetar.protocol.frames import SHARED_READ_SIZE
 from magnetar.storage.store import Storage
 
 log = logging.getLogger(__name__)
@@ -29,6 +30,9 @@ class BrokerService:
         self.broker_name = f"magnetar-{secrets.token_hex(3)}"
         self.topics: dict[str, PersistentTopic] = {}
         self.connections: set[ServerCnx] = set()
+        #: Every connection reads the socket into this buffer (one loop, one read at a time) and
+        #: keeps only the bytes of an incomplete frame: an idle connection holds no read buffer.
+        self.read_buffer = bytearray(SHARED_READ_SIZE)
         self.storage: Storage | None = None
         self.namespaces: NamespaceRegistry | None = None
         self.schemas: SchemaRegistry | None = None

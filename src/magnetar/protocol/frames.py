@@ -66,42 +66,150 @@ class Frame(NamedTuple):
         return getattr(self.command, field)
 
 
+#: A frame of at least this many bytes that is not complete yet is received into a buffer of
+#: its own, which then backs the frame handed out: its payload is never copied in user space.
+LARGE_FRAME = 64 * 1024
+#: ... once more than this fraction (1/N) of it has come: a size field alone does not make
+#: the broker set aside megabytes (at most N times what a peer really sent).
+LARGE_FRAME_SHARE = 8
+#: Room a read gets in the decoder's own buffer when there is no shared buffer.
+OWN_READ_SIZE = 64 * 1024
+#: The smallest read into a connection's own buffer.
+MIN_READ_SIZE = 1024
+#: Size of a shared read buffer: one per event loop, lent to each connection's read in turn.
+SHARED_READ_SIZE = 256 * 1024
+
+
 class FrameDecoder:
-    """Incremental frame decoder: ``feed`` bytes, then call ``next_frame`` until it returns None.
+    """Incremental frame decoder: put bytes in, then call ``next_frame`` until it returns None.
+
+    Bytes go in two ways. ``feed(data)`` copies them in. ``get_buffer``/``buffer_updated``
+    (the shape of ``asyncio.BufferedProtocol``) let the socket be read straight into the
+    decoder: into a *shared* buffer when nothing is pending (one per event loop, so an idle
+    connection holds no buffer at all), into the connection's own buffer while a frame is
+    incomplete, and into a buffer of the frame's own size once more than
+    ``1/LARGE_FRAME_SHARE`` of a frame of ``LARGE_FRAME`` bytes or more has come. A large
+    frame's payload is then a view of that buffer, which nothing else writes to: the bytes
+    are not copied again on their way to storage.
+
+    The rule for the shared buffer: after ``buffer_updated``, call ``next_frame`` until it
+    returns None before the next read (the next ``get_buffer``), because then the bytes of an
+    incomplete frame move to the connection's own buffer. Frames handed out never point into
+    the shared buffer.
 
     Raises ProtocolError for anything that cannot be a valid frame: a size above the
     limit, a command size that does not fit, an unparsable or incomplete command.
     After an error the decoder is unusable, like the stream it came from.
     """
 
-    def __init__(self, max_frame_size: int) -> None:
+    def __init__(self, max_frame_size: int, shared: bytearray | None = None) -> None:
         self.max_frame_size = max_frame_size
-        self._buf = bytearray()
+        self._shared = shared
+        self._own = bytearray()
+        #: The bytes not yet handed out are ``_buf[_pos:_end]``; ``_buf`` is ``_own`` or ``_shared``.
+        self._buf = self._own
         self._pos = 0
+        self._end = 0
+        #: A large frame being received (without its size field), and how much of it has come.
+        self._large: bytearray | None = None
+        self._large_filled = 0
         self._broken = False
 
     @property
     def buffered(self) -> int:
         """Bytes received but not yet returned as frames."""
-        return len(self._buf) - self._pos
+        pending = self._end - self._pos
+        if self._large is not None:
+            pending += 4 + self._large_filled
+        return pending
 
+    @property
+    def held(self) -> int:
+        """Bytes of buffer this decoder holds for itself (the shared buffer not counted)."""
+        return len(self._own) + (len(self._large) if self._large is not None else 0)
+
+    # -- bytes in ------------------------------------------------------------------------------
     def feed(self, data: bytes | bytearray | memoryview) -> None:
+        """Copy ``data`` in."""
         if self._broken:
             raise ProtocolError("decoder used after a protocol error")
-        if self._pos and self._pos >= len(self._buf) // 2:
-            del self._buf[: self._pos]
-            self._pos = 0
-        self._buf += data
+        view = memoryview(data).cast("B")
+        if self._large is not None:
+            n = min(len(self._large) - self._large_filled, len(view))
+            self._large[self._large_filled : self._large_filled + n] = view[:n]
+            self._large_filled += n
+            view = view[n:]
+        if view:
+            self._keep_pending()
+            self._make_room(len(view))
+            self._own[self._end : self._end + len(view)] = view
+            self._end += len(view)
 
+    def get_buffer(self, sizehint: int = -1) -> memoryview:
+        """Where the next read should put its bytes (any amount up to the view's length)."""
+        if self._large is not None:
+            return memoryview(self._large)[self._large_filled :]
+        self._keep_pending()
+        if self._shared is None:
+            self._make_room(OWN_READ_SIZE)
+        elif self._pos == self._end:
+            self._own = bytearray()  # an idle connection holds no buffer
+            self._buf, self._pos, self._end = self._shared, 0, 0
+            return memoryview(self._shared)
+        else:  # the rest of an incomplete small frame, then the shared buffer again
+            self._make_room(max(_missing(self._own, self._pos, self._end), MIN_READ_SIZE))
+        return memoryview(self._own)[self._end :]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        """The read into the view from ``get_buffer`` put ``nbytes`` bytes there."""
+        if self._broken:
+            raise ProtocolError("decoder used after a protocol error")
+        if self._large is not None:
+            self._large_filled += nbytes
+        else:
+            self._end += nbytes
+
+    def _keep_pending(self) -> None:
+        """Move the bytes of an incomplete frame out of the shared buffer, which the next read reuses."""
+        if self._buf is self._own:
+            return
+        buf, pos, end = self._buf, self._pos, self._end
+        if pos == end:
+            self._buf, self._pos, self._end = self._own, 0, 0
+            return
+        size = end - pos + _missing(buf, pos, end)
+        own = self._own if len(self._own) >= size else bytearray(size)
+        own[: end - pos] = memoryview(buf)[pos:end]
+        self._own = self._buf = own
+        self._pos, self._end = 0, end - pos
+
+    def _make_room(self, room: int) -> None:
+        """Ensure ``room`` free bytes after ``_end`` in the own buffer (dropping handed-out bytes)."""
+        own, pos, end = self._own, self._pos, self._end
+        if len(own) - end >= room:
+            return
+        pending = end - pos
+        if pos and len(own) - pending >= room:
+            own[:pending] = own[pos:end]  # same length: the buffer is not resized
+        else:
+            grown = bytearray(max(2 * len(own), pending + room) if self._shared is None else pending + room)
+            grown[:pending] = memoryview(own)[pos:end]
+            self._own = own = grown
+        self._buf, self._pos, self._end = own, 0, pending
+
+    # -- frames out ----------------------------------------------------------------------------
     def next_frame(self) -> Frame | None:
         """Return the next complete frame, or None when more bytes are needed."""
         if self._broken:
             raise ProtocolError("decoder used after a protocol error")
         try:
-            return self._next_frame()
+            frame = self._next_frame()
         except ProtocolError:
             self._broken = True
             raise
+        if frame is None:
+            self._keep_pending()
+        return frame
 
     def frames(self) -> list[Frame]:
         """All complete frames buffered now."""
@@ -111,8 +219,14 @@ class FrameDecoder:
         return out
 
     def _next_frame(self) -> Frame | None:
+        large = self._large
+        if large is not None:
+            if self._large_filled < len(large):
+                return None
+            self._large = None
+            return _frame(memoryview(large))
         buf, pos = self._buf, self._pos
-        available = len(buf) - pos
+        available = self._end - pos
         if available < 4:
             return None
         (total,) = _U32.unpack_from(buf, pos)
@@ -121,18 +235,49 @@ class FrameDecoder:
         if total < 4:
             raise ProtocolError(f"frame size {total} is too small to hold a command")
         if available < 4 + total:
+            if available >= 8:
+                _check_command_size(_U32.unpack_from(buf, pos + 4)[0], total)
+            if total >= LARGE_FRAME and available * LARGE_FRAME_SHARE > total:
+                self._large = large = bytearray(total)
+                self._large_filled = have = available - 4
+                large[:have] = memoryview(buf)[pos + 4 : self._end]
+                self._buf, self._pos, self._end = self._own, 0, 0
             return None
-        (cmd_size,) = _U32.unpack_from(buf, pos + 4)
-        if cmd_size == 0 or cmd_size > total - 4:
-            raise ProtocolError(f"command size {cmd_size} does not fit in a frame of {total}")
         # One copy out of the buffer (slicing the bytearray first would be a second one); the
-        # temporary view is gone before the buffer is next resized.
-        frame_bytes = bytes(memoryview(buf)[pos + 8 : pos + 4 + total])
+        # temporary view is gone before the buffer is next written to or resized.
+        frame_bytes = bytes(memoryview(buf)[pos + 4 : pos + 4 + total])
         self._pos = pos + 4 + total
-        view = memoryview(frame_bytes)
-        command = parse_command(view[:cmd_size])
-        payload = view[cmd_size:] if cmd_size < len(view) else None
-        return Frame(command, payload)
+        return _frame(memoryview(frame_bytes))
+
+
+def _missing(buf: bytearray, pos: int, end: int) -> int:
+    """Bytes the own buffer should still take for the frame begun at ``pos``.
+
+    Those of its size field if that is incomplete; for a large frame, those that complete
+    the share after which it moves to its own buffer; else the rest of the frame.
+    """
+    pending = end - pos
+    if pending < 4:
+        return 4 - pending
+    size = _U32.unpack_from(buf, pos)[0]
+    if size >= LARGE_FRAME:
+        return size // LARGE_FRAME_SHARE + 1 - pending
+    return 4 + size - pending
+
+
+def _check_command_size(cmd_size: int, total: int) -> None:
+    if cmd_size == 0 or cmd_size > total - 4:
+        raise ProtocolError(f"command size {cmd_size} does not fit in a frame of {total}")
+
+
+def _frame(view: memoryview) -> Frame:
+    """A frame from its bytes after the total-size field: ``[command size][command][payload]``."""
+    total = len(view)
+    (cmd_size,) = _U32.unpack_from(view, 0)
+    _check_command_size(cmd_size, total)
+    command = parse_command(view[4 : 4 + cmd_size])
+    payload = view[4 + cmd_size :] if 4 + cmd_size < total else None
+    return Frame(command, payload)
 
 
 def parse_command(data: bytes | memoryview) -> wire.BaseCommand:
