@@ -6,11 +6,18 @@ import struct
 
 import pytest
 
-from magnetar.protocol import ProtocolError, wire
-from magnetar.protocol.entry import prepend_entry_metadata, split_entry_metadata, strip_entry_metadata
+from magnetar.protocol import FrameDecoder, ProtocolError, encode_frame, wire
+from magnetar.protocol.commands import wrap
+from magnetar.protocol.entry import (
+    prepend_entry_metadata,
+    split_entry_metadata,
+    stored_form,
+    strip_entry_metadata,
+)
+from magnetar.protocol.frames import FrameBuffer
 from magnetar.protocol.headers import parse_metadata, verify_checksum
 
-from .support import BROKER_FRAMES, client_send_payload, decode_one
+from .support import BROKER_FRAMES, MAX_FRAME_SIZE, client_send_payload, decode_one
 
 PRODUCER_BYTES = client_send_payload("SEND-plain")
 META = wire.BrokerEntryMetadata(broker_timestamp=1_700_000_000_123, index=41)
@@ -77,3 +84,57 @@ def test_size_running_past_the_end():
 def test_malformed_entry_metadata():
     with pytest.raises(ProtocolError, match="malformed"):
         split_entry_metadata(b"\x0e\x02" + struct.pack(">I", 2) + b"\xff\xff" + PRODUCER_BYTES)
+
+
+# -- entry metadata written in front of a large frame's payload, without copying it ---------------------
+
+
+def received_payload(size: int = 200_000) -> memoryview:
+    """The payload of a large SEND as the decoder hands it out: a view of the frame's own buffer."""
+    body = PRODUCER_BYTES + bytes(i % 251 for i in range(size))
+    raw = encode_frame(wrap(wire.CommandSend(producer_id=1, sequence_id=1)), body)
+    decoder = FrameDecoder(MAX_FRAME_SIZE)
+    decoder.feed(raw[: len(raw) // 2])  # a large frame still coming moves to a buffer of its own
+    assert decoder.next_frame() is None
+    decoder.feed(raw[len(raw) // 2 :])
+    payload = decoder.next_frame().payload
+    assert type(payload.obj) is FrameBuffer and bytes(payload) == body
+    return payload
+
+
+def test_prepend_into_a_frame_buffer_writes_in_front_of_the_payload_without_copying_it():
+    payload = received_payload()
+    expected = prepend_entry_metadata(META, bytes(payload))
+    entry = prepend_entry_metadata(META, payload)
+    assert isinstance(entry, memoryview) and entry.readonly
+    assert entry.obj is payload.obj  # the buffer the socket was read into
+    assert entry == expected
+    assert bytes(strip_entry_metadata(entry)) == bytes(payload)
+
+
+def test_the_room_in_front_is_used_once_then_prepend_copies():
+    payload = received_payload()
+    first = prepend_entry_metadata(META, payload)
+    kept = bytes(first)
+    other = wire.BrokerEntryMetadata(broker_timestamp=1, index=2)
+    second = prepend_entry_metadata(other, payload)
+    assert isinstance(second, bytes) and second == prepend_entry_metadata(other, bytes(payload))
+    assert first == kept  # the first entry was not overwritten
+
+
+def test_only_the_whole_payload_of_a_frame_buffer_is_written_in_front_of():
+    payload = received_payload()
+    for view in (payload[1:], payload[:-1], memoryview(bytearray(payload))):
+        entry = prepend_entry_metadata(META, view)
+        assert isinstance(entry, bytes) and entry == prepend_entry_metadata(META, bytes(view))
+    assert isinstance(prepend_entry_metadata(META, payload), memoryview)  # the room is still there
+
+
+def test_stored_form_keeps_a_frame_buffer_payload_and_copies_anything_else():
+    payload = received_payload()
+    kept = stored_form(payload)
+    assert isinstance(kept, memoryview) and kept.readonly and kept.obj is payload.obj and kept == payload
+    mutable = bytearray(PRODUCER_BYTES)
+    copied = stored_form(memoryview(mutable))
+    mutable[0] ^= 0xFF
+    assert copied == PRODUCER_BYTES

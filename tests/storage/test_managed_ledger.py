@@ -200,3 +200,13 @@ def test_bad_arguments_are_rejected(ml, tmp_path):
         StorageConfig(tmp_path, fsync_policy="sometimes")
     with pytest.raises(ValueError):
         StorageConfig(tmp_path, max_ledger_size_bytes=0)
+
+
+def test_a_read_only_view_is_kept_as_given_and_anything_mutable_is_copied(ml):
+    kept = memoryview(bytearray(b"large message " * 100)).toreadonly()
+    mutable = bytearray(b"mutable bytes")
+    positions = add_durable(ml, [kept, memoryview(mutable), mutable])
+    mutable[0:7] = b"CHANGED"
+    assert ml.read_entry(positions[0]).data is kept  # the entry cache holds the caller's view
+    assert [bytes(ml.read_entry(p).data) for p in positions[1:]] == [b"mutable bytes"] * 2
+    assert all(isinstance(ml.read_entry(p).data, bytes) for p in positions[1:])

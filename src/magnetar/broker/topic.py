@@ -19,7 +19,7 @@ from magnetar.broker.seek import position_for_message_id, position_for_time
 from magnetar.broker.subscription import Subscription
 from magnetar.broker.topic_name import TopicName
 from magnetar.protocol import ProtocolError, wire
-from magnetar.protocol.entry import prepend_entry_metadata, split_entry_metadata
+from magnetar.protocol.entry import prepend_entry_metadata, split_entry_metadata, stored_form
 from magnetar.protocol.headers import parse_metadata
 from magnetar.storage.managed_ledger import ManagedLedger
 from magnetar.storage.position import Position
@@ -223,7 +223,7 @@ class PersistentTopic:
                 interceptor.intercept(meta, num_messages)
             data = prepend_entry_metadata(meta, headers_and_payload)
         else:
-            data = bytes(headers_and_payload)
+            data = stored_form(headers_and_payload)
         producer_offset = len(data) - len(headers_and_payload)
 
         def on_durable(position: Position | None, exc: Exception | None) -> None:

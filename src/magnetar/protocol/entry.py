@@ -13,15 +13,50 @@ from google.protobuf.message import DecodeError
 
 from magnetar.protocol import pulsar_wire_pb2 as wire
 from magnetar.protocol.errors import ProtocolError
+from magnetar.protocol.frames import FrameBuffer
 
 MAGIC_BROKER_ENTRY_METADATA = 0x0E02
 _MAGIC_BYTES = MAGIC_BROKER_ENTRY_METADATA.to_bytes(2, "big")
 _U32 = struct.Struct(">I")
 
 
-def prepend_entry_metadata(meta: wire.BrokerEntryMetadata, headers_and_payload: bytes | memoryview) -> bytes:
+def prepend_entry_metadata(
+    meta: wire.BrokerEntryMetadata, headers_and_payload: bytes | memoryview
+) -> bytes | memoryview:
+    """``[0x0e02][size][meta]`` in front of the producer's bytes, which are not changed.
+
+    When ``headers_and_payload`` is the payload of a frame the decoder received into a
+    ``FrameBuffer``, the metadata is written into the room in front of it and the result
+    is a read-only view of that buffer: a large message is not copied again. Otherwise
+    the result is new ``bytes``.
+    """
     raw = meta.SerializeToString()
-    return b"".join((_MAGIC_BYTES, _U32.pack(len(raw)), raw, headers_and_payload))
+    head = _MAGIC_BYTES + _U32.pack(len(raw)) + raw
+    start = _room_in_front(headers_and_payload, len(head))
+    if start is None:
+        return b"".join((head, headers_and_payload))
+    buf = headers_and_payload.obj  # type: ignore[union-attr]
+    whole = memoryview(buf)
+    whole[start : start + len(head)] = head
+    buf.payload_start = -1  # the room is used up: a second call copies
+    return whole[start:].toreadonly()
+
+
+def stored_form(headers_and_payload: bytes | memoryview) -> bytes | memoryview:
+    """The producer's bytes to store as they are: a read-only view of a frame's own buffer, else a copy."""
+    if _room_in_front(headers_and_payload, 0) is not None:
+        return headers_and_payload.toreadonly()  # type: ignore[union-attr]
+    return bytes(headers_and_payload)
+
+
+def _room_in_front(view: bytes | memoryview, need: int) -> int | None:
+    """Where ``need`` bytes would start right in front of a FrameBuffer's payload; None if not there."""
+    if not isinstance(view, memoryview) or type(view.obj) is not FrameBuffer:
+        return None
+    payload_start = getattr(view.obj, "payload_start", -1)
+    if payload_start < need or len(view) != len(view.obj) - payload_start:
+        return None  # not the payload the decoder handed out, or its room is used
+    return payload_start - need
 
 
 def split_entry_metadata(

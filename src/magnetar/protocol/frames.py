@@ -72,12 +72,27 @@ LARGE_FRAME = 64 * 1024
 #: ... once more than this fraction (1/N) of it has come: a size field alone does not make
 #: the broker set aside megabytes (at most N times what a peer really sent).
 LARGE_FRAME_SHARE = 8
+#: Spare bytes in front of a large frame in its own buffer: with the size field and the command
+#: (parsed, then dead) they take the broker entry metadata, so the payload need not move.
+FRAME_HEADROOM = 64
 #: Room a read gets in the decoder's own buffer when there is no shared buffer.
 OWN_READ_SIZE = 64 * 1024
 #: The smallest read into a connection's own buffer.
 MIN_READ_SIZE = 1024
 #: Size of a shared read buffer: one per event loop, lent to each connection's read in turn.
 SHARED_READ_SIZE = 256 * 1024
+
+
+class FrameBuffer(bytearray):
+    """A large frame's own buffer: ``FRAME_HEADROOM`` spare bytes, then the frame after its size field.
+
+    Only the decoder writes the frame into it. Once the frame is handed out, the bytes in
+    front of its payload (``payload_start`` of them: the spare room, the command size and
+    the command, already parsed) may be overwritten, once, to put broker entry metadata in
+    front of the payload without copying it (``entry.prepend_entry_metadata``).
+    """
+
+    __slots__ = ("payload_start",)
 
 
 class FrameDecoder:
@@ -111,7 +126,8 @@ class FrameDecoder:
         self._pos = 0
         self._end = 0
         #: A large frame being received (without its size field), and how much of it has come.
-        self._large: bytearray | None = None
+        self._large: FrameBuffer | None = None
+        #: Where the next byte of the large frame goes (it starts at ``FRAME_HEADROOM``).
         self._large_filled = 0
         self._broken = False
 
@@ -120,7 +136,7 @@ class FrameDecoder:
         """Bytes received but not yet returned as frames."""
         pending = self._end - self._pos
         if self._large is not None:
-            pending += 4 + self._large_filled
+            pending += 4 + self._large_filled - FRAME_HEADROOM
         return pending
 
     @property
@@ -224,7 +240,7 @@ class FrameDecoder:
             if self._large_filled < len(large):
                 return None
             self._large = None
-            return _frame(memoryview(large))
+            return _frame(memoryview(large)[FRAME_HEADROOM:], large)
         buf, pos = self._buf, self._pos
         available = self._end - pos
         if available < 4:
@@ -238,9 +254,10 @@ class FrameDecoder:
             if available >= 8:
                 _check_command_size(_U32.unpack_from(buf, pos + 4)[0], total)
             if total >= LARGE_FRAME and available * LARGE_FRAME_SHARE > total:
-                self._large = large = bytearray(total)
-                self._large_filled = have = available - 4
-                large[:have] = memoryview(buf)[pos + 4 : self._end]
+                self._large = large = FrameBuffer(FRAME_HEADROOM + total)
+                have = available - 4
+                large[FRAME_HEADROOM : FRAME_HEADROOM + have] = memoryview(buf)[pos + 4 : self._end]
+                self._large_filled = FRAME_HEADROOM + have
                 self._buf, self._pos, self._end = self._own, 0, 0
             return None
         # One copy out of the buffer (slicing the bytearray first would be a second one); the
@@ -270,11 +287,13 @@ def _check_command_size(cmd_size: int, total: int) -> None:
         raise ProtocolError(f"command size {cmd_size} does not fit in a frame of {total}")
 
 
-def _frame(view: memoryview) -> Frame:
+def _frame(view: memoryview, owner: FrameBuffer | None = None) -> Frame:
     """A frame from its bytes after the total-size field: ``[command size][command][payload]``."""
     total = len(view)
     (cmd_size,) = _U32.unpack_from(view, 0)
     _check_command_size(cmd_size, total)
+    if owner is not None:
+        owner.payload_start = FRAME_HEADROOM + 4 + cmd_size
     command = parse_command(view[4 : 4 + cmd_size])
     payload = view[4 + cmd_size :] if 4 + cmd_size < total else None
     return Frame(command, payload)

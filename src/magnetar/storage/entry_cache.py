@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 
+from magnetar.storage.entry import EntryData
 from magnetar.storage.position import Position
 
 _Key = tuple[int, Position]
@@ -26,7 +27,7 @@ class EntryCache:
         self.max_bytes = max_bytes
         self.hits = 0
         self.misses = 0
-        self._entries: OrderedDict[_Key, bytes] = OrderedDict()
+        self._entries: OrderedDict[_Key, EntryData] = OrderedDict()
         self._size = 0
         self._lock = threading.Lock()
 
@@ -37,7 +38,7 @@ class EntryCache:
     def __len__(self) -> int:
         return len(self._entries)
 
-    def put(self, owner: int, position: Position, data: bytes) -> None:
+    def put(self, owner: int, position: Position, data: EntryData) -> None:
         cost = len(data) + ENTRY_OVERHEAD
         if cost > self.max_bytes:
             return
@@ -51,7 +52,7 @@ class EntryCache:
                 _, evicted = self._entries.popitem(last=False)
                 self._size -= len(evicted) + ENTRY_OVERHEAD
 
-    def get(self, owner: int, position: Position) -> bytes | None:
+    def get(self, owner: int, position: Position) -> EntryData | None:
         data = self._entries.get((owner, position))
         if data is None:
             self.misses += 1

@@ -16,7 +16,7 @@ from magnetar.storage.cursor import ManagedCursor
 from magnetar.storage.cursor_ledger import CURSORS_DIR, cursor_ledger_ids
 from magnetar.storage.cursor_state import CursorState
 from magnetar.storage.cursor_store import CursorStore
-from magnetar.storage.entry import Entry
+from magnetar.storage.entry import Entry, EntryData
 from magnetar.storage.entry_cache import EntryCache
 from magnetar.storage.errors import EntryNotFoundError, ManagedLedgerFencedError, StorageClosedError
 from magnetar.storage.ledger_info import LedgerInfo
@@ -197,14 +197,17 @@ class ManagedLedger:
         """True after a failed write or fsync: adds are refused until the managed ledger is reopened."""
         return self._failure is not None
 
-    def add_entry(self, data: bytes, on_durable: DurableCallback | None = None) -> Position:
+    def add_entry(self, data: EntryData, on_durable: DurableCallback | None = None) -> Position:
         """Append ``data`` now and return its position; ``on_durable`` fires once it is durable.
+
+        ``data`` is kept (in the entry cache) as given when it is ``bytes`` or a read-only
+        memoryview, whose memory the caller must never change; anything else is copied.
 
         Durable means fsynced for the "always" and "interval" policies, and
         written to the OS for "never". On a failed fsync the callback gets
         ``(None, error)`` and the managed ledger is fenced.
         """
-        if not isinstance(data, bytes):
+        if not isinstance(data, bytes) and not (isinstance(data, memoryview) and data.readonly):
             data = bytes(data)
         never = self._syncer.policy == "never"
         with self._lock:

@@ -24,7 +24,7 @@ def checksum(length: int, data: bytes | memoryview) -> int:
     return crc32c.crc32c(data, crc32c.crc32c(_LENGTH.pack(length)))
 
 
-def encode_header(data: bytes) -> bytes:
+def encode_header(data: bytes | memoryview) -> bytes:
     if len(data) > MAX_RECORD_DATA:
         raise ValueError(f"entry of {len(data)} bytes is over the {MAX_RECORD_DATA} byte limit")
     return HEADER.pack(len(data), checksum(len(data), data))

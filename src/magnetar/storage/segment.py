@@ -198,7 +198,7 @@ class Segment:
 
     # ------------------------------------------------------------------ writes
 
-    def append(self, data: bytes) -> int:
+    def append(self, data: bytes | memoryview) -> int:
         """Write one record to the OS (not yet fsynced) and return its entry id."""
         if self._closed or not self._writable:
             raise StorageClosedError(f"ledger {self.ledger_id} is not open for writing")
@@ -301,7 +301,7 @@ class Segment:
         return count
 
 
-def _write_all(fd: int, header: bytes, data: bytes, offset: int) -> None:
+def _write_all(fd: int, header: bytes, data: bytes | memoryview, offset: int) -> None:
     written = os.pwritev(fd, [header, data], offset)
     if written == len(header) + len(data):
         return
