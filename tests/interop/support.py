@@ -110,8 +110,12 @@ def msg_id_tuple(msg_id) -> tuple[int, int, int]:
 class RawConnection:
     """A hand-driven Pulsar connection for sending bad bytes; frames built with magnetar.protocol."""
 
-    def __init__(self, port: int, timeout: float = 5.0) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    def __init__(self, port: int, timeout: float = 5.0, receive_buffer: int | None = None) -> None:
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        if receive_buffer is not None:  # before connecting: the window is agreed then
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
+        self.sock.settimeout(timeout)
+        self.sock.connect(("127.0.0.1", port))
         self.decoder = FrameDecoder(64 * 1024 * 1024)
 
     def close(self) -> None:

@@ -97,11 +97,18 @@ class ServerCnx(asyncio.BufferedProtocol):
         self.producers.clear()
         self.consumers.clear()
 
+    # A peer that does not read what we write (receipts, messages) is not read either: its
+    # sends would otherwise be stored and their receipts pile up in memory without bound.
+    # TCP then holds the peer back, and every other connection is served as before.
     def pause_writing(self) -> None:
         self.writable = False
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.pause_reading()
 
     def resume_writing(self) -> None:
         self.writable = True
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.resume_reading()
         for consumer in self.consumers.values():
             if consumer.subscription.dispatcher is not None:
                 consumer.subscription.dispatcher.schedule()

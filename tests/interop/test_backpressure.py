@@ -1,0 +1,77 @@
+"""A client that writes and never reads is held back by TCP, not buffered without bound.
+
+Each SEND earns a receipt. When the client does not read them, the broker's writes to it
+back up, the broker stops reading that connection, and the client's own writes stall
+after a few megabytes. Once the client reads again, every send it completed is receipted.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from magnetar.protocol import encode_frame, wire
+from magnetar.protocol.commands import wrap
+from magnetar.protocol.headers import encode_headers_and_payload
+
+from .support import RawConnection
+
+#: What a broker that keeps reading would take from a client that never reads, in this test:
+#: far more than the kernel's socket buffers (a few MB on loopback) can hold.
+UNBOUNDED = 48 * 1024 * 1024
+
+
+def send_frames(producer_name: str):
+    """SEND frames of a 100-byte message, sequence ids from 0, forever."""
+    sequence_id = 0
+    while True:
+        meta = wire.MessageMetadata(producer_name=producer_name, sequence_id=sequence_id, publish_time=1)
+        payload = encode_headers_and_payload(meta, b"m" * 100)
+        yield encode_frame(wrap(wire.CommandSend(producer_id=1, sequence_id=sequence_id)), payload)
+        sequence_id += 1
+
+
+def test_a_client_that_does_not_read_is_not_read_and_loses_nothing(broker_factory, client, topic):
+    broker = broker_factory({"fsync_policy": "never"})
+    raw = RawConnection(broker.port, receive_buffer=4096)
+    raw.handshake()
+    name = raw.create_producer(topic)
+    frames = send_frames(name)
+    sent = written = 0
+    pending = b""
+    raw.sock.setblocking(False)
+    stalled_since = None
+    while written < UNBOUNDED:
+        if not pending:
+            pending = next(frames)
+        try:
+            n = raw.sock.send(pending)
+        except BlockingIOError:
+            stalled_since = stalled_since or time.monotonic()
+            if time.monotonic() - stalled_since > 2.0:
+                break  # the broker has stopped reading us
+            time.sleep(0.01)
+            continue
+        stalled_since = None
+        written += n
+        pending = pending[n:]
+        if not pending:
+            sent += 1
+    assert written < UNBOUNDED, "the broker kept reading a client that never reads its receipts"
+
+    # The broker serves everyone else meanwhile.
+    other = client.create_producer(topic + "-other")
+    other.send(b"still served")
+
+    # Read again: the rest of the half-written frame goes out and every send is receipted.
+    raw.sock.setblocking(True)
+    finisher = threading.Thread(target=raw.sock.sendall, args=(pending,))
+    finisher.start()
+    sent += 1 if pending else 0
+    receipts = []
+    while len(receipts) < sent:
+        frame = raw.expect(wire.BaseCommand.SEND_RECEIPT, timeout=30)
+        receipts.append(frame.body().sequence_id)
+    finisher.join(10)
+    assert receipts == list(range(sent))
+    raw.close()
