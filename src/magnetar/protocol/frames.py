@@ -104,8 +104,8 @@ class FrameDecoder:
     connection holds no buffer at all), into the connection's own buffer while a frame is
     incomplete, and into a buffer of the frame's own size once more than
     ``1/LARGE_FRAME_SHARE`` of a frame of ``LARGE_FRAME`` bytes or more has come. A large
-    frame's payload is then a view of that buffer, which nothing else writes to: the bytes
-    are not copied again on their way to storage.
+    frame's payload is then a view of that buffer (a ``FrameBuffer``), whose payload bytes
+    nothing writes to again: they are not copied on their way to storage.
 
     The rule for the shared buffer: after ``buffer_updated``, call ``next_frame`` until it
     returns None before the next read (the next ``get_buffer``), because then the bytes of an
