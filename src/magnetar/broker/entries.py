@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from magnetar.protocol import ProtocolError, wire
 from magnetar.protocol.entry import split_entry_metadata
 from magnetar.protocol.headers import parse_metadata
-from magnetar.storage.entry import Entry
+from magnetar.storage.entry import Entry, EntryData
 from magnetar.storage.position import Position
 
 
@@ -17,7 +17,7 @@ class DispatchEntry:
     """A stored entry as the dispatcher sees it: the position, the producer's bytes, and message count."""
 
     position: Position
-    data: bytes
+    data: EntryData
     #: Offset in ``data`` where the producer's bytes start (after broker entry metadata).
     producer_offset: int
     num_messages: int

@@ -18,10 +18,11 @@ from collections.abc import Callable
 from magnetar.protocol import ProtocolError, wire
 from magnetar.protocol.entry import split_entry_metadata
 from magnetar.protocol.headers import parse_metadata
+from magnetar.storage.entry import EntryData
 from magnetar.storage.managed_ledger import ManagedLedger
 from magnetar.storage.position import Position
 
-EntryReader = Callable[[Position], bytes]
+EntryReader = Callable[[Position], EntryData]
 
 
 class CountingReader:
@@ -31,7 +32,7 @@ class CountingReader:
         self.ml = ml
         self.reads = 0
 
-    def __call__(self, position: Position) -> bytes:
+    def __call__(self, position: Position) -> EntryData:
         self.reads += 1
         return self.ml.read_entry(position).data
 

@@ -112,7 +112,7 @@ class PersistentTopic:
             if recover is not None:
                 recover(stored)
 
-    def _replay_entry(self, data: bytes, stored: wire.BrokerEntryMetadata) -> None:
+    def _replay_entry(self, data: bytes | memoryview, stored: wire.BrokerEntryMetadata) -> None:
         try:
             meta, producer_bytes = split_entry_metadata(data)
         except ProtocolError:

@@ -67,7 +67,8 @@ class Frame(NamedTuple):
 
 
 #: A frame of at least this many bytes that is not complete yet is received into a buffer of
-#: its own, which then backs the frame handed out: its payload is never copied in user space.
+#: its own, which then backs the frame handed out: the rest of it is read in place, and its
+#: payload is not copied again in user space.
 LARGE_FRAME = 64 * 1024
 #: ... once more than this fraction (1/N) of it has come: a size field alone does not make
 #: the broker set aside megabytes (at most N times what a peer really sent).
