@@ -187,13 +187,20 @@ class RawConnection:
         payload: bytes,
         corrupt_checksum: bool = False,
     ) -> None:
-        meta = wire.MessageMetadata(
-            producer_name=producer_name, sequence_id=sequence_id, publish_time=int(time.time() * 1000)
-        )
-        data = bytearray(encode_headers_and_payload(meta, payload))
-        if corrupt_checksum:
-            data[-1] ^= 0xFF  # the payload changes under the producer's CRC
-        self.send_command(wire.CommandSend(producer_id=producer_id, sequence_id=sequence_id), bytes(data))
+        self.send(send_frame(producer_id, producer_name, sequence_id, payload, corrupt_checksum))
+
+
+def send_frame(
+    producer_id: int, producer_name: str, sequence_id: int, payload: bytes, corrupt_checksum: bool = False
+) -> bytes:
+    """A whole SEND frame of one message, as a producer would write it."""
+    meta = wire.MessageMetadata(
+        producer_name=producer_name, sequence_id=sequence_id, publish_time=int(time.time() * 1000)
+    )
+    data = bytearray(encode_headers_and_payload(meta, payload))
+    if corrupt_checksum:
+        data[-1] ^= 0xFF  # the payload changes under the producer's CRC
+    return encode_frame(wrap(wire.CommandSend(producer_id=producer_id, sequence_id=sequence_id)), bytes(data))
 
 
 # -- the admin HTTP API ----------------------------------------------------------------------------

@@ -10,11 +10,9 @@ from __future__ import annotations
 import threading
 import time
 
-from magnetar.protocol import encode_frame, wire
-from magnetar.protocol.commands import wrap
-from magnetar.protocol.headers import encode_headers_and_payload
+from magnetar.protocol import wire
 
-from .support import RawConnection
+from .support import RawConnection, send_frame
 
 #: What a broker that keeps reading would take from a client that never reads, in this test:
 #: far more than the kernel's socket buffers (a few MB on loopback) can hold.
@@ -25,9 +23,7 @@ def send_frames(producer_name: str):
     """SEND frames of a 100-byte message, sequence ids from 0, forever."""
     sequence_id = 0
     while True:
-        meta = wire.MessageMetadata(producer_name=producer_name, sequence_id=sequence_id, publish_time=1)
-        payload = encode_headers_and_payload(meta, b"m" * 100)
-        yield encode_frame(wrap(wire.CommandSend(producer_id=1, sequence_id=sequence_id)), payload)
+        yield send_frame(1, producer_name, sequence_id, b"m" * 100)
         sequence_id += 1
 
 

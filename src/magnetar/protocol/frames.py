@@ -170,7 +170,8 @@ class FrameDecoder:
         if self._shared is None:
             self._make_room(OWN_READ_SIZE)
         elif self._pos == self._end:
-            self._own = bytearray()  # an idle connection holds no buffer
+            if self._own:
+                self._own = bytearray()  # an idle connection holds no buffer
             self._buf, self._pos, self._end = self._shared, 0, 0
             return memoryview(self._shared)
         else:  # the rest of an incomplete small frame, then the shared buffer again
