@@ -80,6 +80,43 @@ def test_reads_of_any_size_give_the_frames_that_were_sent(order, sizes, shared):
     assert reader.decoder.buffered == 0
 
 
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    order=st.permutations(range(len(SMALL) + 3)),
+    # Reads of at least 256 bytes: a held connection's frames pile up, and tiny reads make it slow.
+    sizes=st.lists(st.integers(min_value=256, max_value=300_000), max_size=12),
+    takes=st.lists(st.integers(min_value=0, max_value=4), min_size=1, max_size=8),
+)
+def test_frames_left_in_the_decoder_between_reads_come_out_intact_and_in_order(order, sizes, takes):
+    """A connection under flow control stops taking frames midway and calls keep_pending."""
+    large = [send_frame(LARGE_FRAME + 17, 1), send_frame(200_000, 2), send_frame(LARGE_FRAME - 100, 3)]
+    frames = [(SMALL + large)[i] for i in order]
+    shared = bytearray(SHARED_READ_SIZE)
+    decoder = FrameDecoder(MAX_FRAME_SIZE, shared)
+    decoded: list[Frame] = []
+    junk = b"\xaa" * len(shared)
+    data = memoryview(b"".join(frames))
+    i = 0
+    while data:
+        view = decoder.get_buffer(-1)
+        n = min(sizes[i % len(sizes)] if sizes else len(data), len(view), len(data))
+        view[:n] = data[:n]
+        del view
+        decoder.buffer_updated(n)
+        data = data[n:]
+        for _ in range(takes[i % len(takes)]):
+            if (frame := decoder.next_frame()) is None:
+                break
+            decoded.append(frame)
+        decoder.keep_pending()
+        shared[:] = junk  # another connection's read
+        i += 1
+    while (frame := decoder.next_frame()) is not None:
+        decoded.append(frame)
+    assert [encode_frame(frame.command, frame.payload) for frame in decoded] == frames
+    assert decoder.buffered == 0
+
+
 def test_a_large_frame_is_read_into_its_own_buffer_and_its_payload_is_that_buffer():
     shared = bytearray(SHARED_READ_SIZE)
     raw = send_frame(3 * SHARED_READ_SIZE)

@@ -1,4 +1,4 @@
-"""The broker's HTTP port: health, topic stats and (later) Pulsar's admin v2 API."""
+"""The broker's HTTP port: health, metrics, topic stats and Pulsar's admin v2 API."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from magnetar.admin import index_api, namespaces_api, schemas_api, topics_api
+from magnetar.admin import index_api, metrics, namespaces_api, schemas_api, topics_api
 from magnetar.broker.topic_name import InvalidTopicName, TopicName
 
 if TYPE_CHECKING:
@@ -71,6 +71,7 @@ def build_app(service: BrokerService) -> web.Application:
     topics_api.add_routes(app, service)
     index_api.add_routes(app, service)
     schemas_api.add_routes(app, service)
+    metrics.add_routes(app, service)
     app.router.add_get("/admin/v2/brokers/health", health)
     app.router.add_get("/admin/v2/persistent/{tenant}/{namespace}/{topic}/stats", stats)
     return app

@@ -33,6 +33,12 @@ class BrokerConfig:
     #: Messages a dispatcher reads from storage in one go.
     dispatcher_max_read_batch: int = 100
 
+    # Flow control (docs/configuration.md): a connection is not read while these are reached.
+    #: Sends of one connection awaiting their receipts; read again at half. 0: no limit.
+    max_pending_publish_requests_per_connection: int = 1000
+    #: Bytes of the sends awaiting receipts on all connections; read again at half. 0: no limit.
+    max_message_publish_buffer_bytes: int = 256 * MIB
+
     # Durability (see docs/storage.md).
     fsync_policy: str = "always"
     fsync_interval_ms: float = 10.0
@@ -90,6 +96,10 @@ class BrokerConfig:
             raise ValueError("auto_topic_creation_type must be non-partitioned or partitioned")
         if self.max_message_size <= 0:
             raise ValueError("max_message_size must be positive")
+        if self.max_pending_publish_requests_per_connection < 0:
+            raise ValueError("max_pending_publish_requests_per_connection must be 0 (no limit) or more")
+        if self.max_message_publish_buffer_bytes < 0:
+            raise ValueError("max_message_publish_buffer_bytes must be 0 (no limit) or more")
         from magnetar.broker.entry_metadata import load_interceptor_class
 
         for name in self.broker_entry_metadata_interceptors:

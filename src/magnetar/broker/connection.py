@@ -19,6 +19,7 @@ from magnetar import __version__
 from magnetar.broker import loop_pass
 from magnetar.broker.consumer import Consumer
 from magnetar.broker.errors import BrokerError, InvalidTopicNameError, NotAllowed
+from magnetar.broker.flow_control import Hold, PendingSends, ReadHolds
 from magnetar.broker.ids import to_u64
 from magnetar.broker.producer import Producer
 from magnetar.broker.topic_name import InvalidTopicName, TopicName, topics_hash
@@ -48,6 +49,9 @@ class ServerCnx(asyncio.BufferedProtocol):
         self.connected = False
         self.closed = False
         self.writable = True
+        #: Why the connection is not read right now (flow control, see flow_control.py).
+        self.holds = ReadHolds(self._pause_reading, self._resume_reading, service.hold_times)
+        self.pending_sends = PendingSends(self.config.max_pending_publish_requests_per_connection)
         self._out: list[bytes] = []
         self._flush_scheduled = False
         self._passes: loop_pass.PassScheduler | None = None
@@ -67,6 +71,8 @@ class ServerCnx(asyncio.BufferedProtocol):
         peer = transport.get_extra_info("peername")
         self.remote = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.service.connections.add(self)
+        if self.service.publish_buffer.full:
+            self.holds.hold(Hold.BROKER)
         self._schedule_keepalive()
 
     def get_buffer(self, sizehint: int) -> memoryview:
@@ -75,14 +81,29 @@ class ServerCnx(asyncio.BufferedProtocol):
     def buffer_updated(self, nbytes: int) -> None:
         try:
             self.decoder.buffer_updated(nbytes)
-            while not self.closed and (frame := self.decoder.next_frame()) is not None:
+        except ProtocolError as exc:
+            self._protocol_error(exc)
+            return
+        self._handle_frames()
+
+    def _handle_frames(self) -> None:
+        """Handle the complete frames read, in order, until a hold stops us (they wait then)."""
+        try:
+            while not self.closed:
+                if self.holds:
+                    self.decoder.keep_pending()
+                    return
+                frame = self.decoder.next_frame()
+                if frame is None:
+                    return
                 self._handle(frame)
         except ProtocolError as exc:
-            log.warning("%s: protocol error, closing: %s", self.remote, exc)
-            self.send_command(
-                wrap(wire.CommandError(request_id=0, error=wire.UnknownError, message=str(exc)))
-            )
-            self.close()
+            self._protocol_error(exc)
+
+    def _protocol_error(self, exc: ProtocolError) -> None:
+        log.warning("%s: protocol error, closing: %s", self.remote, exc)
+        self.send_command(wrap(wire.CommandError(request_id=0, error=wire.UnknownError, message=str(exc))))
+        self.close()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -97,21 +118,50 @@ class ServerCnx(asyncio.BufferedProtocol):
         self.producers.clear()
         self.consumers.clear()
 
+    # -- flow control (flow_control.py) ------------------------------------------------------
     # A peer that does not read what we write (receipts, messages) is not read either: its
     # sends would otherwise be stored and their receipts pile up in memory without bound.
     # TCP then holds the peer back, and every other connection is served as before.
     def pause_writing(self) -> None:
         self.writable = False
-        if self.transport is not None and not self.transport.is_closing():
-            self.transport.pause_reading()
+        self.holds.hold(Hold.WRITES)
 
     def resume_writing(self) -> None:
         self.writable = True
-        if self.transport is not None and not self.transport.is_closing():
-            self.transport.resume_reading()
+        self.holds.release(Hold.WRITES)
         for consumer in self.consumers.values():
             if consumer.subscription.dispatcher is not None:
                 consumer.subscription.dispatcher.schedule()
+
+    def _pause_reading(self) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.pause_reading()
+
+    def _resume_reading(self) -> None:
+        if self.transport is None or self.transport.is_closing():
+            return
+        if self.decoder.buffered:
+            # Frames read before the hold come first (outside this call, which a receipt or a
+            # drained write buffer makes): the socket is read again once they are handled.
+            asyncio.get_running_loop().call_soon(self._handle_held_frames)
+        else:
+            self.transport.resume_reading()
+
+    def _handle_held_frames(self) -> None:
+        self._handle_frames()
+        if not self.holds and self.transport is not None and not self.transport.is_closing():
+            self.transport.resume_reading()
+
+    def _send_pending(self, size: int) -> None:
+        """A send goes to storage: count it until its receipt (or error) is known."""
+        if self.pending_sends.add():
+            self.holds.hold(Hold.SENDS)
+        self.service.publish_buffer.add(size)
+
+    def _send_done(self, size: int) -> None:
+        if self.pending_sends.remove():
+            self.holds.release(Hold.SENDS)
+        self.service.publish_buffer.remove(size)
 
     # -- output -------------------------------------------------------------------------------
     # Frames are gathered and written once per event-loop pass, after the pass's dispatch
@@ -172,7 +222,8 @@ class ServerCnx(asyncio.BufferedProtocol):
     def _keepalive_tick(self) -> None:
         if self.closed:
             return
-        if not self.connected or self._waiting_for_pong:
+        # A connection we do not read (flow control) may have answered: its PONG waits unread.
+        if not self.connected or (self._waiting_for_pong and not self.holds):
             log.info("%s: keepalive timed out, closing", self.remote)
             self.close()
             return
@@ -325,8 +376,11 @@ class ServerCnx(asyncio.BufferedProtocol):
             producer.complete(pending, None, (exc.code, str(exc)))
             return
         producer.messages_in += cmd.num_messages if cmd.HasField("num_messages") else 1
+        size = len(payload)
+        self._send_pending(size)
 
         def stored(position, exc) -> None:
+            self._send_done(size)
             if exc is not None:
                 log.error("%s: persisting a message failed: %s", producer.topic.name, exc)
                 producer.complete(pending, None, (wire.PersistenceError, str(exc)))
@@ -337,6 +391,7 @@ class ServerCnx(asyncio.BufferedProtocol):
             producer.topic.publish(producer, cmd, payload, stored, metadata)
         except Exception as exc:  # storage refused the write (disk full, closed ledger...)
             log.exception("%s: storing a message failed", producer.topic.name)
+            self._send_done(size)
             producer.complete(pending, None, (wire.PersistenceError, str(exc)))
 
     def _handle_close_producer(self, frame: Frame) -> None:

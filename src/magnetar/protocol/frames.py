@@ -109,9 +109,9 @@ class FrameDecoder:
     nothing writes to again: they are not copied on their way to storage.
 
     The rule for the shared buffer: after ``buffer_updated``, call ``next_frame`` until it
-    returns None before the next read (the next ``get_buffer``), because then the bytes of an
-    incomplete frame move to the connection's own buffer. Frames handed out never point into
-    the shared buffer.
+    returns None, or call ``keep_pending``, before the next read into the shared buffer (by
+    any connection), because then the bytes not yet handed out move to the connection's own
+    buffer. Frames handed out never point into the shared buffer.
 
     Raises ProtocolError for anything that cannot be a valid frame: a size above the
     limit, a command size that does not fit, an unparsable or incomplete command.
@@ -187,15 +187,24 @@ class FrameDecoder:
         else:
             self._end += nbytes
 
+    def keep_pending(self) -> None:
+        """Stop handing out frames for now: what is not handed out yet leaves the shared buffer.
+
+        For a connection that is not read for a while (flow control): its complete frames
+        wait in its own buffer and ``next_frame`` returns them later, in order.
+        """
+        self._keep_pending()
+
     def _keep_pending(self) -> None:
-        """Move the bytes of an incomplete frame out of the shared buffer, which the next read reuses."""
+        """Move the bytes not yet handed out of the shared buffer, which the next read reuses."""
         if self._buf is self._own:
             return
         buf, pos, end = self._buf, self._pos, self._end
         if pos == end:
             self._buf, self._pos, self._end = self._own, 0, 0
             return
-        size = end - pos + _missing(buf, pos, end)
+        # Room for the rest of the first frame when it is incomplete (none when it is complete).
+        size = end - pos + max(0, _missing(buf, pos, end))
         own = self._own if len(self._own) >= size else bytearray(size)
         own[: end - pos] = memoryview(buf)[pos:end]
         self._own = self._buf = own

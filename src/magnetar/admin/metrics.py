@@ -1,0 +1,119 @@
+"""``GET /metrics``: the broker's state in Prometheus' text format, under Pulsar's metric names.
+
+Every value is read from the broker's own state when scraped (a collector, not counters
+bumped on the send path), so metrics cost nothing between scrapes. Names follow Pulsar's
+where Pulsar has one (``pulsar_active_connections``, ``pulsar_broker_throttled_connections``,
+``pulsar_msg_backlog`` ...), so its dashboards and alerts work; ``magnetar_`` ones are ours.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.process_collector import ProcessCollector
+from prometheus_client.registry import Collector, CollectorRegistry
+
+from magnetar.broker.flow_control import Hold
+
+if TYPE_CHECKING:
+    from magnetar.broker.service import BrokerService
+
+CLUSTER = "standalone"
+#: The ``reason`` label of the flow-control metrics.
+_REASONS = {Hold.WRITES: "writes", Hold.SENDS: "pending_sends", Hold.BROKER: "publish_buffer"}
+
+
+class BrokerCollector(Collector):
+    def __init__(self, service: BrokerService) -> None:
+        self.service = service
+
+    def collect(self) -> Iterator[Metric]:
+        yield from self._connections()
+        yield from self._topics()
+
+    def _connections(self) -> Iterator[Metric]:
+        service = self.service
+        connections = list(service.connections)
+        yield GaugeMetricFamily(
+            "pulsar_active_connections", "Client connections open now", value=len(connections)
+        )
+        held = {reason: 0 for reason in Hold}
+        for cnx in connections:
+            for reason in Hold:
+                if cnx.holds.held & reason:
+                    held[reason] += 1
+        yield GaugeMetricFamily(
+            "pulsar_broker_throttled_connections",
+            "Connections not read because too many of their sends await receipts",
+            value=held[Hold.SENDS],
+        )
+        yield GaugeMetricFamily(
+            "pulsar_broker_throttled_connections_global_limit",
+            "Connections not read because the broker's publish buffer is full",
+            value=held[Hold.BROKER],
+        )
+        now = GaugeMetricFamily(
+            "magnetar_connections_not_read", "Connections not read now, by reason", labels=["reason"]
+        )
+        total = CounterMetricFamily(
+            "magnetar_connection_holds", "Times a connection stopped being read, by reason", labels=["reason"]
+        )
+        for reason, label in _REASONS.items():
+            now.add_metric([label], held[reason])
+            total.add_metric([label], service.hold_times[reason])
+        yield now
+        yield total
+        yield GaugeMetricFamily(
+            "magnetar_publish_buffer_bytes",
+            "Bytes of the sends awaiting their receipts, all connections together",
+            value=service.publish_buffer.bytes,
+        )
+        yield GaugeMetricFamily(
+            "magnetar_publish_buffer_limit_bytes",
+            "max_message_publish_buffer_bytes (0: no limit)",
+            value=service.publish_buffer.limit,
+        )
+        yield CounterMetricFamily(
+            "magnetar_publish_buffer_full",
+            "Times the publish buffer went over its limit",
+            value=service.publish_buffer.times_full,
+        )
+
+    def _topics(self) -> Iterator[Metric]:
+        labels = ["cluster", "namespace", "topic"]
+        producers = GaugeMetricFamily("pulsar_producers_count", "Producers of the topic", labels=labels)
+        subscriptions = GaugeMetricFamily(
+            "pulsar_subscriptions_count", "Subscriptions of the topic", labels=labels
+        )
+        consumers = GaugeMetricFamily("pulsar_consumers_count", "Consumers of the topic", labels=labels)
+        backlog = GaugeMetricFamily(
+            "pulsar_msg_backlog", "Messages not yet acknowledged, all subscriptions together", labels=labels
+        )
+        storage = GaugeMetricFamily("pulsar_storage_size", "Bytes the topic's ledgers take", labels=labels)
+        for name, topic in list(self.service.topics.items()):
+            values = [CLUSTER, str(topic.name.namespace_name), name]
+            subs = list(topic.subscriptions.values())
+            producers.add_metric(values, len(topic.producers))
+            subscriptions.add_metric(values, len(subs))
+            consumers.add_metric(values, sum(len(sub.consumers) for sub in subs))
+            if topic.ml is not None:  # persistent
+                backlog.add_metric(values, sum(sub.cursor.backlog() for sub in subs))
+                storage.add_metric(values, sum(info.size_bytes for info in topic.ml.ledgers()))
+        yield from (producers, subscriptions, consumers, backlog, storage)
+
+
+def add_routes(app: web.Application, service: BrokerService) -> None:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(BrokerCollector(service))
+    registry.register(ProcessCollector(registry=None))
+
+    async def metrics(request: web.Request) -> web.Response:
+        body = generate_latest(registry)
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    app.router.add_get("/metrics", metrics)
+    app.router.add_get("/metrics/", metrics)
