@@ -147,32 +147,3 @@ def test_the_official_client_produces_through_a_small_pending_limit(broker_facto
     messages = receive_n(consumer, 2000, timeout_ms=30_000)
     assert [m.data() for m in messages] == [b"%08d" % seq for seq in range(2000)]
     assert holds(scrape(broker), "pending_sends") > 0
-
-
-def test_metrics_describe_topics_and_connections(broker, client, topic):
-    producer = client.create_producer(topic)
-    consumer = client.subscribe(topic, "sub")
-    client.subscribe(topic, "other")
-    for n in range(10):
-        producer.send(b"m%d" % n)
-    for message in receive_n(consumer, 4):
-        consumer.acknowledge(message)
-
-    labels = (("cluster", "standalone"), ("namespace", "public/default"), ("topic", topic))
-
-    def settled(samples) -> bool:
-        return samples.get(("pulsar_msg_backlog", labels)) == 16  # 6 left on "sub", 10 on "other"
-
-    samples = scrape(broker)
-    for _ in range(50):  # acks are grouped by the client: wait until they arrived
-        if settled(samples):
-            break
-        threading.Event().wait(0.1)
-        samples = scrape(broker)
-    assert settled(samples)
-    assert samples[("pulsar_producers_count", labels)] == 1
-    assert samples[("pulsar_subscriptions_count", labels)] == 2
-    assert samples[("pulsar_consumers_count", labels)] == 2
-    assert samples[("pulsar_storage_size", labels)] > 10 * len(b"m0")
-    assert samples[("pulsar_active_connections", ())] >= 1
-    assert samples[("process_resident_memory_bytes", ())] > 0

@@ -36,7 +36,13 @@ def _topic_stats(service: BrokerService, name: TopicName) -> dict:
                 for c in sub.consumers
             ],
         }
+    traffic = topic.traffic
     return {
+        "msgInCounter": traffic.messages_in,
+        "bytesInCounter": traffic.bytes_in,
+        "msgOutCounter": traffic.messages_out,
+        "bytesOutCounter": traffic.bytes_out,
+        "storageSize": sum(info.size_bytes for info in topic.ml.ledgers()),
         "publishers": [{"producerName": p.name, "msgIn": p.messages_in} for p in topic.producers.values()],
         "subscriptions": subscriptions,
         "ledgers": [

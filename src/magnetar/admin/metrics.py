@@ -94,6 +94,15 @@ class BrokerCollector(Collector):
             "pulsar_msg_backlog", "Messages not yet acknowledged, all subscriptions together", labels=labels
         )
         storage = GaugeMetricFamily("pulsar_storage_size", "Bytes the topic's ledgers take", labels=labels)
+        counters = {
+            name: CounterMetricFamily(name, text, labels=labels)
+            for name, text in (
+                ("pulsar_in_messages", "Messages producers sent to the topic"),
+                ("pulsar_in_bytes", "Bytes producers sent to the topic (headers and payload)"),
+                ("pulsar_out_messages", "Messages dispatched to the topic's consumers"),
+                ("pulsar_out_bytes", "Bytes dispatched to the topic's consumers"),
+            )
+        }
         for name, topic in list(self.service.topics.items()):
             values = [CLUSTER, str(topic.name.namespace_name), name]
             subs = list(topic.subscriptions.values())
@@ -103,7 +112,13 @@ class BrokerCollector(Collector):
             if topic.ml is not None:  # persistent
                 backlog.add_metric(values, sum(sub.cursor.backlog() for sub in subs))
                 storage.add_metric(values, sum(info.size_bytes for info in topic.ml.ledgers()))
+            traffic = topic.traffic
+            counters["pulsar_in_messages"].add_metric(values, traffic.messages_in)
+            counters["pulsar_in_bytes"].add_metric(values, traffic.bytes_in)
+            counters["pulsar_out_messages"].add_metric(values, traffic.messages_out)
+            counters["pulsar_out_bytes"].add_metric(values, traffic.bytes_out)
         yield from (producers, subscriptions, consumers, backlog, storage)
+        yield from counters.values()
 
 
 def add_routes(app: web.Application, service: BrokerService) -> None:

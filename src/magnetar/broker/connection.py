@@ -375,8 +375,12 @@ class ServerCnx(asyncio.BufferedProtocol):
         except BrokerError as exc:
             producer.complete(pending, None, (exc.code, str(exc)))
             return
-        producer.messages_in += cmd.num_messages if cmd.HasField("num_messages") else 1
+        num_messages = cmd.num_messages if cmd.HasField("num_messages") else 1
         size = len(payload)
+        producer.messages_in += num_messages
+        traffic = producer.topic.traffic
+        traffic.messages_in += num_messages
+        traffic.bytes_in += size
         self._send_pending(size)
 
         def stored(position, exc) -> None:

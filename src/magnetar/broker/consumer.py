@@ -49,6 +49,7 @@ class Consumer:
         with_meta = self.cnx.wants_entry_metadata
         cursor = self.subscription.cursor
         frames = []
+        messages = size = 0
         for item in entries:
             position = item.position
             ack_set = cursor.batch_ack_set(position) if item.is_batch and cursor is not None else None
@@ -64,8 +65,13 @@ class Consumer:
                 )
             )
             frames.append(payload)
-            self.permits -= item.num_messages
-            self.messages_out += item.num_messages
+            messages += item.num_messages
+            size += len(payload)
+        self.permits -= messages
+        self.messages_out += messages
+        traffic = self.subscription.topic.traffic
+        traffic.messages_out += messages
+        traffic.bytes_out += size
         self.cnx.write_many(frames)
 
     def close_by_broker(self) -> None:

@@ -25,6 +25,7 @@ from magnetar.broker.entries import DispatchEntry
 from magnetar.broker.errors import BrokerError, ConsumerBusy, NotAllowed
 from magnetar.broker.producer import Producer
 from magnetar.broker.topic_name import TopicName
+from magnetar.broker.traffic import Traffic
 from magnetar.protocol import wire
 from magnetar.storage.entry import Entry
 from magnetar.storage.position import Position
@@ -134,6 +135,7 @@ class NonPersistentTopic:
         self.partition_index = name.partition_index
         self.producers: dict[tuple[int, int], Producer] = {}
         self.subscriptions: dict[str, NonPersistentSubscription] = {}
+        self.traffic = Traffic()
         self._ids = itertools.count()
 
     topic_epoch = 0

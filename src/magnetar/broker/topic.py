@@ -18,6 +18,7 @@ from magnetar.broker.producer import DUPLICATE, Producer
 from magnetar.broker.seek import position_for_message_id, position_for_time
 from magnetar.broker.subscription import Subscription
 from magnetar.broker.topic_name import TopicName
+from magnetar.broker.traffic import Traffic
 from magnetar.protocol import ProtocolError, wire
 from magnetar.protocol.entry import prepend_entry_metadata, split_entry_metadata, stored_form
 from magnetar.protocol.headers import parse_metadata
@@ -52,6 +53,7 @@ class PersistentTopic:
         self.partition_index = name.partition_index
         self.producers: dict[tuple[int, int], Producer] = {}
         self.subscriptions: dict[str, Subscription] = {}
+        self.traffic = Traffic()
         self.interceptors = load_interceptors(config.broker_entry_metadata_interceptors)
         self._index = next((i for i in self.interceptors if isinstance(i, IndexInterceptor)), None)
         #: Highest sequence id stored per producer name (survives restarts).
