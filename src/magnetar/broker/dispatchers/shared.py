@@ -201,8 +201,10 @@ class SharedDispatcher(Dispatcher):
             consumer.send_entries(items, self.redelivery_counts)
         for item in leftovers:
             self.replay.add(item.position)
-        # Progress was made if anything went out or the cursor moved on.
-        return bool(batches) or len(leftovers) < len(read)
+        # Progress was made if anything went out or the cursor moved on; another round only
+        # if there is more to read (new entries schedule one when stored).
+        progress = bool(batches) or len(leftovers) < len(read)
+        return progress and (bool(self.replay) or self.cursor.has_more_entries())
 
     def _assign(
         self, entries: list[DispatchEntry], ready: list[Consumer]

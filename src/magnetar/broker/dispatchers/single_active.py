@@ -92,4 +92,5 @@ class SingleActiveConsumerDispatcher(Dispatcher):
         if not entries:
             return False
         consumer.send_entries(entries, self.redelivery_counts)
-        return True
+        # At the tail, a round now would read nothing: new entries schedule one when stored.
+        return self.cursor.has_more_entries()
