@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from magnetar.broker.config import BrokerConfig
-from magnetar.broker.flow_control import Hold, PendingSends, PublishBuffer, ReadHolds
+from magnetar.broker.flow_control import Hold, PendingSends, PublishBuffer, ReadHolds, no_holds
 
 
 class Transport:
@@ -21,24 +21,24 @@ class Transport:
 def test_reading_pauses_at_the_first_reason_and_resumes_only_when_none_is_left():
     transport = Transport()
     holds = transport.holds()
-    assert not holds
+    assert holds.held == 0
     holds.hold(Hold.SENDS)
     holds.hold(Hold.WRITES)
     holds.hold(Hold.SENDS)  # already held for this reason: nothing new
     assert transport.calls == ["pause"]
     assert holds.held == Hold.SENDS | Hold.WRITES
     holds.release(Hold.SENDS)
-    assert transport.calls == ["pause"] and holds  # still held for WRITES
+    assert transport.calls == ["pause"] and holds.held == Hold.WRITES  # still held for WRITES
     holds.release(Hold.BROKER)  # never held for it: nothing
     holds.release(Hold.WRITES)
-    assert transport.calls == ["pause", "resume"] and not holds
+    assert transport.calls == ["pause", "resume"] and holds.held == 0
     holds.release(Hold.WRITES)
     assert transport.calls == ["pause", "resume"]
     assert holds.times == {Hold.WRITES: 1, Hold.SENDS: 1, Hold.BROKER: 0}
 
 
 def test_hold_counts_go_to_a_shared_dict():
-    shared = dict.fromkeys(Hold, 0)
+    shared = no_holds()
     for _ in range(3):
         holds = ReadHolds(lambda: None, lambda: None, shared)
         holds.hold(Hold.BROKER)

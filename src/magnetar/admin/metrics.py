@@ -17,7 +17,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from magnetar.broker.flow_control import Hold
+from magnetar.broker.flow_control import Hold, no_holds
 
 if TYPE_CHECKING:
     from magnetar.broker.service import BrokerService
@@ -41,9 +41,9 @@ class BrokerCollector(Collector):
         yield GaugeMetricFamily(
             "pulsar_active_connections", "Client connections open now", value=len(connections)
         )
-        held = {reason: 0 for reason in Hold}
+        held = no_holds()
         for cnx in connections:
-            for reason in Hold:
+            for reason in Hold.ALL:
                 if cnx.holds.held & reason:
                     held[reason] += 1
         yield GaugeMetricFamily(

@@ -90,7 +90,7 @@ class ServerCnx(asyncio.BufferedProtocol):
         """Handle the complete frames read, in order, until a hold stops us (they wait then)."""
         try:
             while not self.closed:
-                if self.holds:
+                if self.holds.held:
                     self.decoder.keep_pending()
                     return
                 frame = self.decoder.next_frame()
@@ -149,7 +149,7 @@ class ServerCnx(asyncio.BufferedProtocol):
 
     def _handle_held_frames(self) -> None:
         self._handle_frames()
-        if not self.holds and self.transport is not None and not self.transport.is_closing():
+        if not self.holds.held and self.transport is not None and not self.transport.is_closing():
             self.transport.resume_reading()
 
     def _send_pending(self, size: int) -> None:
@@ -159,7 +159,7 @@ class ServerCnx(asyncio.BufferedProtocol):
         self.service.publish_buffer.add(size)
 
     def _send_done(self, size: int) -> None:
-        if self.pending_sends.remove():
+        if self.pending_sends.remove() and self.holds.held & Hold.SENDS:
             self.holds.release(Hold.SENDS)
         self.service.publish_buffer.remove(size)
 
@@ -223,7 +223,7 @@ class ServerCnx(asyncio.BufferedProtocol):
         if self.closed:
             return
         # A connection we do not read (flow control) may have answered: its PONG waits unread.
-        if not self.connected or (self._waiting_for_pong and not self.holds):
+        if not self.connected or (self._waiting_for_pong and not self.holds.held):
             log.info("%s: keepalive timed out, closing", self.remote)
             self.close()
             return

@@ -20,52 +20,55 @@ read wait in the connection's decoder and are handled, in order, when the hold e
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Callable
 
 
-class Hold(enum.IntFlag):
+class Hold:
+    """The reasons, as bits of ``ReadHolds.held`` (plain ints: they are tested on every frame,
+    and ``enum.IntFlag`` arithmetic costs a microsecond a time)."""
+
     WRITES = 1
     SENDS = 2
     BROKER = 4
+    ALL = (WRITES, SENDS, BROKER)
+
+
+def no_holds() -> dict[int, int]:
+    """A count per reason, all zero."""
+    return dict.fromkeys(Hold.ALL, 0)
 
 
 class ReadHolds:
     """The reasons one connection is not read; ``pause``/``resume`` run as the set empties or fills."""
 
-    __slots__ = ("_held", "_pause", "_resume", "times")
+    __slots__ = ("_pause", "_resume", "held", "times")
 
     def __init__(
-        self, pause: Callable[[], None], resume: Callable[[], None], times: dict[Hold, int] | None = None
+        self, pause: Callable[[], None], resume: Callable[[], None], times: dict[int, int] | None = None
     ) -> None:
-        self._held = Hold(0)
+        #: The reasons holding now, or-ed together (0: the connection is read). Read-only.
+        self.held = 0
         self._pause = pause
         self._resume = resume
         #: How often each reason began to hold (a reason already holding is not counted again);
         #: the broker passes one dict for all its connections.
-        self.times: dict[Hold, int] = times if times is not None else dict.fromkeys(Hold, 0)
+        self.times: dict[int, int] = times if times is not None else no_holds()
 
-    @property
-    def held(self) -> Hold:
-        return self._held
-
-    def __bool__(self) -> bool:
-        return bool(self._held)
-
-    def hold(self, reason: Hold) -> None:
-        if self._held & reason:
+    def hold(self, reason: int) -> None:
+        held = self.held
+        if held & reason:
             return
         self.times[reason] += 1
-        first = not self._held
-        self._held |= reason
-        if first:
+        self.held = held | reason
+        if not held:
             self._pause()
 
-    def release(self, reason: Hold) -> None:
-        if not self._held & reason:
+    def release(self, reason: int) -> None:
+        held = self.held
+        if not held & reason:
             return
-        self._held &= ~reason
-        if not self._held:
+        self.held = held & ~reason
+        if not self.held:
             self._resume()
 
 

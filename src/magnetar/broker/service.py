@@ -13,7 +13,7 @@ from magnetar.broker.config import BrokerConfig
 from magnetar.broker.connection import ServerCnx
 from magnetar.broker.data_dir_lock import DataDirLock
 from magnetar.broker.errors import NotAllowed, TopicNotFound
-from magnetar.broker.flow_control import Hold, PublishBuffer
+from magnetar.broker.flow_control import Hold, PublishBuffer, no_holds
 from magnetar.broker.namespaces import AlreadyExists, AutoTopicCreation, NamespaceRegistry, NotEmpty
 from magnetar.broker.nonpersistent import NonPersistentTopic
 from magnetar.broker.schemas.registry import SchemaRegistry
@@ -35,7 +35,7 @@ class BrokerService:
         #: keeps only the bytes of an incomplete frame: an idle connection holds no read buffer.
         self.read_buffer = bytearray(SHARED_READ_SIZE)
         #: How often connections stopped being read, by reason (flow_control.py).
-        self.hold_times: dict[Hold, int] = dict.fromkeys(Hold, 0)
+        self.hold_times: dict[int, int] = no_holds()
         #: Bytes of the sends awaiting receipts, all connections together (flow_control.py).
         self.publish_buffer = PublishBuffer(
             config.max_message_publish_buffer_bytes,
@@ -52,12 +52,12 @@ class BrokerService:
         self._tasks: list[asyncio.Task] = []
         self._lock = DataDirLock(config.data_dir)
 
-    def _hold_all(self, reason: Hold) -> None:
+    def _hold_all(self, reason: int) -> None:
         log.debug("publish buffer over %d bytes: not reading any connection", self.publish_buffer.limit)
         for cnx in self.connections:
             cnx.holds.hold(reason)
 
-    def _release_all(self, reason: Hold) -> None:
+    def _release_all(self, reason: int) -> None:
         for cnx in list(self.connections):
             cnx.holds.release(reason)
 
