@@ -39,7 +39,7 @@ def no_holds() -> dict[int, int]:
 
 
 class ReadHolds:
-    """The reasons one connection is not read; ``pause``/``resume`` run as the set empties or fills."""
+    """Why a connection is not read: ``pause`` runs as the first reason comes, ``resume`` as the last goes."""
 
     __slots__ = ("_pause", "_resume", "held", "times")
 
