@@ -41,6 +41,7 @@ def test_append_and_read_across_rollover(open_storage):
     assert all(i.closed for i in infos[:-1]) and not infos[-1].closed
     assert sum(i.entries for i in infos) == 30
     assert all(i.size_bytes >= 100 for i in infos[:-1])  # each rolled once past the limit
+    assert ml.size_bytes() == sum(i.size_bytes for i in infos) >= 30 * 20  # the open ledger too
     assert [e.data for e in ml.read_entries(Position.EARLIEST, 100)] == datas
     assert [e.position for e in ml.read_entries(positions[3], 100)] == positions[3:]
     for position, data in zip(positions, datas, strict=True):

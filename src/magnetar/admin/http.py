@@ -42,7 +42,7 @@ def _topic_stats(service: BrokerService, name: TopicName) -> dict:
         "bytesInCounter": traffic.bytes_in,
         "msgOutCounter": traffic.messages_out,
         "bytesOutCounter": traffic.bytes_out,
-        "storageSize": sum(info.size_bytes for info in topic.ml.ledgers()),
+        "storageSize": topic.ml.size_bytes(),
         "publishers": [{"producerName": p.name, "msgIn": p.messages_in} for p in topic.producers.values()],
         "subscriptions": subscriptions,
         "ledgers": [

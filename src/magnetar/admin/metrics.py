@@ -111,7 +111,7 @@ class BrokerCollector(Collector):
             consumers.add_metric(values, sum(len(sub.consumers) for sub in subs))
             if topic.ml is not None:  # persistent
                 backlog.add_metric(values, sum(sub.cursor.backlog() for sub in subs))
-                storage.add_metric(values, sum(info.size_bytes for info in topic.ml.ledgers()))
+                storage.add_metric(values, topic.ml.size_bytes())
             traffic = topic.traffic
             counters["pulsar_in_messages"].add_metric(values, traffic.messages_in)
             counters["pulsar_in_bytes"].add_metric(values, traffic.bytes_in)

@@ -411,6 +411,10 @@ class ManagedLedger:
             infos[-1] = replace(infos[-1], entries=current.entries, size_bytes=current.size_bytes)
             return infos
 
+    def size_bytes(self) -> int:
+        """Bytes of all the ledgers' segment data (Pulsar's storageSize)."""
+        return sum(info.size_bytes for info in self.ledgers())
+
     @property
     def current_ledger_id(self) -> int:
         return self._current.ledger_id
