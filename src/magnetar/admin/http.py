@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from magnetar.admin import index_api, metrics, namespaces_api, schemas_api, topics_api
+from magnetar.admin import index_api, namespaces_api, schemas_api, topics_api
 from magnetar.broker.topic_name import InvalidTopicName, TopicName
 
 if TYPE_CHECKING:
@@ -77,7 +77,18 @@ def build_app(service: BrokerService) -> web.Application:
     topics_api.add_routes(app, service)
     index_api.add_routes(app, service)
     schemas_api.add_routes(app, service)
-    metrics.add_routes(app, service)
+    registry = []  # built at the first scrape (metrics.py)
+
+    async def metrics_page(request: web.Request) -> web.Response:
+        # Imported here: prometheus_client takes 2 MiB that a broker nobody scrapes need not hold.
+        from magnetar.admin import metrics
+
+        if not registry:
+            registry.append(metrics.build_registry(service))
+        return metrics.response(registry[0])
+
+    app.router.add_get("/metrics", metrics_page)
+    app.router.add_get("/metrics/", metrics_page)
     app.router.add_get("/admin/v2/brokers/health", health)
     app.router.add_get("/admin/v2/persistent/{tenant}/{namespace}/{topic}/stats", stats)
     return app

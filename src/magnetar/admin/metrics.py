@@ -121,14 +121,12 @@ class BrokerCollector(Collector):
         yield from counters.values()
 
 
-def add_routes(app: web.Application, service: BrokerService) -> None:
+def build_registry(service: BrokerService) -> CollectorRegistry:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(BrokerCollector(service))
     registry.register(ProcessCollector(registry=None))
+    return registry
 
-    async def metrics(request: web.Request) -> web.Response:
-        body = generate_latest(registry)
-        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
-    app.router.add_get("/metrics", metrics)
-    app.router.add_get("/metrics/", metrics)
+def response(registry: CollectorRegistry) -> web.Response:
+    return web.Response(body=generate_latest(registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
