@@ -110,7 +110,15 @@ def msg_id_tuple(msg_id) -> tuple[int, int, int]:
 class RawConnection:
     """A hand-driven Pulsar connection for sending bad bytes; frames built with magnetar.protocol."""
 
-    def __init__(self, port: int, timeout: float = 5.0, receive_buffer: int | None = None) -> None:
+    def __init__(
+        self,
+        port: int,
+        timeout: float = 5.0,
+        receive_buffer: int | None = None,
+        pong_in_thread: bool = False,
+    ) -> None:
+        #: Answer PINGs from a thread, so that reading goes on while our writes are stalled.
+        self.pong_in_thread = pong_in_thread
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         if receive_buffer is not None:  # before connecting: the window is agreed then
             self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
@@ -137,7 +145,10 @@ class RawConnection:
             frame = self.decoder.next_frame()
             if frame is not None:
                 if frame.type == wire.BaseCommand.PING:
-                    self.send(encode_frame(pong()))
+                    if self.pong_in_thread:
+                        threading.Thread(target=self.send, args=(encode_frame(pong()),), daemon=True).start()
+                    else:
+                        self.send(encode_frame(pong()))
                     continue
                 return frame
             remaining = deadline - time.monotonic()

@@ -27,12 +27,12 @@ def send_frames(producer_name: str):
         sequence_id += 1
 
 
-def test_a_client_that_does_not_read_is_not_read_and_loses_nothing(broker_factory, client, topic):
-    broker = broker_factory({"fsync_policy": "never"})
-    raw = RawConnection(broker.port, receive_buffer=4096)
-    raw.handshake()
-    name = raw.create_producer(topic)
-    frames = send_frames(name)
+def write_until_stalled(raw: RawConnection, producer_name: str, stall_s: float) -> tuple[int, int, bytes]:
+    """Send without reading until the socket takes nothing for ``stall_s`` (or UNBOUNDED is written).
+
+    Returns (whole frames sent, bytes written, the unsent rest of the frame being written).
+    """
+    frames = send_frames(producer_name)
     sent = written = 0
     pending = b""
     raw.sock.setblocking(False)
@@ -44,7 +44,7 @@ def test_a_client_that_does_not_read_is_not_read_and_loses_nothing(broker_factor
             n = raw.sock.send(pending)
         except BlockingIOError:
             stalled_since = stalled_since or time.monotonic()
-            if time.monotonic() - stalled_since > 2.0:
+            if time.monotonic() - stalled_since > stall_s:
                 break  # the broker has stopped reading us
             time.sleep(0.01)
             continue
@@ -53,13 +53,11 @@ def test_a_client_that_does_not_read_is_not_read_and_loses_nothing(broker_factor
         pending = pending[n:]
         if not pending:
             sent += 1
-    assert written < UNBOUNDED, "the broker kept reading a client that never reads its receipts"
+    return sent, written, pending
 
-    # The broker serves everyone else meanwhile.
-    other = client.create_producer(topic + "-other")
-    other.send(b"still served")
 
-    # Read again: the rest of the half-written frame goes out and every send is receipted.
+def read_all_receipts(raw: RawConnection, sent: int, pending: bytes) -> list[int]:
+    """Read again: the rest of the half-written frame goes out; the receipts' sequence ids."""
     raw.sock.setblocking(True)
     finisher = threading.Thread(target=raw.sock.sendall, args=(pending,))
     finisher.start()
@@ -69,5 +67,34 @@ def test_a_client_that_does_not_read_is_not_read_and_loses_nothing(broker_factor
         frame = raw.expect(wire.BaseCommand.SEND_RECEIPT, timeout=30)
         receipts.append(frame.body().sequence_id)
     finisher.join(10)
-    assert receipts == list(range(sent))
+    return receipts
+
+
+def test_a_client_that_does_not_read_is_not_read_and_loses_nothing(broker_factory, client_factory, topic):
+    broker = broker_factory({"fsync_policy": "never"})
+    raw = RawConnection(broker.port, receive_buffer=4096)
+    raw.handshake()
+    name = raw.create_producer(topic)
+    sent, written, pending = write_until_stalled(raw, name, stall_s=2.0)
+    assert written < UNBOUNDED, "the broker kept reading a client that never reads its receipts"
+
+    # The broker serves everyone else meanwhile.
+    other = client_factory(broker.service_url).create_producer(topic + "-other")
+    other.send(b"still served")
+
+    # Every send is receipted once the client reads again.
+    assert read_all_receipts(raw, sent, pending) == list(range(sent + (1 if pending else 0)))
+    raw.close()
+
+
+def test_keepalive_does_not_close_a_connection_the_broker_is_not_reading(broker_factory, topic):
+    """Its PONG may be waiting unread (as in Pulsar, which skips the check while auto-read is off)."""
+    broker = broker_factory({"fsync_policy": "never", "keepalive_interval_seconds": 0.5})
+    raw = RawConnection(broker.port, receive_buffer=4096, pong_in_thread=True)
+    raw.handshake()
+    name = raw.create_producer(topic)
+    # Stalled for six keepalive intervals: an unanswered PING closes a connection after two.
+    sent, written, pending = write_until_stalled(raw, name, stall_s=3.0)
+    assert written < UNBOUNDED
+    assert read_all_receipts(raw, sent, pending) == list(range(sent + (1 if pending else 0)))
     raw.close()
