@@ -157,7 +157,7 @@ class FrameDecoder:
             self._large_filled += n
             view = view[n:]
         if view:
-            self._keep_pending()
+            self.keep_pending()
             self._make_room(len(view))
             self._own[self._end : self._end + len(view)] = view
             self._end += len(view)
@@ -166,7 +166,7 @@ class FrameDecoder:
         """Where the next read should put its bytes (any amount up to the view's length)."""
         if self._large is not None:
             return memoryview(self._large)[self._large_filled :]
-        self._keep_pending()
+        self.keep_pending()
         if self._shared is None:
             self._make_room(OWN_READ_SIZE)
         elif self._pos == self._end:
@@ -188,15 +188,12 @@ class FrameDecoder:
             self._end += nbytes
 
     def keep_pending(self) -> None:
-        """Stop handing out frames for now: what is not handed out yet leaves the shared buffer.
+        """Move the bytes not yet handed out of the shared buffer, which the next read reuses.
 
-        For a connection that is not read for a while (flow control): its complete frames
-        wait in its own buffer and ``next_frame`` returns them later, in order.
+        Called after the last frame of a read, and by a connection that stops taking frames
+        for a while (flow control): its complete frames then wait in its own buffer, and
+        ``next_frame`` returns them later, in order.
         """
-        self._keep_pending()
-
-    def _keep_pending(self) -> None:
-        """Move the bytes not yet handed out of the shared buffer, which the next read reuses."""
         if self._buf is self._own:
             return
         buf, pos, end = self._buf, self._pos, self._end
@@ -235,7 +232,7 @@ class FrameDecoder:
             self._broken = True
             raise
         if frame is None:
-            self._keep_pending()
+            self.keep_pending()
         return frame
 
     def frames(self) -> list[Frame]:
