@@ -133,24 +133,29 @@ class ServerCnx(asyncio.BufferedProtocol):
             if consumer.subscription.dispatcher is not None:
                 consumer.subscription.dispatcher.schedule()
 
+    def _open_transport(self) -> asyncio.Transport | None:
+        """The transport while it is still open (not closing), else None."""
+        transport = self.transport
+        return transport if transport is not None and not transport.is_closing() else None
+
     def _pause_reading(self) -> None:
-        if self.transport is not None and not self.transport.is_closing():
-            self.transport.pause_reading()
+        if (transport := self._open_transport()) is not None:
+            transport.pause_reading()
 
     def _resume_reading(self) -> None:
-        if self.transport is None or self.transport.is_closing():
+        if (transport := self._open_transport()) is None:
             return
         if self.decoder.buffered:
             # Frames read before the hold come first (outside this call, which a receipt or a
             # drained write buffer makes): the socket is read again once they are handled.
             asyncio.get_running_loop().call_soon(self._handle_held_frames)
         else:
-            self.transport.resume_reading()
+            transport.resume_reading()
 
     def _handle_held_frames(self) -> None:
         self._handle_frames()
-        if not self.holds.held and self.transport is not None and not self.transport.is_closing():
-            self.transport.resume_reading()
+        if not self.holds.held and (transport := self._open_transport()) is not None:
+            transport.resume_reading()
 
     def _send_pending(self, size: int) -> None:
         """A send goes to storage: count it until its receipt (or error) is known."""
@@ -188,13 +193,13 @@ class ServerCnx(asyncio.BufferedProtocol):
     def _flush(self) -> None:
         self._flush_scheduled = False
         out, self._out = self._out, []
-        if out and self.transport is not None and not self.transport.is_closing():
-            self.transport.writelines(out)
+        if out and (transport := self._open_transport()) is not None:
+            transport.writelines(out)
 
     def close(self) -> None:
-        if self.transport is not None and not self.transport.is_closing():
+        if (transport := self._open_transport()) is not None:
             self._flush()
-            self.transport.close()
+            transport.close()
 
     def send_error(self, request_id: int, exc: BrokerError | Exception) -> None:
         code = exc.code if isinstance(exc, BrokerError) else wire.UnknownError
