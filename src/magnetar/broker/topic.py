@@ -22,6 +22,7 @@ from magnetar.broker.traffic import Traffic
 from magnetar.protocol import ProtocolError, wire
 from magnetar.protocol.entry import prepend_entry_metadata, split_entry_metadata, stored_form
 from magnetar.protocol.headers import parse_metadata
+from magnetar.storage.entry import EntryData
 from magnetar.storage.managed_ledger import ManagedLedger
 from magnetar.storage.position import Position
 
@@ -114,7 +115,7 @@ class PersistentTopic:
             if recover is not None:
                 recover(stored)
 
-    def _replay_entry(self, data: bytes | memoryview, stored: wire.BrokerEntryMetadata) -> None:
+    def _replay_entry(self, data: EntryData, stored: wire.BrokerEntryMetadata) -> None:
         try:
             meta, producer_bytes = split_entry_metadata(data)
         except ProtocolError:

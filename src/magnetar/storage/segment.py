@@ -32,6 +32,7 @@ from array import array
 from collections import OrderedDict
 from pathlib import Path
 
+from magnetar.storage.entry import EntryData
 from magnetar.storage.errors import CorruptionError, StorageClosedError
 from magnetar.storage.record import HEADER_SIZE, encode_header, parse_records, record_end_at, scan_records
 
@@ -198,7 +199,7 @@ class Segment:
 
     # ------------------------------------------------------------------ writes
 
-    def append(self, data: bytes | memoryview) -> int:
+    def append(self, data: EntryData) -> int:
         """Write one record to the OS (not yet fsynced) and return its entry id."""
         if self._closed or not self._writable:
             raise StorageClosedError(f"ledger {self.ledger_id} is not open for writing")
@@ -301,7 +302,7 @@ class Segment:
         return count
 
 
-def _write_all(fd: int, header: bytes, data: bytes | memoryview, offset: int) -> None:
+def _write_all(fd: int, header: bytes, data: EntryData, offset: int) -> None:
     written = os.pwritev(fd, [header, data], offset)
     if written == len(header) + len(data):
         return
