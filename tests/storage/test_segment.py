@@ -50,6 +50,20 @@ def test_read_range_with_byte_budget(tmp_path):
     segment.close()
 
 
+def test_entries_read_back_cannot_be_changed_by_their_reader(tmp_path):
+    # Read entries are views of one read's buffer, not copies: a reader that could write
+    # through one would change what it shares with the entries read beside it.
+    datas = [b"first", b"second", b"third"]
+    segment = _segment_with(tmp_path, datas)
+    read = segment.read_range(0, 3)
+    for entry in read:
+        with pytest.raises(TypeError):
+            entry[0] = 0
+    assert [bytes(entry) for entry in read] == datas
+    assert segment.read_range(0, 3) == datas
+    segment.close()
+
+
 def test_reopened_read_only_segment_uses_its_index(tmp_path):
     datas = [b"x" * n for n in (1, 200, 3)]
     _segment_with(tmp_path, datas).close()

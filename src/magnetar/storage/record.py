@@ -30,8 +30,12 @@ def encode_header(data: bytes | memoryview) -> bytes:
     return HEADER.pack(len(data), checksum(len(data), data))
 
 
-def parse_records(buf: bytes | memoryview, count: int) -> list[bytes]:
-    """Split ``count`` consecutive records out of ``buf``, verifying each checksum."""
+def parse_records(buf: bytes, count: int) -> list[memoryview]:
+    """Split ``count`` consecutive records out of ``buf``, verifying each checksum.
+
+    The records are read-only views of ``buf``, not copies: a dispatcher sends them to the
+    socket as they are, and the read's buffer lives as long as any of them.
+    """
     view = memoryview(buf)
     out = []
     pos = 0
@@ -45,7 +49,7 @@ def parse_records(buf: bytes | memoryview, count: int) -> list[bytes]:
             raise ValueError("record data runs past the bytes read")
         if checksum(length, data) != crc:
             raise ValueError("record checksum mismatch")
-        out.append(bytes(data))
+        out.append(data)
         pos = start + length
     return out
 

@@ -275,8 +275,11 @@ class Segment:
 
     def read_range(
         self, first: int, count: int, max_bytes: int | None = None, at_least_one: bool = True
-    ) -> list[bytes]:
-        """Read up to ``count`` entries from ``first`` with one pread, staying within ``max_bytes``."""
+    ) -> list[memoryview]:
+        """Read up to ``count`` entries from ``first`` with one pread, staying within ``max_bytes``.
+
+        The entries are read-only views of the one buffer the pread filled (``parse_records``).
+        """
         if self._closed:
             raise StorageClosedError(f"ledger {self.ledger_id} is closed")
         count = min(count, len(self._offsets) - first)
