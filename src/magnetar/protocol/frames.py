@@ -261,7 +261,8 @@ class FrameDecoder:
         if available < 4 + total:
             if available >= 8:
                 _check_command_size(_U32.unpack_from(buf, pos + 4)[0], total)
-            if total >= LARGE_FRAME and available * LARGE_FRAME_SHARE > total:
+            own_after = _own_buffer_after(total)
+            if own_after is not None and available >= own_after:
                 self._large = large = FrameBuffer(FRAME_HEADROOM + total)
                 have = available - 4
                 large[FRAME_HEADROOM : FRAME_HEADROOM + have] = memoryview(buf)[pos + 4 : self._end]
@@ -285,9 +286,17 @@ def _missing(buf: bytearray, pos: int, end: int) -> int:
     if pending < 4:
         return 4 - pending
     size = _U32.unpack_from(buf, pos)[0]
-    if size >= LARGE_FRAME:
-        return size // LARGE_FRAME_SHARE + 1 - pending
+    own_after = _own_buffer_after(size)
+    if own_after is not None:
+        return own_after - pending
     return 4 + size - pending
+
+
+def _own_buffer_after(total: int) -> int | None:
+    """How many bytes of a frame of ``total`` (its size field's value) must have come, size
+    field included, before it moves to a buffer of its own: more than ``1/LARGE_FRAME_SHARE``
+    of it. None for a frame under ``LARGE_FRAME``, which stays where it is read."""
+    return total // LARGE_FRAME_SHARE + 1 if total >= LARGE_FRAME else None
 
 
 def _check_command_size(cmd_size: int, total: int) -> None:
