@@ -374,9 +374,28 @@ class Consumer(HandlerBase):
 
     receive_async = receive
 
+    def poll_queued(self) -> Message | None:
+        """A message already queued, taken without waiting; None if there is none.
+
+        For the blocking API (``sync.py``), which calls it on its caller's thread: taking from
+        the queue is one atomic ``deque.popleft``. The caller must then have
+        ``_message_processed`` run on the loop for it, as ``receive`` does.
+        """
+        if self.listener is not None or self.state in (State.CLOSING, State.CLOSED):
+            return None
+        try:
+            return self._queue.popleft()
+        except IndexError:
+            return None
+
     # --- acknowledging ----------------------------------------------------------------------------
+    # The ``*_nowait`` forms are plain calls, for the loop's own callers: the blocking API posts
+    # acknowledgements to the loop this way instead of waiting for a coroutine per message.
     async def acknowledge(self, message: Message | MessageId) -> None:
         """Acknowledge one message (for a chunked message: every chunk)."""
+        self.acknowledge_nowait(message)
+
+    def acknowledge_nowait(self, message: Message | MessageId) -> None:
         msg_id = _id_of(message)
         self._unacked.remove(msg_id)
         if isinstance(msg_id, ChunkMessageId):
@@ -393,8 +412,15 @@ class Consumer(HandlerBase):
 
     async def acknowledge_cumulative(self, message: Message | MessageId) -> None:
         """Acknowledge this message and every one before it (not for Shared / Key_Shared)."""
+        self.acknowledge_cumulative_nowait(message)
+
+    def check_cumulative_allowed(self) -> None:
+        """Raise CumulativeAcknowledgementNotAllowed on a Shared / Key_Shared subscription."""
         if self.config.shared:
             raise CumulativeAcknowledgementNotAllowed(f"{self.name}: cumulative ack on a shared subscription")
+
+    def acknowledge_cumulative_nowait(self, message: Message | MessageId) -> None:
+        self.check_cumulative_allowed()
         msg_id = _id_of(message)
         target: MessageId | None = msg_id.entry_position()
         if msg_id.is_batch and not self._batch_acks.is_last_unacked_up_to(msg_id):

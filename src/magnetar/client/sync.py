@@ -1,8 +1,13 @@
 """The blocking API: the asyncio client run on a background event-loop thread.
 
-``magnetar.client.Client`` is this module's ``Client``; each call hands a coroutine to the
-loop thread and waits for it. Callbacks (``send_async``, ``message_listener``) run on the
-loop thread, or for listeners on a listener thread, never on the caller's.
+``magnetar.client.Client`` is this module's ``Client``. A call that must wait (``send``,
+``flush``, ``subscribe``, a ``receive`` with nothing queued) hands a coroutine to the loop
+thread and waits for it. The calls made once per message do not wait for the loop, which
+costs two thread wake-ups each: ``send_async`` queues the message for the loop and returns,
+``receive`` takes a message already queued on the caller's thread, and acknowledgements are
+posted to the loop. Posted work runs in the order it was posted, before anything the same
+thread asks for afterwards. Callbacks (``send_async``, ``message_listener``) run on the loop
+thread, or for listeners on a listener thread, never on the caller's.
 """
 
 from __future__ import annotations
@@ -12,7 +17,9 @@ import concurrent.futures
 import enum
 import logging
 import threading
-from collections.abc import Callable, Coroutine
+import weakref
+from collections import deque
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
 from magnetar.client import errors
@@ -69,8 +76,12 @@ class _LoopThread:
     def run(self, coro: Coroutine[Any, Any, R]) -> R:
         if threading.current_thread() is self._thread:
             coro.close()
-            raise RuntimeError("blocking client call made on the client's own loop thread (from a callback?)")
+            self.check_thread()
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+
+    def check_thread(self) -> None:
+        if threading.current_thread() is self._thread:
+            raise RuntimeError("blocking client call made on the client's own loop thread (from a callback?)")
 
     def stop(self) -> None:
         if self.loop.is_closed():
@@ -79,6 +90,40 @@ class _LoopThread:
         self._thread.join(timeout=5)
         if not self._thread.is_alive():
             self.loop.close()
+
+
+class _Mailbox:
+    """Plain calls from callers' threads to the loop thread, run there in the order posted.
+
+    ``call_soon_threadsafe`` per call would wake the loop (a write to its self-pipe) once per
+    message; a burst of posts made before the loop gets to them shares one wake-up.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._lock = threading.Lock()
+        self._calls: list[tuple[Callable[..., Any], tuple[Any, ...]]] = []
+
+    def post(self, fn: Callable[..., Any], *args: Any) -> None:
+        with self._lock:
+            self._calls.append((fn, args))
+            if len(self._calls) > 1:
+                return  # a run is scheduled and has not taken the list yet
+        try:
+            self._loop.call_soon_threadsafe(self._run)
+        except RuntimeError:  # the loop is closed
+            with self._lock:
+                self._calls.clear()
+            raise errors.AlreadyClosed("the client is closed") from None
+
+    def _run(self) -> None:
+        with self._lock:
+            calls, self._calls = self._calls, []
+        for fn, args in calls:
+            try:
+                fn(*args)
+            except Exception:
+                log.exception("posted client call %r failed", fn)
 
 
 class Client:
@@ -96,9 +141,17 @@ class Client:
             self._thread.stop()
             raise
         self._listeners = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="magnetar-listener")
+        self._mailbox = _Mailbox(self._thread.loop)
+        #: Producers whose queued sends ``close`` must hand over before the client closes.
+        self._producers: weakref.WeakSet[Producer] = weakref.WeakSet()
 
     def _run(self, coro: Coroutine[Any, Any, R]) -> R:
         return self._thread.run(coro)
+
+    def _post(self, fn: Callable[..., Any], *args: Any) -> None:
+        """Run ``fn(*args)`` on the loop soon, after everything posted before, without waiting."""
+        self._thread.check_thread()
+        self._mailbox.post(fn, *args)
 
     @property
     def aio(self) -> AsyncClient:
@@ -110,7 +163,9 @@ class Client:
         return self._thread.loop
 
     def create_producer(self, topic: str, **options: Any) -> Producer:
-        return Producer(self, self._run(self._client.create_producer(topic, **options)))
+        producer = Producer(self, self._run(self._client.create_producer(topic, **options)))
+        self._producers.add(producer)
+        return producer
 
     def subscribe(self, topic: str | list[str], subscription_name: str, **options: Any) -> Consumer:
         listener = options.pop("message_listener", None)
@@ -133,6 +188,8 @@ class Client:
         if self._thread.loop.is_closed():
             return
         try:
+            for producer in list(self._producers):
+                producer.close()  # after the sends it still holds
             self._run(self._client.close())
         finally:
             self._listeners.shutdown(wait=False)
@@ -155,12 +212,6 @@ class _Wrapper:
     def _run(self, coro: Coroutine[Any, Any, R]) -> R:
         return self._client._run(coro)
 
-    def _call(self, fn: Callable[..., R], *args: Any) -> R:
-        async def call() -> R:
-            return fn(*args)
-
-        return self._run(call())
-
     def topic(self) -> str:
         return self._inner.topic()
 
@@ -179,6 +230,22 @@ class _Wrapper:
 
 
 class Producer(_Wrapper):
+    """Sends go to the loop through a queue of this producer's own, in call order: ``send_async``
+    returns once the message is queued there; ``send``, ``flush`` and ``close`` wait their turn
+    behind it. The queue holds at most ``max_pending_messages`` messages not yet handed to the
+    asyncio producer (which holds as many again until their receipts): past that a caller waits
+    with ``block_if_queue_full``, or its callback gets ``Result.ProducerQueueIsFull``."""
+
+    def __init__(self, client: Client, inner: Any) -> None:
+        super().__init__(client, inner)
+        config = _producer_config(inner)
+        limit = config.max_pending_messages
+        self._block = config.block_if_queue_full
+        self._room = threading.Semaphore(limit) if limit > 0 else None
+        self._ops: deque[tuple[Callable[[], Awaitable[Any]], bool]] = deque()
+        self._ops_lock = threading.Lock()
+        self._draining = False
+
     def producer_name(self) -> str:
         return self._inner.producer_name()
 
@@ -187,12 +254,30 @@ class Producer(_Wrapper):
 
     def send(self, content: bytes, **kwargs: Any) -> MessageId:
         """Publish and wait for the broker's receipt."""
-        return self._run(self._inner.send(content, **kwargs))
+        self._client._thread.check_thread()
+        if not self._take_room(self._block):
+            raise errors.ProducerQueueIsFull(f"{self.topic()}: {self._room_limit()} messages queued")
+        receipt: concurrent.futures.Future[MessageId] = concurrent.futures.Future()
+
+        async def op() -> None:
+            try:
+                queued = await self._inner.send_async(content, None, **kwargs)
+            except Exception as exc:
+                receipt.set_exception(exc)
+            else:
+                queued.add_done_callback(lambda done: _settle(receipt, done))
+
+        self._submit(op, holds_room=True)
+        return receipt.result()
 
     def send_async(
         self, content: bytes, callback: Callable[[Result, MessageId | None], None] | None, **kwargs: Any
-    ):
-        """Queue a message; ``callback(result, message_id)`` runs on the client's loop thread."""
+    ) -> None:
+        """Queue a message; ``callback(result, message_id)`` runs on the client's loop thread.
+
+        As with the official client, a failure (queue full, closed producer, message too big)
+        reaches the callback, not the caller.
+        """
 
         def done(exc: BaseException | None, msg_id: MessageId | None) -> None:
             if callback is None:
@@ -202,13 +287,111 @@ class Producer(_Wrapper):
             except Exception:
                 log.exception("send_async callback failed")
 
-        self._run(self._inner.send_async(content, done, **kwargs))
+        self._client._thread.check_thread()
+        if not self._take_room(self._block):
+            full = errors.ProducerQueueIsFull(f"{self.topic()}: {self._room_limit()} messages queued")
+            self._client._post(done, full, None)
+            return
+
+        async def op() -> None:
+            try:
+                await self._inner.send_async(content, done, **kwargs)
+            except Exception as exc:
+                done(exc, None)
+
+        self._submit(op, holds_room=True)
 
     def flush(self) -> None:
-        self._run(self._inner.flush())
+        """Wait until every message queued so far is receipted (or failed)."""
+        self._wait_turn(self._inner.flush)
+
+    def close(self) -> None:
+        if not self._client._thread.loop.is_closed():
+            self._wait_turn(self._inner.close)
+
+    # -- the queue to the loop -----------------------------------------------------------------
+    def _room_limit(self) -> int:
+        return _producer_config(self._inner).max_pending_messages
+
+    def _take_room(self, block: bool) -> bool:
+        return self._room is None or self._room.acquire(blocking=block)
+
+    def _wait_turn(self, fn: Callable[[], Awaitable[R]]) -> R:
+        """Run ``fn()`` on the loop after the sends queued before, and wait for its result."""
+        self._client._thread.check_thread()
+        outcome: concurrent.futures.Future[R] = concurrent.futures.Future()
+
+        async def op() -> None:
+            try:
+                outcome.set_result(await fn())
+            except Exception as exc:
+                outcome.set_exception(exc)
+
+        self._submit(op, holds_room=False)
+        return outcome.result()
+
+    def _submit(self, op: Callable[[], Awaitable[Any]], holds_room: bool) -> None:
+        with self._ops_lock:
+            self._ops.append((op, holds_room))
+            if self._draining:
+                return
+            self._draining = True
+        try:
+            self._client._post(self._start_draining)
+        except errors.AlreadyClosed:
+            with self._ops_lock:
+                self._ops.clear()
+                self._draining = False
+            raise
+
+    def _start_draining(self) -> None:
+        self._client.loop.create_task(self._drain())
+
+    async def _drain(self) -> None:
+        """Hand the queued operations to the asyncio producer one by one (loop thread).
+
+        A send that has room in the asyncio producer's queue goes through without suspending,
+        so a burst of them costs one task; one that waits (its queue full, a chunked message
+        written chunk by chunk) holds back the ones behind it, which keeps them in order.
+        """
+        while True:
+            with self._ops_lock:
+                if not self._ops:
+                    self._draining = False
+                    return
+                op, holds_room = self._ops.popleft()
+            if holds_room and self._room is not None:
+                self._room.release()
+            await op()
+
+
+def _producer_config(inner: Any) -> Any:
+    """The config of an asyncio producer, or of a partitioned one's first partition."""
+    config = getattr(inner, "config", None)
+    return config if config is not None else inner._producers[0].config
+
+
+def _settle(target: concurrent.futures.Future, done: asyncio.Future) -> None:
+    if done.cancelled():
+        target.set_exception(errors.AlreadyClosed("send cancelled"))
+    elif done.exception() is not None:
+        target.set_exception(done.exception())
+    else:
+        target.set_result(done.result())
 
 
 class Consumer(_Wrapper):
+    """``receive`` takes a message already queued without waiting for the loop (only when the
+    queue is empty does it wait there), and acknowledgements are posted to the loop in order."""
+
+    def __init__(self, client: Client, inner: Any) -> None:
+        super().__init__(client, inner)
+        # A consumer of one topic (or a reader) has these; one of several topics does not, and
+        # each of its calls waits for the loop.
+        self._poll_queued = getattr(inner, "poll_queued", None)
+        self._ack_nowait = getattr(inner, "acknowledge_nowait", None)
+        self._ack_cumulative_nowait = getattr(inner, "acknowledge_cumulative_nowait", None)
+
     def subscription_name(self) -> str:
         return self._inner.subscription_name()
 
@@ -217,16 +400,33 @@ class Consumer(_Wrapper):
 
     def receive(self, timeout_millis: int | None = None) -> Message:
         """The next message; raises ``magnetar.client.errors.Timeout`` after ``timeout_millis``."""
-        return self._run(self._inner.receive(timeout_millis))
+        msg = self._take_queued()
+        return msg if msg is not None else self._run(self._inner.receive(timeout_millis))
+
+    def _take_queued(self) -> Message | None:
+        if self._poll_queued is None:
+            return None
+        self._client._thread.check_thread()
+        msg = self._poll_queued()
+        if msg is not None:
+            self._client._post(self._inner._message_processed, msg)  # permits, ack timeout
+        return msg
 
     def acknowledge(self, message: Message | MessageId) -> None:
-        self._run(self._inner.acknowledge(message))
+        if self._ack_nowait is None:
+            self._run(self._inner.acknowledge(message))
+            return
+        self._client._post(self._ack_nowait, _checked_id(message))
 
     def acknowledge_cumulative(self, message: Message | MessageId) -> None:
-        self._run(self._inner.acknowledge_cumulative(message))
+        if self._ack_cumulative_nowait is None:
+            self._run(self._inner.acknowledge_cumulative(message))
+            return
+        self._inner.check_cumulative_allowed()
+        self._client._post(self._ack_cumulative_nowait, _checked_id(message))
 
     def negative_acknowledge(self, message: Message | MessageId) -> None:
-        self._call(self._inner.negative_acknowledge, message)
+        self._client._post(self._inner.negative_acknowledge, _checked_id(message))
 
     def redeliver_unacknowledged_messages(self) -> None:
         self._run(self._inner.redeliver_unacknowledged_messages())
@@ -267,7 +467,15 @@ class Consumer(_Wrapper):
 
 class Reader(Consumer):
     def read_next(self, timeout_millis: int | None = None) -> Message:
-        return self._run(self._inner.read_next(timeout_millis))
+        msg = self._take_queued()
+        return msg if msg is not None else self._run(self._inner.read_next(timeout_millis))
 
     def has_message_available(self) -> bool:
         return self._run(self._inner.has_message_available())
+
+
+def _checked_id(message: Message | MessageId) -> Message | MessageId:
+    """A posted call cannot raise to its caller: reject what is not a message here."""
+    if not isinstance(message, (Message, MessageId)):
+        raise TypeError(f"expected a Message or MessageId, not {type(message).__name__}")
+    return message

@@ -1,0 +1,171 @@
+"""The blocking API's per-message calls do not wait for the loop: what they still promise.
+
+``send_async`` queues and returns, ``receive`` takes queued messages on the caller's thread,
+acknowledgements are posted. These tests hold them to order, flow control, back-pressure,
+errors where the official client gives them, and acks applied before what follows them.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from magnetar.client import ConsumerType, InitialPosition, Result, Timeout
+from magnetar.client.errors import CumulativeAcknowledgementNotAllowed, ProducerQueueIsFull
+
+
+def _collect(n: int):
+    """A send_async callback recording (result, id) in call order, and an event set after ``n``."""
+    results: list[tuple[Result, object]] = []
+    done = threading.Event()
+
+    def callback(result, msg_id):
+        results.append((result, msg_id))
+        if len(results) == n:
+            done.set()
+
+    return results, done, callback
+
+
+def test_send_async_and_send_keep_call_order(magnetar_client, topic):
+    consumer = magnetar_client.subscribe(topic, "sub")
+    producer = magnetar_client.create_producer(topic)
+    results, done, callback = _collect(300)
+    sent_ids = []
+    for i in range(300):
+        if i % 50 == 49:
+            sent_ids.append(producer.send(b"%d" % i))  # waits behind the queued ones
+        producer.send_async(b"%d" % i, callback)
+    assert done.wait(10)
+    assert all(result is Result.Ok for result, _ in results)
+    async_ids = [msg_id for _, msg_id in results]
+    assert async_ids == sorted(async_ids)
+    got = [consumer.receive(5000) for _ in range(306)]
+    expected = []
+    for i in range(300):
+        if i % 50 == 49:
+            expected.append(b"%d" % i)
+        expected.append(b"%d" % i)
+    assert [m.data() for m in got] == expected
+    assert {m.message_id() for m in got} >= set(sent_ids)
+
+
+def test_a_full_queue_fails_the_callback_without_blocking_or_losing_the_rest(magnetar_client, topic):
+    consumer = magnetar_client.subscribe(topic, "sub")
+    producer = magnetar_client.create_producer(topic, max_pending_messages=1, block_if_queue_full=False)
+    results, done, callback = _collect(200)
+    for i in range(200):
+        producer.send_async(b"%d" % i, callback)
+    assert done.wait(10)
+    full = [msg_id for result, msg_id in results if result is Result.ProducerQueueIsFull]
+    stored = [msg_id for result, msg_id in results if result is Result.Ok]
+    assert full and stored, "one pending message at a time: a tight loop must hit the limit"
+    assert all(msg_id is None for msg_id in full) and len(full) + len(stored) == 200
+    received = [consumer.receive(5000) for _ in stored]
+    assert [m.message_id() for m in received] == stored
+    with pytest.raises(Timeout):
+        consumer.receive(300)
+
+
+def test_a_blocking_producer_delivers_everything_through_a_small_queue(magnetar_client, topic):
+    consumer = magnetar_client.subscribe(topic, "sub")
+    producer = magnetar_client.create_producer(topic, max_pending_messages=3, block_if_queue_full=True)
+    results, done, callback = _collect(500)
+    for i in range(500):
+        producer.send_async(b"%d" % i, callback)
+    producer.flush()
+    assert done.is_set() and all(result is Result.Ok for result, _ in results)
+    assert [consumer.receive(5000).data() for _ in range(500)] == [b"%d" % i for i in range(500)]
+
+
+def test_send_after_close_reaches_the_callback_as_already_closed(magnetar_client, topic):
+    producer = magnetar_client.create_producer(topic)
+    producer.close()
+    results, done, callback = _collect(1)
+    producer.send_async(b"late", callback)
+    assert done.wait(5)
+    assert results == [(Result.AlreadyClosed, None)]
+
+
+def test_send_raises_queue_full_to_its_caller(magnetar_client, topic):
+    producer = magnetar_client.create_producer(topic, max_pending_messages=1, block_if_queue_full=False)
+    release = threading.Event()
+    magnetar_client.loop.call_soon_threadsafe(release.wait, 5)  # the loop takes nothing meanwhile
+    results, done, callback = _collect(2)
+    producer.send_async(b"first", callback)  # the one message the queue to the loop holds
+    producer.send_async(b"second", callback)
+    with pytest.raises(ProducerQueueIsFull):
+        producer.send(b"third")
+    release.set()
+    assert done.wait(5)
+    assert sorted(result for result, _ in results) == [Result.Ok, Result.ProducerQueueIsFull]
+
+
+def test_calls_from_a_callback_on_the_loop_thread_are_refused(magnetar_client, topic):
+    producer = magnetar_client.create_producer(topic)
+    errors: list[BaseException] = []
+    done = threading.Event()
+
+    def callback(result, msg_id):
+        try:
+            producer.send_async(b"nested", None)
+        except RuntimeError as exc:
+            errors.append(exc)
+        done.set()
+
+    producer.send_async(b"x", callback)
+    assert done.wait(5)
+    assert len(errors) == 1 and "loop thread" in str(errors[0])
+
+
+def test_receive_past_the_queue_size_returns_permits(magnetar_client, topic):
+    # Messages taken on the caller's thread must still give their permits back (posted to the
+    # loop): with a queue of 10, 2,000 messages arrive only if they do.
+    consumer = magnetar_client.subscribe(topic, "sub", receiver_queue_size=10)
+    producer = magnetar_client.create_producer(topic, batching_enabled=True, block_if_queue_full=True)
+    for i in range(2000):
+        producer.send_async(b"%d" % i, None)
+    producer.flush()
+    got = [consumer.receive(5000).data() for _ in range(2000)]
+    assert got == [b"%d" % i for i in range(2000)]
+
+
+def test_acks_posted_before_close_are_sent(magnetar_client, topic):
+    producer = magnetar_client.create_producer(topic)
+    for i in range(100):
+        producer.send_async(b"%d" % i, None)
+    producer.flush()
+    consumer = magnetar_client.subscribe(topic, "sub", initial_position=InitialPosition.Earliest)
+    for _ in range(60):
+        consumer.acknowledge(consumer.receive(5000))
+    consumer.close()  # right after the last posted ack
+    again = magnetar_client.subscribe(topic, "sub")
+    assert [again.receive(5000).data() for _ in range(40)] == [b"%d" % i for i in range(60, 100)]
+    with pytest.raises(Timeout):
+        again.receive(300)
+
+
+def test_cumulative_ack_is_posted_and_refused_on_shared_at_once(magnetar_client, topic):
+    producer = magnetar_client.create_producer(topic)
+    for i in range(20):
+        producer.send(b"%d" % i)
+    exclusive = magnetar_client.subscribe(topic, "ex", initial_position=InitialPosition.Earliest)
+    messages = [exclusive.receive(5000) for _ in range(20)]
+    exclusive.acknowledge_cumulative(messages[14])
+    exclusive.close()
+    again = magnetar_client.subscribe(topic, "ex")
+    assert [again.receive(5000).data() for _ in range(5)] == [b"%d" % i for i in range(15, 20)]
+    shared = magnetar_client.subscribe(
+        topic, "sh", consumer_type=ConsumerType.Shared, initial_position=InitialPosition.Earliest
+    )
+    with pytest.raises(CumulativeAcknowledgementNotAllowed):
+        shared.acknowledge_cumulative(shared.receive(5000))
+
+
+def test_acknowledging_something_else_fails_at_once(magnetar_client, topic):
+    consumer = magnetar_client.subscribe(topic, "sub")
+    with pytest.raises(TypeError):
+        consumer.acknowledge("not a message")
+    with pytest.raises(TypeError):
+        consumer.negative_acknowledge(42)
