@@ -51,12 +51,20 @@ def test_send_async_and_send_keep_call_order(magnetar_client, topic):
     assert {m.message_id() for m in got} >= set(sent_ids)
 
 
-def test_a_full_queue_fails_the_callback_without_blocking_or_losing_the_rest(magnetar_client, topic):
-    consumer = magnetar_client.subscribe(topic, "sub")
-    producer = magnetar_client.create_producer(topic, max_pending_messages=1, block_if_queue_full=False)
-    results, done, callback = _collect(200)
-    for i in range(200):
+def _send_numbered(client, topic, n, **producer_options):
+    """A consumer on ``topic``, then ``n`` send_async calls of b"0", b"1"... in a tight loop."""
+    consumer = client.subscribe(topic, "sub")
+    producer = client.create_producer(topic, **producer_options)
+    results, done, callback = _collect(n)
+    for i in range(n):
         producer.send_async(b"%d" % i, callback)
+    return consumer, producer, results, done
+
+
+def test_a_full_queue_fails_the_callback_without_blocking_or_losing_the_rest(magnetar_client, topic):
+    consumer, _, results, done = _send_numbered(
+        magnetar_client, topic, 200, max_pending_messages=1, block_if_queue_full=False
+    )
     assert done.wait(10)
     full = [msg_id for result, msg_id in results if result is Result.ProducerQueueIsFull]
     stored = [msg_id for result, msg_id in results if result is Result.Ok]
@@ -69,11 +77,9 @@ def test_a_full_queue_fails_the_callback_without_blocking_or_losing_the_rest(mag
 
 
 def test_a_blocking_producer_delivers_everything_through_a_small_queue(magnetar_client, topic):
-    consumer = magnetar_client.subscribe(topic, "sub")
-    producer = magnetar_client.create_producer(topic, max_pending_messages=3, block_if_queue_full=True)
-    results, done, callback = _collect(500)
-    for i in range(500):
-        producer.send_async(b"%d" % i, callback)
+    consumer, producer, results, done = _send_numbered(
+        magnetar_client, topic, 500, max_pending_messages=3, block_if_queue_full=True
+    )
     producer.flush()
     assert done.is_set() and all(result is Result.Ok for result, _ in results)
     assert [consumer.receive(5000).data() for _ in range(500)] == [b"%d" % i for i in range(500)]
