@@ -63,6 +63,11 @@ class PartitionedProducer:
     def topic(self) -> str:
         return self._topic
 
+    @property
+    def config(self) -> ProducerConfig:
+        """Every partition's producer has a copy of this."""
+        return self._producers[0].config
+
     def producer_name(self) -> str:
         return self._producers[0].producer_name()
 

@@ -238,10 +238,10 @@ class Producer(_Wrapper):
 
     def __init__(self, client: Client, inner: Any) -> None:
         super().__init__(client, inner)
-        config = _producer_config(inner)
-        limit = config.max_pending_messages
+        config = inner.config
+        self._limit = config.max_pending_messages
         self._block = config.block_if_queue_full
-        self._room = threading.Semaphore(limit) if limit > 0 else None
+        self._room = threading.Semaphore(self._limit) if self._limit > 0 else None
         self._ops: deque[tuple[Callable[[], Awaitable[Any]], bool]] = deque()
         self._ops_lock = threading.Lock()
         self._draining = False
@@ -256,7 +256,7 @@ class Producer(_Wrapper):
         """Publish and wait for the broker's receipt."""
         self._client._thread.check_thread()
         if not self._take_room(self._block):
-            raise errors.ProducerQueueIsFull(f"{self.topic()}: {self._room_limit()} messages queued")
+            raise errors.ProducerQueueIsFull(f"{self.topic()}: {self._limit} messages queued")
         receipt: concurrent.futures.Future[MessageId] = concurrent.futures.Future()
 
         async def op() -> None:
@@ -289,7 +289,7 @@ class Producer(_Wrapper):
 
         self._client._thread.check_thread()
         if not self._take_room(self._block):
-            full = errors.ProducerQueueIsFull(f"{self.topic()}: {self._room_limit()} messages queued")
+            full = errors.ProducerQueueIsFull(f"{self.topic()}: {self._limit} messages queued")
             self._client._post(done, full, None)
             return
 
@@ -310,9 +310,6 @@ class Producer(_Wrapper):
             self._wait_turn(self._inner.close)
 
     # -- the queue to the loop -----------------------------------------------------------------
-    def _room_limit(self) -> int:
-        return _producer_config(self._inner).max_pending_messages
-
     def _take_room(self, block: bool) -> bool:
         return self._room is None or self._room.acquire(blocking=block)
 
@@ -363,12 +360,6 @@ class Producer(_Wrapper):
             if holds_room and self._room is not None:
                 self._room.release()
             await op()
-
-
-def _producer_config(inner: Any) -> Any:
-    """The config of an asyncio producer, or of a partitioned one's first partition."""
-    config = getattr(inner, "config", None)
-    return config if config is not None else inner._producers[0].config
 
 
 def _settle(target: concurrent.futures.Future, done: asyncio.Future) -> None:
