@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import pulsar
 import pytest
 from pulsar.exceptions import ConsumerBusy, Timeout
@@ -146,3 +148,20 @@ def test_backlog_of_20000_drains_on_every_subscription_type(client, topic):
         for consumer in consumers:
             consumer.close()
     assert problems == {}
+
+
+def test_official_zero_queue_consumers_share_work_without_holding_messages_back(client, topic):
+    # The official client's receiver_queue_size=0 asks for one message per receive (FLOW 1):
+    # while one consumer works on a message, the rest go to the other one, none held back.
+    busy = client.subscribe(topic, "work", consumer_type=SHARED, receiver_queue_size=0)
+    idle = client.subscribe(topic, "work", consumer_type=SHARED, receiver_queue_size=0)
+    producer = client.create_producer(topic, batching_enabled=False)
+    producer.send(b"first")
+    assert busy.receive().data() == b"first"  # the C++ zero-queue consumer takes no timeout
+    sent = produce(producer, "m", 5)
+    got: list[bytes] = []
+    # receive() without a timeout, so on a thread: a message held back must fail, not hang.
+    reader = threading.Thread(target=lambda: got.extend(idle.receive().data() for _ in range(5)), daemon=True)
+    reader.start()
+    reader.join(10)
+    assert sorted(got) == sorted(sent)

@@ -5,6 +5,15 @@ Flow control as Pulsar's: after SUBSCRIBE succeeds the consumer sends FLOW with
 and permits are sent once half the queue's worth has gathered. Chunks that do not complete
 a message give their permit back at once (see ``chunks.py``); so does anything discarded.
 Permits are counted per connection: a message delivered on an older connection returns none.
+
+``receiver_queue_size=0`` (Pulsar's zero-queue consumer): nothing is fetched ahead. A
+``receive`` that finds the queue empty asks for one message (FLOW 1) and waits for it, so
+on a Shared subscription no message waits in one consumer's queue while another is idle.
+The consumer keeps the broker's count of its permits: a batch of n messages arrives on one
+permit and leaves the broker's count at 1 - n, so the next request after the batch's
+messages are taken asks for n. (Pulsar's Java zero-queue consumer closes itself on a batch
+instead.) With a listener, the next message is asked for once the listener was handed the
+last one.
 """
 
 from __future__ import annotations
@@ -96,9 +105,13 @@ class Consumer(HandlerBase):
         self.consumer_id = client.new_consumer_id()
         self._queue: collections.deque[Message] = collections.deque()
         self._waiters: collections.deque[asyncio.Future] = collections.deque()
+        self._zero_queue = config.receiver_queue_size == 0
         self._queue_size = max(1, config.receiver_queue_size)
         self._refill_threshold = max(1, self._queue_size // 2)
         self._available_permits = 0
+        #: Zero-queue mode: the permits the broker counts for this consumer on this connection
+        #: (FLOWs sent, less the messages of the entries received).
+        self._broker_permits = 0
         self._chunks = ChunkAssembler(
             config.max_pending_chunked_message,
             config.auto_ack_oldest_chunked_message_on_queue_full,
@@ -148,9 +161,12 @@ class Consumer(HandlerBase):
             cnx.remove_consumer(self.consumer_id)
             raise AlreadyClosed(f"{self.name} closed while subscribing")
         self._available_permits = 0
-        cnx.send_command(
-            commands.wrap(wire.CommandFlow(consumer_id=self.consumer_id, message_permits=self._queue_size))
-        )
+        if self._zero_queue:
+            self._broker_permits = 0
+            self._ask_for_one()
+        else:
+            flow = wire.CommandFlow(consumer_id=self.consumer_id, message_permits=self._queue_size)
+            cnx.send_command(commands.wrap(flow))
         if not self._tasks:
             self._tasks = [asyncio.get_running_loop().create_task(self._timers_loop())]
         if self._seek_done is not None and not self._seek_done.done():
@@ -218,6 +234,16 @@ class Consumer(HandlerBase):
             return
         if command.HasField("consumer_epoch") and command.consumer_epoch < self._epoch:
             return  # sent before a redeliver-all; it comes again
+        if self._zero_queue:
+            self._broker_permits -= 1  # and the rest of a batch's messages once it is parsed
+            try:
+                self._on_message(command, payload)
+            finally:
+                self._ask_for_one()
+            return
+        self._on_message(command, payload)
+
+    def _on_message(self, command: wire.CommandMessage, payload: memoryview) -> None:
         try:
             entry = parse_entry(command, payload, self.partition, self._topic)
         except ChecksumMismatch:
@@ -226,6 +252,8 @@ class Consumer(HandlerBase):
         except ProtocolError:
             self._discard_corrupt(command.message_id, _ValidationError.BatchDeSerializeError)
             return
+        if self._zero_queue and entry.is_batch:
+            self._broker_permits -= entry.batch_size - 1
         if entry.is_chunk:
             if self._is_prior_to_start(entry.message_id):
                 self._increase_permits(1)
@@ -333,6 +361,8 @@ class Consumer(HandlerBase):
             self._increase_permits(1)
 
     def _increase_permits(self, count: int) -> None:
+        if self._zero_queue:
+            return  # messages are asked for one at a time, by demand (``_ask_for_one``)
         self._available_permits += count
         if self._available_permits >= self._refill_threshold:
             flow = wire.CommandFlow(consumer_id=self.consumer_id, message_permits=self._available_permits)
@@ -349,6 +379,24 @@ class Consumer(HandlerBase):
             return False
         return True
 
+    def set_listener(self, listener: Any) -> None:
+        """Hand every message to ``listener(msg)`` from now on, those queued first (loop thread)."""
+        self.listener = listener
+        while self._queue:
+            queued = self._queue.popleft()
+            self._message_processed(queued)
+            listener(queued)
+        if self._zero_queue:
+            self._ask_for_one()
+
+    def _ask_for_one(self) -> None:
+        """Zero-queue mode: with a receive waiting (or a listener) and nothing queued, have the
+        broker count one permit for us, if it does not already."""
+        if not self._queue and (self._waiters or self.listener is not None) and self._broker_permits < 1:
+            flow = wire.CommandFlow(consumer_id=self.consumer_id, message_permits=1 - self._broker_permits)
+            if self._send(commands.wrap(flow)):
+                self._broker_permits = 1
+
     # --- receiving --------------------------------------------------------------------------------
     async def receive(self, timeout_millis: int | None = None) -> Message:
         """The next message; raises Timeout after ``timeout_millis`` (None: wait for ever)."""
@@ -360,6 +408,8 @@ class Consumer(HandlerBase):
             return msg
         waiter = asyncio.get_running_loop().create_future()
         self._waiters.append(waiter)
+        if self._zero_queue:
+            self._ask_for_one()
         timeout = None if timeout_millis is None else timeout_millis / 1000
         try:
             done, _ = await asyncio.wait({waiter}, timeout=timeout)

@@ -13,7 +13,7 @@ import zlib
 from typing import TYPE_CHECKING, Any
 
 from magnetar.client.consumer import Consumer, ConsumerConfig
-from magnetar.client.errors import AlreadyClosed, Timeout
+from magnetar.client.errors import AlreadyClosed, InvalidConfiguration, Timeout
 from magnetar.client.message import Message, MessageId
 from magnetar.client.producer import Producer, ProducerConfig
 from magnetar.client.topics import partition_name
@@ -39,6 +39,12 @@ async def create_consumer(client: Client, topics: list[str], config: ConsumerCon
             parts.extend((partition_name(topic, i), i) for i in range(partitions))
     if len(parts) == 1 and len(topics) == 1 and parts[0][1] == -1:
         return Consumer(client, topics[0], config)
+    if config.receiver_queue_size == 0:
+        # As Pulsar's: one message at a time cannot be kept across several topics' consumers.
+        raise InvalidConfiguration(
+            "receiver_queue_size=0 needs a single non-partitioned topic, "
+            f"not {', '.join(topics)} ({len(parts)} topics or partitions)"
+        )
     return MultiTopicsConsumer(client, topics, config, parts)
 
 

@@ -441,11 +441,7 @@ class Consumer(_Wrapper):
 
         async def install() -> None:
             for child in children:
-                child.listener = deliver
-                while child._queue:
-                    queued = child._queue.popleft()
-                    child._message_processed(queued)
-                    deliver(queued)
+                child.set_listener(deliver)
 
         self._run(install())
 

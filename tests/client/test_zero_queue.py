@@ -1,0 +1,89 @@
+"""``receiver_queue_size=0``: a consumer that fetches nothing ahead, one message per receive."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from magnetar.client import ConsumerType, InvalidConfiguration, Timeout
+
+
+def _shared(client, topic, **options):
+    return client.subscribe(topic, "work", consumer_type=ConsumerType.Shared, **options)
+
+
+@pytest.mark.parametrize("queue", [0, 1])
+def test_a_busy_zero_queue_consumer_holds_no_message_back(magnetar_client, topic, queue):
+    # The point of a zero queue on a Shared subscription: while one consumer works on a message,
+    # the next ones go to an idle consumer instead of waiting in the busy one's queue. With a
+    # queue of one (the control) the busy consumer holds one of them.
+    busy = _shared(magnetar_client, topic, receiver_queue_size=queue)
+    idle = _shared(magnetar_client, topic, receiver_queue_size=0)
+    producer = magnetar_client.create_producer(topic)
+    producer.send(b"first")
+    held = busy.receive(5000)  # busy works on it, and asks for nothing more
+    for i in range(5):
+        producer.send(b"%d" % i)
+    got = []
+    try:
+        while True:
+            got.append(idle.receive(500).data())
+    except Timeout:
+        pass
+    if queue == 0:
+        assert held.data() == b"first" and sorted(got) == [b"%d" % i for i in range(5)]
+        assert busy._inner.queued_messages == 0
+    else:
+        assert len(got) == 4, "the control: a queue of one holds a message back"
+
+
+def test_a_timed_out_receive_leaves_its_request_for_the_next_message(magnetar_client, topic):
+    consumer = magnetar_client.subscribe(topic, "sub", receiver_queue_size=0)
+    producer = magnetar_client.create_producer(topic)
+    with pytest.raises(Timeout):
+        consumer.receive(200)
+    producer.send(b"late")
+    assert consumer.receive(5000).data() == b"late"
+    producer.send(b"next")
+    assert consumer.receive(5000).data() == b"next"
+
+
+def test_batches_and_chunked_messages_arrive_whole_and_in_order(magnetar_client, topic):
+    consumer = magnetar_client.subscribe(topic, "sub", receiver_queue_size=0)
+    batching = magnetar_client.create_producer(topic, batching_enabled=True, batching_max_publish_delay_ms=50)
+    for i in range(10):
+        batching.send_async(b"b%d" % i, None)
+    batching.flush()  # one batch of ten: one permit, then the consumer asks for ten
+    chunking = magnetar_client.create_producer(topic, chunking_enabled=True)
+    big = bytes(range(256)) * 30_000  # 7.7 MB: two chunks at the broker's 5 MiB limit
+    chunking.send(big)
+    batching.send(b"after")
+    got = [consumer.receive(5000).data() for _ in range(12)]
+    assert got[:10] == [b"b%d" % i for i in range(10)]
+    assert got[10] == big and got[11] == b"after"
+    with pytest.raises(Timeout):
+        consumer.receive(300)
+
+
+def test_a_listener_gets_every_message(magnetar_client, topic):
+    seen: list[bytes] = []
+    done = threading.Event()
+
+    def listener(consumer, msg):
+        seen.append(msg.data())
+        consumer.acknowledge(msg)
+        if len(seen) == 50:
+            done.set()
+
+    magnetar_client.subscribe(topic, "sub", receiver_queue_size=0, message_listener=listener)
+    producer = magnetar_client.create_producer(topic)
+    for i in range(50):
+        producer.send_async(b"%d" % i, None)
+    assert done.wait(10)
+    assert seen == [b"%d" % i for i in range(50)]
+
+
+def test_several_topics_cannot_share_a_zero_queue(magnetar_client, topic):
+    with pytest.raises(InvalidConfiguration):
+        magnetar_client.subscribe([topic, topic + "-other"], "sub", receiver_queue_size=0)
