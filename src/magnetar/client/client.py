@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import re
 from typing import Any
 
 from magnetar.client.connection import Connection
@@ -136,6 +137,17 @@ class Client:
         )
         return answer.partitions
 
+    async def get_topics_of_namespace(
+        self, namespace: str, mode: int, topics_hash: str | None = None
+    ) -> wire.CommandGetTopicsOfNamespaceResponse:
+        """The broker's list of ``namespace``'s topics (partitions included); with the hash of
+        an earlier answer, a reply with ``changed`` False when the list is the same."""
+        cnx = await self.connection(self._service_address())
+        body = wire.CommandGetTopicsOfNamespace(namespace=namespace, mode=mode)
+        if topics_hash is not None:
+            body.topics_hash = topics_hash
+        return await cnx.request(body)
+
     async def get_topic_partitions(self, topic: str) -> list[str]:
         """The partition topics of ``topic``, or ``[topic]`` when it is not partitioned."""
         topic = full_topic_name(topic)
@@ -153,12 +165,17 @@ class Client:
         config = ProducerConfig(**_known(ProducerConfig, options))
         return await self._start(await create_producer(self, full_topic_name(topic), config, options))
 
-    async def subscribe(self, topic: str | list[str], subscription_name: str, **options: Any):
-        """A consumer on ``topic`` (a name or a list of names); options as the official client's."""
+    async def subscribe(self, topic: str | list[str] | re.Pattern, subscription_name: str, **options: Any):
+        """A consumer on ``topic``: a name, a list of names, or a compiled regex over the names of
+        a namespace's topics (``pattern_auto_discovery_period``, seconds, how often it looks
+        for new ones: 60); options as the official client's."""
         from magnetar.client.consumer import ConsumerConfig
+        from magnetar.client.pattern import pattern_consumer
         from magnetar.client.routing import create_consumer
 
         config = ConsumerConfig(subscription_name=subscription_name, **_known(ConsumerConfig, options))
+        if isinstance(topic, re.Pattern):
+            return await self._start(pattern_consumer(self, topic, config, options))
         topics = [topic] if isinstance(topic, str) else list(topic)
         return await self._start(await create_consumer(self, [full_topic_name(t) for t in topics], config))
 

@@ -123,13 +123,38 @@ class MultiTopicsConsumer:
         self.client = client
         self._topics = topics
         self.config = config
-        self._children = [Consumer(client, name, _copy(config), partition=index) for name, index in parts]
-        self._by_topic = {c.topic(): c for c in self._children}
+        self._children: list[Consumer] = []
+        self._by_topic: dict[str, Consumer] = {}
         self._ready = asyncio.Event()
-        for child in self._children:
-            child.on_queued = self._ready.set
-        self._next = itertools.cycle(range(len(self._children)))
+        self._listener: Any = None
+        #: Where the next receive starts looking, so that no child starves the others.
+        self._turn = 0
         self._closed = False
+        for name, index in parts:
+            self._add_child(name, index)
+
+    def _add_child(self, name: str, partition: int) -> Consumer:
+        """A consumer for one more topic or partition (not started)."""
+        child = Consumer(self.client, name, _copy(self.config), partition=partition)
+        child.on_queued = self._ready.set
+        self._children.append(child)
+        self._by_topic[child.topic()] = child
+        if self._listener is not None:
+            child.set_listener(self._listener)
+        return child
+
+    async def _remove_child(self, topic: str) -> None:
+        """Close and forget the consumer of ``topic`` (its queued messages go with it)."""
+        child = self._by_topic.pop(topic, None)
+        if child is not None:
+            self._children.remove(child)
+            await child.close()
+
+    def set_listener(self, listener: Any) -> None:
+        """Every child's messages, and those of children added later, go to ``listener``."""
+        self._listener = listener
+        for child in self._children:
+            child.set_listener(listener)
 
     def topic(self) -> str:
         return ",".join(self._topics)
@@ -163,8 +188,10 @@ class MultiTopicsConsumer:
         while True:
             if self._closed:
                 raise AlreadyClosed("consumer is closed")
-            for _ in range(len(self._children)):
-                child = self._children[next(self._next)]
+            children = self._children
+            for _ in range(len(children)):
+                self._turn = (self._turn + 1) % len(children)
+                child = children[self._turn]
                 if child.queued_messages:
                     return await child.receive(0)
             self._ready.clear()

@@ -437,11 +437,8 @@ class Consumer(_Wrapper):
         def deliver(msg: Message) -> None:
             executor.submit(self._call_listener, listener, msg)
 
-        children = getattr(self._inner, "_children", [self._inner])
-
         async def install() -> None:
-            for child in children:
-                child.set_listener(deliver)
+            self._inner.set_listener(deliver)
 
         self._run(install())
 

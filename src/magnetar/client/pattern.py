@@ -1,0 +1,116 @@
+"""Regex subscriptions: one subscription over every topic of a namespace whose name matches.
+
+As Pulsar's clients do, the pattern names its namespace (``persistent://tenant/ns/orders-.*``;
+a bare ``orders-.*`` is ``persistent://public/default/orders-.*``), the broker lists the
+namespace's topics (GET_TOPICS_OF_NAMESPACE, partitions included), and a topic is taken when
+its whole name, without a partition's ``-partition-N`` suffix, matches the pattern: a
+partitioned topic is taken with all its partitions. The list is asked for again every
+``pattern_auto_discovery_period`` seconds (with the hash of the last answer, so an unchanged
+namespace costs a short reply): new topics are subscribed, deleted ones dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from typing import TYPE_CHECKING, Any
+
+from magnetar.client.consumer import ConsumerConfig
+from magnetar.client.errors import ClientError, InvalidConfiguration
+from magnetar.client.routing import MultiTopicsConsumer
+from magnetar.client.topics import PARTITION_SUFFIX, full_topic_name
+from magnetar.protocol import pulsar_wire_pb2 as wire
+
+if TYPE_CHECKING:
+    from magnetar.client.client import Client
+
+log = logging.getLogger(__name__)
+
+_MODES = {
+    "persistent": wire.CommandGetTopicsOfNamespace.PERSISTENT,
+    "non-persistent": wire.CommandGetTopicsOfNamespace.NON_PERSISTENT,
+}
+_PARTITION = re.compile(re.escape(PARTITION_SUFFIX) + r"(\d+)$")
+
+
+def parse_pattern(pattern: re.Pattern | str) -> tuple[str, int, re.Pattern]:
+    """(namespace, GET_TOPICS_OF_NAMESPACE mode, the pattern over full topic names)."""
+    text = pattern.pattern if isinstance(pattern, re.Pattern) else pattern
+    flags = pattern.flags if isinstance(pattern, re.Pattern) else 0
+    full = full_topic_name(text)
+    domain, _, rest = full.partition("://")
+    parts = rest.split("/", 2)
+    if domain not in _MODES or len(parts) != 3 or not parts[2]:
+        raise InvalidConfiguration(f"topic pattern {text!r} must be [persistent://]tenant/namespace/regex")
+    return f"{parts[0]}/{parts[1]}", _MODES[domain], re.compile(full, flags)
+
+
+def matching_topics(topics: list[str], pattern: re.Pattern) -> list[tuple[str, int]]:
+    """(name, partition index or -1) of each topic whose name, partition suffix removed, matches."""
+    out = []
+    for name in topics:
+        suffix = _PARTITION.search(name)
+        base = name[: suffix.start()] if suffix else name
+        if pattern.fullmatch(base):
+            out.append((name, int(suffix.group(1)) if suffix else -1))
+    return out
+
+
+class PatternConsumer(MultiTopicsConsumer):
+    """A multi-topics consumer whose topics are those a regex matches, found again periodically."""
+
+    def __init__(self, client: Client, pattern: re.Pattern | str, config: ConsumerConfig, period_s: float):
+        self._namespace, self._mode, self._pattern = parse_pattern(pattern)
+        super().__init__(client, [self._pattern.pattern], config, [])
+        self._period_s = period_s
+        self._topics_hash: str | None = None
+        self._discovery: asyncio.Task | None = None
+
+    async def start(self) -> None:
+        await self.discover()
+        if self._period_s > 0:
+            self._discovery = asyncio.get_running_loop().create_task(self._rediscover())
+
+    async def discover(self) -> None:
+        """Ask the broker for the namespace's topics; subscribe to new matches, drop gone ones."""
+        answer = await self.client.get_topics_of_namespace(self._namespace, self._mode, self._topics_hash)
+        if answer.HasField("changed") and not answer.changed:
+            return
+        self._topics_hash = answer.topics_hash if answer.HasField("topics_hash") else None
+        wanted = dict(matching_topics(list(answer.topics), self._pattern))
+        added = [self._add_child(name, index) for name, index in wanted.items() if name not in self._by_topic]
+        if added:
+            await asyncio.gather(*(child.start() for child in added))
+        for gone in [name for name in self._by_topic if name not in wanted]:
+            await self._remove_child(gone)
+
+    async def _rediscover(self) -> None:
+        while not self._closed:
+            await asyncio.sleep(self._period_s)
+            if self._closed:
+                return
+            try:
+                await self.discover()
+            except (ClientError, OSError) as exc:
+                log.warning("%s: topic discovery failed, trying again later: %s", self.topic(), exc)
+
+    async def close(self) -> None:
+        if self._discovery is not None:
+            self._discovery.cancel()
+        await super().close()
+
+    async def unsubscribe(self) -> None:
+        if self._discovery is not None:
+            self._discovery.cancel()
+        await super().unsubscribe()
+
+
+def pattern_consumer(
+    client: Client, pattern: Any, config: ConsumerConfig, options: dict[str, Any]
+) -> PatternConsumer:
+    if config.receiver_queue_size == 0:
+        raise InvalidConfiguration(
+            "receiver_queue_size=0 needs a single non-partitioned topic, not a pattern"
+        )
+    return PatternConsumer(client, pattern, config, float(options.get("pattern_auto_discovery_period", 60)))

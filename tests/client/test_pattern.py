@@ -1,0 +1,111 @@
+"""Regex subscriptions of our client: the pattern's rules, then against a broker process."""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+
+import pytest
+
+from magnetar.client import InitialPosition, InvalidConfiguration, Timeout
+from magnetar.client.pattern import matching_topics, parse_pattern
+from magnetar.protocol import pulsar_wire_pb2 as wire
+from tests.interop.support import admin_call as call
+
+NS = "persistent://public/default/"
+
+
+def test_a_pattern_names_its_namespace_and_domain():
+    assert parse_pattern(re.compile("orders-.*"))[:2] == (
+        "public/default",
+        wire.CommandGetTopicsOfNamespace.PERSISTENT,
+    )
+    namespace, mode, pattern = parse_pattern(
+        re.compile("non-persistent://acme/iot/dev-[0-9]+", re.IGNORECASE)
+    )
+    assert (namespace, mode) == ("acme/iot", wire.CommandGetTopicsOfNamespace.NON_PERSISTENT)
+    assert pattern.fullmatch("non-persistent://acme/iot/DEV-7") and pattern.flags & re.IGNORECASE
+    for bad in ("persistent://acme", "persistent://acme/iot/", "kafka://a/b/c"):
+        with pytest.raises(InvalidConfiguration):
+            parse_pattern(bad)
+
+
+def test_a_topic_matches_by_its_whole_name_without_the_partition_suffix():
+    topics = [
+        NS + "orders-a",
+        NS + "orders-b-partition-0",
+        NS + "orders-b-partition-1",
+        NS + "other",
+        NS + "xorders-c",
+    ]
+    _, _, pattern = parse_pattern(re.compile("orders-.*"))
+    assert matching_topics(topics, pattern) == [
+        (NS + "orders-a", -1),
+        (NS + "orders-b-partition-0", 0),
+        (NS + "orders-b-partition-1", 1),
+    ]
+    _, _, exact = parse_pattern(re.compile(NS + "orders-b"))
+    assert [name for name, _ in matching_topics(topics, exact)] == [
+        NS + "orders-b-partition-0",
+        NS + "orders-b-partition-1",
+    ]
+
+
+def test_regex_subscription_takes_matching_topics_and_finds_new_ones(broker, magnetar_client, topic):
+    for suffix in ("a", "b"):
+        magnetar_client.create_producer(f"{topic}-{suffix}").send(suffix.encode())
+    magnetar_client.create_producer(f"{topic}x-unrelated").send(b"no")
+    consumer = magnetar_client.subscribe(
+        re.compile(f"{topic}-.*"),
+        "regex",
+        initial_position=InitialPosition.Earliest,
+        pattern_auto_discovery_period=1,
+    )
+    first = {consumer.receive(5000).data() for _ in range(2)}
+    assert first == {b"a", b"b"}
+    # A partitioned topic created afterwards is found at the next discovery, every partition.
+    base = topic.rsplit("/", 1)[1]
+    call(broker, "PUT", f"/admin/v2/persistent/public/default/{base}-p/partitions", 2)
+    later = magnetar_client.create_producer(f"{topic}-p")
+    deadline = time.monotonic() + 10
+    while len(consumer._inner._children) < 4 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert len(consumer._inner._children) == 4
+    for i in range(6):
+        later.send(b"p%d" % i)
+    assert sorted(consumer.receive(5000).data() for _ in range(6)) == [b"p%d" % i for i in range(6)]
+    with pytest.raises(Timeout):
+        consumer.receive(300)
+
+
+def test_a_listener_also_gets_the_topics_found_later(magnetar_client, topic):
+    seen: list[bytes] = []
+    got_both = threading.Event()
+
+    def listener(consumer, msg):
+        seen.append(msg.data())
+        if len(seen) == 2:
+            got_both.set()
+
+    magnetar_client.create_producer(f"{topic}-first").send(b"first")
+    magnetar_client.subscribe(
+        re.compile(f"{topic}-.*"),
+        "regex",
+        initial_position=InitialPosition.Earliest,
+        pattern_auto_discovery_period=1,
+        message_listener=listener,
+    )
+    magnetar_client.create_producer(f"{topic}-second").send(b"second")
+    assert got_both.wait(10)
+    assert sorted(seen) == [b"first", b"second"]
+
+
+def test_a_pattern_with_no_topic_yet_waits_and_a_zero_queue_is_refused(magnetar_client, topic):
+    consumer = magnetar_client.subscribe(
+        re.compile(f"{topic}-none-.*"), "regex", pattern_auto_discovery_period=1
+    )
+    with pytest.raises(Timeout):
+        consumer.receive(200)
+    with pytest.raises(InvalidConfiguration):
+        magnetar_client.subscribe(re.compile(f"{topic}-.*"), "zq", receiver_queue_size=0)
