@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from magnetar.client import InitialPosition, InvalidConfiguration, Timeout
+from magnetar.client import AlreadyClosed, InitialPosition, InvalidConfiguration, MessageId, Timeout
 from magnetar.client.pattern import matching_topics, parse_pattern
 from magnetar.protocol import pulsar_wire_pb2 as wire
 from tests.interop.support import admin_call as call
@@ -107,5 +107,7 @@ def test_a_pattern_with_no_topic_yet_waits_and_a_zero_queue_is_refused(magnetar_
     )
     with pytest.raises(Timeout):
         consumer.receive(200)
+    with pytest.raises(AlreadyClosed):  # no topic's consumer to take it: an error, not a stray ack
+        consumer.acknowledge(MessageId(-1, 7, 0))
     with pytest.raises(InvalidConfiguration):
         magnetar_client.subscribe(re.compile(f"{topic}-.*"), "zq", receiver_queue_size=0)

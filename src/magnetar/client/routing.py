@@ -180,6 +180,9 @@ class MultiTopicsConsumer:
         for child in self._children:
             if child.partition == message.partition():
                 return child
+        if not self._children:
+            # A pattern's topics can all be gone (as Pulsar's client, which fails the ack then).
+            raise AlreadyClosed(f"{self.topic()}: no consumer left for {topic or message}")
         return self._children[0]
 
     async def receive(self, timeout_millis: int | None = None) -> Message:
