@@ -9,6 +9,7 @@ import time
 import pytest
 
 from magnetar.client import AlreadyClosed, InitialPosition, InvalidConfiguration, MessageId, Timeout
+from magnetar.client.errors import ConsumerBusy
 from magnetar.client.pattern import matching_topics, parse_pattern
 from magnetar.protocol import pulsar_wire_pb2 as wire
 from tests.interop.support import admin_call as call
@@ -111,3 +112,26 @@ def test_a_pattern_with_no_topic_yet_waits_and_a_zero_queue_is_refused(magnetar_
         consumer.acknowledge(MessageId(-1, 7, 0))
     with pytest.raises(InvalidConfiguration):
         magnetar_client.subscribe(re.compile(f"{topic}-.*"), "zq", receiver_queue_size=0)
+
+
+def test_a_topic_that_cannot_be_subscribed_yet_is_tried_again(magnetar_client, topic):
+    magnetar_client.create_producer(f"{topic}-a").send(b"a")
+    holder = magnetar_client.subscribe(f"{topic}-b", "regex")  # Exclusive: the pattern is refused b
+    with pytest.raises(ConsumerBusy):  # and so the whole subscribe, as for a list of topics
+        magnetar_client.subscribe(
+            re.compile(f"{topic}-[ab]"), "regex", initial_position=InitialPosition.Earliest
+        )
+    holder.close()
+    consumer = magnetar_client.subscribe(
+        re.compile(f"{topic}-[ac]"),
+        "regex",
+        initial_position=InitialPosition.Earliest,
+        pattern_auto_discovery_period=2,
+    )
+    # Exclusive on a again: the failed subscribe's consumer of a was let go.
+    assert consumer.receive(5000).data() == b"a"
+    holder = magnetar_client.subscribe(f"{topic}-c", "regex")  # before the next discovery finds c
+    time.sleep(2.5)  # a discovery finds c and is refused it
+    holder.close()
+    magnetar_client.create_producer(f"{topic}-c").send(b"c")
+    assert consumer.receive(8000).data() == b"c"  # a later discovery tried again

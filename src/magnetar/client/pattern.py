@@ -17,7 +17,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from magnetar.client.consumer import ConsumerConfig
-from magnetar.client.errors import ClientError, InvalidConfiguration
+from magnetar.client.errors import InvalidConfiguration
 from magnetar.client.routing import MultiTopicsConsumer
 from magnetar.client.topics import PARTITION_SUFFIX, full_topic_name
 from magnetar.protocol import pulsar_wire_pb2 as wire
@@ -68,7 +68,11 @@ class PatternConsumer(MultiTopicsConsumer):
         self._discovery: asyncio.Task | None = None
 
     async def start(self) -> None:
-        await self.discover()
+        try:
+            await self.discover()
+        except BaseException:
+            await self.close()  # the topics that did take are let go, with the subscribe
+            raise
         if self._period_s > 0:
             self._discovery = asyncio.get_running_loop().create_task(self._rediscover())
 
@@ -80,10 +84,18 @@ class PatternConsumer(MultiTopicsConsumer):
         self._topics_hash = answer.topics_hash if answer.HasField("topics_hash") else None
         wanted = dict(matching_topics(list(answer.topics), self._pattern))
         added = [self._add_child(name, index) for name, index in wanted.items() if name not in self._by_topic]
-        if added:
-            await asyncio.gather(*(child.start() for child in added))
+        outcomes = await asyncio.gather(*(child.start() for child in added), return_exceptions=True)
+        failure: BaseException | None = None
+        for child, outcome in zip(added, outcomes, strict=True):
+            if isinstance(outcome, BaseException):
+                # Forgotten, so the next discovery tries that topic again.
+                await self._remove_child(child.topic())
+                failure = failure or outcome
         for gone in [name for name in self._by_topic if name not in wanted]:
             await self._remove_child(gone)
+        if failure is not None:
+            self._topics_hash = None  # the list did not all take: ask for it whole next time
+            raise failure
 
     async def _rediscover(self) -> None:
         while not self._closed:
@@ -92,7 +104,7 @@ class PatternConsumer(MultiTopicsConsumer):
                 return
             try:
                 await self.discover()
-            except (ClientError, OSError) as exc:
+            except Exception as exc:  # a background loop: log, and try again at the next period
                 log.warning("%s: topic discovery failed, trying again later: %s", self.topic(), exc)
 
     async def close(self) -> None:
