@@ -17,6 +17,7 @@ from magnetar.client import (
     Timeout,
     aio,
 )
+from tests.client.listeners import collecting_listener
 
 CODECS = list(CompressionType)
 
@@ -246,15 +247,7 @@ def test_reader_from_earliest_latest_and_an_id(magnetar_client, topic):
 
 
 def test_message_listener(magnetar_client, topic):
-    got = []
-    done = threading.Event()
-
-    def listener(consumer, msg):
-        got.append(msg.data())
-        consumer.acknowledge(msg)
-        if len(got) == 3:
-            done.set()
-
+    got, done, listener = collecting_listener(3)
     magnetar_client.subscribe(topic, "sub", message_listener=listener)
     producer = magnetar_client.create_producer(topic)
     for i in range(3):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import threading
 import time
 
 import pytest
@@ -12,6 +11,7 @@ from magnetar.client import AlreadyClosed, InitialPosition, InvalidConfiguration
 from magnetar.client.errors import ConsumerBusy
 from magnetar.client.pattern import matching_topics, parse_pattern
 from magnetar.protocol import pulsar_wire_pb2 as wire
+from tests.client.listeners import collecting_listener
 from tests.interop.support import admin_call as call
 
 NS = "persistent://public/default/"
@@ -81,14 +81,7 @@ def test_regex_subscription_takes_matching_topics_and_finds_new_ones(broker, mag
 
 
 def test_a_listener_also_gets_the_topics_found_later(magnetar_client, topic):
-    seen: list[bytes] = []
-    got_both = threading.Event()
-
-    def listener(consumer, msg):
-        seen.append(msg.data())
-        if len(seen) == 2:
-            got_both.set()
-
+    seen, got_both, listener = collecting_listener(2, ack=False)
     magnetar_client.create_producer(f"{topic}-first").send(b"first")
     magnetar_client.subscribe(
         re.compile(f"{topic}-.*"),

@@ -1,8 +1,9 @@
 """The blocking API's per-message calls do not wait for the loop: what they still promise.
 
 ``send_async`` queues and returns, ``receive`` takes queued messages on the caller's thread,
-acknowledgements are posted. These tests hold them to order, flow control, back-pressure,
-errors where the official client gives them, and acks applied before what follows them.
+acknowledgements are posted. These tests hold them to order, back-pressure, errors where
+the official client gives them, and acks applied before what follows them (flow control:
+``test_against_broker.py::test_flow_control_refills_past_the_queue_size``).
 """
 
 from __future__ import annotations
@@ -123,18 +124,6 @@ def test_calls_from_a_callback_on_the_loop_thread_are_refused(magnetar_client, t
     producer.send_async(b"x", callback)
     assert done.wait(5)
     assert len(errors) == 1 and "loop thread" in str(errors[0])
-
-
-def test_receive_past_the_queue_size_returns_permits(magnetar_client, topic):
-    # Messages taken on the caller's thread must still give their permits back (posted to the
-    # loop): with a queue of 10, 2,000 messages arrive only if they do.
-    consumer = magnetar_client.subscribe(topic, "sub", receiver_queue_size=10)
-    producer = magnetar_client.create_producer(topic, batching_enabled=True, block_if_queue_full=True)
-    for i in range(2000):
-        producer.send_async(b"%d" % i, None)
-    producer.flush()
-    got = [consumer.receive(5000).data() for _ in range(2000)]
-    assert got == [b"%d" % i for i in range(2000)]
 
 
 def test_acks_posted_before_close_are_sent(magnetar_client, topic):

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import threading
-
 import pytest
 
 from magnetar.client import ConsumerType, InvalidConfiguration, Timeout
+from tests.client.listeners import collecting_listener
 
 
 def _shared(client, topic, **options):
@@ -67,15 +66,7 @@ def test_batches_and_chunked_messages_arrive_whole_and_in_order(magnetar_client,
 
 
 def test_a_listener_gets_every_message(magnetar_client, topic):
-    seen: list[bytes] = []
-    done = threading.Event()
-
-    def listener(consumer, msg):
-        seen.append(msg.data())
-        consumer.acknowledge(msg)
-        if len(seen) == 50:
-            done.set()
-
+    seen, done, listener = collecting_listener(50)
     magnetar_client.subscribe(topic, "sub", receiver_queue_size=0, message_listener=listener)
     producer = magnetar_client.create_producer(topic)
     for i in range(50):
