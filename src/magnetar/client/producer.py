@@ -124,6 +124,9 @@ class Producer(HandlerBase):
         )
         self._epoch = 0
         self._pending: collections.deque[_SendOp] = collections.deque()
+        #: SENDs written so far: a send that wrote none (one more message in the open batch)
+        #: has nothing to wait for on the socket.
+        self._pushes = 0
         self._pending_messages = 0
         self._space = asyncio.Event()
         self._space.set()
@@ -246,8 +249,11 @@ class Producer(HandlerBase):
         # by chunk (waiting for the socket between chunks) and nothing may slip in between.
         async with self._send_lock:
             self._check_open()
-            await self._reserve_slot()
-            self._check_open()
+            limit = self.config.max_pending_messages
+            if limit > 0 and self._pending_messages >= limit:
+                await self._reserve_slot()
+                self._check_open()
+            pushes = self._pushes
             msg.future = asyncio.get_running_loop().create_future()
             if msg.sequence_id is None:
                 sequence_id = self._next_sequence_id
@@ -271,7 +277,8 @@ class Producer(HandlerBase):
                             await self._drain()
             except ClientError as exc:
                 self._fail_messages([msg], exc)
-            await self._drain()
+            if self._pushes != pushes:
+                await self._drain()
             return msg.future
 
     async def _drain(self) -> None:
@@ -381,6 +388,7 @@ class Producer(HandlerBase):
 
     def _push(self, op: _SendOp) -> None:
         self._pending.append(op)
+        self._pushes += 1
         if self.state is State.READY and self.cnx is not None:
             with contextlib.suppress(ConnectionClosed):  # else resent after the reconnect
                 self.cnx.send_command(op.command, op.headers_and_payload)
