@@ -9,6 +9,7 @@ the official client gives them, and acks applied before what follows them (flow 
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -84,6 +85,45 @@ def test_a_blocking_producer_delivers_everything_through_a_small_queue(magnetar_
     producer.flush()
     assert done.is_set() and all(result is Result.Ok for result, _ in results)
     assert [consumer.receive(5000).data() for _ in range(500)] == [b"%d" % i for i in range(500)]
+
+
+def test_threads_blocked_on_a_full_queue_all_get_through_in_their_own_order(magnetar_client, topic):
+    consumer = magnetar_client.subscribe(topic, "sub")
+    producer = magnetar_client.create_producer(topic, max_pending_messages=2, block_if_queue_full=True)
+
+    def send(name: str) -> None:
+        for i in range(200):
+            producer.send_async(f"{name}-{i}".encode(), None)
+
+    threads = [threading.Thread(target=send, args=(f"t{n}",)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(20)
+    assert not any(thread.is_alive() for thread in threads), "a caller waiting for room was never woken"
+    producer.flush()
+    got = [consumer.receive(5000).data().decode() for _ in range(800)]
+    for n in range(4):
+        assert [g for g in got if g.startswith(f"t{n}-")] == [f"t{n}-{i}" for i in range(200)]
+
+
+def test_every_caller_waiting_for_room_is_woken(magnetar_client, topic):
+    # Two messages leave the full queue in one go: both waiting callers must be let on, not one.
+    producer = magnetar_client.create_producer(topic, max_pending_messages=2, block_if_queue_full=True)
+    release = threading.Event()
+    magnetar_client.loop.call_soon_threadsafe(release.wait, 5)  # the loop takes nothing meanwhile
+    producer.send_async(b"0", None)
+    producer.send_async(b"1", None)  # the queue to the loop is full
+    waiting = [threading.Thread(target=producer.send_async, args=(b"w%d" % n, None)) for n in range(2)]
+    for thread in waiting:
+        thread.start()
+    time.sleep(0.2)
+    assert all(thread.is_alive() for thread in waiting), "both wait for room"
+    release.set()
+    for thread in waiting:
+        thread.join(5)
+    assert not any(thread.is_alive() for thread in waiting)
+    producer.flush()
 
 
 def test_send_after_close_reaches_the_callback_as_already_closed(magnetar_client, topic):

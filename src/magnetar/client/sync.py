@@ -241,9 +241,13 @@ class Producer(_Wrapper):
         config = inner.config
         self._limit = config.max_pending_messages
         self._block = config.block_if_queue_full
-        self._room = threading.Semaphore(self._limit) if self._limit > 0 else None
         self._ops: deque[tuple[Callable[[], Awaitable[Any]], bool]] = deque()
         self._ops_lock = threading.Lock()
+        #: Signalled when a message leaves a full queue (callers blocked on it wait here).
+        self._room = threading.Condition(self._ops_lock)
+        #: Messages in ``_ops`` (flush and close do not count), and callers waiting for room.
+        self._queued = 0
+        self._waiting = 0
         self._draining = False
 
     def producer_name(self) -> str:
@@ -255,8 +259,6 @@ class Producer(_Wrapper):
     def send(self, content: bytes, **kwargs: Any) -> MessageId:
         """Publish and wait for the broker's receipt."""
         self._client._thread.check_thread()
-        if not self._take_room(self._block):
-            raise errors.ProducerQueueIsFull(f"{self.topic()}: {self._limit} messages queued")
         receipt: concurrent.futures.Future[MessageId] = concurrent.futures.Future()
 
         async def op() -> None:
@@ -267,7 +269,8 @@ class Producer(_Wrapper):
             else:
                 queued.add_done_callback(lambda done: _settle(receipt, done))
 
-        self._submit(op, holds_room=True)
+        if not self._submit(op, is_message=True):
+            raise errors.ProducerQueueIsFull(f"{self.topic()}: {self._limit} messages queued")
         return receipt.result()
 
     def send_async(
@@ -288,10 +291,6 @@ class Producer(_Wrapper):
                 log.exception("send_async callback failed")
 
         self._client._thread.check_thread()
-        if not self._take_room(self._block):
-            full = errors.ProducerQueueIsFull(f"{self.topic()}: {self._limit} messages queued")
-            self._client._post(done, full, None)
-            return
 
         async def op() -> None:
             try:
@@ -299,7 +298,9 @@ class Producer(_Wrapper):
             except Exception as exc:
                 done(exc, None)
 
-        self._submit(op, holds_room=True)
+        if not self._submit(op, is_message=True):
+            full = errors.ProducerQueueIsFull(f"{self.topic()}: {self._limit} messages queued")
+            self._client._post(done, full, None)
 
     def flush(self) -> None:
         """Wait until every message queued so far is receipted (or failed)."""
@@ -310,9 +311,6 @@ class Producer(_Wrapper):
             self._wait_turn(self._inner.close)
 
     # -- the queue to the loop -----------------------------------------------------------------
-    def _take_room(self, block: bool) -> bool:
-        return self._room is None or self._room.acquire(blocking=block)
-
     def _wait_turn(self, fn: Callable[[], Awaitable[R]]) -> R:
         """Run ``fn()`` on the loop after the sends queued before, and wait for its result."""
         self._client._thread.check_thread()
@@ -324,22 +322,36 @@ class Producer(_Wrapper):
             except Exception as exc:
                 outcome.set_exception(exc)
 
-        self._submit(op, holds_room=False)
+        self._submit(op, is_message=False)
         return outcome.result()
 
-    def _submit(self, op: Callable[[], Awaitable[Any]], holds_room: bool) -> None:
+    def _submit(self, op: Callable[[], Awaitable[Any]], is_message: bool) -> bool:
+        """Queue ``op`` for the loop; False (nothing queued) for a message the queue has no
+        room for, when the caller is not to wait for room."""
         with self._ops_lock:
-            self._ops.append((op, holds_room))
+            if is_message and self._limit > 0:
+                while self._queued >= self._limit:
+                    if not self._block:
+                        return False
+                    self._waiting += 1
+                    try:
+                        self._room.wait()
+                    finally:
+                        self._waiting -= 1
+                self._queued += 1
+            self._ops.append((op, is_message))
             if self._draining:
-                return
+                return True
             self._draining = True
         try:
             self._client._post(self._start_draining)
         except errors.AlreadyClosed:
             with self._ops_lock:
                 self._ops.clear()
+                self._queued = 0
                 self._draining = False
             raise
+        return True
 
     def _start_draining(self) -> None:
         self._client.loop.create_task(self._drain())
@@ -356,9 +368,11 @@ class Producer(_Wrapper):
                 if not self._ops:
                     self._draining = False
                     return
-                op, holds_room = self._ops.popleft()
-            if holds_room and self._room is not None:
-                self._room.release()
+                op, is_message = self._ops.popleft()
+                if is_message and self._limit > 0:
+                    self._queued -= 1
+                    if self._waiting:
+                        self._room.notify()  # one message's room: one waiting caller goes on
             await op()
 
 
