@@ -261,15 +261,13 @@ class Producer(_Wrapper):
         self._client._thread.check_thread()
         receipt: concurrent.futures.Future[MessageId] = concurrent.futures.Future()
 
-        async def op() -> None:
-            try:
-                queued = await self._inner.send_async(content, None, **kwargs)
-            except Exception as exc:
+        def settle(exc: BaseException | None, msg_id: MessageId | None) -> None:
+            if exc is not None:
                 receipt.set_exception(exc)
             else:
-                queued.add_done_callback(lambda done: _settle(receipt, done))
+                receipt.set_result(msg_id)
 
-        if not self._submit(op, is_message=True):
+        if not self._submit_send(content, settle, kwargs):
             raise errors.ProducerQueueIsFull(f"{self.topic()}: {self._limit} messages queued")
         return receipt.result()
 
@@ -291,6 +289,15 @@ class Producer(_Wrapper):
                 log.exception("send_async callback failed")
 
         self._client._thread.check_thread()
+        if not self._submit_send(content, done, kwargs):
+            full = errors.ProducerQueueIsFull(f"{self.topic()}: {self._limit} messages queued")
+            self._client._post(done, full, None)
+
+    def _submit_send(
+        self, content: bytes, done: Callable[[BaseException | None, MessageId | None], None], kwargs: Any
+    ) -> bool:
+        """Queue one message for the loop; ``done(exc, message_id)`` gets its outcome there,
+        whether the asyncio producer refuses it or the broker receipts it. False: no room."""
 
         async def op() -> None:
             try:
@@ -298,9 +305,7 @@ class Producer(_Wrapper):
             except Exception as exc:
                 done(exc, None)
 
-        if not self._submit(op, is_message=True):
-            full = errors.ProducerQueueIsFull(f"{self.topic()}: {self._limit} messages queued")
-            self._client._post(done, full, None)
+        return self._submit(op, is_message=True)
 
     def flush(self) -> None:
         """Wait until every message queued so far is receipted (or failed)."""
@@ -374,15 +379,6 @@ class Producer(_Wrapper):
                     if self._waiting:
                         self._room.notify()  # one message's room: one waiting caller goes on
             await op()
-
-
-def _settle(target: concurrent.futures.Future, done: asyncio.Future) -> None:
-    if done.cancelled():
-        target.set_exception(errors.AlreadyClosed("send cancelled"))
-    elif done.exception() is not None:
-        target.set_exception(done.exception())
-    else:
-        target.set_result(done.result())
 
 
 class Consumer(_Wrapper):
