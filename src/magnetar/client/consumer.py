@@ -30,7 +30,14 @@ from typing import TYPE_CHECKING, Any
 from magnetar.client.acks import AckGrouper, BatchAcks, RedeliveryTimer, ack_set_words
 from magnetar.client.chunks import ChunkAssembler, ChunkOutcome
 from magnetar.client.compression import DecompressionError
-from magnetar.client.decode import Entry, chunk_of, expand, parse_entry, uncompressed_payload
+from magnetar.client.decode import (
+    Entry,
+    chunk_of,
+    counted_messages,
+    expand,
+    parse_entry,
+    uncompressed_payload,
+)
 from magnetar.client.errors import (
     AlreadyClosed,
     ClientError,
@@ -235,7 +242,7 @@ class Consumer(HandlerBase):
         if command.HasField("consumer_epoch") and command.consumer_epoch < self._epoch:
             return  # sent before a redeliver-all; it comes again
         if self._zero_queue:
-            self._broker_permits -= 1  # and the rest of a batch's messages once it is parsed
+            self._broker_permits -= 1  # and the rest of a batch's messages once they are counted
             try:
                 self._on_message(command, payload)
             finally:
@@ -247,13 +254,12 @@ class Consumer(HandlerBase):
         try:
             entry = parse_entry(command, payload, self.partition, self._topic)
         except ChecksumMismatch:
-            self._discard_corrupt(command.message_id, _ValidationError.ChecksumMismatch)
+            self._discard_unparsed(command.message_id, payload, _ValidationError.ChecksumMismatch)
             return
         except ProtocolError:
-            self._discard_corrupt(command.message_id, _ValidationError.BatchDeSerializeError)
+            self._discard_unparsed(command.message_id, payload, _ValidationError.BatchDeSerializeError)
             return
-        if self._zero_queue and entry.is_batch:
-            self._broker_permits -= entry.batch_size - 1
+        self._charged(entry.batch_size)
         if entry.is_chunk:
             if self._is_prior_to_start(entry.message_id):
                 self._increase_permits(1)
@@ -264,10 +270,12 @@ class Consumer(HandlerBase):
             data = uncompressed_payload(entry.metadata, entry.payload)
             messages = expand(entry, data, self._topic, self.cnx_generation)
         except DecompressionError:
-            self._discard_corrupt(command.message_id, _ValidationError.DecompressionError)
+            self._discard_corrupt(command.message_id, _ValidationError.DecompressionError, entry.batch_size)
             return
         except ProtocolError:
-            self._discard_corrupt(command.message_id, _ValidationError.BatchDeSerializeError)
+            self._discard_corrupt(
+                command.message_id, _ValidationError.BatchDeSerializeError, entry.batch_size
+            )
             return
         if entry.is_batch:
             self._batch_acks.delivered(entry.message_id, entry.batch_size, entry.unacked)
@@ -339,7 +347,19 @@ class Consumer(HandlerBase):
         if self.on_queued is not None:
             self.on_queued()
 
-    def _discard_corrupt(self, data: wire.MessageIdData, validation_error: int) -> None:
+    def _charged(self, messages: int) -> None:
+        """Zero queue: the broker charged all ``messages`` of an entry to the one permit we gave."""
+        if self._zero_queue:
+            self._broker_permits -= messages - 1
+
+    def _discard_unparsed(self, data: wire.MessageIdData, payload: memoryview, validation_error: int) -> None:
+        messages = counted_messages(payload)
+        self._charged(messages)
+        self._discard_corrupt(data, validation_error, messages)
+
+    def _discard_corrupt(self, data: wire.MessageIdData, validation_error: int, messages: int) -> None:
+        """Acknowledge an entry we cannot use (so that it is not redelivered for ever) and give back
+        the permits the broker charged for it: all of a batch's, or the window shrinks for good."""
         log.error("%s: discarding corrupt message %d:%d", self.name, data.ledger_id, data.entry_id)
         ack = wire.CommandAck(
             consumer_id=self.consumer_id,
@@ -348,7 +368,7 @@ class Consumer(HandlerBase):
         )
         ack.message_id.add(ledger_id=data.ledger_id, entry_id=data.entry_id)
         self._send(commands.wrap(ack))
-        self._increase_permits(1)
+        self._increase_permits(messages)
 
     # --- flow permits -----------------------------------------------------------------------------
     def _message_processed(self, msg: Message) -> None:

@@ -17,6 +17,7 @@ from magnetar.client.message import Message, MessageId
 from magnetar.protocol import pulsar_wire_pb2 as wire
 from magnetar.protocol.batch import iter_batch
 from magnetar.protocol.entry import split_entry_metadata
+from magnetar.protocol.errors import ProtocolError
 from magnetar.protocol.headers import parse_metadata, verify_checksum
 
 
@@ -54,6 +55,17 @@ def parse_entry(command: wire.CommandMessage, payload: memoryview, partition: in
     return Entry(
         msg_id, metadata, body, command.redelivery_count, broker_meta, ack_set_bits(list(command.ack_set))
     )
+
+
+def counted_messages(payload: memoryview) -> int:
+    """How many messages the broker charged to our permits for an entry we cannot use: the batch
+    size its metadata gives, checksum or not; 1 when not even the metadata parses."""
+    try:
+        _, rest = split_entry_metadata(payload)
+        metadata, _ = parse_metadata(rest)
+    except ProtocolError:
+        return 1
+    return max(metadata.num_messages_in_batch, 1) if metadata.HasField("num_messages_in_batch") else 1
 
 
 def _signed(value: int) -> int:
