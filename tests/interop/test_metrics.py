@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 from .support import admin_call, receive_n
 from .test_flow_control import scrape
@@ -47,3 +48,70 @@ def test_metrics_describe_topics_and_connections(broker, client, topic):
     assert (stats["msgInCounter"], stats["msgOutCounter"]) == (10, 20)
     assert stats["bytesInCounter"] == in_bytes
     assert stats["storageSize"] == samples[("pulsar_storage_size", labels)]
+
+
+def _poll(read, until, timeout: float = 10.0):
+    """``read()`` again until ``until(value)`` holds; the last value read."""
+    deadline = time.monotonic() + timeout
+    value = read()
+    while not until(value) and time.monotonic() < deadline:
+        time.sleep(0.05)
+        value = read()
+    return value
+
+
+def test_rates_over_the_stats_interval_in_topic_stats_and_metrics(broker_factory, client_factory, topic):
+    interval = 0.5
+    broker = broker_factory({"stats_update_frequency_seconds": interval})
+    client = client_factory(broker.service_url)
+    consumer = client.subscribe(topic, "sub")
+    producer = client.create_producer(topic, batching_enabled=False)
+    size, count = 1_000, 40
+    # A new topic's first interval starts when it was loaded; let it pass, so that every
+    # interval with traffic in it is a whole one (the bounds below rely on that).
+    time.sleep(2 * interval)
+    for n in range(count):
+        producer.send(b"%04d" % n + b"x" * (size - 4))
+    for message in receive_n(consumer, count):
+        consumer.acknowledge(message)
+    path = "/admin/v2/persistent/" + topic.split("://")[1] + "/stats"
+
+    def stats():
+        status, body = admin_call(broker, "GET", path)
+        assert status == 200
+        return body
+
+    busy = _poll(stats, lambda s: s["msgRateIn"] > 0 and s["msgRateOut"] > 0)
+    assert busy["msgRateIn"] > 0 and busy["msgRateOut"] > 0
+    # A rate is an interval's count over its length (the interval, give or take the loop's
+    # timer resolution): never more than everything sent, over one interval.
+    whole = 0.95 * interval
+    assert busy["msgRateIn"] * whole <= count and busy["msgRateOut"] * whole <= count
+    # Bytes in are the producer's headers and payload, out add the broker entry metadata.
+    assert size < busy["averageMsgSize"] < size + 100
+    assert size < busy["msgThroughputOut"] / busy["msgRateOut"] < size + 150
+    (publisher,) = busy["publishers"]
+    assert publisher["msgInCounter"] == count and publisher["bytesInCounter"] == busy["bytesInCounter"]
+    sub = busy["subscriptions"]["sub"]
+    (consumer_stats,) = sub["consumers"]
+    assert sub["msgOutCounter"] == consumer_stats["msgOutCounter"] == count
+    busy_sub = _poll(stats, lambda s: s["subscriptions"]["sub"]["msgRateOut"] > 0)["subscriptions"]["sub"]
+    assert 0 < busy_sub["msgRateOut"] * whole <= count
+
+    labels = (("cluster", "standalone"), ("namespace", "public/default"), ("topic", topic))
+    # The intervals after the traffic stopped: every rate falls back to zero.
+    idle = _poll(stats, lambda s: s["msgRateIn"] == 0 and s["msgRateOut"] == 0)
+    assert (idle["msgRateIn"], idle["msgThroughputIn"], idle["averageMsgSize"]) == (0, 0, 0)
+    assert idle["publishers"][0]["msgRateIn"] == 0
+    assert idle["subscriptions"]["sub"]["consumers"][0]["msgRateOut"] == 0
+    samples = scrape(broker)
+    for name in ("pulsar_rate_in", "pulsar_rate_out", "pulsar_throughput_in", "pulsar_throughput_out"):
+        assert samples[(name, labels)] == 0
+
+    # And while messages flow, /metrics shows the same rates as the stats.
+    for n in range(count):
+        producer.send(b"%04d" % n + b"x" * (size - 4))
+    samples = _poll(lambda: scrape(broker), lambda s: s[("pulsar_rate_in", labels)] > 0)
+    rate_in = samples[("pulsar_rate_in", labels)]
+    assert 0 < rate_in * whole <= count
+    assert size < samples[("pulsar_throughput_in", labels)] / rate_in < size + 100

@@ -11,6 +11,7 @@ from magnetar.broker.topic_name import InvalidTopicName, TopicName
 
 if TYPE_CHECKING:
     from magnetar.broker.service import BrokerService
+    from magnetar.broker.traffic import Traffic
 
 
 def _topic_stats(service: BrokerService, name: TopicName) -> dict:
@@ -20,6 +21,7 @@ def _topic_stats(service: BrokerService, name: TopicName) -> dict:
     subscriptions = {}
     for sub_name, sub in topic.subscriptions.items():
         subscriptions[sub_name] = {
+            **_out(sub.traffic),
             "msgBacklog": sub.cursor.backlog(),
             "durable": sub.durable,
             "type": None if sub.sub_type is None else _sub_type_name(sub.sub_type),
@@ -30,26 +32,47 @@ def _topic_stats(service: BrokerService, name: TopicName) -> dict:
             "consumers": [
                 {
                     "consumerName": c.name,
+                    **_out(c.traffic),
                     "availablePermits": c.permits,
                     "unackedMessages": len(c.pending_acks),
                 }
                 for c in sub.consumers
             ],
         }
-    traffic = topic.traffic
     return {
-        "msgInCounter": traffic.messages_in,
-        "bytesInCounter": traffic.bytes_in,
-        "msgOutCounter": traffic.messages_out,
-        "bytesOutCounter": traffic.bytes_out,
+        **_in(topic.traffic),
+        **_out(topic.traffic),
         "storageSize": topic.ml.size_bytes(),
-        "publishers": [{"producerName": p.name, "msgIn": p.messages_in} for p in topic.producers.values()],
+        "publishers": [
+            {"producerId": p.producer_id, "producerName": p.name, **_in(p.traffic)}
+            for p in topic.producers.values()
+        ],
         "subscriptions": subscriptions,
         "ledgers": [
             {"ledgerId": info.ledger_id, "entries": info.entries, "size": info.size_bytes}
             for info in topic.ml.ledgers()
         ],
         "lastConfirmedEntry": str(topic.ml.last_confirmed),
+    }
+
+
+def _in(traffic: Traffic) -> dict:
+    """Pulsar's inbound stats fields; the rates are over the last stats interval."""
+    return {
+        "msgRateIn": traffic.rate_in,
+        "msgThroughputIn": traffic.throughput_in,
+        "averageMsgSize": traffic.average_message_size_in,
+        "msgInCounter": traffic.messages_in,
+        "bytesInCounter": traffic.bytes_in,
+    }
+
+
+def _out(traffic: Traffic) -> dict:
+    return {
+        "msgRateOut": traffic.rate_out,
+        "msgThroughputOut": traffic.throughput_out,
+        "msgOutCounter": traffic.messages_out,
+        "bytesOutCounter": traffic.bytes_out,
     }
 
 

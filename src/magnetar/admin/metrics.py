@@ -94,6 +94,15 @@ class BrokerCollector(Collector):
             "pulsar_msg_backlog", "Messages not yet acknowledged, all subscriptions together", labels=labels
         )
         storage = GaugeMetricFamily("pulsar_storage_size", "Bytes the topic's ledgers take", labels=labels)
+        rates = {
+            name: GaugeMetricFamily(name, text, labels=labels)
+            for name, text in (
+                ("pulsar_rate_in", "Messages per second in, over the last stats interval"),
+                ("pulsar_rate_out", "Messages per second out to consumers, over the last stats interval"),
+                ("pulsar_throughput_in", "Bytes per second in, over the last stats interval"),
+                ("pulsar_throughput_out", "Bytes per second out to consumers, over the last stats interval"),
+            )
+        }
         counters = {
             name: CounterMetricFamily(name, text, labels=labels)
             for name, text in (
@@ -117,7 +126,12 @@ class BrokerCollector(Collector):
             counters["pulsar_in_bytes"].add_metric(values, traffic.bytes_in)
             counters["pulsar_out_messages"].add_metric(values, traffic.messages_out)
             counters["pulsar_out_bytes"].add_metric(values, traffic.bytes_out)
+            rates["pulsar_rate_in"].add_metric(values, traffic.rate_in)
+            rates["pulsar_rate_out"].add_metric(values, traffic.rate_out)
+            rates["pulsar_throughput_in"].add_metric(values, traffic.throughput_in)
+            rates["pulsar_throughput_out"].add_metric(values, traffic.throughput_out)
         yield from (producers, subscriptions, consumers, backlog, storage)
+        yield from rates.values()
         yield from counters.values()
 
 

@@ -58,6 +58,9 @@ class BrokerConfig:
     retention_check_interval_seconds: float = 60.0
     #: How often namespaces' message TTL is applied.
     message_expiry_check_interval_seconds: float = 60.0
+    #: How often the message and byte rates in topic stats and /metrics are worked out (each is
+    #: the average over the interval just ended), as Pulsar's statsUpdateFrequencyInSecs.
+    stats_update_frequency_seconds: float = 60.0
 
     # Topics.
     #: Broker-side deduplication by producer name and sequence id (namespaces may override).
@@ -94,6 +97,8 @@ class BrokerConfig:
             raise ValueError(f"fsync_policy must be always, interval or never, not {self.fsync_policy!r}")
         if self.auto_topic_creation_type not in ("non-partitioned", "partitioned"):
             raise ValueError("auto_topic_creation_type must be non-partitioned or partitioned")
+        if self.stats_update_frequency_seconds <= 0:
+            raise ValueError("stats_update_frequency_seconds must be positive")
         if self.max_message_size <= 0:
             raise ValueError("max_message_size must be positive")
         if self.max_pending_publish_requests_per_connection < 0:

@@ -382,7 +382,9 @@ class ServerCnx(asyncio.BufferedProtocol):
             return
         num_messages = cmd.num_messages if cmd.HasField("num_messages") else 1
         size = len(payload)
-        producer.messages_in += num_messages
+        mine = producer.traffic
+        mine.messages_in += num_messages
+        mine.bytes_in += size
         traffic = producer.topic.traffic
         traffic.messages_in += num_messages
         traffic.bytes_in += size

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from magnetar.broker.entries import DispatchEntry
 from magnetar.broker.ids import to_u64
+from magnetar.broker.traffic import Traffic
 from magnetar.protocol import wire
 from magnetar.protocol.hot_frames import message_header
 from magnetar.storage.position import Position
@@ -38,7 +39,8 @@ class Consumer:
         #: Entries sent and not yet acknowledged: position -> message count (shared dispatchers).
         self.pending_acks: dict[Position, int] = {}
         self.closed = False
-        self.messages_out = 0
+        #: Messages and bytes dispatched to this consumer (its ``_in`` fields stay zero).
+        self.traffic = Traffic()
 
     @property
     def writable(self) -> bool:
@@ -68,10 +70,10 @@ class Consumer:
             messages += item.num_messages
             size += len(payload)
         self.permits -= messages
-        self.messages_out += messages
-        traffic = self.subscription.topic.traffic
-        traffic.messages_out += messages
-        traffic.bytes_out += size
+        subscription = self.subscription
+        for traffic in (self.traffic, subscription.traffic, subscription.topic.traffic):
+            traffic.messages_out += messages
+            traffic.bytes_out += size
         self.cnx.write_many(frames)
 
     def close_by_broker(self) -> None:

@@ -50,6 +50,7 @@ class NonPersistentSubscription:
         self.consumers: list[Consumer] = []
         self.dispatcher = None
         self.messages_dropped = 0
+        self.traffic = Traffic()
         self._next = 0
         self._selector: AutoSplitSelector | StickySelector | None = None
 

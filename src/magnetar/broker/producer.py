@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from magnetar.broker.ids import to_u64
+from magnetar.broker.traffic import Traffic
 from magnetar.protocol import wire
 from magnetar.protocol.commands import wrap
 from magnetar.protocol.hot_frames import send_receipt_frame
@@ -55,7 +56,8 @@ class Producer:
         self.user_provided_name = user_provided_name
         self.access_mode = access_mode
         self.closed = False
-        self.messages_in = 0
+        #: This producer's messages and bytes in (its ``_out`` fields stay zero).
+        self.traffic = Traffic()
         #: The schema version answered in PRODUCER_SUCCESS (8 bytes), None without a schema.
         self.schema_version: bytes | None = None
         self._pending: deque[PendingSend] = deque()

@@ -91,6 +91,7 @@ class BrokerService:
             asyncio.create_task(
                 self._every(self.config.message_expiry_check_interval_seconds, self.expire_messages)
             ),
+            asyncio.create_task(self._every(self.config.stats_update_frequency_seconds, self.update_rates)),
         ]
 
     async def stop(self) -> None:
@@ -123,6 +124,18 @@ class BrokerService:
                 action()
             except Exception:
                 log.exception("background task %s failed", getattr(action, "__name__", action))
+
+    def update_rates(self) -> None:
+        """Every topic's, producer's and consumer's rates over the stats interval just ended."""
+        now = time.monotonic()
+        for topic in list(self.topics.values()):
+            topic.traffic.update_rates(now)
+            for producer in topic.producers.values():
+                producer.traffic.update_rates(now)
+            for subscription in topic.subscriptions.values():
+                subscription.traffic.update_rates(now)
+                for consumer in subscription.consumers:
+                    consumer.traffic.update_rates(now)
 
     def flush_all(self) -> None:
         for topic in list(self.topics.values()):

@@ -8,6 +8,7 @@ from magnetar.broker.consumer import Consumer
 from magnetar.broker.dispatchers import Dispatcher, create_dispatcher
 from magnetar.broker.errors import ConsumerBusy, NotAllowed
 from magnetar.broker.ids import position_of
+from magnetar.broker.traffic import Traffic
 from magnetar.protocol import wire
 from magnetar.storage.cursor import ManagedCursor
 from magnetar.storage.position import Position
@@ -27,6 +28,8 @@ class Subscription:
         self.durable = durable
         self.sub_type: int | None = None
         self.dispatcher: Dispatcher | None = None
+        #: Messages and bytes dispatched to this subscription's consumers, past ones included.
+        self.traffic = Traffic()
 
     @property
     def consumers(self) -> list[Consumer]:
