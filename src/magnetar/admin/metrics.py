@@ -9,6 +9,7 @@ where Pulsar has one (``pulsar_active_connections``, ``pulsar_broker_throttled_c
 from __future__ import annotations
 
 from collections.abc import Iterator
+from operator import attrgetter
 from typing import TYPE_CHECKING
 
 from aiohttp import web
@@ -23,6 +24,20 @@ if TYPE_CHECKING:
     from magnetar.broker.service import BrokerService
 
 CLUSTER = "standalone"
+#: A topic's traffic (broker/traffic.py), metric: (Traffic field, help). The rates are gauges over
+#: the last stats interval; the counters are totals since the topic was loaded.
+_RATES = {
+    "pulsar_rate_in": ("rate_in", "Messages per second in"),
+    "pulsar_rate_out": ("rate_out", "Messages per second dispatched"),
+    "pulsar_throughput_in": ("throughput_in", "Bytes per second in"),
+    "pulsar_throughput_out": ("throughput_out", "Bytes per second dispatched"),
+}
+_COUNTERS = {
+    "pulsar_in_messages": ("messages_in", "Messages producers sent to the topic"),
+    "pulsar_in_bytes": ("bytes_in", "Bytes producers sent to the topic (headers and payload)"),
+    "pulsar_out_messages": ("messages_out", "Messages dispatched to the topic's consumers"),
+    "pulsar_out_bytes": ("bytes_out", "Bytes dispatched to the topic's consumers"),
+}
 #: The ``reason`` label of the flow-control metrics.
 _REASONS = {Hold.WRITES: "writes", Hold.SENDS: "pending_sends", Hold.BROKER: "publish_buffer"}
 
@@ -94,24 +109,16 @@ class BrokerCollector(Collector):
             "pulsar_msg_backlog", "Messages not yet acknowledged, all subscriptions together", labels=labels
         )
         storage = GaugeMetricFamily("pulsar_storage_size", "Bytes the topic's ledgers take", labels=labels)
-        rates = {
-            name: GaugeMetricFamily(name, text, labels=labels)
-            for name, text in (
-                ("pulsar_rate_in", "Messages per second in, over the last stats interval"),
-                ("pulsar_rate_out", "Messages per second out to consumers, over the last stats interval"),
-                ("pulsar_throughput_in", "Bytes per second in, over the last stats interval"),
-                ("pulsar_throughput_out", "Bytes per second out to consumers, over the last stats interval"),
+        traffic_families = [
+            (
+                GaugeMetricFamily(name, f"{text}, over the last stats interval", labels=labels),
+                attrgetter(field),
             )
-        }
-        counters = {
-            name: CounterMetricFamily(name, text, labels=labels)
-            for name, text in (
-                ("pulsar_in_messages", "Messages producers sent to the topic"),
-                ("pulsar_in_bytes", "Bytes producers sent to the topic (headers and payload)"),
-                ("pulsar_out_messages", "Messages dispatched to the topic's consumers"),
-                ("pulsar_out_bytes", "Bytes dispatched to the topic's consumers"),
-            )
-        }
+            for name, (field, text) in _RATES.items()
+        ] + [
+            (CounterMetricFamily(name, text, labels=labels), attrgetter(field))
+            for name, (field, text) in _COUNTERS.items()
+        ]
         for name, topic in list(self.service.topics.items()):
             values = [CLUSTER, str(topic.name.namespace_name), name]
             subs = list(topic.subscriptions.values())
@@ -121,18 +128,10 @@ class BrokerCollector(Collector):
             if topic.ml is not None:  # persistent
                 backlog.add_metric(values, sum(sub.cursor.backlog() for sub in subs))
                 storage.add_metric(values, topic.ml.size_bytes())
-            traffic = topic.traffic
-            counters["pulsar_in_messages"].add_metric(values, traffic.messages_in)
-            counters["pulsar_in_bytes"].add_metric(values, traffic.bytes_in)
-            counters["pulsar_out_messages"].add_metric(values, traffic.messages_out)
-            counters["pulsar_out_bytes"].add_metric(values, traffic.bytes_out)
-            rates["pulsar_rate_in"].add_metric(values, traffic.rate_in)
-            rates["pulsar_rate_out"].add_metric(values, traffic.rate_out)
-            rates["pulsar_throughput_in"].add_metric(values, traffic.throughput_in)
-            rates["pulsar_throughput_out"].add_metric(values, traffic.throughput_out)
+            for family, value in traffic_families:
+                family.add_metric(values, value(topic.traffic))
         yield from (producers, subscriptions, consumers, backlog, storage)
-        yield from rates.values()
-        yield from counters.values()
+        yield from (family for family, _ in traffic_families)
 
 
 def build_registry(service: BrokerService) -> CollectorRegistry:
