@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
-from magnetar.broker.errors import BrokerError, TopicNotFound
+from magnetar.broker.errors import BrokerError, SubscriptionNotFound, TopicNotFound
 from magnetar.broker.namespaces import AlreadyExists, NotEmpty
 from magnetar.broker.topic_name import InvalidTopicName
 
@@ -23,7 +23,7 @@ def translate_errors(handler: Handler) -> Handler:
     async def wrapped(request: web.Request) -> web.StreamResponse:
         try:
             return await handler(request)
-        except TopicNotFound as exc:
+        except (TopicNotFound, SubscriptionNotFound) as exc:
             raise _error(web.HTTPNotFound, str(exc)) from None
         except (AlreadyExists, NotEmpty) as exc:
             raise _error(web.HTTPConflict, str(exc)) from None

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from magnetar.admin import index_api, namespaces_api, schemas_api, topics_api
+from magnetar.admin import index_api, namespaces_api, schemas_api, subscriptions_api, topics_api
 from magnetar.broker.topic_name import InvalidTopicName, TopicName
 
 if TYPE_CHECKING:
@@ -98,6 +98,7 @@ def build_app(service: BrokerService) -> web.Application:
 
     namespaces_api.add_routes(app, service)
     topics_api.add_routes(app, service)
+    subscriptions_api.add_routes(app, service)
     index_api.add_routes(app, service)
     schemas_api.add_routes(app, service)
     registry = []  # built at the first scrape (metrics.py)

@@ -24,6 +24,10 @@ class TopicNotFound(BrokerError):
     code = wire.TopicNotFound
 
 
+class SubscriptionNotFound(BrokerError):
+    code = wire.SubscriptionNotFound
+
+
 class InvalidTopicNameError(BrokerError):
     code = wire.InvalidTopicName
 

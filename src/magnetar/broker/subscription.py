@@ -115,6 +115,24 @@ class Subscription:
         self._mark_delete(last_expired)
         return True
 
+    def clear_backlog(self) -> None:
+        """Acknowledge everything stored so far (Pulsar's skip_all, ``clear-backlog``)."""
+        self._mark_delete(self.topic.ml.last_confirmed)
+
+    def skip(self, count: int) -> None:
+        """Acknowledge the next ``count`` unacknowledged entries, as Pulsar's skip does (it counts
+        entries: a batch is one)."""
+        ml, cursor = self.topic.ml, self.cursor
+        last = ml.last_confirmed
+        position = cursor.mark_delete_position
+        while count > 0:
+            position = ml.next_position(position)
+            if position > last:
+                return self._mark_delete(last)
+            if not cursor.is_acked(position):
+                count -= 1
+        self._mark_delete(position)
+
     def _mark_delete(self, position: Position) -> None:
         if position <= self.cursor.mark_delete_position:
             return
@@ -135,13 +153,17 @@ class Subscription:
         As in Pulsar, every consumer is disconnected first; they subscribe again and
         receive from the new position.
         """
+        self.disconnect_all()
+        self.cursor.reset(position)
+        if self.dispatcher is not None:
+            self.dispatcher.on_cursor_reset()
+
+    def disconnect_all(self) -> None:
+        """Close every consumer from the broker's side; the clients will subscribe again."""
         for consumer in list(self.consumers):
             consumer.close_by_broker()
             consumer.cnx.forget_consumer(consumer.consumer_id)
             self.remove_consumer_silently(consumer)
-        self.cursor.reset(position)
-        if self.dispatcher is not None:
-            self.dispatcher.on_cursor_reset()
 
     def remove_consumer_silently(self, consumer: Consumer) -> None:
         """Detach without deleting a non-durable subscription (it is about to be reused)."""

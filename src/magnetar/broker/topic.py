@@ -12,8 +12,9 @@ from magnetar.broker.consumer import Consumer
 from magnetar.broker.entries import RecentEntries
 from magnetar.broker.entry_metadata import IndexInterceptor, load_interceptors
 from magnetar.broker.entry_search import EntryReader, message_count
-from magnetar.broker.errors import BrokerError, NotAllowed
+from magnetar.broker.errors import BrokerError, NotAllowed, SubscriptionNotFound
 from magnetar.broker.ids import is_earliest, is_latest, position_of
+from magnetar.broker.namespaces import AlreadyExists
 from magnetar.broker.producer import DUPLICATE, Producer
 from magnetar.broker.seek import position_for_message_id, position_for_time
 from magnetar.broker.subscription import Subscription
@@ -317,6 +318,34 @@ class PersistentTopic:
         elif cmd.initial_position == wire.CommandSubscribe.Latest:
             return self.ml.next_position(self.ml.last_confirmed)
         return self.ml.first_position() or self.ml.next_position(self.ml.last_confirmed)
+
+    # -- subscriptions by the admin API ------------------------------------------------------
+    def create_subscription(self, name: str, start: Position) -> None:
+        """A durable subscription with no consumer yet, whose first entry to deliver is ``start``."""
+        if not name:
+            raise NotAllowed("subscription name is empty")
+        if name in self.subscriptions:
+            raise AlreadyExists(f"Subscription {name} already exists for topic {self.name}")
+        cursor = self.ml.open_cursor(name, initial_position="latest")
+        cursor.reset(start)
+        self.subscriptions[name] = Subscription(self, name, cursor, durable=True)
+
+    def subscription(self, name: str) -> Subscription:
+        subscription = self.subscriptions.get(name)
+        if subscription is None:
+            raise SubscriptionNotFound(f"Subscription {name} not found on topic {self.name}")
+        return subscription
+
+    def drop_subscription(self, name: str, force: bool = False) -> None:
+        """Delete a subscription and its cursor; with consumers connected only when ``force``ed
+        (they are disconnected first, as by Pulsar's ``unsubscribe --force``)."""
+        subscription = self.subscription(name)
+        if subscription.consumers:
+            if not force:
+                raise NotAllowed(f"Subscription {name} has active connected consumers")
+            subscription.disconnect_all()
+        subscription.close()
+        self.delete_subscription(name)
 
     def remove_subscription(self, name: str) -> None:
         subscription = self.subscriptions.pop(name, None)

@@ -1,0 +1,119 @@
+"""Pulsar's admin v2 paths for a topic's subscriptions: list, create, delete, clear the backlog,
+skip, and reset the cursor by time or to a message id.
+
+On a partitioned topic's own name each call applies to every partition, as in Pulsar. Paths:
+``/admin/v2/{persistent|non-persistent}/{tenant}/{namespace}/{topic}/subscriptions`` and
+``.../{topic}/subscription/{subscription}[/skip_all|/skip/{n}|/resetcursor[/{timestamp}]]``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from aiohttp import web
+
+from magnetar.admin.errors import json_body, no_content, translate_errors
+from magnetar.broker.ids import to_u64
+from magnetar.broker.topic_name import TopicName
+from magnetar.protocol import wire
+
+if TYPE_CHECKING:
+    from magnetar.broker.service import BrokerService
+    from magnetar.broker.subscription import Subscription
+    from magnetar.broker.topic import PersistentTopic
+
+#: Pulsar's MessageId JSON for "latest" (both fields Long.MAX_VALUE); -1/-1 is "earliest".
+_LATEST = {"ledgerId": (1 << 63) - 1, "entryId": (1 << 63) - 1}
+
+
+def message_id_data(body: object) -> tuple[wire.MessageIdData, int]:
+    """Pulsar's ``{"ledgerId": .., "entryId": .., "partitionIndex": ..}``: the id and its partition."""
+    if not isinstance(body, dict) or not all(isinstance(body.get(k), int) for k in ("ledgerId", "entryId")):
+        raise ValueError('the body must be a message id: {"ledgerId": L, "entryId": E}')
+    msg_id = wire.MessageIdData(ledger_id=to_u64(body["ledgerId"]), entry_id=to_u64(body["entryId"]))
+    partition = body.get("partitionIndex", -1)
+    if not isinstance(partition, int):
+        raise ValueError("partitionIndex must be a number")
+    return msg_id, partition
+
+
+def add_routes(app: web.Application, service: BrokerService) -> None:
+    def topics(request: web.Request, domain: str, partition: int = -1) -> list[PersistentTopic]:
+        """The topic, or every partition of a partitioned one (only ``partition`` if given: a
+        message id names one), loaded on the way."""
+        m = request.match_info
+        name = TopicName.parse(f"{domain}://{m['tenant']}/{m['namespace']}/{m['topic']}")
+        service.check_namespace(name)
+        count = service.namespaces.partitions(str(name))
+        if count and partition >= count:
+            raise ValueError(f"partition {partition} of {name}, which has {count}")
+        chosen = [partition] if partition >= 0 else range(count)
+        names = [TopicName.parse(f"{name}-partition-{i}") for i in chosen] if count else [name]
+        return [service.get_topic(n, create=False) for n in names]
+
+    def on_each(action: Callable[[PersistentTopic, Subscription, web.Request], None]):
+        """A handler that applies ``action`` to the named subscription of every topic."""
+
+        @translate_errors
+        async def handler(request: web.Request) -> web.Response:
+            for topic in topics(request, "persistent"):
+                action(topic, topic.subscription(request.match_info["subscription"]), request)
+            return no_content()
+
+        return handler
+
+    for domain in ("persistent", "non-persistent"):
+
+        @translate_errors
+        async def list_subscriptions(request: web.Request, domain: str = domain) -> web.Response:
+            names = {name for topic in topics(request, domain) for name in topic.subscriptions}
+            return web.json_response(sorted(names))
+
+        app.router.add_get(
+            f"/admin/v2/{domain}/{{tenant}}/{{namespace}}/{{topic}}/subscriptions", list_subscriptions
+        )
+
+    base = "/admin/v2/persistent/{tenant}/{namespace}/{topic}/subscription/{subscription}"
+
+    @translate_errors
+    async def create(request: web.Request) -> web.Response:
+        msg_id, partition = message_id_data(await json_body(request, default=_LATEST))
+        for topic in topics(request, "persistent", partition):
+            topic.create_subscription(request.match_info["subscription"], topic.seek_position(msg_id))
+        return no_content()
+
+    @translate_errors
+    async def delete(request: web.Request) -> web.Response:
+        force = request.query.get("force", "false").lower() == "true"
+        for topic in topics(request, "persistent"):
+            topic.drop_subscription(request.match_info["subscription"], force=force)
+        return no_content()
+
+    def skip(topic: PersistentTopic, subscription: Subscription, request: web.Request) -> None:
+        count = int(request.match_info["count"])
+        if count < 0:
+            raise ValueError("the number of messages to skip must not be negative")
+        subscription.skip(count)
+
+    def reset_to_time(topic: PersistentTopic, subscription: Subscription, request: web.Request) -> None:
+        subscription.reset_cursor(topic.find_position_by_time(int(request.match_info["timestamp"])))
+
+    @translate_errors
+    async def reset_to_message(request: web.Request) -> web.Response:
+        msg_id, partition = message_id_data(await json_body(request))
+        excluded = request.query.get("isExcluded", "false").lower() == "true"
+        for topic in topics(request, "persistent", partition):
+            subscription = topic.subscription(request.match_info["subscription"])
+            position = topic.seek_position(msg_id)
+            if excluded:
+                position = topic.ml.next_position(position)
+            subscription.reset_cursor(position)
+        return no_content()
+
+    app.router.add_put(base, create)
+    app.router.add_delete(base, delete)
+    app.router.add_post(f"{base}/skip_all", on_each(lambda topic, sub, request: sub.clear_backlog()))
+    app.router.add_post(f"{base}/skip/{{count:-?[0-9]+}}", on_each(skip))
+    app.router.add_post(f"{base}/resetcursor/{{timestamp:[0-9]+}}", on_each(reset_to_time))
+    app.router.add_post(f"{base}/resetcursor", reset_to_message)
