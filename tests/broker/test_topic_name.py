@@ -21,6 +21,13 @@ def test_partition_index():
     assert TopicName.parse("persistent://a/b/t").partition_index == -1
 
 
+def test_a_partition_name_and_its_base_go_both_ways():
+    base = TopicName.parse("non-persistent://a/b/t")
+    partition = base.partition(2)
+    assert str(partition) == "non-persistent://a/b/t-partition-2"
+    assert partition.partition_index == 2 and partition.partitioned_base() == base
+
+
 @pytest.mark.parametrize("bad", ["", "a/b", "http://a/b/c", "persistent://a/b", "persistent://a//c", "x y"])
 def test_invalid_names_are_refused(bad):
     with pytest.raises(InvalidTopicName):

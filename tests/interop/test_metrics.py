@@ -5,6 +5,10 @@ from __future__ import annotations
 import threading
 import time
 
+import pulsar
+import pytest
+
+from .conftest import CLIENT_LOGGER
 from .support import admin_call, receive_n
 from .test_flow_control import scrape
 
@@ -115,3 +119,62 @@ def test_rates_over_the_stats_interval_in_topic_stats_and_metrics(broker_factory
     rate_in = samples[("pulsar_rate_in", labels)]
     assert 0 < rate_in * whole <= count
     assert size < samples[("pulsar_throughput_in", labels)] / rate_in < size + 100
+
+
+def test_partitioned_stats_sum_the_partitions(broker_factory, client_factory, topic):
+    broker = broker_factory({"stats_update_frequency_seconds": 0.5})
+    client = client_factory(broker.service_url)
+    path = "/admin/v2/persistent/" + topic.split("://")[1]
+    assert admin_call(broker, "PUT", path + "/partitions", 3)[0] == 204
+    consumer = client.subscribe(topic, "sub")
+    round_robin = pulsar.PartitionsRoutingMode.RoundRobinDistribution
+    producer = client.create_producer(
+        topic, producer_name="writer", batching_enabled=False, message_routing_mode=round_robin
+    )
+    for n in range(30):
+        producer.send(b"m%02d" % n)
+    receive_n(consumer, 30)  # not acknowledged: a backlog of 30 over the partitions
+    status, body = admin_call(broker, "GET", path + "/stats")
+    assert status == 412 and "partitioned-stats" in body["reason"]
+    total = _poll(
+        lambda: admin_call(broker, "GET", path + "/partitioned-stats")[1],
+        lambda s: s["msgRateIn"] > 0 and s["subscriptions"]["sub"]["msgBacklog"] == 30,
+    )
+    parts = total["partitions"]
+    assert total["metadata"] == {"partitions": 3} and len(parts) == 3
+    assert total["msgInCounter"] == 30 == sum(p["msgInCounter"] for p in parts.values())
+    assert total["msgRateIn"] == pytest.approx(sum(p["msgRateIn"] for p in parts.values()))
+    assert total["storageSize"] == sum(p["storageSize"] for p in parts.values()) > 0
+    assert total["subscriptions"]["sub"]["msgBacklog"] == 30
+    assert len(total["subscriptions"]["sub"]["consumers"]) == 3  # one per partition
+    (publisher,) = total["publishers"]  # one producer name over the partitions
+    assert (publisher["producerName"], publisher["msgInCounter"]) == ("writer", 30)
+    short = admin_call(broker, "GET", path + "/partitioned-stats?perPartition=false")[1]
+    assert short["partitions"] == {} and short["msgInCounter"] == 30
+    plain = path + "-plain"
+    client.create_producer(topic + "-plain").close()
+    assert admin_call(broker, "GET", plain + "/partitioned-stats")[0] == 412
+
+
+def test_stats_of_a_stored_topic_not_loaded_and_of_a_non_persistent_one(broker, client, topic):
+    producer = client.create_producer(topic)
+    producer.send(b"kept")
+    client.close()
+    broker.stop()
+    broker.restart()  # the topic is on disk, not loaded
+    status, stats = admin_call(broker, "GET", "/admin/v2/persistent/" + topic.split("://")[1] + "/stats")
+    assert status == 200 and stats["storageSize"] > 0 and stats["msgInCounter"] == 0
+    assert admin_call(broker, "GET", "/admin/v2/persistent/public/default/never-used/stats")[0] == 404
+    fresh = pulsar.Client(broker.service_url, operation_timeout_seconds=10, logger=CLIENT_LOGGER)
+    try:
+        name = "non-persistent://public/default/np-" + topic.rsplit("-", 1)[1]
+        consumer = fresh.subscribe(name, "sub")
+        fresh.create_producer(name).send(b"live")
+        receive_n(consumer, 1)
+        status, stats = admin_call(broker, "GET", "/admin/v2/" + name.replace("://", "/") + "/stats")
+        assert status == 200
+        assert (stats["msgInCounter"], stats["storageSize"], stats["ledgers"]) == (1, 0, [])
+        assert stats["subscriptions"]["sub"]["msgBacklog"] == 0
+        assert stats["subscriptions"]["sub"]["msgOutCounter"] == 1
+    finally:
+        fresh.close()

@@ -1,4 +1,5 @@
-"""Turning broker errors into HTTP answers the way Pulsar's admin API does."""
+"""What the admin handlers share: broker errors turned into HTTP answers the way Pulsar's admin
+API does, and reading a request's topic and body."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from aiohttp import web
 
 from magnetar.broker.errors import BrokerError, SubscriptionNotFound, TopicNotFound
 from magnetar.broker.namespaces import AlreadyExists, NotEmpty
-from magnetar.broker.topic_name import InvalidTopicName
+from magnetar.broker.topic_name import InvalidTopicName, TopicName
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -46,3 +47,9 @@ async def json_body(request: web.Request, default=None):
 
 def no_content() -> web.Response:
     return web.Response(status=204)
+
+
+def topic_of(request: web.Request, domain: str) -> TopicName:
+    """The topic a ``.../{tenant}/{namespace}/{topic}/...`` path names in ``domain``."""
+    m = request.match_info
+    return TopicName.parse(f"{domain}://{m['tenant']}/{m['namespace']}/{m['topic']}")

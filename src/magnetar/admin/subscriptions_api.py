@@ -13,9 +13,8 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from magnetar.admin.errors import json_body, no_content, translate_errors
+from magnetar.admin.errors import json_body, no_content, topic_of, translate_errors
 from magnetar.broker.ids import to_u64
-from magnetar.broker.topic_name import TopicName
 from magnetar.protocol import wire
 
 if TYPE_CHECKING:
@@ -42,14 +41,13 @@ def add_routes(app: web.Application, service: BrokerService) -> None:
     def topics(request: web.Request, domain: str, partition: int = -1) -> list[PersistentTopic]:
         """The topic, or every partition of a partitioned one (only ``partition`` if given: a
         message id names one), loaded on the way."""
-        m = request.match_info
-        name = TopicName.parse(f"{domain}://{m['tenant']}/{m['namespace']}/{m['topic']}")
+        name = topic_of(request, domain)
         service.check_namespace(name)
         count = service.namespaces.partitions(str(name))
         if count and partition >= count:
             raise ValueError(f"partition {partition} of {name}, which has {count}")
         chosen = [partition] if partition >= 0 else range(count)
-        names = [TopicName.parse(f"{name}-partition-{i}") for i in chosen] if count else [name]
+        names = [name.partition(i) for i in chosen] if count else [name]
         return [service.get_topic(n, create=False) for n in names]
 
     def on_each(action: Callable[[PersistentTopic, Subscription, web.Request], None]):

@@ -6,18 +6,13 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from magnetar.admin.errors import json_body, no_content, translate_errors
-from magnetar.broker.topic_name import TopicName
+from magnetar.admin.errors import json_body, no_content, topic_of, translate_errors
 
 if TYPE_CHECKING:
     from magnetar.broker.service import BrokerService
 
 
 def add_routes(app: web.Application, service: BrokerService) -> None:
-    def topic_name(request: web.Request, domain: str) -> TopicName:
-        m = request.match_info
-        return TopicName.parse(f"{domain}://{m['tenant']}/{m['namespace']}/{m['topic']}")
-
     for domain in ("persistent", "non-persistent"):
         base = f"/admin/v2/{domain}/{{tenant}}/{{namespace}}"
 
@@ -27,7 +22,7 @@ def add_routes(app: web.Application, service: BrokerService) -> None:
                 count = await json_body(request)
                 if not isinstance(count, int) or count < 1:
                     raise ValueError("the body must be the number of partitions, at least 1")
-                service.create_partitioned_topic(topic_name(request, domain), count)
+                service.create_partitioned_topic(topic_of(request, domain), count)
                 return no_content()
 
             @translate_errors
@@ -35,28 +30,28 @@ def add_routes(app: web.Application, service: BrokerService) -> None:
                 count = await json_body(request)
                 if not isinstance(count, int) or count < 1:
                     raise ValueError("the body must be the number of partitions, at least 1")
-                service.update_partitioned_topic(topic_name(request, domain), count)
+                service.update_partitioned_topic(topic_of(request, domain), count)
                 return no_content()
 
             @translate_errors
             async def get_partitioned(request):
-                name = topic_name(request, domain)
+                name = topic_of(request, domain)
                 service.check_namespace(name)
                 return web.json_response({"partitions": service.namespaces.partitions(str(name))})
 
             @translate_errors
             async def delete_partitioned(request):
-                service.delete_partitioned_topic(topic_name(request, domain))
+                service.delete_partitioned_topic(topic_of(request, domain))
                 return no_content()
 
             @translate_errors
             async def create_topic(request):
-                service.create_topic(topic_name(request, domain))
+                service.create_topic(topic_of(request, domain))
                 return no_content()
 
             @translate_errors
             async def delete_topic(request):
-                service.delete_topic(topic_name(request, domain))
+                service.delete_topic(topic_of(request, domain))
                 return no_content()
 
             @translate_errors

@@ -260,7 +260,7 @@ class BrokerService:
         if not count:
             raise TopicNotFound(f"Partitioned topic {name} does not exist")
         for i in range(count):
-            partition = TopicName.parse(f"{name}-partition-{i}")
+            partition = name.partition(i)
             if self._exists(str(partition)):
                 self.delete_topic(partition)
         self.namespaces.delete_partitions(str(name))

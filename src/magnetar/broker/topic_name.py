@@ -71,6 +71,10 @@ class TopicName:
             return None
         return TopicName(self.domain, self.tenant, self.namespace, m.group(1))
 
+    def partition(self, index: int) -> TopicName:
+        """Partition ``index`` of this (partitioned) topic: ``<topic>-partition-<index>``."""
+        return TopicName(self.domain, self.tenant, self.namespace, f"{self.local_name}-partition-{index}")
+
     def __str__(self) -> str:
         return f"{self.domain}://{self.tenant}/{self.namespace}/{self.local_name}"
 

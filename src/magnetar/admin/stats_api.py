@@ -1,0 +1,160 @@
+"""Topic stats over Pulsar's admin v2 paths: ``.../{topic}/stats`` for one topic (or partition)
+and ``.../{topic}/partitioned-stats`` for a partitioned topic, its partitions summed.
+
+Field names are Pulsar's TopicStats ones. Rates are over the last stats interval
+(``broker/traffic.py``); counters are totals since the topic was loaded.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from aiohttp import web
+
+from magnetar.admin.errors import topic_of, translate_errors
+from magnetar.broker.errors import NotAllowed
+from magnetar.protocol import wire
+
+if TYPE_CHECKING:
+    from magnetar.broker.nonpersistent import NonPersistentTopic
+    from magnetar.broker.service import BrokerService
+    from magnetar.broker.subscription import Subscription
+    from magnetar.broker.topic import PersistentTopic
+    from magnetar.broker.traffic import Traffic
+
+#: Fields summed over partitions: a topic's and a publisher's (in), a subscription's (out).
+_IN = ("msgRateIn", "msgThroughputIn", "msgInCounter", "bytesInCounter")
+_OUT = ("msgRateOut", "msgThroughputOut", "msgOutCounter", "bytesOutCounter")
+
+
+def _in(traffic: Traffic) -> dict:
+    return {
+        "msgRateIn": traffic.rate_in,
+        "msgThroughputIn": traffic.throughput_in,
+        "averageMsgSize": traffic.average_message_size_in,
+        "msgInCounter": traffic.messages_in,
+        "bytesInCounter": traffic.bytes_in,
+    }
+
+
+def _out(traffic: Traffic) -> dict:
+    return {
+        "msgRateOut": traffic.rate_out,
+        "msgThroughputOut": traffic.throughput_out,
+        "msgOutCounter": traffic.messages_out,
+        "bytesOutCounter": traffic.bytes_out,
+    }
+
+
+def _subscription_stats(sub: Subscription) -> dict:
+    cursor = sub.cursor  # None on a non-persistent topic: nothing is kept, so no backlog
+    stats = {
+        **_out(sub.traffic),
+        "msgBacklog": cursor.backlog() if cursor is not None else 0,
+        "durable": sub.durable,
+        "type": None if sub.sub_type is None else wire.CommandSubscribe.SubType.Name(sub.sub_type),
+        "consumers": [
+            {
+                "consumerName": c.name,
+                **_out(c.traffic),
+                "availablePermits": c.permits,
+                "unackedMessages": len(c.pending_acks),
+            }
+            for c in sub.consumers
+        ],
+    }
+    if cursor is not None:
+        stats.update(
+            markDeletePosition=str(cursor.mark_delete_position),
+            readPosition=str(cursor.read_position),
+            individuallyDeletedMessages=cursor.individually_deleted_count(),
+            ackState=cursor.stats(),
+        )
+    return stats
+
+
+def topic_stats(topic: PersistentTopic | NonPersistentTopic) -> dict:
+    ml = topic.ml
+    return {
+        **_in(topic.traffic),
+        **_out(topic.traffic),
+        "storageSize": ml.size_bytes() if ml is not None else 0,
+        "publishers": [
+            {"producerId": p.producer_id, "producerName": p.name, **_in(p.traffic)}
+            for p in topic.producers.values()
+        ],
+        "subscriptions": {name: _subscription_stats(sub) for name, sub in topic.subscriptions.items()},
+        "ledgers": [
+            {"ledgerId": info.ledger_id, "entries": info.entries, "size": info.size_bytes}
+            for info in (ml.ledgers() if ml is not None else [])
+        ],
+        "lastConfirmedEntry": str(ml.last_confirmed) if ml is not None else None,
+    }
+
+
+def _average_size(stats: dict) -> float:
+    return stats["msgThroughputIn"] / stats["msgRateIn"] if stats["msgRateIn"] else 0.0
+
+
+def _sum_into(total: dict, part: dict, fields: tuple[str, ...]) -> None:
+    for field in fields:
+        total[field] = total.get(field, 0) + part[field]
+
+
+def partitioned_stats(partitions: dict[str, dict], per_partition: bool = True) -> dict:
+    """One partitioned topic's stats from its partitions' ``topic_stats``, as Pulsar sums them:
+    rates, counters and storage added up; publishers by name and subscriptions by name merged
+    (backlogs added, consumers listed together)."""
+    total: dict = {field: 0 for field in (*_IN, *_OUT, "storageSize")}
+    publishers: dict[str, dict] = {}
+    subscriptions: dict[str, dict] = {}
+    for stats in partitions.values():
+        _sum_into(total, stats, (*_IN, *_OUT, "storageSize"))
+        for publisher in stats["publishers"]:
+            merged = publishers.setdefault(
+                publisher["producerName"], {"producerName": publisher["producerName"]}
+            )
+            _sum_into(merged, publisher, _IN)
+        for name, sub in stats["subscriptions"].items():
+            merged = subscriptions.setdefault(
+                name, {"durable": sub["durable"], "type": sub["type"], "consumers": []}
+            )
+            _sum_into(merged, sub, (*_OUT, "msgBacklog"))
+            merged["consumers"].extend(sub["consumers"])
+    for publisher in publishers.values():
+        publisher["averageMsgSize"] = _average_size(publisher)
+    total["averageMsgSize"] = _average_size(total)
+    total["publishers"] = list(publishers.values())
+    total["subscriptions"] = subscriptions
+    total["metadata"] = {"partitions": len(partitions)}
+    total["partitions"] = dict(partitions) if per_partition else {}
+    return total
+
+
+def add_routes(app: web.Application, service: BrokerService) -> None:
+    for domain in ("persistent", "non-persistent"):
+        base = f"/admin/v2/{domain}/{{tenant}}/{{namespace}}/{{topic}}"
+
+        @translate_errors
+        async def stats(request: web.Request, domain: str = domain) -> web.Response:
+            name = topic_of(request, domain)
+            if service.namespaces.partitions(str(name)):
+                raise NotAllowed(f"{name} is a partitioned topic: ask for its partitioned-stats")
+            return web.json_response(topic_stats(service.get_topic(name, create=False)))
+
+        @translate_errors
+        async def partitioned(request: web.Request, domain: str = domain) -> web.Response:
+            name = topic_of(request, domain)
+            service.check_namespace(name)
+            count = service.namespaces.partitions(str(name))
+            if not count:
+                raise NotAllowed(f"{name} is not a partitioned topic")
+            partitions = {}
+            for i in range(count):
+                partition = name.partition(i)
+                partitions[str(partition)] = topic_stats(service.get_topic(partition, create=False))
+            per_partition = request.query.get("perPartition", "true").lower() != "false"
+            return web.json_response(partitioned_stats(partitions, per_partition))
+
+        app.router.add_get(f"{base}/stats", stats)
+        app.router.add_get(f"{base}/partitioned-stats", partitioned)
