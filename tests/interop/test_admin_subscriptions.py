@@ -77,6 +77,9 @@ def test_clear_backlog_and_skip(broker, client, topic):
     assert_nothing_more(cleared)
     skipped = client.subscribe(topic, "skipped")
     assert _data(receive_n(skipped, 7)) == [b"m%d" % n for n in range(3, 10)]
+    assert call(broker, "POST", _sub(topic, "skipped") + "/skip/100")[0] == 204  # past the end
+    assert _backlog(broker, topic, "skipped") == 0
+    assert call(broker, "POST", _sub(topic, "skipped") + "/skip/-1")[0] == 400
     _produce(client, topic, 1, start=10)
     assert _data(receive_n(cleared, 1)) == [b"m10"]
 

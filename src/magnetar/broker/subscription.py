@@ -125,13 +125,11 @@ class Subscription:
         ml, cursor = self.topic.ml, self.cursor
         last = ml.last_confirmed
         position = cursor.mark_delete_position
-        while count > 0:
+        while count > 0 and position < last:
             position = ml.next_position(position)
-            if position > last:
-                return self._mark_delete(last)
             if not cursor.is_acked(position):
                 count -= 1
-        self._mark_delete(position)
+        self._mark_delete(min(position, last))
 
     def _mark_delete(self, position: Position) -> None:
         if position <= self.cursor.mark_delete_position:
