@@ -6,7 +6,15 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from magnetar.admin import index_api, namespaces_api, schemas_api, stats_api, subscriptions_api, topics_api
+from magnetar.admin import (
+    index_api,
+    messages_api,
+    namespaces_api,
+    schemas_api,
+    stats_api,
+    subscriptions_api,
+    topics_api,
+)
 
 if TYPE_CHECKING:
     from magnetar.broker.service import BrokerService
@@ -22,6 +30,7 @@ def build_app(service: BrokerService) -> web.Application:
     topics_api.add_routes(app, service)
     subscriptions_api.add_routes(app, service)
     stats_api.add_routes(app, service)
+    messages_api.add_routes(app, service)
     index_api.add_routes(app, service)
     schemas_api.add_routes(app, service)
     registry = []  # built at the first scrape (metrics.py)

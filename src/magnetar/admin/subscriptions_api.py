@@ -1,13 +1,15 @@
 """Pulsar's admin v2 paths for a topic's subscriptions: list, create, delete, clear the backlog,
-skip, and reset the cursor by time or to a message id.
+skip, expire messages older than some seconds, and reset the cursor by time or to a message id.
 
-On a partitioned topic's own name each call applies to every partition, as in Pulsar. Paths:
-``/admin/v2/{persistent|non-persistent}/{tenant}/{namespace}/{topic}/subscriptions`` and
-``.../{topic}/subscription/{subscription}[/skip_all|/skip/{n}|/resetcursor[/{timestamp}]]``.
+On a partitioned topic's own name each call applies to every partition, as in Pulsar. Paths,
+under ``/admin/v2/{persistent|non-persistent}/{tenant}/{namespace}/{topic}``: ``/subscriptions``;
+``/subscription/{sub}`` and, after it, ``/skip_all``, ``/skip/{n}``, ``/expireMessages/{seconds}``,
+``/resetcursor/{timestamp}``, ``/resetcursor``; ``/all_subscription/expireMessages/{seconds}``.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -109,9 +111,25 @@ def add_routes(app: web.Application, service: BrokerService) -> None:
             subscription.reset_cursor(position)
         return no_content()
 
+    def expire(topic: PersistentTopic, subscription: Subscription, request: web.Request) -> None:
+        seconds = int(request.match_info["seconds"])
+        subscription.expire_before(topic.find_position_by_time(int(time.time() * 1000) - seconds * 1000))
+
+    @translate_errors
+    async def expire_all(request: web.Request) -> web.Response:
+        for topic in topics(request, "persistent"):
+            for subscription in list(topic.subscriptions.values()):
+                expire(topic, subscription, request)
+        return no_content()
+
     app.router.add_put(base, create)
     app.router.add_delete(base, delete)
     app.router.add_post(f"{base}/skip_all", on_each(lambda topic, sub, request: sub.clear_backlog()))
     app.router.add_post(f"{base}/skip/{{count:-?[0-9]+}}", on_each(skip))
     app.router.add_post(f"{base}/resetcursor/{{timestamp:[0-9]+}}", on_each(reset_to_time))
     app.router.add_post(f"{base}/resetcursor", reset_to_message)
+    app.router.add_post(f"{base}/expireMessages/{{seconds:[0-9]+}}", on_each(expire))
+    app.router.add_post(
+        "/admin/v2/persistent/{tenant}/{namespace}/{topic}/all_subscription/expireMessages/{seconds:[0-9]+}",
+        expire_all,
+    )

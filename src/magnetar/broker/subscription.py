@@ -131,6 +131,18 @@ class Subscription:
                 count -= 1
         self._mark_delete(min(position, last))
 
+    def nth_position(self, n: int) -> Position | None:
+        """The ``n``-th entry (from 1) after the mark-delete position, acknowledged or not, as
+        Pulsar's peek counts; None past the last one."""
+        ml = self.topic.ml
+        last = ml.last_confirmed
+        position = self.cursor.mark_delete_position
+        for _ in range(n):
+            position = ml.next_position(position)
+            if position > last:
+                return None
+        return position
+
     def _mark_delete(self, position: Position) -> None:
         if position <= self.cursor.mark_delete_position:
             return
