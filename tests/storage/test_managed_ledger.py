@@ -60,6 +60,27 @@ def test_next_position_crosses_ledgers(open_storage):
     assert ml.previous_position(b) == a
 
 
+def test_size_after_a_position_counts_later_ledgers_whole_and_its_own_in_part(open_storage):
+    ml = open_storage(max_ledger_size_bytes=250).open_managed_ledger(TOPIC)
+    positions = add_durable(ml, payloads(12, size=50))
+    infos = ml.ledgers()
+    assert len(infos) >= 3
+    before_all = Position(infos[0].ledger_id, -1)
+    assert ml.size_after(before_all) == ml.size_bytes()
+    assert ml.size_after(positions[-1]) == 0
+    first = infos[0]
+    end_of_first = Position(first.ledger_id, first.entries - 1)
+    assert ml.size_after(end_of_first) == ml.size_bytes() - first.size_bytes
+    middle = Position(first.ledger_id, first.entries // 2 - 1)  # half the first ledger's entries after it
+    later = ml.size_bytes() - first.size_bytes
+    assert (
+        ml.size_after(middle)
+        == later + first.size_bytes * (first.entries - first.entries // 2) // first.entries
+    )
+    sizes = [ml.size_after(p) for p in positions]
+    assert sizes == sorted(sizes, reverse=True)  # never grows as the position moves on
+
+
 def test_read_entries_bounds(ml):
     datas = [b"a" * 10, b"b" * 20, b"c" * 30, b"d" * 40]
     positions = add_durable(ml, datas)

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from magnetar.admin.errors import json_body, no_content, translate_errors
+from magnetar.broker import backlog_quota
 from magnetar.broker.namespaces import AutoTopicCreation, NamespacePolicies
 from magnetar.broker.schemas.compatibility import STRATEGIES as SCHEMA_STRATEGIES
 
@@ -148,6 +149,36 @@ def add_routes(app: web.Application, service: BrokerService) -> None:
         service.apply_policies(ns(request))
         return no_content()
 
+    def quota_kind(request) -> str:
+        kind = request.query.get("backlogQuotaType", backlog_quota.SIZE)
+        if kind not in backlog_quota.KINDS:
+            raise ValueError(f"backlogQuotaType must be one of {', '.join(backlog_quota.KINDS)}")
+        return kind
+
+    @translate_errors
+    async def get_backlog_quotas(request):
+        return web.json_response(registry().policies(ns(request)).backlog_quota_map or {})
+
+    @translate_errors
+    async def set_backlog_quota(request):
+        kind = quota_kind(request)
+        quota = backlog_quota.BacklogQuota.from_json(await json_body(request))
+        quotas = dict(registry().policies(ns(request)).backlog_quota_map or {})
+        quotas[kind] = quota.to_json()
+        registry().update_policy(ns(request), backlog_quota_map=quotas)
+        return no_content()
+
+    @translate_errors
+    async def remove_backlog_quota(request):
+        kind = quota_kind(request)
+        quotas = dict(registry().policies(ns(request)).backlog_quota_map or {})
+        quotas.pop(kind, None)
+        registry().update_policy(ns(request), backlog_quota_map=quotas or None)
+        return no_content()
+
+    app.router.add_get(f"{base}/backlogQuotaMap", get_backlog_quotas)
+    app.router.add_post(f"{base}/backlogQuota", set_backlog_quota)
+    app.router.add_delete(f"{base}/backlogQuota", remove_backlog_quota)
     app.router.add_get(f"{base}/retention", get_retention)
     app.router.add_post(f"{base}/retention", set_retention)
     app.router.add_delete(f"{base}/retention", remove_retention)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from magnetar.broker import backlog_quota
 from magnetar.storage.config import StorageConfig
 
 MIB = 1024 * 1024
@@ -62,6 +63,16 @@ class BrokerConfig:
     #: the average over the interval just ended), as Pulsar's statsUpdateFrequencyInSecs.
     stats_update_frequency_seconds: float = 60.0
 
+    # Backlog quotas (see backlog_quota.py; namespaces may set their own).
+    #: Largest backlog per topic, in bytes from the slowest subscription on (-1: no limit).
+    backlog_quota_default_limit_bytes: int = -1
+    #: Oldest unacknowledged message per topic, in seconds (-1: no limit).
+    backlog_quota_default_limit_seconds: int = -1
+    #: producer_request_hold, producer_exception or consumer_backlog_eviction.
+    backlog_quota_default_retention_policy: str = "producer_request_hold"
+    #: How often topics are checked against their backlog quotas.
+    backlog_quota_check_interval_seconds: float = 60.0
+
     # Topics.
     #: Broker-side deduplication by producer name and sequence id (namespaces may override).
     deduplication_enabled: bool = False
@@ -92,11 +103,30 @@ class BrokerConfig:
             max_individual_ack_cache_bytes_per_cursor=self.max_individual_ack_cache_bytes_per_cursor,
         )
 
+    def default_backlog_quotas(self) -> dict[str, backlog_quota.BacklogQuota]:
+        policy = self.backlog_quota_default_retention_policy
+        return {
+            backlog_quota.SIZE: backlog_quota.BacklogQuota(
+                limit_size=self.backlog_quota_default_limit_bytes, policy=policy
+            ),
+            backlog_quota.AGE: backlog_quota.BacklogQuota(
+                limit_time=self.backlog_quota_default_limit_seconds, policy=policy
+            ),
+        }
+
     def validate(self) -> None:
         if self.fsync_policy not in ("always", "interval", "never"):
             raise ValueError(f"fsync_policy must be always, interval or never, not {self.fsync_policy!r}")
         if self.auto_topic_creation_type not in ("non-partitioned", "partitioned"):
             raise ValueError("auto_topic_creation_type must be non-partitioned or partitioned")
+        if self.backlog_quota_default_retention_policy not in backlog_quota.POLICIES:
+            raise ValueError(
+                f"backlog_quota_default_retention_policy must be one of {backlog_quota.POLICIES}"
+            )
+        if min(self.backlog_quota_default_limit_bytes, self.backlog_quota_default_limit_seconds) < -1:
+            raise ValueError("backlog quota default limits must be -1 (none) or more")
+        if self.backlog_quota_check_interval_seconds <= 0:
+            raise ValueError("backlog_quota_check_interval_seconds must be positive")
         if self.stats_update_frequency_seconds <= 0:
             raise ValueError("stats_update_frequency_seconds must be positive")
         if self.max_message_size <= 0:

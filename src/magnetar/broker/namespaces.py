@@ -61,6 +61,8 @@ class NamespacePolicies:
     retention_size_mb: int | None = None
     schema_compatibility_strategy: str | None = None
     auto_topic_creation: dict[str, Any] | None = None
+    #: Backlog quotas by kind, in Pulsar's JSON (``backlog_quota.py``).
+    backlog_quota_map: dict[str, dict[str, Any]] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:

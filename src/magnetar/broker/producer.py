@@ -67,6 +67,10 @@ class Producer:
     def fence(self) -> None:
         """Another producer took exclusive access with fencing: close this one (the client
         reconnects, and is refused while the fencing producer holds the topic)."""
+        self.close_by_broker()
+
+    def close_by_broker(self) -> None:
+        """Drop this producer from the broker's side; its client reconnects (and may be refused)."""
         self.topic.remove_producer(self)
         self.closed = True
         self.cnx.close_producer_by_broker(self)

@@ -92,6 +92,9 @@ class BrokerService:
                 self._every(self.config.message_expiry_check_interval_seconds, self.expire_messages)
             ),
             asyncio.create_task(self._every(self.config.stats_update_frequency_seconds, self.update_rates)),
+            asyncio.create_task(
+                self._every(self.config.backlog_quota_check_interval_seconds, self.check_backlog_quotas)
+            ),
         ]
 
     async def stop(self) -> None:
@@ -136,6 +139,15 @@ class BrokerService:
                 subscription.traffic.update_rates(now)
                 for consumer in subscription.consumers:
                     consumer.traffic.update_rates(now)
+
+    def check_backlog_quotas(self) -> None:
+        """Apply each persistent topic's backlog quota policy where its backlog is past a limit."""
+        for topic in list(self.topics.values()):
+            if topic.ml is None:
+                continue
+            kind = topic.enforce_backlog_quota()
+            if kind is not None:
+                log.info("%s: backlog quota exceeded (%s)", topic.name, kind)
 
     def flush_all(self) -> None:
         for topic in list(self.topics.values()):

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from magnetar.broker import loop_pass
+from magnetar.broker import backlog_quota, loop_pass
 from magnetar.broker.consumer import Consumer
 from magnetar.broker.entries import RecentEntries
 from magnetar.broker.entry_metadata import IndexInterceptor, load_interceptors
-from magnetar.broker.entry_search import EntryReader, message_count
+from magnetar.broker.entry_search import EntryReader, EntrySpace, entry_time, first_true, message_count
 from magnetar.broker.errors import BrokerError, NotAllowed, SubscriptionNotFound
 from magnetar.broker.ids import is_earliest, is_latest, position_of
 from magnetar.broker.namespaces import AlreadyExists
@@ -140,6 +141,17 @@ class PersistentTopic:
     def add_producer(self, producer: Producer) -> bool:
         """Attach a producer under its access mode; False when it must wait for exclusive access
         (WaitForExclusive), in which case ``on_ready`` is called once it has it."""
+        blocked = self.exceeded_backlog_quota()
+        if blocked is not None and blocked[1].policy != backlog_quota.EVICTION:
+            kind, quota = blocked
+            code = (
+                wire.ProducerBlockedQuotaExceededError
+                if quota.policy == backlog_quota.HOLD
+                else wire.ProducerBlockedQuotaExceededException
+            )
+            raise BrokerError(
+                f"Cannot create producer on topic {self.name}: backlog quota exceeded ({kind})", code
+            )
         for existing in self.producers.values():
             if existing.name == producer.name:
                 raise BrokerError(
@@ -318,6 +330,71 @@ class PersistentTopic:
         elif cmd.initial_position == wire.CommandSubscribe.Latest:
             return self.ml.next_position(self.ml.last_confirmed)
         return self.ml.first_position() or self.ml.next_position(self.ml.last_confirmed)
+
+    # -- backlog quotas ---------------------------------------------------------------------
+    def backlog_quotas(self) -> dict[str, backlog_quota.BacklogQuota]:
+        policies = self.policies() if self.policies is not None else None
+        namespace_map = policies.backlog_quota_map if policies is not None else None
+        return backlog_quota.effective_quotas(namespace_map, self.config.default_backlog_quotas())
+
+    def _slowest_position(self) -> Position | None:
+        """The mark-delete position of the subscription furthest behind (None: no subscription)."""
+        return min((sub.cursor.mark_delete_position for sub in self.subscriptions.values()), default=None)
+
+    def backlog_size(self) -> int:
+        """Estimated bytes from the slowest subscription on (what a size quota limits)."""
+        slowest = self._slowest_position()
+        return 0 if slowest is None else self.ml.size_after(slowest)
+
+    def oldest_backlog_age(self, now_ms: int) -> float | None:
+        """Seconds since the oldest unacknowledged message was stored (broker time), if any."""
+        slowest = self._slowest_position()
+        if slowest is None:
+            return None
+        oldest = self.ml.next_position(slowest)
+        if not self.ml.has_entry(oldest):
+            return None
+        return (now_ms - entry_time(self.ml.read_entry(oldest).data)) / 1000
+
+    def exceeded_backlog_quota(self) -> tuple[str, backlog_quota.BacklogQuota] | None:
+        """The backlog quota this topic is past, with its kind; None if within all (or none set)."""
+        quotas = self.backlog_quotas()
+        size, age = quotas[backlog_quota.SIZE], quotas[backlog_quota.AGE]
+        if size.limit_size < 0 and age.limit_time < 0:
+            return None
+        oldest = self.oldest_backlog_age(int(time.time() * 1000)) if age.limit_time >= 0 else None
+        return backlog_quota.exceeded(quotas, self.backlog_size(), oldest)
+
+    def enforce_backlog_quota(self) -> str | None:
+        """Apply the policy of the quota this topic is past (see backlog_quota.py); its kind, or None."""
+        blocked = self.exceeded_backlog_quota()
+        if blocked is None:
+            return None
+        kind, quota = blocked
+        if quota.policy != backlog_quota.EVICTION:
+            for producer in list(self.producers.values()):
+                producer.close_by_broker()
+        elif kind == backlog_quota.SIZE:
+            self._evict_to_size(quota.limit_size)
+        else:
+            self._evict_older_than(quota.limit_time)
+        return kind
+
+    def _evict_to_size(self, limit_bytes: int) -> None:
+        """Acknowledge, for the subscriptions furthest behind, the oldest entries until at most
+        ``limit_bytes`` are left after them."""
+        space = EntrySpace(self.ml)
+        keep_from = first_true(space.size, lambda i: self.ml.size_after(space.position(i)) <= limit_bytes)
+        if keep_from == space.size:
+            return
+        start = self.ml.next_position(space.position(keep_from))
+        for subscription in self.subscriptions.values():
+            subscription.expire_before(start)
+
+    def _evict_older_than(self, seconds: int) -> None:
+        start = self.find_position_by_time(int(time.time() * 1000) - seconds * 1000)
+        for subscription in self.subscriptions.values():
+            subscription.expire_before(start)
 
     # -- subscriptions by the admin API ------------------------------------------------------
     def create_subscription(self, name: str, start: Position) -> None:

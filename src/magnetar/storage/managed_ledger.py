@@ -415,6 +415,18 @@ class ManagedLedger:
         """Bytes of all the ledgers' segment data (Pulsar's storageSize)."""
         return sum(info.size_bytes for info in self.ledgers())
 
+    def size_after(self, position: Position) -> int:
+        """Estimated bytes of the entries after ``position`` (Pulsar's estimated backlog size):
+        whole ledgers after its own, and of its own ledger the share of entries after it."""
+        total = 0
+        for info in self.ledgers():
+            if info.ledger_id > position.ledger_id:
+                total += info.size_bytes
+            elif info.ledger_id == position.ledger_id and info.entries:
+                after = info.entries - (position.entry_id + 1)
+                total += info.size_bytes * max(after, 0) // info.entries
+        return total
+
     @property
     def current_ledger_id(self) -> int:
         return self._current.ledger_id
