@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 import time
 
+import pulsar
 import pytest
 
 from magnetar.client import ConsumerType, InitialPosition, Result, Timeout
@@ -204,3 +205,9 @@ def test_acknowledging_something_else_fails_at_once(magnetar_client, topic):
         consumer.acknowledge("not a message")
     with pytest.raises(TypeError):
         consumer.negative_acknowledge(42)
+
+
+def test_results_carry_the_official_clients_numbers():
+    for result in Result:
+        if result is not Result.ServerError:  # ours: a broker error with no more precise result
+            assert int(getattr(pulsar.Result, result.name)) == result.value, result.name

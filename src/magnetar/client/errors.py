@@ -81,6 +81,9 @@ ProducerBusy = SERVER_ERRORS[wire.ProducerBusy]
 ConsumerBusy = SERVER_ERRORS[wire.ConsumerBusy]
 TopicTerminated = SERVER_ERRORS[wire.TopicTerminatedError]
 ProducerFenced = SERVER_ERRORS[wire.ProducerFenced]
+#: A topic past its backlog quota: "hold" (try again later) and "exception" (give up) policies.
+ProducerBlockedQuotaExceededError = SERVER_ERRORS[wire.ProducerBlockedQuotaExceededError]
+ProducerBlockedQuotaExceededException = SERVER_ERRORS[wire.ProducerBlockedQuotaExceededException]
 
 
 def server_error(code: int, message: str = "") -> ServerError:

@@ -110,6 +110,9 @@ class HandlerBase:
     async def _connection_opened(self, cnx: Connection) -> None:
         raise NotImplementedError
 
+    def _reconnect_refused(self, exc: ClientError) -> None:
+        """A reconnect attempt failed with ``exc``; the loop tries again. Subclasses may act on why."""
+
     def _connection_lost(self) -> None:
         """Called when the connection dropped or the broker closed us: reconnect in the background."""
         self.cnx = None
@@ -133,6 +136,7 @@ class HandlerBase:
                 return
             except ClientError as exc:
                 log.info("%s reconnect failed: %s", self.name, exc)
+                self._reconnect_refused(exc)
             except Exception:
                 log.exception("%s reconnect failed", self.name)
 

@@ -33,6 +33,7 @@ from magnetar.client.errors import (
     ConnectionClosed,
     InvalidConfiguration,
     MessageTooBig,
+    ProducerBlockedQuotaExceededException,
     ProducerQueueIsFull,
     Timeout,
     server_error,
@@ -471,6 +472,15 @@ class Producer(HandlerBase):
             self._release(1)
             if msg.future is not None and not msg.future.done():
                 msg.future.set_exception(exc)
+
+    def _reconnect_refused(self, exc: ClientError) -> None:
+        # As Pulsar's clients: a topic past a backlog quota with the producer_exception policy
+        # fails the sends waiting for it; with producer_request_hold they wait (to their timeout).
+        if isinstance(exc, ProducerBlockedQuotaExceededException):
+            log.warning(
+                "%s: topic backlog quota exceeded, failing %d pending sends", self.name, len(self._pending)
+            )
+            self._fail_all(exc)
 
     def _fail_all(self, exc: Exception) -> None:
         pending, self._pending = self._pending, collections.deque()

@@ -31,16 +31,19 @@ R = TypeVar("R")
 
 
 class Result(enum.IntEnum):
-    """Outcome passed to ``send_async`` callbacks, as the official client's ``pulsar.Result``."""
+    """Outcome passed to ``send_async`` callbacks: the official client's ``pulsar.Result`` names and
+    numbers (``ServerError`` is ours, for a broker error with no more precise result here)."""
 
     Ok = 0
     UnknownError = 1
-    Timeout = 5
-    ConnectError = 3
-    AlreadyClosed = 23
-    ProducerQueueIsFull = 19
-    MessageTooBig = 20
-    TopicTerminated = 22
+    Timeout = 3
+    ConnectError = 5
+    AlreadyClosed = 15
+    ProducerBlockedQuotaExceededError = 25
+    ProducerBlockedQuotaExceededException = 26
+    ProducerQueueIsFull = 27
+    MessageTooBig = 28
+    TopicTerminated = 33
     ServerError = 100
 
 
@@ -53,6 +56,8 @@ def result_of(exc: BaseException | None) -> Result:
         (errors.ProducerQueueIsFull, Result.ProducerQueueIsFull),
         (errors.MessageTooBig, Result.MessageTooBig),
         (errors.TopicTerminated, Result.TopicTerminated),
+        (errors.ProducerBlockedQuotaExceededError, Result.ProducerBlockedQuotaExceededError),
+        (errors.ProducerBlockedQuotaExceededException, Result.ProducerBlockedQuotaExceededException),
         (errors.ConnectError, Result.ConnectError),
         (errors.ServerError, Result.ServerError),
     ):

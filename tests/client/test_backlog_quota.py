@@ -1,0 +1,67 @@
+"""Our client against a topic past its backlog quota: refused, held or failed as Pulsar's clients."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from magnetar.client import Result
+from magnetar.client.errors import ProducerBlockedQuotaExceededError, ProducerBlockedQuotaExceededException
+from tests.interop.support import admin_call as call
+
+NS = "/admin/v2/namespaces/public/default"
+
+
+def _over_quota(broker, client, topic: str, policy: str):
+    """A topic past a 20 KB quota of ``policy``, its slow consumer, and the producer that filled it
+    (disconnected by the quota check by then)."""
+    assert call(broker, "POST", f"{NS}/backlogQuota", {"limitSize": 20_000, "policy": policy})[0] == 204
+    slow = client.subscribe(topic, "slow")
+    producer = client.create_producer(topic, batching_enabled=False)
+    for n in range(30):
+        producer.send(b"%04d" % n + b"x" * 996)
+    path = "/admin/v2/persistent/" + topic.split("://")[1] + "/stats"
+    deadline = time.monotonic() + 10
+    while call(broker, "GET", path)[1]["publishers"]:
+        assert time.monotonic() < deadline, "the producer was not disconnected"
+        time.sleep(0.05)
+    return slow, producer
+
+
+def _callback():
+    results, done = [], threading.Event()
+
+    def on_sent(result, msg_id):
+        results.append(result)
+        done.set()
+
+    return results, done, on_sent
+
+
+def test_producer_exception_fails_waiting_sends_and_new_producers(broker_factory, magnetar_factory, topic):
+    broker = broker_factory({"backlog_quota_check_interval_seconds": 0.2})
+    client = magnetar_factory(broker.service_url)
+    _, producer = _over_quota(broker, client, topic, "producer_exception")
+    with pytest.raises(ProducerBlockedQuotaExceededException):
+        client.create_producer(topic)
+    results, done, on_sent = _callback()
+    producer.send_async(b"refused", on_sent)
+    assert done.wait(10)
+    assert results == [Result.ProducerBlockedQuotaExceededException]
+
+
+def test_producer_request_hold_sends_once_the_backlog_drains(broker_factory, magnetar_factory, topic):
+    broker = broker_factory({"backlog_quota_check_interval_seconds": 0.2})
+    client = magnetar_factory(broker.service_url)
+    slow, producer = _over_quota(broker, client, topic, "producer_request_hold")
+    with pytest.raises(ProducerBlockedQuotaExceededError):
+        client.create_producer(topic)
+    results, done, on_sent = _callback()
+    producer.send_async(b"held", on_sent)
+    assert not done.wait(0.5)  # held: neither sent nor failed
+    for _ in range(30):
+        slow.acknowledge(slow.receive(5000))
+    assert done.wait(30) and results == [Result.Ok]
+    assert slow.receive(5000).data() == b"held"
