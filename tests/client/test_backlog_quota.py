@@ -14,9 +14,12 @@ from tests.interop.support import admin_call as call
 NS = "/admin/v2/namespaces/public/default"
 
 
-def _over_quota(broker, client, topic: str, policy: str):
-    """A topic past a 20 KB quota of ``policy``, its slow consumer, and the producer that filled it
-    (disconnected by the quota check by then)."""
+def _over_quota(broker_factory, magnetar_factory, topic: str, policy: str, refusal: type[Exception]):
+    """Our client on a topic past a 20 KB quota of ``policy``, which refuses new producers with
+    ``refusal``; with the topic's slow consumer and the producer that filled it (disconnected by
+    the quota check by then)."""
+    broker = broker_factory({"backlog_quota_check_interval_seconds": 0.2})
+    client = magnetar_factory(broker.service_url)
     assert call(broker, "POST", f"{NS}/backlogQuota", {"limitSize": 20_000, "policy": policy})[0] == 204
     slow = client.subscribe(topic, "slow")
     producer = client.create_producer(topic, batching_enabled=False)
@@ -27,6 +30,8 @@ def _over_quota(broker, client, topic: str, policy: str):
     while call(broker, "GET", path)[1]["publishers"]:
         assert time.monotonic() < deadline, "the producer was not disconnected"
         time.sleep(0.05)
+    with pytest.raises(refusal):
+        client.create_producer(topic)
     return slow, producer
 
 
@@ -41,11 +46,9 @@ def _callback():
 
 
 def test_producer_exception_fails_waiting_sends_and_new_producers(broker_factory, magnetar_factory, topic):
-    broker = broker_factory({"backlog_quota_check_interval_seconds": 0.2})
-    client = magnetar_factory(broker.service_url)
-    _, producer = _over_quota(broker, client, topic, "producer_exception")
-    with pytest.raises(ProducerBlockedQuotaExceededException):
-        client.create_producer(topic)
+    _, producer = _over_quota(
+        broker_factory, magnetar_factory, topic, "producer_exception", ProducerBlockedQuotaExceededException
+    )
     results, done, on_sent = _callback()
     producer.send_async(b"refused", on_sent)
     assert done.wait(10)
@@ -53,11 +56,9 @@ def test_producer_exception_fails_waiting_sends_and_new_producers(broker_factory
 
 
 def test_producer_request_hold_sends_once_the_backlog_drains(broker_factory, magnetar_factory, topic):
-    broker = broker_factory({"backlog_quota_check_interval_seconds": 0.2})
-    client = magnetar_factory(broker.service_url)
-    slow, producer = _over_quota(broker, client, topic, "producer_request_hold")
-    with pytest.raises(ProducerBlockedQuotaExceededError):
-        client.create_producer(topic)
+    slow, producer = _over_quota(
+        broker_factory, magnetar_factory, topic, "producer_request_hold", ProducerBlockedQuotaExceededError
+    )
     results, done, on_sent = _callback()
     producer.send_async(b"held", on_sent)
     assert not done.wait(0.5)  # held: neither sent nor failed

@@ -1,4 +1,4 @@
-"""Pulsar's admin v2 paths for topics: partitioned-topic metadata, creation, listing."""
+"""Pulsar's admin v2 paths for topics: partitioned-topic metadata, creation, listing, termination."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from magnetar.admin.errors import json_body, no_content, topic_of, translate_errors
+from magnetar.broker.errors import NotAllowed
 
 if TYPE_CHECKING:
     from magnetar.broker.service import BrokerService
@@ -82,3 +83,30 @@ def add_routes(app: web.Application, service: BrokerService) -> None:
         app.router.add_delete(f"{base}/{{topic}}/partitions", h["delete_partitioned"])
         app.router.add_put(f"{base}/{{topic}}", h["create_topic"])
         app.router.add_delete(f"{base}/{{topic}}", h["delete_topic"])
+
+    def message_id_json(position, partition: int) -> dict:
+        return {"ledgerId": position.ledger_id, "entryId": position.entry_id, "partitionIndex": partition}
+
+    @translate_errors
+    async def terminate(request):
+        name = topic_of(request, "persistent")
+        if service.namespaces.partitions(str(name)):
+            raise NotAllowed(
+                f"{name} is a partitioned topic: terminate its partitions (.../terminate/partitions)"
+            )
+        position = service.get_topic(name, create=False).terminate()
+        return web.json_response(message_id_json(position, name.partition_index))
+
+    @translate_errors
+    async def terminate_partitions(request):
+        name = topic_of(request, "persistent")
+        service.check_namespace(name)
+        count = service.namespaces.partitions(str(name))
+        if not count:
+            raise NotAllowed(f"{name} is not a partitioned topic")
+        last = {i: service.get_topic(name.partition(i), create=False).terminate() for i in range(count)}
+        return web.json_response({str(i): message_id_json(p, i) for i, p in last.items()})
+
+    topic_base = "/admin/v2/persistent/{tenant}/{namespace}/{topic}"
+    app.router.add_post(f"{topic_base}/terminate", terminate)
+    app.router.add_post(f"{topic_base}/terminate/partitions", terminate_partitions)

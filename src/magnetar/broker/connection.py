@@ -380,6 +380,11 @@ class ServerCnx(asyncio.BufferedProtocol):
         except BrokerError as exc:
             producer.complete(pending, None, (exc.code, str(exc)))
             return
+        if producer.topic.terminated:
+            producer.complete(
+                pending, None, (wire.TopicTerminatedError, f"Topic {producer.topic.name} is terminated")
+            )
+            return
         num_messages = cmd.num_messages if cmd.HasField("num_messages") else 1
         size = len(payload)
         mine = producer.traffic
@@ -436,6 +441,8 @@ class ServerCnx(asyncio.BufferedProtocol):
             return
         self.consumers[cmd.consumer_id] = consumer
         self.send_command(wrap(wire.CommandSuccess(request_id=cmd.request_id)))
+        if topic.terminated:  # after the SUCCESS, so the client knows the consumer id
+            consumer.subscription.check_end_of_topic()
 
     def _live_consumer(self, consumer_id: int) -> Consumer | None:
         """The consumer, None if it was closed (late commands are normal), else a protocol error."""

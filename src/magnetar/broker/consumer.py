@@ -8,6 +8,7 @@ from magnetar.broker.entries import DispatchEntry
 from magnetar.broker.ids import to_u64
 from magnetar.broker.traffic import Traffic
 from magnetar.protocol import wire
+from magnetar.protocol.commands import wrap
 from magnetar.protocol.hot_frames import message_header
 from magnetar.storage.position import Position
 
@@ -39,6 +40,7 @@ class Consumer:
         #: Entries sent and not yet acknowledged: position -> message count (shared dispatchers).
         self.pending_acks: dict[Position, int] = {}
         self.closed = False
+        self._told_end_of_topic = False
         #: Messages and bytes dispatched to this consumer (its ``_in`` fields stay zero).
         self.traffic = Traffic()
 
@@ -75,6 +77,12 @@ class Consumer:
             traffic.messages_out += messages
             traffic.bytes_out += size
         self.cnx.write_many(frames)
+
+    def reached_end_of_topic(self) -> None:
+        """Tell the client, once, that its terminated topic has nothing more for it."""
+        if not self.closed and not self._told_end_of_topic:
+            self._told_end_of_topic = True
+            self.cnx.send_command(wrap(wire.CommandReachedEndOfTopic(consumer_id=self.consumer_id)))
 
     def close_by_broker(self) -> None:
         """Tell the client to drop this consumer; it will look the topic up and subscribe again."""

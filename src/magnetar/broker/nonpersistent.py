@@ -140,6 +140,7 @@ class NonPersistentTopic:
         self._ids = itertools.count()
 
     topic_epoch = 0
+    terminated = False  # termination is for persistent topics
 
     def add_producer(self, producer: Producer) -> bool:
         if any(p.name == producer.name for p in self.producers.values()):

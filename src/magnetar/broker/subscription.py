@@ -92,6 +92,8 @@ class Subscription:
             self.cursor.delete(done)
             if self.dispatcher is not None:
                 self.dispatcher.on_acknowledged(done)
+            if self.topic.terminated:
+                self.check_end_of_topic()
 
     def _ack_cumulative(self, msg_id: wire.MessageIdData) -> None:
         position = position_of(msg_id)
@@ -149,6 +151,15 @@ class Subscription:
         self.cursor.mark_delete(position)
         if self.dispatcher is not None:
             self.dispatcher.on_mark_delete(position)
+        if self.topic.terminated:
+            self.check_end_of_topic()
+
+    def check_end_of_topic(self) -> None:
+        """On a terminated topic, tell consumers once nothing is left to acknowledge (Pulsar's
+        REACHED_END_OF_TOPIC): they will receive nothing more."""
+        if self.topic.terminated and self.cursor.backlog() == 0:
+            for consumer in self.consumers:
+                consumer.reached_end_of_topic()
 
     def redeliver(self, consumer: Consumer, msg_ids: list[wire.MessageIdData]) -> None:
         if self.dispatcher is None:

@@ -36,6 +36,8 @@ log = logging.getLogger(__name__)
 
 SubType = wire.CommandSubscribe.SubType
 _SEQUENCES_KEY = "producer_sequences"
+#: Set (durably) once the topic is terminated.
+_TERMINATED_KEY = "terminated"
 
 PublishCallback = Callable[[Position | None, Exception | None], None]
 
@@ -65,6 +67,8 @@ class PersistentTopic:
         self._exclusive: Producer | None = None
         self._waiting: list[Producer] = []
         self.topic_epoch = 0
+        #: Sealed by ``terminate``: no message is accepted any more (survives restarts).
+        self.terminated = ml.get_property(_TERMINATED_KEY) is not None
         #: Highest sequence id accepted per producer, stored or still in flight (deduplication).
         self._pushed_sequences: dict[str, int] = {}
         self._sequences_dirty = False
@@ -141,6 +145,8 @@ class PersistentTopic:
     def add_producer(self, producer: Producer) -> bool:
         """Attach a producer under its access mode; False when it must wait for exclusive access
         (WaitForExclusive), in which case ``on_ready`` is called once it has it."""
+        if self.terminated:
+            raise BrokerError(f"Topic {self.name} is terminated", wire.TopicTerminatedError)
         blocked = self.exceeded_backlog_quota()
         if blocked is not None and blocked[1].policy != backlog_quota.EVICTION:
             kind, quota = blocked
@@ -330,6 +336,17 @@ class PersistentTopic:
         elif cmd.initial_position == wire.CommandSubscribe.Latest:
             return self.ml.next_position(self.ml.last_confirmed)
         return self.ml.first_position() or self.ml.next_position(self.ml.last_confirmed)
+
+    def terminate(self) -> Position:
+        """Seal the topic (Pulsar's terminate): sends and new producers are refused from now on
+        with TopicTerminatedError, and each consumer is told when it has acknowledged everything.
+        Returns the position of the last message (sends already accepted included)."""
+        if not self.terminated:
+            self.terminated = True
+            self.ml.set_property(_TERMINATED_KEY, "true")
+            for subscription in self.subscriptions.values():
+                subscription.check_end_of_topic()
+        return self.ml.last_added
 
     # -- backlog quotas ---------------------------------------------------------------------
     def backlog_quotas(self) -> dict[str, backlog_quota.BacklogQuota]:

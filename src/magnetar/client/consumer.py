@@ -235,6 +235,11 @@ class Consumer(HandlerBase):
     def on_reached_end_of_topic(self, cnx: Connection) -> None:
         self.reached_end_of_topic = True
 
+    def has_reached_end_of_topic(self) -> bool:
+        """The broker said the topic is terminated and everything on it is acknowledged (Pulsar's
+        hasReachedEndOfTopic): nothing more will come."""
+        return self.reached_end_of_topic
+
     # --- incoming messages ------------------------------------------------------------------------
     def on_message(self, cnx: Connection, command: wire.CommandMessage, payload: memoryview) -> None:
         if cnx is not self.cnx or self.state in (State.CLOSING, State.CLOSED):

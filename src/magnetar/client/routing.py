@@ -247,6 +247,10 @@ class MultiTopicsConsumer:
     def is_connected(self) -> bool:
         return all(c.is_connected() for c in self._children)
 
+    def has_reached_end_of_topic(self) -> bool:
+        """Every topic is terminated and everything on it acknowledged."""
+        return bool(self._children) and all(c.has_reached_end_of_topic() for c in self._children)
+
     async def __aenter__(self) -> MultiTopicsConsumer:
         return self
 

@@ -404,6 +404,10 @@ class Consumer(_Wrapper):
     def consumer_name(self) -> str:
         return self._inner.consumer_name()
 
+    def has_reached_end_of_topic(self) -> bool:
+        """The topic is terminated and everything on it acknowledged: nothing more will come."""
+        return self._inner.has_reached_end_of_topic()
+
     def receive(self, timeout_millis: int | None = None) -> Message:
         """The next message; raises ``magnetar.client.errors.Timeout`` after ``timeout_millis``."""
         msg = self._take_queued()

@@ -1,0 +1,86 @@
+"""Terminating a topic (``pulsar-admin topics terminate``): sends and new producers refused, the
+end of the topic announced to consumers that acknowledged everything, across restarts."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from pulsar.exceptions import TopicTerminated
+
+from magnetar.client import Client
+
+from .support import admin_call as call
+from .support import receive_n
+
+pytestmark = pytest.mark.interop
+
+
+def _path(topic: str) -> str:
+    return "/admin/v2/persistent/" + topic.split("://")[1]
+
+
+def _eventually(check, timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def test_a_terminated_topic_refuses_sends_and_producers_even_after_a_restart(broker, client, topic):
+    consumer = client.subscribe(topic, "sub")
+    producer = client.create_producer(topic, batching_enabled=False)
+    ids = [producer.send(b"m%d" % n) for n in range(3)]
+    status, last = call(broker, "POST", _path(topic) + "/terminate")
+    assert status == 200
+    assert (last["ledgerId"], last["entryId"]) == (ids[-1].ledger_id(), ids[-1].entry_id())
+    assert call(broker, "POST", _path(topic) + "/terminate") == (200, last)  # again: the same answer
+    with pytest.raises(TopicTerminated):
+        producer.send(b"late")
+    with pytest.raises(TopicTerminated):
+        client.create_producer(topic)
+    assert [m.data() for m in receive_n(consumer, 3)] == [b"m0", b"m1", b"m2"]  # what was stored stays
+    client.close()
+    broker.stop()
+    broker.restart()
+    again = Client(broker.service_url, operation_timeout_seconds=10)
+    try:
+        with pytest.raises(Exception, match="TopicTerminated"):
+            again.create_producer(topic)
+    finally:
+        again.close()
+
+
+def test_consumers_learn_the_end_once_everything_is_acknowledged(broker, client, topic):
+    ours = Client(broker.service_url, operation_timeout_seconds=10)
+    try:
+        consumer = ours.subscribe(topic, "sub")
+        producer = client.create_producer(topic, batching_enabled=False)
+        for n in range(3):
+            producer.send(b"m%d" % n)
+        assert call(broker, "POST", _path(topic) + "/terminate")[0] == 200
+        messages = [consumer.receive(5000) for _ in range(3)]
+        consumer.acknowledge(messages[0])
+        consumer.acknowledge(messages[1])
+        assert not _eventually(consumer.has_reached_end_of_topic, timeout=0.5)  # m2 is not acknowledged
+        consumer.acknowledge(messages[2])
+        assert _eventually(consumer.has_reached_end_of_topic)
+        # A consumer that comes later, with nothing left to acknowledge, learns it at once.
+        consumer.close()
+        later = ours.subscribe(topic, "sub")
+        assert _eventually(later.has_reached_end_of_topic)
+    finally:
+        ours.close()
+
+
+def test_a_partitioned_topic_is_terminated_partition_by_partition(broker, client, topic):
+    assert call(broker, "PUT", _path(topic) + "/partitions", 2)[0] == 204
+    status, body = call(broker, "POST", _path(topic) + "/terminate")
+    assert status == 412 and "partitioned" in body["reason"]
+    status, last = call(broker, "POST", _path(topic) + "/terminate/partitions")
+    assert status == 200 and sorted(last) == ["0", "1"]
+    assert [last[p]["partitionIndex"] for p in ("0", "1")] == [0, 1]
+    with pytest.raises(TopicTerminated):
+        client.create_producer(topic)
