@@ -132,3 +132,33 @@ def test_expire_messages_older_than_some_seconds(broker, client, topic):
     assert call(broker, "POST", _path(topic) + "/subscription/nobody/expireMessages/2")[0] == 404
     consumer = client.subscribe(topic, "two")
     assert [m.data() for m in receive_n(consumer, 2)] == [b"new0", b"new1"]
+
+
+def test_internal_stats_show_the_ledgers_and_each_cursors_acks(broker, client, topic):
+    consumer = client.subscribe(topic, "sub")
+    producer = client.create_producer(topic, batching_enabled=False)
+    ids = [producer.send(b"m%d" % n) for n in range(6)]
+    messages = receive_n(consumer, 6)
+    for i in (1, 2, 4):  # m0 unacked: holes at m0 and m3
+        consumer.acknowledge(messages[i])
+    ledger = ids[0].ledger_id()
+    expected = f"[({ledger}:0..{ledger}:2], ({ledger}:3..{ledger}:4]]"
+
+    def internal():
+        status, body = call(broker, "GET", _path(topic) + "/internalStats")
+        assert status == 200
+        return body
+
+    deadline = time.monotonic() + 5
+    while internal()["cursors"]["sub"]["individuallyDeletedMessages"] != expected:  # acks are grouped
+        assert time.monotonic() < deadline, internal()["cursors"]["sub"]
+        time.sleep(0.05)
+    stats = internal()
+    cursor = stats["cursors"]["sub"]
+    assert cursor["markDeletePosition"] == f"{ledger}:-1"
+    assert cursor["totalNonContiguousDeletedMessagesRange"] == 2
+    assert cursor["numberOfEntriesSinceFirstNotAckedMessage"] == 6  # m0..m5 read, m0 the first not acked
+    assert stats["numberOfEntries"] == 6 and stats["lastConfirmedEntry"] == f"{ledger}:{ids[-1].entry_id()}"
+    assert [(entry["ledgerId"], entry["entries"]) for entry in stats["ledgers"]] == [(ledger, 6)]
+    assert stats["totalSize"] == stats["ledgers"][0]["size"] > 6 * 2
+    datetime.fromisoformat(stats["lastLedgerCreatedTimestamp"])

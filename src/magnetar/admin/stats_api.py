@@ -1,5 +1,6 @@
-"""Topic stats over Pulsar's admin v2 paths: ``.../{topic}/stats`` for one topic (or partition)
-and ``.../{topic}/partitioned-stats`` for a partitioned topic, its partitions summed.
+"""Topic stats over Pulsar's admin v2 paths: ``.../{topic}/stats`` for one topic (or partition),
+``.../{topic}/partitioned-stats`` for a partitioned topic, its partitions summed, and
+``.../{topic}/internalStats``: the managed ledger and its cursors.
 
 Field names are Pulsar's TopicStats ones. Rates are over the last stats interval
 (``broker/traffic.py``); counters are totals since the topic was loaded.
@@ -7,6 +8,7 @@ Field names are Pulsar's TopicStats ones. Rates are over the last stats interval
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from aiohttp import web
@@ -92,6 +94,51 @@ def topic_stats(topic: PersistentTopic | NonPersistentTopic) -> dict:
     }
 
 
+def _deleted_ranges(ranges: list[tuple[int, int, int]]) -> str:
+    """Pulsar's ``individuallyDeletedMessages``, ``[(3:1..3:4], (3:6..3:8]]``: open-closed ranges
+    of the entries acknowledged past the mark-delete position, from half-open entry id ranges."""
+    return (
+        "[" + ", ".join(f"({ledger}:{start - 1}..{ledger}:{end - 1}]" for ledger, start, end in ranges) + "]"
+    )
+
+
+def internal_stats(topic: PersistentTopic) -> dict:
+    """Pulsar's PersistentTopicInternalStats: the managed ledger's ledgers and its cursors' state
+    (every ack page is read for ``individuallyDeletedMessages``, as Pulsar lists them all)."""
+    ml = topic.ml
+    ledgers = ml.ledgers()
+    current = ledgers[-1]
+    cursors = {}
+    for name, sub in topic.subscriptions.items():
+        cursor = sub.cursor
+        mark_delete, read = cursor.mark_delete_position, cursor.read_position
+        ranges = cursor.individually_deleted_ranges()
+        unacked_span = ml.number_of_entries(ml.next_position(mark_delete), read) if read > mark_delete else 0
+        cursors[name] = {
+            "markDeletePosition": str(mark_delete),
+            "readPosition": str(read),
+            "individuallyDeletedMessages": _deleted_ranges(ranges),
+            "totalNonContiguousDeletedMessagesRange": len(ranges),
+            "numberOfEntriesSinceFirstNotAckedMessage": unacked_span,
+            "durable": sub.durable,
+        }
+    created = datetime.fromtimestamp(current.created_at, tz=UTC)
+    return {
+        "numberOfEntries": sum(info.entries for info in ledgers),
+        "totalSize": sum(info.size_bytes for info in ledgers),
+        "currentLedgerEntries": current.entries,
+        "currentLedgerSize": current.size_bytes,
+        "lastLedgerCreatedTimestamp": created.isoformat(timespec="milliseconds"),
+        "lastConfirmedEntry": str(ml.last_confirmed),
+        "state": "LedgerOpened",
+        "ledgers": [
+            {"ledgerId": info.ledger_id, "entries": info.entries, "size": info.size_bytes, "offloaded": False}
+            for info in ledgers
+        ],
+        "cursors": cursors,
+    }
+
+
 def _average_size(stats: dict) -> float:
     return stats["msgThroughputIn"] / stats["msgRateIn"] if stats["msgRateIn"] else 0.0
 
@@ -158,3 +205,12 @@ def add_routes(app: web.Application, service: BrokerService) -> None:
 
         app.router.add_get(f"{base}/stats", stats)
         app.router.add_get(f"{base}/partitioned-stats", partitioned)
+
+    @translate_errors
+    async def internal(request: web.Request) -> web.Response:
+        name = topic_of(request, "persistent")
+        if service.namespaces.partitions(str(name)):
+            raise NotAllowed(f"{name} is a partitioned topic: ask each partition")
+        return web.json_response(internal_stats(service.get_topic(name, create=False)))
+
+    app.router.add_get("/admin/v2/persistent/{tenant}/{namespace}/{topic}/internalStats", internal)
