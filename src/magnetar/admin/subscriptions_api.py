@@ -9,7 +9,6 @@ under ``/admin/v2/{persistent|non-persistent}/{tenant}/{namespace}/{topic}``: ``
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -112,14 +111,12 @@ def add_routes(app: web.Application, service: BrokerService) -> None:
         return no_content()
 
     def expire(topic: PersistentTopic, subscription: Subscription, request: web.Request) -> None:
-        seconds = int(request.match_info["seconds"])
-        subscription.expire_before(topic.find_position_by_time(int(time.time() * 1000) - seconds * 1000))
+        topic.expire_older_than(int(request.match_info["seconds"]), [subscription])
 
     @translate_errors
     async def expire_all(request: web.Request) -> web.Response:
         for topic in topics(request, "persistent"):
-            for subscription in list(topic.subscriptions.values()):
-                expire(topic, subscription, request)
+            topic.expire_older_than(int(request.match_info["seconds"]))
         return no_content()
 
     app.router.add_put(base, create)

@@ -156,17 +156,14 @@ class BrokerService:
     def expire_messages(self) -> None:
         """Message TTL: in namespaces with a TTL, acknowledge for every subscription what is older
         (by broker time, found with a binary search)."""
-        now_ms = time.time() * 1000
         for topic in list(self.topics.values()):
             if topic.ml is None:
                 continue
             ttl = self.namespaces.policies(topic.name.namespace_name).message_ttl_seconds
             if not ttl:
                 continue
-            boundary = topic.find_position_by_time(int(now_ms - ttl * 1000))
-            for subscription in list(topic.subscriptions.values()):
-                if subscription.expire_before(boundary):
-                    log.info("%s/%s: expired messages older than %ds", topic.name, subscription.name, ttl)
+            for name in topic.expire_older_than(ttl):
+                log.info("%s/%s: expired messages older than %ds", topic.name, name, ttl)
 
     def trim_all(self) -> None:
         for topic in list(self.topics.values()):

@@ -394,7 +394,7 @@ class PersistentTopic:
         elif kind == backlog_quota.SIZE:
             self._evict_to_size(quota.limit_size)
         else:
-            self._evict_older_than(quota.limit_time)
+            self.expire_older_than(quota.limit_time)
         return kind
 
     def _evict_to_size(self, limit_bytes: int) -> None:
@@ -408,10 +408,13 @@ class PersistentTopic:
         for subscription in self.subscriptions.values():
             subscription.expire_before(start)
 
-    def _evict_older_than(self, seconds: int) -> None:
-        start = self.find_position_by_time(int(time.time() * 1000) - seconds * 1000)
-        for subscription in self.subscriptions.values():
-            subscription.expire_before(start)
+    def expire_older_than(self, seconds: float, subscriptions: list[Subscription] | None = None) -> list[str]:
+        """Acknowledge, for ``subscriptions`` (default: all), the messages older than ``seconds`` by
+        broker time (message TTL, expire-messages, age quota eviction); the names of those that
+        had any."""
+        start = self.find_position_by_time(int(time.time() * 1000 - seconds * 1000))
+        targets = list(self.subscriptions.values()) if subscriptions is None else subscriptions
+        return [subscription.name for subscription in targets if subscription.expire_before(start)]
 
     # -- subscriptions by the admin API ------------------------------------------------------
     def create_subscription(self, name: str, start: Position) -> None:
