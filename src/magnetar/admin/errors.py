@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from magnetar.broker.errors import BrokerError, SubscriptionNotFound, TopicNotFound
+from magnetar.broker.errors import BrokerError, NotAllowed, SubscriptionNotFound, TopicNotFound
 from magnetar.broker.namespaces import AlreadyExists, NotEmpty
 from magnetar.broker.topic_name import InvalidTopicName, TopicName
+
+if TYPE_CHECKING:
+    from magnetar.broker.service import BrokerService
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -53,3 +57,22 @@ def topic_of(request: web.Request, domain: str) -> TopicName:
     """The topic a ``.../{tenant}/{namespace}/{topic}/...`` path names in ``domain``."""
     m = request.match_info
     return TopicName.parse(f"{domain}://{m['tenant']}/{m['namespace']}/{m['topic']}")
+
+
+def single_topic(service: BrokerService, request: web.Request, domain: str, advice: str):
+    """The one topic (or partition) a path names, loaded if stored (404 if none); a partitioned
+    topic's own name is refused (412) with ``advice`` on what to ask instead."""
+    name = topic_of(request, domain)
+    if service.namespaces.partitions(str(name)):
+        raise NotAllowed(f"{name} is a partitioned topic: {advice}")
+    return service.get_topic(name, create=False)
+
+
+def partitions_of(service: BrokerService, request: web.Request, domain: str) -> list[TopicName]:
+    """The partitions of the partitioned topic a path names (412 if it is not one)."""
+    name = topic_of(request, domain)
+    service.check_namespace(name)
+    count = service.namespaces.partitions(str(name))
+    if not count:
+        raise NotAllowed(f"{name} is not a partitioned topic")
+    return [name.partition(i) for i in range(count)]

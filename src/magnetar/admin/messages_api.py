@@ -16,8 +16,7 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from magnetar.admin.errors import topic_of, translate_errors
-from magnetar.broker.errors import NotAllowed
+from magnetar.admin.errors import single_topic, translate_errors
 from magnetar.client.compression import decompress
 from magnetar.client.errors import ClientError
 from magnetar.protocol import ProtocolError, wire
@@ -106,10 +105,7 @@ def _not_found(what: str) -> web.HTTPNotFound:
 
 def add_routes(app: web.Application, service: BrokerService) -> None:
     def one_topic(request: web.Request) -> PersistentTopic:
-        name = topic_of(request, "persistent")
-        if service.namespaces.partitions(str(name)):
-            raise NotAllowed(f"{name} is a partitioned topic: read its partitions")
-        return service.get_topic(name, create=False)
+        return single_topic(service, request, "persistent", "read its partitions")
 
     @translate_errors
     async def peek(request: web.Request) -> web.Response:

@@ -13,8 +13,7 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from magnetar.admin.errors import topic_of, translate_errors
-from magnetar.broker.errors import NotAllowed
+from magnetar.admin.errors import partitions_of, single_topic, translate_errors
 from magnetar.protocol import wire
 
 if TYPE_CHECKING:
@@ -184,22 +183,15 @@ def add_routes(app: web.Application, service: BrokerService) -> None:
 
         @translate_errors
         async def stats(request: web.Request, domain: str = domain) -> web.Response:
-            name = topic_of(request, domain)
-            if service.namespaces.partitions(str(name)):
-                raise NotAllowed(f"{name} is a partitioned topic: ask for its partitioned-stats")
-            return web.json_response(topic_stats(service.get_topic(name, create=False)))
+            topic = single_topic(service, request, domain, "ask for its partitioned-stats")
+            return web.json_response(topic_stats(topic))
 
         @translate_errors
         async def partitioned(request: web.Request, domain: str = domain) -> web.Response:
-            name = topic_of(request, domain)
-            service.check_namespace(name)
-            count = service.namespaces.partitions(str(name))
-            if not count:
-                raise NotAllowed(f"{name} is not a partitioned topic")
-            partitions = {}
-            for i in range(count):
-                partition = name.partition(i)
-                partitions[str(partition)] = topic_stats(service.get_topic(partition, create=False))
+            partitions = {
+                str(partition): topic_stats(service.get_topic(partition, create=False))
+                for partition in partitions_of(service, request, domain)
+            }
             per_partition = request.query.get("perPartition", "true").lower() != "false"
             return web.json_response(partitioned_stats(partitions, per_partition))
 
@@ -208,9 +200,8 @@ def add_routes(app: web.Application, service: BrokerService) -> None:
 
     @translate_errors
     async def internal(request: web.Request) -> web.Response:
-        name = topic_of(request, "persistent")
-        if service.namespaces.partitions(str(name)):
-            raise NotAllowed(f"{name} is a partitioned topic: ask each partition")
-        return web.json_response(internal_stats(service.get_topic(name, create=False)))
+        return web.json_response(
+            internal_stats(single_topic(service, request, "persistent", "ask each partition"))
+        )
 
     app.router.add_get("/admin/v2/persistent/{tenant}/{namespace}/{topic}/internalStats", internal)

@@ -6,8 +6,14 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from magnetar.admin.errors import json_body, no_content, topic_of, translate_errors
-from magnetar.broker.errors import NotAllowed
+from magnetar.admin.errors import (
+    json_body,
+    no_content,
+    partitions_of,
+    single_topic,
+    topic_of,
+    translate_errors,
+)
 
 if TYPE_CHECKING:
     from magnetar.broker.service import BrokerService
@@ -89,23 +95,18 @@ def add_routes(app: web.Application, service: BrokerService) -> None:
 
     @translate_errors
     async def terminate(request):
-        name = topic_of(request, "persistent")
-        if service.namespaces.partitions(str(name)):
-            raise NotAllowed(
-                f"{name} is a partitioned topic: terminate its partitions (.../terminate/partitions)"
-            )
-        position = service.get_topic(name, create=False).terminate()
-        return web.json_response(message_id_json(position, name.partition_index))
+        topic = single_topic(
+            service, request, "persistent", "terminate its partitions (.../terminate/partitions)"
+        )
+        return web.json_response(message_id_json(topic.terminate(), topic.name.partition_index))
 
     @translate_errors
     async def terminate_partitions(request):
-        name = topic_of(request, "persistent")
-        service.check_namespace(name)
-        count = service.namespaces.partitions(str(name))
-        if not count:
-            raise NotAllowed(f"{name} is not a partitioned topic")
-        last = {i: service.get_topic(name.partition(i), create=False).terminate() for i in range(count)}
-        return web.json_response({str(i): message_id_json(p, i) for i, p in last.items()})
+        last = {
+            str(partition.partition_index): service.get_topic(partition, create=False).terminate()
+            for partition in partitions_of(service, request, "persistent")
+        }
+        return web.json_response({i: message_id_json(position, int(i)) for i, position in last.items()})
 
     topic_base = "/admin/v2/persistent/{tenant}/{namespace}/{topic}"
     app.router.add_post(f"{topic_base}/terminate", terminate)
