@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-def _error(status: type[web.HTTPException], message: str) -> web.HTTPException:
+def reason_error(status: type[web.HTTPException], message: str) -> web.HTTPException:
     # Pulsar answers {"reason": ...}; pulsar-admin shows the reason.
     return status(text=json.dumps({"reason": message}), content_type="application/json")
 
@@ -29,13 +29,13 @@ def translate_errors(handler: Handler) -> Handler:
         try:
             return await handler(request)
         except (TopicNotFound, SubscriptionNotFound) as exc:
-            raise _error(web.HTTPNotFound, str(exc)) from None
+            raise reason_error(web.HTTPNotFound, str(exc)) from None
         except (AlreadyExists, NotEmpty) as exc:
-            raise _error(web.HTTPConflict, str(exc)) from None
+            raise reason_error(web.HTTPConflict, str(exc)) from None
         except (InvalidTopicName, ValueError, json.JSONDecodeError) as exc:
-            raise _error(web.HTTPBadRequest, str(exc)) from None
+            raise reason_error(web.HTTPBadRequest, str(exc)) from None
         except BrokerError as exc:
-            raise _error(web.HTTPPreconditionFailed, str(exc)) from None
+            raise reason_error(web.HTTPPreconditionFailed, str(exc)) from None
 
     return wrapped
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from magnetar.admin.errors import single_topic, translate_errors
+from magnetar.admin.errors import reason_error, single_topic, translate_errors
 from magnetar.client.compression import decompress
 from magnetar.client.errors import ClientError
 from magnetar.protocol import ProtocolError, wire
@@ -90,17 +90,12 @@ def entry_response(topic: PersistentTopic, position: Position) -> web.Response:
             else bytes(payload)
         )
     except (ProtocolError, ClientError) as exc:
-        raise web.HTTPInternalServerError(
-            text=json.dumps({"reason": f"message {position} does not decode: {exc}"}),
-            content_type="application/json",
+        raise reason_error(
+            web.HTTPInternalServerError, f"message {position} does not decode: {exc}"
         ) from None
     return web.Response(
         body=body, headers=entry_headers(position, metadata, broker), content_type="application/octet-stream"
     )
-
-
-def _not_found(what: str) -> web.HTTPNotFound:
-    return web.HTTPNotFound(text=json.dumps({"reason": f"{what} not found"}), content_type="application/json")
 
 
 def add_routes(app: web.Application, service: BrokerService) -> None:
@@ -116,7 +111,7 @@ def add_routes(app: web.Application, service: BrokerService) -> None:
             raise ValueError("the message position counts from 1")
         position = subscription.nth_position(n)
         if position is None:
-            raise _not_found("Message")
+            raise reason_error(web.HTTPNotFound, "Message not found")
         return entry_response(topic, position)
 
     @translate_errors
@@ -124,7 +119,7 @@ def add_routes(app: web.Application, service: BrokerService) -> None:
         topic = one_topic(request)
         position = Position(int(request.match_info["ledger"]), int(request.match_info["entry"]))
         if not topic.ml.has_entry(position):
-            raise _not_found(f"Message {position}")
+            raise reason_error(web.HTTPNotFound, f"Message {position} not found")
         return entry_response(topic, position)
 
     base = "/admin/v2/persistent/{tenant}/{namespace}/{topic}"
