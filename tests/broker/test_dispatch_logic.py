@@ -2,7 +2,7 @@
 
 from dataclasses import dataclass
 
-from magnetar.broker.dispatchers.shared import ReplayQueue
+from magnetar.broker.dispatchers.replay_queue import ReplayQueue
 from magnetar.broker.dispatchers.single_active import choose_active
 from magnetar.broker.entries import DispatchEntry, RecentEntries
 from magnetar.broker.seek import _first_index

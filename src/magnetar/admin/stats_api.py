@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from magnetar.admin.errors import partitions_of, single_topic, translate_errors
-from magnetar.protocol import wire
 
 if TYPE_CHECKING:
     from magnetar.broker.nonpersistent import NonPersistentTopic
@@ -49,21 +48,25 @@ def _out(traffic: Traffic) -> dict:
 
 def _subscription_stats(sub: Subscription) -> dict:
     cursor = sub.cursor  # None on a non-persistent topic: nothing is kept, so no backlog
+    dispatcher = sub.dispatcher
     stats = {
         **_out(sub.traffic),
         "msgBacklog": cursor.backlog() if cursor is not None else 0,
         "durable": sub.durable,
-        "type": None if sub.sub_type is None else wire.CommandSubscribe.SubType.Name(sub.sub_type),
+        "type": sub.type_name,
         "consumers": [
             {
                 "consumerName": c.name,
                 **_out(c.traffic),
                 "availablePermits": c.permits,
                 "unackedMessages": len(c.pending_acks),
+                **(dispatcher.consumer_stats(c) if dispatcher is not None else {}),
             }
             for c in sub.consumers
         ],
     }
+    if dispatcher is not None and (extra := dispatcher.stats()):
+        stats["dispatcher"] = extra  # Magnetar's own figures, e.g. a broadcast one's reads
     if cursor is not None:
         stats.update(
             markDeletePosition=str(cursor.mark_delete_position),

@@ -131,7 +131,7 @@ class ServerCnx(asyncio.BufferedProtocol):
         self.holds.release(Hold.WRITES)
         for consumer in self.consumers.values():
             if consumer.subscription.dispatcher is not None:
-                consumer.subscription.dispatcher.schedule()
+                consumer.subscription.dispatcher.on_writable(consumer)
 
     def _open_transport(self) -> asyncio.Transport | None:
         """The transport while it is still open (not closing), else None."""
@@ -464,7 +464,7 @@ class ServerCnx(asyncio.BufferedProtocol):
         error: BrokerError | None = None
         if consumer is not None:
             try:
-                consumer.subscription.acknowledge(cmd)
+                consumer.subscription.acknowledge(cmd, consumer)
             except BrokerError as exc:
                 error = exc
         if cmd.HasField("request_id"):

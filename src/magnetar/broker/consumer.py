@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from magnetar.broker.entries import DispatchEntry
@@ -48,15 +49,26 @@ class Consumer:
     def writable(self) -> bool:
         return not self.closed and self.cnx.writable
 
-    def send_entries(self, entries: list[DispatchEntry], redelivery_counts: dict[Position, int]) -> None:
-        """Write one MESSAGE per entry and charge its messages to the permits."""
+    def send_entries(
+        self,
+        entries: list[DispatchEntry],
+        redelivery_counts: dict[Position, int],
+        ack_sets: Callable[[Position], list[int] | None] | None = None,
+    ) -> None:
+        """Write one MESSAGE per entry and charge its messages to the permits.
+
+        ``ack_sets`` gives a batch's messages already acknowledged (the subscription cursor's
+        record by default; a broadcast consumer's own).
+        """
         with_meta = self.cnx.wants_entry_metadata
         cursor = self.subscription.cursor
+        if ack_sets is None and cursor is not None:
+            ack_sets = cursor.batch_ack_set
         frames = []
         messages = size = 0
         for item in entries:
             position = item.position
-            ack_set = cursor.batch_ack_set(position) if item.is_batch and cursor is not None else None
+            ack_set = ack_sets(position) if item.is_batch and ack_sets is not None else None
             payload = item.payload_for(with_meta)
             frames.append(
                 message_header(

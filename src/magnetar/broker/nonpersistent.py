@@ -2,8 +2,8 @@
 and are never stored. A consumer without permits misses the message, as in Pulsar.
 
 Subscriptions choose consumers the way their persistent twins do (one active consumer for
-Exclusive/Failover, round robin for Shared, the key's hash owner for Key_Shared), but there
-is nothing to acknowledge, redeliver or seek.
+Exclusive/Failover, round robin for Shared, the key's hash owner for Key_Shared, every consumer
+for Broadcast), but there is nothing to acknowledge, redeliver or seek.
 """
 
 from __future__ import annotations
@@ -13,6 +13,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from magnetar.broker.consumer import Consumer
+from magnetar.broker.dispatchers import BROADCAST
+from magnetar.broker.dispatchers.broadcast import wants_broadcast
 from magnetar.broker.dispatchers.key_shared import join_selector, key_shared_mode, new_selector
 from magnetar.broker.dispatchers.single_active import choose_active
 from magnetar.broker.dispatchers.sticky_keys import (
@@ -47,6 +49,7 @@ class NonPersistentSubscription:
         self.topic = topic
         self.name = name
         self.sub_type = sub_type
+        self.broadcast = False
         self.consumers: list[Consumer] = []
         self.dispatcher = None
         self.messages_dropped = 0
@@ -54,10 +57,17 @@ class NonPersistentSubscription:
         self._next = 0
         self._selector: AutoSplitSelector | StickySelector | None = None
 
-    def add_consumer(self, consumer: Consumer, sub_type: int) -> None:
-        if sub_type != self.sub_type and self.consumers:
-            raise ConsumerBusy(f"Subscription {self.name} is of type {SubType.Name(self.sub_type)}")
-        self.sub_type = sub_type
+    @property
+    def type_name(self) -> str:
+        return BROADCAST if self.broadcast else SubType.Name(self.sub_type)
+
+    def add_consumer(self, consumer: Consumer, sub_type: int, broadcast: bool = False) -> None:
+        if self.consumers and (broadcast != self.broadcast or (sub_type != self.sub_type and not broadcast)):
+            raise ConsumerBusy(f"Subscription {self.name} is of type {self.type_name}")
+        self.sub_type, self.broadcast = sub_type, broadcast
+        if broadcast:
+            self.consumers.append(consumer)
+            return
         if sub_type == EXCLUSIVE and self.consumers:
             raise ConsumerBusy("Exclusive consumer is already connected")
         if sub_type == KEY_SHARED:
@@ -83,7 +93,7 @@ class NonPersistentSubscription:
     def flow(self, consumer: Consumer, permits: int) -> None:
         consumer.permits += permits
 
-    def acknowledge(self, ack: wire.CommandAck) -> None:
+    def acknowledge(self, ack: wire.CommandAck, consumer: Consumer | None = None) -> None:
         """Nothing is kept, so there is nothing to acknowledge."""
 
     def redeliver(self, consumer: Consumer, msg_ids: list[wire.MessageIdData]) -> None:
@@ -119,6 +129,13 @@ class NonPersistentSubscription:
         return None
 
     def deliver(self, item: DispatchEntry) -> None:
+        if self.broadcast:
+            for consumer in self.consumers:
+                if consumer.permits > 0 and consumer.writable:
+                    consumer.send_entries([item], {})
+                else:
+                    self.messages_dropped += item.num_messages
+            return
         target = self._target(item)
         if target is None or target.permits <= 0 or not target.writable:
             self.messages_dropped += item.num_messages
@@ -175,7 +192,7 @@ class NonPersistentTopic:
         if subscription is None:
             subscription = NonPersistentSubscription(self, cmd.subscription, cmd.sub_type)
         consumer = consumer_factory(subscription)
-        subscription.add_consumer(consumer, cmd.sub_type)
+        subscription.add_consumer(consumer, cmd.sub_type, broadcast=wants_broadcast(cmd))
         self.subscriptions[cmd.subscription] = subscription
         return consumer
 

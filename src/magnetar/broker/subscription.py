@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from magnetar.broker.consumer import Consumer
-from magnetar.broker.dispatchers import Dispatcher, create_dispatcher
+from magnetar.broker.dispatchers import BROADCAST, Dispatcher, Kind, create_dispatcher, kind_name
 from magnetar.broker.errors import ConsumerBusy, NotAllowed
 from magnetar.broker.ids import position_of
 from magnetar.broker.traffic import Traffic
@@ -26,7 +26,10 @@ class Subscription:
         self.name = name
         self.cursor = cursor
         self.durable = durable
+        #: The subscription type its consumers declared, and the dispatcher kind chosen with it
+        #: (the type, or ``BROADCAST`` when they asked for one).
         self.sub_type: int | None = None
+        self.kind: Kind | None = None
         self.dispatcher: Dispatcher | None = None
         #: Messages and bytes dispatched to this subscription's consumers, past ones included.
         self.traffic = Traffic()
@@ -35,23 +38,30 @@ class Subscription:
     def consumers(self) -> list[Consumer]:
         return self.dispatcher.consumers if self.dispatcher else []
 
-    def add_consumer(self, consumer: Consumer, sub_type: int) -> None:
-        if self.dispatcher is not None and self.sub_type != sub_type:
+    @property
+    def type_name(self) -> str | None:
+        return None if self.kind is None else kind_name(self.kind)
+
+    def add_consumer(self, consumer: Consumer, sub_type: int, broadcast: bool = False) -> None:
+        """Attach a consumer; the first one picks the dispatcher (a broadcast one if it asked, in
+        which case consumers of any declared type share it)."""
+        kind: Kind = BROADCAST if broadcast else sub_type
+        if self.dispatcher is not None and self.kind != kind:
             if self.dispatcher.consumers:
                 raise ConsumerBusy(
-                    f"Subscription {self.name} is of type {SubType.Name(self.sub_type)}, "
-                    f"not {SubType.Name(sub_type)}"
+                    f"Subscription {self.name} is of type {kind_name(self.kind)}, not {kind_name(kind)}"
                 )
             self.dispatcher.close()
             self.dispatcher = None
         if self.dispatcher is None:
             try:
                 self.dispatcher = create_dispatcher(
-                    sub_type, self, max_read_batch=self.topic.config.dispatcher_max_read_batch
+                    kind, self, max_read_batch=self.topic.config.dispatcher_max_read_batch
                 )
             except LookupError as exc:
                 raise NotAllowed(str(exc)) from None
-            self.sub_type = sub_type
+            self.kind = kind
+        self.sub_type = sub_type
         self.dispatcher.add_consumer(consumer)
 
     def remove_consumer(self, consumer: Consumer) -> None:
@@ -67,12 +77,16 @@ class Subscription:
 
     def notify_new_entries(self) -> None:
         if self.dispatcher is not None and self.dispatcher.consumers:
-            self.dispatcher.schedule()
+            self.dispatcher.on_new_entries()
 
     # -- acknowledgements ------------------------------------------------------------------
-    def acknowledge(self, ack: wire.CommandAck) -> None:
+    def acknowledge(self, ack: wire.CommandAck, consumer: Consumer | None = None) -> None:
+        if self.dispatcher is not None and self.dispatcher.acknowledge(consumer, ack):
+            if self.topic.terminated:
+                self.check_end_of_topic()
+            return
         if ack.ack_type == wire.CommandAck.Cumulative:
-            if self.sub_type in _SHARED_TYPES:
+            if self.kind in _SHARED_TYPES:
                 raise NotAllowed("cumulative acknowledgement is not allowed on a shared subscription")
             if ack.message_id:
                 self._ack_cumulative(ack.message_id[0])
@@ -103,23 +117,23 @@ class Subscription:
             # Up to the entry before, and part of this batch.
             size = msg_id.batch_size if msg_id.HasField("batch_size") else 64 * len(msg_id.ack_set)
             if position.entry_id > 0:
-                self._mark_delete(Position(position.ledger_id, position.entry_id - 1))
+                self.mark_delete(Position(position.ledger_id, position.entry_id - 1))
             if self.cursor.ack_batch_indexes(position, list(msg_id.ack_set), size):
-                self._mark_delete(position)
+                self.mark_delete(position)
             return
-        self._mark_delete(position)
+        self.mark_delete(position)
 
     def expire_before(self, position: Position) -> bool:
         """Message TTL: acknowledge every entry before ``position``; True if anything expired."""
         last_expired = self.topic.ml.previous_position(position)
         if last_expired.entry_id < 0 or last_expired <= self.cursor.mark_delete_position:
             return False
-        self._mark_delete(last_expired)
+        self.mark_delete(last_expired)
         return True
 
     def clear_backlog(self) -> None:
         """Acknowledge everything stored so far (Pulsar's skip_all, ``clear-backlog``)."""
-        self._mark_delete(self.topic.ml.last_confirmed)
+        self.mark_delete(self.topic.ml.last_confirmed)
 
     def skip(self, count: int) -> None:
         """Acknowledge the next ``count`` unacknowledged entries, as Pulsar's skip does (it counts
@@ -131,7 +145,7 @@ class Subscription:
             position = ml.next_position(position)
             if not cursor.is_acked(position):
                 count -= 1
-        self._mark_delete(min(position, last))
+        self.mark_delete(min(position, last))
 
     def nth_position(self, n: int) -> Position | None:
         """The ``n``-th entry (from 1) after the mark-delete position, acknowledged or not, as
@@ -145,7 +159,7 @@ class Subscription:
                 return None
         return position
 
-    def _mark_delete(self, position: Position) -> None:
+    def mark_delete(self, position: Position) -> None:
         if position <= self.cursor.mark_delete_position:
             return
         self.cursor.mark_delete(position)
@@ -157,8 +171,8 @@ class Subscription:
     def check_end_of_topic(self) -> None:
         """On a terminated topic, tell consumers once nothing is left to acknowledge (Pulsar's
         REACHED_END_OF_TOPIC): they will receive nothing more."""
-        if self.topic.terminated and self.cursor.backlog() == 0:
-            for consumer in self.consumers:
+        if self.topic.terminated and self.dispatcher is not None:
+            for consumer in self.dispatcher.consumers_at_end():
                 consumer.reached_end_of_topic()
 
     def redeliver(self, consumer: Consumer, msg_ids: list[wire.MessageIdData]) -> None:

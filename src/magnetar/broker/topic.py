@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from magnetar.broker import backlog_quota, loop_pass
 from magnetar.broker.consumer import Consumer
+from magnetar.broker.dispatchers.broadcast import wants_broadcast
 from magnetar.broker.entries import RecentEntries
 from magnetar.broker.entry_metadata import IndexInterceptor, load_interceptors
 from magnetar.broker.entry_search import EntryReader, EntrySpace, entry_time, first_true, message_count
@@ -301,7 +302,7 @@ class PersistentTopic:
             subscription = self._create_subscription(cmd)
         consumer = consumer_factory(subscription)
         try:
-            subscription.add_consumer(consumer, cmd.sub_type)
+            subscription.add_consumer(consumer, cmd.sub_type, broadcast=wants_broadcast(cmd))
         except Exception:
             if not subscription.durable and not subscription.consumers:
                 self.remove_subscription(name)

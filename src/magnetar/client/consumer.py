@@ -47,7 +47,7 @@ from magnetar.client.errors import (
 )
 from magnetar.client.handler import HandlerBase, State
 from magnetar.client.message import ChunkMessageId, Message, MessageId
-from magnetar.protocol import commands
+from magnetar.protocol import broadcast, commands
 from magnetar.protocol import pulsar_wire_pb2 as wire
 from magnetar.protocol.errors import ChecksumMismatch, ProtocolError
 
@@ -66,6 +66,10 @@ class ConsumerType(enum.IntEnum):
     Shared = _Sub.Shared
     Failover = _Sub.Failover
     KeyShared = _Sub.Key_Shared
+    #: Every consumer of the subscription receives every message (a Magnetar broker's broadcast
+    #: subscription). Sent as Exclusive with the broadcast subscription property, so each
+    #: consumer may also acknowledge cumulatively.
+    Broadcast = -1
 
 
 class InitialPosition(enum.IntEnum):
@@ -100,6 +104,10 @@ class ConsumerConfig:
     @property
     def shared(self) -> bool:
         return int(self.consumer_type) in (ConsumerType.Shared, ConsumerType.KeyShared)
+
+    @property
+    def broadcast(self) -> bool:
+        return int(self.consumer_type) == ConsumerType.Broadcast
 
 
 class Consumer(HandlerBase):
@@ -196,7 +204,7 @@ class Consumer(HandlerBase):
         body = _Sub(
             topic=self._topic,
             subscription=cfg.subscription_name,
-            sub_type=int(cfg.consumer_type),
+            sub_type=_Sub.Exclusive if cfg.broadcast else int(cfg.consumer_type),
             consumer_id=self.consumer_id,
             request_id=0,
             durable=cfg.durable,
@@ -216,6 +224,10 @@ class Consumer(HandlerBase):
             body.metadata.add(key=key, value=value)
         for key, value in (cfg.subscription_properties or {}).items():
             body.subscription_properties.add(key=key, value=value)
+        if cfg.broadcast:
+            body.subscription_properties.add(
+                key=broadcast.BROADCAST_PROPERTY, value=broadcast.BROADCAST_VALUE
+            )
         if int(cfg.consumer_type) == ConsumerType.KeyShared:
             body.key_shared_meta.key_shared_mode = wire.AUTO_SPLIT
         return body

@@ -1,7 +1,8 @@
 """Dispatchers: one per subscription, each deciding which consumer gets which entry.
 
-New subscription behaviours (broadcast with virtual cursors, chunk-aware) register here
-with ``register_dispatcher`` without touching the existing ones.
+A dispatcher is chosen by a *kind*: one of the protocol's subscription types, or a name for a
+behaviour the protocol has no type for (``BROADCAST``). New behaviours (a chunk-aware one)
+register here with ``register_dispatcher`` without touching the existing ones.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from magnetar.broker.dispatchers.base import Dispatcher
+from magnetar.broker.dispatchers.broadcast import BroadcastDispatcher
 from magnetar.broker.dispatchers.key_shared import KeySharedDispatcher
 from magnetar.broker.dispatchers.shared import SharedDispatcher
 from magnetar.broker.dispatchers.single_active import SingleActiveConsumerDispatcher
@@ -17,25 +19,34 @@ from magnetar.protocol import wire
 SubType = wire.CommandSubscribe.SubType
 
 DispatcherFactory = Callable[..., Dispatcher]
+#: A subscription type's number, or the name of a kind without one.
+Kind = int | str
 
-_FACTORIES: dict[int, DispatcherFactory] = {
+BROADCAST = "Broadcast"
+
+_FACTORIES: dict[Kind, DispatcherFactory] = {
     SubType.Value("Exclusive"): lambda sub, **kw: SingleActiveConsumerDispatcher(sub, failover=False, **kw),
     SubType.Value("Failover"): lambda sub, **kw: SingleActiveConsumerDispatcher(sub, failover=True, **kw),
     SubType.Value("Shared"): lambda sub, **kw: SharedDispatcher(sub, **kw),
     SubType.Value("Key_Shared"): lambda sub, **kw: KeySharedDispatcher(sub, **kw),
+    BROADCAST: lambda sub, **kw: BroadcastDispatcher(sub, **kw),
 }
 
 
-def register_dispatcher(sub_type: int, factory: DispatcherFactory) -> None:
-    _FACTORIES[sub_type] = factory
+def kind_name(kind: Kind) -> str:
+    return kind if isinstance(kind, str) else SubType.Name(kind)
 
 
-def create_dispatcher(sub_type: int, subscription, **kwargs) -> Dispatcher:
+def register_dispatcher(kind: Kind, factory: DispatcherFactory) -> None:
+    _FACTORIES[kind] = factory
+
+
+def create_dispatcher(kind: Kind, subscription, **kwargs) -> Dispatcher:
     try:
-        factory = _FACTORIES[sub_type]
+        factory = _FACTORIES[kind]
     except KeyError:
-        raise LookupError(f"subscription type {SubType.Name(sub_type)} is not supported yet") from None
+        raise LookupError(f"subscription type {kind_name(kind)} is not supported yet") from None
     return factory(subscription, **kwargs)
 
 
-__all__ = ["Dispatcher", "create_dispatcher", "register_dispatcher"]
+__all__ = ["BROADCAST", "Dispatcher", "Kind", "create_dispatcher", "kind_name", "register_dispatcher"]

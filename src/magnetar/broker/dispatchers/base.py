@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from magnetar.broker import loop_pass
 from magnetar.broker.entries import DispatchEntry
+from magnetar.protocol import wire
 from magnetar.storage.position import Position
 
 if TYPE_CHECKING:
@@ -51,7 +52,24 @@ class Dispatcher(ABC):
         consumer.permits += permits
         self.schedule()
 
+    def on_writable(self, consumer: Consumer) -> None:
+        """The consumer's connection takes writes again."""
+        self.schedule()
+
+    def on_new_entries(self) -> None:
+        """Entries were stored on the topic."""
+        self.schedule()
+
     # -- acknowledgements and redelivery ----------------------------------------------------
+    def acknowledge(self, consumer: Consumer | None, ack: wire.CommandAck) -> bool:
+        """Take an ACK that this dispatcher keeps per consumer; False leaves it to the
+        subscription's cursor (every dispatcher but the broadcast one)."""
+        return False
+
+    def consumers_at_end(self) -> Iterable[Consumer]:
+        """The consumers that have acknowledged everything stored (for REACHED_END_OF_TOPIC)."""
+        return self.consumers if self.cursor.backlog() == 0 else ()
+
     @abstractmethod
     def redeliver(self, consumer: Consumer, positions: list[Position] | None) -> None:
         """Send again what ``consumer`` has not acknowledged (all of it when positions is None)."""
@@ -77,6 +95,15 @@ class Dispatcher(ABC):
         counts = self.redelivery_counts
         for position in positions:
             counts[position] = counts.get(position, 0) + 1
+
+    # -- stats -----------------------------------------------------------------------------
+    def stats(self) -> dict:
+        """Figures of this kind of dispatcher for the subscription's stats (none by default)."""
+        return {}
+
+    def consumer_stats(self, consumer: Consumer) -> dict:
+        """Figures of one consumer that this kind of dispatcher keeps (none by default)."""
+        return {}
 
     # -- dispatch loop -------------------------------------------------------------------
     def schedule(self) -> None:

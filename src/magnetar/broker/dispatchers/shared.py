@@ -3,49 +3,19 @@
 from __future__ import annotations
 
 import asyncio
-import bisect
 import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from magnetar.broker.dispatchers.base import Dispatcher
 from magnetar.broker.dispatchers.delayed import DelayedDeliveryTracker
+from magnetar.broker.dispatchers.replay_queue import ReplayQueue
 from magnetar.broker.entries import DispatchEntry
 from magnetar.storage.position import Position
 
 if TYPE_CHECKING:
     from magnetar.broker.consumer import Consumer
     from magnetar.broker.subscription import Subscription
-
-
-class ReplayQueue:
-    """Positions to send again, kept sorted so replays go out in publish order."""
-
-    def __init__(self) -> None:
-        self._sorted: list[Position] = []
-        self._members: set[Position] = set()
-
-    def __len__(self) -> int:
-        return len(self._sorted)
-
-    def add(self, position: Position) -> None:
-        if position not in self._members:
-            self._members.add(position)
-            bisect.insort(self._sorted, position)
-
-    def discard(self, position: Position) -> None:
-        if position in self._members:
-            self._members.remove(position)
-            del self._sorted[bisect.bisect_left(self._sorted, position)]
-
-    def pop_first(self, n: int) -> list[Position]:
-        taken, self._sorted = self._sorted[:n], self._sorted[n:]
-        self._members.difference_update(taken)
-        return taken
-
-    def clear(self) -> None:
-        self._sorted.clear()
-        self._members.clear()
 
 
 def chunk_info(item: DispatchEntry) -> tuple[str, int, int] | None:

@@ -1,9 +1,10 @@
 """Alert fan-out: every vehicle in an area receives its area's alerts.
 
 As in the NTT smart city, each area has its own alerts topic and every vehicle in the area
-is connected to it: here a consumer with its own Exclusive subscription (a broadcast by
-subscriptions, Figure 8 of the seed). A *control room* subscribes to every alerts topic too
-and counts what the pipeline wrote, duplicates included.
+is connected to it: a consumer of the topic's one broadcast subscription (``vehicles``), as
+the seed's Broadcast Subscription does it: one dispatcher and one read of each alert for all
+the area's vehicles, a light virtual cursor per vehicle. A *control room* subscribes to every
+alerts topic too and counts what the pipeline wrote, duplicates included.
 
 Latency is measured per receipt: from the alert's trigger (the event time at which the
 damage rule became true) to the moment the vehicle received it; the alert's publish time
@@ -75,8 +76,9 @@ class AlertFanout:
         for vehicle in self.city.devices_of(VEHICLE):
             consumer = await self.client.subscribe(
                 self.settings.alerts_topic(vehicle.area),
-                f"{vehicle.id}-alerts",
-                consumer_type=aio.ConsumerType.Exclusive,
+                "vehicles",
+                consumer_type=aio.ConsumerType.Broadcast,
+                consumer_name=vehicle.id,
                 initial_position=aio.InitialPosition.Earliest,
                 receiver_queue_size=100,
             )

@@ -1,0 +1,375 @@
+"""Broadcast: every consumer of one subscription receives every message, from one dispatcher.
+
+Pulsar has no subscription type that sends the same messages to many consumers; the usual way,
+one Exclusive subscription per consumer, gives 100K consumers 100K cursors, dispatchers and
+reads of each entry. Here (after NTT's Broadcast Subscription for 100K vehicles on one topic)
+the subscription keeps its one stored cursor and this one dispatcher; each consumer gets a
+``VirtualCursor`` held in memory. Consumers reading at the same position are served together:
+one read from the entry cache or the files, then the same entries are written to each of them.
+
+- A consumer starts at the subscription's mark-delete position: it receives what the
+  subscription still holds (the subscription keeps each message until every connected consumer
+  has acknowledged it, or it is skipped, expired or evicted).
+- The stored cursor moves to the lowest mark-delete position of the connected consumers
+  (``PositionFloor``), so a restart resumes where the slowest consumer was.
+- Acks, cumulative and individual, move only their consumer's virtual cursor: a cheap step on
+  the connection's read path, never queued behind the sending of entries.
+- One dispatch round writes to at most ``fanout_per_round`` consumers, then yields to the event
+  loop, so 100K consumers at one position do not hold up acks, sends and other subscriptions.
+  Rounds are per subscription: two broadcast subscriptions on a topic do not wait for each other.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from magnetar.broker.dispatchers.base import MAX_READ_BYTES, Dispatcher
+from magnetar.broker.dispatchers.entry_window import EntryWindow
+from magnetar.broker.dispatchers.position_floor import PositionFloor
+from magnetar.broker.dispatchers.virtual_cursor import VirtualCursor
+from magnetar.broker.entries import DispatchEntry
+from magnetar.broker.ids import position_of
+from magnetar.protocol import wire
+from magnetar.protocol.broadcast import BROADCAST_PROPERTY, BROADCAST_VALUE
+from magnetar.storage.errors import EntryNotFoundError
+from magnetar.storage.position import Position
+
+if TYPE_CHECKING:
+    from magnetar.broker.consumer import Consumer
+    from magnetar.broker.subscription import Subscription
+
+#: Most consumers one dispatch round writes to before the event loop runs other work.
+FANOUT_PER_ROUND = 1000
+#: Most entries and bytes kept read for consumers that have still to be sent them.
+WINDOW_ENTRIES = 1000
+WINDOW_BYTES = 2 * MAX_READ_BYTES
+
+
+def wants_broadcast(cmd: wire.CommandSubscribe) -> bool:
+    """True when a SUBSCRIBE asks for a broadcast subscription (``protocol.broadcast``)."""
+    return any(
+        kv.key == BROADCAST_PROPERTY and kv.value == BROADCAST_VALUE
+        for kv in (*cmd.subscription_properties, *cmd.metadata)
+    )
+
+
+def _after(position: Position) -> Position:
+    # A read from here steps into the next ledger by itself when this one has ended.
+    return Position(position.ledger_id, position.entry_id + 1)
+
+
+class BroadcastDispatcher(Dispatcher):
+    def __init__(
+        self, subscription: Subscription, max_read_batch: int = 100, fanout_per_round: int = FANOUT_PER_ROUND
+    ) -> None:
+        super().__init__(subscription, max_read_batch)
+        self.ml = subscription.topic.ml
+        self.fanout_per_round = fanout_per_round
+        #: The consumers and their cursors; a dict, so 100K of them come and go in O(1).
+        self.consumers: dict[Consumer, VirtualCursor] = {}  # type: ignore[assignment]
+        self._floor = PositionFloor()
+        #: Consumers to look at in the next round (permits, writes or entries may let them go on).
+        self._queue: deque[Consumer] = deque()
+        self._queued: set[Consumer] = set()
+        #: Consumers with permits that have read everything: woken when entries are stored.
+        self._at_tail: dict[Consumer, None] = {}
+        #: The last mark-delete position this dispatcher knows the subscription's cursor at.
+        self._applied = self.cursor.mark_delete_position
+        #: Reads from the entry cache or files, and the entries they returned (for stats and tests:
+        #: consumers at one position share a read).
+        self.reads = 0
+        self.entries_read = 0
+        #: Entries read that some consumer has still to be sent, and where consumers read next.
+        self._window = EntryWindow(WINDOW_ENTRIES, WINDOW_BYTES)
+        self._read_floor = PositionFloor()
+
+    # -- consumers -------------------------------------------------------------------------
+    def add_consumer(self, consumer: Consumer) -> None:
+        start = self.cursor.mark_delete_position
+        vc = VirtualCursor(start, self.ml.next_position(start))
+        self.consumers[consumer] = vc
+        self._floor.add(start)
+        self._read_floor.add(vc.read_position)
+        self._wake(consumer)
+
+    def remove_consumer(self, consumer: Consumer) -> None:
+        vc = self.consumers.pop(consumer, None)
+        if vc is None:
+            return
+        self._queued.discard(consumer)
+        self._at_tail.pop(consumer, None)
+        consumer.pending_acks.clear()
+        self._floor.remove(vc.mark_delete)
+        self._read_floor.remove(vc.read_position)
+        if not consumer.cnx.closed:
+            # Closed by its client: what only it held is released now. A lost connection (a
+            # broker shutting down loses them all, in any order) releases it at the next ack.
+            self._advance_subscription()
+
+    def virtual_cursor(self, consumer: Consumer) -> VirtualCursor | None:
+        return self.consumers.get(consumer)
+
+    def consumer_flow(self, consumer: Consumer, permits: int) -> None:
+        consumer.permits += permits
+        if consumer.permits > 0:
+            self._wake(consumer)
+
+    def on_writable(self, consumer: Consumer) -> None:
+        self._wake(consumer)
+
+    def on_new_entries(self) -> None:
+        at_tail = self._at_tail
+        if at_tail:
+            self._at_tail = {}
+            for consumer in at_tail:
+                self._enqueue(consumer)
+            self.schedule()
+
+    def _wake(self, consumer: Consumer) -> None:
+        if consumer in self.consumers:
+            self._at_tail.pop(consumer, None)
+            self._enqueue(consumer)
+            self.schedule()
+
+    def _enqueue(self, consumer: Consumer) -> None:
+        if consumer not in self._queued:
+            self._queued.add(consumer)
+            self._queue.append(consumer)
+
+    # -- acknowledgements and redelivery ----------------------------------------------------
+    def acknowledge(self, consumer: Consumer | None, ack: wire.CommandAck) -> bool:
+        vc = self.consumers.get(consumer) if consumer is not None else None
+        if vc is None or not ack.message_id:
+            return True
+        before = vc.mark_delete
+        last = self.ml.last_confirmed
+        if ack.ack_type == wire.CommandAck.Cumulative:
+            msg_id = ack.message_id[0]
+            position = position_of(msg_id)
+            if position > last or position.entry_id < 0:
+                return True
+            if len(msg_id.ack_set):
+                # Everything before this batch, and part of it.
+                vc.ack_through(self.ml.previous_position(position))
+                if self._ack_batch(vc, msg_id, position):
+                    vc.ack(position)
+            else:
+                vc.ack_through(position)
+            for stale in [p for p in consumer.pending_acks if p <= vc.mark_delete]:
+                del consumer.pending_acks[stale]
+        else:
+            for msg_id in ack.message_id:
+                position = position_of(msg_id)
+                if position > last or position.entry_id < 0:
+                    continue
+                if len(msg_id.ack_set) and not self._ack_batch(vc, msg_id, position):
+                    continue
+                vc.ack(position)
+                consumer.pending_acks.pop(position, None)
+        vc.advance(self.ml.next_position, self.cursor.is_acked)
+        if vc.mark_delete != before:
+            self._floor.move(before, vc.mark_delete)
+            self._advance_subscription()
+        return True
+
+    @staticmethod
+    def _ack_batch(vc: VirtualCursor, msg_id: wire.MessageIdData, position: Position) -> bool:
+        size = msg_id.batch_size if msg_id.HasField("batch_size") else 64 * len(msg_id.ack_set)
+        return vc.ack_batch_indexes(position, list(msg_id.ack_set), size)
+
+    def _advance_subscription(self) -> None:
+        """Move the stored cursor to the lowest consumer's mark-delete position."""
+        lowest = self._floor.lowest()
+        if lowest is not None and lowest > self._applied:
+            self._applied = lowest
+            self.subscription.mark_delete(lowest)
+
+    def on_mark_delete(self, position: Position) -> None:
+        super().on_mark_delete(position)
+        position = self.cursor.mark_delete_position
+        if position <= self._applied:
+            return  # this dispatcher's own move, or nothing new
+        # Skip, clear-backlog, expiry or backlog eviction: acknowledged for every consumer.
+        self._applied = position
+        next_position = self.ml.next_position
+        for consumer, vc in self.consumers.items():
+            if vc.mark_delete < position:
+                before, read_before = vc.mark_delete, vc.read_position
+                vc.skip_to(position, next_position)
+                self._floor.move(before, vc.mark_delete)
+                self._read_floor.move(read_before, vc.read_position)
+                for stale in [p for p in consumer.pending_acks if p <= position]:
+                    del consumer.pending_acks[stale]
+                self._wake(consumer)
+
+    def on_cursor_reset(self) -> None:
+        super().on_cursor_reset()
+        self._window.evict_below(None)
+        self._applied = start = self.cursor.mark_delete_position
+        for consumer, vc in list(self.consumers.items()):
+            self._floor.remove(vc.mark_delete)
+            self._read_floor.remove(vc.read_position)
+            vc = self.consumers[consumer] = VirtualCursor(start, self.ml.next_position(start))
+            self._floor.add(start)
+            self._read_floor.add(vc.read_position)
+            self._wake(consumer)
+
+    def redeliver(self, consumer: Consumer, positions: list[Position] | None) -> None:
+        vc = self.consumers.get(consumer)
+        if vc is None:
+            return
+        pending = consumer.pending_acks
+        wanted = list(pending) if positions is None else [p for p in positions if p in pending]
+        for position in wanted:
+            del pending[position]
+            vc.replay.add(position)
+            vc.redelivery_counts[position] = vc.redelivery_counts.get(position, 0) + 1
+        if wanted:
+            self._wake(consumer)
+
+    def consumers_at_end(self) -> Iterable[Consumer]:
+        last = self.ml.last_confirmed
+        return [c for c, vc in self.consumers.items() if vc.mark_delete >= last]
+
+    # -- stats -----------------------------------------------------------------------------
+    def stats(self) -> dict:
+        return {
+            "virtualCursors": len(self.consumers),
+            "entryReads": self.reads,
+            "entriesRead": self.entries_read,
+        }
+
+    def consumer_stats(self, consumer: Consumer) -> dict:
+        vc = self.consumers.get(consumer)
+        if vc is None:
+            return {}
+        return {"markDeletePosition": str(vc.mark_delete), "readPosition": str(vc.read_position)}
+
+    # -- dispatch ---------------------------------------------------------------------------
+    def dispatch_round(self) -> bool:
+        cursors, queue, queued = self.consumers, self._queue, self._queued
+        groups: dict[Position, list[Consumer]] = {}
+        replays: list[Consumer] = []
+        budget = self.fanout_per_round
+        while queue and budget > 0:
+            consumer = queue.popleft()
+            queued.discard(consumer)
+            vc = cursors.get(consumer)
+            if vc is None or consumer.permits <= 0 or not consumer.writable:
+                continue  # a FLOW, a drained socket or a new subscribe queues it again
+            budget -= 1
+            if len(vc.replay):
+                replays.append(consumer)
+            else:
+                groups.setdefault(vc.read_position, []).append(consumer)
+        for consumer in replays:
+            self._send_replay(consumer, cursors[consumer])
+        for position, members in groups.items():
+            self._send_group(position, members)
+        self._window.evict_below(self._read_floor.lowest())
+        return bool(queue)
+
+    def _send_group(self, position: Position, members: list[Consumer]) -> None:
+        """One read for every consumer reading at ``position``, then a write to each."""
+        wanted = max(c.permits for c in members)
+        entries, resume = self._read(position, wanted)
+        at_tail = resume > self.ml.last_confirmed
+        cursors = self.consumers
+        for consumer in members:
+            vc = cursors[consumer]
+            if not entries:
+                self._move_read(vc, resume)
+                self._park(consumer, at_tail)
+                continue
+            left, taken = consumer.permits, 0
+            for item in entries:
+                if left <= 0:
+                    break
+                left -= item.num_messages
+                taken += 1
+            sent = entries if taken == len(entries) else entries[:taken]
+            pending = consumer.pending_acks
+            for item in sent:
+                pending[item.position] = item.num_messages
+            consumer.send_entries(sent, vc.redelivery_counts, vc.batch_ack_set)
+            if taken == len(entries):
+                self._move_read(vc, resume)
+                if consumer.permits > 0:
+                    self._park(consumer, at_tail)
+            else:
+                self._move_read(vc, _after(sent[-1].position))
+
+    def _move_read(self, vc: VirtualCursor, position: Position) -> None:
+        if position != vc.read_position:
+            self._read_floor.move(vc.read_position, position)
+            vc.read_position = position
+
+    def _park(self, consumer: Consumer, at_tail: bool) -> None:
+        if at_tail:
+            self._at_tail[consumer] = None
+        else:
+            self._enqueue(consumer)
+
+    def _read(self, position: Position, max_messages: int) -> tuple[list[DispatchEntry], Position]:
+        """Entries from ``position`` that the subscription has not acknowledged for everyone, and
+        the position to read from next.
+
+        Entries stay read in a window until every consumer has read past them
+        (``EntryWindow``), so consumers reaching a position in different rounds (more of them
+        than ``fanout_per_round``, or entries stored in between) share one read of each.
+        """
+        last = self.ml.last_confirmed
+        if position > last:
+            return [], position
+        count = max(1, min(max_messages, self.max_read_batch))
+        window = self._window
+        entries: list[DispatchEntry] = []
+        budget = MAX_READ_BYTES
+        next_position = position
+        while len(entries) < count and (item := window.get(next_position)) is not None:
+            if entries and len(item.data) > budget:
+                return self._unsettled(entries), next_position
+            entries.append(item)
+            budget -= len(item.data)
+            next_position = _after(next_position)
+        if len(entries) < count and next_position <= last and budget > 0:
+            raw = self.ml.read_entries(next_position, count - len(entries), budget, at_least_one=not entries)
+            if raw:
+                self.reads += 1
+                self.entries_read += len(raw)
+                recent = self.subscription.topic.recent_entries.entry
+                for entry in raw:
+                    item = recent(entry)
+                    window.add(item)
+                    entries.append(item)
+                next_position = _after(raw[-1].position)
+        return self._unsettled(entries), next_position
+
+    def _unsettled(self, entries: list[DispatchEntry]) -> list[DispatchEntry]:
+        settled = self.cursor.is_acked
+        return [e for e in entries if not settled(e.position)]
+
+    def _send_replay(self, consumer: Consumer, vc: VirtualCursor) -> None:
+        """Send again, in publish order, what this consumer asked for."""
+        settled = self.cursor.is_acked
+        entries: list[DispatchEntry] = []
+        left = consumer.permits
+        recent = self.subscription.topic.recent_entries.entry
+        while len(vc.replay) and left > 0:
+            (position,) = vc.replay.pop_first(1)
+            if vc.is_acked(position) or settled(position):
+                continue
+            try:
+                item = recent(self.ml.read_entry(position))
+            except EntryNotFoundError:
+                continue  # trimmed by retention since
+            entries.append(item)
+            left -= item.num_messages
+        if entries:
+            for item in entries:
+                consumer.pending_acks[item.position] = item.num_messages
+            consumer.send_entries(entries, vc.redelivery_counts, vc.batch_ack_set)
+        if consumer.permits > 0:
+            self._enqueue(consumer)  # on to new entries in a later round

@@ -1,0 +1,355 @@
+"""The broadcast dispatcher on a real topic and real storage, with many consumers whose
+connections record what they are sent (no sockets: thousands of consumers in a second)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from magnetar.broker.consumer import Consumer
+from magnetar.broker.dispatchers import BROADCAST
+from magnetar.broker.dispatchers.broadcast import BroadcastDispatcher, wants_broadcast
+from magnetar.broker.errors import ConsumerBusy
+from magnetar.protocol import FrameDecoder, wire
+from magnetar.protocol.broadcast import BROADCAST_PROPERTY, BROADCAST_VALUE
+from magnetar.storage.position import Position
+
+from .entry_harness import batch, message
+
+SHARED = wire.CommandSubscribe.Shared
+EXCLUSIVE = wire.CommandSubscribe.Exclusive
+
+
+class RecordingCnx:
+    """What a Consumer needs of its connection; MESSAGE frames are decoded and kept."""
+
+    wants_entry_metadata = False
+
+    def __init__(self) -> None:
+        self.writable = True
+        self.closed = False
+        self.received: list[tuple[Position, int]] = []  # (position, redelivery count)
+        self.commands: list[wire.BaseCommand] = []
+        self._decoder = FrameDecoder(1 << 24)
+
+    def write_many(self, frames: list[bytes]) -> None:
+        self._decoder.feed(b"".join(bytes(f) for f in frames))
+        for frame in self._decoder.frames():
+            msg = frame.command.message
+            self.received.append(
+                (Position(msg.message_id.ledger_id, msg.message_id.entry_id), msg.redelivery_count)
+            )
+
+    def send_command(self, command: wire.BaseCommand) -> None:
+        self.commands.append(command)
+
+    def positions(self) -> list[Position]:
+        return [p for p, _ in self.received]
+
+
+def subscribe_many(topic, n: int, sub: str = "fans", permits: int = 1000) -> list[Consumer]:
+    cmd = wire.CommandSubscribe(
+        topic=str(topic.name), subscription=sub, sub_type=SHARED, consumer_id=0, request_id=0
+    )
+    cmd.metadata.add(key=BROADCAST_PROPERTY, value=BROADCAST_VALUE)
+    consumers = []
+    for i in range(n):
+        cmd.consumer_id = i
+        consumer = topic.subscribe(lambda s, i=i: Consumer(RecordingCnx(), s, i, f"c{i}"), cmd)
+        consumer.subscription.flow(consumer, permits)
+        consumers.append(consumer)
+    return consumers
+
+
+async def settle() -> None:
+    await asyncio.sleep(0.05)
+
+
+async def publish(h, *datas: bytes) -> list[Position]:
+    return list(await asyncio.gather(*(h.publish_nowait(d) for d in datas)))
+
+
+def ack(consumer: Consumer, *positions: Position, cumulative: bool = False) -> None:
+    cmd = wire.CommandAck(
+        consumer_id=consumer.consumer_id,
+        ack_type=wire.CommandAck.Cumulative if cumulative else wire.CommandAck.Individual,
+    )
+    for p in positions:
+        cmd.message_id.add(ledger_id=p.ledger_id, entry_id=p.entry_id)
+    consumer.subscription.acknowledge(cmd, consumer)
+
+
+def test_the_property_asks_for_broadcast_in_either_place():
+    cmd = wire.CommandSubscribe(topic="t", subscription="s", sub_type=SHARED, consumer_id=1, request_id=1)
+    assert not wants_broadcast(cmd)
+    cmd.metadata.add(key=BROADCAST_PROPERTY, value=BROADCAST_VALUE)
+    assert wants_broadcast(cmd)
+    other = wire.CommandSubscribe(topic="t", subscription="s", sub_type=SHARED, consumer_id=1, request_id=1)
+    other.subscription_properties.add(key=BROADCAST_PROPERTY, value=BROADCAST_VALUE)
+    assert wants_broadcast(other)
+    other.subscription_properties[0].value = "broadcast-ish"
+    assert not wants_broadcast(other)
+
+
+def test_every_consumer_gets_every_entry_from_one_read_each(harnesses):
+    h = harnesses()
+
+    async def scenario() -> None:
+        topic = h.topic()
+        consumers = subscribe_many(topic, 2500)
+        sub = topic.subscriptions["fans"]
+        dispatcher = sub.dispatcher
+        assert isinstance(dispatcher, BroadcastDispatcher) and sub.kind == BROADCAST
+        stored = [(await publish(h, message(b"m%d" % i, seq=i)))[0] for i in range(5)]
+        await settle()
+        for c in consumers:
+            assert c.cnx.positions() == stored
+        # Each entry was read once for all 2,500 consumers (served in rounds of 1,000), not once
+        # per consumer or per round.
+        assert dispatcher.entries_read == len(stored)
+
+    h.run(scenario())
+
+
+def test_a_round_writes_to_at_most_fanout_per_round_consumers(harnesses):
+    h = harnesses()
+
+    async def scenario() -> None:
+        topic = h.topic()
+        consumers = subscribe_many(topic, 30)
+        dispatcher = topic.subscriptions["fans"].dispatcher
+        dispatcher.fanout_per_round = 10
+        await publish(h, message(b"x"))
+        # Run exactly the passes until every consumer has it, counting dispatch rounds.
+        rounds = 0
+        original = dispatcher.dispatch_round
+
+        def counted() -> bool:
+            nonlocal rounds
+            rounds += 1
+            return original()
+
+        dispatcher.dispatch_round = counted
+        dispatcher.on_new_entries()
+        await settle()
+        assert all(len(c.cnx.received) == 1 for c in consumers)
+        assert rounds >= 3
+
+    h.run(scenario())
+
+
+def test_the_subscription_keeps_what_its_slowest_consumer_has_not_acked(harnesses):
+    h = harnesses()
+
+    async def scenario() -> None:
+        topic = h.topic()
+        fast, slow = subscribe_many(topic, 2)
+        stored = await publish(h, *[message(b"%d" % i, seq=i) for i in range(6)])
+        await settle()
+        cursor = topic.subscriptions["fans"].cursor
+        ack(fast, *stored)
+        ack(slow, *stored[:2])
+        assert cursor.mark_delete_position == stored[1]
+        assert cursor.backlog() == 4
+        ack(slow, stored[3])  # out of order: the slow one still lacks stored[2]
+        assert cursor.mark_delete_position == stored[1]
+        topic.subscriptions["fans"].remove_consumer(slow)
+        assert cursor.mark_delete_position == stored[-1]
+        assert cursor.backlog() == 0
+
+    h.run(scenario())
+
+
+def test_a_lost_connection_releases_nothing_until_the_next_ack(harnesses):
+    h = harnesses()
+
+    async def scenario() -> None:
+        topic = h.topic()
+        slow, fast = subscribe_many(topic, 2)
+        stored = await publish(h, *[message(b"%d" % i, seq=i) for i in range(3)])
+        await settle()
+        ack(fast, *stored[:2])
+        cursor = topic.subscriptions["fans"].cursor
+        assert cursor.backlog() == 3
+        slow.cnx.closed = True  # as a broker shutting down loses it: the cursor stays
+        topic.subscriptions["fans"].remove_consumer(slow)
+        assert cursor.backlog() == 3
+        ack(fast, stored[2])
+        assert cursor.backlog() == 0
+
+    h.run(scenario())
+
+
+def test_a_newcomer_starts_at_what_the_subscription_still_holds(harnesses):
+    h = harnesses()
+
+    async def scenario() -> None:
+        topic = h.topic()
+        (first,) = subscribe_many(topic, 1)
+        stored = await publish(h, *[message(b"%d" % i, seq=i) for i in range(4)])
+        await settle()
+        ack(first, *stored[:2])
+        cmd = wire.CommandSubscribe(
+            topic=str(topic.name), subscription="fans", sub_type=SHARED, consumer_id=99, request_id=0
+        )
+        cmd.metadata.add(key=BROADCAST_PROPERTY, value=BROADCAST_VALUE)
+        late = topic.subscribe(lambda s: Consumer(RecordingCnx(), s, 99, "late"), cmd)
+        late.subscription.flow(late, 100)
+        await settle()
+        assert late.cnx.positions() == stored[2:]
+        assert first.cnx.positions() == stored  # nothing sent twice to the first
+
+    h.run(scenario())
+
+
+def test_redelivery_goes_to_the_consumer_that_asked_only(harnesses):
+    h = harnesses()
+
+    async def scenario() -> None:
+        topic = h.topic()
+        a, b = subscribe_many(topic, 2)
+        stored = await publish(h, *[message(b"%d" % i, seq=i) for i in range(3)])
+        await settle()
+        sub = topic.subscriptions["fans"]
+        redeliver_id = wire.MessageIdData(ledger_id=stored[1].ledger_id, entry_id=stored[1].entry_id)
+        sub.redeliver(a, [redeliver_id])
+        await settle()
+        assert a.cnx.received == [(p, 0) for p in stored] + [(stored[1], 1)]
+        assert b.cnx.received == [(p, 0) for p in stored]
+        # Everything not acked, for b: all three again, in order, counted.
+        sub.redeliver(b, [])
+        await settle()
+        assert b.cnx.received[3:] == [(p, 1) for p in stored]
+
+    h.run(scenario())
+
+
+def test_permits_bound_each_consumer_on_its_own(harnesses):
+    h = harnesses()
+
+    async def scenario() -> None:
+        topic = h.topic()
+        (small,) = subscribe_many(topic, 1, permits=2)
+        (large,) = subscribe_many(topic, 1, permits=100)
+        stored = await publish(h, *[message(b"%d" % i, seq=i) for i in range(5)])
+        await settle()
+        assert small.cnx.positions() == stored[:2]
+        assert large.cnx.positions() == stored
+        small.subscription.flow(small, 10)
+        await settle()
+        assert small.cnx.positions() == stored
+
+    h.run(scenario())
+
+
+def test_a_blocked_connection_waits_and_resumes_where_it_stopped(harnesses):
+    h = harnesses()
+
+    async def scenario() -> None:
+        topic = h.topic()
+        a, b = subscribe_many(topic, 2)
+        b.cnx.writable = False
+        stored = await publish(h, *[message(b"%d" % i, seq=i) for i in range(3)])
+        await settle()
+        assert a.cnx.positions() == stored and b.cnx.positions() == []
+        b.cnx.writable = True
+        b.subscription.dispatcher.on_writable(b)
+        await settle()
+        assert b.cnx.positions() == stored
+
+    h.run(scenario())
+
+
+def test_skipping_the_backlog_moves_every_consumer(harnesses):
+    h = harnesses()
+
+    async def scenario() -> None:
+        topic = h.topic()
+        a, b = subscribe_many(topic, 2, permits=1)
+        stored = await publish(h, *[message(b"%d" % i, seq=i) for i in range(4)])
+        await settle()
+        assert a.cnx.positions() == stored[:1]
+        sub = topic.subscriptions["fans"]
+        sub.clear_backlog()
+        assert sub.cursor.backlog() == 0
+        assert a.pending_acks == {} and b.pending_acks == {}
+        a.subscription.flow(a, 10)
+        (stored2,) = await publish(h, message(b"new", seq=10))
+        await settle()
+        assert a.cnx.positions() == [stored[0], stored2]  # nothing skipped is sent
+
+    h.run(scenario())
+
+
+def test_cumulative_and_batch_index_acks(harnesses):
+    h = harnesses()
+
+    async def scenario() -> None:
+        topic = h.topic()
+        a, b = subscribe_many(topic, 2)
+        (first,) = await publish(h, batch([b"x", b"y", b"z"], seq=0))
+        (second,) = await publish(h, message(b"w", seq=3))
+        await settle()
+        sub = topic.subscriptions["fans"]
+        ack(a, second, cumulative=True)
+        assert sub.dispatcher.virtual_cursor(a).mark_delete == second
+        # b acks two of the batch's three messages, then asks for everything again.
+        part = wire.CommandAck(consumer_id=b.consumer_id, ack_type=wire.CommandAck.Individual)
+        part.message_id.add(ledger_id=first.ledger_id, entry_id=first.entry_id, ack_set=[0b100], batch_size=3)
+        sub.acknowledge(part, b)
+        assert sub.cursor.mark_delete_position < first
+        sub.redeliver(b, [])
+        await settle()
+        # The batch comes again with its ack set: only message 2 is left for b.
+        frames = b.cnx.received
+        assert [p for p, _ in frames] == [first, second, first, second]
+        part.message_id[0].ack_set[:] = [0]
+        sub.acknowledge(part, b)
+        ack(b, second)
+        assert sub.cursor.mark_delete_position == second
+
+    h.run(scenario())
+
+
+def test_a_plain_consumer_cannot_join_a_broadcast_subscription_in_use(harnesses):
+    h = harnesses()
+
+    async def scenario() -> None:
+        topic = h.topic()
+        subscribe_many(topic, 1)
+        cmd = wire.CommandSubscribe(
+            topic=str(topic.name), subscription="fans", sub_type=SHARED, consumer_id=7, request_id=0
+        )
+        with pytest.raises(ConsumerBusy, match="Broadcast"):
+            topic.subscribe(lambda s: Consumer(RecordingCnx(), s, 7, "plain"), cmd)
+        # ... and broadcast consumers may declare any type, even a second Exclusive one.
+        subscribe_exclusive = wire.CommandSubscribe(
+            topic=str(topic.name), subscription="fans", sub_type=EXCLUSIVE, consumer_id=8, request_id=0
+        )
+        subscribe_exclusive.subscription_properties.add(key=BROADCAST_PROPERTY, value=BROADCAST_VALUE)
+        topic.subscribe(lambda s: Consumer(RecordingCnx(), s, 8, "x1"), subscribe_exclusive)
+        subscribe_exclusive.consumer_id = 9
+        topic.subscribe(lambda s: Consumer(RecordingCnx(), s, 9, "x2"), subscribe_exclusive)
+        assert len(topic.subscriptions["fans"].consumers) == 3
+
+    h.run(scenario())
+
+
+def test_the_end_of_a_terminated_topic_is_told_per_consumer(harnesses):
+    h = harnesses()
+
+    async def scenario() -> None:
+        topic = h.topic()
+        a, b = subscribe_many(topic, 2)
+        stored = await publish(h, *[message(b"%d" % i, seq=i) for i in range(2)])
+        await settle()
+        topic.terminate()
+        ack(a, *stored)
+        told = wire.BaseCommand.REACHED_END_OF_TOPIC
+        assert [c.type for c in a.cnx.commands] == [told]
+        assert b.cnx.commands == []
+        ack(b, *stored)
+        assert [c.type for c in b.cnx.commands] == [told]
+
+    h.run(scenario())
