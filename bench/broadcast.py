@@ -33,7 +33,8 @@ from pathlib import Path
 
 import pulsar
 
-from bench.brokers import PEER, SPECS, BrokerSpec, MagnetarSource, make_process, peer_installed
+from bench.brokers import MAGNETAR, PEER, SPECS, BrokerSpec, MagnetarSource, make_process, peer_installed
+from bench.hotspots import start_profiler, stop_profiler
 from bench.machine import describe
 from bench.procs import UsageSampler
 
@@ -90,6 +91,7 @@ def run_one(
 ) -> dict:
     broker = make_process(spec, workdir / name, source).start()
     clients: list[pulsar.Client] = []
+    profiler = None
     result: dict = {"name": name, "broker": spec.name, "broadcast": broadcast}
     try:
         logger = pulsar.FileLogger(pulsar.LoggerLevel.Warn, str(workdir / f"{name}-client.log"))
@@ -115,6 +117,8 @@ def run_one(
             )
         result["connect_s"] = round(time.monotonic() - start, 3)
         producer = clients[0].create_producer(topic, batching_enabled=False)
+        if args.profile is not None and spec.kind == MAGNETAR:
+            profiler = start_profiler(broker.pid, args.profile / f"{name}.raw")
         with UsageSampler(broker.pid) as sampler:
             start = time.monotonic()
             padding = b"x" * max(0, args.size - STAMP.size)
@@ -150,6 +154,8 @@ def run_one(
             with contextlib.suppress(pulsar.PulsarException):
                 client.close()
         broker.stop()
+        if profiler is not None:
+            stop_profiler(profiler)  # written when the broker ends: `python -m bench.hotspots DIR/*.raw`
     return result
 
 
@@ -166,6 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for every delivery")
     parser.add_argument("--fsync", choices=["always", "never"], default="always")
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--profile", type=Path, help="py-spy profiles of the Magnetar brokers into this dir")
     args = parser.parse_args(argv)
     spec = SPECS["magnetar-fsync" if args.fsync == "always" else "magnetar-nofsync"]
     variants = [("magnetar-broadcast", spec, True), ("magnetar-subscriptions", spec, False)]
