@@ -70,6 +70,24 @@ async def publish(h, *datas: bytes) -> list[Position]:
     return list(await asyncio.gather(*(h.publish_nowait(d) for d in datas)))
 
 
+async def publish_numbered(h, n: int) -> list[Position]:
+    """Store n messages and let the dispatcher send them."""
+    stored = await publish(h, *[message(b"%d" % i, seq=i) for i in range(n)])
+    await settle()
+    return stored
+
+
+@pytest.fixture
+def on_topic(harnesses):
+    """Run ``async def scenario(h, topic)`` on a fresh harness's event loop."""
+
+    def run(scenario) -> None:
+        h = harnesses()
+        h.run(scenario(h, h.topic()))
+
+    return run
+
+
 def ack(consumer: Consumer, *positions: Position, cumulative: bool = False) -> None:
     cmd = wire.CommandAck(
         consumer_id=consumer.consumer_id,
@@ -92,11 +110,8 @@ def test_the_property_asks_for_broadcast_in_either_place():
     assert not wants_broadcast(other)
 
 
-def test_every_consumer_gets_every_entry_from_one_read_each(harnesses):
-    h = harnesses()
-
-    async def scenario() -> None:
-        topic = h.topic()
+def test_every_consumer_gets_every_entry_from_one_read_each(on_topic):
+    async def scenario(h, topic) -> None:
         consumers = subscribe_many(topic, 2500)
         sub = topic.subscriptions["fans"]
         dispatcher = sub.dispatcher
@@ -109,14 +124,11 @@ def test_every_consumer_gets_every_entry_from_one_read_each(harnesses):
         # per consumer or per round.
         assert dispatcher.entries_read == len(stored)
 
-    h.run(scenario())
+    on_topic(scenario)
 
 
-def test_a_round_writes_to_at_most_fanout_per_round_consumers(harnesses):
-    h = harnesses()
-
-    async def scenario() -> None:
-        topic = h.topic()
+def test_a_round_writes_to_at_most_fanout_per_round_consumers(on_topic):
+    async def scenario(h, topic) -> None:
         consumers = subscribe_many(topic, 30)
         dispatcher = topic.subscriptions["fans"].dispatcher
         dispatcher.fanout_per_round = 10
@@ -136,17 +148,13 @@ def test_a_round_writes_to_at_most_fanout_per_round_consumers(harnesses):
         assert all(len(c.cnx.received) == 1 for c in consumers)
         assert rounds >= 3
 
-    h.run(scenario())
+    on_topic(scenario)
 
 
-def test_the_subscription_keeps_what_its_slowest_consumer_has_not_acked(harnesses):
-    h = harnesses()
-
-    async def scenario() -> None:
-        topic = h.topic()
+def test_the_subscription_keeps_what_its_slowest_consumer_has_not_acked(on_topic):
+    async def scenario(h, topic) -> None:
         fast, slow = subscribe_many(topic, 2)
-        stored = await publish(h, *[message(b"%d" % i, seq=i) for i in range(6)])
-        await settle()
+        stored = await publish_numbered(h, 6)
         cursor = topic.subscriptions["fans"].cursor
         ack(fast, *stored)
         ack(slow, *stored[:2])
@@ -158,17 +166,13 @@ def test_the_subscription_keeps_what_its_slowest_consumer_has_not_acked(harnesse
         assert cursor.mark_delete_position == stored[-1]
         assert cursor.backlog() == 0
 
-    h.run(scenario())
+    on_topic(scenario)
 
 
-def test_a_lost_connection_releases_nothing_until_the_next_ack(harnesses):
-    h = harnesses()
-
-    async def scenario() -> None:
-        topic = h.topic()
+def test_a_lost_connection_releases_nothing_until_the_next_ack(on_topic):
+    async def scenario(h, topic) -> None:
         slow, fast = subscribe_many(topic, 2)
-        stored = await publish(h, *[message(b"%d" % i, seq=i) for i in range(3)])
-        await settle()
+        stored = await publish_numbered(h, 3)
         ack(fast, *stored[:2])
         cursor = topic.subscriptions["fans"].cursor
         assert cursor.backlog() == 3
@@ -178,17 +182,13 @@ def test_a_lost_connection_releases_nothing_until_the_next_ack(harnesses):
         ack(fast, stored[2])
         assert cursor.backlog() == 0
 
-    h.run(scenario())
+    on_topic(scenario)
 
 
-def test_a_newcomer_starts_at_what_the_subscription_still_holds(harnesses):
-    h = harnesses()
-
-    async def scenario() -> None:
-        topic = h.topic()
+def test_a_newcomer_starts_at_what_the_subscription_still_holds(on_topic):
+    async def scenario(h, topic) -> None:
         (first,) = subscribe_many(topic, 1)
-        stored = await publish(h, *[message(b"%d" % i, seq=i) for i in range(4)])
-        await settle()
+        stored = await publish_numbered(h, 4)
         ack(first, *stored[:2])
         cmd = wire.CommandSubscribe(
             topic=str(topic.name), subscription="fans", sub_type=SHARED, consumer_id=99, request_id=0
@@ -200,17 +200,13 @@ def test_a_newcomer_starts_at_what_the_subscription_still_holds(harnesses):
         assert late.cnx.positions() == stored[2:]
         assert first.cnx.positions() == stored  # nothing sent twice to the first
 
-    h.run(scenario())
+    on_topic(scenario)
 
 
-def test_redelivery_goes_to_the_consumer_that_asked_only(harnesses):
-    h = harnesses()
-
-    async def scenario() -> None:
-        topic = h.topic()
+def test_redelivery_goes_to_the_consumer_that_asked_only(on_topic):
+    async def scenario(h, topic) -> None:
         a, b = subscribe_many(topic, 2)
-        stored = await publish(h, *[message(b"%d" % i, seq=i) for i in range(3)])
-        await settle()
+        stored = await publish_numbered(h, 3)
         sub = topic.subscriptions["fans"]
         redeliver_id = wire.MessageIdData(ledger_id=stored[1].ledger_id, entry_id=stored[1].entry_id)
         sub.redeliver(a, [redeliver_id])
@@ -222,53 +218,41 @@ def test_redelivery_goes_to_the_consumer_that_asked_only(harnesses):
         await settle()
         assert b.cnx.received[3:] == [(p, 1) for p in stored]
 
-    h.run(scenario())
+    on_topic(scenario)
 
 
-def test_permits_bound_each_consumer_on_its_own(harnesses):
-    h = harnesses()
-
-    async def scenario() -> None:
-        topic = h.topic()
+def test_permits_bound_each_consumer_on_its_own(on_topic):
+    async def scenario(h, topic) -> None:
         (small,) = subscribe_many(topic, 1, permits=2)
         (large,) = subscribe_many(topic, 1, permits=100)
-        stored = await publish(h, *[message(b"%d" % i, seq=i) for i in range(5)])
-        await settle()
+        stored = await publish_numbered(h, 5)
         assert small.cnx.positions() == stored[:2]
         assert large.cnx.positions() == stored
         small.subscription.flow(small, 10)
         await settle()
         assert small.cnx.positions() == stored
 
-    h.run(scenario())
+    on_topic(scenario)
 
 
-def test_a_blocked_connection_waits_and_resumes_where_it_stopped(harnesses):
-    h = harnesses()
-
-    async def scenario() -> None:
-        topic = h.topic()
+def test_a_blocked_connection_waits_and_resumes_where_it_stopped(on_topic):
+    async def scenario(h, topic) -> None:
         a, b = subscribe_many(topic, 2)
         b.cnx.writable = False
-        stored = await publish(h, *[message(b"%d" % i, seq=i) for i in range(3)])
-        await settle()
+        stored = await publish_numbered(h, 3)
         assert a.cnx.positions() == stored and b.cnx.positions() == []
         b.cnx.writable = True
         b.subscription.dispatcher.on_writable(b)
         await settle()
         assert b.cnx.positions() == stored
 
-    h.run(scenario())
+    on_topic(scenario)
 
 
-def test_skipping_the_backlog_moves_every_consumer(harnesses):
-    h = harnesses()
-
-    async def scenario() -> None:
-        topic = h.topic()
+def test_skipping_the_backlog_moves_every_consumer(on_topic):
+    async def scenario(h, topic) -> None:
         a, b = subscribe_many(topic, 2, permits=1)
-        stored = await publish(h, *[message(b"%d" % i, seq=i) for i in range(4)])
-        await settle()
+        stored = await publish_numbered(h, 4)
         assert a.cnx.positions() == stored[:1]
         sub = topic.subscriptions["fans"]
         sub.clear_backlog()
@@ -279,14 +263,11 @@ def test_skipping_the_backlog_moves_every_consumer(harnesses):
         await settle()
         assert a.cnx.positions() == [stored[0], stored2]  # nothing skipped is sent
 
-    h.run(scenario())
+    on_topic(scenario)
 
 
-def test_cumulative_and_batch_index_acks(harnesses):
-    h = harnesses()
-
-    async def scenario() -> None:
-        topic = h.topic()
+def test_cumulative_and_batch_index_acks(on_topic):
+    async def scenario(h, topic) -> None:
         a, b = subscribe_many(topic, 2)
         (first,) = await publish(h, batch([b"x", b"y", b"z"], seq=0))
         (second,) = await publish(h, message(b"w", seq=3))
@@ -309,14 +290,11 @@ def test_cumulative_and_batch_index_acks(harnesses):
         ack(b, second)
         assert sub.cursor.mark_delete_position == second
 
-    h.run(scenario())
+    on_topic(scenario)
 
 
-def test_a_plain_consumer_cannot_join_a_broadcast_subscription_in_use(harnesses):
-    h = harnesses()
-
-    async def scenario() -> None:
-        topic = h.topic()
+def test_a_plain_consumer_cannot_join_a_broadcast_subscription_in_use(on_topic):
+    async def scenario(h, topic) -> None:
         subscribe_many(topic, 1)
         cmd = wire.CommandSubscribe(
             topic=str(topic.name), subscription="fans", sub_type=SHARED, consumer_id=7, request_id=0
@@ -333,17 +311,13 @@ def test_a_plain_consumer_cannot_join_a_broadcast_subscription_in_use(harnesses)
         topic.subscribe(lambda s: Consumer(RecordingCnx(), s, 9, "x2"), subscribe_exclusive)
         assert len(topic.subscriptions["fans"].consumers) == 3
 
-    h.run(scenario())
+    on_topic(scenario)
 
 
-def test_the_end_of_a_terminated_topic_is_told_per_consumer(harnesses):
-    h = harnesses()
-
-    async def scenario() -> None:
-        topic = h.topic()
+def test_the_end_of_a_terminated_topic_is_told_per_consumer(on_topic):
+    async def scenario(h, topic) -> None:
         a, b = subscribe_many(topic, 2)
-        stored = await publish(h, *[message(b"%d" % i, seq=i) for i in range(2)])
-        await settle()
+        stored = await publish_numbered(h, 2)
         topic.terminate()
         ack(a, *stored)
         told = wire.BaseCommand.REACHED_END_OF_TOPIC
@@ -352,4 +326,4 @@ def test_the_end_of_a_terminated_topic_is_told_per_consumer(harnesses):
         ack(b, *stored)
         assert [c.type for c in b.cnx.commands] == [told]
 
-    h.run(scenario())
+    on_topic(scenario)
