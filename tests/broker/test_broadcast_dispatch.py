@@ -327,3 +327,25 @@ def test_the_end_of_a_terminated_topic_is_told_per_consumer(on_topic):
         assert [c.type for c in b.cnx.commands] == [told]
 
     on_topic(scenario)
+
+
+def test_acks_and_redeliveries_of_unknown_entries_change_nothing(on_topic):
+    async def scenario(h, topic) -> None:
+        a, b = subscribe_many(topic, 2)
+        stored = await publish_numbered(h, 3)
+        sub = topic.subscriptions["fans"]
+        beyond = Position(stored[-1].ledger_id, stored[-1].entry_id + 5)
+        ack(a, beyond)
+        ack(a, beyond, cumulative=True)
+        sub.redeliver(a, [wire.MessageIdData(ledger_id=beyond.ledger_id, entry_id=beyond.entry_id)])
+        await settle()
+        assert sub.dispatcher.virtual_cursor(a).mark_delete < stored[0]
+        assert sub.cursor.backlog() == 3
+        assert a.cnx.positions() == stored  # nothing extra was sent
+        assert len(a.pending_acks) == 3
+        # ... and the consumer goes on as before.
+        ack(a, *stored)
+        ack(b, *stored)
+        assert sub.cursor.backlog() == 0
+
+    on_topic(scenario)
