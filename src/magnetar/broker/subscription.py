@@ -26,9 +26,8 @@ class Subscription:
         self.name = name
         self.cursor = cursor
         self.durable = durable
-        #: The subscription type its consumers declared, and the dispatcher kind chosen with it
-        #: (the type, or ``BROADCAST`` when they asked for one).
-        self.sub_type: int | None = None
+        #: The dispatcher's kind: the type its consumers declared, or ``BROADCAST`` when they
+        #: asked for one (they may then declare any type).
         self.kind: Kind | None = None
         self.dispatcher: Dispatcher | None = None
         #: Messages and bytes dispatched to this subscription's consumers, past ones included.
@@ -61,7 +60,6 @@ class Subscription:
             except LookupError as exc:
                 raise NotAllowed(str(exc)) from None
             self.kind = kind
-        self.sub_type = sub_type
         self.dispatcher.add_consumer(consumer)
 
     def remove_consumer(self, consumer: Consumer) -> None:
