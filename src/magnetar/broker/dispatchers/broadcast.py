@@ -290,16 +290,21 @@ class BroadcastDispatcher(Dispatcher):
                 left -= item.num_messages
                 taken += 1
             sent = entries if taken == len(entries) else entries[:taken]
-            pending = consumer.pending_acks
-            for item in sent:
-                pending[item.position] = item.num_messages
-            consumer.send_entries(sent, vc.redelivery_counts, vc.batch_ack_set)
+            self._send(consumer, vc, sent)
             if taken == len(entries):
                 self._move_read(vc, resume)
                 if consumer.permits > 0:
                     self._park(consumer, at_tail)
             else:
                 self._move_read(vc, _after(sent[-1].position))
+
+    @staticmethod
+    def _send(consumer: Consumer, vc: VirtualCursor, entries: list[DispatchEntry]) -> None:
+        """Write ``entries`` to ``consumer`` and hold them as awaiting its ack."""
+        pending = consumer.pending_acks
+        for item in entries:
+            pending[item.position] = item.num_messages
+        consumer.send_entries(entries, vc.redelivery_counts, vc.batch_ack_set)
 
     def _move_read(self, vc: VirtualCursor, position: Position) -> None:
         if position != vc.read_position:
@@ -368,8 +373,6 @@ class BroadcastDispatcher(Dispatcher):
             entries.append(item)
             left -= item.num_messages
         if entries:
-            for item in entries:
-                consumer.pending_acks[item.position] = item.num_messages
-            consumer.send_entries(entries, vc.redelivery_counts, vc.batch_ack_set)
+            self._send(consumer, vc, entries)
         if consumer.permits > 0:
             self._enqueue(consumer)  # on to new entries in a later round
