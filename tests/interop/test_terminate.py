@@ -75,6 +75,32 @@ def test_consumers_learn_the_end_once_everything_is_acknowledged(broker, client,
         ours.close()
 
 
+def test_a_reader_learns_the_end_once_it_has_read_everything(broker, client, topic):
+    from magnetar.client import MessageId
+
+    batched = client.create_producer(topic, batching_enabled=True, batching_max_publish_delay_ms=50)
+    for n in range(5):
+        batched.send_async(b"b%d" % n, None)
+    batched.flush()
+    single = client.create_producer(topic, batching_enabled=False)
+    single.send(b"s0")
+    for n in range(5, 8):  # the topic ends with a batch
+        batched.send_async(b"b%d" % n, None)
+    batched.flush()
+    assert call(broker, "POST", _path(topic) + "/terminate")[0] == 200
+    ours = Client(broker.service_url, operation_timeout_seconds=10)
+    try:
+        reader = ours.create_reader(topic, MessageId.earliest)
+        read = [reader.read_next(5000).data() for _ in range(8)]
+        assert not _eventually(reader.has_reached_end_of_topic, timeout=0.5)  # one message is left
+        read.append(reader.read_next(5000).data())
+        assert sorted(read) == sorted([b"b%d" % n for n in range(8)] + [b"s0"])
+        assert _eventually(reader.has_reached_end_of_topic)
+        assert not reader.has_message_available()
+    finally:
+        ours.close()
+
+
 def test_a_partitioned_topic_is_terminated_partition_by_partition(broker, client, topic):
     assert call(broker, "PUT", _path(topic) + "/partitions", 2)[0] == 204
     status, body = call(broker, "POST", _path(topic) + "/terminate")

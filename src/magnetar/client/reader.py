@@ -13,7 +13,13 @@ if TYPE_CHECKING:
 
 
 class Reader(Consumer):
-    """``read_next()`` the messages of a topic from ``start_message_id`` on, acknowledging nothing."""
+    """``read_next()`` the messages of a topic from ``start_message_id`` on.
+
+    Like Pulsar's readers it acknowledges what it has read, cumulatively, on its non-durable
+    subscription: the broker's backlog for it is then what is left to read, and on a terminated
+    topic ``has_reached_end_of_topic()`` becomes true once everything is read. (Where it reads
+    from after a reconnect does not depend on those acknowledgements.)
+    """
 
     def __init__(
         self,
@@ -51,6 +57,14 @@ class Reader(Consumer):
 
     async def read_next(self, timeout_millis: int | None = None) -> Message:
         return await self.receive(timeout_millis)
+
+    def _message_processed(self, msg: Message) -> None:
+        super()._message_processed(msg)
+        # Once per entry, at its last message (the C++ client's reader acknowledges at a batch's
+        # first, which leaves the topic's final batch unacknowledged).
+        msg_id = msg.message_id()
+        if not msg_id.is_batch or self._batch_acks.is_last_unacked_up_to(msg_id):
+            self.acknowledge_cumulative_nowait(msg)
 
     async def has_message_available(self) -> bool:
         """Whether a message after the last one read exists on the broker."""
