@@ -318,7 +318,7 @@ def test_the_end_of_a_terminated_topic_is_told_per_consumer(on_topic):
     async def scenario(h, topic) -> None:
         a, b = subscribe_many(topic, 2)
         stored = await publish_numbered(h, 2)
-        topic.terminate()
+        await topic.terminate()
         ack(a, *stored)
         told = wire.BaseCommand.REACHED_END_OF_TOPIC
         assert [c.type for c in a.cnx.commands] == [told]

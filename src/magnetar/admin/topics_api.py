@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING
 
 from aiohttp import web
@@ -98,13 +99,18 @@ def add_routes(app: web.Application, service: BrokerService) -> None:
         topic = single_topic(
             service, request, "persistent", "terminate its partitions (.../terminate/partitions)"
         )
-        return web.json_response(message_id_json(topic.terminate(), topic.name.partition_index))
+        return web.json_response(message_id_json(await topic.terminate(), topic.name.partition_index))
 
     @translate_errors
     async def terminate_partitions(request):
-        last = {
-            str(partition.partition_index): service.get_topic(partition, create=False).terminate()
+        topics = [
+            service.get_topic(partition, create=False)
             for partition in partitions_of(service, request, "persistent")
+        ]
+        positions = await asyncio.gather(*(topic.terminate() for topic in topics))
+        last = {
+            str(topic.name.partition_index): position
+            for topic, position in zip(topics, positions, strict=True)
         }
         return web.json_response({i: message_id_json(position, int(i)) for i, position in last.items()})
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
@@ -77,6 +78,8 @@ class PersistentTopic:
         self._last_published = Position(-1, -1)
         self._notify_scheduled = False
         self._passes: loop_pass.PassScheduler | None = None
+        #: ``terminate`` calls waiting until the adds up to a position are stored.
+        self._store_waiters: list[tuple[Position, asyncio.Future[None]]] = []
         #: Parsed facts of the last 1024 entries published, so dispatch at the tail skips a re-parse.
         self.recent_entries = RecentEntries()
         self._recover_state()
@@ -266,6 +269,8 @@ class PersistentTopic:
             callback(position, exc)
             if exc is None:
                 self._notify_subscriptions()
+            if self._store_waiters:
+                self._release_store_waiters(exc is not None)
 
         try:
             self.ml.add_entry(data, on_durable)
@@ -338,16 +343,41 @@ class PersistentTopic:
             return self.ml.next_position(self.ml.last_confirmed)
         return self.ml.first_position() or self.ml.next_position(self.ml.last_confirmed)
 
-    def terminate(self) -> Position:
+    async def terminate(self) -> Position:
         """Seal the topic (Pulsar's terminate): sends and new producers are refused from now on
         with TopicTerminatedError, and each consumer is told when it has acknowledged everything.
-        Returns the position of the last message (sends already accepted included)."""
+
+        As in Pulsar, it answers once every send accepted before it has been stored (or has
+        failed): the position of the last message stored, never one that may yet be lost.
+        """
         if not self.terminated:
             self.terminated = True
             self.ml.set_property(_TERMINATED_KEY, "true")
-            for subscription in self.subscriptions.values():
-                subscription.check_end_of_topic()
-        return self.ml.last_added
+        await self._stored_up_to(self.ml.last_added)
+        for subscription in list(self.subscriptions.values()):
+            subscription.check_end_of_topic()
+        return self.ml.last_confirmed
+
+    async def _stored_up_to(self, position: Position) -> None:
+        """Wait until the adds up to ``position`` are durable, or the managed ledger has failed."""
+        if self.ml.last_confirmed >= position or self.ml.fenced:
+            return
+        waiter = asyncio.get_running_loop().create_future()
+        self._store_waiters.append((position, waiter))
+        await waiter
+
+    def _release_store_waiters(self, failed: bool) -> None:
+        """After an add completed: wake the waiters it satisfies (all of them when it failed: the
+        managed ledger is fenced and what it confirmed is final)."""
+        confirmed = self.ml.last_confirmed
+        waiting = []
+        for position, waiter in self._store_waiters:
+            if failed or position <= confirmed:
+                if not waiter.done():
+                    waiter.set_result(None)
+            else:
+                waiting.append((position, waiter))
+        self._store_waiters = waiting
 
     # -- backlog quotas ---------------------------------------------------------------------
     def backlog_quotas(self) -> dict[str, backlog_quota.BacklogQuota]:
