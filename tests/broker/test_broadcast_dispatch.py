@@ -79,10 +79,11 @@ async def publish_numbered(h, n: int) -> list[Position]:
 
 @pytest.fixture
 def on_topic(harnesses):
-    """Run ``async def scenario(h, topic)`` on a fresh harness's event loop."""
+    """Run ``async def scenario(h, topic)`` on a fresh harness's event loop (broker settings as
+    keyword arguments)."""
 
-    def run(scenario) -> None:
-        h = harnesses()
+    def run(scenario, **config) -> None:
+        h = harnesses(**config)
         h.run(scenario(h, h.topic()))
 
     return run
@@ -169,18 +170,111 @@ def test_the_subscription_keeps_what_its_slowest_consumer_has_not_acked(on_topic
     on_topic(scenario)
 
 
-def test_a_lost_connection_releases_nothing_until_the_next_ack(on_topic):
+def lose_connection(consumer: Consumer) -> None:
+    consumer.cnx.closed = True  # as a crashed client or a broker shutting down loses it
+    consumer.subscription.remove_consumer(consumer)
+
+
+def resubscribe(topic, name: str, consumer_id: int = 50, permits: int = 1000) -> Consumer:
+    """A consumer of ``name`` subscribing to the broadcast subscription "fans" (a reconnect)."""
+    cmd = wire.CommandSubscribe(
+        topic=str(topic.name), subscription="fans", sub_type=SHARED, consumer_id=consumer_id, request_id=0
+    )
+    cmd.metadata.add(key=BROADCAST_PROPERTY, value=BROADCAST_VALUE)
+    consumer = topic.subscribe(lambda s: Consumer(RecordingCnx(), s, consumer_id, name), cmd)
+    consumer.subscription.flow(consumer, permits)
+    return consumer
+
+
+def test_without_a_grace_period_a_lost_connection_releases_nothing_until_the_next_ack(on_topic):
     async def scenario(h, topic) -> None:
         slow, fast = subscribe_many(topic, 2)
         stored = await publish_numbered(h, 3)
         ack(fast, *stored[:2])
         cursor = topic.subscriptions["fans"].cursor
         assert cursor.backlog() == 3
-        slow.cnx.closed = True  # as a broker shutting down loses it: the cursor stays
-        topic.subscriptions["fans"].remove_consumer(slow)
+        lose_connection(slow)  # the cursor stays: a shutdown loses every connection, in any order
         assert cursor.backlog() == 3
         ack(fast, stored[2])
         assert cursor.backlog() == 0
+
+    on_topic(scenario, broadcast_reconnect_grace_seconds=0)
+
+
+def test_a_lost_consumer_keeps_its_place_until_the_grace_period_ends(on_topic):
+    async def scenario(h, topic) -> None:
+        slow, fast = subscribe_many(topic, 2)
+        stored = await publish_numbered(h, 3)
+        ack(slow, stored[0])
+        ack(fast, *stored)
+        sub = topic.subscriptions["fans"]
+        assert sub.cursor.backlog() == 2
+        lose_connection(slow)
+        ack(fast, *stored)  # acks of the others move nothing it holds
+        assert sub.cursor.backlog() == 2
+        assert sub.dispatcher.stats()["departedCursors"] == 1
+        await asyncio.sleep(0.4)
+        assert sub.cursor.backlog() == 0  # given up: the subscription moves on
+        assert sub.dispatcher.stats()["departedCursors"] == 0
+
+    on_topic(scenario, broadcast_reconnect_grace_seconds=0.2)
+
+
+def test_a_consumer_back_within_the_grace_period_resumes_at_its_place(on_topic):
+    async def scenario(h, topic) -> None:
+        slow, fast = subscribe_many(topic, 2)
+        stored = await publish_numbered(h, 4)
+        ack(slow, stored[0], stored[2])  # stored[1] and stored[3] were in flight when it was lost
+        ack(fast, *stored)
+        lose_connection(slow)
+        more = await publish_numbered(h, 1)
+        back = resubscribe(topic, slow.name)
+        await settle()
+        # What it had not acknowledged first, then what came since; nothing it acknowledged.
+        assert back.cnx.positions() == [stored[1], stored[3], *more]
+        ack(back, stored[1], stored[3], *more)
+        ack(fast, *more)
+        assert topic.subscriptions["fans"].cursor.backlog() == 0
+        # A consumer of another name starts at what the subscription holds, as always.
+        other = resubscribe(topic, "someone-else", consumer_id=51)
+        await settle()
+        assert other.cnx.positions() == []
+
+    on_topic(scenario)
+
+
+def test_a_consumer_closed_by_its_client_gives_up_its_place_at_once(on_topic):
+    async def scenario(h, topic) -> None:
+        slow, fast = subscribe_many(topic, 2)
+        stored = await publish_numbered(h, 2)
+        ack(fast, *stored)
+        sub = topic.subscriptions["fans"]
+        assert sub.cursor.backlog() == 2
+        sub.remove_consumer(slow)  # CLOSE_CONSUMER: the connection stays open
+        assert sub.cursor.backlog() == 0
+        back = resubscribe(topic, slow.name)
+        await settle()
+        assert back.cnx.positions() == []
+
+    on_topic(scenario)
+
+
+def test_skips_and_seeks_reach_the_places_kept_for_lost_consumers(on_topic):
+    async def scenario(h, topic) -> None:
+        slow, fast = subscribe_many(topic, 2)
+        stored = await publish_numbered(h, 2)
+        lose_connection(slow)
+        sub = topic.subscriptions["fans"]
+        sub.clear_backlog()  # acknowledged for everyone, the departed one included
+        ack(fast, *stored)
+        more = await publish_numbered(h, 1)
+        back = resubscribe(topic, slow.name)
+        await settle()
+        assert back.cnx.positions() == more
+        lose_connection(back)
+        assert sub.dispatcher.stats()["departedCursors"] == 1
+        sub.dispatcher.on_cursor_reset()  # what a seek does after moving the cursor
+        assert sub.dispatcher.stats()["departedCursors"] == 0
 
     on_topic(scenario)
 

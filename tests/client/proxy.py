@@ -4,7 +4,8 @@ The official client sizes each chunk so that metadata + payload equal the advert
 and our broker (so far) refuses such SENDs: their headers-and-payload are 10 bytes over (see
 ``test_official_chunked_20mb_to_our_consumer``). Advertising a limit a little below the
 broker's lets the official client's chunks through, so our consumer's side of cross-client
-chunking is tested anyway. The proxy also points lookups at itself.
+chunking is tested anyway. The proxy also points lookups at itself, and ``cut()`` drops every
+connection through it at once, as a network failure would (clients then reconnect through it).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ class ShrinkingProxy:
         self._loop = asyncio.new_event_loop()
         self._started = threading.Event()
         self._thread = threading.Thread(target=self._run, name="shrinking-proxy", daemon=True)
+        self._writers: set[asyncio.StreamWriter] = set()
 
     @property
     def service_url(self) -> str:
@@ -37,8 +39,16 @@ class ShrinkingProxy:
         return self
 
     def __exit__(self, *exc_info) -> None:
-        self._loop.call_soon_threadsafe(self._loop.stop)
+        self.cut()  # clients closed later must not wait on connections nobody serves
+        asyncio.run_coroutine_threadsafe(self._shutdown(), self._loop)
         self._thread.join(5)
+
+    async def _shutdown(self) -> None:
+        tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._loop.stop()
 
     def _run(self) -> None:
         asyncio.set_event_loop(self._loop)
@@ -48,12 +58,29 @@ class ShrinkingProxy:
         self._loop.run_forever()
         server.close()
 
+    def cut(self) -> None:
+        """Abort every connection through the proxy, both sides (new ones are still accepted)."""
+        done = threading.Event()
+
+        def abort_all() -> None:
+            for writer in list(self._writers):
+                writer.transport.abort()
+            done.set()
+
+        self._loop.call_soon_threadsafe(abort_all)
+        assert done.wait(5)
+
     async def _handle(self, client_reader, client_writer) -> None:
         broker_reader, broker_writer = await asyncio.open_connection("127.0.0.1", self.broker_port)
-        await asyncio.gather(
-            self._pipe(client_reader, broker_writer, rewrite=False),
-            self._pipe(broker_reader, client_writer, rewrite=True),
-        )
+        pair = {client_writer, broker_writer}
+        self._writers |= pair
+        try:
+            await asyncio.gather(
+                self._pipe(client_reader, broker_writer, rewrite=False),
+                self._pipe(broker_reader, client_writer, rewrite=True),
+            )
+        finally:
+            self._writers -= pair
 
     async def _pipe(self, reader, writer, rewrite: bool) -> None:
         decoder = FrameDecoder(1 << 30)
@@ -73,7 +100,7 @@ class ShrinkingProxy:
                 writer.close()
 
     def _rewrite(self, command: wire.BaseCommand) -> wire.BaseCommand:
-        if command.type == T.CONNECTED and command.connected.max_message_size:
+        if command.type == T.CONNECTED and command.connected.max_message_size and self.shrink_by:
             command.connected.max_message_size -= self.shrink_by
         elif command.type == T.LOOKUP_RESPONSE:
             command.lookup_response.broker_service_url = self.service_url

@@ -3,10 +3,16 @@ official client's consumers on one subscription."""
 
 from __future__ import annotations
 
+import time
+import urllib.parse
+
 import pulsar
 import pytest
 
 from magnetar.client import ConsumerType, Timeout
+from tests.interop.support import admin_call
+
+from .proxy import ShrinkingProxy
 
 pytestmark = pytest.mark.interop
 
@@ -90,3 +96,59 @@ def test_official_and_our_consumers_share_one_broadcast_subscription(
         theirs.acknowledge(msg)
         got.append(msg.data())
     assert got == sent + sent_ours
+
+
+def test_consumers_that_lose_their_connection_resume_at_their_place(
+    broker, magnetar_factory, client_factory, topic
+):
+    """Both clients reconnect by themselves after the network drops; each gets again what it had
+    not acknowledged and then what came since, and nothing it had acknowledged."""
+    with ShrinkingProxy(broker.port, shrink_by=0) as proxy:
+        theirs = client_factory(proxy.service_url).subscribe(
+            topic,
+            "cars",
+            consumer_type=pulsar.ConsumerType.Shared,
+            properties=BROADCAST,
+            consumer_name="car-1",
+        )
+        ours = magnetar_factory(proxy.service_url).subscribe(
+            topic, "cars", consumer_type=ConsumerType.Broadcast, consumer_name="car-2"
+        )
+        direct = magnetar_factory(broker.service_url)
+        # A slow consumer holds the subscription at its start: a new consumer would begin there.
+        direct.subscribe(topic, "cars", consumer_type=ConsumerType.Broadcast, consumer_name="slow")
+        producer = direct.create_producer(topic, batching_enabled=False)
+        sent = [b"m-%d" % i for i in range(6)]
+        for data in sent:
+            producer.send(data)
+        for consumer in (theirs, ours):
+            got = [consumer.receive(5000) for _ in sent]
+            assert [m.data() for m in got] == sent
+            for msg in got[:3]:
+                consumer.acknowledge(msg)
+        deadline = time.monotonic() + 10
+        while acked_by(broker, topic, "cars") != {"car-1": "2", "car-2": "2", "slow": "-1"}:  # acks are in
+            assert time.monotonic() < deadline, acked_by(broker, topic, "cars")
+            time.sleep(0.05)
+        proxy.cut()
+        more = [b"later-%d" % i for i in range(2)]
+        for data in more:
+            producer.send(data)
+        for consumer in (theirs, ours):
+            got = [consumer.receive(10_000) for _ in range(5)]
+            assert [m.data() for m in got] == sent[3:] + more
+            for msg in got:
+                consumer.acknowledge(msg)
+        deadline = time.monotonic() + 10
+        while acked_by(broker, topic, "cars") != {"car-1": "7", "car-2": "7", "slow": "-1"}:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+
+
+def acked_by(broker, topic: str, sub: str) -> dict[str, str]:
+    """Each consumer's virtual mark-delete position, as the entry id it has acknowledged up to."""
+    path = urllib.parse.urlparse(topic)
+    status, stats = admin_call(broker, "GET", f"/admin/v2/persistent/{path.netloc}{path.path}/stats")
+    assert status == 200, stats
+    consumers = stats["subscriptions"][sub]["consumers"]
+    return {c["consumerName"]: c["markDeletePosition"].split(":")[1] for c in consumers}

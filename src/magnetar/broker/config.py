@@ -33,6 +33,10 @@ class BrokerConfig:
     keepalive_interval_seconds: float = 30.0
     #: Messages a dispatcher reads from storage in one go.
     dispatcher_max_read_batch: int = 100
+    #: How long a broadcast consumer whose connection was lost keeps its place (its virtual
+    #: cursor, which goes on holding the subscription's messages): a consumer of the same name
+    #: subscribing within it resumes there. 0: its place is given up at once.
+    broadcast_reconnect_grace_seconds: float = 60.0
 
     # Flow control (docs/configuration.md): a connection is not read while these are reached.
     #: Sends of one connection awaiting their receipts; read again at half. 0: no limit.
@@ -131,6 +135,8 @@ class BrokerConfig:
             raise ValueError("stats_update_frequency_seconds must be positive")
         if self.max_message_size <= 0:
             raise ValueError("max_message_size must be positive")
+        if self.broadcast_reconnect_grace_seconds < 0:
+            raise ValueError("broadcast_reconnect_grace_seconds must be 0 or more")
         if self.max_pending_publish_requests_per_connection < 0:
             raise ValueError("max_pending_publish_requests_per_connection must be 0 (no limit) or more")
         if self.max_message_publish_buffer_bytes < 0:

@@ -12,6 +12,10 @@ one read from the entry cache or the files, then the same entries are written to
   has acknowledged it, or it is skipped, expired or evicted).
 - The stored cursor moves to the lowest mark-delete position of the connected consumers
   (``PositionFloor``), so a restart resumes where the slowest consumer was.
+- A consumer whose connection is lost keeps its place for ``broadcast_reconnect_grace_seconds``
+  (it goes on holding the subscription's messages): a consumer of the same name subscribing in
+  that time resumes there, and what was in flight to it is sent again first. A consumer closed
+  by its client gives its place up at once.
 - Acks, cumulative and individual, move only their consumer's virtual cursor: a cheap step on
   the connection's read path, never queued behind the sending of entries.
 - One dispatch round writes to at most ``fanout_per_round`` consumers, then yields to the event
@@ -21,6 +25,7 @@ one read from the entry cache or the files, then the same entries are written to
 
 from __future__ import annotations
 
+import asyncio
 from collections import deque
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
@@ -84,13 +89,22 @@ class BroadcastDispatcher(Dispatcher):
         #: Entries read that some consumer has still to be sent, and where consumers read next.
         self._window = EntryWindow(WINDOW_ENTRIES, WINDOW_BYTES)
         self._read_floor = PositionFloor()
+        #: Places kept for consumers whose connection was lost, by consumer name, with the timer
+        #: that gives each up; their mark-delete positions stay in ``_floor`` meanwhile.
+        self._departed: dict[str, tuple[VirtualCursor, asyncio.TimerHandle]] = {}
+        self.reconnect_grace = subscription.topic.config.broadcast_reconnect_grace_seconds
 
     # -- consumers -------------------------------------------------------------------------
     def add_consumer(self, consumer: Consumer) -> None:
-        start = self.cursor.mark_delete_position
-        vc = VirtualCursor(start, self.ml.next_position(start))
+        kept = self._departed.pop(consumer.name, None)
+        if kept is not None:  # back within the grace period: its place, already in the floor
+            vc, timer = kept
+            timer.cancel()
+        else:
+            start = self.cursor.mark_delete_position
+            vc = VirtualCursor(start, self.ml.next_position(start))
+            self._floor.add(start)
         self.consumers[consumer] = vc
-        self._floor.add(start)
         self._read_floor.add(vc.read_position)
         self._wake(consumer)
 
@@ -100,13 +114,48 @@ class BroadcastDispatcher(Dispatcher):
             return
         self._queued.discard(consumer)
         self._at_tail.pop(consumer, None)
+        self._read_floor.remove(vc.read_position)
+        if consumer.cnx.closed and self.reconnect_grace > 0 and not self._closed:
+            # Its connection was lost: keep its place for a while. What it was sent and had not
+            # acknowledged is sent again first if it comes back.
+            for position in consumer.pending_acks:
+                vc.replay.add(position)
+            consumer.pending_acks.clear()
+            self._keep_place(consumer.name, vc)
+            return
         consumer.pending_acks.clear()
         self._floor.remove(vc.mark_delete)
-        self._read_floor.remove(vc.read_position)
         if not consumer.cnx.closed:
-            # Closed by its client: what only it held is released now. A lost connection (a
-            # broker shutting down loses them all, in any order) releases it at the next ack.
+            # Closed by its client: what only it held is released now. A lost connection without
+            # a grace period (a broker shutting down loses them all, in any order) releases it at
+            # the next ack.
             self._advance_subscription()
+
+    def _keep_place(self, name: str, vc: VirtualCursor) -> None:
+        older = self._departed.pop(name, None)
+        if older is not None:  # two consumers of one name departed: the later one's place counts
+            older[1].cancel()
+            self._floor.remove(older[0].mark_delete)
+        timer = asyncio.get_running_loop().call_later(self.reconnect_grace, self._give_up_place, name, vc)
+        self._departed[name] = (vc, timer)
+
+    def _give_up_place(self, name: str, vc: VirtualCursor) -> None:
+        kept = self._departed.get(name)
+        if kept is None or kept[0] is not vc or self._closed:
+            return
+        del self._departed[name]
+        self._floor.remove(vc.mark_delete)
+        self._advance_subscription()
+
+    def _drop_places(self) -> None:
+        for vc, timer in self._departed.values():
+            timer.cancel()
+            self._floor.remove(vc.mark_delete)
+        self._departed.clear()
+
+    def close(self) -> None:
+        self._drop_places()
+        super().close()
 
     def virtual_cursor(self, consumer: Consumer) -> VirtualCursor | None:
         return self.consumers.get(consumer)
@@ -194,6 +243,11 @@ class BroadcastDispatcher(Dispatcher):
         # Skip, clear-backlog, expiry or backlog eviction: acknowledged for every consumer.
         self._applied = position
         next_position = self.ml.next_position
+        for vc, _ in self._departed.values():
+            if vc.mark_delete < position:
+                before = vc.mark_delete
+                vc.skip_to(position, next_position)
+                self._floor.move(before, vc.mark_delete)
         for consumer, vc in self.consumers.items():
             if vc.mark_delete < position:
                 before, read_before = vc.mark_delete, vc.read_position
@@ -207,6 +261,7 @@ class BroadcastDispatcher(Dispatcher):
     def on_cursor_reset(self) -> None:
         super().on_cursor_reset()
         self._window.evict_below(None)
+        self._drop_places()  # a seek starts every consumer again at the new position
         self._applied = start = self.cursor.mark_delete_position
         for consumer, vc in list(self.consumers.items()):
             self._floor.remove(vc.mark_delete)
@@ -237,6 +292,7 @@ class BroadcastDispatcher(Dispatcher):
     def stats(self) -> dict:
         return {
             "virtualCursors": len(self.consumers),
+            "departedCursors": len(self._departed),
             "entryReads": self.reads,
             "entriesRead": self.entries_read,
         }
