@@ -48,18 +48,19 @@ class RecordingCnx:
         return [p for p, _ in self.received]
 
 
-def subscribe_many(topic, n: int, sub: str = "fans", permits: int = 1000) -> list[Consumer]:
+def join(topic, name: str, consumer_id: int, sub: str = "fans", permits: int = 1000) -> Consumer:
+    """A broadcast consumer ``name`` subscribing to ``sub``, with ``permits`` granted."""
     cmd = wire.CommandSubscribe(
-        topic=str(topic.name), subscription=sub, sub_type=SHARED, consumer_id=0, request_id=0
+        topic=str(topic.name), subscription=sub, sub_type=SHARED, consumer_id=consumer_id, request_id=0
     )
     cmd.metadata.add(key=BROADCAST_PROPERTY, value=BROADCAST_VALUE)
-    consumers = []
-    for i in range(n):
-        cmd.consumer_id = i
-        consumer = topic.subscribe(lambda s, i=i: Consumer(RecordingCnx(), s, i, f"c{i}"), cmd)
-        consumer.subscription.flow(consumer, permits)
-        consumers.append(consumer)
-    return consumers
+    consumer = topic.subscribe(lambda s: Consumer(RecordingCnx(), s, consumer_id, name), cmd)
+    consumer.subscription.flow(consumer, permits)
+    return consumer
+
+
+def subscribe_many(topic, n: int, sub: str = "fans", permits: int = 1000) -> list[Consumer]:
+    return [join(topic, f"c{i}", i, sub, permits) for i in range(n)]
 
 
 async def settle() -> None:
@@ -175,17 +176,6 @@ def lose_connection(consumer: Consumer) -> None:
     consumer.subscription.remove_consumer(consumer)
 
 
-def resubscribe(topic, name: str, consumer_id: int = 50, permits: int = 1000) -> Consumer:
-    """A consumer of ``name`` subscribing to the broadcast subscription "fans" (a reconnect)."""
-    cmd = wire.CommandSubscribe(
-        topic=str(topic.name), subscription="fans", sub_type=SHARED, consumer_id=consumer_id, request_id=0
-    )
-    cmd.metadata.add(key=BROADCAST_PROPERTY, value=BROADCAST_VALUE)
-    consumer = topic.subscribe(lambda s: Consumer(RecordingCnx(), s, consumer_id, name), cmd)
-    consumer.subscription.flow(consumer, permits)
-    return consumer
-
-
 def test_without_a_grace_period_a_lost_connection_releases_nothing_until_the_next_ack(on_topic):
     async def scenario(h, topic) -> None:
         slow, fast = subscribe_many(topic, 2)
@@ -228,7 +218,7 @@ def test_a_consumer_back_within_the_grace_period_resumes_at_its_place(on_topic):
         ack(fast, *stored)
         lose_connection(slow)
         more = await publish_numbered(h, 1)
-        back = resubscribe(topic, slow.name)
+        back = join(topic, slow.name, 50)
         await settle()
         # What it had not acknowledged first, then what came since; nothing it acknowledged.
         assert back.cnx.positions() == [stored[1], stored[3], *more]
@@ -236,7 +226,7 @@ def test_a_consumer_back_within_the_grace_period_resumes_at_its_place(on_topic):
         ack(fast, *more)
         assert topic.subscriptions["fans"].cursor.backlog() == 0
         # A consumer of another name starts at what the subscription holds, as always.
-        other = resubscribe(topic, "someone-else", consumer_id=51)
+        other = join(topic, "someone-else", 51)
         await settle()
         assert other.cnx.positions() == []
 
@@ -252,7 +242,7 @@ def test_a_consumer_closed_by_its_client_gives_up_its_place_at_once(on_topic):
         assert sub.cursor.backlog() == 2
         sub.remove_consumer(slow)  # CLOSE_CONSUMER: the connection stays open
         assert sub.cursor.backlog() == 0
-        back = resubscribe(topic, slow.name)
+        back = join(topic, slow.name, 50)
         await settle()
         assert back.cnx.positions() == []
 
@@ -268,7 +258,7 @@ def test_skips_and_seeks_reach_the_places_kept_for_lost_consumers(on_topic):
         sub.clear_backlog()  # acknowledged for everyone, the departed one included
         ack(fast, *stored)
         more = await publish_numbered(h, 1)
-        back = resubscribe(topic, slow.name)
+        back = join(topic, slow.name, 50)
         await settle()
         assert back.cnx.positions() == more
         lose_connection(back)
@@ -284,12 +274,7 @@ def test_a_newcomer_starts_at_what_the_subscription_still_holds(on_topic):
         (first,) = subscribe_many(topic, 1)
         stored = await publish_numbered(h, 4)
         ack(first, *stored[:2])
-        cmd = wire.CommandSubscribe(
-            topic=str(topic.name), subscription="fans", sub_type=SHARED, consumer_id=99, request_id=0
-        )
-        cmd.metadata.add(key=BROADCAST_PROPERTY, value=BROADCAST_VALUE)
-        late = topic.subscribe(lambda s: Consumer(RecordingCnx(), s, 99, "late"), cmd)
-        late.subscription.flow(late, 100)
+        late = join(topic, "late", 99, permits=100)
         await settle()
         assert late.cnx.positions() == stored[2:]
         assert first.cnx.positions() == stored  # nothing sent twice to the first
