@@ -20,3 +20,15 @@ def harnesses(tmp_path):
     yield start
     for h in opened:
         h.close()
+
+
+@pytest.fixture
+def on_topic(harnesses):
+    """Run ``async def scenario(h, topic)`` on a fresh harness's event loop (broker settings as
+    keyword arguments)."""
+
+    def run(scenario, **config) -> None:
+        h = harnesses(**config)
+        h.run(scenario(h, h.topic()))
+
+    return run

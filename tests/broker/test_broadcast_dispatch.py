@@ -11,41 +11,15 @@ from magnetar.broker.consumer import Consumer
 from magnetar.broker.dispatchers import BROADCAST
 from magnetar.broker.dispatchers.broadcast import BroadcastDispatcher, wants_broadcast
 from magnetar.broker.errors import ConsumerBusy
-from magnetar.protocol import FrameDecoder, wire
+from magnetar.protocol import wire
 from magnetar.protocol.broadcast import BROADCAST_PROPERTY, BROADCAST_VALUE
 from magnetar.storage.position import Position
 
 from .entry_harness import batch, message
+from .recording import RecordingCnx, ack, publish, settle
 
 SHARED = wire.CommandSubscribe.Shared
 EXCLUSIVE = wire.CommandSubscribe.Exclusive
-
-
-class RecordingCnx:
-    """What a Consumer needs of its connection; MESSAGE frames are decoded and kept."""
-
-    wants_entry_metadata = False
-
-    def __init__(self) -> None:
-        self.writable = True
-        self.closed = False
-        self.received: list[tuple[Position, int]] = []  # (position, redelivery count)
-        self.commands: list[wire.BaseCommand] = []
-        self._decoder = FrameDecoder(1 << 24)
-
-    def write_many(self, frames: list[bytes]) -> None:
-        self._decoder.feed(b"".join(bytes(f) for f in frames))
-        for frame in self._decoder.frames():
-            msg = frame.command.message
-            self.received.append(
-                (Position(msg.message_id.ledger_id, msg.message_id.entry_id), msg.redelivery_count)
-            )
-
-    def send_command(self, command: wire.BaseCommand) -> None:
-        self.commands.append(command)
-
-    def positions(self) -> list[Position]:
-        return [p for p, _ in self.received]
 
 
 def join(topic, name: str, consumer_id: int, sub: str = "fans", permits: int = 1000) -> Consumer:
@@ -63,41 +37,11 @@ def subscribe_many(topic, n: int, sub: str = "fans", permits: int = 1000) -> lis
     return [join(topic, f"c{i}", i, sub, permits) for i in range(n)]
 
 
-async def settle() -> None:
-    await asyncio.sleep(0.05)
-
-
-async def publish(h, *datas: bytes) -> list[Position]:
-    return list(await asyncio.gather(*(h.publish_nowait(d) for d in datas)))
-
-
 async def publish_numbered(h, n: int) -> list[Position]:
     """Store n messages and let the dispatcher send them."""
     stored = await publish(h, *[message(b"%d" % i, seq=i) for i in range(n)])
     await settle()
     return stored
-
-
-@pytest.fixture
-def on_topic(harnesses):
-    """Run ``async def scenario(h, topic)`` on a fresh harness's event loop (broker settings as
-    keyword arguments)."""
-
-    def run(scenario, **config) -> None:
-        h = harnesses(**config)
-        h.run(scenario(h, h.topic()))
-
-    return run
-
-
-def ack(consumer: Consumer, *positions: Position, cumulative: bool = False) -> None:
-    cmd = wire.CommandAck(
-        consumer_id=consumer.consumer_id,
-        ack_type=wire.CommandAck.Cumulative if cumulative else wire.CommandAck.Individual,
-    )
-    for p in positions:
-        cmd.message_id.add(ledger_id=p.ledger_id, entry_id=p.entry_id)
-    consumer.subscription.acknowledge(cmd, consumer)
 
 
 def test_the_property_asks_for_broadcast_in_either_place():
