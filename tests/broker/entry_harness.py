@@ -33,10 +33,41 @@ class FakeProducer:  # all PersistentTopic.publish reads of a producer
 
 
 def message(
-    payload: bytes, seq: int = 0, publish_time: int = 1_700_000_000_000, producer: str = "prod"
+    payload: bytes,
+    seq: int = 0,
+    publish_time: int = 1_700_000_000_000,
+    producer: str = "prod",
+    key: str | None = None,
 ) -> bytes:
     """The producer's ``[0x0e01][crc][size][MessageMetadata][payload]`` for one message."""
     meta = wire.MessageMetadata(producer_name=producer, sequence_id=seq, publish_time=publish_time)
+    if key is not None:
+        meta.partition_key = key
+    return encode_headers_and_payload(meta, payload)
+
+
+def chunk(
+    payload: bytes,
+    uuid: str,
+    chunk_id: int,
+    num_chunks: int,
+    key: str | None = None,
+    seq: int = 0,
+    producer: str = "prod",
+    publish_time: int = 1_700_000_000_000,
+) -> bytes:
+    """The producer's bytes for one chunk of a chunked message (PIP 37)."""
+    meta = wire.MessageMetadata(
+        producer_name=producer,
+        sequence_id=seq,
+        publish_time=publish_time,
+        uuid=uuid,
+        chunk_id=chunk_id,
+        num_chunks_from_msg=num_chunks,
+        total_chunk_msg_size=len(payload) * num_chunks,
+    )
+    if key is not None:
+        meta.partition_key = key
     return encode_headers_and_payload(meta, payload)
 
 
@@ -74,11 +105,12 @@ class Harness:
         return self.topics[name]
 
     def publish_nowait(
-        self, data: bytes, name: str = TOPIC, num_messages: int | None = None
+        self, data: bytes, name: str = TOPIC, num_messages: int | None = None, sequence_id: int | None = None
     ) -> asyncio.Future:
-        """Store one entry; the future resolves once its durable callback ran on the loop."""
+        """Store one entry; the future resolves once its durable callback ran on the loop (with the
+        position the send is answered with). Sends count their sequence ids unless given one."""
         future = self.loop.create_future()
-        send = wire.CommandSend(producer_id=1, sequence_id=self.seq)
+        send = wire.CommandSend(producer_id=1, sequence_id=self.seq if sequence_id is None else sequence_id)
         if num_messages is not None:
             send.num_messages = num_messages
         self.seq += 1

@@ -3,10 +3,12 @@
 from dataclasses import dataclass
 
 from magnetar.broker.dispatchers.replay_queue import ReplayQueue
+from magnetar.broker.dispatchers.routes import ChunkOwners, Route
 from magnetar.broker.dispatchers.single_active import choose_active
 from magnetar.broker.entries import DispatchEntry, RecentEntries
 from magnetar.broker.seek import _first_index
 from magnetar.protocol import wire
+from magnetar.protocol.chunks import ChunkRef, chunk_ref
 from magnetar.protocol.headers import parse_metadata
 from magnetar.storage.entry import Entry
 from magnetar.storage.position import Position
@@ -78,3 +80,78 @@ def test_recent_entries_give_what_parsing_gives_and_forget_the_oldest():
     # capacity 2: the oldest was forgotten and is parsed again (a fresh metadata object)
     assert recent.entry(entries[0]).metadata is not recent.entry(entries[0]).metadata
     assert recent.entry(entries[2]).metadata is recent.entry(entries[2]).metadata
+
+
+# -- routes: chunked messages and keys held back together --------------------------------------------
+
+
+def test_take_passes_over_blocked_routes_and_what_shares_a_tag_with_them():
+    q = ReplayQueue()
+    held_chunk = Route(ChunkRef("m1", 1, 3))
+    for entry_id, route in [
+        (0, Route(ChunkRef("m1", 0, 3))),  # the first chunk: its owner is not chosen yet
+        (1, None),  # a whole message
+        (2, Route(ChunkRef("m2", 1, 2))),  # m2's owner has no permits
+        (3, Route(ChunkRef("m2", 0, 2), key_hash=9)),  # a later entry of key 9 ...
+        (4, Route(key_hash=9)),  # ... waits behind it
+        (5, held_chunk),
+        (6, Route(key_hash=5)),
+    ]:
+        q.add(Position(1, entry_id), route)
+
+    def blocked(route: Route) -> bool:
+        return route.chunk is not None and route.chunk.uuid == "m2"
+
+    taken, held, looked_at_all = q.take(10, blocked)
+    assert taken == [Position(1, e) for e in (0, 1, 5, 6)]
+    assert held == {"m2", 9} and looked_at_all
+    assert len(q) == 3
+    # What stayed keeps its route: taken again once nothing blocks it.
+    assert q.take(10, lambda route: False) == ([Position(1, e) for e in (2, 3, 4)], set(), True)
+
+
+def test_take_stops_at_n_and_says_it_did_not_look_at_everything():
+    q = ReplayQueue()
+    for entry_id in range(5):
+        q.add(Position(1, entry_id), Route(key_hash=entry_id))
+    taken, held, looked_at_all = q.take(2, lambda route: route.key_hash == 0)
+    assert taken == [Position(1, 1), Position(1, 2)] and held == {0} and not looked_at_all
+    assert q.pop_first(10) == [Position(1, 0), Position(1, 3), Position(1, 4)]
+
+
+def test_discarded_positions_lose_their_route():
+    q = ReplayQueue()
+    q.add(Position(1, 1), Route(key_hash=1))
+    q.add(Position(1, 2), Route(key_hash=2))
+    q.discard(Position(1, 1))
+    q.discard_up_to(Position(1, 2))
+    q.add(Position(1, 1))  # back without a route: never passed over
+    assert q.take(5, lambda route: True) == ([Position(1, 1)], set(), True)
+
+
+def test_chunk_owners_follow_a_message_from_its_first_chunk_to_its_last():
+    owners: ChunkOwners[str] = ChunkOwners()
+    owners.sent(ChunkRef("m", 1, 3), "late")  # no first chunk seen: claims nothing
+    assert owners.owner("m") is None
+    owners.sent(ChunkRef("m", 0, 3), "a")
+    owners.sent(ChunkRef("m", 1, 3), "a")
+    assert owners.owner("m") == "a"
+    owners.sent(ChunkRef("m", 2, 3), "a")
+    assert owners.owner("m") is None and len(owners) == 0
+    owners.sent(ChunkRef("x", 0, 2), "a")
+    owners.sent(ChunkRef("y", 0, 2), "b")
+    owners.release_consumer("a")
+    assert owners.owner("x") is None and owners.owner("y") == "b"
+    owners.release("y")
+    assert len(owners) == 0
+
+
+def test_chunk_ref_reads_the_pip_37_fields():
+    meta = wire.MessageMetadata(producer_name="p", sequence_id=1, publish_time=1)
+    assert chunk_ref(meta) is None and chunk_ref(None) is None
+    meta.uuid, meta.chunk_id, meta.num_chunks_from_msg = "p-1", 0, 1
+    assert chunk_ref(meta) is None, "a message of one chunk is whole"
+    meta.num_chunks_from_msg = 3
+    assert chunk_ref(meta) == ChunkRef("p-1", 0, 3) and not chunk_ref(meta).last
+    meta.chunk_id = 2
+    assert chunk_ref(meta).last

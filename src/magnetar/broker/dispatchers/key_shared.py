@@ -6,9 +6,14 @@ Each entry's sticky key hashes into 0..65535 and a selector maps the hash to a c
 Order when consumers come and go ("draining hashes", as Pulsar 4 does): when a hash moves
 to another consumer while the previous holder still has unacknowledged entries of that
 hash, no entry of that hash is dispatched until those are acknowledged (or given back).
-Within a round, once an entry of a hash is held back, every later entry of that hash is
-held back too, so nothing overtakes. Held-back entries wait in the replay queue, which is
-served first and in publish order.
+Once an entry of a hash is held back, every later entry of that hash is held back too, so
+nothing overtakes. Held-back entries wait in the replay queue, which is served first and in
+publish order; entries of hashes that cannot go now are passed over there without being read,
+so the other keys go on.
+
+Chunked messages: a message's chunks all go to the consumer its first chunk went to, even
+when a consumer joining or leaving moves the key's hash meanwhile (the new holder of the hash
+then waits for that message to be acknowledged, as for any entry of a moved hash).
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import TYPE_CHECKING
 
+from magnetar.broker.dispatchers.routes import Route
 from magnetar.broker.dispatchers.shared import SharedDispatcher
 from magnetar.broker.dispatchers.sticky_keys import (
     AutoSplitSelector,
@@ -27,14 +33,12 @@ from magnetar.broker.dispatchers.sticky_keys import (
 from magnetar.broker.entries import DispatchEntry
 from magnetar.broker.errors import BrokerError, ConsumerBusy
 from magnetar.protocol import wire
+from magnetar.protocol.chunks import chunk_ref
 from magnetar.storage.position import Position
 
 if TYPE_CHECKING:
     from magnetar.broker.consumer import Consumer
     from magnetar.broker.subscription import Subscription
-
-#: Stop reading new entries while this many wait for their keys' consumers.
-MAX_HELD_BACK = 10_000
 
 
 def key_shared_mode(meta: wire.KeySharedMeta | None) -> int:
@@ -66,7 +70,6 @@ class KeySharedDispatcher(SharedDispatcher):
         self.selector: AutoSplitSelector | StickySelector | None = None
         #: hash -> {consumer id(): unacknowledged entries of that hash it holds}
         self._holders: dict[int, dict[int, int]] = defaultdict(dict)
-        self._entry_hash: dict[Position, int] = {}
 
     def add_consumer(self, consumer: Consumer) -> None:
         meta = consumer.key_shared_meta
@@ -96,18 +99,16 @@ class KeySharedDispatcher(SharedDispatcher):
             self.schedule()
 
     # -- bookkeeping ----------------------------------------------------------------------
-    def _record_delivery(self, consumer: Consumer, item: DispatchEntry) -> None:
-        super()._record_delivery(consumer, item)
-        key_hash = self._hash_of(item)
-        self._entry_hash[item.position] = key_hash
-        holders = self._holders[key_hash]
+    def _record_delivery(self, consumer: Consumer, item: DispatchEntry, route: Route) -> None:
+        super()._record_delivery(consumer, item, route)
+        holders = self._holders[route.key_hash]
         holders[id(consumer)] = holders.get(id(consumer), 0) + 1
 
     def _forget_delivery(self, position: Position) -> None:
         holder = self.owner.get(position)
-        key_hash = self._entry_hash.pop(position, None)
-        if holder is not None and key_hash is not None:
-            holders = self._holders.get(key_hash)
+        route = self.routes.get(position)
+        if holder is not None and route is not None:
+            holders = self._holders.get(route.key_hash)
             if holders is not None:
                 left = holders.get(id(holder), 0) - 1
                 if left > 0:
@@ -115,43 +116,28 @@ class KeySharedDispatcher(SharedDispatcher):
                 else:
                     holders.pop(id(holder), None)
                     if not holders:
-                        del self._holders[key_hash]
+                        del self._holders[route.key_hash]
         super()._forget_delivery(position)
 
-    @staticmethod
-    def _hash_of(item: DispatchEntry) -> int:
-        return sticky_key_hash(sticky_key(item.metadata))
+    # -- routing --------------------------------------------------------------------------
+    def _route(self, item: DispatchEntry) -> Route:
+        return Route(chunk_ref(item.metadata), sticky_key_hash(sticky_key(item.metadata)))
 
-    # -- reading and assignment -------------------------------------------------------------
-    def _read(self, max_messages: int) -> list[DispatchEntry]:
-        # Unlike Shared, held-back entries must not stop other keys: read new ones as well.
-        entries = self._read_replay(max_messages) if self.replay else []
-        if len(self.replay) + len(entries) < MAX_HELD_BACK and len(entries) < self.max_read_batch:
-            entries += self.read_from_cursor(max_messages)
-        return entries
+    def _blocked(self, route: Route, budget: dict[int, int]) -> bool:
+        if route.chunk is not None and self.chunks.owner(route.chunk.uuid) is not None:
+            return super()._blocked(route, budget)
+        return route.key_hash is not None and self._pick(route, [], budget) is None
+
+    def _pick(self, route: Route, ready: list[Consumer], budget: dict[int, int]) -> Consumer | None:
+        """The consumer owning the key's hash, unless it has no permits or the hash is draining."""
+        key_hash = route.key_hash
+        target = self.selector.select(key_hash) if self.selector is not None else None
+        if target is None or budget.get(id(target), 0) <= 0:
+            return None
+        if not self.allow_out_of_order and self._draining(key_hash, target):
+            return None
+        return target
 
     def _draining(self, key_hash: int, target: Consumer) -> bool:
         holders = self._holders.get(key_hash)
         return bool(holders) and any(cid != id(target) for cid in holders)
-
-    def _assign(self, entries, ready):
-        budget = {id(c): c.permits for c in ready}
-        batches: dict[int, tuple[Consumer, list[DispatchEntry]]] = {}
-        leftovers: list[DispatchEntry] = []
-        held: set[int] = set()
-        for item in entries:
-            key_hash = self._hash_of(item)
-            target = self.selector.select(key_hash) if self.selector is not None else None
-            blocked = (
-                target is None
-                or key_hash in held
-                or budget.get(id(target), 0) <= 0
-                or (not self.allow_out_of_order and self._draining(key_hash, target))
-            )
-            if blocked:
-                held.add(key_hash)
-                leftovers.append(item)
-                continue
-            budget[id(target)] -= item.num_messages
-            batches.setdefault(id(target), (target, []))[1].append(item)
-        return list(batches.values()), leftovers

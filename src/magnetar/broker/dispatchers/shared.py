@@ -1,4 +1,12 @@
-"""Shared: entries spread round robin over consumers with permits; unacked ones are replayed."""
+"""Shared: entries spread round robin over consumers with permits; unacked ones are replayed.
+
+Chunked messages (PIP 37, which Pulsar leaves to Exclusive and Failover): every chunk of a
+message goes to the consumer its first chunk went to (``routes.ChunkOwners``). While that
+consumer has no permits its chunks wait in the replay queue, passed over without being read,
+and everything else goes on to the other consumers. A redelivery of any chunk (nack, ack
+timeout) gives back every chunk of the message the consumer holds, so that one consumer
+gets them all again, in order, starting with the first.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +18,9 @@ from typing import TYPE_CHECKING
 from magnetar.broker.dispatchers.base import Dispatcher
 from magnetar.broker.dispatchers.delayed import DelayedDeliveryTracker
 from magnetar.broker.dispatchers.replay_queue import ReplayQueue
+from magnetar.broker.dispatchers.routes import NO_ROUTE, ChunkOwners, Route
 from magnetar.broker.entries import DispatchEntry
+from magnetar.protocol.chunks import chunk_ref
 from magnetar.storage.position import Position
 
 if TYPE_CHECKING:
@@ -18,17 +28,16 @@ if TYPE_CHECKING:
     from magnetar.broker.subscription import Subscription
 
 
-def chunk_info(item: DispatchEntry) -> tuple[str, int, int] | None:
-    """(uuid, chunk id, number of chunks) of a chunk of a large message, else None."""
-    meta = item.metadata
-    if meta is None or not meta.HasField("chunk_id") or meta.num_chunks_from_msg <= 1:
-        return None
-    return meta.uuid, meta.chunk_id, meta.num_chunks_from_msg
+#: Stop reading new entries while this many wait in the replay queue (for a chunk's consumer,
+#: a key's consumer, or any consumer with permits).
+MAX_HELD_BACK = 10_000
+
+Assignment = list[tuple["Consumer", list[tuple[DispatchEntry, Route]]]]
 
 
 class SharedDispatcher(Dispatcher):
     """Round robin over consumers with permits. Entries due later (``deliver_at_time``) wait in
-    the delayed-delivery tracker; redelivered and orphaned entries wait in the replay queue,
+    the delayed-delivery tracker; redelivered and held-back entries wait in the replay queue,
     which is served first, in publish order."""
 
     def __init__(self, subscription: Subscription, max_read_batch: int = 100) -> None:
@@ -37,10 +46,12 @@ class SharedDispatcher(Dispatcher):
         self.delayed = DelayedDeliveryTracker()
         #: Which consumer holds each delivered, unacknowledged entry.
         self.owner: dict[Position, Consumer] = {}
+        #: The route of each delivered, unacknowledged entry that has one (a chunk; Key_Shared: all).
+        self.routes: dict[Position, Route] = {}
+        #: The consumer receiving each chunked message now.
+        self.chunks: ChunkOwners[Consumer] = ChunkOwners()
         self._next = 0
         self._timer: asyncio.TimerHandle | None = None
-        #: Consumer receiving each chunked message now (by uuid), until its last chunk goes out.
-        self._chunk_owners: dict[str, Consumer] = {}
 
     def add_consumer(self, consumer: Consumer) -> None:
         self.consumers.append(consumer)
@@ -49,25 +60,46 @@ class SharedDispatcher(Dispatcher):
     def remove_consumer(self, consumer: Consumer) -> None:
         if consumer in self.consumers:
             self.consumers.remove(consumer)
-        for uuid in [u for u, owner in self._chunk_owners.items() if owner is consumer]:
-            del self._chunk_owners[uuid]
+        self.chunks.release_consumer(consumer)
         for position in list(consumer.pending_acks):
             if self.owner.get(position) is consumer:
-                self._forget_delivery(position)
-                self.replay.add(position)
+                self._give_back(position)
         consumer.pending_acks.clear()
         self.schedule()
 
     def redeliver(self, consumer: Consumer, positions: list[Position] | None) -> None:
-        wanted = list(consumer.pending_acks) if positions is None else positions
-        moved = []
-        for position in wanted:
-            if position in consumer.pending_acks and self.owner.get(position) is consumer:
-                self._forget_delivery(position)
-                self.replay.add(position)
-                moved.append(position)
+        if positions is None:
+            wanted = list(consumer.pending_acks)
+            self.chunks.release_consumer(consumer)
+        else:
+            wanted = self._whole_messages(consumer, positions)
+        moved = [p for p in wanted if p in consumer.pending_acks and self.owner.get(p) is consumer]
+        for position in moved:
+            self._give_back(position)
         self.bump_redelivery(moved)
         self.schedule()
+
+    def _whole_messages(self, consumer: Consumer, positions: list[Position]) -> list[Position]:
+        """``positions`` and every other chunk ``consumer`` holds of the chunked messages among them
+        (a client asks for the one id it knows a message by: the official ones name the last
+        chunk). Their messages are released: the first chunk picks a consumer again."""
+        routes = self.routes
+        uuids = set()
+        for position in positions:
+            route = routes.get(position)
+            if route is not None and route.chunk is not None and self.owner.get(position) is consumer:
+                uuids.add(route.chunk.uuid)
+        if not uuids:
+            return positions
+        for uuid in uuids:
+            if self.chunks.owner(uuid) is consumer:
+                self.chunks.release(uuid)
+        chunks = [
+            p
+            for p in consumer.pending_acks
+            if (route := routes.get(p)) is not None and route.chunk is not None and route.chunk.uuid in uuids
+        ]
+        return sorted({*positions, *chunks})
 
     def on_acknowledged(self, positions: Iterable[Position]) -> None:
         positions = list(positions)
@@ -88,7 +120,7 @@ class SharedDispatcher(Dispatcher):
         super().on_cursor_reset()
         self.replay.clear()
         self.delayed.clear()
-        self._chunk_owners.clear()
+        self.chunks.clear()
 
     def close(self) -> None:
         super().close()
@@ -96,33 +128,74 @@ class SharedDispatcher(Dispatcher):
             self._timer.cancel()
 
     # -- delivery bookkeeping (Key_Shared extends these) ----------------------------------
-    def _record_delivery(self, consumer: Consumer, item: DispatchEntry) -> None:
+    def _record_delivery(self, consumer: Consumer, item: DispatchEntry, route: Route) -> None:
         consumer.pending_acks[item.position] = item.num_messages
         self.owner[item.position] = consumer
+        if route.tags:
+            self.routes[item.position] = route
 
     def _forget_delivery(self, position: Position) -> None:
         holder = self.owner.pop(position, None)
         if holder is not None:
             holder.pending_acks.pop(position, None)
+        self.routes.pop(position, None)
+
+    def _give_back(self, position: Position) -> None:
+        """A delivered entry goes back to the replay queue, with its route."""
+        route = self.routes.get(position)
+        self._forget_delivery(position)
+        self.replay.add(position, route)
+
+    # -- routing (Key_Shared overrides these) ---------------------------------------------
+    def _route(self, item: DispatchEntry) -> Route:
+        chunk = chunk_ref(item.metadata)
+        return NO_ROUTE if chunk is None else Route(chunk)
+
+    def _blocked(self, route: Route, budget: dict[int, int]) -> bool:
+        """True when an entry of this route cannot go to anyone now (decided before reading it)."""
+        owner = self.chunks.owner(route.chunk.uuid) if route.chunk is not None else None
+        return owner is not None and budget.get(id(owner), 0) <= 0
+
+    def _target(self, route: Route, ready: list[Consumer], budget: dict[int, int]) -> Consumer | None:
+        """Who gets an entry of this route now: a chunk's owner, else the subscription type's pick."""
+        if route.chunk is not None:
+            owner = self.chunks.owner(route.chunk.uuid)
+            if owner is not None:
+                return owner if budget.get(id(owner), 0) > 0 else None
+        return self._pick(route, ready, budget)
+
+    def _pick(self, route: Route, ready: list[Consumer], budget: dict[int, int]) -> Consumer | None:
+        """Round robin: the next consumer that still has permits."""
+        n = len(ready)
+        for step in range(n):
+            consumer = ready[(self._next + step) % n]
+            if budget[id(consumer)] > 0:
+                self._next = (self._next + step + 1) % n
+                return consumer
+        return None
 
     # -- reading --------------------------------------------------------------------------
     def _ready_consumers(self) -> list[Consumer]:
         return [c for c in self.consumers if c.permits > 0 and c.writable]
 
-    def _read_replay(self, max_messages: int) -> list[DispatchEntry]:
-        ml, cursor = self.subscription.topic.ml, self.cursor
-        entries = []
-        for position in self.replay.pop_first(min(max_messages, self.max_read_batch)):
-            if not cursor.is_acked(position):
-                entries.append(self.subscription.topic.recent_entries.entry(ml.read_entry(position)))
-        return entries
-
-    def _read(self, max_messages: int) -> list[DispatchEntry]:
+    def _read(self, budget: dict[int, int]) -> tuple[list[DispatchEntry], set[str | int]]:
+        """Entries for one round: replays first (passing over those that must wait), then new
+        ones once every replay was looked at. Also returns the tags of the replays that wait:
+        later entries with one of them must wait too."""
+        batch = max(1, min(sum(budget.values()), self.max_read_batch))
+        entries: list[DispatchEntry] = []
+        held: set[str | int] = set()
+        looked_at_all = True
         if self.replay:
-            entries = self._read_replay(max_messages)
-            if entries:
-                return entries
-        return self.read_from_cursor(max_messages)
+            positions, held, looked_at_all = self.replay.take(batch, lambda r: self._blocked(r, budget))
+            entries = self._read_positions(positions)
+        if looked_at_all and len(entries) < batch and len(self.replay) < MAX_HELD_BACK:
+            entries += self.read_from_cursor(batch - len(entries))
+        return entries, held
+
+    def _read_positions(self, positions: list[Position]) -> list[DispatchEntry]:
+        ml, cursor, recent = self.subscription.topic.ml, self.cursor, self.subscription.topic.recent_entries
+        return [recent.entry(ml.read_entry(p)) for p in positions if not cursor.is_acked(p)]
 
     def _hold_delayed(self, entries: list[DispatchEntry]) -> list[DispatchEntry]:
         """Park entries whose delivery time has not come; the rest go out now."""
@@ -160,70 +233,47 @@ class SharedDispatcher(Dispatcher):
         ready = self._ready_consumers()
         if not ready:
             return False
-        read = self._read(sum(c.permits for c in ready))
+        budget = {id(c): c.permits for c in ready}
+        from_cursor = self.cursor.read_position
+        read, held = self._read(budget)
         if not read:
             return False
         entries = self._hold_delayed(read)
-        batches, leftovers = self._assign(entries, ready)
-        for consumer, items in batches:
-            for item in items:
-                self._record_delivery(consumer, item)
-            consumer.send_entries(items, self.redelivery_counts)
-        for item in leftovers:
-            self.replay.add(item.position)
-        # Progress was made if anything went out or the cursor moved on; another round only
-        # if there is more to read (new entries schedule one when stored).
-        progress = bool(batches) or len(leftovers) < len(read)
+        assigned, leftovers = self._assign(entries, ready, budget, held)
+        for consumer, items in assigned:
+            for item, route in items:
+                self._record_delivery(consumer, item, route)
+            consumer.send_entries([item for item, _ in items], self.redelivery_counts)
+        for item, route in leftovers:
+            self.replay.add(item.position, route)
+        # Progress: something went out, or the cursor moved on (what waits is in the replay
+        # queue now, passed over by later rounds). Another round only if there is more to read
+        # (new entries schedule one when stored).
+        progress = bool(assigned) or len(leftovers) < len(read) or self.cursor.read_position != from_cursor
         return progress and (bool(self.replay) or self.cursor.has_more_entries())
 
     def _assign(
-        self, entries: list[DispatchEntry], ready: list[Consumer]
-    ) -> tuple[list[tuple[Consumer, list[DispatchEntry]]], list[DispatchEntry]]:
-        """Round robin: each entry to the next consumer that still has permits — except the
-        chunks of a large message, which all go to the consumer that got its first chunk
-        (so every subscription type can carry chunked messages)."""
-        budget = {id(c): c.permits for c in ready}
-        batches: dict[int, tuple[Consumer, list[DispatchEntry]]] = {}
-        leftovers = []
-        held: set[str] = set()  # messages whose chunks wait: later chunks must not overtake
+        self,
+        entries: list[DispatchEntry],
+        ready: list[Consumer],
+        budget: dict[int, int],
+        held: set[str | int],
+    ) -> tuple[Assignment, list[tuple[DispatchEntry, Route]]]:
+        """Each entry to its target (``_target``) while that has permits. An entry that cannot go
+        holds back every later one sharing a tag with it (its chunked message, its key), so
+        nothing overtakes it."""
+        batches: dict[int, tuple[Consumer, list[tuple[DispatchEntry, Route]]]] = {}
+        leftovers: list[tuple[DispatchEntry, Route]] = []
         for item in entries:
-            chunk = chunk_info(item)
-            if chunk is None:
-                consumer = self._next_consumer(ready, budget)
-            elif chunk[0] in held:
-                consumer = None
-            else:
-                consumer = self._chunk_consumer(chunk, ready, budget)
-                if consumer is None:
-                    held.add(chunk[0])
-            if consumer is None:
-                leftovers.append(item)
+            route = self._route(item)
+            tags = route.tags
+            target = None if held and not held.isdisjoint(tags) else self._target(route, ready, budget)
+            if target is None:
+                held.update(tags)
+                leftovers.append((item, route))
                 continue
-            budget[id(consumer)] -= item.num_messages
-            batches.setdefault(id(consumer), (consumer, []))[1].append(item)
+            if route.chunk is not None:
+                self.chunks.sent(route.chunk, target)
+            budget[id(target)] -= item.num_messages
+            batches.setdefault(id(target), (target, []))[1].append((item, route))
         return list(batches.values()), leftovers
-
-    def _chunk_consumer(
-        self, chunk: tuple[str, int, int], ready: list[Consumer], budget: dict[int, int]
-    ) -> Consumer | None:
-        uuid, chunk_id, total = chunk
-        owner = self._chunk_owners.get(uuid)
-        if owner is None or chunk_id == 0:
-            owner = self._next_consumer(ready, budget)
-            if owner is None:
-                return None
-            self._chunk_owners[uuid] = owner
-        elif budget.get(id(owner), 0) <= 0:
-            return None  # the owner has no permits (or is not writable) now: wait for it
-        if chunk_id >= total - 1:
-            del self._chunk_owners[uuid]
-        return owner
-
-    def _next_consumer(self, ready: list[Consumer], budget: dict[int, int]) -> Consumer | None:
-        n = len(ready)
-        for step in range(n):
-            consumer = ready[(self._next + step) % n]
-            if budget[id(consumer)] > 0:
-                self._next = (self._next + step + 1) % n
-                return consumer
-        return None
