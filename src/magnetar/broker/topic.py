@@ -20,10 +20,12 @@ from magnetar.broker.ids import is_earliest, is_latest, position_of
 from magnetar.broker.namespaces import AlreadyExists
 from magnetar.broker.producer import DUPLICATE, Producer
 from magnetar.broker.seek import position_for_message_id, position_for_time
+from magnetar.broker.stored_chunks import StoredChunks
 from magnetar.broker.subscription import Subscription
 from magnetar.broker.topic_name import TopicName
 from magnetar.broker.traffic import Traffic
 from magnetar.protocol import ProtocolError, wire
+from magnetar.protocol.chunks import chunk_ref
 from magnetar.protocol.entry import prepend_entry_metadata, split_entry_metadata, stored_form
 from magnetar.protocol.headers import parse_metadata
 from magnetar.storage.entry import EntryData
@@ -65,6 +67,8 @@ class PersistentTopic:
         self._index = next((i for i in self.interceptors if isinstance(i, IndexInterceptor)), None)
         #: Highest sequence id stored per producer name (survives restarts).
         self.producer_sequences: dict[str, int] = {}
+        #: Chunks of recent chunked messages, so a chunk sent again is not stored again.
+        self.stored_chunks = StoredChunks()
         #: Producer access modes: the exclusive holder, and WaitForExclusive producers in line.
         self._exclusive: Producer | None = None
         self._waiting: list[Producer] = []
@@ -106,6 +110,7 @@ class PersistentTopic:
                 stored.index = int(snapshot["index"])
             if snapshot.get("broker_timestamp") is not None:
                 stored.broker_timestamp = int(snapshot["broker_timestamp"])
+            self.stored_chunks.restore(snapshot.get("chunks", []))
             start = self.ml.next_position(Position(*snapshot["position"]))
         if start is None:
             start = self.ml.first_position()
@@ -115,7 +120,7 @@ class PersistentTopic:
             if not entries:
                 break
             for entry in entries:
-                self._replay_entry(entry.data, stored)
+                self._replay_entry(entry.data, entry.position, stored)
             self._last_published = entries[-1].position
             self._sequences_dirty = True
             start = self.ml.next_position(entries[-1].position)
@@ -125,7 +130,7 @@ class PersistentTopic:
             if recover is not None:
                 recover(stored)
 
-    def _replay_entry(self, data: EntryData, stored: wire.BrokerEntryMetadata) -> None:
+    def _replay_entry(self, data: EntryData, position: Position, stored: wire.BrokerEntryMetadata) -> None:
         try:
             meta, producer_bytes = split_entry_metadata(data)
         except ProtocolError:
@@ -137,8 +142,12 @@ class PersistentTopic:
         except ProtocolError:
             return
         highest = max(metadata.sequence_id, metadata.highest_sequence_id)
-        if not _leading_chunk(metadata) and highest > self.producer_sequences.get(metadata.producer_name, -1):
-            self.producer_sequences[metadata.producer_name] = highest
+        chunk = chunk_ref(metadata)
+        if chunk is not None:
+            self.stored_chunks.recover(metadata, chunk, position)
+        name = metadata.producer_name
+        if (chunk is None or chunk.last) and highest > self.producer_sequences.get(name, -1):
+            self.producer_sequences[name] = highest
 
     @property
     def index_enabled(self) -> bool:
@@ -220,23 +229,31 @@ class PersistentTopic:
     ) -> None:
         """Store the producer's bytes (with broker entry metadata in front) and call back once durable.
 
+        A chunk of a chunked message that is stored already (or being stored) is not stored
+        again: it is answered with that copy's position (``stored_chunks``).
+
         With deduplication on, a send whose sequence id is not above the producer's highest
         one stored or in flight is not stored again: it is answered as a duplicate. Every chunk
         of a chunked message carries the message's sequence id, so (as in Pulsar's
-        MessageDeduplication) only the last chunk is checked and recorded.
+        MessageDeduplication) only the last chunk records it; the others are only checked.
         """
         if metadata is None:
             try:
                 metadata, _ = parse_metadata(headers_and_payload)
             except ProtocolError:
                 metadata = None
+        chunk = chunk_ref(metadata)
+        if chunk is not None and self.stored_chunks.answer_resend(metadata, chunk, callback):
+            return
         highest = max(send.sequence_id, send.highest_sequence_id)
-        records_sequence = metadata is None or not _leading_chunk(metadata)
-        if records_sequence and self.deduplication_enabled():
+        records_sequence = chunk is None or chunk.last
+        if self.deduplication_enabled():
             if highest <= self._pushed_sequences.get(producer.name, self.last_sequence_id(producer.name)):
                 callback(DUPLICATE, None)
                 return
-            self._pushed_sequences[producer.name] = highest
+            if records_sequence:
+                self._pushed_sequences[producer.name] = highest
+        chunk_record = self.stored_chunks.storing(metadata, chunk) if chunk is not None else None
         if metadata is not None:
             num_messages = message_count(metadata)  # what consumers count: the batch's own size
         else:
@@ -267,6 +284,8 @@ class PersistentTopic:
                 # Not stored: a resend of this sequence id must not count as a duplicate.
                 self._pushed_sequences[producer.name] = self.last_sequence_id(producer.name)
             callback(position, exc)
+            if chunk_record is not None:
+                self.stored_chunks.stored(chunk_record, chunk, position, exc)
             if exc is None:
                 self._notify_subscriptions()
             if self._store_waiters:
@@ -274,10 +293,12 @@ class PersistentTopic:
 
         try:
             self.ml.add_entry(data, on_durable)
-        except Exception:
+        except Exception as exc:
             if previous_index is not None:  # nothing was stored: the index is not used up
                 self._index.last_index = previous_index
             self._pushed_sequences.pop(producer.name, None)
+            if chunk_record is not None:
+                self.stored_chunks.stored(chunk_record, chunk, None, exc)
             raise
 
     def deduplication_enabled(self) -> bool:
@@ -522,6 +543,8 @@ class PersistentTopic:
                 snapshot["index"] = self._stored.index
             if self._stored.HasField("broker_timestamp"):
                 snapshot["broker_timestamp"] = self._stored.broker_timestamp
+            if self.stored_chunks.chunks:
+                snapshot["chunks"] = self.stored_chunks.snapshot()
             self.ml.set_property(_SEQUENCES_KEY, json.dumps(snapshot))
 
     def trim(
@@ -548,8 +571,3 @@ def _keep_newest(stored: wire.BrokerEntryMetadata, meta: wire.BrokerEntryMetadat
         stored.index = meta.index
     if meta.HasField("broker_timestamp") and meta.broker_timestamp > stored.broker_timestamp:
         stored.broker_timestamp = meta.broker_timestamp
-
-
-def _leading_chunk(metadata: wire.MessageMetadata) -> bool:
-    """A chunk of a chunked message other than its last one."""
-    return metadata.num_chunks_from_msg > 1 and metadata.chunk_id < metadata.num_chunks_from_msg - 1
