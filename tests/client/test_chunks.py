@@ -261,6 +261,49 @@ def test_duplicate_middle_chunk_at_a_new_entry_is_ignored_and_acked():
     assert acks(out) == [entry(20), entry(21)]
 
 
+def test_a_resend_overlapping_what_was_stored_assembles_once():
+    """The topic of a producer that resent after a broker restart: chunk ids 0..41, then 20..69."""
+    p = Producer("p-0", bytes(range(70)) * 3, num_chunks=70)
+    first = [p.chunk(i) for i in range(42)]
+    resent = [p.chunk(i, entry=100 + i) for i in range(20, 70)]
+    asm = ChunkAssembler()
+    out = feed(asm, first + resent)
+    assert completed(out) == [p.data]
+    assert acks(out) == [entry(100 + i) for i in range(20, 42)], "the copies, never the originals"
+    assert out[-1].completed.chunk_ids == [entry(i) for i in range(42)] + [
+        entry(100 + i) for i in range(42, 70)
+    ]
+    assert permits(out) == len(first + resent) - 1 and asm.pending == 0
+
+
+def test_copies_stored_after_a_completed_message_are_acknowledged():
+    p = Producer("p-0", b"abcdefghi", num_chunks=3)
+    asm = ChunkAssembler()
+    out = feed(asm, [*p.all(), p.chunk(1, entry=7), p.chunk(2, entry=8)])
+    assert completed(out) == [p.data]
+    assert acks(out) == [entry(7), entry(8)] and redeliveries(out) == []
+    assert permits(out) == 4
+
+
+def test_an_original_chunk_of_a_completed_message_sent_again_is_only_skipped():
+    """The application holds the message: its acknowledgement covers the chunk."""
+    p = Producer("p-0", b"abcdefghi", num_chunks=3, first_entry=5)
+    asm = ChunkAssembler()
+    out = feed(asm, [*p.all(), p.chunk(2)])
+    assert completed(out) == [p.data]
+    assert acks(out) == [] and redeliveries(out) == [] and permits(out) == 3
+
+
+def test_only_the_last_completed_messages_are_remembered():
+    producers = [Producer(f"p-{k}", b"abcdef", num_chunks=2, first_entry=10 * k) for k in range(3)]
+    asm = ChunkAssembler(max_completed=2)
+    feed(asm, [c for p in producers for c in p.all()])
+    late_copies = [p.chunk(1, entry=100 + k) for k, p in enumerate(producers)]
+    out = feed(asm, late_copies)
+    assert acks(out) == [entry(101), entry(102)]
+    assert redeliveries(out) == [entry(100)], "forgotten: an unknown chunk, redelivered later"
+
+
 # --- the pending limit -----------------------------------------------------------------------------
 
 

@@ -23,6 +23,10 @@ Rules (the issue's, with the fixes Pulsar learned after the seeds):
   ``expire_ms`` (by publish time), else redelivered later.
 * A duplicate of a chunk already taken is ignored; acknowledged if it is a different
   entry (a re-sent copy), since the original will be acknowledged with the message.
+  The same holds after the message completed (the last ``max_completed`` messages are
+  remembered): a chunk stored after the message's last one is a re-sent copy and is
+  acknowledged (a broker that stores a resent chunk twice, as Pulsar's does, leaves them
+  there); one at or before it is an original sent again and is only skipped.
 * Flow permits: every chunk that does not complete a message gives its permit back at
   once; the completing chunk's permit returns when the application takes the message.
   Discarding never leaks a permit (Pulsar did, and consumers stalled).
@@ -106,6 +110,11 @@ class _Context:
         return any(_same_entry(cached, msg_id) for cached in self.chunk_ids)
 
 
+def _after(a: MessageId, b: MessageId) -> bool:
+    """``a`` was stored after ``b`` (both of one topic partition)."""
+    return (a.ledger_id(), a.entry_id()) > (b.ledger_id(), b.entry_id())
+
+
 def _same_entry(a: MessageId, b: MessageId) -> bool:
     return a.ledger_id() == b.ledger_id() and a.entry_id() == b.entry_id() and a.partition() == b.partition()
 
@@ -119,6 +128,7 @@ class ChunkAssembler:
         auto_ack_oldest: bool = False,
         expire_ms: int = 60_000,
         max_message_bytes: int | None = None,
+        max_completed: int = 1000,
     ) -> None:
         self.max_pending = max_pending
         self.auto_ack_oldest = auto_ack_oldest
@@ -126,6 +136,9 @@ class ChunkAssembler:
         #: Refuse to preallocate more than this for one message (None: no limit).
         self.max_message_bytes = max_message_bytes
         self._contexts: OrderedDict[str, _Context] = OrderedDict()
+        #: The last chunk of each message completed lately, newest last.
+        self._completed: OrderedDict[str, MessageId] = OrderedDict()
+        self.max_completed = max_completed
 
     @property
     def pending(self) -> int:
@@ -148,6 +161,7 @@ class ChunkAssembler:
     def clear(self) -> None:
         """Forget every pending message (reconnect, seek): the broker delivers its chunks again."""
         self._contexts.clear()
+        self._completed.clear()
 
     # --- the steps ----------------------------------------------------------------------------------
     def receive(self, chunk: Chunk, now_ms: int) -> ChunkOutcome:
@@ -195,7 +209,11 @@ class ChunkAssembler:
     def _next_chunk(self, out: ChunkOutcome, chunk: Chunk, now_ms: int) -> None:
         ctx = self._contexts.get(chunk.uuid)
         if ctx is None:
-            self._discard_chunk(out, chunk, now_ms)
+            last = self._completed.get(chunk.uuid)
+            if last is None:
+                self._discard_chunk(out, chunk, now_ms)
+            elif _after(chunk.message_id, last):
+                out.ack.append(chunk.message_id)
             return
         if chunk.chunk_id < ctx.next_chunk_id:
             if not ctx.holds_entry(chunk.message_id):
@@ -216,6 +234,10 @@ class ChunkAssembler:
         if not ctx.complete:
             return
         del self._contexts[uuid]
+        self._completed[uuid] = ctx.chunk_ids[-1]
+        self._completed.move_to_end(uuid)
+        if len(self._completed) > self.max_completed:
+            self._completed.popitem(last=False)
         if ctx.written != len(ctx.buffer):
             # Every chunk came but together they are shorter than announced: corrupt for good.
             out.dispose(ctx.chunk_ids, ack=True)
