@@ -85,7 +85,7 @@ def test_recent_entries_give_what_parsing_gives_and_forget_the_oldest():
 # -- routes: chunked messages and keys held back together --------------------------------------------
 
 
-def test_take_passes_over_blocked_routes_and_what_shares_a_tag_with_them():
+def test_take_passes_over_what_waits_and_says_which_tags_wait():
     q = ReplayQueue()
     held_chunk = Route(ChunkRef("m1", 1, 3))
     for entry_id, route in [
@@ -99,22 +99,22 @@ def test_take_passes_over_blocked_routes_and_what_shares_a_tag_with_them():
     ]:
         q.add(Position(1, entry_id), route)
 
-    def blocked(route: Route) -> bool:
-        return route.chunk is not None and route.chunk.uuid == "m2"
+    def waits(route: Route, held: set) -> bool:
+        return (route.chunk is not None and route.chunk.uuid == "m2") or not held.isdisjoint(route.tags)
 
-    taken, held, looked_at_all = q.take(10, blocked)
+    taken, held, looked_at_all = q.take(10, waits)
     assert taken == [Position(1, e) for e in (0, 1, 5, 6)]
     assert held == {"m2", 9} and looked_at_all
     assert len(q) == 3
     # What stayed keeps its route: taken again once nothing blocks it.
-    assert q.take(10, lambda route: False) == ([Position(1, e) for e in (2, 3, 4)], set(), True)
+    assert q.take(10, lambda route, held: False) == ([Position(1, e) for e in (2, 3, 4)], set(), True)
 
 
 def test_take_stops_at_n_and_says_it_did_not_look_at_everything():
     q = ReplayQueue()
     for entry_id in range(5):
         q.add(Position(1, entry_id), Route(key_hash=entry_id))
-    taken, held, looked_at_all = q.take(2, lambda route: route.key_hash == 0)
+    taken, held, looked_at_all = q.take(2, lambda route, held: route.key_hash == 0)
     assert taken == [Position(1, 1), Position(1, 2)] and held == {0} and not looked_at_all
     assert q.pop_first(10) == [Position(1, 0), Position(1, 3), Position(1, 4)]
 
@@ -126,7 +126,7 @@ def test_discarded_positions_lose_their_route():
     q.discard(Position(1, 1))
     q.discard_up_to(Position(1, 2))
     q.add(Position(1, 1))  # back without a route: never passed over
-    assert q.take(5, lambda route: True) == ([Position(1, 1)], set(), True)
+    assert q.take(5, lambda route, held: True) == ([Position(1, 1)], set(), True)
 
 
 def test_chunk_owners_follow_a_message_from_its_first_chunk_to_its_last():

@@ -46,9 +46,11 @@ class ReplayQueue:
                 self._routes.pop(position, None)
         return taken
 
-    def take(self, n: int, blocked: Callable[[Route], bool]) -> tuple[list[Position], set[str | int], bool]:
-        """Pop up to ``n`` positions in order, passing over those whose route is ``blocked`` and
-        those with a tag of a position passed over before them (they must not overtake it).
+    def take(
+        self, n: int, waits: Callable[[Route, set[str | int]], bool]
+    ) -> tuple[list[Position], set[str | int], bool]:
+        """Pop up to ``n`` positions in order, passing over those whose route ``waits`` (given the
+        tags of the positions passed over before it, which it must not overtake).
 
         Returns the positions taken, the tags of those passed over, and whether every position
         was looked at (False: ``n`` were taken before the end).
@@ -63,7 +65,7 @@ class ReplayQueue:
             position = order[i]
             i += 1
             route = routes.get(position)
-            if route is not None and ((held and not held.isdisjoint(route.tags)) or blocked(route)):
+            if route is not None and waits(route, held):
                 held.update(route.tags)
                 kept.append(position)
             else:

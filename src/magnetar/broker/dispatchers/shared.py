@@ -156,6 +156,16 @@ class SharedDispatcher(Dispatcher):
         owner = self.chunks.owner(route.chunk.uuid) if route.chunk is not None else None
         return owner is not None and budget.get(id(owner), 0) <= 0
 
+    def _behind(self, route: Route, held: set[str | int]) -> bool:
+        """True when an entry of this route must wait behind one held back before it: one of its
+        chunked message, or (unless the entry continues a message already being sent, which
+        comes before anything of its key held back since) one of its key."""
+        if not held:
+            return False
+        if route.chunk is not None and self.chunks.owner(route.chunk.uuid) is not None:
+            return route.chunk.uuid in held
+        return not held.isdisjoint(route.tags)
+
     def _target(self, route: Route, ready: list[Consumer], budget: dict[int, int]) -> Consumer | None:
         """Who gets an entry of this route now: a chunk's owner, else the subscription type's pick."""
         if route.chunk is not None:
@@ -187,7 +197,9 @@ class SharedDispatcher(Dispatcher):
         held: set[str | int] = set()
         looked_at_all = True
         if self.replay:
-            positions, held, looked_at_all = self.replay.take(batch, lambda r: self._blocked(r, budget))
+            positions, held, looked_at_all = self.replay.take(
+                batch, lambda route, held: self._behind(route, held) or self._blocked(route, budget)
+            )
             entries = self._read_positions(positions)
         if looked_at_all and len(entries) < batch and len(self.replay) < MAX_HELD_BACK:
             entries += self.read_from_cursor(batch - len(entries))
@@ -260,16 +272,14 @@ class SharedDispatcher(Dispatcher):
         held: set[str | int],
     ) -> tuple[Assignment, list[tuple[DispatchEntry, Route]]]:
         """Each entry to its target (``_target``) while that has permits. An entry that cannot go
-        holds back every later one sharing a tag with it (its chunked message, its key), so
-        nothing overtakes it."""
+        holds back the later ones it must not be overtaken by (``_behind``)."""
         batches: dict[int, tuple[Consumer, list[tuple[DispatchEntry, Route]]]] = {}
         leftovers: list[tuple[DispatchEntry, Route]] = []
         for item in entries:
             route = self._route(item)
-            tags = route.tags
-            target = None if held and not held.isdisjoint(tags) else self._target(route, ready, budget)
+            target = None if self._behind(route, held) else self._target(route, ready, budget)
             if target is None:
-                held.update(tags)
+                held.update(route.tags)
                 leftovers.append((item, route))
                 continue
             if route.chunk is not None:
