@@ -6,6 +6,8 @@ and our broker (so far) refuses such SENDs: their headers-and-payload are 10 byt
 broker's lets the official client's chunks through, so our consumer's side of cross-client
 chunking is tested anyway. The proxy also points lookups at itself, and ``cut()`` drops every
 connection through it at once, as a network failure would (clients then reconnect through it).
+While ``drop_receipts`` is set, SEND_RECEIPTs are dropped, as receipts lost with a connection
+are: the sends were stored, and the producer sends them again after a ``cut()``.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ class ShrinkingProxy:
         self._started = threading.Event()
         self._thread = threading.Thread(target=self._run, name="shrinking-proxy", daemon=True)
         self._writers: set[asyncio.StreamWriter] = set()
+        self.drop_receipts = False
 
     @property
     def service_url(self) -> str:
@@ -91,6 +94,8 @@ class ShrinkingProxy:
                 else:
                     decoder.feed(data)
                     while (frame := decoder.next_frame()) is not None:
+                        if self.drop_receipts and frame.type == T.SEND_RECEIPT:
+                            continue
                         writer.write(encode_frame(self._rewrite(frame.command), frame.payload))
                 await writer.drain()
         except (ConnectionError, OSError):

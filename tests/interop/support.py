@@ -16,7 +16,7 @@ from pulsar.exceptions import Timeout
 from magnetar.protocol import FrameDecoder, encode_frame, wire
 from magnetar.protocol.commands import pong, wrap
 from magnetar.protocol.frames import Frame
-from magnetar.protocol.headers import encode_headers_and_payload
+from magnetar.protocol.headers import encode_headers_and_payload, parse_metadata
 
 QUIET_MS = 500  # how long "nothing more arrives" is given to prove itself
 
@@ -190,6 +190,24 @@ class RawConnection:
         assert frame.body().request_id == request_id
         return frame.body().producer_name
 
+    def subscribe(
+        self, topic: str, subscription: str, sub_type: int, consumer_id: int = 1, permits: int = 0, **fields
+    ) -> None:
+        """SUBSCRIBE (answered SUCCESS), then FLOW ``permits`` if any."""
+        self.send_command(
+            wire.CommandSubscribe(
+                topic=topic,
+                subscription=subscription,
+                sub_type=sub_type,
+                consumer_id=consumer_id,
+                request_id=consumer_id,
+                **fields,
+            )
+        )
+        self.expect(wire.BaseCommand.SUCCESS)
+        if permits:
+            self.send_command(wire.CommandFlow(consumer_id=consumer_id, message_permits=permits))
+
     def send_message(
         self,
         producer_id: int,
@@ -230,3 +248,54 @@ def admin_call(broker, method: str, path: str, body=None) -> tuple[int, object]:
     except urllib.error.HTTPError as exc:
         text = exc.read().decode()
         return exc.code, json.loads(text) if text else None
+
+
+# -- chunked messages (PIP 37) ------------------------------------------------------------------------
+
+
+def stored_chunks(broker, topic: str, quiet: float = 1.0) -> list[tuple[str, int]]:
+    """(uuid, chunk id) of every chunk stored on ``topic``, in order, read by a raw consumer of its own
+    (a non-durable subscription from the earliest entry): what a consumer will be sent."""
+    raw = RawConnection(broker.port)
+    try:
+        raw.handshake()
+        earliest = wire.MessageIdData(ledger_id=2**64 - 1, entry_id=2**64 - 1)
+        raw.subscribe(
+            topic,
+            "audit",
+            wire.CommandSubscribe.Exclusive,
+            permits=1_000_000,
+            durable=False,
+            start_message_id=earliest,
+        )
+        out = []
+        while True:
+            try:
+                frame = raw.recv_frame(quiet)
+            except TimeoutError:
+                return out
+            if frame is not None and frame.type == wire.BaseCommand.MESSAGE:
+                meta, _ = parse_metadata(frame.payload)
+                if meta.HasField("chunk_id"):
+                    out.append((meta.uuid, meta.chunk_id))
+    finally:
+        raw.close()
+
+
+def chunk_frame(
+    producer_name: str, sequence_id: int, uuid: str, chunk_id: int, parts: list[bytes], key: str | None = None
+) -> bytes:
+    """A SEND of one chunk of the message made of ``parts``, as a chunking producer writes it."""
+    meta = wire.MessageMetadata(
+        producer_name=producer_name,
+        sequence_id=sequence_id,
+        publish_time=int(time.time() * 1000),
+        uuid=uuid,
+        chunk_id=chunk_id,
+        num_chunks_from_msg=len(parts),
+        total_chunk_msg_size=sum(map(len, parts)),
+    )
+    if key is not None:
+        meta.partition_key = key
+    body = wire.CommandSend(producer_id=1, sequence_id=sequence_id, is_chunk=True)
+    return encode_frame(wrap(body), encode_headers_and_payload(meta, parts[chunk_id]))

@@ -1,0 +1,304 @@
+"""Chunked messages that never stall and are never lost, with the official client: a broker restart
+while a chunked message is written, a Shared consumer that stops reading mid-message, a Key_Shared
+consumer joining or leaving mid-message, and nacks and ack timeouts of chunked messages on Shared."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import signal
+import threading
+import time
+import urllib.request
+from collections import Counter
+
+import pulsar
+import pytest
+
+from magnetar.broker.dispatchers.sticky_keys import sticky_key_hash
+from magnetar.protocol import wire
+
+from ..client.proxy import ShrinkingProxy
+from .support import RawConnection, chunk_frame, receive_n, stored_chunks
+
+pytestmark = pytest.mark.interop
+
+SMALL = 64 * 1024  # the broker's limit: a 1 MB message is 17 chunks
+SHARED = pulsar.ConsumerType.Shared
+KEY_SHARED = pulsar.ConsumerType.KeyShared
+#: With AUTO_SPLIT the first consumer holds every hash; the second takes 32768..65535.
+MOVES = next(k for k in (f"k{i}" for i in range(1000)) if sticky_key_hash(k.encode()) >= 32768)
+STAYS = next(k for k in (f"k{i}" for i in range(1000)) if sticky_key_hash(k.encode()) < 32768)
+
+
+def digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()[:16]
+
+
+def backlog(broker, topic: str, sub: str) -> int:
+    path = topic.replace("persistent://", "/admin/v2/persistent/")
+    with urllib.request.urlopen(f"{broker.http_url}{path}/stats", timeout=10) as response:
+        return json.load(response)["subscriptions"][sub]["msgBacklog"]
+
+
+def wait_for(condition, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.05)
+
+
+def assert_each_chunk_stored_once(broker, topic: str, messages: int) -> None:
+    chunks = stored_chunks(broker, topic)
+    repeated = [c for c, n in Counter(chunks).items() if n > 1]
+    assert not repeated, f"chunks stored twice: {repeated[:5]}"
+    uuids = {u for u, _ in chunks}
+    assert len(uuids) == messages
+    for uuid in uuids:
+        ids = [i for u, i in chunks if u == uuid]
+        assert ids == list(range(len(ids))), f"{uuid} stored as {ids}"
+
+
+# -- 1. a broker restart while a chunked message is written -------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("sig", "dedup"),
+    [(signal.SIGKILL, False), (signal.SIGKILL, True), (signal.SIGTERM, False)],
+    ids=["kill9", "kill9-dedup", "sigterm"],
+)
+def test_chunks_resent_after_a_restart_are_stored_once_and_the_messages_assemble(
+    broker_factory, client_factory, topic, sig, dedup
+):
+    broker = broker_factory({"max_message_size": SMALL, "deduplication_enabled": dedup})
+    client = client_factory(broker.service_url)
+    producer = client.create_producer(
+        topic, batching_enabled=False, chunking_enabled=True, send_timeout_millis=60_000
+    )
+    payloads = [os.urandom(4 * 1024 * 1024 + i) for i in range(10)]  # 65 chunks each
+    results: list[pulsar.Result] = []
+    for payload in payloads:
+        producer.send_async(payload, lambda res, _msg_id: results.append(res))
+    # Stop the broker while the chunks are being written: some stored, their receipts lost.
+    wait_for(lambda: stored_entries(broker, topic) >= 20, 30, "no chunk was stored")
+    broker.stop(sig)
+    assert len(results) < len(payloads), "every send finished before the restart"
+    broker.restart()
+    producer.flush()
+    assert results == [pulsar.Result.Ok] * len(payloads)
+
+    assert_each_chunk_stored_once(broker, topic, len(payloads))
+    consumer = client.subscribe(topic, "sub", initial_position=pulsar.InitialPosition.Earliest)
+    got = [digest(m.data()) for m in receive_n(consumer, len(payloads), timeout_ms=20_000, ack=True)]
+    assert got == [digest(p) for p in payloads]
+
+
+def test_chunks_sent_again_over_a_new_connection_are_answered_with_the_stored_ones(
+    broker_factory, client_factory, topic
+):
+    broker = broker_factory({"max_message_size": SMALL})
+    with ShrinkingProxy(broker.port, shrink_by=0) as proxy:
+        client = client_factory(proxy.service_url)
+        producer = client.create_producer(
+            topic, batching_enabled=False, chunking_enabled=True, send_timeout_millis=60_000
+        )
+        payload = os.urandom(2 * 1024 * 1024)  # 33 chunks
+        results = []
+        proxy.drop_receipts = True  # stored, but the producer never hears of it
+        producer.send_async(payload, lambda res, msg_id: results.append((res, msg_id)))
+        wait_for(lambda: stored_entries(broker, topic) >= 10, 30, "no chunk was stored")
+        proxy.drop_receipts = False
+        proxy.cut()  # the producer reconnects and sends every chunk it has no receipt for again
+        producer.flush()
+        assert [res for res, _ in results] == [pulsar.Result.Ok]
+    assert_each_chunk_stored_once(broker, topic, 1)
+    consumer = client_factory(broker.service_url).subscribe(
+        topic, "sub", initial_position=pulsar.InitialPosition.Earliest
+    )
+    (msg,) = receive_n(consumer, 1, timeout_ms=10_000)
+    assert msg.data() == payload
+    assert str(msg.message_id()) == str(results[0][1]), "the receipts named the chunks stored"
+
+
+def stored_entries(broker, topic: str) -> int:
+    path = topic.replace("persistent://", "/admin/v2/persistent/")
+    try:
+        with urllib.request.urlopen(f"{broker.http_url}{path}/internalStats", timeout=10) as response:
+            return json.load(response)["numberOfEntries"]
+    except OSError:
+        return 0
+
+
+# -- 2. a Shared consumer that stops reading mid-message --------------------------------------------
+
+
+def test_a_shared_consumer_holding_a_chunked_message_does_not_hold_back_the_others(
+    broker_factory, client_factory, topic
+):
+    broker = broker_factory({"max_message_size": SMALL})
+    client = client_factory(broker.service_url)
+    # A consumer that takes the first chunk of a message and then reads nothing more.
+    stalled = RawConnection(broker.port)
+    stalled.handshake()
+    stalled.subscribe(topic, "shared", wire.CommandSubscribe.Shared, permits=1)
+    reader = client.subscribe(topic, "shared", consumer_type=SHARED, consumer_name="reader")
+    producer = client.create_producer(topic, batching_enabled=False, chunking_enabled=True)
+    payloads = [os.urandom(300 * 1024) if i % 2 == 0 else b"small-%d" % i for i in range(40)]
+    for payload in payloads:
+        producer.send_async(payload, None)
+    producer.flush()
+
+    first = stalled.expect(wire.BaseCommand.MESSAGE)
+    got = [m.data() for m in receive_n(reader, len(payloads) - 1, timeout_ms=10_000, ack=True)]
+    held = [p for p in payloads if p not in got]
+    assert len(held) == 1, "the other consumer got every message but the stalled one's"
+    assert first.command.message.message_id.entry_id == 0
+
+    stalled.close()  # it goes: its message goes whole to the other consumer
+    again = receive_n(reader, 1, timeout_ms=10_000, ack=True)
+    assert [m.data() for m in again] == held
+    wait_for(lambda: backlog(broker, topic, "shared") == 0, 10, "the backlog did not drain")
+
+
+# -- 3. a Key_Shared consumer joining or leaving mid-message -------------------------------------------
+
+
+class Recorder:
+    """Message listeners that acknowledge and record what each consumer got."""
+
+    def __init__(self) -> None:
+        self.got: dict[str, list[tuple[str, bytes]]] = {}
+        self._lock = threading.Lock()
+
+    def listener(self, name: str):
+        self.got[name] = []
+
+        def on_message(consumer, msg) -> None:
+            with self._lock:
+                self.got[name].append((msg.partition_key(), msg.data()))
+            consumer.acknowledge(msg)
+
+        return on_message
+
+    def total(self) -> int:
+        with self._lock:
+            return sum(map(len, self.got.values()))
+
+    def subscribe(self, client, topic: str, name: str):
+        """A Key_Shared consumer ``name`` on subscription "ks" whose messages this records."""
+        return client.subscribe(
+            topic, "ks", consumer_type=KEY_SHARED, consumer_name=name, message_listener=self.listener(name)
+        )
+
+
+def consumer_out(broker, topic: str, sub: str, name: str) -> int:
+    """Messages the broker sent the consumer ``name`` so far."""
+    path = topic.replace("persistent://", "/admin/v2/persistent/")
+    with urllib.request.urlopen(f"{broker.http_url}{path}/stats", timeout=10) as response:
+        consumers = json.load(response)["subscriptions"][sub]["consumers"]
+    return sum(c["msgOutCounter"] for c in consumers if c["consumerName"] == name)
+
+
+class ChunkWriter:
+    """A producer writing one chunked message chunk by chunk, when told to (the official producer
+    writes all chunks at once)."""
+
+    def __init__(self, broker, topic: str, key: str, num_chunks: int) -> None:
+        self.raw = RawConnection(broker.port)
+        self.raw.handshake()
+        self.name = self.raw.create_producer(topic)
+        self.key = key
+        self.parts = [os.urandom(4096) for _ in range(num_chunks)]
+
+    @property
+    def data(self) -> bytes:
+        return b"".join(self.parts)
+
+    def write(self, chunk_ids: range) -> None:
+        for chunk_id in chunk_ids:
+            self.raw.send(chunk_frame(self.name, 0, f"{self.name}-0", chunk_id, self.parts, key=self.key))
+            self.raw.expect(wire.BaseCommand.SEND_RECEIPT)
+
+
+def test_a_key_shared_consumer_joining_mid_message_stalls_nothing(broker_factory, client_factory, topic):
+    broker = broker_factory({"max_message_size": SMALL})
+    client = client_factory(broker.service_url)
+    recorder = Recorder()
+    recorder.subscribe(client, topic, "first")
+    big = ChunkWriter(broker, topic, MOVES, num_chunks=150)  # more than one dispatcher read of chunks
+    big.write(range(3))
+    wait_for(lambda: consumer_out(broker, topic, "ks", "first") >= 3, 10, "the first chunks did not go out")
+    # The newcomer takes MOVES' hash while "first" holds three chunks of a message of that key.
+    recorder.subscribe(client, topic, "second")
+    producer = client.create_producer(topic, batching_enabled=False)
+    for i in range(10):
+        producer.send(b"m%d" % i, partition_key=f"key-{i}")
+    producer.send(b"after the message", partition_key=MOVES)
+    big.write(range(3, 150))
+    wait_for(lambda: recorder.total() == 12, 20, f"stalled: {recorder.got}")
+    assert (MOVES, big.data) in recorder.got["first"], "whole, on the consumer of its first chunk"
+    assert (MOVES, b"after the message") in recorder.got["second"], "the key moved on after it"
+    wait_for(lambda: backlog(broker, topic, "ks") == 0, 10, "the backlog did not drain")
+
+
+def test_a_key_shared_consumer_leaving_mid_message_gives_it_whole_to_the_next(
+    broker_factory, client_factory, topic
+):
+    broker = broker_factory({"max_message_size": SMALL})
+    client = client_factory(broker.service_url)
+    recorder = Recorder()
+    leaving = recorder.subscribe(client, topic, "leaving")
+    recorder.subscribe(client, topic, "staying")  # takes 32768..65535: STAYS is still the leaving consumer's
+    big = ChunkWriter(broker, topic, STAYS, num_chunks=20)
+    big.write(range(5))
+    wait_for(lambda: consumer_out(broker, topic, "ks", "leaving") >= 5, 10, "the first chunks did not go out")
+    leaving.close()
+    big.write(range(5, 20))
+    wait_for(lambda: recorder.total() == 1, 20, f"stalled: {recorder.got}")
+    assert recorder.got["staying"] == [(STAYS, big.data)]
+    wait_for(lambda: backlog(broker, topic, "ks") == 0, 10, "the backlog did not drain")
+
+
+# -- 4. nacks and ack timeouts of chunked messages on Shared --------------------------------------------
+
+
+def test_a_nacked_chunked_message_comes_back_whole(broker_factory, client_factory, topic):
+    broker = broker_factory({"max_message_size": SMALL})
+    client = client_factory(broker.service_url)
+    consumer = client.subscribe(topic, "shared", consumer_type=SHARED, negative_ack_redelivery_delay_ms=100)
+    producer = client.create_producer(topic, batching_enabled=False, chunking_enabled=True)
+    payload = os.urandom(700 * 1024)  # 11 chunks
+    producer.send(payload)
+    producer.send(b"small")
+    first, small = receive_n(consumer, 2, timeout_ms=10_000)
+    assert first.data() == payload and small.data() == b"small"
+    consumer.acknowledge(small)
+    consumer.negative_acknowledge(first)
+    (again,) = receive_n(consumer, 1, timeout_ms=10_000)
+    assert again.data() == payload and again.redelivery_count() == 1
+    consumer.acknowledge(again)
+    wait_for(lambda: backlog(broker, topic, "shared") == 0, 10, "the backlog did not drain")
+
+
+def test_a_chunked_message_past_its_ack_timeout_comes_back_whole(broker_factory, client_factory, topic):
+    broker = broker_factory({"max_message_size": SMALL})
+    client = client_factory(broker.service_url)
+    consumers = [
+        client.subscribe(topic, "shared", consumer_type=SHARED, unacked_messages_timeout_ms=10_000)
+        for _ in range(2)
+    ]
+    producer = client.create_producer(topic, batching_enabled=False, chunking_enabled=True)
+    payload = os.urandom(700 * 1024)
+    producer.send(payload)
+    got = []
+    deadline = time.monotonic() + 30
+    while len(got) < 2 and time.monotonic() < deadline:  # delivered, not acked, delivered again
+        for consumer in consumers:
+            with contextlib.suppress(pulsar.Timeout):
+                got.append((consumer, consumer.receive(100)))
+    assert [msg.data() == payload for _, msg in got] == [True, True]
+    consumer, again = got[1]
+    consumer.acknowledge(again)
+    wait_for(lambda: backlog(broker, topic, "shared") == 0, 10, "the backlog did not drain")
