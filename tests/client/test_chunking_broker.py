@@ -11,6 +11,10 @@ import pytest
 
 from magnetar.client import ChunkMessageId, ConsumerType, InitialPosition, aio
 from magnetar.client.handler import State
+from magnetar.protocol import wire
+from tests.interop.support import RawConnection, admin_call, chunk_frame, stored_chunks
+
+from .proxy import ShrinkingProxy
 
 SMALL = 64 * 1024  # a small broker limit makes many chunks out of a few MB
 
@@ -222,3 +226,115 @@ def test_discarded_chunks_give_their_permits_back(broker, topic):
             await cnx.close()
 
     asyncio.run(main())
+
+
+def test_chunks_sent_again_over_a_new_connection_are_stored_once(broker_factory, magnetar_factory, topic):
+    """Our producer sends again every chunk it has no receipt for; the broker answers those it
+    stored with their positions, so the message id names the chunks stored."""
+    broker = broker_factory({"max_message_size": SMALL})
+    with ShrinkingProxy(broker.port, shrink_by=0) as proxy:
+        client = magnetar_factory(proxy.service_url, max_backoff_seconds=0.5)
+        producer = client.create_producer(topic, chunking_enabled=True, send_timeout_millis=60_000)
+        data = os.urandom(2 * 1024 * 1024)
+        results = []
+        proxy.drop_receipts = True
+        producer.send_async(data, lambda res, msg_id: results.append((res, msg_id)))
+        deadline = time.monotonic() + 30
+        while len(stored_chunks(broker, topic, quiet=0.2)) < 10:
+            assert time.monotonic() < deadline, "no chunk was stored"
+        proxy.drop_receipts = False
+        proxy.cut()
+        producer.flush()
+        assert [res for res, _ in results] == [0]
+    chunks = stored_chunks(broker, topic)
+    assert len(chunks) == len(set(chunks)) == len(results[0][1].chunk_message_ids())
+    consumer = magnetar_factory(broker.service_url).subscribe(
+        topic, "sub", initial_position=InitialPosition.Earliest
+    )
+    msg = consumer.receive(10_000)
+    assert msg.data() == data and msg.message_id() == results[0][1]
+
+
+def test_copies_of_chunks_stored_twice_are_skipped_and_acknowledged(broker, magnetar_factory, topic):
+    """A broker that stores resent chunks again (Pulsar's does) leaves chunk ids 0..3, 2..5 on
+    the topic; our consumer assembles the message once and acknowledges the copies."""
+    raw = RawConnection(broker.port)
+    raw.handshake()
+    name = raw.create_producer(topic)
+    parts = [os.urandom(1000) for _ in range(6)]
+    consumer = magnetar_factory(broker.service_url).subscribe(topic, "sub", consumer_type=ConsumerType.Shared)
+    for chunk_id in [0, 1, 2, 3, 2, 3, 4, 5, 5]:
+        # A copy with its own publish time: this broker takes it for another message and stores it.
+        raw.send(chunk_frame(name, 0, f"{name}-0", chunk_id, parts))
+        raw.expect(wire.BaseCommand.SEND_RECEIPT)
+        time.sleep(0.002)
+    raw.close()
+    msg = consumer.receive(10_000)
+    assert msg.data() == b"".join(parts)
+    consumer.acknowledge(msg)
+    with pytest.raises(Exception, match="within"):
+        consumer.receive(500)
+    deadline = time.monotonic() + 10
+    while (backlog := subscription_backlog(broker, topic, "sub")) != 0:
+        assert time.monotonic() < deadline, f"{backlog} entries left unacknowledged"
+        time.sleep(0.1)
+
+
+def test_a_chunked_message_past_its_ack_timeout_comes_back_whole(magnetar_client, topic):
+    consumer = magnetar_client.subscribe(
+        topic, "sub", consumer_type=ConsumerType.Shared, unacked_messages_timeout_ms=1000
+    )
+    producer = magnetar_client.create_producer(topic, chunking_enabled=True)
+    data = os.urandom(11 * 1024 * 1024)
+    producer.send(data)
+    assert consumer.receive(10_000).data() == data  # not acknowledged
+    again = consumer.receive(10_000)
+    assert again.data() == data and again.redelivery_count() >= 1
+    consumer.acknowledge(again)
+
+
+def subscription_backlog(broker, topic: str, sub: str) -> int:
+    status, stats = admin_call(
+        broker, "GET", topic.replace("persistent://", "/admin/v2/persistent/") + "/stats"
+    )
+    assert status == 200
+    return stats["subscriptions"][sub]["msgBacklog"]
+
+
+def test_a_large_message_queued_while_the_broker_is_down_is_split_by_its_limit(
+    broker_factory, magnetar_factory, topic
+):
+    """Split by the limit the broker announced last, not the 5 MiB default: sent whole, it would
+    be refused and close every new connection."""
+    broker = broker_factory({"max_message_size": SMALL})
+    client = magnetar_factory(broker.service_url, max_backoff_seconds=0.5)
+    consumer = client.subscribe(topic, "sub")
+    producer = client.create_producer(topic, chunking_enabled=True, send_timeout_millis=30_000)
+    producer.send(b"before")
+    broker.stop()
+    data = os.urandom(5 * SMALL)
+    results = []
+    producer.send_async(data, lambda res, msg_id: results.append((res, msg_id)))
+    broker.restart()
+    producer.flush()
+    assert results and results[0][0] == 0 and isinstance(results[0][1], ChunkMessageId)
+    assert consumer.receive(10_000).data() == b"before"
+    assert consumer.receive(10_000).data() == data
+
+
+def test_a_message_over_a_lowered_limit_fails_instead_of_closing_every_connection(
+    broker_factory, magnetar_factory, topic
+):
+    broker = broker_factory({"max_message_size": 4 * SMALL})
+    client = magnetar_factory(broker.service_url, max_backoff_seconds=0.5)
+    consumer = client.subscribe(topic, "sub")
+    producer = client.create_producer(topic, send_timeout_millis=30_000)
+    producer.send(b"before")
+    broker.stop()
+    results = []
+    producer.send_async(os.urandom(2 * SMALL), lambda res, msg_id: results.append(res))
+    broker.config = {"max_message_size": SMALL}  # restarted with a lower limit
+    broker.restart()
+    producer.send(b"after")
+    assert len(results) == 1 and results[0] != 0
+    assert [consumer.receive(10_000).data() for _ in range(2)] == [b"before", b"after"]

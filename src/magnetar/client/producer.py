@@ -50,6 +50,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+#: [0x0e01][crc32c][metadata size] in front of a message's metadata.
+_HEADERS_SIZE = 10
 #: Room kept for the chunk fields added to a chunk's metadata.
 _CHUNK_METADATA_ROOM = 64
 
@@ -137,6 +139,9 @@ class Producer(HandlerBase):
         )
         self._batch_timer: asyncio.TimerHandle | None = None
         self._timeout_task: asyncio.Task | None = None
+        #: The broker's limit as the last connection announced it: messages queued while
+        #: disconnected are split (or refused) by it, not by the 5 MiB default.
+        self._max_message_size = DEFAULT_MAX_MESSAGE_SIZE
 
     # --- accessors, as the official client's ----------------------------------------------------
     def producer_name(self) -> str:
@@ -147,7 +152,7 @@ class Producer(HandlerBase):
 
     @property
     def max_message_size(self) -> int:
-        return self.cnx.max_message_size if self.cnx is not None else DEFAULT_MAX_MESSAGE_SIZE
+        return self.cnx.max_message_size if self.cnx is not None else self._max_message_size
 
     # --- connecting -------------------------------------------------------------------------------
     async def _connection_opened(self, cnx: Connection) -> None:
@@ -184,9 +189,22 @@ class Producer(HandlerBase):
             self._next_sequence_id = answer.last_sequence_id + 1
         if self._timeout_task is None and self.config.send_timeout_millis > 0:
             self._timeout_task = asyncio.get_running_loop().create_task(self._send_timeout_loop())
+        self._max_message_size = cnx.max_message_size
+        self._drop_too_big(cnx.max_message_size)
         # Resend what never got a receipt, in order, before anything new (no await until READY).
         for op in self._pending:
             cnx.send_command(op.command, op.headers_and_payload)
+
+    def _drop_too_big(self, max_size: int) -> None:
+        """Fail the queued messages this broker's limit refuses (it may be lower than the last
+        one's): sent anyway, each would close the connection again, for ever."""
+        for op in [op for op in self._pending if op.chunk is None]:
+            size = len(op.headers_and_payload) - _HEADERS_SIZE  # metadata and payload, as the broker counts
+            if size > max_size:
+                self._drop_message_of(
+                    op.sequence_id,
+                    MessageTooBig(f"message of {size} bytes exceeds the broker's limit of {max_size}"),
+                )
 
     def on_close_by_broker(self, cnx: Connection) -> None:
         if cnx is self.cnx:
