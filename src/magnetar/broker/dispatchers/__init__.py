@@ -1,8 +1,9 @@
 """Dispatchers: one per subscription, each deciding which consumer gets which entry.
 
 A dispatcher is chosen by a *kind*: one of the protocol's subscription types, or a name for a
-behaviour the protocol has no type for (``BROADCAST``). New behaviours (a chunk-aware one)
-register here with ``register_dispatcher`` without touching the existing ones.
+behaviour the protocol has no type for (``BROADCAST``). New behaviours register here with
+``register_dispatcher`` without touching the existing ones. Every kind carries chunked
+messages whole (Shared and Key_Shared through ``routes.ChunkOwners``).
 """
 
 from __future__ import annotations
