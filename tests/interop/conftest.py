@@ -107,6 +107,7 @@ def client(broker, client_factory) -> pulsar.Client:
 
 @pytest.fixture
 def topic(request) -> str:
-    """A topic name no other test uses."""
+    """A topic name no other test uses. The suffix starts with a letter: a test named "...partition"
+    followed by a suffix of digits alone would name a partition ("-partition-N")."""
     name = re.sub(r"[^A-Za-z0-9-]", "-", request.node.name)[:60]
-    return f"persistent://public/default/{name}-{uuid.uuid4().hex[:8]}"
+    return f"persistent://public/default/{name}-t{uuid.uuid4().hex[:8]}"

@@ -79,7 +79,7 @@ def broker(broker_factory_session) -> BrokerProcess:
 @pytest.fixture
 def topic(request) -> str:
     name = re.sub(r"[^A-Za-z0-9-]", "-", request.node.name)[:40]
-    return f"persistent://public/default/{name}-{uuid.uuid4().hex[:8]}"
+    return f"persistent://public/default/{name}-t{uuid.uuid4().hex[:8]}"  # never "-partition-N"
 
 
 @pytest.fixture
