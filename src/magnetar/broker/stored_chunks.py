@@ -69,8 +69,6 @@ class StoredChunks:
         self.max_chunks = max_chunks
         self._messages: OrderedDict[tuple[str, str], ChunkedMessage] = OrderedDict()
         self._chunks = 0
-        #: Changed since the last snapshot.
-        self.dirty = False
 
     @property
     def chunks(self) -> int:
@@ -114,11 +112,9 @@ class StoredChunks:
         """The chunk ``storing`` announced is durable at ``position`` (or failed with ``exc``);
         copies that waited for it get the same answer."""
         waiting = message.in_flight.pop(chunk.chunk_id, None) or []
-        remembered = self._messages.get(message.key) is message  # not forgotten meanwhile
         if position is not None and exc is None:
             message.positions.setdefault(chunk.chunk_id, position)
-            self.dirty = self.dirty or remembered
-        elif remembered:
+        elif self._messages.get(message.key) is message:  # still counted: not forgotten meanwhile
             self._chunks -= 1
         for callback in waiting:
             callback(position, exc)
@@ -129,7 +125,6 @@ class StoredChunks:
         if chunk.chunk_id not in message.positions:
             message.positions[chunk.chunk_id] = position
             self._chunks += 1
-            self.dirty = True
             self._bound()
 
     # -- snapshot ---------------------------------------------------------------------------
@@ -137,7 +132,6 @@ class StoredChunks:
         """JSON-ready: per message its producer, uuid, fingerprint and runs of positions
         ``[first chunk id, ledger id, first entry id, count]`` (chunks stored back to back
         take one run)."""
-        self.dirty = False
         out = []
         for (producer, uuid), message in self._messages.items():
             if message.positions:
@@ -177,7 +171,6 @@ class StoredChunks:
         while self._chunks > self.max_chunks and len(self._messages) > 1:
             _, oldest = self._messages.popitem(last=False)
             self._chunks -= len(oldest)
-            self.dirty = True
 
 
 def _runs(positions: dict[int, Position]) -> list[list[int]]:
