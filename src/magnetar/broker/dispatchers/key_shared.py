@@ -70,6 +70,8 @@ class KeySharedDispatcher(SharedDispatcher):
         self.selector: AutoSplitSelector | StickySelector | None = None
         #: hash -> {consumer id(): unacknowledged entries of that hash it holds}
         self._holders: dict[int, dict[int, int]] = defaultdict(dict)
+        #: The route of whole messages of each key hash (at most 65,536; one object per hash).
+        self._key_routes: dict[int, Route] = {}
 
     def add_consumer(self, consumer: Consumer) -> None:
         meta = consumer.key_shared_meta
@@ -121,7 +123,14 @@ class KeySharedDispatcher(SharedDispatcher):
 
     # -- routing --------------------------------------------------------------------------
     def _route(self, item: DispatchEntry) -> Route:
-        return Route(chunk_ref(item.metadata), sticky_key_hash(sticky_key(item.metadata)))
+        key_hash = sticky_key_hash(sticky_key(item.metadata))
+        chunk = chunk_ref(item.metadata)
+        if chunk is not None:
+            return Route(chunk, key_hash)
+        route = self._key_routes.get(key_hash)
+        if route is None:
+            route = self._key_routes[key_hash] = Route(None, key_hash)
+        return route
 
     def _blocked(self, route: Route, budget: dict[int, int]) -> bool:
         if route.chunk is not None and self.chunks.owner(route.chunk.uuid) is not None:
