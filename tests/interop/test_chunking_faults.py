@@ -95,6 +95,67 @@ def test_chunks_resent_after_a_restart_are_stored_once_and_the_messages_assemble
     assert got == [digest(p) for p in payloads]
 
 
+def test_repeated_kill_9_while_producing_loses_and_repeats_no_receipted_chunked_message(
+    broker_factory, client_factory, topic
+):
+    """Chunked messages sent without pause while the broker is killed five times: each chunk is
+    stored once, so every message whose send succeeded arrives whole and once, with no
+    deduplication configured."""
+    broker = broker_factory({"max_message_size": SMALL})
+    client = client_factory(broker.service_url)
+    producer = client.create_producer(
+        topic,
+        batching_enabled=False,
+        chunking_enabled=True,
+        send_timeout_millis=120_000,
+        max_pending_messages=50,
+    )
+    receipted: dict[int, str] = {}
+    stop = threading.Event()
+
+    def produce() -> None:
+        n = 0
+        while not stop.is_set():
+            data = b"%06d|" % n + os.urandom(70_000 + 4_000 * (n % 80))  # 2 to 7 chunks
+
+            def done(res, _msg_id, n=n, expected=digest(data)) -> None:  # noqa: B008 - bound now
+                if res == pulsar.Result.Ok:
+                    receipted[n] = expected
+
+            producer.send_async(data, done)
+            n += 1
+            time.sleep(0.01)
+
+    thread = threading.Thread(target=produce, daemon=True)
+    thread.start()
+    try:
+        for _ in range(5):
+            time.sleep(1.0)
+            broker.stop(signal.SIGKILL)
+            broker.restart()
+        time.sleep(0.5)
+    finally:
+        stop.set()
+        thread.join(30)
+    producer.flush()
+    assert len(receipted) > 100
+
+    assert_each_chunk_stored_once(broker, topic, len(receipted))
+    consumer = client.subscribe(topic, "sub", initial_position=pulsar.InitialPosition.Earliest)
+    got = Counter()
+    while True:
+        try:
+            msg = consumer.receive(3000)
+        except pulsar.Timeout:
+            break
+        n = int(msg.data()[:6])
+        assert receipted.get(n, digest(msg.data())) == digest(msg.data()), f"message {n} damaged"
+        got[n] += 1
+        consumer.acknowledge(msg)
+    assert not [n for n in receipted if n not in got], "receipted messages lost"
+    assert [n for n, times in got.items() if times > 1] == [], "messages stored twice"
+
+
 def test_chunks_sent_again_over_a_new_connection_are_answered_with_the_stored_ones(
     broker_factory, client_factory, topic
 ):
