@@ -54,14 +54,19 @@ def test_a_chunk_sent_again_is_answered_with_the_stored_one():
     assert not chunks.answer_resend(new, chunk_ref(new), Answers()), "chunk 3 was never stored"
 
 
-def test_a_copy_sent_while_the_first_is_being_stored_gets_its_outcome():
-    chunks = StoredChunks()
-    meta = chunk_meta(0)
+def copy_while_storing(chunks: StoredChunks, meta: wire.MessageMetadata):
+    """A chunk being stored, and a copy of it sent meanwhile: (its ChunkRef, record, the copy's answers)."""
     ref = chunk_ref(meta)
     record = chunks.storing(meta, ref)
     waiting = Answers()
     assert chunks.answer_resend(meta, ref, waiting)
     assert waiting.got == []
+    return ref, record, waiting
+
+
+def test_a_copy_sent_while_the_first_is_being_stored_gets_its_outcome():
+    chunks = StoredChunks()
+    ref, record, waiting = copy_while_storing(chunks, chunk_meta(0))
     chunks.stored(record, ref, Position(2, 0))
     assert waiting.got == [(Position(2, 0), None)]
 
@@ -69,10 +74,7 @@ def test_a_copy_sent_while_the_first_is_being_stored_gets_its_outcome():
 def test_a_failed_store_fails_the_waiting_copies_and_is_forgotten():
     chunks = StoredChunks()
     meta = chunk_meta(0)
-    ref = chunk_ref(meta)
-    record = chunks.storing(meta, ref)
-    waiting = Answers()
-    chunks.answer_resend(meta, ref, waiting)
+    ref, record, waiting = copy_while_storing(chunks, meta)
     error = OSError("disk full")
     chunks.stored(record, ref, None, error)
     assert waiting.got == [(None, error)]
@@ -108,11 +110,7 @@ def test_the_oldest_messages_are_forgotten_past_the_bound():
 
 def test_a_record_forgotten_while_its_chunk_is_stored_still_answers_its_copies():
     chunks = StoredChunks(max_chunks=1)
-    meta = chunk_meta(0, uuid="old")
-    ref = chunk_ref(meta)
-    record = chunks.storing(meta, ref)
-    waiting = Answers()
-    chunks.answer_resend(meta, ref, waiting)
+    ref, record, waiting = copy_while_storing(chunks, chunk_meta(0, uuid="old"))
     store(chunks, chunk_meta(0, uuid="new"), Position(1, 1))  # pushes "old" out
     chunks.stored(record, ref, Position(1, 0))
     assert waiting.got == [(Position(1, 0), None)]

@@ -152,15 +152,21 @@ def test_broker_restart_in_the_middle_of_a_chunked_send(broker_factory, magnetar
     consumer.acknowledge(msg)
 
 
-def test_negative_ack_of_a_chunked_message_redelivers_every_chunk(magnetar_client, topic):
-    consumer = magnetar_client.subscribe(
-        topic, "sub", consumer_type=ConsumerType.Shared, negative_ack_redelivery_delay_ms=100
+@pytest.mark.parametrize("give_back", ["nack", "ack-timeout"])
+def test_a_chunked_message_given_back_on_shared_comes_back_whole(magnetar_client, topic, give_back):
+    options = (
+        {"negative_ack_redelivery_delay_ms": 100}
+        if give_back == "nack"
+        else {"unacked_messages_timeout_ms": 1000}
     )
+    consumer = magnetar_client.subscribe(topic, "sub", consumer_type=ConsumerType.Shared, **options)
     producer = magnetar_client.create_producer(topic, chunking_enabled=True)
     data = os.urandom(11 * 1024 * 1024)
     producer.send(data)
     msg = consumer.receive(10_000)
-    consumer.negative_acknowledge(msg)
+    assert msg.data() == data
+    if give_back == "nack":
+        consumer.negative_acknowledge(msg)
     again = consumer.receive(10_000)
     assert again.data() == data and again.redelivery_count() >= 1
     consumer.acknowledge(again)
@@ -278,19 +284,6 @@ def test_copies_of_chunks_stored_twice_are_skipped_and_acknowledged(broker, magn
     while (backlog := subscription_backlog(broker, topic, "sub")) != 0:
         assert time.monotonic() < deadline, f"{backlog} entries left unacknowledged"
         time.sleep(0.1)
-
-
-def test_a_chunked_message_past_its_ack_timeout_comes_back_whole(magnetar_client, topic):
-    consumer = magnetar_client.subscribe(
-        topic, "sub", consumer_type=ConsumerType.Shared, unacked_messages_timeout_ms=1000
-    )
-    producer = magnetar_client.create_producer(topic, chunking_enabled=True)
-    data = os.urandom(11 * 1024 * 1024)
-    producer.send(data)
-    assert consumer.receive(10_000).data() == data  # not acknowledged
-    again = consumer.receive(10_000)
-    assert again.data() == data and again.redelivery_count() >= 1
-    consumer.acknowledge(again)
 
 
 def subscription_backlog(broker, topic: str, sub: str) -> int:
