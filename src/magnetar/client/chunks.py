@@ -110,11 +110,6 @@ class _Context:
         return any(_same_entry(cached, msg_id) for cached in self.chunk_ids)
 
 
-def _after(a: MessageId, b: MessageId) -> bool:
-    """``a`` was stored after ``b`` (both of one topic partition)."""
-    return (a.ledger_id(), a.entry_id()) > (b.ledger_id(), b.entry_id())
-
-
 def _same_entry(a: MessageId, b: MessageId) -> bool:
     return a.ledger_id() == b.ledger_id() and a.entry_id() == b.entry_id() and a.partition() == b.partition()
 
@@ -212,7 +207,7 @@ class ChunkAssembler:
             last = self._completed.get(chunk.uuid)
             if last is None:
                 self._discard_chunk(out, chunk, now_ms)
-            elif _after(chunk.message_id, last):
+            elif chunk.message_id > last:  # stored after the message's last chunk
                 out.ack.append(chunk.message_id)
             return
         if chunk.chunk_id < ctx.next_chunk_id:

@@ -42,7 +42,7 @@ from magnetar.client.handler import HandlerBase, State
 from magnetar.client.message import ChunkMessageId, MessageId
 from magnetar.protocol import commands
 from magnetar.protocol import pulsar_wire_pb2 as wire
-from magnetar.protocol.headers import encode_headers_and_payload
+from magnetar.protocol.headers import encode_headers_and_payload, metadata_span
 
 if TYPE_CHECKING:
     from magnetar.client.client import Client
@@ -50,8 +50,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: [0x0e01][crc32c][metadata size] in front of a message's metadata.
-_HEADERS_SIZE = 10
 #: Room kept for the chunk fields added to a chunk's metadata.
 _CHUNK_METADATA_ROOM = 64
 
@@ -199,7 +197,8 @@ class Producer(HandlerBase):
         """Fail the queued messages this broker's limit refuses (it may be lower than the last
         one's): sent anyway, each would close the connection again, for ever."""
         for op in [op for op in self._pending if op.chunk is None]:
-            size = len(op.headers_and_payload) - _HEADERS_SIZE  # metadata and payload, as the broker counts
+            # metadata and payload, as the broker counts them
+            size = len(op.headers_and_payload) - metadata_span(op.headers_and_payload)[0]
             if size > max_size:
                 self._drop_message_of(
                     op.sequence_id,
