@@ -134,16 +134,28 @@ def test_recover_drops_a_last_record_with_a_bad_crc(tmp_path):
     segment.close()
 
 
-def test_recover_scan_stops_at_a_bad_crc_past_the_index(tmp_path):
+def test_recover_keeps_the_records_after_a_bad_crc_past_the_index(tmp_path):
     datas = [f"entry-{i}".encode() for i in range(10)]
     log_path, idx_path = _crash_with(tmp_path, datas)
+    size = log_path.stat().st_size
     os.truncate(idx_path, 5 * 8)  # the index lags the log, as after power loss
-    _corrupt_crc(log_path, 7 * (HEADER_SIZE + len(datas[0])))
+    record = HEADER_SIZE + len(datas[0])
+    _corrupt_crc(log_path, 7 * record)
     segment = Segment.recover(tmp_path, 42)
-    assert segment.entries == 7  # every complete record before the bad one
-    assert segment.read_range(0, 7) == datas[:7]
-    assert log_path.stat().st_size == 7 * (HEADER_SIZE + len(datas[0]))
+    # the bad record keeps its entry id, so the two intact ones after it keep theirs
+    assert segment.entries == 10
+    assert [d.entry_id for d in segment.damage] == [7]
+    assert (segment.damage[0].offset, segment.damage[0].size) == (7 * record, record)
+    assert log_path.stat().st_size == size  # nothing cut
+    assert idx_path.stat().st_size == 10 * 8
+    with pytest.raises(CorruptionError):
+        segment.read_range(0, 10)
+    got = segment.read_salvaging(0, 10)
+    assert got[:7] == datas[:7] and got[7] is None and got[8:] == datas[8:]
     segment.close()
+    again = Segment.recover(tmp_path, 42)  # the rebuilt index is kept: no new damage found at open
+    assert again.entries == 10 and again.damage == []
+    again.close()
 
 
 def test_recover_rebuilds_missing_index_entries_from_the_log(tmp_path):

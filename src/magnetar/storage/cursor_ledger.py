@@ -14,6 +14,7 @@ from pathlib import Path
 
 from magnetar.storage.ack_marker import Marker, is_marker
 from magnetar.storage.ack_page import is_page
+from magnetar.storage.damage import Damage
 from magnetar.storage.errors import CorruptionError
 from magnetar.storage.record import HEADER_SIZE
 from magnetar.storage.segment import Segment, delete_segment_files, fsync_directory
@@ -47,6 +48,11 @@ class CursorLedger:
         """Open an existing cursor ledger after a restart; a torn tail is cut off."""
         directory.mkdir(exist_ok=True)
         return cls(directory, Segment.recover(directory, ledger_id))
+
+    @property
+    def damage(self) -> list[Damage]:
+        """What opening found damaged in this cursor ledger (a cut tail, entries past damage)."""
+        return self._segment.damage
 
     @property
     def ledger_id(self) -> int:

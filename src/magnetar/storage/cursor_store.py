@@ -63,6 +63,8 @@ class CursorStore:
         self._commit = commit
         self._committed = committed
         self.recovered = recovered[1] if recovered is not None else None
+        #: What opening found damaged in the cursor ledger.
+        self.damage = list(ledger.damage)
         self._last_marker = recovered[0] if recovered is not None else -1
         self._closed = False
         # figures

@@ -6,6 +6,7 @@ import logging
 import re
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 from pathlib import Path
@@ -16,9 +17,15 @@ from magnetar.storage.cursor import ManagedCursor
 from magnetar.storage.cursor_ledger import CURSORS_DIR, cursor_ledger_ids
 from magnetar.storage.cursor_state import CursorState
 from magnetar.storage.cursor_store import CursorStore
+from magnetar.storage.damage import Damage, DamageLog
 from magnetar.storage.entry import Entry, EntryData
 from magnetar.storage.entry_cache import EntryCache
-from magnetar.storage.errors import EntryNotFoundError, ManagedLedgerFencedError, StorageClosedError
+from magnetar.storage.errors import (
+    CorruptionError,
+    EntryNotFoundError,
+    ManagedLedgerFencedError,
+    StorageClosedError,
+)
 from magnetar.storage.ledger_info import LedgerInfo
 from magnetar.storage.ledger_list import LedgerList
 from magnetar.storage.metadata_store import ManagedLedgerRecord, MetadataStore, StoredCursor
@@ -80,7 +87,9 @@ class ManagedLedger:
         self._failure: Exception | None = None
         self._closed = False
         self._cursors: dict[str, ManagedCursor] = {}
+        self._non_durable: weakref.WeakSet[ManagedCursor] = weakref.WeakSet()  # told of damaged entries too
         self._non_durable_seq = 0
+        self.damage = DamageLog()
         self._current = self._recover()
         self._last_added = self._last_confirmed = self._ledgers.last_position()
         self._load_cursors()
@@ -102,6 +111,7 @@ class ManagedLedger:
         for info in infos:
             if not info.closed:  # cannot happen (rollover is one commit); if it did, keep what is there
                 segment = Segment.recover(self._dir, info.ledger_id)
+                self._note_damage(segment.damage)
                 self._syncer.count(segment.close())
                 info = replace(info, entries=segment.entries, size_bytes=segment.size_bytes, closed=True)
                 info = replace(info, closed_at=time.time())
@@ -114,6 +124,7 @@ class ManagedLedger:
             segment = Segment.create(self._dir, current.ledger_id, self._preallocate)
         else:
             segment = Segment.recover(self._dir, current.ledger_id, self._preallocate)
+            self._note_damage(segment.damage)
         self._infos[current.ledger_id] = current
         self._ledgers.append(current.ledger_id, segment.entries)
         self._remove_orphan_files()
@@ -148,6 +159,20 @@ class ManagedLedger:
             self._cursor_committer(name),
             **self._cursor_limits(),
         )
+        if store.damage:
+            for place in store.damage:
+                self.damage.add(place)
+                log.warning("%s: cursor %s: cursor %s", self.name, name, place.describe())
+            recovered = store.recovered.mark_delete if store.recovered is not None else row.state.mark_delete
+            log.warning(
+                "%s: cursor %s: its cursor ledger %d was damaged; the cursor goes on from the newest"
+                " flush that reads back intact (mark-delete %s): acks made after it are lost and"
+                " those messages will be delivered again",
+                self.name,
+                name,
+                row.cursor_ledger,
+                recovered,
+            )
         if store.recovered is None:
             log.error(
                 "%s: cursor %s: no intact marker in cursor ledger %d; starting over from mark-delete %s",
@@ -306,11 +331,15 @@ class ManagedLedger:
     # ------------------------------------------------------------------- reads
 
     def read_entry(self, position: Position) -> Entry:
+        """The entry at ``position``; EntryNotFoundError when there is none or it is damaged."""
         with self._lock:
             self._check_open()
             if not self.has_entry(position):
                 raise EntryNotFoundError(f"{self.name}: no readable entry at {position}")
-            return self._read_span(position, 1, None, True)[0]
+            got, _ = self._read_span(position, 1, None, True)
+            if not got:
+                raise EntryNotFoundError(f"{self.name}: the entry at {position} is damaged")
+            return got[0]
 
     def read_entries(
         self, start: Position, max_entries: int, max_bytes: int | None = None, *, at_least_one: bool = True
@@ -319,7 +348,9 @@ class ManagedLedger:
 
         Stops at ``max_entries`` or before ``max_bytes`` of data would be passed,
         but returns at least one entry when any is readable (unless ``at_least_one``
-        is False, which callers that already hold entries use).
+        is False, which callers that already hold entries use). A damaged entry is
+        left out, as if it was not there, and counts against neither limit; every
+        cursor is told it is gone (``_skip_damaged``).
         """
         with self._lock:
             self._check_open()
@@ -333,17 +364,23 @@ class ManagedLedger:
                 else:
                     ledger_end = self._ledgers.count(position.ledger_id)
                 run = min(max_entries - len(out), ledger_end - position.entry_id)
-                got = self._read_span(position, run, budget, at_least_one and not out)
+                got, passed = self._read_span(position, run, budget, at_least_one and not out)
                 out.extend(got)
                 if budget is not None:
                     budget -= sum(len(entry.data) for entry in got)
-                if len(got) < run:
+                if passed < run:
                     break
-                position = self._ledgers.ceil(Position(position.ledger_id, ledger_end))
+                position = self._ledgers.ceil(Position(position.ledger_id, position.entry_id + passed))
             return out
 
-    def _read_span(self, start: Position, count: int, budget: int | None, at_least_one: bool) -> list[Entry]:
-        """Up to ``count`` entries of one ledger: from the cache while it has them, then one pread."""
+    def _read_span(
+        self, start: Position, count: int, budget: int | None, at_least_one: bool
+    ) -> tuple[list[Entry], int]:
+        """Up to ``count`` entries of one ledger: from the cache while it has them, then one pread.
+
+        Returns the entries and how many positions they cover from ``start`` (damaged ones
+        are passed over, not returned).
+        """
         ledger_id, first = start.ledger_id, start.entry_id
         out: list[Entry] = []
         while len(out) < count:
@@ -352,22 +389,74 @@ class ManagedLedger:
             if data is None:
                 break
             if budget is not None and len(data) > budget and (out or not at_least_one):
-                return out
+                return out, len(out)
             out.append(Entry(position, data))
             if budget is not None:
                 budget -= len(data)
-        if len(out) < count:
-            begin = first + len(out)
-            datas = self._segment_for(ledger_id).read_range(
-                begin, count - len(out), budget, at_least_one and not out
-            )
+        passed = len(out)
+        if passed < count:
+            begin = first + passed
+            segment = self._segment_for(ledger_id)
+            try:
+                datas = segment.read_range(begin, count - passed, budget, at_least_one and not out)
+            except CorruptionError:
+                return self._read_salvaging(segment, begin, count - passed, budget, at_least_one, out)
             out.extend(Entry(Position(ledger_id, begin + i), data) for i, data in enumerate(datas))
-        return out
+            passed += len(datas)
+        return out, passed
+
+    def _read_salvaging(
+        self,
+        segment: Segment,
+        begin: int,
+        count: int,
+        budget: int | None,
+        at_least_one: bool,
+        out: list[Entry],
+    ) -> tuple[list[Entry], int]:
+        """The span from ``begin`` failed its checks: keep its intact entries, pass over the damaged
+        ones. ``out`` holds the entries before ``begin`` (from the cache); returns what
+        ``_read_span`` does."""
+        ledger_id = segment.ledger_id
+        passed = len(out)  # the cached entries before ``begin``
+        damaged = []
+        for i, data in enumerate(segment.read_salvaging(begin, count, budget, at_least_one and not out)):
+            if data is None:
+                damaged.append(Damage(ledger_id, begin + i, *segment.record_span(begin + i)))
+            elif budget is not None and len(data) > budget and out:
+                break
+            else:
+                out.append(Entry(Position(ledger_id, begin + i), data))
+                if budget is not None:
+                    budget -= len(data)
+            passed += 1
+        self._note_damage(damaged)
+        self._skip_damaged([Position(ledger_id, d.entry_id) for d in damaged if d.entry_id is not None])
+        return out, passed
 
     def _segment_for(self, ledger_id: int) -> Segment:
         if ledger_id == self._current.ledger_id:
             return self._current
-        return self._readers.get(ledger_id, self._ledgers.count(ledger_id))
+        segment = self._readers.get(ledger_id, self._ledgers.count(ledger_id))
+        if segment.damage:
+            self._note_damage(segment.damage)
+            segment.damage = []
+        return segment
+
+    # ------------------------------------------------------------------ damage
+
+    def _note_damage(self, damage: Iterable[Damage]) -> None:
+        """Count and log (once each) damage found in this managed ledger's files."""
+        for place in damage:
+            if self.damage.add(place):
+                log.warning("%s: %s", self.name, place.describe())
+
+    def _skip_damaged(self, positions: list[Position]) -> None:
+        """Damaged entries cannot be delivered: every cursor takes them as acknowledged, so no
+        subscription waits on them and backlogs count only what can still arrive."""
+        if positions:
+            for cursor in [*self._cursors.values(), *self._non_durable]:
+                cursor.delete(positions)
 
     # --------------------------------------------------------------- positions
 
@@ -468,7 +557,9 @@ class ManagedLedger:
                 self._non_durable_seq += 1
                 name = f"non-durable-{self._non_durable_seq}"
             first = self._ledgers.ceil(start)
-            return ManagedCursor(self, name, False, CursorState(self._ledgers.previous_position(first)))
+            cursor = ManagedCursor(self, name, False, CursorState(self._ledgers.previous_position(first)))
+            self._non_durable.add(cursor)
+            return cursor
 
     def cursors(self) -> dict[str, ManagedCursor]:
         """The durable cursors, by name."""

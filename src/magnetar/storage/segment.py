@@ -32,9 +32,11 @@ from array import array
 from collections import OrderedDict
 from pathlib import Path
 
+from magnetar.storage.damage import Damage
 from magnetar.storage.entry import EntryData
 from magnetar.storage.errors import CorruptionError, StorageClosedError
-from magnetar.storage.record import HEADER_SIZE, encode_header, parse_records, record_end_at, scan_records
+from magnetar.storage.record import HEADER_SIZE, encode_header, parse_records, record_end_at
+from magnetar.storage.salvage import all_zero, parse_span, save_aside, scan_log
 
 LOG_SUFFIX = ".log"
 #: Appends of entries above this share of the preallocation step just extend the
@@ -101,6 +103,8 @@ class Segment:
         #: from the end of the data up to ``_zeroed``.
         self._preallocate = preallocate if writable else 0
         self._zeroed = size
+        #: What opening found damaged (for the owner to log and count; it clears the list).
+        self.damage: list[Damage] = []
 
     # ----------------------------------------------------------------- opening
 
@@ -128,7 +132,8 @@ class Segment:
         idx_fd = os.open(idx_path, os.O_RDWR | os.O_CREAT, 0o644)
         log_size = os.fstat(log_fd).st_size
         idx_bytes = _read_all(idx_fd)
-        offsets = _offsets_from(idx_bytes)
+        on_disk = _offsets_from(idx_bytes)
+        offsets = array("Q", on_disk)
         indexed = _plausible_prefix(offsets, log_size)
         end = 0
         while indexed > 0:
@@ -138,14 +143,18 @@ class Segment:
                 break
             indexed -= 1
         del offsets[indexed:]
-        for offset, record_end in scan_records(log_fd, end, log_size):
-            offsets.append(offset)
-            end = record_end
+        scan = scan_log(log_fd, end, log_size)
+        damage = [Damage(ledger_id, indexed + n, start, stop - start) for n, start, stop in scan.damaged]
+        offsets.extend(scan.offsets)
+        end = scan.end
         repaired = False
-        if end < log_size:
-            os.ftruncate(log_fd, end)
+        lost = sum(1 for offset in on_disk[indexed:] if offset >= end)  # entries the index had past the data
+        if end < log_size or lost:
+            dropped = _cut_tail(log_fd, log_path, ledger_id, end, log_size, lost)
+            if dropped is not None:
+                damage.append(dropped)
             repaired = True
-        if len(idx_bytes) != len(offsets) * 8:
+        if idx_bytes[indexed * 8 :] != _offsets_bytes(offsets[indexed:]):
             os.ftruncate(idx_fd, indexed * 8)
             os.pwrite(idx_fd, _offsets_bytes(offsets[indexed:]), indexed * 8)
             repaired = True
@@ -156,6 +165,7 @@ class Segment:
             fsync_directory(directory)
         segment = cls(ledger_id, log_fd, idx_fd, offsets, end, writable=True, preallocate=preallocate)
         segment.synced_entries = len(offsets)
+        segment.damage = damage
         return segment
 
     @classmethod
@@ -171,8 +181,11 @@ class Segment:
             offsets = _offsets_from(idx_path.read_bytes())
         except FileNotFoundError:
             offsets = array("Q")
+        damage: list[Damage] = []
         if _plausible_prefix(offsets, size) < entries:
-            offsets = array("Q", (offset for offset, _ in scan_records(log_fd, 0, size)))
+            scan = scan_log(log_fd, 0, size)
+            offsets = array("Q", scan.offsets)
+            damage = [Damage(ledger_id, n, a, b - a) for n, a, b in scan.damaged if n < entries]
         if len(offsets) < entries:
             os.close(log_fd)
             raise CorruptionError(f"ledger {ledger_id}: {entries} entries expected, {len(offsets)} on disk")
@@ -181,7 +194,9 @@ class Segment:
             # The data ends with the last entry, not at the file's end: a crash between the
             # ledger's close in the metadata and the truncation of its preallocated zeros.
             size = record_end_at(log_fd, offsets[-1], size) or size
-        return cls(ledger_id, log_fd, -1, offsets, size, writable=False)
+        segment = cls(ledger_id, log_fd, -1, offsets, size, writable=False)
+        segment.damage = damage
+        return segment
 
     # ------------------------------------------------------------------- state
 
@@ -296,6 +311,29 @@ class Segment:
         except ValueError as exc:
             raise CorruptionError(f"ledger {self.ledger_id} entries {first}..{last - 1}: {exc}") from None
 
+    def read_salvaging(
+        self, first: int, count: int, max_bytes: int | None = None, at_least_one: bool = True
+    ) -> list[memoryview | None]:
+        """``read_range`` for a span that failed its checks: each record is delimited by the index,
+        and a damaged one (its length or checksum does not match its span) is None."""
+        if self._closed:
+            raise StorageClosedError(f"ledger {self.ledger_id} is closed")
+        count = min(count, len(self._offsets) - first)
+        if max_bytes is not None:
+            count = self._fit(first, count, max_bytes, at_least_one)
+        if count <= 0:
+            return []
+        start = self._offsets[first]
+        last = first + count
+        end = self._offsets[last] if last < len(self._offsets) else self._size
+        buf = os.pread(self._log_fd, end - start, start)
+        return parse_span(buf, [offset - start for offset in self._offsets[first:last]])
+
+    def record_span(self, entry_id: int) -> tuple[int, int]:
+        """Where entry ``entry_id``'s record lies in the log: ``(offset, size)``."""
+        offset = self._offsets[entry_id]
+        return offset, self.entry_size(entry_id) + HEADER_SIZE
+
     def _fit(self, first: int, count: int, max_bytes: int, at_least_one: bool) -> int:
         total = 0
         for n in range(count):
@@ -303,6 +341,22 @@ class Segment:
             if total > max_bytes:
                 return 1 if n == 0 and at_least_one else n
         return count
+
+
+def _cut_tail(
+    log_fd: int, log_path: Path, ledger_id: int, end: int, log_size: int, indexed: int
+) -> Damage | None:
+    """Truncate the log at ``end``, keeping what is cut in a file next to it unless it is all zeros.
+
+    Returns what was cut when it was more than preallocated zeros (data, or entries the index knew of).
+    """
+    tail = os.pread(log_fd, log_size - end, end)
+    damage = None
+    if not all_zero(tail) or indexed:
+        saved = None if all_zero(tail) else str(save_aside(log_path, end, tail))
+        damage = Damage(ledger_id, None, end, len(tail), entries=indexed, saved_to=saved)
+    os.ftruncate(log_fd, end)
+    return damage
 
 
 def _write_all(fd: int, header: bytes, data: EntryData, offset: int) -> None:

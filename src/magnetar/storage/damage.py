@@ -1,0 +1,94 @@
+"""What a managed ledger knows about damage in its files: entries it skips and tails recovery cut.
+
+Kept per managed ledger for as long as it is open, for the log, ``/metrics`` and
+internalStats. Each damaged entry is logged once; the list of places is bounded.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+#: The places kept for internalStats; the counts go on past it.
+MAX_RECENT = 100
+
+
+@dataclass(frozen=True, slots=True)
+class Damage:
+    """One damaged place in a ledger's log.
+
+    ``entry_id`` is the entry that cannot be read, or None for a tail that recovery
+    cut off the log (a torn last write, or damage no intact record follows):
+    ``entries`` then counts the entries the index had for it (0 when only the log knew
+    of them), and ``saved_to`` is where its bytes were kept, None when they were zeros.
+    """
+
+    ledger_id: int
+    entry_id: int | None
+    offset: int
+    size: int
+    entries: int = 1
+    saved_to: str | None = None
+
+    @property
+    def kind(self) -> str:
+        return "entry" if self.entry_id is not None else "tail"
+
+    def describe(self) -> str:
+        if self.entry_id is not None:
+            return (
+                f"entry {self.ledger_id}:{self.entry_id} is damaged ({self.size} bytes at offset"
+                f" {self.offset} of ledger {self.ledger_id}'s log); it is skipped"
+            )
+        kept = f"kept in {self.saved_to}" if self.saved_to else "all zeros, nothing to keep"
+        return (
+            f"ledger {self.ledger_id}: cut {self.size} bytes off its log at offset {self.offset}"
+            f" (a torn or damaged tail; {self.entries} indexed entries in it); {kept}"
+        )
+
+    def as_json(self) -> dict:
+        return {
+            "kind": self.kind,
+            "ledgerId": self.ledger_id,
+            "entryId": self.entry_id,
+            "offset": self.offset,
+            "size": self.size,
+            "entries": self.entries,
+            "savedTo": self.saved_to,
+        }
+
+
+class DamageLog:
+    """The damage one managed ledger found since it was opened."""
+
+    def __init__(self) -> None:
+        self._entries: set[tuple[int, int]] = set()
+        self.recent: deque[Damage] = deque(maxlen=MAX_RECENT)
+        self.damaged_entries = 0
+        self.dropped_tails = 0
+        self.dropped_entries = 0  # indexed entries in the tails cut
+        self.damaged_bytes = 0
+
+    def add(self, damage: Damage) -> bool:
+        """Count ``damage``; False when it is an entry already known (log it once only)."""
+        if damage.entry_id is not None:
+            key = (damage.ledger_id, damage.entry_id)
+            if key in self._entries:
+                return False
+            self._entries.add(key)
+            self.damaged_entries += 1
+        else:
+            self.dropped_tails += 1
+            self.dropped_entries += damage.entries
+        self.damaged_bytes += damage.size
+        self.recent.append(damage)
+        return True
+
+    def stats(self) -> dict:
+        return {
+            "damagedEntries": self.damaged_entries,
+            "droppedTails": self.dropped_tails,
+            "droppedEntries": self.dropped_entries,
+            "damagedBytes": self.damaged_bytes,
+            "places": [d.as_json() for d in self.recent],
+        }
