@@ -109,6 +109,21 @@ class BrokerCollector(Collector):
             "pulsar_msg_backlog", "Messages not yet acknowledged, all subscriptions together", labels=labels
         )
         storage = GaugeMetricFamily("pulsar_storage_size", "Bytes the topic's ledgers take", labels=labels)
+        damaged = CounterMetricFamily(
+            "magnetar_storage_damaged_entries",
+            "Entries passed over because their records are damaged, since the topic was loaded",
+            labels=labels,
+        )
+        tails = CounterMetricFamily(
+            "magnetar_storage_dropped_tails",
+            "Torn or damaged log tails that recovery cut off (their bytes kept aside)",
+            labels=labels,
+        )
+        damaged_bytes = CounterMetricFamily(
+            "magnetar_storage_damaged_bytes",
+            "Bytes of damaged records and of the tails cut off",
+            labels=labels,
+        )
         traffic_families = [
             (
                 GaugeMetricFamily(name, f"{text}, over the last stats interval", labels=labels),
@@ -128,9 +143,13 @@ class BrokerCollector(Collector):
             if topic.ml is not None:  # persistent
                 backlog.add_metric(values, sum(sub.cursor.backlog() for sub in subs))
                 storage.add_metric(values, topic.ml.size_bytes())
+                damage = topic.ml.damage
+                damaged.add_metric(values, damage.damaged_entries)
+                tails.add_metric(values, damage.dropped_tails)
+                damaged_bytes.add_metric(values, damage.damaged_bytes)
             for family, value in traffic_families:
                 family.add_metric(values, value(topic.traffic))
-        yield from (producers, subscriptions, consumers, backlog, storage)
+        yield from (producers, subscriptions, consumers, backlog, storage, damaged, tails, damaged_bytes)
         yield from (family for family, _ in traffic_families)
 
 

@@ -138,6 +138,10 @@ def internal_stats(topic: PersistentTopic) -> dict:
             for info in ledgers
         ],
         "cursors": cursors,
+        # Magnetar's own: entries passed over because their records are damaged, and tails
+        # recovery cut off, since the topic was loaded (docs/storage.md, "Damaged files")
+        "damagedEntries": ml.damage.damaged_entries,
+        "damage": ml.damage.stats(),
     }
 
 

@@ -1,0 +1,97 @@
+"""Damaged ledger files cost only the damaged record: a real broker, the official client, real files
+with flipped bytes between a stop and a restart."""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+import pulsar
+import pytest
+
+from magnetar.storage.names import encode_name
+
+from .support import admin_call, assert_nothing_more, drain
+from .test_flow_control import scrape
+
+pytestmark = pytest.mark.interop
+
+N = 2000
+BAD = 1000
+
+
+def _segment(broker, topic: str) -> tuple[Path, Path]:
+    (log_path,) = (broker.data_dir / "ledgers" / encode_name(topic)).glob("*.log")
+    return log_path, log_path.with_suffix(".idx")
+
+
+def _offset(idx_path: Path, entry_id: int) -> int:
+    return int.from_bytes(idx_path.read_bytes()[8 * entry_id : 8 * entry_id + 8], "little")
+
+
+def _wait_for(condition, what: str, timeout: float = 10.0):
+    """Poll ``condition`` until it returns something truthy (acks and scrapes settle)."""
+    done = threading.Event()
+    for _ in range(int(timeout / 0.1)):
+        if value := condition():
+            return value
+        done.wait(0.1)
+    raise AssertionError(f"not within {timeout}s: {what}")
+
+
+@pytest.mark.parametrize("index", ["complete", "lagging"])
+def test_a_flipped_record_costs_only_itself(broker, client_factory, topic, index):
+    client = client_factory(broker.service_url)
+    client.subscribe(topic, "sub", initial_position=pulsar.InitialPosition.Earliest).close()
+    producer = client.create_producer(topic, batching_enabled=False, block_if_queue_full=True)
+    payloads = [b"message-%04d" % i for i in range(N)]
+    results = []
+    for payload in payloads:
+        producer.send_async(payload, lambda result, _id: results.append(result))
+    producer.flush()
+    assert results == [pulsar.Result.Ok] * N
+    client.close()
+    assert broker.stop() == 0, broker.log_tail()
+
+    log_path, idx_path = _segment(broker, topic)
+    size = log_path.stat().st_size
+    record = _offset(idx_path, BAD)
+    flip_at = record + 8 + 20  # four bytes inside record 1000's data
+    with open(log_path, "r+b") as f:
+        f.seek(flip_at)
+        flipped = bytes(b ^ 0xFF for b in f.read(4))
+        f.seek(flip_at)
+        f.write(flipped)
+    if index == "lagging":  # what a crash leaves: the index ends before the damaged record
+        os.truncate(idx_path, 256 * 8)
+    broker.restart(same_port=False)
+
+    client = client_factory(broker.service_url)
+    consumer = client.subscribe(topic, "sub", consumer_type=pulsar.ConsumerType.Shared)
+    (got,) = drain([consumer], expected=N - 1)
+    assert sorted(got) == [p for i, p in enumerate(payloads) if i != BAD]
+    assert_nothing_more(consumer)
+
+    base = "/admin/v2/persistent/" + topic.removeprefix("persistent://")
+    status, internal = admin_call(broker, "GET", base + "/internalStats")
+    assert status == 200 and internal["damagedEntries"] == 1
+    (place,) = internal["damage"]["places"]
+    assert (place["entryId"], place["offset"]) == (BAD, record)
+    assert internal["numberOfEntries"] == N  # its position is kept; the 999 after it keep theirs
+
+    def backlog_settled():
+        status, stats = admin_call(broker, "GET", base + "/stats")
+        return status == 200 and stats["subscriptions"]["sub"]["msgBacklog"] == 0
+
+    _wait_for(backlog_settled, "the subscription's backlog reaches 0: the damaged entry counts as gone")
+    labels = (("cluster", "standalone"), ("namespace", "public/default"), ("topic", topic))
+    samples = scrape(broker)
+    assert samples[("magnetar_storage_damaged_entries_total", labels)] == 1
+    assert "damaged" in broker.log_path.read_text() and f":{BAD} " in broker.log_path.read_text()
+
+    # nothing was deleted: the log still holds every byte, the damaged ones included
+    assert log_path.stat().st_size >= size
+    with open(log_path, "rb") as f:
+        f.seek(flip_at)
+        assert f.read(4) == flipped
