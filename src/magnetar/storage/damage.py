@@ -40,7 +40,10 @@ class Damage:
                 f"entry {self.ledger_id}:{self.entry_id} is damaged ({self.size} bytes at offset"
                 f" {self.offset} of ledger {self.ledger_id}'s log); it is skipped"
             )
-        kept = f"kept in {self.saved_to}" if self.saved_to else "all zeros, nothing to keep"
+        if self.saved_to:
+            kept = f"kept in {self.saved_to}"
+        else:
+            kept = "all zeros, nothing to keep" if self.size else "the file ends there"
         return (
             f"ledger {self.ledger_id}: cut {self.size} bytes off its log at offset {self.offset}"
             f" (a torn or damaged tail; {self.entries} indexed entries in it); {kept}"
