@@ -283,3 +283,20 @@ def test_zeros_ahead_grow_with_the_ledger_and_never_outweigh_it(tmp_path):
     assert min(steps) == PREALLOCATE_MIN_STEP and max(steps) == step
     segment.close()
     assert _log_size(tmp_path) == segment.size_bytes
+
+
+def test_recover_resynchronises_after_a_damaged_length_past_the_index(tmp_path):
+    datas = [f"entry-{i}".encode() * 20 for i in range(10)]
+    log_path, idx_path = _crash_with(tmp_path, datas)
+    size = log_path.stat().st_size
+    record = HEADER_SIZE + len(datas[0])
+    os.truncate(idx_path, 0)  # nothing indexed: only a scan finds the records
+    with open(log_path, "r+b") as f:  # record 4's length is garbage: its end must be searched for
+        f.seek(4 * record)
+        f.write(b"\x00\x00\x7f\x13")
+    segment = Segment.recover(tmp_path, 42)
+    assert segment.entries == 10 and [d.entry_id for d in segment.damage] == [4]
+    got = segment.read_salvaging(0, 10)
+    assert got[4] is None and [bytes(g) for g in got if g is not None] == datas[:4] + datas[5:]
+    assert log_path.stat().st_size == size
+    segment.close()

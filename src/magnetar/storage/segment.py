@@ -353,7 +353,8 @@ def _cut_tail(
     tail = os.pread(log_fd, log_size - end, end)
     damage = None
     if not all_zero(tail) or indexed:
-        saved = None if all_zero(tail) else str(save_aside(log_path, end, tail))
+        # the zeros after the last non-zero byte are preallocation, not data: they are not kept
+        saved = None if all_zero(tail) else str(save_aside(log_path, end, tail.rstrip(b"\0")))
         damage = Damage(ledger_id, None, end, len(tail), entries=indexed, saved_to=saved)
     os.ftruncate(log_fd, end)
     return damage
