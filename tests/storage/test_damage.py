@@ -220,3 +220,25 @@ def test_a_damaged_old_entry_in_a_cursor_ledger_does_not_cost_the_newer_flushes(
     os.truncate(idx_path, 8)  # the index lags, as a kill -9 leaves it
     ml = open_storage().open_managed_ledger(TOPIC)
     assert ml.cursors()["sub"].mark_delete_position == positions[49]
+
+
+def test_a_closed_ledger_that_lost_its_end_keeps_the_rest_readable(open_storage, tmp_path, caplog):
+    storage = open_storage(max_ledger_size_bytes=3000)
+    ml = storage.open_managed_ledger(TOPIC)
+    positions = add_durable(ml, payloads(60, size=100))
+    storage.close()
+    first_ledger = positions[0].ledger_id
+    in_first = [p for p in positions if p.ledger_id == first_ledger]
+    log_path, idx_path = segment_paths(_ledger_dir(tmp_path), first_ledger)
+    os.truncate(log_path, _offsets(idx_path)[len(in_first) - 5] + 30)  # its last 5 entries are gone
+    idx_path.unlink()
+    caplog.set_level(logging.WARNING)
+    ml = open_storage(max_ledger_size_bytes=3000).open_managed_ledger(TOPIC)
+    got = ml.read_entries(Position.EARLIEST, 100)
+    assert [e.position for e in got] == in_first[:-5] + positions[len(in_first) :]
+    assert ml.damage.damaged_entries == 5
+    lines = [r.getMessage() for r in caplog.records if "damaged" in r.getMessage()]
+    assert (
+        len(lines) == 1
+        and f"{first_ledger}:{len(in_first) - 5}..{first_ledger}:{len(in_first) - 1}" in lines[0]
+    )

@@ -446,10 +446,39 @@ class ManagedLedger:
     # ------------------------------------------------------------------ damage
 
     def _note_damage(self, damage: Iterable[Damage]) -> None:
-        """Count and log (once each) damage found in this managed ledger's files."""
+        """Count and log (once each) damage found in this managed ledger's files; a run of
+        damaged entries in one ledger is one log line."""
+        run: list[Damage] = []
         for place in damage:
-            if self.damage.add(place):
+            if not self.damage.add(place):
+                continue
+            if place.entry_id is None:
                 log.warning("%s: %s", self.name, place.describe())
+                continue
+            if run and (run[-1].ledger_id, run[-1].entry_id + 1) != (place.ledger_id, place.entry_id):
+                self._log_run(run)
+                run = []
+            run.append(place)
+        if run:
+            self._log_run(run)
+
+    def _log_run(self, run: list[Damage]) -> None:
+        if len(run) == 1:
+            log.warning("%s: %s", self.name, run[0].describe())
+            return
+        first, last = run[0], run[-1]
+        log.warning(
+            "%s: entries %d:%d..%d:%d are damaged (%d bytes from offset %d of ledger %d's log);"
+            " they are skipped",
+            self.name,
+            first.ledger_id,
+            first.entry_id,
+            last.ledger_id,
+            last.entry_id,
+            sum(place.size for place in run),
+            first.offset,
+            first.ledger_id,
+        )
 
     def _skip_damaged(self, positions: list[Position]) -> None:
         """Damaged entries cannot be delivered: every cursor takes them as acknowledged, so no

@@ -182,13 +182,17 @@ class Segment:
         except FileNotFoundError:
             offsets = array("Q")
         damage: list[Damage] = []
+        data_end = size
         if _plausible_prefix(offsets, size) < entries:
             scan = scan_log(log_fd, 0, size)
             offsets = array("Q", scan.offsets)
+            data_end = scan.end
             damage = [Damage(ledger_id, n, a, b - a) for n, a, b in scan.damaged if n < entries]
         if len(offsets) < entries:
-            os.close(log_fd)
-            raise CorruptionError(f"ledger {ledger_id}: {entries} entries expected, {len(offsets)} on disk")
+            # The log lost its end after the ledger was closed: the entries that are gone read as
+            # damaged (spans after the last intact record), so the others stay readable.
+            damage += [Damage(ledger_id, n, data_end, 0) for n in range(len(offsets), entries)]
+            offsets.extend([data_end] * (entries - len(offsets)))
         del offsets[entries:]
         if entries and len(offsets) == entries:
             # The data ends with the last entry, not at the file's end: a crash between the
@@ -286,7 +290,7 @@ class Segment:
 
     def entry_size(self, entry_id: int) -> int:
         end = self._offsets[entry_id + 1] if entry_id + 1 < len(self._offsets) else self._size
-        return end - self._offsets[entry_id] - HEADER_SIZE
+        return max(0, end - self._offsets[entry_id] - HEADER_SIZE)
 
     def read_range(
         self, first: int, count: int, max_bytes: int | None = None, at_least_one: bool = True
@@ -332,7 +336,8 @@ class Segment:
     def record_span(self, entry_id: int) -> tuple[int, int]:
         """Where entry ``entry_id``'s record lies in the log: ``(offset, size)``."""
         offset = self._offsets[entry_id]
-        return offset, self.entry_size(entry_id) + HEADER_SIZE
+        end = self._offsets[entry_id + 1] if entry_id + 1 < len(self._offsets) else self._size
+        return offset, max(0, end - offset)
 
     def _fit(self, first: int, count: int, max_bytes: int, at_least_one: bool) -> int:
         total = 0
