@@ -40,8 +40,8 @@ def _wait_for(condition, what: str, timeout: float = 10.0):
     raise AssertionError(f"not within {timeout}s: {what}")
 
 
-@pytest.mark.parametrize("index", ["complete", "lagging"])
-def test_a_flipped_record_costs_only_itself(broker, client_factory, topic, index):
+def _produce_and_stop(broker, client_factory, topic: str) -> list[bytes]:
+    """N receipted messages on ``topic`` with a subscription from the earliest, then a clean stop."""
     client = client_factory(broker.service_url)
     client.subscribe(topic, "sub", initial_position=pulsar.InitialPosition.Earliest).close()
     producer = client.create_producer(topic, batching_enabled=False, block_if_queue_full=True)
@@ -53,6 +53,16 @@ def test_a_flipped_record_costs_only_itself(broker, client_factory, topic, index
     assert results == [pulsar.Result.Ok] * N
     client.close()
     assert broker.stop() == 0, broker.log_tail()
+    return payloads
+
+
+def _labels(topic: str) -> tuple[tuple[str, str], ...]:
+    return (("cluster", "standalone"), ("namespace", "public/default"), ("topic", topic))
+
+
+@pytest.mark.parametrize("index", ["complete", "lagging"])
+def test_a_flipped_record_costs_only_itself(broker, client_factory, topic, index):
+    payloads = _produce_and_stop(broker, client_factory, topic)
 
     log_path, idx_path = _segment(broker, topic)
     size = log_path.stat().st_size
@@ -85,9 +95,8 @@ def test_a_flipped_record_costs_only_itself(broker, client_factory, topic, index
         return status == 200 and stats["subscriptions"]["sub"]["msgBacklog"] == 0
 
     _wait_for(backlog_settled, "the subscription's backlog reaches 0: the damaged entry counts as gone")
-    labels = (("cluster", "standalone"), ("namespace", "public/default"), ("topic", topic))
     samples = scrape(broker)
-    assert samples[("magnetar_storage_damaged_entries_total", labels)] == 1
+    assert samples[("magnetar_storage_damaged_entries_total", _labels(topic))] == 1
     assert "damaged" in broker.log_path.read_text() and f":{BAD} " in broker.log_path.read_text()
 
     # nothing was deleted: the log still holds every byte, the damaged ones included
@@ -95,3 +104,23 @@ def test_a_flipped_record_costs_only_itself(broker, client_factory, topic, index
     with open(log_path, "rb") as f:
         f.seek(flip_at)
         assert f.read(4) == flipped
+
+
+def test_a_torn_tail_is_logged_and_kept(broker, client_factory, topic):
+    payloads = _produce_and_stop(broker, client_factory, topic)
+    log_path, _ = _segment(broker, topic)
+    original = log_path.read_bytes()
+    os.truncate(log_path, len(original) - 5)  # the last record loses its end
+    broker.restart(same_port=False)
+
+    client = client_factory(broker.service_url)
+    consumer = client.subscribe(topic, "sub")
+    (got,) = drain([consumer], expected=N - 1)
+    assert got == payloads[:-1]
+    samples = scrape(broker)
+    assert samples[("magnetar_storage_dropped_tails_total", _labels(topic))] == 1
+    (kept,) = log_path.parent.glob("*.damaged-*")
+    offset = int(kept.name.rsplit("-", 1)[1])
+    assert kept.read_bytes() == original[offset : len(original) - 5]  # the torn record, as it was
+    assert log_path.stat().st_size == offset
+    assert f"kept in {kept}" in broker.log_path.read_text()
