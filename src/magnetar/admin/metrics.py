@@ -8,6 +8,7 @@ where Pulsar has one (``pulsar_active_connections``, ``pulsar_broker_throttled_c
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from operator import attrgetter
 from typing import TYPE_CHECKING
@@ -48,7 +49,19 @@ class BrokerCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         yield from self._connections()
+        yield from self._disk()
         yield from self._topics()
+
+    def _disk(self) -> Iterator[Metric]:
+        try:
+            st = os.statvfs(self.service.config.data_dir)
+        except OSError:
+            return
+        yield GaugeMetricFamily(
+            "magnetar_data_dir_free_bytes",
+            "Bytes free for the broker on the data directory's filesystem",
+            value=st.f_bavail * st.f_frsize,
+        )
 
     def _connections(self) -> Iterator[Metric]:
         service = self.service
@@ -109,6 +122,16 @@ class BrokerCollector(Collector):
             "pulsar_msg_backlog", "Messages not yet acknowledged, all subscriptions together", labels=labels
         )
         storage = GaugeMetricFamily("pulsar_storage_size", "Bytes the topic's ledgers take", labels=labels)
+        write_errors = CounterMetricFamily(
+            "magnetar_storage_write_errors",
+            "Sends the topic's storage refused or failed (a full disk, an I/O error) since it was loaded",
+            labels=labels,
+        )
+        writable = GaugeMetricFamily(
+            "magnetar_storage_writable",
+            "1 while the topic's storage accepts writes, 0 while it refuses them (a full disk ...)",
+            labels=labels,
+        )
         traffic_families = [
             (
                 GaugeMetricFamily(name, f"{text}, over the last stats interval", labels=labels),
@@ -128,9 +151,11 @@ class BrokerCollector(Collector):
             if topic.ml is not None:  # persistent
                 backlog.add_metric(values, sum(sub.cursor.backlog() for sub in subs))
                 storage.add_metric(values, topic.ml.size_bytes())
+                write_errors.add_metric(values, topic.ml.write_errors)
+                writable.add_metric(values, 1 if topic.ml.writable else 0)
             for family, value in traffic_families:
                 family.add_metric(values, value(topic.traffic))
-        yield from (producers, subscriptions, consumers, backlog, storage)
+        yield from (producers, subscriptions, consumers, backlog, storage, write_errors, writable)
         yield from (family for family, _ in traffic_families)
 
 

@@ -29,6 +29,7 @@ from magnetar.protocol.chunks import chunk_ref
 from magnetar.protocol.entry import prepend_entry_metadata, split_entry_metadata, stored_form
 from magnetar.protocol.headers import parse_metadata
 from magnetar.storage.entry import EntryData
+from magnetar.storage.errors import ManagedLedgerFencedError, StorageFullError
 from magnetar.storage.managed_ledger import ManagedLedger
 from magnetar.storage.position import Position
 
@@ -171,6 +172,13 @@ class PersistentTopic:
             raise BrokerError(
                 f"Cannot create producer on topic {self.name}: backlog quota exceeded ({kind})", code
             )
+        try:  # a full disk: refused as a quota is (the client fails its pending sends, retries later)
+            self.ml.check_writable()
+        except (StorageFullError, ManagedLedgerFencedError) as exc:
+            raise BrokerError(
+                f"Cannot create producer on topic {self.name}: storage refuses writes: {exc}",
+                wire.ProducerBlockedQuotaExceededException,
+            ) from exc
         for existing in self.producers.values():
             if existing.name == producer.name:
                 raise BrokerError(

@@ -27,3 +27,9 @@ class EntryNotFoundError(StorageError, KeyError):
 
 class CorruptionError(StorageError):
     """Bytes on disk do not match their checksum or index where they must."""
+
+
+class StorageFullError(StorageError):
+    """The data directory's filesystem has no room (ENOSPC, SQLITE_FULL, or below the
+    configured free-space threshold). Nothing was written; the same write can succeed
+    once space is freed, without reopening anything."""
