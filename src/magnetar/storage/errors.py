@@ -10,11 +10,11 @@ class StorageClosedError(StorageError):
 
 
 class ManagedLedgerFencedError(StorageError):
-    """A write or fsync failed, so later adds are refused.
+    """A write or fsync failed, so adds are refused for now.
 
     After a failed fsync the kernel may have dropped the dirty pages, so nothing
-    written since can be trusted to reach the disk. Reopening the managed ledger
-    recovers what is really there.
+    written since can be trusted to reach the disk: the managed ledger drops every
+    unconfirmed entry before it takes adds again (docs/storage.md, Failures).
     """
 
 

@@ -293,11 +293,17 @@ class ManagedLedger:
     def _write_failed(self, exc: Exception) -> StorageError:
         """An append or rollover failed; the segment is as it was before it. The error for the caller.
 
-        No room: refused until there is room again (nothing to undo). Another I/O error: fenced."""
+        No room: refused until there is room again (nothing to undo). Another I/O error: fenced,
+        except half-way through a rollover, whose old ledger is sealed with every entry fsynced
+        (dropping any of them would contradict the committed entry count)."""
         if is_out_of_space(exc) or isinstance(exc, StorageFullError):
             self._refuse(f"no space left on the data directory ({exc})")
             self._refused()
             return StorageFullError(f"{self.name}: {self._refusing}")
+        if self._next_ledger is not None:
+            self._refuse(f"creating ledger {self._next_ledger[0]} failed ({exc})")
+            self._refused()
+            return ManagedLedgerFencedError(f"{self.name}: {self._refusing}")
         if self._failure is None:
             self._fence(exc)
         self._refused()
