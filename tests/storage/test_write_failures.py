@@ -18,7 +18,7 @@ from magnetar.storage import Storage, StorageConfig
 from magnetar.storage.errors import ManagedLedgerFencedError
 from magnetar.storage.segment import Segment, segment_paths
 from tests.interop.small_disk import wait_for
-from tests.storage.conftest import TOPIC, add_durable, payloads
+from tests.storage.conftest import TOPIC, Durable, add_durable, payloads
 
 
 @contextlib.contextmanager
@@ -93,3 +93,35 @@ def test_managed_ledger_takes_adds_again_after_a_failed_write(tmp_path: Path):
         assert [bytes(e.data) for e in reopened.read_entries(before[0], 100)] == expected
     finally:
         storage.close()
+
+
+def test_after_a_failed_fsync_the_unconfirmed_entries_are_dropped_and_adds_resume(open_storage):
+    """The fsync fails for real (the log's fd is swapped for /dev/null between the write and the
+    group commit's fdatasync, which fails there with EINVAL): the entry written but never
+    confirmed must never become readable, and adds go on after it without a reopen."""
+    ml = open_storage(fsync_policy="interval", fsync_interval_ms=300).open_managed_ledger(TOPIC)
+    kept = add_durable(ml, [b"kept"])
+    log_fd = ml._current._log_fd
+    saved = os.dup(log_fd)
+    durable = Durable()
+    ml.add_entry(b"lost", durable)  # written to the real file; its round waits up to 300 ms
+    null_fd = os.open(os.devnull, os.O_RDWR)
+    os.dup2(null_fd, log_fd)
+    os.close(null_fd)
+    durable.wait(1)
+    assert durable.results[0][0] is None and isinstance(durable.results[0][1], OSError)
+    assert ml.fenced
+    os.dup2(saved, log_fd)
+    os.close(saved)
+
+    def added() -> bool:
+        with contextlib.suppress(ManagedLedgerFencedError):  # refused until RESUME_DELAY_S passed
+            add_durable(ml, [b"after"])
+            return True
+        return False
+
+    wait_for(added, 10, "adds accepted again after the failed fsync")
+    assert [bytes(e.data) for e in ml.read_entries(kept[0], 10)] == [b"kept", b"after"]
+    ml.close()
+    reopened = open_storage().open_managed_ledger(TOPIC)
+    assert [bytes(e.data) for e in reopened.read_entries(kept[0], 10)] == [b"kept", b"after"]
