@@ -288,9 +288,13 @@ class PersistentTopic:
                 self._sequences_dirty = True
                 if records_sequence and highest > self.producer_sequences.get(producer.name, -1):
                     self.producer_sequences[producer.name] = highest
-            elif producer.name in self._pushed_sequences:
-                # Not stored: a resend of this sequence id must not count as a duplicate.
-                self._pushed_sequences[producer.name] = self.last_sequence_id(producer.name)
+            else:
+                if producer.name in self._pushed_sequences:
+                    # Not stored: a resend of this sequence id must not count as a duplicate.
+                    self._pushed_sequences[producer.name] = self.last_sequence_id(producer.name)
+                if self._index is not None:
+                    # A failed fsync drops every unconfirmed entry: the index goes on from the last stored.
+                    self._index.last_index = self._stored.index if self._stored.HasField("index") else -1
             callback(position, exc)
             if chunk_record is not None:
                 self.stored_chunks.stored(chunk_record, chunk, position, exc)
