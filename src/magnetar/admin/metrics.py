@@ -8,6 +8,7 @@ where Pulsar has one (``pulsar_active_connections``, ``pulsar_broker_throttled_c
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from operator import attrgetter
 from typing import TYPE_CHECKING
@@ -48,7 +49,19 @@ class BrokerCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         yield from self._connections()
+        yield from self._disk()
         yield from self._topics()
+
+    def _disk(self) -> Iterator[Metric]:
+        try:
+            st = os.statvfs(self.service.config.data_dir)
+        except OSError:
+            return
+        yield GaugeMetricFamily(
+            "magnetar_data_dir_free_bytes",
+            "Bytes free for the broker on the data directory's filesystem",
+            value=st.f_bavail * st.f_frsize,
+        )
 
     def _connections(self) -> Iterator[Metric]:
         service = self.service
@@ -124,6 +137,16 @@ class BrokerCollector(Collector):
             "Bytes of damaged records and of the tails cut off",
             labels=labels,
         )
+        write_errors = CounterMetricFamily(
+            "magnetar_storage_write_errors",
+            "Sends the topic's storage refused or failed (a full disk, an I/O error) since it was loaded",
+            labels=labels,
+        )
+        writable = GaugeMetricFamily(
+            "magnetar_storage_writable",
+            "1 while the topic's storage accepts writes, 0 while it refuses them (a full disk ...)",
+            labels=labels,
+        )
         traffic_families = [
             (
                 GaugeMetricFamily(name, f"{text}, over the last stats interval", labels=labels),
@@ -147,9 +170,12 @@ class BrokerCollector(Collector):
                 damaged.add_metric(values, damage.damaged_entries)
                 tails.add_metric(values, damage.dropped_tails)
                 damaged_bytes.add_metric(values, damage.damaged_bytes)
+                write_errors.add_metric(values, topic.ml.write_errors)
+                writable.add_metric(values, 1 if topic.ml.writable else 0)
             for family, value in traffic_families:
                 family.add_metric(values, value(topic.traffic))
         yield from (producers, subscriptions, consumers, backlog, storage, damaged, tails, damaged_bytes)
+        yield from (write_errors, writable)
         yield from (family for family, _ in traffic_families)
 
 

@@ -52,6 +52,9 @@ class BrokerConfig:
     fsync_inline_max_ms: float = 2.0
     #: Zeros written ahead of a ledger's end, so fsyncs of small appends skip the metadata commit.
     preallocate_bytes: int = 4 * MIB
+    #: Sends are refused while the data directory has less free space than this (0: only when
+    #: the disk is actually full); writes resume by themselves once there is room again.
+    min_free_disk_bytes: int = 0
     max_ledger_size_bytes: int = 128 * MIB
     max_ledger_age_seconds: float = 4 * 3600.0
     retention_time_seconds: float = 0.0
@@ -105,6 +108,7 @@ class BrokerConfig:
             retention_size_bytes=self.retention_size_bytes,
             entry_cache_bytes=self.entry_cache_bytes,
             max_individual_ack_cache_bytes_per_cursor=self.max_individual_ack_cache_bytes_per_cursor,
+            min_free_disk_bytes=self.min_free_disk_bytes,
         )
 
     def default_backlog_quotas(self) -> dict[str, backlog_quota.BacklogQuota]:

@@ -18,7 +18,13 @@ from typing import TYPE_CHECKING
 from magnetar import __version__
 from magnetar.broker import loop_pass
 from magnetar.broker.consumer import Consumer
-from magnetar.broker.errors import BrokerError, InvalidTopicNameError, NotAllowed
+from magnetar.broker.errors import (
+    REQUEST_ERRORS,
+    BrokerError,
+    InvalidTopicNameError,
+    NotAllowed,
+    as_broker_error,
+)
 from magnetar.broker.flow_control import Hold, PendingSends, ReadHolds
 from magnetar.broker.ids import to_u64
 from magnetar.broker.producer import Producer
@@ -61,6 +67,8 @@ class ServerCnx(asyncio.BufferedProtocol):
         self.consumers: dict[int, Consumer] = {}
         #: Consumers this connection had (closed by either side): late FLOW/ACK for them is ignored.
         self._gone_consumers: set[int] = set()
+        #: Producers the broker closed: SENDs the client had on the way are dropped, not an error.
+        self._gone_producers: set[int] = set()
         self._waiting_for_pong = False
         self._keepalive: asyncio.TimerHandle | None = None
         self._close_request_ids = itertools.count(1 << 40)
@@ -323,8 +331,8 @@ class ServerCnx(asyncio.BufferedProtocol):
             producer.schema_version = schema_version
             producer.on_ready = lambda: self._producer_success(cmd.request_id, producer, ready=True)
             ready = topic.add_producer(producer)
-        except BrokerError as exc:
-            self.send_error(cmd.request_id, exc)
+        except REQUEST_ERRORS as exc:
+            self.send_error(cmd.request_id, as_broker_error(exc, f"creating a producer on {cmd.topic}"))
             return
         self.producers[cmd.producer_id] = producer
         self._producer_success(cmd.request_id, producer, ready)
@@ -345,6 +353,7 @@ class ServerCnx(asyncio.BufferedProtocol):
     def close_producer_by_broker(self, producer: Producer) -> None:
         if self.producers.get(producer.producer_id) is producer:
             del self.producers[producer.producer_id]
+            self._gone_producers.add(producer.producer_id)
             request_id = next(self._close_request_ids)
             self.send_command(
                 wrap(wire.CommandCloseProducer(producer_id=producer.producer_id, request_id=request_id))
@@ -354,6 +363,8 @@ class ServerCnx(asyncio.BufferedProtocol):
         cmd = frame.command.send
         producer = self.producers.get(cmd.producer_id)
         if producer is None:
+            if cmd.producer_id in self._gone_producers:
+                return  # sent before the client saw our CLOSE_PRODUCER: it resends after reconnecting
             raise ProtocolError(f"SEND for unknown producer id {cmd.producer_id}")
         payload = frame.payload
         if payload is None:
@@ -380,6 +391,9 @@ class ServerCnx(asyncio.BufferedProtocol):
         except BrokerError as exc:
             producer.complete(pending, None, (exc.code, str(exc)))
             return
+        if producer.refusing_sends:  # an earlier send was not stored: this producer is being closed
+            producer.not_stored(pending)
+            return
         if producer.topic.terminated:
             producer.complete(
                 pending, None, (wire.TopicTerminatedError, f"Topic {producer.topic.name} is terminated")
@@ -397,18 +411,20 @@ class ServerCnx(asyncio.BufferedProtocol):
 
         def stored(position, exc) -> None:
             self._send_done(size)
-            if exc is not None:
-                log.error("%s: persisting a message failed: %s", producer.topic.name, exc)
-                producer.complete(pending, None, (wire.PersistenceError, str(exc)))
+            if exc is not None:  # the managed ledger logged it (once per episode)
+                producer.not_stored(pending)
             else:
                 producer.complete(pending, position, None)
 
         try:
             producer.topic.publish(producer, cmd, payload, stored, metadata)
-        except Exception as exc:  # storage refused the write (disk full, closed ledger...)
+        except REQUEST_ERRORS:  # storage refused the write (a full disk, a closed ledger ...)
+            self._send_done(size)
+            producer.not_stored(pending)
+        except Exception:
             log.exception("%s: storing a message failed", producer.topic.name)
             self._send_done(size)
-            producer.complete(pending, None, (wire.PersistenceError, str(exc)))
+            producer.not_stored(pending)
 
     def _handle_close_producer(self, frame: Frame) -> None:
         cmd = frame.command.close_producer
@@ -436,8 +452,9 @@ class ServerCnx(asyncio.BufferedProtocol):
                 return Consumer(self, subscription, cmd.consumer_id, name, cmd.priority_level, meta)
 
             consumer = topic.subscribe(make, cmd)
-        except BrokerError as exc:
-            self.send_error(cmd.request_id, exc)
+        except REQUEST_ERRORS as exc:
+            what = f"subscribing {cmd.subscription} to {cmd.topic}"
+            self.send_error(cmd.request_id, as_broker_error(exc, what))
             return
         self.consumers[cmd.consumer_id] = consumer
         self.send_command(wrap(wire.CommandSuccess(request_id=cmd.request_id)))

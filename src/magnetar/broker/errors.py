@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import logging
+
 from magnetar.protocol import wire
+from magnetar.storage.errors import StorageError
+
+log = logging.getLogger(__name__)
 
 
 class BrokerError(Exception):
@@ -42,3 +47,17 @@ class ProducerBusy(BrokerError):
 
 class ServiceNotReady(BrokerError):
     code = wire.ServiceNotReady
+
+
+#: What a request can fail with: the broker's own errors, and storage's (a full disk ...).
+REQUEST_ERRORS = (BrokerError, StorageError, OSError)
+
+
+def as_broker_error(exc: Exception, what: str) -> BrokerError:
+    """The error a client gets for a failed request: storage failures (a full disk, an I/O
+    error) become PersistenceError, which clients retry until their operation timeout, and are
+    logged in one line (no traceback: the cause is the disk, not the code)."""
+    if isinstance(exc, BrokerError):
+        return exc
+    log.warning("%s failed: %s", what, exc)
+    return BrokerError(f"{what} failed: {exc}", wire.PersistenceError)

@@ -33,10 +33,12 @@ class PendingSend:
     highest_sequence_id: int
     position: Position | None = None
     error: tuple[int, str] | None = None
+    #: Storage refused or failed it (see ``Producer.not_stored``).
+    unstored: bool = False
 
     @property
     def done(self) -> bool:
-        return self.position is not None or self.error is not None
+        return self.position is not None or self.error is not None or self.unstored
 
 
 class Producer:
@@ -61,6 +63,8 @@ class Producer:
         #: The schema version answered in PRODUCER_SUCCESS (8 bytes), None without a schema.
         self.schema_version: bytes | None = None
         self._pending: deque[PendingSend] = deque()
+        #: A send of this producer could not be stored: later ones are not tried (see ``not_stored``).
+        self.refusing_sends = False
         #: Called once a WaitForExclusive producer gets the topic (set by the connection).
         self.on_ready: Callable[[], None] = lambda: None
 
@@ -85,8 +89,33 @@ class Producer:
         self, pending: PendingSend, position: Position | None, error: tuple[int, str] | None
     ) -> None:
         pending.position, pending.error = position, error
+        self._drain()
+
+    def not_stored(self, pending: PendingSend) -> None:
+        """Storage refused or failed this send (a full disk, a failed fsync): close the producer
+        once the receipts of the sends before it are out, and answer none after it.
+
+        Not a SEND_ERROR: on any SEND_ERROR but ChecksumError the official clients close the
+        whole connection and resend at once, and each successful reconnect restarts their send
+        timeout, so a send on a full disk never returned. On CLOSE_PRODUCER only this producer
+        reconnects; while the topic cannot be written its re-creation is refused with
+        ProducerBlockedQuotaExceededException (topic.add_producer), which makes the client fail
+        its pending sends at once and retry with backoff; once there is room it reconnects and
+        resends what it still holds. Sends after this one are not stored either (a stored one
+        left unreceipted would be stored twice by that resend)."""
+        pending.unstored = True
+        self.refusing_sends = True
+        self._drain()
+
+    def _drain(self) -> None:
         while self._pending and self._pending[0].done:
-            self._reply(self._pending.popleft())
+            pending = self._pending.popleft()
+            if pending.unstored:
+                self._pending.clear()
+                if not self.closed:
+                    self.close_by_broker()
+                return
+            self._reply(pending)
 
     def _reply(self, pending: PendingSend) -> None:
         if pending.error is not None:

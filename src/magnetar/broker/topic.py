@@ -29,6 +29,7 @@ from magnetar.protocol.chunks import chunk_ref
 from magnetar.protocol.entry import prepend_entry_metadata, split_entry_metadata, stored_form
 from magnetar.protocol.headers import parse_metadata
 from magnetar.storage.entry import EntryData
+from magnetar.storage.errors import ManagedLedgerFencedError, StorageFullError
 from magnetar.storage.managed_ledger import ManagedLedger
 from magnetar.storage.position import Position
 
@@ -171,6 +172,13 @@ class PersistentTopic:
             raise BrokerError(
                 f"Cannot create producer on topic {self.name}: backlog quota exceeded ({kind})", code
             )
+        try:  # a full disk: refused as a quota is (the client fails its pending sends, retries later)
+            self.ml.check_writable()
+        except (StorageFullError, ManagedLedgerFencedError) as exc:
+            raise BrokerError(
+                f"Cannot create producer on topic {self.name}: storage refuses writes: {exc}",
+                wire.ProducerBlockedQuotaExceededException,
+            ) from exc
         for existing in self.producers.values():
             if existing.name == producer.name:
                 raise BrokerError(
@@ -280,9 +288,13 @@ class PersistentTopic:
                 self._sequences_dirty = True
                 if records_sequence and highest > self.producer_sequences.get(producer.name, -1):
                     self.producer_sequences[producer.name] = highest
-            elif producer.name in self._pushed_sequences:
-                # Not stored: a resend of this sequence id must not count as a duplicate.
-                self._pushed_sequences[producer.name] = self.last_sequence_id(producer.name)
+            else:
+                if producer.name in self._pushed_sequences:
+                    # Not stored: a resend of this sequence id must not count as a duplicate.
+                    self._pushed_sequences[producer.name] = self.last_sequence_id(producer.name)
+                if self._index is not None:
+                    # A failed fsync drops every unconfirmed entry: the index goes on from the last stored.
+                    self._index.last_index = self._stored.index if self._stored.HasField("index") else -1
             callback(position, exc)
             if chunk_record is not None:
                 self.stored_chunks.stored(chunk_record, chunk, position, exc)

@@ -492,10 +492,11 @@ class Producer(HandlerBase):
 
     def _reconnect_refused(self, exc: ClientError) -> None:
         # As Pulsar's clients: a topic past a backlog quota with the producer_exception policy
-        # fails the sends waiting for it; with producer_request_hold they wait (to their timeout).
+        # (or whose broker's disk is full) fails the sends waiting for it; with
+        # producer_request_hold they wait (to their timeout).
         if isinstance(exc, ProducerBlockedQuotaExceededException):
             log.warning(
-                "%s: topic backlog quota exceeded, failing %d pending sends", self.name, len(self._pending)
+                "%s: producer blocked (%s), failing %d pending sends", self.name, exc, len(self._pending)
             )
             self._fail_all(exc)
 

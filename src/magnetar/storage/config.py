@@ -35,6 +35,9 @@ class StorageConfig:
     max_individual_ack_cache_bytes_per_cursor: int = 3 * 1024 * 1024
     #: A cursor ledger is rolled once it is past this size and holds over twice its live data.
     cursor_ledger_min_roll_bytes: int = 4 * 1024 * 1024
+    #: Adds are refused (StorageFullError) while the data directory's filesystem has less
+    #: free than this, before it is actually full; 0: only a real "no space" refuses them.
+    min_free_disk_bytes: int = 0
 
     def __post_init__(self) -> None:
         if self.preallocate_bytes > 64 * 1024 * 1024:
@@ -56,5 +59,7 @@ class StorageConfig:
             raise ValueError("entry_cache_bytes must not be negative")
         if self.max_individual_ack_cache_bytes_per_cursor < 0:
             raise ValueError("max_individual_ack_cache_bytes_per_cursor must not be negative")
+        if self.min_free_disk_bytes < 0:
+            raise ValueError("min_free_disk_bytes must not be negative")
         if self.cursor_ledger_min_roll_bytes < 0:
             raise ValueError("cursor_ledger_min_roll_bytes must not be negative")

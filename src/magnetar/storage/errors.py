@@ -10,11 +10,11 @@ class StorageClosedError(StorageError):
 
 
 class ManagedLedgerFencedError(StorageError):
-    """A write or fsync failed, so later adds are refused.
+    """A write or fsync failed, so adds are refused for now.
 
     After a failed fsync the kernel may have dropped the dirty pages, so nothing
-    written since can be trusted to reach the disk. Reopening the managed ledger
-    recovers what is really there.
+    written since can be trusted to reach the disk: the managed ledger drops every
+    unconfirmed entry before it takes adds again (docs/storage.md, Failures).
     """
 
 
@@ -27,3 +27,9 @@ class EntryNotFoundError(StorageError, KeyError):
 
 class CorruptionError(StorageError):
     """Bytes on disk do not match their checksum or index where they must."""
+
+
+class StorageFullError(StorageError):
+    """The data directory's filesystem has no room (ENOSPC, SQLITE_FULL, or below the
+    configured free-space threshold). Nothing was written; the same write can succeed
+    once space is freed, without reopening anything."""

@@ -18,6 +18,7 @@ from magnetar.storage.cursor_ledger import CURSORS_DIR, cursor_ledger_ids
 from magnetar.storage.cursor_state import CursorState
 from magnetar.storage.cursor_store import CursorStore
 from magnetar.storage.damage import Damage, DamageLog
+from magnetar.storage.disk_space import DiskSpace, is_out_of_space
 from magnetar.storage.entry import Entry, EntryData
 from magnetar.storage.entry_cache import EntryCache
 from magnetar.storage.errors import (
@@ -25,6 +26,8 @@ from magnetar.storage.errors import (
     EntryNotFoundError,
     ManagedLedgerFencedError,
     StorageClosedError,
+    StorageError,
+    StorageFullError,
 )
 from magnetar.storage.ledger_info import LedgerInfo
 from magnetar.storage.ledger_list import LedgerList
@@ -37,6 +40,8 @@ from magnetar.storage.syncer import Syncer
 log = logging.getLogger(__name__)
 
 _SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|idx)$")
+#: After a failed fsync, writes are tried again no sooner than this (bounds retries and log lines).
+RESUME_DELAY_S = 1.0
 
 
 class ManagedLedger:
@@ -85,6 +90,17 @@ class ManagedLedger:
         self._pending: list[tuple[Position, DurableCallback | None]] = []
         self._pending_segments: list[Segment] = []
         self._failure: Exception | None = None
+        self._failed_at = 0.0
+        self._space = DiskSpace(directory, config.min_free_disk_bytes)
+        #: Why adds are refused now (None: they are accepted); logged once per episode.
+        self._refusing: str | None = None
+        self._refusing_since = 0.0
+        self._refused_in_episode = 0
+        #: Adds refused or failed for lack of space or an I/O error, since opening (for /metrics).
+        self.write_errors = 0
+        #: A rollover whose metadata is committed but whose new segment is not created yet.
+        self._next_ledger: tuple[int, LedgerInfo, float] | None = None
+        self._cursor_flush_failing: set[str] = set()
         self._closed = False
         self._cursors: dict[str, ManagedCursor] = {}
         self._non_durable: weakref.WeakSet[ManagedCursor] = weakref.WeakSet()  # told of damaged entries too
@@ -219,8 +235,21 @@ class ManagedLedger:
 
     @property
     def fenced(self) -> bool:
-        """True after a failed write or fsync: adds are refused until the managed ledger is reopened."""
+        """True after a failed fsync (or an I/O error other than a full disk), until writes resume:
+        the entries not confirmed by then are dropped, and adds are tried again once
+        ``RESUME_DELAY_S`` has passed and there is room on the disk."""
         return self._failure is not None
+
+    @property
+    def writable(self) -> bool:
+        """False while adds are refused (full disk, free space below the threshold, failed fsync)."""
+        return self._refusing is None
+
+    def check_writable(self) -> None:
+        """Raise the error an add would get now, without writing (a broker asks before it lets a
+        producer on); after a failure, this is what resumes writes once there is room again."""
+        with self._lock:
+            self._check_writable()
 
     def add_entry(self, data: EntryData, on_durable: DurableCallback | None = None) -> Position:
         """Append ``data`` now and return its position; ``on_durable`` fires once it is durable.
@@ -238,13 +267,14 @@ class ManagedLedger:
         with self._lock:
             self._check_writable()
             try:
-                if self._should_roll_over():
+                if self._next_ledger is not None or self._should_roll_over():
                     self._roll_over()
                 segment = self._current
                 entry_id = segment.append(data)
-            except OSError as exc:
-                self._fence(exc)
-                raise ManagedLedgerFencedError(f"{self.name}: write failed: {exc}") from exc
+            except (OSError, StorageError) as exc:
+                raise self._write_failed(exc) from exc
+            if self._refusing is not None:
+                self._resumed()
             position = Position(segment.ledger_id, entry_id)
             self._ledgers.set_count(segment.ledger_id, entry_id + 1)
             self._last_added = position
@@ -265,8 +295,86 @@ class ManagedLedger:
 
     def _check_writable(self) -> None:
         self._check_open()
-        if self._failure is not None:
-            raise ManagedLedgerFencedError(f"{self.name} is fenced after: {self._failure}") from self._failure
+        if self._failure is not None and not self._try_resume():
+            self._refused()
+            raise ManagedLedgerFencedError(
+                f"{self.name}: writes refused after an I/O error: {self._failure}"
+            ) from self._failure
+        if self._refusing is not None and not self._space.has_room_to_resume():
+            self._refused()  # still no room: refuse without touching the disk
+            raise StorageFullError(f"{self.name}: {self._refusing}")
+        if self._space.below_threshold():
+            self._refuse(
+                f"the data directory has {self._space.available()} bytes free,"
+                f" below min_free_disk_bytes={self._space.min_free_bytes}"
+            )
+            self._refused()
+            raise StorageFullError(f"{self.name}: {self._refusing}")
+
+    def _write_failed(self, exc: Exception) -> StorageError:
+        """An append or rollover failed; the segment is as it was before it. The error for the caller.
+
+        No room: refused until there is room again (nothing to undo). Another I/O error: fenced,
+        except half-way through a rollover, whose old ledger is sealed with every entry fsynced
+        (dropping any of them would contradict the committed entry count)."""
+        if is_out_of_space(exc) or isinstance(exc, StorageFullError):
+            self._refuse(f"no space left on the data directory ({exc})")
+            self._refused()
+            return StorageFullError(f"{self.name}: {self._refusing}")
+        if self._next_ledger is not None:
+            self._refuse(f"creating ledger {self._next_ledger[0]} failed ({exc})")
+            self._refused()
+            return ManagedLedgerFencedError(f"{self.name}: {self._refusing}")
+        if self._failure is None:
+            self._fence(exc)
+        self._refused()
+        return ManagedLedgerFencedError(f"{self.name}: write failed: {exc}")
+
+    def _refuse(self, reason: str) -> None:
+        """Enter (or stay in) the state where adds are refused; logged once per episode."""
+        if self._refusing is None:
+            self._refusing = reason
+            self._refusing_since = time.monotonic()
+            log.error("%s: writes refused: %s; they resume once there is room", self.name, reason)
+
+    def _refused(self) -> None:
+        self.write_errors += 1
+        self._refused_in_episode += 1
+
+    def _resumed(self) -> None:
+        log.warning(
+            "%s: writes accepted again after %.1f s (%d adds refused meanwhile)",
+            self.name,
+            time.monotonic() - self._refusing_since,
+            self._refused_in_episode,
+        )
+        self._refusing = None
+        self._refused_in_episode = 0
+
+    def _try_resume(self) -> bool:
+        """After a failed fsync: drop the unconfirmed entries and accept adds again, once the
+        failure is ``RESUME_DELAY_S`` old, there is room, and no group-commit round is pending."""
+        if time.monotonic() - self._failed_at < RESUME_DELAY_S or not self._space.has_room_to_resume():
+            return False
+        if self._pending or not self._round_lock.acquire(blocking=False):
+            return False  # the next round fails what is pending; try again after it
+        try:
+            current = self._current
+            confirmed = self._last_confirmed
+            keep = confirmed.entry_id + 1 if confirmed.ledger_id == current.ledger_id else 0
+            try:
+                current.truncate_to(keep)
+            except OSError as exc:
+                log.debug("%s: cannot drop the unconfirmed entries yet: %s", self.name, exc)
+                self._failed_at = time.monotonic()
+                return False
+            self._ledgers.set_count(current.ledger_id, keep)
+            self._last_added = confirmed
+            self._cache.invalidate(self._id, {current.ledger_id})
+            self._failure = None
+            return True
+        finally:
+            self._round_lock.release()
 
     def _check_open(self) -> None:
         if self._closed:
@@ -282,28 +390,47 @@ class ManagedLedger:
         return age >= self._config.max_ledger_age_seconds
 
     def _roll_over(self) -> None:
-        """Close the current ledger (fsyncing it) and start a new one, committed before its first write."""
+        """Close the current ledger and start a new one, committed before its first write.
+
+        In steps that each leave a state the next add can go on from when one fails for lack
+        of space: fsync the old ledger (a failure fences, as a failed round does); commit its
+        close and the new ledger's row; create the new files (retried by the next add while
+        ``_next_ledger`` is set); only then close the old files, whose data is already durable.
+        """
         old = self._current
-        now = time.time()
-        self._syncer.count(old.close())
-        closed = replace(
-            self._infos[old.ledger_id],
-            entries=old.entries,
-            size_bytes=old.size_bytes,
-            closed=True,
-            closed_at=now,
-        )
-        new_id = self._metadata.create_ledger(self._id, now, close=closed)
-        self._infos[old.ledger_id] = closed
+        if self._next_ledger is None:
+            try:
+                self._syncer.count(old.sync())
+            except OSError as exc:
+                self._fence(exc)
+                raise
+            now = time.time()
+            closed = replace(
+                self._infos[old.ledger_id],
+                entries=old.entries,
+                size_bytes=old.size_bytes,
+                closed=True,
+                closed_at=now,
+            )
+            new_id = self._metadata.create_ledger(self._id, now, close=closed)
+            self._infos[old.ledger_id] = closed
+            self._next_ledger = (new_id, closed, now)
+        new_id, closed, now = self._next_ledger
         self._current = Segment.create(self._dir, new_id, self._preallocate)
+        self._next_ledger = None
         self._infos[new_id] = LedgerInfo(new_id, 0, 0, now, False)
         self._ledgers.append(new_id)
+        try:
+            self._syncer.count(old.close())
+        except OSError as exc:  # its entries are fsynced and counted; the index is rebuilt on read
+            log.warning("%s: closing ledger %d: %s", self.name, old.ledger_id, exc)
         log.debug("%s: rolled over from ledger %d to %d", self.name, old.ledger_id, new_id)
 
     def _fence(self, exc: Exception) -> None:
         if self._failure is None:
-            log.error("%s: fenced after an I/O error: %s", self.name, exc)
             self._failure = exc
+            self._failed_at = time.monotonic()
+            self._refuse(f"an fsync or write failed, unconfirmed entries are dropped ({exc})")
 
     def sync_round(self) -> int:
         """Fsync what is pending, advance ``last_confirmed`` and complete the callbacks (fsync thread)."""
@@ -320,11 +447,13 @@ class ManagedLedger:
                     for segment in segments:
                         fsyncs += segment.sync()
                 except OSError as exc:
-                    self._fence(exc)
                     failure = exc
-            if failure is None:
-                with self._lock:
+            with self._lock:
+                if failure is None:
                     self._last_confirmed = max(self._last_confirmed, batch[-1][0])
+                else:
+                    self._fence(failure)
+                    self.write_errors += len(batch)
             dispatch(self._notify, [(cb, pos) for pos, cb in batch if cb is not None], failure, self.name)
             return fsyncs
 
@@ -618,8 +747,14 @@ class ManagedLedger:
                     try:
                         cursor.persist()
                     except Exception as exc:
-                        log.error("%s: flushing cursor %s failed: %s", self.name, cursor.name, exc)
+                        if cursor.name not in self._cursor_flush_failing:  # once per episode
+                            self._cursor_flush_failing.add(cursor.name)
+                            log.error("%s: flushing cursor %s failed: %s", self.name, cursor.name, exc)
                         failure = failure or exc
+                    else:
+                        if cursor.name in self._cursor_flush_failing:
+                            self._cursor_flush_failing.discard(cursor.name)
+                            log.warning("%s: flushing cursor %s works again", self.name, cursor.name)
         if failure is not None:
             raise failure
 

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from magnetar.storage.cursor_state import CursorState
-from magnetar.storage.errors import StorageClosedError
+from magnetar.storage.disk_space import is_out_of_space
+from magnetar.storage.errors import StorageClosedError, StorageFullError
 from magnetar.storage.ledger_info import LedgerInfo
 from magnetar.storage.position import Position
 
@@ -114,16 +115,25 @@ class MetadataStore:
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
+        """One transaction. A full disk (SQLITE_FULL, at any statement or at COMMIT) rolls it back
+        and raises StorageFullError: the store stays usable and the write can be tried again."""
         with self._lock:
             if self._db is None:
                 raise StorageClosedError("metadata store is closed")
-            self._db.execute("BEGIN IMMEDIATE")
+            db = self._db
             try:
-                yield self._db
-            except BaseException:
-                self._db.execute("ROLLBACK")
+                db.execute("BEGIN IMMEDIATE")
+                try:
+                    yield db
+                    db.execute("COMMIT")
+                except BaseException:
+                    if db.in_transaction:  # SQLite may have rolled back by itself already
+                        db.execute("ROLLBACK")
+                    raise
+            except sqlite3.Error as exc:
+                if is_out_of_space(exc):
+                    raise StorageFullError(f"metadata store {self.path}: {exc}") from exc
                 raise
-            self._db.execute("COMMIT")
 
     def _query(self, sql: str, args: tuple = ()) -> list[tuple]:
         with self._lock:

@@ -25,6 +25,7 @@ truncates them.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import threading
@@ -225,15 +226,41 @@ class Segment:
         header = encode_header(data)
         offset = self._size
         small = len(data) * PREALLOCATE_MAX_SHARE <= self._preallocate
-        if small and self._preallocate and offset + HEADER_SIZE + len(data) > self._zeroed:
-            self._zero_ahead(offset, min(self._preallocate, max(PREALLOCATE_MIN_STEP, offset)))
-        _write_all(self._log_fd, header, data, offset)
+        try:
+            if small and self._preallocate and offset + HEADER_SIZE + len(data) > self._zeroed:
+                self._zero_ahead(offset, min(self._preallocate, max(PREALLOCATE_MIN_STEP, offset)))
+            _write_all(self._log_fd, header, data, offset)
+        except OSError:
+            self._cut_at(offset)  # a failed append (a full disk) leaves the ledger as it was
+            raise
         entry_id = len(self._offsets)
         self._offsets.append(offset)
         self._size = offset + HEADER_SIZE + len(data)
         if entry_id + 1 - self._indexed >= INDEX_BATCH:
-            self._write_index()
+            with contextlib.suppress(OSError):  # derived data: the next batch or close writes it
+                self._write_index()
         return entry_id
+
+    def _cut_at(self, end: int) -> None:
+        """Drop the bytes of a record that was only partly written (and any zeros ahead)."""
+        os.ftruncate(self._log_fd, end)
+        self._zeroed = end
+
+    def truncate_to(self, entries: int) -> None:
+        """Forget the entries from ``entries`` on, in memory and on disk (after a failed fsync,
+        whose entries were never confirmed: they must not reappear once writes resume)."""
+        if self._closed or not self._writable:
+            raise StorageClosedError(f"ledger {self.ledger_id} is not open for writing")
+        if entries >= len(self._offsets):
+            return
+        end = self._offsets[entries]
+        del self._offsets[entries:]
+        self._cut_at(end)
+        self._size = end
+        if self._indexed > entries:
+            os.ftruncate(self._idx_fd, entries * 8)
+            self._indexed = entries
+        self.synced_entries = min(self.synced_entries, entries)
 
     def _zero_ahead(self, start: int, size: int) -> None:
         """Write ``size`` bytes of zeros from ``start`` (the end of the data)."""
