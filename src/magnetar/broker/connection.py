@@ -21,12 +21,15 @@ from magnetar.broker.consumer import Consumer
 from magnetar.broker.errors import BrokerError, InvalidTopicNameError, NotAllowed
 from magnetar.broker.flow_control import Hold, PendingSends, ReadHolds
 from magnetar.broker.ids import to_u64
+from magnetar.broker.names import check_name
 from magnetar.broker.producer import Producer
 from magnetar.broker.topic_name import InvalidTopicName, TopicName, topics_hash
 from magnetar.protocol import ChecksumMismatch, Frame, FrameDecoder, ProtocolError, wire
+from magnetar.protocol.batch import check_message
 from magnetar.protocol.commands import wrap
 from magnetar.protocol.frames import FRAME_OVERHEAD, encode_frame
 from magnetar.protocol.headers import metadata_span, parse_metadata, verify_checksum
+from magnetar.protocol.text import undecodable_field, undecodable_metadata
 
 if TYPE_CHECKING:
     from magnetar.broker.service import BrokerService
@@ -246,15 +249,27 @@ class ServerCnx(asyncio.BufferedProtocol):
             raise ProtocolError(f"unsupported command {frame.type_name}")
         # Any traffic proves the peer alive.
         self._waiting_for_pong = False
+        if cmd_type in _TEXT_CHECKED and (field := undecodable_field(frame.body())) is not None:
+            self._refuse_undecodable(frame, field)
+            return
         if log.isEnabledFor(logging.DEBUG):
             log.debug("%s: %s %s", self.remote, frame.type_name, frame.body())
         handler(self, frame)
+
+    def _refuse_undecodable(self, frame: Frame, field: str) -> None:
+        """Answer a request whose ``field`` is not valid UTF-8 with an error for that request alone."""
+        code = wire.InvalidTopicName if field in ("topic", "namespace") else wire.NotAllowedError
+        message = f"{frame.type_name}: {field} is not valid UTF-8"
+        log.info("%s: refused %s", self.remote, message)
+        body = frame.body()
+        reply = _error_reply(frame.type, body.request_id, code, message)
+        self.send_command(wrap(reply))
 
     def _handle_connect(self, frame: Frame) -> None:
         if self.connected:
             raise ProtocolError("CONNECT received twice")
         cmd: wire.CommandConnect = frame.command.connect
-        self.protocol_version = min(cmd.protocol_version, PROTOCOL_VERSION)
+        self.protocol_version = negotiated_version(cmd.protocol_version)
         self.wants_entry_metadata = (
             self.config.expose_entry_metadata_to_client
             and cmd.HasField("feature_flags")
@@ -317,6 +332,7 @@ class ServerCnx(asyncio.BufferedProtocol):
             topic = self.service.get_topic(self._topic_name(cmd.topic), create=True)
             schema = cmd.schema if cmd.HasField("schema") else None
             schema_version = self.service.schemas.for_producer(topic.name, schema)
+            check_name(cmd.producer_name, "producer name")
             user_named = bool(cmd.producer_name)
             name = cmd.producer_name or f"{self.service.broker_name}-{next(_producer_names)}"
             producer = Producer(self, topic, cmd.producer_id, name, user_named, cmd.producer_access_mode)
@@ -361,7 +377,9 @@ class ServerCnx(asyncio.BufferedProtocol):
         pending = producer.expect(cmd.sequence_id, cmd.highest_sequence_id)
         try:
             verify_checksum(payload)
-            metadata, _ = parse_metadata(payload)
+            metadata, body = parse_metadata(payload)
+            if (field := undecodable_metadata(metadata)) is not None:
+                raise ProtocolError(f"message metadata {field} is not valid UTF-8")
             # The limit is on metadata + payload, as the client sizes chunks by it; chunks are
             # bounded by the frame limit alone (max_message_size + 10 KiB).
             size = len(payload) - metadata_span(payload)[0]  # metadata + payload, no re-serializing
@@ -370,6 +388,8 @@ class ServerCnx(asyncio.BufferedProtocol):
                     f"Exceed maximum message size: {size} > {self.config.max_message_size}",
                     wire.NotAllowedError,
                 )
+            # A batch a consumer cannot take apart would crash it (the C++ client reads past its buffer).
+            check_message(metadata, body, self.config.max_messages_per_batch, self.config.max_message_size)
         except ChecksumMismatch as exc:
             log.warning("%s: %s (producer %s, sequence %d)", self.remote, exc, producer.name, cmd.sequence_id)
             producer.complete(pending, None, (wire.ChecksumError, str(exc)))
@@ -426,6 +446,8 @@ class ServerCnx(asyncio.BufferedProtocol):
             self.send_command(wrap(wire.CommandSuccess(request_id=cmd.request_id)))
             return
         try:
+            check_name(cmd.subscription, "subscription name")
+            check_name(cmd.consumer_name, "consumer name")
             topic = self.service.get_topic(self._topic_name(cmd.topic), create=True)
             if cmd.HasField("schema"):
                 self.service.schemas.for_subscribe(topic, cmd.schema)
@@ -603,6 +625,52 @@ class ServerCnx(asyncio.BufferedProtocol):
             return TopicName.parse(name)
         except InvalidTopicName as exc:
             raise InvalidTopicNameError(str(exc)) from None
+
+
+def negotiated_version(client_version: int) -> int:
+    """The protocol version CONNECTED answers: min(client's, ours), as Pulsar's broker does, and
+    never below 0 (Pulsar's lowest, v0; a negative version names no protocol)."""
+    return max(0, min(client_version, PROTOCOL_VERSION))
+
+
+#: Requests whose text fields are checked before their handler runs (not SEND, ACK, FLOW: the hot
+#: path, whose commands carry no names). Each has a request id to answer an error to.
+_TEXT_CHECKED = frozenset(
+    {
+        T.PARTITIONED_METADATA,
+        T.LOOKUP,
+        T.PRODUCER,
+        T.SUBSCRIBE,
+        T.GET_TOPICS_OF_NAMESPACE,
+        T.GET_SCHEMA,
+        T.GET_OR_CREATE_SCHEMA,
+    }
+)
+
+
+def _error_reply(cmd_type: int, request_id: int, code: int, message: str):
+    """The error answer to request ``cmd_type`` in the form its client waits for."""
+    if cmd_type == T.LOOKUP:
+        return wire.CommandLookupTopicResponse(
+            request_id=request_id,
+            response=wire.CommandLookupTopicResponse.Failed,
+            error=code,
+            message=message,
+        )
+    if cmd_type == T.PARTITIONED_METADATA:
+        return wire.CommandPartitionedTopicMetadataResponse(
+            request_id=request_id,
+            response=wire.CommandPartitionedTopicMetadataResponse.Failed,
+            error=code,
+            message=message,
+        )
+    if cmd_type == T.GET_SCHEMA:
+        return wire.CommandGetSchemaResponse(request_id=request_id, error_code=code, error_message=message)
+    if cmd_type == T.GET_OR_CREATE_SCHEMA:
+        return wire.CommandGetOrCreateSchemaResponse(
+            request_id=request_id, error_code=code, error_message=message
+        )
+    return wire.CommandError(request_id=request_id, error=code, message=message)
 
 
 def _handler_table() -> dict[int, Callable[[ServerCnx, Frame], None]]:
