@@ -79,9 +79,8 @@ def add_routes(app: web.Application, service: BrokerService) -> None:
     @translate_errors
     async def create(request: web.Request) -> web.Response:
         msg_id, partition = message_id_data(await json_body(request, default=_LATEST))
-        check_name(
-            request.match_info["subscription"], "subscription name"
-        )  # 400 as the binary protocol refuses it
+        # Refused (400) as the binary protocol refuses it.
+        check_name(request.match_info["subscription"], "subscription name")
         for topic in topics(request, "persistent", partition):
             topic.create_subscription(request.match_info["subscription"], topic.seek_position(msg_id))
         return no_content()
