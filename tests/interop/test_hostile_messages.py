@@ -15,13 +15,13 @@ import struct
 import time
 import uuid
 
+import lz4.block
 import pulsar
 import pytest
 
 from magnetar.protocol import encode_frame, wire
 from magnetar.protocol.batch import encode_batch
 from magnetar.protocol.commands import wrap
-from magnetar.protocol.compression import compress
 from magnetar.protocol.headers import encode_headers_and_payload
 
 from .support import RawConnection, admin_call, assert_nothing_more, receive_n
@@ -82,7 +82,12 @@ def batch_send(name: str, seq: int, count: int, payload: bytes, **meta) -> bytes
 def lz4_batch(name: str, seq: int, count: int, plain: bytes, uncompressed_size: int | None = None) -> bytes:
     size = len(plain) if uncompressed_size is None else uncompressed_size
     return batch_send(
-        name, seq, count, compress(wire.LZ4, plain), compression=wire.LZ4, uncompressed_size=size
+        name,
+        seq,
+        count,
+        lz4.block.compress(plain, store_size=False),
+        compression=wire.LZ4,
+        uncompressed_size=size,
     )
 
 
@@ -271,7 +276,8 @@ def test_absurdly_long_names_are_refused(broker, client, canary, topic):
 # -- protocol versions ------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("asked", "answered"), [(-1, 0), (-(2**31), 0), (2**31 - 1, 21), (0, 0), (20, 20)])
+# 2**31 - 1 was answered 21 before as well (min of the two); a negative version was echoed.
+@pytest.mark.parametrize(("asked", "answered"), [(-1, 0), (-(2**31), 0), (2**31 - 1, 21)])
 def test_connect_version_is_clamped_to_what_the_broker_speaks(broker, canary, topic, asked, answered):
     raw = RawConnection(broker.port)
     try:
