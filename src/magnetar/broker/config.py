@@ -34,6 +34,9 @@ class BrokerConfig:
     #: add up) is refused with SEND_ERROR. Ten times the official clients' default
     #: (``batchingMaxMessages`` = 1000); it also bounds the broker's check of one batch.
     max_messages_per_batch: int = 10_000
+    #: Check each batch's structure at SEND (``protocol/batch.check_message``). Off: batches are
+    #: stored unchecked, as Pulsar's broker stores them; only where every producer is trusted.
+    validate_batches_on_publish: bool = True
     keepalive_interval_seconds: float = 30.0
     #: Messages a dispatcher reads from storage in one go.
     dispatcher_max_read_batch: int = 100

@@ -389,7 +389,9 @@ class ServerCnx(asyncio.BufferedProtocol):
                     wire.NotAllowedError,
                 )
             # A batch a consumer cannot take apart would crash it (the C++ client reads past its buffer).
-            check_message(metadata, body, self.config.max_messages_per_batch, self.config.max_message_size)
+            config = self.config
+            if config.validate_batches_on_publish:
+                check_message(metadata, body, config.max_messages_per_batch, config.max_message_size)
         except ChecksumMismatch as exc:
             log.warning("%s: %s (producer %s, sequence %d)", self.remote, exc, producer.name, cmd.sequence_id)
             producer.complete(pending, None, (wire.ChecksumError, str(exc)))
