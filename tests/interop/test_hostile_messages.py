@@ -15,6 +15,7 @@ import struct
 import time
 import uuid
 
+import crc32c
 import lz4.block
 import pulsar
 import pytest
@@ -176,7 +177,9 @@ def test_names_that_are_not_utf8_are_refused_per_request(broker, client, canary,
     bad_topic = f"persistent://public/default/{MARK}"
     raw = RawConnection(broker.port)
     try:
-        raw.handshake()
+        # A client version that is not text is not read: the handshake goes through.
+        raw.send(poisoned(wire.CommandConnect(client_version=MARK, protocol_version=20)))
+        raw.expect(BASE.CONNECTED)
         raw.send(poisoned(wire.CommandLookupTopic(topic=bad_topic, request_id=1)))
         reply = raw.expect(BASE.LOOKUP_RESPONSE).body()
         assert (reply.response, reply.error) == (
@@ -270,6 +273,43 @@ def test_absurdly_long_names_are_refused(broker, client, canary, topic):
     assert status == 400
     with pytest.raises(pulsar.PulsarException):
         client.create_producer(f"persistent://public/default/{'w' * 5000}")
+    canary.check()
+
+
+def send_with_poisoned_metadata(name: str, seq: int, **fields) -> bytes:
+    """A SEND whose metadata field set to MARK carries bytes that are not UTF-8 (checksum right)."""
+    metadata = wire.MessageMetadata(producer_name=name, sequence_id=seq, publish_time=1, **fields)
+    raw_meta = metadata.SerializeToString().replace(MARK.encode(), NOT_UTF8)
+    body = struct.pack(">I", len(raw_meta)) + raw_meta + b"poison"
+    data = b"\x0e\x01" + struct.pack(">I", crc32c.crc32c(body)) + body
+    return encode_frame(wrap(wire.CommandSend(producer_id=1, sequence_id=seq)), data)
+
+
+POISONED_FIELDS = {
+    "partition_key": {"partition_key": MARK},
+    "chunk-uuid": {"uuid": MARK, "chunk_id": 0, "num_chunks_from_msg": 2, "total_chunk_msg_size": 12},
+}
+
+
+@pytest.mark.parametrize("case", sorted(POISONED_FIELDS))
+def test_message_metadata_text_that_is_not_utf8_is_refused(broker, client, canary, topic, case):
+    """A key that is not text would reach Key_Shared's hashing (and a uuid the chunk tracking)."""
+    consumer = client.subscribe(topic, "keyed", consumer_type=pulsar.ConsumerType.KeyShared)
+    raw = RawConnection(broker.port)
+    try:
+        raw.handshake()
+        name = raw.create_producer(topic)
+        raw.send(send_with_poisoned_metadata(name, 0, **POISONED_FIELDS[case]))
+        error = raw.expect(BASE.SEND_ERROR).body()
+        assert (error.sequence_id, error.error) == (0, wire.NotAllowedError), error
+        raw.send_message(1, name, 1, b"raw-good")
+        assert raw.expect(BASE.SEND_RECEIPT).body().sequence_id == 1
+    finally:
+        raw.close()
+    producer = client.create_producer(topic, batching_enabled=False)
+    producer.send(b"after", partition_key="k")
+    assert [m.data() for m in receive_n(consumer, 2, ack=True)] == [b"raw-good", b"after"]
+    assert_nothing_more(consumer)
     canary.check()
 
 
