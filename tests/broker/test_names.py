@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from magnetar.broker.config import BrokerConfig
 from magnetar.broker.connection import PROTOCOL_VERSION, negotiated_version
 from magnetar.broker.errors import NotAllowed
 from magnetar.broker.names import MAX_NAME_LENGTH, InvalidName, check_name
@@ -52,3 +53,9 @@ def test_undecodable_topic_name_is_an_invalid_topic_name():
 )
 def test_negotiated_version_is_the_lower_and_never_negative(client, answer):
     assert negotiated_version(client) == answer
+
+
+def test_max_messages_per_batch_must_be_positive():
+    with pytest.raises(ValueError, match="max_messages_per_batch"):
+        BrokerConfig(max_messages_per_batch=0).validate()
+    BrokerConfig().validate()

@@ -6,12 +6,15 @@ sizes lie must be refused with SEND_ERROR: stored, it would crash every official
 of the topic (they read past their buffer). The official consumers here subscribe only once the
 refusal is seen, from their subscription's place before the hostile SEND, so they are sent
 whatever was stored, and on code that stores the batch the test fails on the receipt without a
-consumer crashing pytest.
+consumer crashing pytest; for the two batches the issue names, official consumers in a process
+of their own are connected while the batch is sent, and must live to receive the next message.
 """
 
 from __future__ import annotations
 
 import struct
+import subprocess
+import sys
 import time
 import uuid
 
@@ -156,6 +159,68 @@ def test_hostile_batch_is_refused_and_consumers_carry_on(broker, client, canary,
         got = [m.data() for m in receive_n(consumer, 4, ack=True)]
         assert got == [b"before", b"raw-a", b"raw-b", b"after"], sub
         assert_nothing_more(consumer)
+    canary.check()
+
+
+# Official consumers in a process of their own, connected while the hostile batch is sent: on code
+# that stores it they die of a segmentation fault (seen: exit -11), which pytest must survive.
+CONSUMERS = """
+import sys, pulsar
+url, topic = sys.argv[1:]
+client = pulsar.Client(url)
+kinds = {"shared": pulsar.ConsumerType.Shared, "exclusive": pulsar.ConsumerType.Exclusive}
+consumers = {sub: client.subscribe(topic, sub, consumer_type=kind) for sub, kind in kinds.items()}
+for sub, consumer in consumers.items():
+    while True:
+        msg = consumer.receive(20000)
+        consumer.acknowledge(msg)
+        print("got", sub, msg.data().decode(), flush=True)  # the C++ client logs to stdout too
+        if msg.data() == b"after":
+            break
+client.close()
+"""
+
+
+def wait_for(condition, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("case", ["count-2^31-1", "count-5-in-4-bytes"])
+def test_connected_official_consumers_survive_a_hostile_batch(broker, client, canary, topic, case):
+    consumers = subprocess.Popen(
+        [sys.executable, "-c", CONSUMERS, broker.service_url, topic],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        local = topic.rsplit("/", 1)[1]
+        subs_path = f"/admin/v2/persistent/public/default/{local}/subscriptions"
+        wait_for(
+            lambda: sorted(admin_call(broker, "GET", subs_path)[1] or []) == ["exclusive", "shared"],
+            20,
+            "the consumers' subscriptions",
+        )
+        raw = RawConnection(broker.port)
+        try:
+            raw.handshake()
+            name = raw.create_producer(topic)
+            raw.send(HOSTILE[case](name, 0))
+            assert raw.expect(BASE.SEND_ERROR).body().error == wire.NotAllowedError
+        finally:
+            raw.close()
+        client.create_producer(topic, batching_enabled=False).send(b"after")
+        out, _ = consumers.communicate(timeout=30)
+        assert consumers.returncode == 0, f"the official consumers died: exit {consumers.returncode}"
+        got = sorted(line for line in out.splitlines() if line.startswith("got "))
+        assert got == ["got exclusive after", "got shared after"]
+    finally:
+        if consumers.poll() is None:
+            consumers.kill()
+            consumers.wait()
     canary.check()
 
 
