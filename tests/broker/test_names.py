@@ -8,6 +8,7 @@ from magnetar.broker.config import BrokerConfig
 from magnetar.broker.connection import PROTOCOL_VERSION, negotiated_version
 from magnetar.broker.errors import NotAllowed
 from magnetar.broker.names import MAX_NAME_LENGTH, InvalidName, check_name
+from magnetar.broker.request_errors import TEXT_CHECKED, error_reply
 from magnetar.broker.topic_name import MAX_TOPIC_NAME_LENGTH, InvalidTopicName, TopicName
 from magnetar.protocol import wire
 
@@ -59,3 +60,22 @@ def test_max_messages_per_batch_must_be_positive():
     with pytest.raises(ValueError, match="max_messages_per_batch"):
         BrokerConfig(max_messages_per_batch=0).validate()
     BrokerConfig().validate()
+
+
+@pytest.mark.parametrize(
+    ("cmd_type", "reply_type", "code_field"),
+    [
+        (wire.BaseCommand.LOOKUP, wire.CommandLookupTopicResponse, "error"),
+        (wire.BaseCommand.PARTITIONED_METADATA, wire.CommandPartitionedTopicMetadataResponse, "error"),
+        (wire.BaseCommand.GET_SCHEMA, wire.CommandGetSchemaResponse, "error_code"),
+        (wire.BaseCommand.GET_OR_CREATE_SCHEMA, wire.CommandGetOrCreateSchemaResponse, "error_code"),
+        (wire.BaseCommand.PRODUCER, wire.CommandError, "error"),
+        (wire.BaseCommand.SUBSCRIBE, wire.CommandError, "error"),
+    ],
+)
+def test_error_reply_takes_the_form_the_request_waits_for(cmd_type, reply_type, code_field):
+    assert cmd_type in TEXT_CHECKED
+    reply = error_reply(cmd_type, 7, wire.InvalidTopicName, "bad")
+    assert type(reply) is reply_type
+    assert (reply.request_id, getattr(reply, code_field)) == (7, wire.InvalidTopicName)
+    assert reply.IsInitialized()

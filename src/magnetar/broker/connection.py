@@ -23,6 +23,7 @@ from magnetar.broker.flow_control import Hold, PendingSends, ReadHolds
 from magnetar.broker.ids import to_u64
 from magnetar.broker.names import check_name
 from magnetar.broker.producer import Producer
+from magnetar.broker.request_errors import TEXT_CHECKED, error_reply
 from magnetar.broker.topic_name import InvalidTopicName, TopicName, topics_hash
 from magnetar.protocol import ChecksumMismatch, Frame, FrameDecoder, ProtocolError, wire
 from magnetar.protocol.batch import check_message
@@ -249,7 +250,7 @@ class ServerCnx(asyncio.BufferedProtocol):
             raise ProtocolError(f"unsupported command {frame.type_name}")
         # Any traffic proves the peer alive.
         self._waiting_for_pong = False
-        if cmd_type in _TEXT_CHECKED and (field := undecodable_field(frame.body())) is not None:
+        if cmd_type in TEXT_CHECKED and (field := undecodable_field(frame.body())) is not None:
             self._refuse_undecodable(frame, field)
             return
         if log.isEnabledFor(logging.DEBUG):
@@ -262,7 +263,7 @@ class ServerCnx(asyncio.BufferedProtocol):
         message = f"{frame.type_name}: {field} is not valid UTF-8"
         log.info("%s: refused %s", self.remote, message)
         body = frame.body()
-        reply = _error_reply(frame.type, body.request_id, code, message)
+        reply = error_reply(frame.type, body.request_id, code, message)
         self.send_command(wrap(reply))
 
     def _handle_connect(self, frame: Frame) -> None:
@@ -329,10 +330,10 @@ class ServerCnx(asyncio.BufferedProtocol):
                     cmd.request_id, existing, ready=existing in existing.topic.producers.values()
                 )
                 return
+            check_name(cmd.producer_name, "producer name")
             topic = self.service.get_topic(self._topic_name(cmd.topic), create=True)
             schema = cmd.schema if cmd.HasField("schema") else None
             schema_version = self.service.schemas.for_producer(topic.name, schema)
-            check_name(cmd.producer_name, "producer name")
             user_named = bool(cmd.producer_name)
             name = cmd.producer_name or f"{self.service.broker_name}-{next(_producer_names)}"
             producer = Producer(self, topic, cmd.producer_id, name, user_named, cmd.producer_access_mode)
@@ -633,46 +634,6 @@ def negotiated_version(client_version: int) -> int:
     """The protocol version CONNECTED answers: min(client's, ours), as Pulsar's broker does, and
     never below 0 (Pulsar's lowest, v0; a negative version names no protocol)."""
     return max(0, min(client_version, PROTOCOL_VERSION))
-
-
-#: Requests whose text fields are checked before their handler runs (not SEND, ACK, FLOW: the hot
-#: path, whose commands carry no names). Each has a request id to answer an error to.
-_TEXT_CHECKED = frozenset(
-    {
-        T.PARTITIONED_METADATA,
-        T.LOOKUP,
-        T.PRODUCER,
-        T.SUBSCRIBE,
-        T.GET_TOPICS_OF_NAMESPACE,
-        T.GET_SCHEMA,
-        T.GET_OR_CREATE_SCHEMA,
-    }
-)
-
-
-def _error_reply(cmd_type: int, request_id: int, code: int, message: str):
-    """The error answer to request ``cmd_type`` in the form its client waits for."""
-    if cmd_type == T.LOOKUP:
-        return wire.CommandLookupTopicResponse(
-            request_id=request_id,
-            response=wire.CommandLookupTopicResponse.Failed,
-            error=code,
-            message=message,
-        )
-    if cmd_type == T.PARTITIONED_METADATA:
-        return wire.CommandPartitionedTopicMetadataResponse(
-            request_id=request_id,
-            response=wire.CommandPartitionedTopicMetadataResponse.Failed,
-            error=code,
-            message=message,
-        )
-    if cmd_type == T.GET_SCHEMA:
-        return wire.CommandGetSchemaResponse(request_id=request_id, error_code=code, error_message=message)
-    if cmd_type == T.GET_OR_CREATE_SCHEMA:
-        return wire.CommandGetOrCreateSchemaResponse(
-            request_id=request_id, error_code=code, error_message=message
-        )
-    return wire.CommandError(request_id=request_id, error=code, message=message)
 
 
 def _handler_table() -> dict[int, Callable[[ServerCnx, Frame], None]]:
