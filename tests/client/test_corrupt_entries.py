@@ -49,8 +49,11 @@ def _store_broken_batches(port: int, topic: str, count: int) -> None:
 
 @pytest.mark.parametrize("queue", [10, 0])
 def test_broken_batches_give_their_permits_back_and_are_not_redelivered(
-    broker, magnetar_client, topic, queue
+    broker_factory, magnetar_factory, topic, queue
 ):
+    # A broker that stores batches unchecked (as Pulsar's does): ours refuses them by default.
+    broker = broker_factory({"validate_batches_on_publish": False})
+    magnetar_client = magnetar_factory(broker.service_url)
     consumer = magnetar_client.subscribe(topic, "sub", receiver_queue_size=queue)
     _store_broken_batches(broker.port, topic, count=6)  # 30 messages' worth: three times the queue
     producer = magnetar_client.create_producer(topic)

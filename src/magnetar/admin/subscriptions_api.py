@@ -16,6 +16,7 @@ from aiohttp import web
 
 from magnetar.admin.errors import json_body, no_content, topic_of, translate_errors
 from magnetar.broker.ids import to_u64
+from magnetar.broker.names import check_name
 from magnetar.protocol import wire
 
 if TYPE_CHECKING:
@@ -78,6 +79,8 @@ def add_routes(app: web.Application, service: BrokerService) -> None:
     @translate_errors
     async def create(request: web.Request) -> web.Response:
         msg_id, partition = message_id_data(await json_body(request, default=_LATEST))
+        # Refused (400) as the binary protocol refuses it.
+        check_name(request.match_info["subscription"], "subscription name")
         for topic in topics(request, "persistent", partition):
             topic.create_subscription(request.match_info["subscription"], topic.seek_position(msg_id))
         return no_content()

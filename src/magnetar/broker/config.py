@@ -30,6 +30,13 @@ class BrokerConfig:
 
     # Protocol.
     max_message_size: int = 5 * MIB
+    #: Most messages one batch may hold; a SEND of a batch with more (or whose structure does not
+    #: add up) is refused with SEND_ERROR. Ten times the official clients' default
+    #: (``batchingMaxMessages`` = 1000); it also bounds the broker's check of one batch.
+    max_messages_per_batch: int = 10_000
+    #: Check each batch's structure at SEND (``protocol/batch.check_message``). Off: batches are
+    #: stored unchecked, as Pulsar's broker stores them; only where every producer is trusted.
+    validate_batches_on_publish: bool = True
     keepalive_interval_seconds: float = 30.0
     #: Messages a dispatcher reads from storage in one go.
     dispatcher_max_read_batch: int = 100
@@ -139,6 +146,8 @@ class BrokerConfig:
             raise ValueError("stats_update_frequency_seconds must be positive")
         if self.max_message_size <= 0:
             raise ValueError("max_message_size must be positive")
+        if self.max_messages_per_batch <= 0:
+            raise ValueError("max_messages_per_batch must be positive")
         if self.broadcast_reconnect_grace_seconds < 0:
             raise ValueError("broadcast_reconnect_grace_seconds must be 0 or more")
         if self.max_pending_publish_requests_per_connection < 0:

@@ -27,12 +27,16 @@ from magnetar.broker.errors import (
 )
 from magnetar.broker.flow_control import Hold, PendingSends, ReadHolds
 from magnetar.broker.ids import to_u64
+from magnetar.broker.names import check_name
 from magnetar.broker.producer import Producer
+from magnetar.broker.request_errors import TEXT_CHECKED, error_reply
 from magnetar.broker.topic_name import InvalidTopicName, TopicName, topics_hash
 from magnetar.protocol import ChecksumMismatch, Frame, FrameDecoder, ProtocolError, wire
+from magnetar.protocol.batch import check_message
 from magnetar.protocol.commands import wrap
 from magnetar.protocol.frames import FRAME_OVERHEAD, encode_frame
 from magnetar.protocol.headers import metadata_span, parse_metadata, verify_checksum
+from magnetar.protocol.text import undecodable_field, undecodable_metadata
 
 if TYPE_CHECKING:
     from magnetar.broker.service import BrokerService
@@ -254,15 +258,27 @@ class ServerCnx(asyncio.BufferedProtocol):
             raise ProtocolError(f"unsupported command {frame.type_name}")
         # Any traffic proves the peer alive.
         self._waiting_for_pong = False
+        if cmd_type in TEXT_CHECKED and (field := undecodable_field(frame.body())) is not None:
+            self._refuse_undecodable(frame, field)
+            return
         if log.isEnabledFor(logging.DEBUG):
             log.debug("%s: %s %s", self.remote, frame.type_name, frame.body())
         handler(self, frame)
+
+    def _refuse_undecodable(self, frame: Frame, field: str) -> None:
+        """Answer a request whose ``field`` is not valid UTF-8 with an error for that request alone."""
+        code = wire.InvalidTopicName if field in ("topic", "namespace") else wire.NotAllowedError
+        message = f"{frame.type_name}: {field} is not valid UTF-8"
+        log.info("%s: refused %s", self.remote, message)
+        body = frame.body()
+        reply = error_reply(frame.type, body.request_id, code, message)
+        self.send_command(wrap(reply))
 
     def _handle_connect(self, frame: Frame) -> None:
         if self.connected:
             raise ProtocolError("CONNECT received twice")
         cmd: wire.CommandConnect = frame.command.connect
-        self.protocol_version = min(cmd.protocol_version, PROTOCOL_VERSION)
+        self.protocol_version = negotiated_version(cmd.protocol_version)
         self.wants_entry_metadata = (
             self.config.expose_entry_metadata_to_client
             and cmd.HasField("feature_flags")
@@ -322,6 +338,7 @@ class ServerCnx(asyncio.BufferedProtocol):
                     cmd.request_id, existing, ready=existing in existing.topic.producers.values()
                 )
                 return
+            check_name(cmd.producer_name, "producer name")
             topic = self.service.get_topic(self._topic_name(cmd.topic), create=True)
             schema = cmd.schema if cmd.HasField("schema") else None
             schema_version = self.service.schemas.for_producer(topic.name, schema)
@@ -372,7 +389,9 @@ class ServerCnx(asyncio.BufferedProtocol):
         pending = producer.expect(cmd.sequence_id, cmd.highest_sequence_id)
         try:
             verify_checksum(payload)
-            metadata, _ = parse_metadata(payload)
+            metadata, body = parse_metadata(payload)
+            if (field := undecodable_metadata(metadata)) is not None:
+                raise ProtocolError(f"message metadata {field} is not valid UTF-8")
             # The limit is on metadata + payload, as the client sizes chunks by it; chunks are
             # bounded by the frame limit alone (max_message_size + 10 KiB).
             size = len(payload) - metadata_span(payload)[0]  # metadata + payload, no re-serializing
@@ -381,6 +400,10 @@ class ServerCnx(asyncio.BufferedProtocol):
                     f"Exceed maximum message size: {size} > {self.config.max_message_size}",
                     wire.NotAllowedError,
                 )
+            # A batch a consumer cannot take apart would crash it (the C++ client reads past its buffer).
+            config = self.config
+            if config.validate_batches_on_publish:
+                check_message(metadata, body, config.max_messages_per_batch, config.max_message_size)
         except ChecksumMismatch as exc:
             log.warning("%s: %s (producer %s, sequence %d)", self.remote, exc, producer.name, cmd.sequence_id)
             producer.complete(pending, None, (wire.ChecksumError, str(exc)))
@@ -442,6 +465,8 @@ class ServerCnx(asyncio.BufferedProtocol):
             self.send_command(wrap(wire.CommandSuccess(request_id=cmd.request_id)))
             return
         try:
+            check_name(cmd.subscription, "subscription name")
+            check_name(cmd.consumer_name, "consumer name")
             topic = self.service.get_topic(self._topic_name(cmd.topic), create=True)
             if cmd.HasField("schema"):
                 self.service.schemas.for_subscribe(topic, cmd.schema)
@@ -620,6 +645,12 @@ class ServerCnx(asyncio.BufferedProtocol):
             return TopicName.parse(name)
         except InvalidTopicName as exc:
             raise InvalidTopicNameError(str(exc)) from None
+
+
+def negotiated_version(client_version: int) -> int:
+    """The protocol version CONNECTED answers: min(client's, ours), as Pulsar's broker does, and
+    never below 0 (Pulsar's lowest, v0; a negative version names no protocol)."""
+    return max(0, min(client_version, PROTOCOL_VERSION))
 
 
 def _handler_table() -> dict[int, Callable[[ServerCnx, Frame], None]]:

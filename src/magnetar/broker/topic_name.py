@@ -12,6 +12,10 @@ from dataclasses import dataclass
 import crc32c
 
 PARTITION_SUFFIX = "-partition-"
+#: Longest topic name, in characters, ``persistent://`` included. Pulsar sets none
+#: (apache/pulsar#12023); a name of 100,000 characters is no name, and it would be stored,
+#: logged and listed in every answer about its namespace.
+MAX_TOPIC_NAME_LENGTH = 1024
 _PARTITION_RE = re.compile(r"^(.*)-partition-(\d+)$")
 _ALLOWED = re.compile(r"^[A-Za-z0-9_.:=\-%]+$")
 
@@ -31,6 +35,12 @@ class TopicName:
     def parse(cls, name: str) -> TopicName:
         if not name:
             raise InvalidTopicName("topic name is empty")
+        if not isinstance(name, str):
+            raise InvalidTopicName("topic name is not valid UTF-8")
+        if len(name) > MAX_TOPIC_NAME_LENGTH:
+            raise InvalidTopicName(
+                f"topic name of {len(name)} characters exceeds the limit of {MAX_TOPIC_NAME_LENGTH}"
+            )
         if "://" not in name:
             parts = name.split("/")
             if len(parts) == 1:

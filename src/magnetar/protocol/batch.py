@@ -1,4 +1,9 @@
-"""Batches: one entry whose (uncompressed) payload is many ``[size u32][SingleMessageMetadata][payload]``."""
+"""Batches: one entry whose (uncompressed) payload is many ``[size u32][SingleMessageMetadata][payload]``.
+
+The broker stores a batch as one entry and never looks inside it again, but every consumer
+does: a batch whose count or sizes lie makes the official C++ client read past its buffer
+and crash. ``check_batch`` is the broker's look inside, once, when the batch is sent.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +13,7 @@ from collections.abc import Iterator
 from google.protobuf.message import DecodeError
 
 from magnetar.protocol import pulsar_wire_pb2 as wire
+from magnetar.protocol.compression import decompress
 from magnetar.protocol.errors import ProtocolError
 
 _U32 = struct.Struct(">I")
@@ -39,6 +45,74 @@ def iter_batch(
             raise ProtocolError("message payload runs past the end of the batch")
         yield single, view[pos:end]
         pos = end
+
+
+class InvalidMessage(ProtocolError):
+    """A message whose structure is wrong (a batch that does not add up, say).
+
+    Like a checksum mismatch it is local to one message: the framing is intact, so the
+    connection carries on after the message is refused.
+    """
+
+
+def check_message(
+    metadata: wire.MessageMetadata, payload: bytes | memoryview, max_messages: int, max_size: int
+) -> None:
+    """Raise InvalidMessage unless a consumer can take ``payload`` apart as ``metadata`` says.
+
+    A batch (``num_messages_in_batch`` set) holds 1 to ``max_messages`` messages, is no chunk,
+    and its (decompressed) payload is exactly its messages: each single-message metadata parses
+    and the sizes add up to the last byte. A compressed message that is no chunk announces an
+    ``uncompressed_size`` of at most ``max_size``, as consumers discard larger ones; a compressed
+    batch is decompressed to be checked (bounded by that size). Other messages pass untouched.
+    """
+    compressed = metadata.compression != wire.NONE
+    chunk = metadata.num_chunks_from_msg > 1
+    if compressed and not chunk and metadata.uncompressed_size > max_size:
+        raise InvalidMessage(
+            f"uncompressed size {metadata.uncompressed_size} exceeds the maximum message size {max_size}"
+        )
+    if not metadata.HasField("num_messages_in_batch"):
+        return
+    count = metadata.num_messages_in_batch
+    if chunk:
+        raise InvalidMessage("a chunk of a chunked message cannot be a batch")
+    if not 1 <= count <= max_messages:
+        raise InvalidMessage(f"a batch holds 1 to {max_messages} messages, this one says {count}")
+    if compressed:
+        try:
+            payload = decompress(metadata.compression, payload, metadata.uncompressed_size)
+        except ProtocolError as exc:
+            raise InvalidMessage(str(exc)) from None
+    end = _walk(memoryview(payload), count)
+    if end != len(payload):
+        raise InvalidMessage(f"batch of {count} messages ends at byte {end} of its {len(payload)}")
+
+
+def _walk(view: memoryview, count: int) -> int:
+    """Where ``count`` batched messages end in ``view``; InvalidMessage if they do not fit."""
+    single = wire.SingleMessageMetadata()
+    parse, size_of = single.ParseFromString, _U32.unpack_from  # bound once: this loop is per message
+    limit = len(view)
+    pos = 0
+    for _ in range(count):
+        if pos + 4 > limit:
+            raise InvalidMessage("batch ends before its declared message count")
+        (size,) = size_of(view, pos)
+        pos += 4
+        if pos + size > limit:
+            raise InvalidMessage("single message metadata runs past the end of the batch")
+        try:
+            parse(view[pos : pos + size])
+        except (DecodeError, ValueError, RuntimeError) as exc:
+            raise InvalidMessage(f"malformed single message metadata: {exc}") from None
+        if not single.HasField("payload_size"):
+            raise InvalidMessage("single message metadata is missing required fields")
+        payload_size = single.payload_size
+        pos += size + payload_size
+        if payload_size < 0 or pos > limit:
+            raise InvalidMessage("message payload runs past the end of the batch")
+    return pos
 
 
 def encode_batch(messages: list[tuple[wire.SingleMessageMetadata, bytes]]) -> bytes:
