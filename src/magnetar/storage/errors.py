@@ -27,3 +27,11 @@ class EntryNotFoundError(StorageError, KeyError):
 
 class CorruptionError(StorageError):
     """Bytes on disk do not match their checksum or index where they must."""
+
+
+class MetadataMissingError(StorageError):
+    """Ledger directories exist that the metadata store does not know, and it knows none at all.
+
+    The metadata was deleted, lost or replaced: starting would either hide or destroy every
+    topic's data. Nothing is touched; ``magnetar repair`` rebuilds the metadata from the files.
+    """

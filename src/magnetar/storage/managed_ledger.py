@@ -13,7 +13,12 @@ from pathlib import Path
 from magnetar.storage.callbacks import DurableCallback, Notify, dispatch
 from magnetar.storage.config import StorageConfig
 from magnetar.storage.cursor import ManagedCursor
-from magnetar.storage.cursor_ledger import CURSORS_DIR, cursor_ledger_ids
+from magnetar.storage.cursor_ledger import (
+    CURSORS_DIR,
+    cursor_ledger_ids,
+    cursor_ledger_paths,
+    delete_cursor_ledger_files,
+)
 from magnetar.storage.cursor_state import CursorState
 from magnetar.storage.cursor_store import CursorStore
 from magnetar.storage.entry import Entry, EntryData
@@ -22,6 +27,7 @@ from magnetar.storage.errors import EntryNotFoundError, ManagedLedgerFencedError
 from magnetar.storage.ledger_info import LedgerInfo
 from magnetar.storage.ledger_list import LedgerList
 from magnetar.storage.metadata_store import ManagedLedgerRecord, MetadataStore, StoredCursor
+from magnetar.storage.orphans import move_aside
 from magnetar.storage.position import Position
 from magnetar.storage.retention import consumed_ledgers, past_retention
 from magnetar.storage.segment import Segment, SegmentReaders, delete_segment_files
@@ -120,18 +126,41 @@ class ManagedLedger:
         return segment
 
     def _remove_orphan_files(self) -> None:
-        """Delete segment files no ledger row owns (left by a crash in the middle of a trim)."""
-        for path in self._dir.iterdir():
+        """Account for segment files no ledger row owns.
+
+        Trim deletes the oldest ledgers (rows first, in one commit, then files), so a file older
+        than every ledger left is what a crash in the middle of a trim leaves: it is deleted, as
+        retention meant. Any other such file cannot be explained and is moved aside.
+        """
+        first = self._ledgers.ids()[0]
+        for path in sorted(self._dir.iterdir()):
             match = _SEGMENT_FILE.match(path.name)
-            if match and int(match.group(1)) not in self._ledgers:
+            if not match or int(match.group(1)) in self._ledgers:
+                continue
+            if int(match.group(1)) < first:
                 path.unlink(missing_ok=True)
+            else:
+                move_aside(self._config.data_dir, path, f"{self.name}: no ledger row owns this segment file")
 
     def _load_cursors(self) -> None:
-        """Recover each durable cursor from its cursor ledger; those in the earlier JSON form are migrated."""
+        """Recover each durable cursor from its cursor ledger; those in the earlier JSON form are migrated.
+
+        A cursor ledger no row names, with an id this metadata store handed out, is what a crash
+        while creating, rolling or deleting a cursor leaves (its state is in the cursor ledger the
+        row names, or the cursor was never confirmed, or it was deleted): it is deleted. One with
+        a higher id comes from elsewhere and is moved aside.
+        """
         stored = self._metadata.cursors(self._id)
         in_use = {row.cursor_ledger for row in stored.values() if row.cursor_ledger is not None}
-        for orphan in cursor_ledger_ids(self._cursor_dir) - in_use:  # a crash while creating or rolling
-            delete_segment_files(self._cursor_dir, orphan)
+        last_id = self._metadata.last_ledger_id()
+        for orphan in sorted(cursor_ledger_ids(self._cursor_dir) - in_use):
+            if orphan <= last_id:
+                delete_cursor_ledger_files(self._cursor_dir, orphan)
+            else:
+                for path in cursor_ledger_paths(self._cursor_dir, orphan):
+                    if path.exists():
+                        reason = f"{self.name}: no cursor names this cursor ledger"
+                        move_aside(self._config.data_dir, path, reason)
         for name, row in stored.items():
             store = self._open_cursor_store(name, row)
             self._cursors[name] = ManagedCursor(self, name, True, row.state, store)
@@ -146,6 +175,7 @@ class ManagedLedger:
             row.cursor_ledger,
             self._metadata.allocate_ledger_id,
             self._cursor_committer(name),
+            owner=name,
             **self._cursor_limits(),
         )
         if store.recovered is None:
@@ -163,6 +193,7 @@ class ManagedLedger:
             self._cursor_dir,
             self._metadata.allocate_ledger_id,
             self._cursor_committer(name),
+            owner=name,
             **self._cursor_limits(),
         )
 

@@ -151,6 +151,11 @@ class MetadataStore:
             )
             return ManagedLedgerRecord(int(cur.lastrowid or 0), name, directory)
 
+    def managed_ledger_by_directory(self, directory: str) -> ManagedLedgerRecord | None:
+        sql = "SELECT id, name, directory FROM managed_ledgers WHERE directory = ?"
+        rows = self._query(sql, (directory,))
+        return ManagedLedgerRecord(*rows[0]) if rows else None
+
     def managed_ledger_names(self) -> list[str]:
         return [row[0] for row in self._query("SELECT name FROM managed_ledgers ORDER BY name")]
 
@@ -205,6 +210,56 @@ class MetadataStore:
         ledger_id = 0 if row is None else row[0] + 1
         db.execute("INSERT OR REPLACE INTO counters (name, value) VALUES ('ledger_id', ?)", (ledger_id,))
         return ledger_id
+
+    def last_ledger_id(self) -> int:
+        """The highest ledger id handed out so far (-1: none): ids above it were never this store's."""
+        rows = self._query("SELECT value FROM counters WHERE name = 'ledger_id'")
+        return rows[0][0] if rows else -1
+
+    def import_managed_ledger(
+        self,
+        name: str,
+        directory: str,
+        ledgers: list[LedgerInfo],
+        cursors: dict[str, tuple[Position, int]],
+    ) -> ManagedLedgerRecord:
+        """Record a managed ledger found on disk (``magnetar repair``), in one commit.
+
+        ``ledgers`` keep their ids; ``cursors`` map a name to (mark-delete, cursor ledger id). The
+        ledger-id counter is raised past every id given, so no id is handed out twice.
+        """
+        with self._tx() as db:
+            cur = db.execute(
+                "INSERT INTO managed_ledgers (name, directory, created_at) VALUES (?, ?, ?)",
+                (name, directory, time.time()),
+            )
+            ml_id = int(cur.lastrowid or 0)
+            db.executemany(
+                "INSERT INTO ledgers (ledger_id, ml_id, entries, size_bytes, created_at, closed_at)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                [(i.ledger_id, ml_id, i.entries, i.size_bytes, i.created_at, _closed_at(i)) for i in ledgers],
+            )
+            for cursor_name, (mark_delete, cursor_ledger) in cursors.items():
+                db.execute(
+                    "INSERT INTO cursors (ml_id, name, md_ledger, md_entry, individually_deleted,"
+                    " batch_acks, cursor_ledger) VALUES (?, ?, ?, ?, '[]', '[]', ?)",
+                    (ml_id, cursor_name, mark_delete.ledger_id, mark_delete.entry_id, cursor_ledger),
+                )
+            ids = [i.ledger_id for i in ledgers] + [c for _, c in cursors.values()]
+            if ids:
+                self._raise_counter(db, max(ids))
+            return ManagedLedgerRecord(ml_id, name, directory)
+
+    def raise_ledger_counter(self, at_least: int) -> None:
+        """Make the next ledger id larger than ``at_least`` (ids found on disk are never reused)."""
+        with self._tx() as db:
+            self._raise_counter(db, at_least)
+
+    @staticmethod
+    def _raise_counter(db: sqlite3.Connection, at_least: int) -> None:
+        row = db.execute("SELECT value FROM counters WHERE name = 'ledger_id'").fetchone()
+        if row is None or row[0] < at_least:
+            db.execute("INSERT OR REPLACE INTO counters (name, value) VALUES ('ledger_id', ?)", (at_least,))
 
     def update_ledger(self, info: LedgerInfo) -> None:
         with self._tx() as db:
@@ -301,3 +356,7 @@ class MetadataStore:
             "SELECT key FROM kv WHERE substr(key, 1, ?) = ? ORDER BY key", (len(prefix), prefix)
         )
         return [row[0] for row in rows]
+
+
+def _closed_at(info: LedgerInfo) -> float | None:
+    return info.closed_at if info.closed else None
