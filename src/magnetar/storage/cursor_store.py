@@ -183,6 +183,11 @@ class CursorStore:
         old.delete()
         log.debug("rolled cursor ledger %d to %d (%d pages)", old.ledger_id, new.ledger_id, len(moved))
 
+    def recommit(self, mark_delete: Position) -> None:
+        """Commit (again) that this store's cursor ledger is the cursor's."""
+        self._commit(self._ledger.ledger_id, mark_delete)
+        self._committed = True
+
     # -------------------------------------------------------------- lifecycle
 
     def close(self) -> None:

@@ -87,6 +87,9 @@ class ManagedLedger:
         self._closed = False
         self._cursors: dict[str, ManagedCursor] = {}
         self._non_durable_seq = 0
+        #: The managed ledger's properties, read once here: reads need no metadata query (and no
+        #: wait for its lock behind another thread's commit); writes go through to the store.
+        self._properties = metadata.properties(record.ml_id)
         self._current = self._recover()
         self._last_added = self._last_confirmed = self._ledgers.last_position()
         self._load_cursors()
@@ -470,26 +473,56 @@ class ManagedLedger:
         A new cursor's cursor ledger and row are committed at once, so it holds
         retention from the start.
         """
-        if initial_position not in ("earliest", "latest"):
-            raise ValueError(f"initial_position must be 'earliest' or 'latest', not {initial_position!r}")
         with self._lock:
             self._check_open()
             cursor = self._cursors.get(name)
             if cursor is not None:
                 return cursor
+            return self.adopt_cursor(self.prepare_cursor(name, initial_position))
+
+    def prepare_cursor(self, name: str, initial_position: str = "latest") -> ManagedCursor:
+        """A new durable cursor, stored (cursor ledger, first marker, row committed) but not yet in use.
+
+        The slow half of ``open_cursor`` (files, fsyncs, a commit), safe on another thread than
+        the owner's and without holding this managed ledger's lock over the I/O, so adds and
+        reads go on meanwhile; the owner then calls ``adopt_cursor``.
+        """
+        if initial_position not in ("earliest", "latest"):
+            raise ValueError(f"initial_position must be 'earliest' or 'latest', not {initial_position!r}")
+        with self._lock:
+            self._check_open()
             if initial_position == "latest":
                 mark_delete = self._last_confirmed
             else:
                 mark_delete = self._ledgers.previous_position(self._ledgers.ceil(Position.EARLIEST))
-            cursor = ManagedCursor(self, name, True, CursorState(mark_delete), self._new_cursor_store(name))
-            self._cursors[name] = cursor
+        cursor = ManagedCursor(self, name, True, CursorState(mark_delete), self._new_cursor_store(name))
+        try:
+            cursor.persist()  # the first marker, then the row that points at the cursor ledger
+        except BaseException:
+            cursor.release(delete=True)
+            raise
+        return cursor
+
+    def adopt_cursor(self, cursor: ManagedCursor) -> ManagedCursor:
+        """Put a cursor from ``prepare_cursor`` in use (owner's thread); returns the one in use.
+
+        If a cursor of that name came into use meanwhile, that one stays: its cursor ledger is
+        committed again (the prepared one's commit may have come later) and the prepared one
+        is deleted.
+        """
+        with self._lock:
             try:
-                cursor.persist()  # the first marker, then the row that points at the cursor ledger
-            except BaseException:
-                del self._cursors[name]
-                cursor.release(delete=True)
+                self._check_open()
+            except StorageClosedError:
+                cursor.release()
                 raise
-            return cursor
+            existing = self._cursors.get(cursor.name)
+            if existing is None:
+                self._cursors[cursor.name] = cursor
+                return cursor
+            existing.recommit()
+        cursor.release(delete=True)
+        return existing
 
     def new_non_durable_cursor(self, start: Position, name: str | None = None) -> ManagedCursor:
         """A cursor whose first read is at ``start``; never persisted, holds no retention."""
@@ -579,17 +612,19 @@ class ManagedLedger:
     # -------------------------------------------------------------- properties
 
     def get_property(self, key: str) -> str | None:
-        return self._metadata.get_property(self._id, key)
+        return self._properties.get(key)
 
     def set_property(self, key: str, value: str) -> None:
         """Durably store a small value (committed before this returns)."""
         self._metadata.set_property(self._id, key, value)
+        self._properties[key] = value
 
     def delete_property(self, key: str) -> None:
         self._metadata.delete_property(self._id, key)
+        self._properties.pop(key, None)
 
     def properties(self) -> dict[str, str]:
-        return self._metadata.properties(self._id)
+        return dict(self._properties)
 
     # ----------------------------------------------------------------- closing
 

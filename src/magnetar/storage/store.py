@@ -57,6 +57,8 @@ class Storage:
             config.fsync_policy, config.fsync_interval_ms / 1000.0, defer, config.fsync_inline_max_ms / 1000.0
         )
         self._open: dict[str, ManagedLedger] = {}
+        #: Names being opened (by any thread), so a second caller waits for the first.
+        self._opening: dict[str, threading.Event] = {}
         self._lock = threading.RLock()
         self._closed = False
         try:
@@ -88,31 +90,58 @@ class Storage:
         return self._syncer.inline_rounds
 
     def open_managed_ledger(self, name: str) -> ManagedLedger:
-        """The managed ledger ``name``, created if new and recovered if it was not closed cleanly."""
-        with self._lock:
-            self._check_open()
-            ledger = self._open.get(name)
-            if ledger is not None:
-                return ledger
-            record = self.metadata.managed_ledger(name)
-            if record is None:
-                record = self.metadata.create_managed_ledger(name, encode_name(name))
-            directory = self._ledgers_dir / record.directory
-            if not directory.exists():
-                directory.mkdir()
-                fsync_directory(self._ledgers_dir)
-            ledger = ManagedLedger(
-                record,
-                directory,
-                self.config,
-                self.metadata,
-                self._syncer,
-                self.entry_cache,
-                self._notify,
-                self._forget,
-            )
-            self._open[name] = ledger
+        """The managed ledger ``name``, created if new and recovered if it was not closed cleanly.
+
+        Safe from any thread, and slow (files created and fsynced, commits): a broker calls it
+        on a worker thread so its loop goes on meanwhile (``docs/architecture.md``). Opens of
+        different names run side by side; a second open of one name waits for the first.
+        """
+        while True:
+            with self._lock:
+                self._check_open()
+                ledger = self._open.get(name)
+                if ledger is not None:
+                    return ledger
+                busy = self._opening.get(name)
+                if busy is None:
+                    busy = self._opening[name] = threading.Event()
+                    break
+            busy.wait()
+        try:
+            ledger = self._open_new(name)
+            with self._lock:
+                if self._closed:
+                    ledger.close()
+                    raise StorageClosedError("storage is closed")
+                self._open[name] = ledger
             return ledger
+        finally:
+            with self._lock:
+                del self._opening[name]
+            busy.set()
+
+    def _open_new(self, name: str) -> ManagedLedger:
+        record = self.metadata.managed_ledger(name)
+        if record is None:
+            record = self.metadata.create_managed_ledger(name, encode_name(name))
+        directory = self._ledgers_dir / record.directory
+        if not directory.exists():
+            directory.mkdir()
+            fsync_directory(self._ledgers_dir)
+        return ManagedLedger(
+            record,
+            directory,
+            self.config,
+            self.metadata,
+            self._syncer,
+            self.entry_cache,
+            self._notify,
+            self._forget,
+        )
+
+    def has_managed_ledger(self, name: str) -> bool:
+        """Whether ``name`` is stored (one indexed look-up, not a list of every name)."""
+        return name in self._open or self.metadata.managed_ledger(name) is not None
 
     def managed_ledger_names(self) -> list[str]:
         """Every managed ledger stored, open or not."""
