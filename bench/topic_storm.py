@@ -7,8 +7,8 @@ all their SUBSCRIBE commands back to back and wait for every SUCCESS. Prints one
 how long the storm took, each subscribe's latency (SUBSCRIBE sent to SUCCESS read), and the
 canary's send latencies during the storm (the longest is the stall other clients see).
 
-    .venv/bin/python bench/topic_storm.py                   # 2,000 topics over 8 connections
-    .venv/bin/python bench/topic_storm.py --topics 500
+    .venv/bin/python -m bench.topic_storm                  # 2,000 topics over 8 connections
+    .venv/bin/python -m bench.topic_storm --topics 500
 """
 
 from __future__ import annotations
