@@ -86,3 +86,14 @@ def test_a_deletion_a_crash_interrupted_is_finished_and_nothing_else_goes(tmp_pa
             b"keep"
         ]
     assert sorted(p.name for p in (data_dir / "ledgers").iterdir()) == [gone.name.rsplit("-", 1)[0]]
+
+
+def test_a_cursor_ledger_gets_its_name_file_when_it_is_opened(tmp_path):
+    data_dir = tmp_path / "data"
+    with Storage(StorageConfig(data_dir)) as storage:
+        storage.open_managed_ledger(TOPIC).open_cursor("sub")
+    (name_file,) = data_dir.glob("ledgers/*/cursors/*.name")
+    name_file.unlink()  # as a cursor ledger written before names were recorded
+    with Storage(StorageConfig(data_dir)) as storage:
+        storage.open_managed_ledger(TOPIC)
+    assert name_file.read_text() == "sub"

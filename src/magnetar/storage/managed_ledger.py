@@ -18,6 +18,8 @@ from magnetar.storage.cursor_ledger import (
     cursor_ledger_ids,
     cursor_ledger_paths,
     delete_cursor_ledger_files,
+    read_owner,
+    write_owner,
 )
 from magnetar.storage.cursor_state import CursorState
 from magnetar.storage.cursor_store import CursorStore
@@ -181,6 +183,8 @@ class ManagedLedger:
             owner=name,
             **self._cursor_limits(),
         )
+        if read_owner(self._cursor_dir, row.cursor_ledger) is None:  # written before names were kept
+            write_owner(self._cursor_dir, row.cursor_ledger, name)
         if store.recovered is None:
             log.error(
                 "%s: cursor %s: no intact marker in cursor ledger %d; starting over from mark-delete %s",
