@@ -3,6 +3,9 @@
 WAL mode with ``synchronous=FULL``: every commit is on disk when it returns,
 which the data path relies on (a ledger's row is committed before its first
 entry is written, so an fsynced entry is never in a ledger nobody knows of).
+The frequent writes (new managed ledgers, ledgers, ledger ids, cursors, properties)
+are group-committed: writes that threads are waiting to commit at the same time share
+one transaction and one fsync, each still returning only once it is committed.
 Ledger ids come from one counter for the whole store, so they never repeat,
 even across managed ledgers or after deletes.
 """
@@ -12,10 +15,11 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from magnetar.storage.cursor_state import CursorState
 from magnetar.storage.errors import StorageClosedError
@@ -80,6 +84,23 @@ class StoredCursor:
     cursor_ledger: int | None
 
 
+class _Write:
+    """One write waiting for a group commit, and its outcome."""
+
+    __slots__ = ("done", "error", "result", "write")
+
+    def __init__(self, write: Callable[[sqlite3.Connection], Any]) -> None:
+        self.write = write
+        self.done = False
+        self.result: Any = None
+        self.error: BaseException | None = None
+
+    def outcome(self) -> Any:
+        if self.error is not None:
+            raise self.error
+        return self.result
+
+
 @dataclass(frozen=True, slots=True)
 class ManagedLedgerRecord:
     ml_id: int
@@ -93,6 +114,8 @@ class MetadataStore:
     def __init__(self, path: Path):
         self.path = Path(path)
         self._lock = threading.RLock()
+        self._queue: list[_Write] = []  # writes waiting for a group commit (_grouped)
+        self._queue_lock = threading.Lock()
         self._db: sqlite3.Connection | None = sqlite3.connect(
             self.path, isolation_level=None, check_same_thread=False
         )
@@ -125,6 +148,51 @@ class MetadataStore:
                 raise
             self._db.execute("COMMIT")
 
+    def _grouped(self, write: Callable[[sqlite3.Connection], Any]) -> Any:
+        """Run ``write(db)`` in a transaction shared with the writes other threads wait to commit.
+
+        The first writer to get the lock commits everything queued by then (each write in a
+        savepoint of its own, so one that fails costs only itself); the others find theirs
+        done. Returns ``write``'s result once it is committed, or raises its error (or the
+        commit's).
+        """
+        request = _Write(write)
+        with self._queue_lock:
+            self._queue.append(request)
+        with self._lock:
+            if not request.done:
+                self._commit_queued()
+        return request.outcome()
+
+    def _commit_queued(self) -> None:
+        with self._queue_lock:
+            batch, self._queue = self._queue, []
+        db = self._db
+        try:
+            if db is None:
+                raise StorageClosedError("metadata store is closed")
+            db.execute("BEGIN IMMEDIATE")
+            for request in batch:
+                db.execute("SAVEPOINT one_write")
+                try:
+                    request.result = request.write(db)
+                except Exception as exc:
+                    db.execute("ROLLBACK TO one_write")
+                    request.error = exc
+                db.execute("RELEASE one_write")
+            db.execute("COMMIT")
+        except BaseException as exc:
+            if db is not None and db.in_transaction:
+                with suppress(sqlite3.Error):
+                    db.execute("ROLLBACK")
+            for request in batch:
+                request.error = request.error or exc
+            if not isinstance(exc, Exception):
+                raise  # KeyboardInterrupt and the like: every request in the batch has it as its error
+        finally:
+            for request in batch:
+                request.done = True
+
     def _query(self, sql: str, args: tuple = ()) -> list[tuple]:
         with self._lock:
             if self._db is None:
@@ -144,12 +212,14 @@ class MetadataStore:
         return ManagedLedgerRecord(*rows[0]) if rows else None
 
     def create_managed_ledger(self, name: str, directory: str) -> ManagedLedgerRecord:
-        with self._tx() as db:
+        def write(db: sqlite3.Connection) -> ManagedLedgerRecord:
             cur = db.execute(
                 "INSERT INTO managed_ledgers (name, directory, created_at) VALUES (?, ?, ?)",
                 (name, directory, time.time()),
             )
             return ManagedLedgerRecord(int(cur.lastrowid or 0), name, directory)
+
+        return self._grouped(write)
 
     def managed_ledger_by_directory(self, directory: str) -> ManagedLedgerRecord | None:
         sql = "SELECT id, name, directory FROM managed_ledgers WHERE directory = ?"
@@ -188,7 +258,8 @@ class MetadataStore:
         Doing both at once means a crash never leaves a managed ledger with two
         open ledgers, or with its last ledger closed and no successor.
         """
-        with self._tx() as db:
+
+        def write(db: sqlite3.Connection) -> int:
             if close is not None:
                 self._write_ledger(db, close)
             ledger_id = self._next_ledger_id(db)
@@ -199,10 +270,11 @@ class MetadataStore:
             )
             return ledger_id
 
+        return self._grouped(write)
+
     def allocate_ledger_id(self) -> int:
         """A new ledger id with no ledger row (cursor ledgers take theirs from the same counter)."""
-        with self._tx() as db:
-            return self._next_ledger_id(db)
+        return self._grouped(self._next_ledger_id)
 
     @staticmethod
     def _next_ledger_id(db: sqlite3.Connection) -> int:
@@ -262,8 +334,7 @@ class MetadataStore:
             db.execute("INSERT OR REPLACE INTO counters (name, value) VALUES ('ledger_id', ?)", (at_least,))
 
     def update_ledger(self, info: LedgerInfo) -> None:
-        with self._tx() as db:
-            self._write_ledger(db, info)
+        self._grouped(lambda db: self._write_ledger(db, info))
 
     @staticmethod
     def _write_ledger(db: sqlite3.Connection, info: LedgerInfo) -> None:
@@ -291,12 +362,13 @@ class MetadataStore:
 
     def put_cursor(self, ml_id: int, name: str, mark_delete: Position, cursor_ledger: int) -> None:
         """Record (create or switch) the cursor ledger that holds a cursor's state."""
-        with self._tx() as db:
-            db.execute(
+        self._grouped(
+            lambda db: db.execute(
                 "INSERT OR REPLACE INTO cursors (ml_id, name, md_ledger, md_entry, individually_deleted,"
                 " batch_acks, cursor_ledger) VALUES (?, ?, ?, ?, '[]', '[]', ?)",
                 (ml_id, name, mark_delete.ledger_id, mark_delete.entry_id, cursor_ledger),
             )
+        )
 
     def save_cursors(self, ml_id: int, states: Iterable[tuple[str, CursorState]]) -> None:
         """Store cursors in the earlier one-JSON-row form (what schema 1 wrote; for migration tests)."""
@@ -324,10 +396,11 @@ class MetadataStore:
         return rows[0][0] if rows else None
 
     def set_property(self, ml_id: int, key: str, value: str) -> None:
-        with self._tx() as db:
-            db.execute(
+        self._grouped(
+            lambda db: db.execute(
                 "INSERT OR REPLACE INTO properties (ml_id, key, value) VALUES (?, ?, ?)", (ml_id, key, value)
             )
+        )
 
     def delete_property(self, ml_id: int, key: str) -> None:
         with self._tx() as db:
