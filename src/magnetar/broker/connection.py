@@ -639,6 +639,10 @@ class ServerCnx(asyncio.BufferedProtocol):
                 _HANDLERS[frame.command.type](self, frame)
             except ProtocolError as exc:
                 self._protocol_error(exc)
+            except Exception as exc:  # the topic could not be loaded: this request fails, nothing else
+                log.exception("%s: handling %s for %s failed", self.remote, frame.type_name, topic)
+                failed = BrokerError(f"loading {topic} failed: {exc}", wire.ServiceNotReady)
+                self.send_error(request_id, failed)
             finally:
                 self._rerun = None
 

@@ -26,8 +26,8 @@ from magnetar.storage.store import Storage
 log = logging.getLogger(__name__)
 
 #: Threads that open topics and create subscriptions (files, fsyncs, metadata commits) off the
-#: loop. Their work is mostly waiting for the disk, so a few overlap it; SQLite commits are
-#: serialized by the metadata store anyway.
+#: loop. Their work is mostly waiting for the disk, so a few overlap it (and their metadata
+#: writes share commits); more did not go faster on 2 cores (bench/topic_storm.py).
 OPEN_THREADS = 4
 
 
