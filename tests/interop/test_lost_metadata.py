@@ -12,6 +12,8 @@ import pytest
 
 from magnetar.broker_process import BrokerProcessError
 
+from .support import admin_call
+
 pytestmark = pytest.mark.interop
 
 
@@ -30,7 +32,13 @@ def _repair(data_dir: Path) -> subprocess.CompletedProcess[str]:
 
 
 def test_lost_metadata_refuses_to_start_and_repair_brings_every_message_back(broker, client_factory, topic):
+    admin_call(broker, "PUT", "/admin/v2/tenants/acme", {"adminRoles": [], "allowedClusters": ["standalone"]})
+    admin_call(broker, "PUT", "/admin/v2/namespaces/acme/prod")
+    assert admin_call(broker, "PUT", "/admin/v2/persistent/acme/prod/p/partitions", 2)[0] == 204
     client = client_factory(broker.service_url)
+    partitioned = client.create_producer("persistent://acme/prod/p", batching_enabled=False)
+    for i in range(4):
+        partitioned.send(b"p%d" % i, partition_key=str(i))
     other = topic + "-other"
     consumer = client.subscribe(topic, "sub", initial_position=pulsar.InitialPosition.Earliest)
     producer = client.create_producer(topic, batching_enabled=False)
@@ -64,6 +72,15 @@ def test_lost_metadata_refuses_to_start_and_repair_brings_every_message_back(bro
     consumer = client.subscribe(topic, "sub")  # its acks came back from its cursor ledger
     assert consumer.receive(5000).data() == b"m5"
     assert client.create_reader(other, pulsar.MessageId.earliest).read_next(5000).data() == b"other"
+    # The tenant, the namespace and the partitioned topic are back (the partitions found: 2).
+    assert admin_call(broker, "GET", "/admin/v2/persistent/acme/prod/p/partitions") == (
+        200,
+        {"partitions": 2},
+    )
+    consumer = client.subscribe(
+        "persistent://acme/prod/p", "s", initial_position=pulsar.InitialPosition.Earliest
+    )
+    assert sorted(consumer.receive(5000).data() for _ in range(4)) == [b"p0", b"p1", b"p2", b"p3"]
 
 
 def test_repair_refuses_while_a_broker_holds_the_data_dir(broker, client, topic):

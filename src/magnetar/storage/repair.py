@@ -102,9 +102,10 @@ def _open_store(data_dir: Path, report: RepairReport) -> MetadataStore:
     if not existed or not store.managed_ledger_names():
         report.rebuilt_store = True
         report.lost.append(
-            "what only the metadata store held: tenants and namespaces other than their defaults,"
-            " namespace policies, partition counts of partitioned topics, schemas, topic properties"
-            " (producer sequence snapshots are rebuilt from the data; a terminated topic is open again)"
+            "what only the metadata store held: namespace policies (the tenants and namespaces of the"
+            " topics found are created again with default policies), partitioned topics with no"
+            " partition found, schemas, topic properties (producer sequence snapshots are rebuilt"
+            " from the data; a terminated topic is open again)"
         )
     return store
 
@@ -122,11 +123,13 @@ def _import(store: MetadataStore, data_dir: Path, directory: Path, report: Repai
     cursors = _cursors(data_dir, directory, name, report)
     store.import_managed_ledger(name, directory.name, ledgers, cursors)
     entries = sum(info.entries for info in ledgers[:-1])
+    if ledgers:
+        last = directory / f"{ledgers[-1].ledger_id:020d}.log"
+        entries += _intact_records(last, last.stat().st_size)[0]
     report.topics.append(name)
     report.say(
         f"{name}: {len(ledgers)} ledgers ({', '.join(str(i.ledger_id) for i in ledgers) or 'none'}),"
-        f" {entries} entries in closed ledgers (the open ledger's are recovered on start),"
-        f" {len(cursors)} subscriptions ({', '.join(sorted(cursors)) or 'none'})"
+        f" {entries} entries, {len(cursors)} subscriptions ({', '.join(sorted(cursors)) or 'none'})"
     )
 
 
