@@ -24,7 +24,8 @@ SMALL_LEDGERS = {"max_ledger_size_bytes": PER_LEDGER * 18, "fsync_policy": "neve
 
 
 def cursor_files(tmp_path: Path) -> list[Path]:
-    return sorted(tmp_path.glob("data/ledgers/*/cursors/*"))
+    """The cursor ledgers' segment files (each has an ``<id>.name`` beside them too)."""
+    return sorted(p for p in tmp_path.glob("data/ledgers/*/cursors/*") if p.suffix in (".log", ".idx"))
 
 
 def cursor_log(tmp_path: Path) -> Path:
@@ -262,12 +263,24 @@ def test_orphan_cursor_ledgers_are_deleted_and_deleting_a_cursor_deletes_its_fil
     ml, _ = filled
     ml.open_cursor("c")
     (directory,) = {f.parent for f in cursor_files(tmp_path)}
-    for suffix in (".log", ".idx"):  # left by a crash in the middle of a roll
-        (directory / f"{99_999:020d}{suffix}").write_bytes(b"")
+    spare = ml._metadata.allocate_ledger_id()  # handed out by this store, never committed to a cursor
+    for suffix in (".log", ".idx", ".name"):  # left by a crash in the middle of a roll
+        (directory / f"{spare:020d}{suffix}").write_bytes(b"")
     ml = reopen(open_storage)
-    assert len(cursor_files(tmp_path)) == 2
+    assert len(cursor_files(tmp_path)) == 2 and not (directory / f"{spare:020d}.name").exists()
     ml.delete_cursor("c")
-    assert cursor_files(tmp_path) == []
+    assert cursor_files(tmp_path) == [] and list(directory.iterdir()) == []
+
+
+def test_a_cursor_ledger_from_beyond_the_metadata_is_moved_aside_not_deleted(filled, open_storage, tmp_path):
+    ml, _ = filled
+    ml.open_cursor("c")
+    (directory,) = {f.parent for f in cursor_files(tmp_path)}
+    (directory / f"{99_999:020d}.log").write_bytes(b"an id this metadata store never handed out")
+    reopen(open_storage)
+    assert len(cursor_files(tmp_path)) == 2
+    (moved,) = (tmp_path / "data" / "orphaned").iterdir()
+    assert moved.read_bytes() == b"an id this metadata store never handed out"
 
 
 def test_no_ack_is_dropped_however_many_holes(open_storage):

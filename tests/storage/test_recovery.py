@@ -103,16 +103,26 @@ def test_clean_close_and_repeated_recovery_change_nothing(open_storage):
     assert sum(i.entries for i in infos) == 20 and all(i.closed for i in infos[:-1])
 
 
-def test_orphan_segment_files_are_removed(open_storage, tmp_path):
-    ml = open_storage().open_managed_ledger(TOPIC)
-    add_durable(ml, [b"x"])
+def test_segment_files_a_trim_left_are_removed_and_unknown_data_is_moved_aside(open_storage, tmp_path):
+    ml = open_storage(max_ledger_size_bytes=1).open_managed_ledger(TOPIC)
+    add_durable(ml, [b"x", b"y"])  # one ledger each (rolled over by size)
+    ml.trim()  # deletes ledger 0 (consumed, no cursor)
+    first = ml.ledgers()[0].ledger_id
+    assert first > 0
     directory = _ledger_dir(tmp_path)
-    for path in segment_paths(directory, 999_999):
+    for path in segment_paths(directory, 0):
         path.write_bytes(b"left over by a crash in the middle of a trim")
+    for path in segment_paths(directory, 999_999):
+        path.write_bytes(b"no ledger row explains this one")
     (tmp_path / "data" / "ledgers" / "orphan-dir").mkdir()
-    open_storage().open_managed_ledger(TOPIC)
+    (tmp_path / "data" / "ledgers" / "orphan-dir" / "data").write_bytes(b"keep me")
+    open_storage(max_ledger_size_bytes=1).open_managed_ledger(TOPIC)
+    assert not segment_paths(directory, 0)[0].exists()  # retention meant it to go
     assert not segment_paths(directory, 999_999)[0].exists()
     assert not (tmp_path / "data" / "ledgers" / "orphan-dir").exists()
+    moved = {p.name.rsplit("-", 1)[0]: p for p in (tmp_path / "data" / "orphaned").iterdir()}
+    assert (moved["ledgers+orphan-dir"] / "data").read_bytes() == b"keep me"
+    assert sum(1 for name in moved if "999999" in name) == 2
 
 
 _WRITER = textwrap.dedent(

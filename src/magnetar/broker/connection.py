@@ -76,6 +76,8 @@ class ServerCnx(asyncio.BufferedProtocol):
         self._waiting_for_pong = False
         self._keepalive: asyncio.TimerHandle | None = None
         self._close_request_ids = itertools.count(1 << 40)
+        #: The frame handled again once its topic was opened off the loop (``_opened_first``).
+        self._rerun: Frame | None = None
 
     # -- asyncio.Protocol ---------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -330,6 +332,8 @@ class ServerCnx(asyncio.BufferedProtocol):
     # -- producers ----------------------------------------------------------------------------
     def _handle_producer(self, frame: Frame) -> None:
         cmd = frame.command.producer
+        if self._opened_first(frame, cmd.topic, cmd.request_id):
+            return
         try:
             if cmd.producer_id in self.producers:
                 existing = self.producers[cmd.producer_id]
@@ -463,6 +467,10 @@ class ServerCnx(asyncio.BufferedProtocol):
         if cmd.consumer_id in self.consumers:
             # The client retried a subscribe that already succeeded.
             self.send_command(wrap(wire.CommandSuccess(request_id=cmd.request_id)))
+            return
+        initial = "earliest" if cmd.initial_position == wire.CommandSubscribe.Earliest else "latest"
+        subscription = (cmd.subscription, initial) if cmd.durable else None
+        if self._opened_first(frame, cmd.topic, cmd.request_id, subscription):
             return
         try:
             check_name(cmd.subscription, "subscription name")
@@ -630,6 +638,8 @@ class ServerCnx(asyncio.BufferedProtocol):
 
     def _handle_get_or_create_schema(self, frame: Frame) -> None:
         cmd = frame.command.get_or_create_schema
+        if self._opened_first(frame, cmd.topic, cmd.request_id):
+            return
         reply = wire.CommandGetOrCreateSchemaResponse(request_id=cmd.request_id)
         try:
             topic = self.service.get_topic(self._topic_name(cmd.topic), create=True)
@@ -640,6 +650,47 @@ class ServerCnx(asyncio.BufferedProtocol):
         self.send_command(wrap(reply))
 
     # -- helpers ------------------------------------------------------------------------------
+    def _opened_first(
+        self, frame: Frame, topic: str, request_id: int, subscription: tuple[str, str] | None = None
+    ) -> bool:
+        """True when the topic (or a new durable subscription) is first opened off the loop
+        (``BrokerService.preparing``): ``frame`` is then handled again once it is, and other
+        commands, on this connection and every other, go on meanwhile."""
+        if frame is self._rerun:
+            return False
+        try:
+            name = TopicName.parse(topic)
+        except InvalidTopicName:
+            return False  # the handler answers the error
+        preparing = self.service.preparing(name, subscription)
+        if preparing is None:
+            return False
+
+        def done(future) -> None:
+            if self.closed:
+                return
+            exc = None if future.cancelled() else future.exception()
+            if exc is not None and not isinstance(exc, BrokerError):  # else the handler answers it
+                log.error("%s: opening %s failed: %s", self.remote, topic, exc)
+                self.send_error(
+                    request_id, BrokerError(f"opening {topic} failed: {exc}", wire.PersistenceError)
+                )
+                return
+            self._rerun = frame
+            try:
+                _HANDLERS[frame.command.type](self, frame)
+            except ProtocolError as exc:
+                self._protocol_error(exc)
+            except Exception as exc:  # the topic could not be loaded: this request fails, nothing else
+                log.exception("%s: handling %s for %s failed", self.remote, frame.type_name, topic)
+                failed = BrokerError(f"loading {topic} failed: {exc}", wire.ServiceNotReady)
+                self.send_error(request_id, failed)
+            finally:
+                self._rerun = None
+
+        preparing.add_done_callback(done)
+        return True
+
     def _topic_name(self, name: str) -> TopicName:
         try:
             return TopicName.parse(name)

@@ -7,6 +7,7 @@ import logging
 import secrets
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from magnetar.broker import loop_pass
 from magnetar.broker.config import BrokerConfig
@@ -23,6 +24,11 @@ from magnetar.protocol.frames import SHARED_READ_SIZE
 from magnetar.storage.store import Storage
 
 log = logging.getLogger(__name__)
+
+#: Threads that open topics and create subscriptions (files, fsyncs, metadata commits) off the
+#: loop. Their work is mostly waiting for the disk, so a few overlap it (and their metadata
+#: writes share commits); more did not go faster on 2 cores (bench/topic_storm.py).
+OPEN_THREADS = 4
 
 
 class BrokerService:
@@ -51,6 +57,9 @@ class BrokerService:
         self._http = None
         self._tasks: list[asyncio.Task] = []
         self._lock = DataDirLock(config.data_dir)
+        self._openers = ThreadPoolExecutor(OPEN_THREADS, thread_name_prefix="magnetar-open")
+        #: Topics being opened on ``_openers``: the future of their managed ledger.
+        self._opening: dict[str, asyncio.Future] = {}
 
     def _hold_all(self, reason: int) -> None:
         log.debug("publish buffer over %d bytes: not reading any connection", self.publish_buffer.limit)
@@ -107,6 +116,7 @@ class BrokerService:
             cnx.close()
         if self._http is not None:
             await self._http.cleanup()
+        self._openers.shutdown(wait=True)  # opens under way finish before storage closes
         # Let receipts already on their way out reach the clients.
         await asyncio.sleep(0)
         for topic in list(self.topics.values()):
@@ -194,7 +204,7 @@ class BrokerService:
         )
 
     def _exists(self, key: str) -> bool:
-        return key in self.topics or key in self.storage.managed_ledger_names()
+        return key in self.topics or self.storage.has_managed_ledger(key)
 
     def get_topic(self, name: TopicName, create: bool = True) -> PersistentTopic | NonPersistentTopic:
         key = str(name)
@@ -208,6 +218,62 @@ class BrokerService:
             topic = NonPersistentTopic(name, self.config)
             self.topics[key] = topic
             return topic
+        self._check_creatable(name, create)
+        return self._add_topic(name, self.storage.open_managed_ledger(key))
+
+    def preparing(
+        self, name: TopicName, subscription: tuple[str, str] | None = None
+    ) -> asyncio.Future | None:
+        """Open the persistent topic ``name`` (and create its durable ``subscription``, a
+        (name, initial position) pair) on the open threads; None when there is nothing to do.
+        The checks run there too (they query the metadata store); a refusal fails the future
+        with its BrokerError, and ``get_topic`` says it again on the loop.
+
+        Opening a topic and creating a subscription write files, fsync them and commit metadata:
+        milliseconds each, which on the loop would hold up every other client (2,000 topics at
+        once stalled unrelated producers for seconds). The caller answers its client when the
+        future is done, so a topic or subscription is durable before a client hears it exists.
+        """
+        key = str(name)
+        topic = self.topics.get(key)
+        if topic is None:
+            if not name.persistent:
+                return None
+        elif subscription is None or subscription[0] in topic.subscriptions or topic.ml is None:
+            return None
+        return asyncio.ensure_future(self._prepare(name, subscription))
+
+    async def _prepare(self, name: TopicName, subscription: tuple[str, str] | None) -> None:
+        key = str(name)
+        if key not in self.topics:
+            opening = self._opening.get(key)
+            if opening is None:
+                loop = asyncio.get_running_loop()
+                opening = loop.run_in_executor(self._openers, self._check_and_open, name)
+                self._opening[key] = opening
+                opening.add_done_callback(lambda done: self._opened(name, done))
+            await asyncio.shield(opening)
+        topic = self.topics.get(key)
+        if subscription is not None and isinstance(topic, PersistentTopic):
+            await topic.prepare_subscription(*subscription, executor=self._openers)
+
+    def _check_and_open(self, name: TopicName):
+        """On an open thread: may ``name`` be loaded (raises why not), then its managed ledger."""
+        self.check_namespace(name)
+        self._check_creatable(name, True)
+        return self.storage.open_managed_ledger(str(name))
+
+    def _opened(self, name: TopicName, done: asyncio.Future) -> None:
+        key = str(name)
+        del self._opening[key]
+        if done.cancelled() or done.exception() is not None or self.storage is None:
+            return
+        if key not in self.topics:
+            self._add_topic(name, done.result())
+
+    def _check_creatable(self, name: TopicName, create: bool) -> None:
+        """Raise why the persistent topic ``name`` may not be loaded (or created) now."""
+        key = str(name)
         if not self._exists(key):
             base = name.partitioned_base()
             partition_of_known = base is not None and 0 <= name.partition_index < self.namespaces.partitions(
@@ -218,13 +284,14 @@ class BrokerService:
                 raise TopicNotFound(f"Topic {key} does not exist")
             if self.namespaces.partitions(key):
                 raise NotAllowed(f"Topic {key} is partitioned: use its partitions")
+
+    def _add_topic(self, name: TopicName, ml) -> PersistentTopic:
+        key = str(name)
+        topic = self.topics.get(key)
+        if isinstance(topic, PersistentTopic):
+            return topic  # opened meanwhile by another path, on the same managed ledger
         namespace = name.namespace_name
-        topic = PersistentTopic(
-            name,
-            self.storage.open_managed_ledger(key),
-            self.config,
-            policies=lambda: self.namespaces.policies(namespace),
-        )
+        topic = PersistentTopic(name, ml, self.config, policies=lambda: self.namespaces.policies(namespace))
         self.topics[key] = topic
         return topic
 

@@ -87,6 +87,8 @@ class PersistentTopic:
         self._store_waiters: list[tuple[Position, asyncio.Future[None]]] = []
         #: Parsed facts of the last 1024 entries published, so dispatch at the tail skips a re-parse.
         self.recent_entries = RecentEntries()
+        #: Durable subscriptions being created on an open thread, by name (``prepare_subscription``).
+        self._preparing: dict[str, asyncio.Future] = {}
         self._recover_state()
         for cursor_name, cursor in ml.cursors().items():
             self.subscriptions[cursor_name] = Subscription(self, cursor_name, cursor, durable=True)
@@ -346,6 +348,31 @@ class PersistentTopic:
                 self.remove_subscription(name)
             raise
         return consumer
+
+    async def prepare_subscription(self, name: str, initial: str, executor) -> None:
+        """Create the durable subscription ``name`` with its cursor stored on ``executor``'s
+        threads (files, fsync, commit), then in use on the loop; no-op if it exists."""
+        if name in self.subscriptions or not name:
+            return
+        preparing = self._preparing.get(name)
+        if preparing is None:
+            loop = asyncio.get_running_loop()
+            preparing = loop.run_in_executor(executor, self.ml.prepare_cursor, name, initial)
+            self._preparing[name] = preparing
+            preparing.add_done_callback(lambda done: self._prepared(name, done))
+        await asyncio.shield(preparing)
+
+    def _prepared(self, name: str, done: asyncio.Future) -> None:
+        del self._preparing[name]
+        if done.cancelled() or done.exception() is not None:
+            return
+        try:
+            cursor = self.ml.adopt_cursor(done.result())
+        except Exception:
+            log.exception("%s: subscription %s could not be put in use", self.name, name)
+            return
+        if name not in self.subscriptions:
+            self.subscriptions[name] = Subscription(self, name, cursor, durable=True)
 
     def _create_subscription(self, cmd: wire.CommandSubscribe) -> Subscription:
         name = cmd.subscription

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from magnetar import __version__
+from magnetar.cli import repair
 from magnetar.demo.smart_city import cli as smart_city
 
 
@@ -36,6 +37,7 @@ async def _run_standalone(args: argparse.Namespace) -> int:
     from magnetar.broker.config import BrokerConfig
     from magnetar.broker.data_dir_lock import DataDirInUse
     from magnetar.broker.service import BrokerService
+    from magnetar.storage.errors import MetadataMissingError
 
     config = BrokerConfig.load(
         args.config, host=args.host, port=args.port, http_port=args.http_port, data_dir=args.data_dir
@@ -43,8 +45,9 @@ async def _run_standalone(args: argparse.Namespace) -> int:
     service = BrokerService(config)
     try:
         await service.start()
-    except DataDirInUse as exc:
+    except (DataDirInUse, MetadataMissingError) as exc:
         logging.getLogger("magnetar").error("%s", exc)
+        await service.stop()
         return 1
     _tune_gc()
     logging.getLogger("magnetar").info(
@@ -83,6 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--version", action="version", version=f"magnetar {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     _standalone_parser(sub)
+    repair.add_parser(sub)
     smart_city.add_parser(sub)
     args = parser.parse_args(argv)
     logging.basicConfig(
@@ -92,6 +96,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     if args.command == "standalone":
         return _event_loop_runner()(_run_standalone(args))
+    if args.command == "repair":
+        return repair.run(args)
     if args.command == "smart-city":
         return smart_city.run(args)
     return 2

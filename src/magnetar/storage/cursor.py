@@ -278,6 +278,11 @@ class ManagedCursor:
         self._dirty = False
         return written
 
+    def recommit(self) -> None:
+        """Record this cursor's cursor ledger in the metadata store again (``adopt_cursor``)."""
+        if self._store is not None:
+            self._store.recommit(self._mark_delete)
+
     def release(self, delete: bool = False) -> None:
         """Close the cursor ledger (delete its files too with ``delete``); called by the managed ledger."""
         store, self._store = self._store, None

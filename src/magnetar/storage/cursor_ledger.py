@@ -4,11 +4,16 @@ Cursor ledgers live in ``<managed ledger dir>/cursors/`` under ids taken from
 the store-wide ledger-id counter, so they are never reused. The segment format
 and its tail recovery are the data ledgers' own (``segment.py``): every entry
 is a crc32c-checked record, and a torn tail is cut off on open.
+
+Next to each cursor ledger, ``<id>.name`` holds the name of the cursor it belongs to
+(UTF-8, written and fsynced before the cursor ledger is used): the metadata store is
+what says so, but ``magnetar repair`` reads it when the metadata was lost.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import re
 from pathlib import Path
 
@@ -17,12 +22,13 @@ from magnetar.storage.ack_page import is_page
 from magnetar.storage.damage import Damage
 from magnetar.storage.errors import CorruptionError
 from magnetar.storage.record import HEADER_SIZE
-from magnetar.storage.segment import Segment, delete_segment_files, fsync_directory
+from magnetar.storage.segment import Segment, delete_segment_files, fsync_directory, segment_paths
 
 log = logging.getLogger(__name__)
 
 CURSORS_DIR = "cursors"
 SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|idx)$")
+NAME_SUFFIX = ".name"
 
 
 class CursorLedger:
@@ -37,11 +43,14 @@ class CursorLedger:
         return f"CursorLedger({self.ledger_id}, entries={self.entries}, bytes={self.size_bytes})"
 
     @classmethod
-    def create(cls, directory: Path, ledger_id: int) -> CursorLedger:
+    def create(cls, directory: Path, ledger_id: int, owner: str | None = None) -> CursorLedger:
+        """A new, empty cursor ledger; ``owner`` (the cursor's name) is written next to it first."""
         if not directory.exists():
             directory.mkdir()
             fsync_directory(directory.parent)
-        return cls(directory, Segment.create(directory, ledger_id))
+        if owner is not None:
+            write_owner(directory, ledger_id, owner)
+        return cls(directory, Segment.create(directory, ledger_id))  # fsyncs the directory
 
     @classmethod
     def open(cls, directory: Path, ledger_id: int) -> CursorLedger:
@@ -84,7 +93,7 @@ class CursorLedger:
 
     def delete(self) -> None:
         self._segment.close(sync=False)
-        delete_segment_files(self._dir, self.ledger_id)
+        delete_cursor_ledger_files(self._dir, self.ledger_id)
 
     # ---------------------------------------------------------------- recovery
 
@@ -148,3 +157,32 @@ def cursor_ledger_ids(directory: Path) -> set[int]:
     if not directory.exists():
         return set()
     return {int(m.group(1)) for p in directory.iterdir() if (m := SEGMENT_FILE.match(p.name))}
+
+
+def cursor_ledger_paths(directory: Path, ledger_id: int) -> tuple[Path, Path, Path]:
+    """The log, index and owner-name files of a cursor ledger."""
+    log_path, idx_path = segment_paths(directory, ledger_id)
+    return log_path, idx_path, directory / f"{ledger_id:020d}{NAME_SUFFIX}"
+
+
+def delete_cursor_ledger_files(directory: Path, ledger_id: int) -> None:
+    delete_segment_files(directory, ledger_id)
+    cursor_ledger_paths(directory, ledger_id)[2].unlink(missing_ok=True)
+
+
+def write_owner(directory: Path, ledger_id: int, owner: str) -> None:
+    """Write (and fsync) the name of the cursor a cursor ledger belongs to."""
+    fd = os.open(cursor_ledger_paths(directory, ledger_id)[2], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, owner.encode("utf-8", "surrogatepass"))
+        os.fdatasync(fd)
+    finally:
+        os.close(fd)
+
+
+def read_owner(directory: Path, ledger_id: int) -> str | None:
+    """The name of the cursor a cursor ledger belongs to; None if it was not recorded."""
+    try:
+        return cursor_ledger_paths(directory, ledger_id)[2].read_bytes().decode("utf-8", "surrogatepass")
+    except (OSError, UnicodeDecodeError):
+        return None

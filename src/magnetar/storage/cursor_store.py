@@ -53,6 +53,7 @@ class CursorStore:
         commit: CommitLedger,
         recovered: tuple[int, Marker] | None = None,
         committed: bool = True,
+        owner: str | None = None,
     ):
         """Use ``create`` or ``open``."""
         self._dir = directory
@@ -62,6 +63,7 @@ class CursorStore:
         self._allocate_id = allocate_id
         self._commit = commit
         self._committed = committed
+        self._owner = owner  # the cursor's name, written next to each new cursor ledger
         self.recovered = recovered[1] if recovered is not None else None
         #: What opening found damaged in the cursor ledger.
         self.damage = list(ledger.damage)
@@ -83,15 +85,28 @@ class CursorStore:
 
     @classmethod
     def create(
-        cls, directory: Path, allocate_id: AllocateId, commit: CommitLedger, **limits: int
+        cls,
+        directory: Path,
+        allocate_id: AllocateId,
+        commit: CommitLedger,
+        owner: str | None = None,
+        **limits: int,
     ) -> CursorStore:
         """A store on a new, empty cursor ledger; ``commit`` runs after its first flush."""
-        ledger = CursorLedger.create(directory, allocate_id())
-        return cls(directory, ledger, allocate_id=allocate_id, commit=commit, committed=False, **limits)
+        ledger = CursorLedger.create(directory, allocate_id(), owner)
+        return cls(
+            directory, ledger, allocate_id=allocate_id, commit=commit, committed=False, owner=owner, **limits
+        )
 
     @classmethod
     def open(
-        cls, directory: Path, ledger_id: int, allocate_id: AllocateId, commit: CommitLedger, **limits: int
+        cls,
+        directory: Path,
+        ledger_id: int,
+        allocate_id: AllocateId,
+        commit: CommitLedger,
+        owner: str | None = None,
+        **limits: int,
     ) -> CursorStore:
         """Reopen a cursor ledger and find its newest valid marker (``recovered``, None if there is none)."""
         ledger = CursorLedger.open(directory, ledger_id)
@@ -103,7 +118,9 @@ class CursorStore:
                 found[0],
                 ledger.entries,
             )
-        return cls(directory, ledger, allocate_id=allocate_id, commit=commit, recovered=found, **limits)
+        return cls(
+            directory, ledger, allocate_id=allocate_id, commit=commit, recovered=found, owner=owner, **limits
+        )
 
     @property
     def ledger_id(self) -> int:
@@ -152,7 +169,7 @@ class CursorStore:
         and the new one an orphan, deleted on the next open.
         """
         pages = acks.page_entries()
-        new = CursorLedger.create(self._dir, self._allocate_id())
+        new = CursorLedger.create(self._dir, self._allocate_id(), self._owner)
         try:
             moved = [replace(p, entry_id=new.append(self._ledger.read(p.entry_id))) for p in pages]
             marker_entry = new.append(Marker(mark_delete, -1, moved).encode())
@@ -167,6 +184,11 @@ class CursorStore:
         self.rolls += 1
         old.delete()
         log.debug("rolled cursor ledger %d to %d (%d pages)", old.ledger_id, new.ledger_id, len(moved))
+
+    def recommit(self, mark_delete: Position) -> None:
+        """Commit (again) that this store's cursor ledger is the cursor's."""
+        self._commit(self._ledger.ledger_id, mark_delete)
+        self._committed = True
 
     # -------------------------------------------------------------- lifecycle
 

@@ -33,3 +33,11 @@ class StorageFullError(StorageError):
     """The data directory's filesystem has no room (ENOSPC, SQLITE_FULL, or below the
     configured free-space threshold). Nothing was written; the same write can succeed
     once space is freed, without reopening anything."""
+
+
+class MetadataMissingError(StorageError):
+    """Ledger directories exist that the metadata store does not know, and it knows none at all.
+
+    The metadata was deleted, lost or replaced: starting would either hide or destroy every
+    topic's data. Nothing is touched; ``magnetar repair`` rebuilds the metadata from the files.
+    """

@@ -14,7 +14,14 @@ from pathlib import Path
 from magnetar.storage.callbacks import DurableCallback, Notify, dispatch
 from magnetar.storage.config import StorageConfig
 from magnetar.storage.cursor import ManagedCursor
-from magnetar.storage.cursor_ledger import CURSORS_DIR, cursor_ledger_ids
+from magnetar.storage.cursor_ledger import (
+    CURSORS_DIR,
+    cursor_ledger_ids,
+    cursor_ledger_paths,
+    delete_cursor_ledger_files,
+    read_owner,
+    write_owner,
+)
 from magnetar.storage.cursor_state import CursorState
 from magnetar.storage.cursor_store import CursorStore
 from magnetar.storage.damage import Damage, DamageLog
@@ -32,6 +39,7 @@ from magnetar.storage.errors import (
 from magnetar.storage.ledger_info import LedgerInfo
 from magnetar.storage.ledger_list import LedgerList
 from magnetar.storage.metadata_store import ManagedLedgerRecord, MetadataStore, StoredCursor
+from magnetar.storage.orphans import move_aside
 from magnetar.storage.position import Position
 from magnetar.storage.retention import consumed_ledgers, past_retention
 from magnetar.storage.segment import Segment, SegmentReaders, delete_segment_files
@@ -106,6 +114,9 @@ class ManagedLedger:
         self._non_durable: weakref.WeakSet[ManagedCursor] = weakref.WeakSet()  # told of damaged entries too
         self._non_durable_seq = 0
         self.damage = DamageLog()
+        #: The managed ledger's properties, read once here: reads need no metadata query (and no
+        #: wait for its lock behind another thread's commit); writes go through to the store.
+        self._properties = metadata.properties(record.ml_id)
         self._current = self._recover()
         self._last_added = self._last_confirmed = self._ledgers.last_position()
         self._load_cursors()
@@ -147,18 +158,41 @@ class ManagedLedger:
         return segment
 
     def _remove_orphan_files(self) -> None:
-        """Delete segment files no ledger row owns (left by a crash in the middle of a trim)."""
-        for path in self._dir.iterdir():
+        """Account for segment files no ledger row owns.
+
+        Trim deletes the oldest ledgers (rows first, in one commit, then files), so a file older
+        than every ledger left is what a crash in the middle of a trim leaves: it is deleted, as
+        retention meant. Any other such file cannot be explained and is moved aside.
+        """
+        first = self._ledgers.ids()[0]
+        for path in sorted(self._dir.iterdir()):
             match = _SEGMENT_FILE.match(path.name)
-            if match and int(match.group(1)) not in self._ledgers:
+            if not match or int(match.group(1)) in self._ledgers:
+                continue
+            if int(match.group(1)) < first:
                 path.unlink(missing_ok=True)
+            else:
+                move_aside(self._config.data_dir, path, f"{self.name}: no ledger row owns this segment file")
 
     def _load_cursors(self) -> None:
-        """Recover each durable cursor from its cursor ledger; those in the earlier JSON form are migrated."""
+        """Recover each durable cursor from its cursor ledger; those in the earlier JSON form are migrated.
+
+        A cursor ledger no row names, with an id this metadata store handed out, is what a crash
+        while creating, rolling or deleting a cursor leaves (its state is in the cursor ledger the
+        row names, or the cursor was never confirmed, or it was deleted): it is deleted. One with
+        a higher id comes from elsewhere and is moved aside.
+        """
         stored = self._metadata.cursors(self._id)
         in_use = {row.cursor_ledger for row in stored.values() if row.cursor_ledger is not None}
-        for orphan in cursor_ledger_ids(self._cursor_dir) - in_use:  # a crash while creating or rolling
-            delete_segment_files(self._cursor_dir, orphan)
+        last_id = self._metadata.last_ledger_id()
+        for orphan in sorted(cursor_ledger_ids(self._cursor_dir) - in_use):
+            if orphan <= last_id:
+                delete_cursor_ledger_files(self._cursor_dir, orphan)
+            else:
+                for path in cursor_ledger_paths(self._cursor_dir, orphan):
+                    if path.exists():
+                        reason = f"{self.name}: no cursor names this cursor ledger"
+                        move_aside(self._config.data_dir, path, reason)
         for name, row in stored.items():
             store = self._open_cursor_store(name, row)
             self._cursors[name] = ManagedCursor(self, name, True, row.state, store)
@@ -173,6 +207,7 @@ class ManagedLedger:
             row.cursor_ledger,
             self._metadata.allocate_ledger_id,
             self._cursor_committer(name),
+            owner=name,
             **self._cursor_limits(),
         )
         if store.damage:
@@ -189,6 +224,8 @@ class ManagedLedger:
                 row.cursor_ledger,
                 recovered,
             )
+        if read_owner(self._cursor_dir, row.cursor_ledger) is None:  # written before names were kept
+            write_owner(self._cursor_dir, row.cursor_ledger, name)
         if store.recovered is None:
             log.error(
                 "%s: cursor %s: no intact marker in cursor ledger %d; starting over from mark-delete %s",
@@ -204,6 +241,7 @@ class ManagedLedger:
             self._cursor_dir,
             self._metadata.allocate_ledger_id,
             self._cursor_committer(name),
+            owner=name,
             **self._cursor_limits(),
         )
 
@@ -686,26 +724,56 @@ class ManagedLedger:
         A new cursor's cursor ledger and row are committed at once, so it holds
         retention from the start.
         """
-        if initial_position not in ("earliest", "latest"):
-            raise ValueError(f"initial_position must be 'earliest' or 'latest', not {initial_position!r}")
         with self._lock:
             self._check_open()
             cursor = self._cursors.get(name)
             if cursor is not None:
                 return cursor
+            return self.adopt_cursor(self.prepare_cursor(name, initial_position))
+
+    def prepare_cursor(self, name: str, initial_position: str = "latest") -> ManagedCursor:
+        """A new durable cursor, stored (cursor ledger, first marker, row committed) but not yet in use.
+
+        The slow half of ``open_cursor`` (files, fsyncs, a commit), safe on another thread than
+        the owner's and without holding this managed ledger's lock over the I/O, so adds and
+        reads go on meanwhile; the owner then calls ``adopt_cursor``.
+        """
+        if initial_position not in ("earliest", "latest"):
+            raise ValueError(f"initial_position must be 'earliest' or 'latest', not {initial_position!r}")
+        with self._lock:
+            self._check_open()
             if initial_position == "latest":
                 mark_delete = self._last_confirmed
             else:
                 mark_delete = self._ledgers.previous_position(self._ledgers.ceil(Position.EARLIEST))
-            cursor = ManagedCursor(self, name, True, CursorState(mark_delete), self._new_cursor_store(name))
-            self._cursors[name] = cursor
+        cursor = ManagedCursor(self, name, True, CursorState(mark_delete), self._new_cursor_store(name))
+        try:
+            cursor.persist()  # the first marker, then the row that points at the cursor ledger
+        except BaseException:
+            cursor.release(delete=True)
+            raise
+        return cursor
+
+    def adopt_cursor(self, cursor: ManagedCursor) -> ManagedCursor:
+        """Put a cursor from ``prepare_cursor`` in use (owner's thread); returns the one in use.
+
+        If a cursor of that name came into use meanwhile, that one stays: its cursor ledger is
+        committed again (the prepared one's commit may have come later) and the prepared one
+        is deleted.
+        """
+        with self._lock:
             try:
-                cursor.persist()  # the first marker, then the row that points at the cursor ledger
-            except BaseException:
-                del self._cursors[name]
-                cursor.release(delete=True)
+                self._check_open()
+            except StorageClosedError:
+                cursor.release()
                 raise
-            return cursor
+            existing = self._cursors.get(cursor.name)
+            if existing is None:
+                self._cursors[cursor.name] = cursor
+                return cursor
+            existing.recommit()
+        cursor.release(delete=True)
+        return existing
 
     def new_non_durable_cursor(self, start: Position, name: str | None = None) -> ManagedCursor:
         """A cursor whose first read is at ``start``; never persisted, holds no retention."""
@@ -803,17 +871,19 @@ class ManagedLedger:
     # -------------------------------------------------------------- properties
 
     def get_property(self, key: str) -> str | None:
-        return self._metadata.get_property(self._id, key)
+        return self._properties.get(key)
 
     def set_property(self, key: str, value: str) -> None:
         """Durably store a small value (committed before this returns)."""
         self._metadata.set_property(self._id, key, value)
+        self._properties[key] = value
 
     def delete_property(self, key: str) -> None:
         self._metadata.delete_property(self._id, key)
+        self._properties.pop(key, None)
 
     def properties(self) -> dict[str, str]:
-        return self._metadata.properties(self._id)
+        return dict(self._properties)
 
     # ----------------------------------------------------------------- closing
 

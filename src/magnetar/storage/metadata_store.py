@@ -3,6 +3,9 @@
 WAL mode with ``synchronous=FULL``: every commit is on disk when it returns,
 which the data path relies on (a ledger's row is committed before its first
 entry is written, so an fsynced entry is never in a ledger nobody knows of).
+The frequent writes (new managed ledgers, ledgers, ledger ids, cursors, properties)
+are group-committed: writes that threads are waiting to commit at the same time share
+one transaction and one fsync, each still returning only once it is committed.
 Ledger ids come from one counter for the whole store, so they never repeat,
 even across managed ledgers or after deletes.
 """
@@ -12,10 +15,11 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from magnetar.storage.cursor_state import CursorState
 from magnetar.storage.disk_space import is_out_of_space
@@ -81,6 +85,23 @@ class StoredCursor:
     cursor_ledger: int | None
 
 
+class _Write:
+    """One write waiting for a group commit, and its outcome."""
+
+    __slots__ = ("done", "error", "result", "write")
+
+    def __init__(self, write: Callable[[sqlite3.Connection], Any]) -> None:
+        self.write = write
+        self.done = False
+        self.result: Any = None
+        self.error: BaseException | None = None
+
+    def outcome(self) -> Any:
+        if self.error is not None:
+            raise self.error
+        return self.result
+
+
 @dataclass(frozen=True, slots=True)
 class ManagedLedgerRecord:
     ml_id: int
@@ -94,6 +115,8 @@ class MetadataStore:
     def __init__(self, path: Path):
         self.path = Path(path)
         self._lock = threading.RLock()
+        self._queue: list[_Write] = []  # writes waiting for a group commit (_grouped)
+        self._queue_lock = threading.Lock()
         self._db: sqlite3.Connection | None = sqlite3.connect(
             self.path, isolation_level=None, check_same_thread=False
         )
@@ -131,9 +154,58 @@ class MetadataStore:
                         db.execute("ROLLBACK")
                     raise
             except sqlite3.Error as exc:
-                if is_out_of_space(exc):
-                    raise StorageFullError(f"metadata store {self.path}: {exc}") from exc
-                raise
+                raise self._classified(exc) from exc
+
+    def _classified(self, exc: BaseException) -> BaseException:
+        """SQLite's "database or disk is full" as StorageFullError; any other error as it is."""
+        if isinstance(exc, sqlite3.Error) and is_out_of_space(exc):
+            return StorageFullError(f"metadata store {self.path}: {exc}")
+        return exc
+
+    def _grouped(self, write: Callable[[sqlite3.Connection], Any]) -> Any:
+        """Run ``write(db)`` in a transaction shared with the writes other threads wait to commit.
+
+        The first writer to get the lock commits everything queued by then (each write in a
+        savepoint of its own, so one that fails costs only itself); the others find theirs
+        done. Returns ``write``'s result once it is committed, or raises its error (or the
+        commit's).
+        """
+        request = _Write(write)
+        with self._queue_lock:
+            self._queue.append(request)
+        with self._lock:
+            if not request.done:
+                self._commit_queued()
+        return request.outcome()
+
+    def _commit_queued(self) -> None:
+        with self._queue_lock:
+            batch, self._queue = self._queue, []
+        db = self._db
+        try:
+            if db is None:
+                raise StorageClosedError("metadata store is closed")
+            db.execute("BEGIN IMMEDIATE")
+            for request in batch:
+                db.execute("SAVEPOINT one_write")
+                try:
+                    request.result = request.write(db)
+                except Exception as exc:
+                    db.execute("ROLLBACK TO one_write")
+                    request.error = self._classified(exc)
+                db.execute("RELEASE one_write")
+            db.execute("COMMIT")
+        except BaseException as exc:
+            if db is not None and db.in_transaction:
+                with suppress(sqlite3.Error):
+                    db.execute("ROLLBACK")
+            for request in batch:
+                request.error = request.error or self._classified(exc)
+            if not isinstance(exc, Exception):
+                raise  # KeyboardInterrupt and the like: every request in the batch has it as its error
+        finally:
+            for request in batch:
+                request.done = True
 
     def _query(self, sql: str, args: tuple = ()) -> list[tuple]:
         with self._lock:
@@ -154,12 +226,19 @@ class MetadataStore:
         return ManagedLedgerRecord(*rows[0]) if rows else None
 
     def create_managed_ledger(self, name: str, directory: str) -> ManagedLedgerRecord:
-        with self._tx() as db:
+        def write(db: sqlite3.Connection) -> ManagedLedgerRecord:
             cur = db.execute(
                 "INSERT INTO managed_ledgers (name, directory, created_at) VALUES (?, ?, ?)",
                 (name, directory, time.time()),
             )
             return ManagedLedgerRecord(int(cur.lastrowid or 0), name, directory)
+
+        return self._grouped(write)
+
+    def managed_ledger_by_directory(self, directory: str) -> ManagedLedgerRecord | None:
+        sql = "SELECT id, name, directory FROM managed_ledgers WHERE directory = ?"
+        rows = self._query(sql, (directory,))
+        return ManagedLedgerRecord(*rows[0]) if rows else None
 
     def managed_ledger_names(self) -> list[str]:
         return [row[0] for row in self._query("SELECT name FROM managed_ledgers ORDER BY name")]
@@ -193,7 +272,8 @@ class MetadataStore:
         Doing both at once means a crash never leaves a managed ledger with two
         open ledgers, or with its last ledger closed and no successor.
         """
-        with self._tx() as db:
+
+        def write(db: sqlite3.Connection) -> int:
             if close is not None:
                 self._write_ledger(db, close)
             ledger_id = self._next_ledger_id(db)
@@ -204,10 +284,11 @@ class MetadataStore:
             )
             return ledger_id
 
+        return self._grouped(write)
+
     def allocate_ledger_id(self) -> int:
         """A new ledger id with no ledger row (cursor ledgers take theirs from the same counter)."""
-        with self._tx() as db:
-            return self._next_ledger_id(db)
+        return self._grouped(self._next_ledger_id)
 
     @staticmethod
     def _next_ledger_id(db: sqlite3.Connection) -> int:
@@ -216,9 +297,58 @@ class MetadataStore:
         db.execute("INSERT OR REPLACE INTO counters (name, value) VALUES ('ledger_id', ?)", (ledger_id,))
         return ledger_id
 
-    def update_ledger(self, info: LedgerInfo) -> None:
+    def last_ledger_id(self) -> int:
+        """The highest ledger id handed out so far (-1: none): ids above it were never this store's."""
+        rows = self._query("SELECT value FROM counters WHERE name = 'ledger_id'")
+        return rows[0][0] if rows else -1
+
+    def import_managed_ledger(
+        self,
+        name: str,
+        directory: str,
+        ledgers: list[LedgerInfo],
+        cursors: dict[str, tuple[Position, int]],
+    ) -> ManagedLedgerRecord:
+        """Record a managed ledger found on disk (``magnetar repair``), in one commit.
+
+        ``ledgers`` keep their ids; ``cursors`` map a name to (mark-delete, cursor ledger id). The
+        ledger-id counter is raised past every id given, so no id is handed out twice.
+        """
         with self._tx() as db:
-            self._write_ledger(db, info)
+            cur = db.execute(
+                "INSERT INTO managed_ledgers (name, directory, created_at) VALUES (?, ?, ?)",
+                (name, directory, time.time()),
+            )
+            ml_id = int(cur.lastrowid or 0)
+            db.executemany(
+                "INSERT INTO ledgers (ledger_id, ml_id, entries, size_bytes, created_at, closed_at)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                [(i.ledger_id, ml_id, i.entries, i.size_bytes, i.created_at, _closed_at(i)) for i in ledgers],
+            )
+            for cursor_name, (mark_delete, cursor_ledger) in cursors.items():
+                db.execute(
+                    "INSERT INTO cursors (ml_id, name, md_ledger, md_entry, individually_deleted,"
+                    " batch_acks, cursor_ledger) VALUES (?, ?, ?, ?, '[]', '[]', ?)",
+                    (ml_id, cursor_name, mark_delete.ledger_id, mark_delete.entry_id, cursor_ledger),
+                )
+            ids = [i.ledger_id for i in ledgers] + [c for _, c in cursors.values()]
+            if ids:
+                self._raise_counter(db, max(ids))
+            return ManagedLedgerRecord(ml_id, name, directory)
+
+    def raise_ledger_counter(self, at_least: int) -> None:
+        """Make the next ledger id larger than ``at_least`` (ids found on disk are never reused)."""
+        with self._tx() as db:
+            self._raise_counter(db, at_least)
+
+    @staticmethod
+    def _raise_counter(db: sqlite3.Connection, at_least: int) -> None:
+        row = db.execute("SELECT value FROM counters WHERE name = 'ledger_id'").fetchone()
+        if row is None or row[0] < at_least:
+            db.execute("INSERT OR REPLACE INTO counters (name, value) VALUES ('ledger_id', ?)", (at_least,))
+
+    def update_ledger(self, info: LedgerInfo) -> None:
+        self._grouped(lambda db: self._write_ledger(db, info))
 
     @staticmethod
     def _write_ledger(db: sqlite3.Connection, info: LedgerInfo) -> None:
@@ -246,12 +376,13 @@ class MetadataStore:
 
     def put_cursor(self, ml_id: int, name: str, mark_delete: Position, cursor_ledger: int) -> None:
         """Record (create or switch) the cursor ledger that holds a cursor's state."""
-        with self._tx() as db:
-            db.execute(
+        self._grouped(
+            lambda db: db.execute(
                 "INSERT OR REPLACE INTO cursors (ml_id, name, md_ledger, md_entry, individually_deleted,"
                 " batch_acks, cursor_ledger) VALUES (?, ?, ?, ?, '[]', '[]', ?)",
                 (ml_id, name, mark_delete.ledger_id, mark_delete.entry_id, cursor_ledger),
             )
+        )
 
     def save_cursors(self, ml_id: int, states: Iterable[tuple[str, CursorState]]) -> None:
         """Store cursors in the earlier one-JSON-row form (what schema 1 wrote; for migration tests)."""
@@ -279,10 +410,11 @@ class MetadataStore:
         return rows[0][0] if rows else None
 
     def set_property(self, ml_id: int, key: str, value: str) -> None:
-        with self._tx() as db:
-            db.execute(
+        self._grouped(
+            lambda db: db.execute(
                 "INSERT OR REPLACE INTO properties (ml_id, key, value) VALUES (?, ?, ?)", (ml_id, key, value)
             )
+        )
 
     def delete_property(self, ml_id: int, key: str) -> None:
         with self._tx() as db:
@@ -311,3 +443,7 @@ class MetadataStore:
             "SELECT key FROM kv WHERE substr(key, 1, ?) = ? ORDER BY key", (len(prefix), prefix)
         )
         return [row[0] for row in rows]
+
+
+def _closed_at(info: LedgerInfo) -> float | None:
+    return info.closed_at if info.closed else None

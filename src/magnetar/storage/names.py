@@ -30,3 +30,33 @@ def encode_name(name: str) -> str:
         digest = hashlib.sha256(name.encode("utf-8")).hexdigest()[:32]
         encoded = f"{encoded[: _MAX_LEN - 40]}~{digest}"
     return encoded
+
+
+def decode_name(directory: str) -> str | None:
+    """The managed-ledger name a directory was made for; None when it cannot be told.
+
+    The reverse of ``encode_name`` for names it did not shorten: a shortened name (``~`` and a
+    hash) lost its middle, and a directory that ``encode_name`` would not have made is not ours.
+    """
+    if "~" in directory:
+        return None
+    raw = bytearray()
+    i = 0
+    while i < len(directory):
+        ch = directory[i]
+        if ch == "%" and i + 3 <= len(directory):
+            try:
+                raw.append(int(directory[i + 1 : i + 3], 16))
+            except ValueError:
+                return None
+            i += 3
+        elif ch in _PLAIN:
+            raw.append(ord(ch))
+            i += 1
+        else:
+            return None
+    try:
+        name = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    return name if encode_name(name) == directory else None

@@ -6,13 +6,15 @@ import logging
 import shutil
 import threading
 from collections.abc import Callable
+from pathlib import Path
 
 from magnetar.storage.config import StorageConfig
 from magnetar.storage.entry_cache import EntryCache
-from magnetar.storage.errors import StorageClosedError
+from magnetar.storage.errors import MetadataMissingError, StorageClosedError
 from magnetar.storage.managed_ledger import ManagedLedger, Notify
 from magnetar.storage.metadata_store import MetadataStore
 from magnetar.storage.names import encode_name
+from magnetar.storage.orphans import move_aside
 from magnetar.storage.segment import fsync_directory
 from magnetar.storage.syncer import Syncer
 
@@ -20,6 +22,9 @@ log = logging.getLogger(__name__)
 
 METADATA_FILE = "metadata.sqlite"
 LEDGERS_DIR = "ledgers"
+#: A managed-ledger directory renamed with this suffix is being deleted by an explicit call.
+DELETING_SUFFIX = ".deleting"
+REPAIR_HINT = "magnetar repair --data-dir {data_dir}"
 
 
 class Storage:
@@ -43,15 +48,25 @@ class Storage:
         self._notify = notify
         self._ledgers_dir = config.data_dir / LEDGERS_DIR
         self._ledgers_dir.mkdir(parents=True, exist_ok=True)
-        self.metadata = MetadataStore(config.data_dir / METADATA_FILE)
+        metadata_path = config.data_dir / METADATA_FILE
+        if not metadata_path.exists():
+            _refuse_without_metadata(config.data_dir, self._ledgers_dir, "is missing")
+        self.metadata = MetadataStore(metadata_path)
         self.entry_cache = EntryCache(config.entry_cache_bytes)
         self._syncer = Syncer(
             config.fsync_policy, config.fsync_interval_ms / 1000.0, defer, config.fsync_inline_max_ms / 1000.0
         )
         self._open: dict[str, ManagedLedger] = {}
+        #: Names being opened (by any thread), so a second caller waits for the first.
+        self._opening: dict[str, threading.Event] = {}
         self._lock = threading.RLock()
         self._closed = False
-        self._remove_orphan_directories()
+        try:
+            self._check_directories()
+        except BaseException:
+            self._syncer.stop()
+            self.metadata.close()
+            raise
 
     def __enter__(self) -> Storage:
         return self
@@ -75,38 +90,70 @@ class Storage:
         return self._syncer.inline_rounds
 
     def open_managed_ledger(self, name: str) -> ManagedLedger:
-        """The managed ledger ``name``, created if new and recovered if it was not closed cleanly."""
-        with self._lock:
-            self._check_open()
-            ledger = self._open.get(name)
-            if ledger is not None:
-                return ledger
-            record = self.metadata.managed_ledger(name)
-            if record is None:
-                record = self.metadata.create_managed_ledger(name, encode_name(name))
-            directory = self._ledgers_dir / record.directory
-            if not directory.exists():
-                directory.mkdir()
-                fsync_directory(self._ledgers_dir)
-            ledger = ManagedLedger(
-                record,
-                directory,
-                self.config,
-                self.metadata,
-                self._syncer,
-                self.entry_cache,
-                self._notify,
-                self._forget,
-            )
-            self._open[name] = ledger
+        """The managed ledger ``name``, created if new and recovered if it was not closed cleanly.
+
+        Safe from any thread, and slow (files created and fsynced, commits): a broker calls it
+        on a worker thread so its loop goes on meanwhile (``docs/architecture.md``). Opens of
+        different names run side by side; a second open of one name waits for the first.
+        """
+        while True:
+            with self._lock:
+                self._check_open()
+                ledger = self._open.get(name)
+                if ledger is not None:
+                    return ledger
+                busy = self._opening.get(name)
+                if busy is None:
+                    busy = self._opening[name] = threading.Event()
+                    break
+            busy.wait()
+        try:
+            ledger = self._open_new(name)
+            with self._lock:
+                if self._closed:
+                    ledger.close()
+                    raise StorageClosedError("storage is closed")
+                self._open[name] = ledger
             return ledger
+        finally:
+            with self._lock:
+                del self._opening[name]
+            busy.set()
+
+    def _open_new(self, name: str) -> ManagedLedger:
+        record = self.metadata.managed_ledger(name)
+        if record is None:
+            record = self.metadata.create_managed_ledger(name, encode_name(name))
+        directory = self._ledgers_dir / record.directory
+        if not directory.exists():
+            directory.mkdir()
+            fsync_directory(self._ledgers_dir)
+        return ManagedLedger(
+            record,
+            directory,
+            self.config,
+            self.metadata,
+            self._syncer,
+            self.entry_cache,
+            self._notify,
+            self._forget,
+        )
+
+    def has_managed_ledger(self, name: str) -> bool:
+        """Whether ``name`` is stored (one indexed look-up, not a list of every name)."""
+        return name in self._open or self.metadata.managed_ledger(name) is not None
 
     def managed_ledger_names(self) -> list[str]:
         """Every managed ledger stored, open or not."""
         return self.metadata.managed_ledger_names()
 
     def delete_managed_ledger(self, name: str) -> None:
-        """Close and delete a managed ledger with its cursors, properties and files; no-op if unknown."""
+        """Close and delete a managed ledger with its cursors, properties and files; no-op if unknown.
+
+        The directory is first renamed to ``<dir>.deleting`` (durably), then the rows go, then the
+        files: a crash anywhere in between leaves a directory that says it was meant to go, which
+        the next start finishes deleting. A directory without that mark is never deleted.
+        """
         with self._lock:
             self._check_open()
             ledger = self._open.get(name)
@@ -115,8 +162,13 @@ class Storage:
             record = self.metadata.managed_ledger(name)
             if record is None:
                 return
+            directory = self._ledgers_dir / record.directory
+            doomed = directory.with_name(directory.name + DELETING_SUFFIX)
+            if directory.exists():
+                directory.rename(doomed)
+                fsync_directory(self._ledgers_dir)
             self.metadata.delete_managed_ledger(record.ml_id)
-        shutil.rmtree(self._ledgers_dir / record.directory, ignore_errors=True)
+        shutil.rmtree(doomed, ignore_errors=True)
 
     def close(self) -> None:
         """Close every managed ledger (fsyncing it), stop the fsync thread, close the metadata. Idempotent."""
@@ -144,10 +196,46 @@ class Storage:
         if self._closed:
             raise StorageClosedError("storage is closed")
 
-    def _remove_orphan_directories(self) -> None:
-        """Remove directories of managed ledgers whose deletion a crash interrupted."""
+    def _check_directories(self) -> None:
+        """Account for every managed-ledger directory before serving anything.
+
+        ``<dir>.deleting``: an explicit delete a crash interrupted; it is finished. A directory
+        the metadata store does not know: if the store knows no managed ledger at all, the
+        metadata was lost and the start is refused (``MetadataMissingError``, nothing touched);
+        otherwise it is moved aside to ``<data dir>/orphaned/`` with a warning.
+        """
         known = self.metadata.managed_ledger_directories()
-        for path in self._ledgers_dir.iterdir():
-            if path.is_dir() and path.name not in known:
-                log.warning("removing orphan managed-ledger directory %s", path)
+        unknown = []
+        for path in sorted(self._ledgers_dir.iterdir()):
+            if path.name.endswith(DELETING_SUFFIX):
+                record = self.metadata.managed_ledger_by_directory(path.name[: -len(DELETING_SUFFIX)])
+                if record is not None:
+                    self.metadata.delete_managed_ledger(record.ml_id)
+                log.info("finishing the deletion of managed-ledger directory %s", path)
                 shutil.rmtree(path, ignore_errors=True)
+            elif path.name not in known:
+                unknown.append(path)
+        if not unknown:
+            return
+        if not known:
+            _refuse_without_metadata(self.config.data_dir, self._ledgers_dir, "knows no managed ledger")
+        for path in unknown:
+            move_aside(
+                self.config.data_dir,
+                path,
+                f"the metadata store {self.metadata.path} has no managed ledger in this directory"
+                f" (run {REPAIR_HINT.format(data_dir=self.config.data_dir)} after moving it back"
+                " to rebuild its metadata)",
+            )
+
+
+def _refuse_without_metadata(data_dir: Path, ledgers_dir: Path, what: str) -> None:
+    """Raise MetadataMissingError when managed-ledger directories exist; no-op when there are none."""
+    directories = [p for p in ledgers_dir.iterdir() if not p.name.endswith(DELETING_SUFFIX)]
+    if directories:
+        raise MetadataMissingError(
+            f"the metadata store {data_dir / METADATA_FILE} {what}, but {len(directories)} managed-ledger"
+            f" directories are in {ledgers_dir}: refusing to start, nothing was changed or deleted."
+            f" Run `{REPAIR_HINT.format(data_dir=data_dir)}` (with the broker stopped) to rebuild the"
+            " metadata from the ledger files, then start the broker again."
+        )
