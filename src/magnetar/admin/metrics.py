@@ -39,7 +39,12 @@ _COUNTERS = {
     "pulsar_out_bytes": ("bytes_out", "Bytes dispatched to the topic's consumers"),
 }
 #: The ``reason`` label of the flow-control metrics.
-_REASONS = {Hold.WRITES: "writes", Hold.SENDS: "pending_sends", Hold.BROKER: "publish_buffer"}
+_REASONS = {
+    Hold.WRITES: "writes",
+    Hold.SENDS: "pending_sends",
+    Hold.BROKER: "publish_buffer",
+    Hold.FRAMES: "frame_buffer",
+}
 
 
 class BrokerCollector(Collector):
@@ -97,6 +102,39 @@ class BrokerCollector(Collector):
             "Times the publish buffer went over its limit",
             value=service.publish_buffer.times_full,
         )
+        yield from self._incomplete_frames()
+
+    def _incomplete_frames(self) -> Iterator[Metric]:
+        service = self.service
+        budget = service.frame_budget
+        yield GaugeMetricFamily(
+            "magnetar_incomplete_frames_bytes",
+            "Bytes set aside for large frames being received, all connections together",
+            value=budget.bytes,
+        )
+        yield GaugeMetricFamily(
+            "magnetar_incomplete_frames_limit_bytes",
+            "max_incomplete_frame_bytes (0: no limit)",
+            value=budget.limit,
+        )
+        yield GaugeMetricFamily(
+            "magnetar_incomplete_frames_waiting",
+            "Connections waiting for room to receive a large frame",
+            value=len(budget.waiters),
+        )
+        yield CounterMetricFamily(
+            "magnetar_incomplete_frames_full",
+            "Times a large frame had to wait for room (max_incomplete_frame_bytes reached)",
+            value=budget.times_full,
+        )
+        closes = CounterMetricFamily(
+            "magnetar_frame_closes",
+            "Connections closed over a frame: too large (before CONNECT or after), or stalled",
+            labels=["reason"],
+        )
+        for reason, count in service.frame_closes.items():
+            closes.add_metric([reason], count)
+        yield closes
 
     def _topics(self) -> Iterator[Metric]:
         labels = ["cluster", "namespace", "topic"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -25,7 +26,7 @@ from magnetar.broker.producer import Producer
 from magnetar.broker.topic_name import InvalidTopicName, TopicName, topics_hash
 from magnetar.protocol import ChecksumMismatch, Frame, FrameDecoder, ProtocolError, wire
 from magnetar.protocol.commands import wrap
-from magnetar.protocol.frames import FRAME_OVERHEAD, encode_frame
+from magnetar.protocol.frames import FRAME_OVERHEAD, FrameTooLarge, encode_frame
 from magnetar.protocol.headers import metadata_span, parse_metadata, verify_checksum
 
 if TYPE_CHECKING:
@@ -36,6 +37,9 @@ log = logging.getLogger(__name__)
 T = wire.BaseCommand.Type
 #: Highest protocol version we speak; we answer min(client's, ours).
 PROTOCOL_VERSION = 21
+#: The largest frame a connection may send before its CONNECT (a CONNECT is a few hundred bytes;
+#: this leaves room for auth data): nobody unknown makes the broker buffer megabytes.
+MAX_FRAME_BEFORE_CONNECT = 32 * 1024
 _producer_names = itertools.count()
 
 
@@ -43,7 +47,7 @@ class ServerCnx(asyncio.BufferedProtocol):
     def __init__(self, service: BrokerService) -> None:
         self.service = service
         self.config = service.config
-        self.decoder = FrameDecoder(self.config.max_message_size + FRAME_OVERHEAD, service.read_buffer)
+        self.decoder = FrameDecoder(MAX_FRAME_BEFORE_CONNECT, service.read_buffer, admission=self)
         self.transport: asyncio.Transport | None = None
         self.remote = "?"
         self.connected = False
@@ -101,7 +105,10 @@ class ServerCnx(asyncio.BufferedProtocol):
             self._protocol_error(exc)
 
     def _protocol_error(self, exc: ProtocolError) -> None:
-        log.warning("%s: protocol error, closing: %s", self.remote, exc)
+        before = "" if self.connected else " (before CONNECT)"
+        log.warning("%s: protocol error%s, closing: %s", self.remote, before, exc)
+        if isinstance(exc, FrameTooLarge):
+            self.service.frame_closes["too_large" if self.connected else "too_large_before_connect"] += 1
         self.send_command(wrap(wire.CommandError(request_id=0, error=wire.UnknownError, message=str(exc))))
         self.close()
 
@@ -110,6 +117,7 @@ class ServerCnx(asyncio.BufferedProtocol):
         if self._keepalive is not None:
             self._keepalive.cancel()
         self.service.connections.discard(self)
+        self.service.frame_room_released(self)
         for producer in self.producers.values():
             producer.closed = True
             producer.topic.remove_producer(producer)
@@ -117,6 +125,35 @@ class ServerCnx(asyncio.BufferedProtocol):
             consumer.subscription.remove_consumer(consumer)
         self.producers.clear()
         self.consumers.clear()
+
+    # -- large frames (frame_budget.py) -------------------------------------------------------
+    # A large frame's own buffer is made only within the broker's budget for frames being
+    # received; until there is room the connection is not read (Hold.FRAMES).
+    def admit_large_frame(self, size: int) -> bool:
+        if not self.connected:  # the decoder's limit before CONNECT is below LARGE_FRAME
+            raise ProtocolError(f"frame of {size} bytes before CONNECT")
+        if self.service.frame_budget.reserve(self, size, time.monotonic()):
+            return True
+        self.holds.hold(Hold.FRAMES)
+        self.service.frame_budget_full(self, size)
+        return False
+
+    def release_large_frame(self, size: int) -> None:
+        self.service.frame_room_released(self)
+
+    def frame_room_granted(self) -> None:
+        self.holds.release(Hold.FRAMES)
+
+    def close_for_stalled_frame(self, size: int, seconds: float) -> None:
+        """Our large frame has held its room for ``seconds`` while others wait: give it up."""
+        message = (
+            f"a frame of {size} bytes stayed incomplete for {seconds:.1f} s while other connections "
+            "waited for memory to receive theirs (max_incomplete_frame_bytes)"
+        )
+        log.warning("%s: closing: %s", self.remote, message)
+        self.service.frame_closes["stalled"] += 1
+        self.send_command(wrap(wire.CommandError(request_id=0, error=wire.ServiceNotReady, message=message)))
+        self.close()
 
     # -- flow control (flow_control.py) ------------------------------------------------------
     # A peer that does not read what we write (receipts, messages) is not read either: its
@@ -268,6 +305,7 @@ class ServerCnx(asyncio.BufferedProtocol):
         )
         reply.feature_flags.supports_broker_entry_metadata = True
         self.send_command(wrap(reply))
+        self.decoder.max_frame_size = self.config.max_message_size + FRAME_OVERHEAD
 
     def _handle_ping(self, frame: Frame) -> None:
         self.send_command(wrap(wire.CommandPong()))
