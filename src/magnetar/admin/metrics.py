@@ -18,6 +18,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from magnetar.broker.descriptors import EXHAUSTION
 from magnetar.broker.flow_control import Hold, no_holds
 
 if TYPE_CHECKING:
@@ -135,6 +136,14 @@ class BrokerCollector(Collector):
         for reason, count in service.frame_closes.items():
             closes.add_metric([reason], count)
         yield closes
+        refusals = CounterMetricFamily(
+            "magnetar_out_of_file_descriptors",
+            "Connections, topics and subscriptions refused because file descriptors ran short",
+            labels=["what"],
+        )
+        for what, count in EXHAUSTION.counts.items():
+            refusals.add_metric([what], count)
+        yield refusals
 
     def _topics(self) -> Iterator[Metric]:
         labels = ["cluster", "namespace", "topic"]

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from magnetar import __version__
-from magnetar.broker import loop_pass
+from magnetar.broker import descriptors, loop_pass
 from magnetar.broker.consumer import Consumer
 from magnetar.broker.errors import BrokerError, InvalidTopicNameError, NotAllowed
 from magnetar.broker.flow_control import Hold, PendingSends, ReadHolds
@@ -68,6 +68,8 @@ class ServerCnx(asyncio.BufferedProtocol):
         self._waiting_for_pong = False
         self._keepalive: asyncio.TimerHandle | None = None
         self._close_request_ids = itertools.count(1 << 40)
+        #: Why this connection is refused (answered at its CONNECT), None when it is served.
+        self._refusal: str | None = None
 
     # -- asyncio.Protocol ---------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -75,6 +77,13 @@ class ServerCnx(asyncio.BufferedProtocol):
         peer = transport.get_extra_info("peername")
         self.remote = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.service.connections.add(self)
+        sock = transport.get_extra_info("socket")
+        if sock is not None and descriptors.in_reserve(sock.fileno(), descriptors.CONNECTION_RESERVE):
+            # Too few descriptors are left to serve one more connection: its CONNECT is answered
+            # with an error (an ERROR before CONNECT is dropped by clients), then it is closed.
+            descriptors.EXHAUSTION.refused("connection", self.remote)
+            self._refusal = "the broker is out of file descriptors: no new connections for now"
+            return
         if self.service.publish_buffer.full:
             self.holds.hold(Hold.BROKER)
         self._schedule_keepalive()
@@ -88,7 +97,20 @@ class ServerCnx(asyncio.BufferedProtocol):
         except ProtocolError as exc:
             self._protocol_error(exc)
             return
+        if self._refusal is not None:
+            self._refuse(self._refusal)
+            return
         self._handle_frames()
+
+    def _refuse(self, message: str) -> None:
+        """Answer the first frame (the CONNECT) with an error, and close."""
+        try:
+            if self.decoder.next_frame() is None:
+                return  # the rest of the CONNECT is on its way
+        except ProtocolError:
+            pass
+        self.send_command(wrap(wire.CommandError(request_id=0, error=wire.ServiceNotReady, message=message)))
+        self.close()
 
     def _handle_frames(self) -> None:
         """Handle the complete frames read, in order, until a hold stops us (they wait then)."""

@@ -42,3 +42,9 @@ class ProducerBusy(BrokerError):
 
 class ServiceNotReady(BrokerError):
     code = wire.ServiceNotReady
+
+
+class PersistenceError(BrokerError):
+    """Storage could not do it (a topic's or subscription's files could not be opened...)."""
+
+    code = wire.PersistenceError

@@ -8,7 +8,7 @@ import secrets
 import threading
 import time
 
-from magnetar.broker import loop_pass
+from magnetar.broker import descriptors, loop_pass
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.connection import ServerCnx
 from magnetar.broker.data_dir_lock import DataDirLock
@@ -264,9 +264,14 @@ class BrokerService:
             if self.namespaces.partitions(key):
                 raise NotAllowed(f"Topic {key} is partitioned: use its partitions")
         namespace = name.namespace_name
+        try:
+            descriptors.check_reserve("topic", key)
+            ml = self.storage.open_managed_ledger(key)
+        except OSError as exc:
+            raise descriptors.storage_error("topic", key, exc) from None
         topic = PersistentTopic(
             name,
-            self.storage.open_managed_ledger(key),
+            ml,
             self.config,
             policies=lambda: self.namespaces.policies(namespace),
         )

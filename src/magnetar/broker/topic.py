@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from magnetar.broker import backlog_quota, loop_pass
+from magnetar.broker import backlog_quota, descriptors, loop_pass
 from magnetar.broker.consumer import Consumer
 from magnetar.broker.dispatchers.broadcast import wants_broadcast
 from magnetar.broker.entries import RecentEntries
@@ -341,7 +341,11 @@ class PersistentTopic:
             raise NotAllowed("subscription name is empty")
         if cmd.durable:
             initial = "earliest" if cmd.initial_position == wire.CommandSubscribe.Earliest else "latest"
-            cursor = self.ml.open_cursor(name, initial_position=initial)
+            try:
+                descriptors.check_reserve("subscription", f"{name} on {self.name}")
+                cursor = self.ml.open_cursor(name, initial_position=initial)
+            except OSError as exc:
+                raise descriptors.storage_error("subscription", f"{name} on {self.name}", exc) from None
         else:
             cursor = self.ml.new_non_durable_cursor(self._reader_start(cmd))
         subscription = Subscription(self, name, cursor, durable=cmd.durable)
