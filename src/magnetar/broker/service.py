@@ -96,6 +96,8 @@ class BrokerService:
         timeout = self.config.incomplete_frame_timeout_seconds
         ours = Hold.SENDS | Hold.BROKER
         for cnx in self.frame_budget.overdue(now, timeout):
+            if not self.frame_budget.waiters:
+                break  # the room freed so far was enough
             if not cnx.holds.held & ours:
                 size, since = self.frame_budget.holders[cnx]
                 cnx.close_for_stalled_frame(size, now - since)
