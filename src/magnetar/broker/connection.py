@@ -83,6 +83,8 @@ class ServerCnx(asyncio.BufferedProtocol):
             # with an error (an ERROR before CONNECT is dropped by clients), then it is closed.
             descriptors.EXHAUSTION.refused("connection", self.remote)
             self._refusal = "the broker is out of file descriptors: no new connections for now"
+            # A peer that sends no CONNECT does not keep the descriptor.
+            asyncio.get_running_loop().call_later(self.config.keepalive_interval_seconds or 30, self.close)
             return
         if self.service.publish_buffer.full:
             self.holds.hold(Hold.BROKER)
