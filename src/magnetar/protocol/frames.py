@@ -208,7 +208,7 @@ class FrameDecoder:
             self._buf, self._pos, self._end = self._shared, 0, 0
             return memoryview(self._shared)
         else:  # the rest of an incomplete frame (or its first share), then the shared buffer again
-            self._make_room(_room(self._own, self._pos, self._end))
+            self._make_room(_room(self._own, self._pos, self._end, self._budgeted))
         return memoryview(self._own)[self._end :]
 
     def buffer_updated(self, nbytes: int) -> None:
@@ -234,7 +234,7 @@ class FrameDecoder:
             self._buf, self._pos, self._end = self._own, 0, 0
             return
         # Room for more of the first frame when it is incomplete (none when it is complete).
-        size = end - pos + (_room(buf, pos, end) if _missing(buf, pos, end) > 0 else 0)
+        size = end - pos + (_room(buf, pos, end, self._budgeted) if _missing(buf, pos, end) > 0 else 0)
         own = self._own if len(self._own) >= size else bytearray(size)
         own[: end - pos] = memoryview(buf)[pos:end]
         self._own = self._buf = own
@@ -315,6 +315,11 @@ class FrameDecoder:
             self._release_admitted()
         return _frame(memoryview(frame_bytes))
 
+    @property
+    def _budgeted(self) -> bool:
+        """The incomplete frame's memory is accounted for by an admission: it may be set aside."""
+        return self._admitted > 0 and self._admission is not None
+
     def _release_admitted(self) -> None:
         size, self._admitted = self._admitted, 0
         if size and self._admission is not None:
@@ -337,10 +342,12 @@ def _missing(buf: bytearray, pos: int, end: int) -> int:
     return 4 + size - pending
 
 
-def _room(buf: bytearray, pos: int, end: int) -> int:
+def _room(buf: bytearray, pos: int, end: int, admitted: bool) -> int:
     """Free bytes the own buffer should offer the next read of the frame begun at ``pos``: what
-    it still takes (``_missing``), but at most as much as has come, and ``MIN_READ_SIZE``."""
-    return max(min(_missing(buf, pos, end), end - pos), MIN_READ_SIZE)
+    it still takes (``_missing``), but at most as much as has come (unless the frame was
+    admitted: its memory is accounted for), and ``MIN_READ_SIZE``."""
+    missing = _missing(buf, pos, end)
+    return max(missing if admitted else min(missing, end - pos), MIN_READ_SIZE)
 
 
 def _own_buffer_after(total: int) -> int | None:
