@@ -18,6 +18,7 @@ import logging
 import os
 import resource
 import time
+from collections.abc import Callable
 
 from magnetar.broker.errors import PersistenceError
 
@@ -82,7 +83,8 @@ class Exhaustion:
     ``subscription``), with a
     log line at most every ``LOG_INTERVAL_S`` seconds."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
         self.counts: dict[str, int] = {"connection": 0, "topic": 0, "subscription": 0}
         self._logged_at: float | None = None
         self._since_log = 0
@@ -90,7 +92,7 @@ class Exhaustion:
     def refused(self, what: str, detail: str) -> None:
         self.counts[what] += 1
         self._since_log += 1
-        now = time.monotonic()
+        now = self._clock()
         if self._logged_at is None or now - self._logged_at >= LOG_INTERVAL_S:
             log.error(
                 "out of file descriptors (limit %d, %d kept spare): refused a %s (%s); %d refusal(s) in "
