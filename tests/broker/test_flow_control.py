@@ -34,7 +34,7 @@ def test_reading_pauses_at_the_first_reason_and_resumes_only_when_none_is_left()
     assert transport.calls == ["pause", "resume"] and holds.held == 0
     holds.release(Hold.WRITES)
     assert transport.calls == ["pause", "resume"]
-    assert holds.times == {Hold.WRITES: 1, Hold.SENDS: 1, Hold.BROKER: 0}
+    assert holds.times == {Hold.WRITES: 1, Hold.SENDS: 1, Hold.BROKER: 0, Hold.FRAMES: 0}
 
 
 def test_hold_counts_go_to_a_shared_dict():
@@ -44,7 +44,7 @@ def test_hold_counts_go_to_a_shared_dict():
         holds.hold(Hold.BROKER)
         holds.release(Hold.BROKER)
         holds.hold(Hold.BROKER)
-    assert shared == {Hold.WRITES: 0, Hold.SENDS: 0, Hold.BROKER: 6}
+    assert shared == {Hold.WRITES: 0, Hold.SENDS: 0, Hold.BROKER: 6, Hold.FRAMES: 0}
 
 
 def test_pending_sends_are_full_at_the_limit_and_have_room_again_at_half():

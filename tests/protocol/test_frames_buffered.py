@@ -214,3 +214,57 @@ def test_arbitrary_bytes_read_through_the_shared_buffer_only_raise_protocol_erro
     except ProtocolError:
         return
     assert reader.decoder.buffered <= len(data)
+
+
+class Admission:
+    """A budget stand-in for the decoder's admission hook: admits while ``open``, records calls."""
+
+    def __init__(self, open_: bool) -> None:
+        self.open = open_
+        self.asked: list[int] = []
+        self.released: list[int] = []
+
+    def admit_large_frame(self, size: int) -> bool:
+        self.asked.append(size)
+        return self.open
+
+    def release_large_frame(self, size: int) -> None:
+        self.released.append(size)
+
+
+def test_a_large_frame_waits_unbuffered_until_admitted_and_gives_its_room_back_when_handed_out():
+    shared = bytearray(SHARED_READ_SIZE)
+    admission = Admission(open_=False)
+    decoder = FrameDecoder(MAX_FRAME_SIZE, shared, admission)
+    reader = Reader(decoder, shared)
+    raw = send_frame(MAX_FRAME_SIZE - 1024)
+    data = memoryview(raw)
+    data = data[reader.read(data, 100_000) :]
+    assert admission.asked == [len(raw) - 4] and not reader.decoded
+    assert decoder.held < 2 * 100_000 + 1024  # what came, not the declared size
+    assert decoder.next_frame() is None  # asked again, still no room
+    admission.open = True
+    assert decoder.next_frame() is None
+    assert admission.asked == [len(raw) - 4] * 3 and not admission.released
+    while data:
+        data = data[reader.read(data, 256_000) :]
+    assert reader.frames == [raw]
+    assert admission.released == [len(raw) - 4]
+    # A frame that arrives whole in one read holds no room and asks for none.
+    reader.read_all(send_frame(LARGE_FRAME * 2), [])
+    assert admission.asked == [len(raw) - 4] * 3
+
+
+def test_an_incomplete_frame_holds_about_what_came_not_what_its_size_field_declares():
+    shared = bytearray(SHARED_READ_SIZE)
+    decoder = FrameDecoder(MAX_FRAME_SIZE, shared)
+    reader = Reader(decoder, shared)
+    raw = send_frame(MAX_FRAME_SIZE - 1024)
+    data = memoryview(raw)
+    sent = reader.read(data, 8)
+    assert decoder.held <= 1024 + 8
+    while sent < len(raw) // LARGE_FRAME_SHARE - 50_000:
+        sent += reader.read(data[sent:], 20_000)
+        assert decoder.held <= 2 * sent + 1024
+    reader.read_all(bytes(data[sent:]), [300_000])
+    assert reader.frames == [raw]

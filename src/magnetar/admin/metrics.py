@@ -19,6 +19,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from magnetar.broker.descriptors import EXHAUSTION
 from magnetar.broker.flow_control import Hold, no_holds
 
 if TYPE_CHECKING:
@@ -40,7 +41,12 @@ _COUNTERS = {
     "pulsar_out_bytes": ("bytes_out", "Bytes dispatched to the topic's consumers"),
 }
 #: The ``reason`` label of the flow-control metrics.
-_REASONS = {Hold.WRITES: "writes", Hold.SENDS: "pending_sends", Hold.BROKER: "publish_buffer"}
+_REASONS = {
+    Hold.WRITES: "writes",
+    Hold.SENDS: "pending_sends",
+    Hold.BROKER: "publish_buffer",
+    Hold.FRAMES: "frame_buffer",
+}
 
 
 class BrokerCollector(Collector):
@@ -110,6 +116,47 @@ class BrokerCollector(Collector):
             "Times the publish buffer went over its limit",
             value=service.publish_buffer.times_full,
         )
+        yield from self._incomplete_frames()
+
+    def _incomplete_frames(self) -> Iterator[Metric]:
+        service = self.service
+        budget = service.frame_budget
+        yield GaugeMetricFamily(
+            "magnetar_incomplete_frames_bytes",
+            "Bytes set aside for large frames being received, all connections together",
+            value=budget.bytes,
+        )
+        yield GaugeMetricFamily(
+            "magnetar_incomplete_frames_limit_bytes",
+            "max_incomplete_frame_bytes (0: no limit)",
+            value=budget.limit,
+        )
+        yield GaugeMetricFamily(
+            "magnetar_incomplete_frames_waiting",
+            "Connections waiting for room to receive a large frame",
+            value=len(budget.waiters),
+        )
+        yield CounterMetricFamily(
+            "magnetar_incomplete_frames_full",
+            "Times a large frame had to wait for room (max_incomplete_frame_bytes reached)",
+            value=budget.times_full,
+        )
+        closes = CounterMetricFamily(
+            "magnetar_frame_closes",
+            "Connections closed over a frame: too large (before CONNECT or after), or stalled",
+            labels=["reason"],
+        )
+        for reason, count in service.frame_closes.items():
+            closes.add_metric([reason], count)
+        yield closes
+        refusals = CounterMetricFamily(
+            "magnetar_out_of_file_descriptors",
+            "Connections, topics and subscriptions refused because file descriptors ran short",
+            labels=["what"],
+        )
+        for what, count in EXHAUSTION.counts.items():
+            refusals.add_metric([what], count)
+        yield refusals
 
     def _topics(self) -> Iterator[Metric]:
         labels = ["cluster", "namespace", "topic"]

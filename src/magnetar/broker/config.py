@@ -50,6 +50,11 @@ class BrokerConfig:
     max_pending_publish_requests_per_connection: int = 1000
     #: Bytes of the sends awaiting receipts on all connections; read again at half. 0: no limit.
     max_message_publish_buffer_bytes: int = 256 * MIB
+    #: Bytes of large frames being received on all connections (each takes a buffer of its
+    #: declared size): one beyond it waits, unread, for room. 0: no limit.
+    max_incomplete_frame_bytes: int = 128 * MIB
+    #: A large frame incomplete for this long while others wait for room: its connection is closed.
+    incomplete_frame_timeout_seconds: float = 10.0
 
     # Durability (see docs/storage.md).
     fsync_policy: str = "always"
@@ -154,6 +159,10 @@ class BrokerConfig:
             raise ValueError("max_pending_publish_requests_per_connection must be 0 (no limit) or more")
         if self.max_message_publish_buffer_bytes < 0:
             raise ValueError("max_message_publish_buffer_bytes must be 0 (no limit) or more")
+        if self.max_incomplete_frame_bytes < 0:
+            raise ValueError("max_incomplete_frame_bytes must be 0 (no limit) or more")
+        if self.incomplete_frame_timeout_seconds <= 0:
+            raise ValueError("incomplete_frame_timeout_seconds must be positive")
         from magnetar.broker.entry_metadata import load_interceptor_class
 
         for name in self.broker_entry_metadata_interceptors:

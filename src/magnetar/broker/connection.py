@@ -12,17 +12,19 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from magnetar import __version__
-from magnetar.broker import loop_pass
+from magnetar.broker import descriptors, loop_pass
 from magnetar.broker.consumer import Consumer
 from magnetar.broker.errors import (
     REQUEST_ERRORS,
     BrokerError,
     InvalidTopicNameError,
     NotAllowed,
+    PersistenceError,
     as_broker_error,
 )
 from magnetar.broker.flow_control import Hold, PendingSends, ReadHolds
@@ -34,7 +36,7 @@ from magnetar.broker.topic_name import InvalidTopicName, TopicName, topics_hash
 from magnetar.protocol import ChecksumMismatch, Frame, FrameDecoder, ProtocolError, wire
 from magnetar.protocol.batch import check_message
 from magnetar.protocol.commands import wrap
-from magnetar.protocol.frames import FRAME_OVERHEAD, encode_frame
+from magnetar.protocol.frames import FRAME_OVERHEAD, FrameTooLarge, encode_frame
 from magnetar.protocol.headers import metadata_span, parse_metadata, verify_checksum
 from magnetar.protocol.text import undecodable_field, undecodable_metadata
 
@@ -46,6 +48,9 @@ log = logging.getLogger(__name__)
 T = wire.BaseCommand.Type
 #: Highest protocol version we speak; we answer min(client's, ours).
 PROTOCOL_VERSION = 21
+#: The largest frame a connection may send before its CONNECT (a CONNECT is a few hundred bytes;
+#: this leaves room for auth data): nobody unknown makes the broker buffer megabytes.
+MAX_FRAME_BEFORE_CONNECT = 32 * 1024
 _producer_names = itertools.count()
 
 
@@ -53,7 +58,7 @@ class ServerCnx(asyncio.BufferedProtocol):
     def __init__(self, service: BrokerService) -> None:
         self.service = service
         self.config = service.config
-        self.decoder = FrameDecoder(self.config.max_message_size + FRAME_OVERHEAD, service.read_buffer)
+        self.decoder = FrameDecoder(MAX_FRAME_BEFORE_CONNECT, service.read_buffer, admission=self)
         self.transport: asyncio.Transport | None = None
         self.remote = "?"
         self.connected = False
@@ -78,6 +83,8 @@ class ServerCnx(asyncio.BufferedProtocol):
         self._close_request_ids = itertools.count(1 << 40)
         #: The frame handled again once its topic was opened off the loop (``_opened_first``).
         self._rerun: Frame | None = None
+        #: Why this connection is refused (answered at its CONNECT), None when it is served.
+        self._refusal: str | None = None
 
     # -- asyncio.Protocol ---------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -85,6 +92,15 @@ class ServerCnx(asyncio.BufferedProtocol):
         peer = transport.get_extra_info("peername")
         self.remote = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.service.connections.add(self)
+        sock = transport.get_extra_info("socket")
+        if sock is not None and descriptors.in_reserve(sock.fileno(), descriptors.CONNECTION_RESERVE):
+            # Too few descriptors are left to serve one more connection: its CONNECT is answered
+            # with an error (an ERROR before CONNECT is dropped by clients), then it is closed.
+            descriptors.EXHAUSTION.refused("connection", self.remote)
+            self._refusal = "the broker is out of file descriptors: no new connections for now"
+            # A peer that sends no CONNECT does not keep the descriptor.
+            asyncio.get_running_loop().call_later(self.config.keepalive_interval_seconds or 30, self.close)
+            return
         if self.service.publish_buffer.full:
             self.holds.hold(Hold.BROKER)
         self._schedule_keepalive()
@@ -98,7 +114,20 @@ class ServerCnx(asyncio.BufferedProtocol):
         except ProtocolError as exc:
             self._protocol_error(exc)
             return
+        if self._refusal is not None:
+            self._refuse(self._refusal)
+            return
         self._handle_frames()
+
+    def _refuse(self, message: str) -> None:
+        """Answer the first frame (the CONNECT) with an error, and close."""
+        try:
+            if self.decoder.next_frame() is None:
+                return  # the rest of the CONNECT is on its way
+        except ProtocolError:
+            pass
+        self.send_command(wrap(wire.CommandError(request_id=0, error=wire.ServiceNotReady, message=message)))
+        self.close()
 
     def _handle_frames(self) -> None:
         """Handle the complete frames read, in order, until a hold stops us (they wait then)."""
@@ -115,7 +144,10 @@ class ServerCnx(asyncio.BufferedProtocol):
             self._protocol_error(exc)
 
     def _protocol_error(self, exc: ProtocolError) -> None:
-        log.warning("%s: protocol error, closing: %s", self.remote, exc)
+        before = "" if self.connected else " (before CONNECT)"
+        log.warning("%s: protocol error%s, closing: %s", self.remote, before, exc)
+        if isinstance(exc, FrameTooLarge):
+            self.service.frame_closes["too_large" if self.connected else "too_large_before_connect"] += 1
         self.send_command(wrap(wire.CommandError(request_id=0, error=wire.UnknownError, message=str(exc))))
         self.close()
 
@@ -124,6 +156,7 @@ class ServerCnx(asyncio.BufferedProtocol):
         if self._keepalive is not None:
             self._keepalive.cancel()
         self.service.connections.discard(self)
+        self.service.frame_room_released(self)
         for producer in self.producers.values():
             producer.closed = True
             producer.topic.remove_producer(producer)
@@ -131,6 +164,35 @@ class ServerCnx(asyncio.BufferedProtocol):
             consumer.subscription.remove_consumer(consumer)
         self.producers.clear()
         self.consumers.clear()
+
+    # -- large frames (frame_budget.py) -------------------------------------------------------
+    # A large frame's own buffer is made only within the broker's budget for frames being
+    # received; until there is room the connection is not read (Hold.FRAMES).
+    def admit_large_frame(self, size: int) -> bool:
+        if not self.connected:  # the decoder's limit before CONNECT is below LARGE_FRAME
+            raise ProtocolError(f"frame of {size} bytes before CONNECT")
+        if self.service.frame_budget.reserve(self, size, time.monotonic()):
+            return True
+        self.holds.hold(Hold.FRAMES)
+        self.service.frame_budget_full(self, size)
+        return False
+
+    def release_large_frame(self, size: int) -> None:
+        self.service.frame_room_released(self)
+
+    def frame_room_granted(self) -> None:
+        self.holds.release(Hold.FRAMES)
+
+    def close_for_stalled_frame(self, size: int, seconds: float) -> None:
+        """Our large frame has held its room for ``seconds`` while others wait: give it up."""
+        message = (
+            f"a frame of {size} bytes stayed incomplete for {seconds:.1f} s while other connections "
+            "waited for memory to receive theirs (max_incomplete_frame_bytes)"
+        )
+        log.warning("%s: closing: %s", self.remote, message)
+        self.service.frame_closes["stalled"] += 1
+        self.send_command(wrap(wire.CommandError(request_id=0, error=wire.ServiceNotReady, message=message)))
+        self.close()
 
     # -- flow control (flow_control.py) ------------------------------------------------------
     # A peer that does not read what we write (receipts, messages) is not read either: its
@@ -294,6 +356,7 @@ class ServerCnx(asyncio.BufferedProtocol):
         )
         reply.feature_flags.supports_broker_entry_metadata = True
         self.send_command(wrap(reply))
+        self.decoder.max_frame_size = self.config.max_message_size + FRAME_OVERHEAD
 
     def _handle_ping(self, frame: Frame) -> None:
         self.send_command(wrap(wire.CommandPong()))
@@ -670,11 +733,11 @@ class ServerCnx(asyncio.BufferedProtocol):
             if self.closed:
                 return
             exc = None if future.cancelled() else future.exception()
-            if exc is not None and not isinstance(exc, BrokerError):  # else the handler answers it
-                log.error("%s: opening %s failed: %s", self.remote, topic, exc)
-                self.send_error(
-                    request_id, BrokerError(f"opening {topic} failed: {exc}", wire.PersistenceError)
-                )
+            if isinstance(exc, PersistenceError) or (exc is not None and not isinstance(exc, BrokerError)):
+                # Storage failed (a full disk, no descriptors left): answered here, not opened again
+                # on the loop. Other refusals (no such topic ...) the handler answers on its rerun.
+                failed = as_broker_error(exc, f"opening {topic}")
+                self.send_command(wrap(error_reply(frame.type, request_id, failed.code, str(failed))))
                 return
             self._rerun = frame
             try:

@@ -49,6 +49,12 @@ class ServiceNotReady(BrokerError):
     code = wire.ServiceNotReady
 
 
+class PersistenceError(BrokerError):
+    """Storage could not do it (a topic's or subscription's files could not be opened...)."""
+
+    code = wire.PersistenceError
+
+
 #: What a request can fail with: the broker's own errors, and storage's (a full disk ...).
 REQUEST_ERRORS = (BrokerError, StorageError, OSError)
 
@@ -60,4 +66,4 @@ def as_broker_error(exc: Exception, what: str) -> BrokerError:
     if isinstance(exc, BrokerError):
         return exc
     log.warning("%s failed: %s", what, exc)
-    return BrokerError(f"{what} failed: {exc}", wire.PersistenceError)
+    return PersistenceError(f"{what} failed: {exc}")

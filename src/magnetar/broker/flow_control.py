@@ -2,7 +2,7 @@
 
 A broker that reads whatever arrives holds, in memory, every send not yet receipted and
 every frame not yet written. Like Pulsar's ``ServerCnx`` (which turns Netty's auto-read
-off) a connection here stops being read for any of three reasons, and is read again when
+off) a connection here stops being read for any of four reasons, and is read again when
 none is left:
 
 - ``Hold.WRITES``: the peer does not read what we write (our write buffer is over the
@@ -12,7 +12,10 @@ none is left:
   half of them are receipted;
 - ``Hold.BROKER``: the sends awaiting receipts on all connections hold more than
   ``max_message_publish_buffer_bytes`` (Pulsar's ``maxMessagePublishBufferSizeInMB``);
-  every connection is read again once they hold half of it.
+  every connection is read again once they hold half of it;
+- ``Hold.FRAMES``: its next frame is large and the broker's budget for large frames being
+  received (``max_incomplete_frame_bytes``, frame_budget.py) has no room for it now; it is
+  read again once room is granted to it.
 
 TCP then holds the client back. Nothing is refused and nothing is lost: the frames already
 read wait in the connection's decoder and are handled, in order, when the hold ends.
@@ -30,7 +33,8 @@ class Hold:
     WRITES = 1
     SENDS = 2
     BROKER = 4
-    ALL = (WRITES, SENDS, BROKER)
+    FRAMES = 8
+    ALL = (WRITES, SENDS, BROKER, FRAMES)
 
 
 def no_holds() -> dict[int, int]:

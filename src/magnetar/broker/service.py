@@ -9,12 +9,13 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from magnetar.broker import loop_pass
+from magnetar.broker import descriptors, loop_pass
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.connection import ServerCnx
 from magnetar.broker.data_dir_lock import DataDirLock
 from magnetar.broker.errors import NotAllowed, TopicNotFound
 from magnetar.broker.flow_control import Hold, PublishBuffer, no_holds
+from magnetar.broker.frame_budget import FrameBudget
 from magnetar.broker.namespaces import AlreadyExists, AutoTopicCreation, NamespaceRegistry, NotEmpty
 from magnetar.broker.nonpersistent import NonPersistentTopic
 from magnetar.broker.schemas.registry import SchemaRegistry
@@ -48,6 +49,12 @@ class BrokerService:
             on_full=lambda: self._hold_all(Hold.BROKER),
             on_room=lambda: self._release_all(Hold.BROKER),
         )
+        #: Room for large frames being received, all connections together (frame_budget.py).
+        self.frame_budget = FrameBudget(config.max_incomplete_frame_bytes)
+        #: Connections closed over a frame's size or a stalled large frame, by reason (/metrics).
+        self.frame_closes: dict[str, int] = dict.fromkeys(
+            ("too_large_before_connect", "too_large", "stalled"), 0
+        )
         self.storage: Storage | None = None
         self.namespaces: NamespaceRegistry | None = None
         self.schemas: SchemaRegistry | None = None
@@ -69,6 +76,41 @@ class BrokerService:
     def _release_all(self, reason: int) -> None:
         for cnx in list(self.connections):
             cnx.holds.release(reason)
+
+    def frame_room_released(self, cnx: ServerCnx) -> None:
+        """``cnx`` gives back its room for a large frame (or leaves the line): let the next ones in."""
+        for waiter in self.frame_budget.release(cnx, time.monotonic()):
+            waiter.frame_room_granted()
+
+    def frame_budget_full(self, cnx: ServerCnx, size: int) -> None:
+        budget = self.frame_budget
+        if len(budget.waiters) == 1:  # once per time it fills up, not per waiting connection
+            log.warning(
+                "large frames being received hold %d bytes (max_incomplete_frame_bytes %d): "
+                "%s waits to receive a frame of %d bytes; frames stalled for %.0f s will be dropped",
+                budget.bytes,
+                budget.limit,
+                cnx.remote,
+                size,
+                self.config.incomplete_frame_timeout_seconds,
+            )
+
+    def close_stalled_frames(self) -> None:
+        """Close the connections whose large frame has held its room too long while others wait.
+
+        A connection we do not read for our own reasons (its sends await receipts, the publish
+        buffer is full) is not to blame for its frame's delay, and is left alone.
+        """
+        now = time.monotonic()
+        timeout = self.config.incomplete_frame_timeout_seconds
+        ours = Hold.SENDS | Hold.BROKER
+        for cnx in self.frame_budget.overdue(now, timeout):
+            if not self.frame_budget.waiters:
+                break  # the room freed so far was enough
+            if not cnx.holds.held & ours:
+                size, since = self.frame_budget.holders[cnx]
+                cnx.close_for_stalled_frame(size, now - since)
+                self.frame_room_released(cnx)
 
     @property
     def service_url(self) -> str:
@@ -103,6 +145,11 @@ class BrokerService:
             asyncio.create_task(self._every(self.config.stats_update_frequency_seconds, self.update_rates)),
             asyncio.create_task(
                 self._every(self.config.backlog_quota_check_interval_seconds, self.check_backlog_quotas)
+            ),
+            asyncio.create_task(
+                self._every(
+                    min(1.0, self.config.incomplete_frame_timeout_seconds / 4), self.close_stalled_frames
+                )
             ),
         ]
 
@@ -219,7 +266,7 @@ class BrokerService:
             self.topics[key] = topic
             return topic
         self._check_creatable(name, create)
-        return self._add_topic(name, self.storage.open_managed_ledger(key))
+        return self._add_topic(name, self._open_managed_ledger(key))
 
     def preparing(
         self, name: TopicName, subscription: tuple[str, str] | None = None
@@ -261,7 +308,16 @@ class BrokerService:
         """On an open thread: may ``name`` be loaded (raises why not), then its managed ledger."""
         self.check_namespace(name)
         self._check_creatable(name, True)
-        return self.storage.open_managed_ledger(str(name))
+        return self._open_managed_ledger(str(name))
+
+    def _open_managed_ledger(self, key: str):
+        """The topic's managed ledger; PersistenceError when its files cannot be opened (the
+        descriptors left are the reserve, EMFILE, another I/O error)."""
+        try:
+            descriptors.check_reserve("topic", key)
+            return self.storage.open_managed_ledger(key)
+        except OSError as exc:
+            raise descriptors.storage_error("topic", key, exc) from None
 
     def _opened(self, name: TopicName, done: asyncio.Future) -> None:
         key = str(name)

@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from magnetar.broker import backlog_quota, loop_pass
+from magnetar.broker import backlog_quota, descriptors, loop_pass
 from magnetar.broker.consumer import Consumer
 from magnetar.broker.dispatchers.broadcast import wants_broadcast
 from magnetar.broker.entries import RecentEntries
@@ -28,6 +28,7 @@ from magnetar.protocol import ProtocolError, wire
 from magnetar.protocol.chunks import chunk_ref
 from magnetar.protocol.entry import prepend_entry_metadata, split_entry_metadata, stored_form
 from magnetar.protocol.headers import parse_metadata
+from magnetar.storage.cursor import ManagedCursor
 from magnetar.storage.entry import EntryData
 from magnetar.storage.errors import ManagedLedgerFencedError, StorageFullError
 from magnetar.storage.managed_ledger import ManagedLedger
@@ -357,10 +358,20 @@ class PersistentTopic:
         preparing = self._preparing.get(name)
         if preparing is None:
             loop = asyncio.get_running_loop()
-            preparing = loop.run_in_executor(executor, self.ml.prepare_cursor, name, initial)
+            preparing = loop.run_in_executor(executor, self._prepare_cursor, name, initial)
             self._preparing[name] = preparing
             preparing.add_done_callback(lambda done: self._prepared(name, done))
         await asyncio.shield(preparing)
+
+    def _prepare_cursor(self, name: str, initial: str) -> ManagedCursor:
+        """On an open thread: the new durable cursor, stored; PersistenceError when its files
+        cannot be opened (the descriptors left are the reserve, EMFILE ...)."""
+        what = f"{name} on {self.name}"
+        try:
+            descriptors.check_reserve("subscription", what)
+            return self.ml.prepare_cursor(name, initial)
+        except OSError as exc:
+            raise descriptors.storage_error("subscription", what, exc) from None
 
     def _prepared(self, name: str, done: asyncio.Future) -> None:
         del self._preparing[name]
@@ -380,7 +391,11 @@ class PersistentTopic:
             raise NotAllowed("subscription name is empty")
         if cmd.durable:
             initial = "earliest" if cmd.initial_position == wire.CommandSubscribe.Earliest else "latest"
-            cursor = self.ml.open_cursor(name, initial_position=initial)
+            try:
+                descriptors.check_reserve("subscription", f"{name} on {self.name}")
+                cursor = self.ml.open_cursor(name, initial_position=initial)
+            except OSError as exc:
+                raise descriptors.storage_error("subscription", f"{name} on {self.name}", exc) from None
         else:
             cursor = self.ml.new_non_durable_cursor(self._reader_start(cmd))
         subscription = Subscription(self, name, cursor, durable=cmd.durable)

@@ -42,6 +42,10 @@ async def _run_standalone(args: argparse.Namespace) -> int:
     config = BrokerConfig.load(
         args.config, host=args.host, port=args.port, http_port=args.http_port, data_dir=args.data_dir
     )
+    from magnetar.broker.descriptors import raise_soft_limit
+
+    soft, hard = raise_soft_limit()
+    logging.getLogger("magnetar").info("file descriptor limit %d (hard limit %d)", soft, hard)
     service = BrokerService(config)
     try:
         await service.start()

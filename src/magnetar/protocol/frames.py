@@ -14,7 +14,7 @@ out as a memoryview without copying or interpreting them.
 from __future__ import annotations
 
 import struct
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 from google.protobuf.message import DecodeError
 
@@ -96,6 +96,23 @@ class FrameBuffer(bytearray):
     __slots__ = ("payload_start",)
 
 
+class FrameTooLarge(ProtocolError):
+    """A frame's size field is over the decoder's limit."""
+
+
+class LargeFrameAdmission(Protocol):
+    """Who decides whether a large frame may take a buffer of its own size now (the broker's budget)."""
+
+    def admit_large_frame(self, size: int) -> bool:
+        """True: go on. False: not now; the frame waits, and asking again later may succeed.
+        May raise ProtocolError to refuse the frame for good."""
+        ...
+
+    def release_large_frame(self, size: int) -> None:
+        """The admitted frame was handed out (its memory is the frame's now) or dropped."""
+        ...
+
+
 class FrameDecoder:
     """Incremental frame decoder: put bytes in, then call ``next_frame`` until it returns None.
 
@@ -113,13 +130,29 @@ class FrameDecoder:
     any connection), because then the bytes not yet handed out move to the connection's own
     buffer. Frames handed out never point into the shared buffer.
 
+    While a frame is incomplete, the connection's own buffer grows with what has come (to at
+    most twice that, and ``MIN_READ_SIZE``), not with what the size field declares: a peer
+    cannot make the decoder set aside memory it has not sent. A frame of ``LARGE_FRAME``
+    bytes or more must be *admitted* (``admission``, asked when its size field has come)
+    before the decoder buffers more of it; ``next_frame`` returns None while it is not, and
+    asks again on the next call.
+
     Raises ProtocolError for anything that cannot be a valid frame: a size above the
     limit, a command size that does not fit, an unparsable or incomplete command.
     After an error the decoder is unusable, like the stream it came from.
     """
 
-    def __init__(self, max_frame_size: int, shared: bytearray | None = None) -> None:
+    def __init__(
+        self,
+        max_frame_size: int,
+        shared: bytearray | None = None,
+        admission: LargeFrameAdmission | None = None,
+    ) -> None:
+        #: The largest frame accepted (its size field's value); may change between frames.
         self.max_frame_size = max_frame_size
+        self._admission = admission
+        #: Size of the incomplete large frame admitted (0: none).
+        self._admitted = 0
         self._shared = shared
         self._own = bytearray()
         #: The bytes not yet handed out are ``_buf[_pos:_end]``; ``_buf`` is ``_own`` or ``_shared``.
@@ -174,8 +207,8 @@ class FrameDecoder:
                 self._own = bytearray()  # an idle connection holds no buffer
             self._buf, self._pos, self._end = self._shared, 0, 0
             return memoryview(self._shared)
-        else:  # the rest of an incomplete small frame, then the shared buffer again
-            self._make_room(max(_missing(self._own, self._pos, self._end), MIN_READ_SIZE))
+        else:  # the rest of an incomplete frame (or its first share), then the shared buffer again
+            self._make_room(_room(self._own, self._pos, self._end, self._budgeted))
         return memoryview(self._own)[self._end :]
 
     def buffer_updated(self, nbytes: int) -> None:
@@ -200,8 +233,8 @@ class FrameDecoder:
         if pos == end:
             self._buf, self._pos, self._end = self._own, 0, 0
             return
-        # Room for the rest of the first frame when it is incomplete (none when it is complete).
-        size = end - pos + max(0, _missing(buf, pos, end))
+        # Room for more of the first frame when it is incomplete (none when it is complete).
+        size = end - pos + (_room(buf, pos, end, self._budgeted) if _missing(buf, pos, end) > 0 else 0)
         own = self._own if len(self._own) >= size else bytearray(size)
         own[: end - pos] = memoryview(buf)[pos:end]
         self._own = self._buf = own
@@ -248,6 +281,7 @@ class FrameDecoder:
             if self._large_filled < len(large):
                 return None
             self._large = None
+            self._release_admitted()
             return _frame(memoryview(large)[FRAME_HEADROOM:], large)
         buf, pos = self._buf, self._pos
         available = self._end - pos
@@ -255,12 +289,16 @@ class FrameDecoder:
             return None
         (total,) = _U32.unpack_from(buf, pos)
         if total > self.max_frame_size:
-            raise ProtocolError(f"frame of {total} bytes exceeds the limit of {self.max_frame_size}")
+            raise FrameTooLarge(f"frame of {total} bytes exceeds the limit of {self.max_frame_size}")
         if total < 4:
             raise ProtocolError(f"frame size {total} is too small to hold a command")
         if available < 4 + total:
             if available >= 8:
                 _check_command_size(_U32.unpack_from(buf, pos + 4)[0], total)
+            if total >= LARGE_FRAME and not self._admitted:
+                if self._admission is not None and not self._admission.admit_large_frame(total):
+                    return None
+                self._admitted = total
             own_after = _own_buffer_after(total)
             if own_after is not None and available >= own_after:
                 self._large = large = FrameBuffer(FRAME_HEADROOM + total)
@@ -273,7 +311,19 @@ class FrameDecoder:
         # temporary view is gone before the buffer is next written to or resized.
         frame_bytes = bytes(memoryview(buf)[pos + 4 : pos + 4 + total])
         self._pos = pos + 4 + total
+        if self._admitted:
+            self._release_admitted()
         return _frame(memoryview(frame_bytes))
+
+    @property
+    def _budgeted(self) -> bool:
+        """The incomplete frame's memory is accounted for by an admission: it may be set aside."""
+        return self._admitted > 0 and self._admission is not None
+
+    def _release_admitted(self) -> None:
+        size, self._admitted = self._admitted, 0
+        if size and self._admission is not None:
+            self._admission.release_large_frame(size)
 
 
 def _missing(buf: bytearray, pos: int, end: int) -> int:
@@ -290,6 +340,14 @@ def _missing(buf: bytearray, pos: int, end: int) -> int:
     if own_after is not None:
         return own_after - pending
     return 4 + size - pending
+
+
+def _room(buf: bytearray, pos: int, end: int, admitted: bool) -> int:
+    """Free bytes the own buffer should offer the next read of the frame begun at ``pos``: what
+    it still takes (``_missing``), but at most as much as has come (unless the frame was
+    admitted: its memory is accounted for), and ``MIN_READ_SIZE``."""
+    missing = _missing(buf, pos, end)
+    return max(missing if admitted else min(missing, end - pos), MIN_READ_SIZE)
 
 
 def _own_buffer_after(total: int) -> int | None:

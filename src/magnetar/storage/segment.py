@@ -112,9 +112,7 @@ class Segment:
     @classmethod
     def create(cls, directory: Path, ledger_id: int, preallocate: int = 0) -> Segment:
         log_path, idx_path = segment_paths(directory, ledger_id)
-        flags = os.O_RDWR | os.O_CREAT | os.O_TRUNC
-        log_fd = os.open(log_path, flags, 0o644)
-        idx_fd = os.open(idx_path, flags, 0o644)
+        log_fd, idx_fd = _open_pair(log_path, idx_path, os.O_RDWR | os.O_CREAT | os.O_TRUNC)
         fsync_directory(directory)
         return cls(ledger_id, log_fd, idx_fd, array("Q"), 0, writable=True, preallocate=preallocate)
 
@@ -129,8 +127,7 @@ class Segment:
         """
         log_path, idx_path = segment_paths(directory, ledger_id)
         existed = log_path.exists() and idx_path.exists()
-        log_fd = os.open(log_path, os.O_RDWR | os.O_CREAT, 0o644)
-        idx_fd = os.open(idx_path, os.O_RDWR | os.O_CREAT, 0o644)
+        log_fd, idx_fd = _open_pair(log_path, idx_path, os.O_RDWR | os.O_CREAT)
         log_size = os.fstat(log_fd).st_size
         idx_bytes = _read_all(idx_fd)
         on_disk = _offsets_from(idx_bytes)
@@ -436,6 +433,17 @@ def _plausible_prefix(offsets: array, log_size: int) -> int:
             return n
         previous = offset
     return len(offsets)
+
+
+def _open_pair(log_path: Path, idx_path: Path, flags: int) -> tuple[int, int]:
+    """Open a segment's log and index files; if the second fails (out of descriptors...), the first
+    is closed again rather than leaked."""
+    log_fd = os.open(log_path, flags, 0o644)
+    try:
+        return log_fd, os.open(idx_path, flags, 0o644)
+    except BaseException:
+        os.close(log_fd)
+        raise
 
 
 class SegmentReaders:

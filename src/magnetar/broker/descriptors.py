@@ -1,0 +1,128 @@
+"""File descriptors: the process's limit, staying clear of it, and saying so when it is reached.
+
+Every connection is a socket, and every topic and durable subscription holds files open
+(docs/configuration.md counts them). When the process has no descriptor left, opening a
+topic fails with EMFILE, and so does accepting a connection, which the event loop then
+closes at once without a word to the client: its lookup just times out. So the broker keeps
+``RESERVE`` descriptors spare: a new connection or topic that would eat into them is refused
+with an error the client sees (the refusal itself needs a descriptor, the accepted socket),
+logged at most once a minute, and counted in /metrics. New connections are refused only
+nearer the limit (``CONNECTION_RESERVE``): a connection costs one descriptor, which it holds
+already when the broker sees it, and may well use topics already open.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import resource
+import time
+from collections.abc import Callable
+
+from magnetar.broker.errors import PersistenceError
+
+log = logging.getLogger(__name__)
+
+#: Descriptors kept spare by refusing to open new topics and subscriptions: for connections,
+#: ledger roll-overs, and refusing with an error.
+RESERVE = 32
+#: Descriptors kept spare by refusing new connections (answering their CONNECT with an error).
+CONNECTION_RESERVE = 8
+#: At most one log line per this many seconds about running out (with the count in between).
+LOG_INTERVAL_S = 60.0
+
+
+def raise_soft_limit() -> tuple[int, int]:
+    """Raise the soft RLIMIT_NOFILE to the hard limit (as Go programs do); returns (soft, hard)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or soft < hard:
+        target = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+        except (ValueError, OSError):
+            pass
+    return soft, hard
+
+
+def soft_limit() -> int:
+    """The limit now (it can be changed from outside, e.g. ``prlimit``)."""
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+
+
+def is_exhaustion(exc: BaseException) -> bool:
+    """True for the errors of a process (EMFILE) or system (ENFILE) out of descriptors."""
+    return isinstance(exc, OSError) and exc.errno in (errno.EMFILE, errno.ENFILE)
+
+
+def in_reserve(fd: int, reserve: int = RESERVE) -> bool:
+    """True when descriptor ``fd``, just opened, is among the last ``reserve`` below the limit.
+
+    The kernel hands out the lowest free number, so ``fd`` = n means n descriptors are in
+    use below it: cheap to ask, and only ever wrong (with holes below the top) on the side
+    of letting something through, which then meets EMFILE and is refused all the same.
+    """
+    return fd >= soft_limit() - reserve
+
+
+def reserve_reached() -> bool:
+    """True when the next descriptor opened would be in the reserve (or none is left)."""
+    try:
+        fd = os.open(os.devnull, os.O_RDONLY)
+    except OSError as exc:
+        if is_exhaustion(exc):
+            return True
+        raise
+    os.close(fd)
+    return in_reserve(fd)
+
+
+class Exhaustion:
+    """Refusals for want of descriptors, by what was refused (``connection``, ``topic``,
+    ``subscription``), with a
+    log line at most every ``LOG_INTERVAL_S`` seconds."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self.counts: dict[str, int] = {"connection": 0, "topic": 0, "subscription": 0}
+        self._logged_at: float | None = None
+        self._since_log = 0
+
+    def refused(self, what: str, detail: str) -> None:
+        self.counts[what] += 1
+        self._since_log += 1
+        now = self._clock()
+        if self._logged_at is None or now - self._logged_at >= LOG_INTERVAL_S:
+            log.error(
+                "out of file descriptors (limit %d, %d kept spare): refused a %s (%s); %d refusal(s) in "
+                "all since the last line like this. Raise the limit (ulimit -n, LimitNOFILE=) or lower "
+                "the number of topics and connections: see docs/configuration.md, File descriptors",
+                soft_limit(),
+                RESERVE,
+                what,
+                detail,
+                self._since_log,
+            )
+            self._logged_at = now
+            self._since_log = 0
+
+
+#: The broker's refusals (one process, one limit).
+EXHAUSTION = Exhaustion()
+
+
+def check_reserve(what: str, name: str) -> None:
+    """Refuse to open ``what`` (a topic, a subscription) when the descriptors left are the reserve."""
+    if reserve_reached():
+        EXHAUSTION.refused(what, name)
+        raise PersistenceError(f"cannot open {what} {name}: the broker is out of file descriptors")
+
+
+def storage_error(what: str, name: str, exc: OSError) -> PersistenceError:
+    """The error a client gets when opening ``what``'s files failed with ``exc``."""
+    if is_exhaustion(exc):
+        EXHAUSTION.refused(what, name)
+        return PersistenceError(f"cannot open {what} {name}: the broker is out of file descriptors ({exc})")
+    log.error("cannot open %s %s: %s", what, name, exc)
+    return PersistenceError(f"cannot open {what} {name}: {exc}")
