@@ -395,6 +395,11 @@ class ServerCnx(asyncio.BufferedProtocol):
     # -- producers ----------------------------------------------------------------------------
     def _handle_producer(self, frame: Frame) -> None:
         cmd = frame.command.producer
+        try:
+            check_name(cmd.producer_name, "producer name")  # before anything is opened for it
+        except BrokerError as exc:
+            self.send_error(cmd.request_id, exc)
+            return
         if self._opened_first(frame, cmd.topic, cmd.request_id):
             return
         try:
@@ -405,7 +410,6 @@ class ServerCnx(asyncio.BufferedProtocol):
                     cmd.request_id, existing, ready=existing in existing.topic.producers.values()
                 )
                 return
-            check_name(cmd.producer_name, "producer name")
             topic = self.service.get_topic(self._topic_name(cmd.topic), create=True)
             schema = cmd.schema if cmd.HasField("schema") else None
             schema_version = self.service.schemas.for_producer(topic.name, schema)
@@ -531,13 +535,17 @@ class ServerCnx(asyncio.BufferedProtocol):
             # The client retried a subscribe that already succeeded.
             self.send_command(wrap(wire.CommandSuccess(request_id=cmd.request_id)))
             return
+        try:  # before anything is opened or created for them
+            check_name(cmd.subscription, "subscription name")
+            check_name(cmd.consumer_name, "consumer name")
+        except BrokerError as exc:
+            self.send_error(cmd.request_id, exc)
+            return
         initial = "earliest" if cmd.initial_position == wire.CommandSubscribe.Earliest else "latest"
         subscription = (cmd.subscription, initial) if cmd.durable else None
         if self._opened_first(frame, cmd.topic, cmd.request_id, subscription):
             return
         try:
-            check_name(cmd.subscription, "subscription name")
-            check_name(cmd.consumer_name, "consumer name")
             topic = self.service.get_topic(self._topic_name(cmd.topic), create=True)
             if cmd.HasField("schema"):
                 self.service.schemas.for_subscribe(topic, cmd.schema)
