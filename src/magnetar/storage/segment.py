@@ -323,39 +323,43 @@ class Segment:
 
         The entries are read-only views of the one buffer the pread filled (``parse_records``).
         """
-        if self._closed:
-            raise StorageClosedError(f"ledger {self.ledger_id} is closed")
-        count = min(count, len(self._offsets) - first)
-        if max_bytes is not None:
-            count = self._fit(first, count, max_bytes, at_least_one)
-        if count <= 0:
+        span = self._read_span(first, count, max_bytes, at_least_one)
+        if span is None:
             return []
-        start = self._offsets[first]
-        last = first + count
-        end = self._offsets[last] if last < len(self._offsets) else self._size
-        buf = os.pread(self._log_fd, end - start, start)
+        buf, count = span
         try:
             return parse_records(buf, count)
         except ValueError as exc:
-            raise CorruptionError(f"ledger {self.ledger_id} entries {first}..{last - 1}: {exc}") from None
+            last = first + count - 1
+            raise CorruptionError(f"ledger {self.ledger_id} entries {first}..{last}: {exc}") from None
 
     def read_salvaging(
         self, first: int, count: int, max_bytes: int | None = None, at_least_one: bool = True
     ) -> list[memoryview | None]:
         """``read_range`` for a span that failed its checks: each record is delimited by the index,
         and a damaged one (its length or checksum does not match its span) is None."""
+        span = self._read_span(first, count, max_bytes, at_least_one)
+        if span is None:
+            return []
+        buf, count = span
+        start = self._offsets[first]
+        return parse_span(buf, [offset - start for offset in self._offsets[first : first + count]])
+
+    def _read_span(
+        self, first: int, count: int, max_bytes: int | None, at_least_one: bool
+    ) -> tuple[bytes, int] | None:
+        """The bytes of up to ``count`` records from ``first`` (one pread) and how many they are."""
         if self._closed:
             raise StorageClosedError(f"ledger {self.ledger_id} is closed")
         count = min(count, len(self._offsets) - first)
         if max_bytes is not None:
             count = self._fit(first, count, max_bytes, at_least_one)
         if count <= 0:
-            return []
+            return None
         start = self._offsets[first]
         last = first + count
         end = self._offsets[last] if last < len(self._offsets) else self._size
-        buf = os.pread(self._log_fd, end - start, start)
-        return parse_span(buf, [offset - start for offset in self._offsets[first:last]])
+        return os.pread(self._log_fd, end - start, start), count
 
     def record_span(self, entry_id: int) -> tuple[int, int]:
         """Where entry ``entry_id``'s record lies in the log: ``(offset, size)``."""
