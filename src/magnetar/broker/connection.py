@@ -560,6 +560,7 @@ class ServerCnx(asyncio.BufferedProtocol):
         try:  # before anything is opened or created for them
             check_name(cmd.subscription, "subscription name")
             check_name(cmd.consumer_name, "consumer name")
+            self._check_consumer_limits(cmd.topic, cmd.subscription)  # a refused one creates nothing
         except BrokerError as exc:
             self.send_error(cmd.request_id, exc)
             return
@@ -569,7 +570,6 @@ class ServerCnx(asyncio.BufferedProtocol):
             return
         try:
             topic = self.service.get_topic(self._topic_name(cmd.topic), create=True)
-            self._check_consumer_limits(topic, cmd.subscription)
             if cmd.HasField("schema"):
                 self.service.schemas.for_subscribe(topic, cmd.schema)
             name = cmd.consumer_name or f"consumer-{cmd.consumer_id}"
@@ -794,10 +794,16 @@ class ServerCnx(asyncio.BufferedProtocol):
         on_topic, here = len(topic.producers), len(self.producers)
         self.service.limits.check_producer(str(topic.name), on_topic, here, namespace_max, self.remote)
 
-    def _check_consumer_limits(self, topic, subscription: str) -> None:
-        """Raise LimitReached (ConsumerBusy) when one more consumer is past a limit (limits.py)."""
-        policies = self.service.namespaces.policies(topic.name.namespace_name)
-        subscriptions = topic.subscriptions
+    def _check_consumer_limits(self, topic_name: str, subscription: str) -> None:
+        """Raise LimitReached (ConsumerBusy) when one more consumer is past a limit (limits.py);
+        a topic not loaded has no consumer yet."""
+        try:
+            name = TopicName.parse(topic_name)
+        except InvalidTopicName:
+            return  # the handler answers the error
+        policies = self.service.namespaces.policies(name.namespace_name)
+        topic = self.service.topics.get(str(name))
+        subscriptions = topic.subscriptions if topic is not None else {}
         existing = subscriptions.get(subscription)
         counts = (
             lambda: sum(len(s.consumers) for s in subscriptions.values()),
@@ -805,7 +811,7 @@ class ServerCnx(asyncio.BufferedProtocol):
             len(self.consumers),
         )
         namespace_max = (policies.max_consumers_per_topic, policies.max_consumers_per_subscription)
-        self.service.limits.check_consumer(str(topic.name), subscription, counts, namespace_max, self.remote)
+        self.service.limits.check_consumer(str(name), subscription, counts, namespace_max, self.remote)
 
     def _topic_name(self, name: str) -> TopicName:
         try:
