@@ -84,6 +84,36 @@ def test_a_namespace_policy_sets_max_producers_per_topic_through_the_admin_api(b
     assert admin_call(broker, "DELETE", path)[0] == 204
     client.create_producer(topic)  # the broker's setting again: no limit
 
+    per_subscription = "/admin/v2/namespaces/public/default/maxConsumersPerSubscription"
+    assert admin_call(broker, "POST", per_subscription, 1)[0] == 204
+    client.subscribe(topic, "s", consumer_type=pulsar.ConsumerType.Shared)
+    with pytest.raises(pulsar.ConsumerBusy):
+        client.subscribe(topic, "s", consumer_type=pulsar.ConsumerType.Shared)
+    per_topic = "/admin/v2/namespaces/public/default/maxConsumersPerTopic"
+    assert admin_call(broker, "POST", per_topic, 1)[0] == 204
+    with pytest.raises(pulsar.ConsumerBusy):
+        client.subscribe(topic, "other")
+
+
+def test_an_auto_created_partitioned_topic_whose_partitions_do_not_fit_is_not_allowed(
+    broker_factory, client_factory, topic
+):
+    broker = broker_factory(
+        {
+            "max_topics_per_namespace": 4,
+            "auto_topic_creation_type": "partitioned",
+            "default_num_partitions": 3,
+        }
+    )
+    client = client_factory(broker.service_url)
+    producer = client.create_producer(topic)  # 3 partitions of 4
+    with pytest.raises(pulsar.NotAllowedError):
+        client.create_producer(f"{topic}-more")  # 3 more do not fit
+    producer.send(b"still")
+    more = f"/admin/v2/persistent/public/default/{topic.rsplit('/', 1)[1]}-more/partitions"
+    assert admin_call(broker, "GET", more)[1] == {"partitions": 0}  # nothing was created
+    assert refusals(broker)["max_topics_per_namespace"] == 1
+
 
 def test_a_producer_past_max_producers_per_connection_gets_producer_busy(
     broker_factory, client_factory, topic
