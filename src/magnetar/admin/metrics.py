@@ -157,6 +157,14 @@ class BrokerCollector(Collector):
         for what, count in EXHAUSTION.counts.items():
             refusals.add_metric([what], count)
         yield refusals
+        limits = CounterMetricFamily(
+            "magnetar_limit_refusals",
+            "Connections, producers, consumers and topics refused over a configured limit, by its setting",
+            labels=["limit"],
+        )
+        for limit, count in service.limits.refusals.counts.items():
+            limits.add_metric([limit], count)
+        yield limits
 
     def _topics(self) -> Iterator[Metric]:
         labels = ["cluster", "namespace", "topic"]

@@ -105,6 +105,11 @@ def add_routes(app: web.Application, service: BrokerService) -> None:
             raise ValueError(f"schema compatibility strategy must be one of {', '.join(SCHEMA_STRATEGIES)}")
         return value
 
+    def parse_limit(value) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError("a limit must be a number, 0 (no limit) or more")
+        return value
+
     def parse_auto(value) -> dict:
         return AutoTopicCreation.from_json(value).to_json()
 
@@ -113,6 +118,10 @@ def add_routes(app: web.Application, service: BrokerService) -> None:
         ("messageTTL", "message_ttl_seconds", parse_ttl),
         ("schemaCompatibilityStrategy", "schema_compatibility_strategy", parse_strategy),
         ("autoTopicCreation", "auto_topic_creation", parse_auto),
+        ("maxProducersPerTopic", "max_producers_per_topic", parse_limit),
+        ("maxConsumersPerTopic", "max_consumers_per_topic", parse_limit),
+        ("maxConsumersPerSubscription", "max_consumers_per_subscription", parse_limit),
+        ("maxTopicsPerNamespace", "max_topics_per_namespace", parse_limit),
     ]
     base = "/admin/v2/namespaces/{tenant}/{namespace}"
     for path, field, parse in routes:

@@ -16,6 +16,17 @@ from magnetar.broker import backlog_quota
 from magnetar.storage.config import StorageConfig
 
 MIB = 1024 * 1024
+#: The settings of broker/limits.py (0: no limit).
+LIMIT_SETTINGS = (
+    "broker_max_connections",
+    "broker_max_connections_per_ip",
+    "max_producers_per_topic",
+    "max_consumers_per_topic",
+    "max_consumers_per_subscription",
+    "max_producers_per_connection",
+    "max_consumers_per_connection",
+    "max_topics_per_namespace",
+)
 
 
 @dataclass
@@ -55,6 +66,25 @@ class BrokerConfig:
     max_incomplete_frame_bytes: int = 128 * MIB
     #: A large frame incomplete for this long while others wait for room: its connection is closed.
     incomplete_frame_timeout_seconds: float = 10.0
+
+    # Limits (docs/configuration.md, Limits; broker/limits.py). 0: no limit, as Pulsar's defaults.
+    #: Pulsar's brokerMaxConnections: connections open at once; one more is refused (NotAllowedError).
+    broker_max_connections: int = 0
+    #: Pulsar's brokerMaxConnectionsPerIp: connections open at once from one client IP address.
+    broker_max_connections_per_ip: int = 0
+    #: Pulsar's maxProducersPerTopic (a namespace's max_producers_per_topic overrides it): ProducerBusy.
+    max_producers_per_topic: int = 0
+    #: Pulsar's maxConsumersPerTopic, all subscriptions together (namespaces may override): ConsumerBusy.
+    max_consumers_per_topic: int = 0
+    #: Pulsar's maxConsumersPerSubscription (namespaces may override): ConsumerBusy.
+    max_consumers_per_subscription: int = 0
+    #: Producers one connection may have open (no Pulsar setting): ProducerBusy.
+    max_producers_per_connection: int = 0
+    #: Consumers one connection may have open (no Pulsar setting): ConsumerBusy.
+    max_consumers_per_connection: int = 0
+    #: Pulsar's maxTopicsPerNamespace: persistent topics (each partition counts) in one namespace
+    #: (a namespace's max_topics_per_namespace overrides it); one more is refused (NotAllowedError).
+    max_topics_per_namespace: int = 0
 
     # Durability (see docs/storage.md).
     fsync_policy: str = "always"
@@ -161,6 +191,9 @@ class BrokerConfig:
             raise ValueError("max_message_publish_buffer_bytes must be 0 (no limit) or more")
         if self.max_incomplete_frame_bytes < 0:
             raise ValueError("max_incomplete_frame_bytes must be 0 (no limit) or more")
+        for name in LIMIT_SETTINGS:
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be 0 (no limit) or more")
         if self.incomplete_frame_timeout_seconds <= 0:
             raise ValueError("incomplete_frame_timeout_seconds must be positive")
         from magnetar.broker.entry_metadata import load_interceptor_class

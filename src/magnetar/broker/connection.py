@@ -29,6 +29,7 @@ from magnetar.broker.errors import (
 )
 from magnetar.broker.flow_control import Hold, PendingSends, ReadHolds
 from magnetar.broker.ids import to_u64
+from magnetar.broker.limits import LimitReached
 from magnetar.broker.names import check_name
 from magnetar.broker.producer import Producer
 from magnetar.broker.request_errors import TEXT_CHECKED, error_reply
@@ -85,12 +86,16 @@ class ServerCnx(asyncio.BufferedProtocol):
         self._rerun: Frame | None = None
         #: Why this connection is refused (answered at its CONNECT), None when it is served.
         self._refusal: str | None = None
+        #: The client IP this connection is counted under (broker_max_connections...), if counted.
+        self._counted_ip: str | None = None
 
     # -- asyncio.Protocol ---------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
         peer = transport.get_extra_info("peername")
         self.remote = f"{peer[0]}:{peer[1]}" if peer else "?"
+        if self._over_connection_limit(peer[0] if peer else "?"):
+            return
         self.service.connections.add(self)
         sock = transport.get_extra_info("socket")
         if sock is not None and descriptors.in_reserve(sock.fileno(), descriptors.CONNECTION_RESERVE):
@@ -104,6 +109,19 @@ class ServerCnx(asyncio.BufferedProtocol):
         if self.service.publish_buffer.full:
             self.holds.hold(Hold.BROKER)
         self._schedule_keepalive()
+
+    def _over_connection_limit(self, ip: str) -> bool:
+        """Past broker_max_connections(_per_ip): refused as Pulsar does, before anything is set up
+        for it (an ERROR NotAllowedError at once, then closed); nothing else is affected."""
+        refused = self.service.limits.admit_connection(ip)
+        if refused is None:
+            if self.service.limits.connections.enabled:
+                self._counted_ip = ip
+            return False
+        error = wire.CommandError(request_id=0, error=refused.code, message=str(refused))
+        self.transport.write(encode_frame(wrap(error)))
+        self.transport.close()
+        return True
 
     def get_buffer(self, sizehint: int) -> memoryview:
         return self.decoder.get_buffer(sizehint)
@@ -156,6 +174,9 @@ class ServerCnx(asyncio.BufferedProtocol):
         if self._keepalive is not None:
             self._keepalive.cancel()
         self.service.connections.discard(self)
+        if self._counted_ip is not None:
+            self.service.limits.connections.release(self._counted_ip)
+            self._counted_ip = None
         self.service.frame_room_released(self)
         for producer in self.producers.values():
             producer.closed = True
@@ -411,6 +432,7 @@ class ServerCnx(asyncio.BufferedProtocol):
                 )
                 return
             topic = self.service.get_topic(self._topic_name(cmd.topic), create=True)
+            self._check_producer_limits(topic)
             schema = cmd.schema if cmd.HasField("schema") else None
             schema_version = self.service.schemas.for_producer(topic.name, schema)
             user_named = bool(cmd.producer_name)
@@ -538,6 +560,7 @@ class ServerCnx(asyncio.BufferedProtocol):
         try:  # before anything is opened or created for them
             check_name(cmd.subscription, "subscription name")
             check_name(cmd.consumer_name, "consumer name")
+            self._check_consumer_limits(cmd.topic, cmd.subscription)  # a refused one creates nothing
         except BrokerError as exc:
             self.send_error(cmd.request_id, exc)
             return
@@ -741,7 +764,9 @@ class ServerCnx(asyncio.BufferedProtocol):
             if self.closed:
                 return
             exc = None if future.cancelled() else future.exception()
-            if isinstance(exc, PersistenceError) or (exc is not None and not isinstance(exc, BrokerError)):
+            if isinstance(exc, (PersistenceError, LimitReached)) or (
+                exc is not None and not isinstance(exc, BrokerError)
+            ):
                 # Storage failed (a full disk, no descriptors left): answered here, not opened again
                 # on the loop. Other refusals (no such topic ...) the handler answers on its rerun.
                 failed = as_broker_error(exc, f"opening {topic}")
@@ -761,6 +786,32 @@ class ServerCnx(asyncio.BufferedProtocol):
 
         preparing.add_done_callback(done)
         return True
+
+    def _check_producer_limits(self, topic) -> None:
+        """Raise LimitReached (ProducerBusy) when one more producer is past a limit (limits.py)."""
+        policies = self.service.namespaces.policies(topic.name.namespace_name)
+        namespace_max = policies.max_producers_per_topic
+        on_topic, here = len(topic.producers), len(self.producers)
+        self.service.limits.check_producer(str(topic.name), on_topic, here, namespace_max, self.remote)
+
+    def _check_consumer_limits(self, topic_name: str, subscription: str) -> None:
+        """Raise LimitReached (ConsumerBusy) when one more consumer is past a limit (limits.py);
+        a topic not loaded has no consumer yet."""
+        try:
+            name = TopicName.parse(topic_name)
+        except InvalidTopicName:
+            return  # the handler answers the error
+        policies = self.service.namespaces.policies(name.namespace_name)
+        topic = self.service.topics.get(str(name))
+        subscriptions = topic.subscriptions if topic is not None else {}
+        existing = subscriptions.get(subscription)
+        counts = (
+            lambda: sum(len(s.consumers) for s in subscriptions.values()),
+            len(existing.consumers) if existing is not None else 0,
+            len(self.consumers),
+        )
+        namespace_max = (policies.max_consumers_per_topic, policies.max_consumers_per_subscription)
+        self.service.limits.check_consumer(str(name), subscription, counts, namespace_max, self.remote)
 
     def _topic_name(self, name: str) -> TopicName:
         try:

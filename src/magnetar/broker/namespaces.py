@@ -63,6 +63,11 @@ class NamespacePolicies:
     auto_topic_creation: dict[str, Any] | None = None
     #: Backlog quotas by kind, in Pulsar's JSON (``backlog_quota.py``).
     backlog_quota_map: dict[str, dict[str, Any]] | None = None
+    #: Pulsar's namespace limits (broker/limits.py); 0 here: no limit, whatever the broker's.
+    max_producers_per_topic: int | None = None
+    max_consumers_per_topic: int | None = None
+    max_consumers_per_subscription: int | None = None
+    max_topics_per_namespace: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from magnetar.broker.data_dir_lock import DataDirLock
 from magnetar.broker.errors import NotAllowed, TopicNotFound
 from magnetar.broker.flow_control import Hold, PublishBuffer, no_holds
 from magnetar.broker.frame_budget import FrameBudget
+from magnetar.broker.limits import Limits
 from magnetar.broker.namespaces import AlreadyExists, AutoTopicCreation, NamespaceRegistry, NotEmpty
 from magnetar.broker.nonpersistent import NonPersistentTopic
 from magnetar.broker.schemas.registry import SchemaRegistry
@@ -55,6 +56,10 @@ class BrokerService:
         self.frame_closes: dict[str, int] = dict.fromkeys(
             ("too_large_before_connect", "too_large", "stalled"), 0
         )
+        #: Connections, producers, consumers and topics past the configured limits are refused.
+        self.limits = Limits(config)
+        #: New topics are counted and created one at a time where a namespace's topics are limited.
+        self._topic_count_lock = threading.Lock()
         self.storage: Storage | None = None
         self.namespaces: NamespaceRegistry | None = None
         self.schemas: SchemaRegistry | None = None
@@ -307,8 +312,28 @@ class BrokerService:
     def _check_and_open(self, name: TopicName):
         """On an open thread: may ``name`` be loaded (raises why not), then its managed ledger."""
         self.check_namespace(name)
-        self._check_creatable(name, True)
-        return self._open_managed_ledger(str(name))
+        if not self._topics_limited(name.namespace_name):
+            self._check_creatable(name, True)
+            return self._open_managed_ledger(str(name))
+        with self._topic_count_lock:  # two new topics at once must not both take the last place
+            self._check_creatable(name, True)
+            return self._open_managed_ledger(str(name))
+
+    def _topics_limited(self, namespace: str) -> bool:
+        return self.limits.topics_limited(self.namespaces.policies(namespace).max_topics_per_namespace)
+
+    def check_topic_count(self, namespace: str, new: int) -> None:
+        """Raise LimitReached when ``new`` more persistent topics (partitions each count) would put
+        ``namespace`` past its max_topics_per_namespace. Counted as Pulsar does: the persistent
+        topics stored, and every partition of its partitioned topics."""
+        namespace_max = self.namespaces.policies(namespace).max_topics_per_namespace
+        if not self.limits.topics_limited(namespace_max):
+            return
+        prefix = f"persistent://{namespace}/"
+        names = {n for n in self.storage.managed_ledger_names() if n.startswith(prefix)}
+        for base in self.namespaces.partitioned_topics(namespace, "persistent"):
+            names.update(f"{base}-partition-{i}" for i in range(self.namespaces.partitions(base)))
+        self.limits.check_topics(namespace, len(names), new, namespace_max)
 
     def _open_managed_ledger(self, key: str):
         """The topic's managed ledger; PersistenceError when its files cannot be opened (the
@@ -340,6 +365,8 @@ class BrokerService:
                 raise TopicNotFound(f"Topic {key} does not exist")
             if self.namespaces.partitions(key):
                 raise NotAllowed(f"Topic {key} is partitioned: use its partitions")
+            if not partition_of_known:
+                self.check_topic_count(name.namespace_name, 1)
 
     def _add_topic(self, name: TopicName, ml) -> PersistentTopic:
         key = str(name)
@@ -364,6 +391,8 @@ class BrokerService:
             return count
         policy = self.auto_topic_creation(name.namespace_name)
         if policy.allow_auto_topic_creation and policy.topic_type == "partitioned":
+            if name.persistent:
+                self.check_topic_count(name.namespace_name, policy.default_num_partitions)
             self.namespaces.set_partitions(key, policy.default_num_partitions)
             return policy.default_num_partitions
         return 0
@@ -377,6 +406,8 @@ class BrokerService:
             raise AlreadyExists(f"Partitioned topic {key} already exists")
         if self._exists(key):
             raise AlreadyExists(f"Topic {key} already exists as a non-partitioned topic")
+        if name.persistent:
+            self.check_topic_count(name.namespace_name, count)
         self.namespaces.set_partitions(key, count)
 
     def update_partitioned_topic(self, name: TopicName, count: int) -> None:
@@ -385,6 +416,8 @@ class BrokerService:
             raise TopicNotFound(f"Partitioned topic {name} does not exist")
         if count < current:
             raise NotAllowed(f"the number of partitions can only grow (now {current})")
+        if name.persistent and count > current:
+            self.check_topic_count(name.namespace_name, count - current)
         self.namespaces.set_partitions(str(name), count)
 
     def delete_partitioned_topic(self, name: TopicName) -> None:
