@@ -85,12 +85,21 @@ class ServerCnx(asyncio.BufferedProtocol):
         self._rerun: Frame | None = None
         #: Why this connection is refused (answered at its CONNECT), None when it is served.
         self._refusal: str | None = None
+        #: Whether the client came over TLS (the pulsar+ssl:// port), and the certificate it
+        #: presented, as ``ssl.SSLSocket.getpeercert()`` gives it: only one the broker verified
+        #: against ``tls_trust_certs_file_path``, else None. ``tls_identity.role_from_certificate``
+        #: reads the role from it.
+        self.tls = False
+        self.peer_certificate: dict | None = None
 
     # -- asyncio.Protocol ---------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
         peer = transport.get_extra_info("peername")
         self.remote = f"{peer[0]}:{peer[1]}" if peer else "?"
+        if transport.get_extra_info("sslcontext") is not None:
+            self.tls = True
+            self.peer_certificate = transport.get_extra_info("peercert") or None
         self.service.connections.add(self)
         sock = transport.get_extra_info("socket")
         if sock is not None and descriptors.in_reserve(sock.fileno(), descriptors.CONNECTION_RESERVE):
@@ -384,6 +393,9 @@ class ServerCnx(asyncio.BufferedProtocol):
             self._topic_name(cmd.topic)
             reply.response = wire.CommandLookupTopicResponse.Connect
             reply.broker_service_url = self.service.service_url
+            if (tls_url := self.service.service_url_tls) is not None:
+                # Clients on pulsar+ssl:// connect here (the official ones take this field then).
+                reply.broker_service_url_tls = tls_url
             reply.authoritative = True
             reply.proxy_through_service_url = False
         except BrokerError as exc:
