@@ -1,9 +1,9 @@
 """Certificates made at run time for the TLS tests (trustme): nothing secret is ever committed.
 
-``tls_files`` writes, into the test's temporary directory, a CA, a server certificate naming
-127.0.0.1 and localhost, one naming another host, an expired one, a client certificate with
-``CN=some-role``, and a second CA that signed none of them. ``tls_config`` are the broker
-settings that serve both TLS ports with the server certificate.
+``make_tls_files`` (the ``tls_files`` fixture of conftest.py) writes into a directory a CA, a
+server certificate naming 127.0.0.1 and localhost, one naming another host, an expired one, a
+client certificate with ``CN=some-role``, and a second CA that signed none of them.
+``tls_settings`` are the broker settings that serve both TLS ports with a server certificate.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ import datetime
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
 import trustme
 
 CLIENT_ROLE = "some-role"
@@ -76,8 +75,3 @@ def tls_settings(files: TlsFiles, cert: Path | None = None, key: Path | None = N
         "tls_trust_certs_file_path": str(files.ca),
         **more,
     }
-
-
-@pytest.fixture(scope="session")
-def tls_files(tmp_path_factory) -> TlsFiles:
-    return make_tls_files(tmp_path_factory.mktemp("tls"))

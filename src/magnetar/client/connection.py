@@ -188,10 +188,16 @@ class Connection:
         while True:
             data = await self._reader.read(_READ_SIZE)
             if not data:
-                hint = ""
-                if self._writer.get_extra_info("sslcontext") is None:
-                    hint = " (if that is the broker's TLS port, use a pulsar+ssl:// URL)"
-                raise ConnectError(f"{self.address} closed the connection during the handshake{hint}")
+                if self._writer.get_extra_info("sslcontext") is not None:
+                    # TLS 1.3: a broker that wants a trusted client certificate closes here.
+                    raise TlsError(
+                        f"{self.address} refused the TLS connection after the handshake: it may require "
+                        "a client certificate its CAs trust (authentication=AuthenticationTLS(...))"
+                    )
+                raise ConnectError(
+                    f"{self.address} closed the connection during the handshake "
+                    "(if that is the broker's TLS port, use a pulsar+ssl:// URL)"
+                )
             self._decoder.feed(data)
             frame = self._decoder.next_frame()
             if frame is None:
