@@ -120,8 +120,10 @@ def run_once(
     return result
 
 
-def _measure(url: str, pid: int, scenario: Scenario, mode: str, limits: Limits) -> dict[str, object]:
-    client = make_client(url)
+def _measure(
+    url: str, pid: int, scenario: Scenario, mode: str, limits: Limits, **client_options: object
+) -> dict[str, object]:
+    client = make_client(url, **client_options)
     topic = f"persistent://public/default/bench-{scenario.name}-{mode}-{uuid.uuid4().hex[:8]}"
     try:
         cpu0 = time.process_time()

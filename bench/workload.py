@@ -34,9 +34,10 @@ def log_client_to(path: Path) -> None:
     _client_log = str(path)
 
 
-def make_client(service_url: str) -> pulsar.Client:
+def make_client(service_url: str, **options: object) -> pulsar.Client:
+    """An official client logging to the bench's file; ``options`` as ``pulsar.Client``'s (TLS ...)."""
     logger = pulsar.FileLogger(pulsar.LoggerLevel.Warn, _client_log)
-    return pulsar.Client(service_url, operation_timeout_seconds=30, logger=logger)
+    return pulsar.Client(service_url, operation_timeout_seconds=30, logger=logger, **options)
 
 
 # -- payloads ------------------------------------------------------------------------------------------------

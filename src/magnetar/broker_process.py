@@ -22,10 +22,14 @@ HOST = "127.0.0.1"
 START_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 20.0
 
-# What ``magnetar standalone`` (magnetar.cli.main) logs once both its ports are open.
+# What ``magnetar standalone`` (magnetar.cli.main) logs once all its ports are open; with TLS the
+# line goes on `` (TLS: pulsar+ssl://host:port and https://host:port)``, either of them alone too.
 LISTENING = re.compile(
     r"listening on pulsar://(?P<host>\S+):(?P<port>\d+) and http://(?P<http_host>\S+):(?P<http_port>\d+)"
+    r"(?P<rest>.*)"
 )
+TLS_PORT = re.compile(r"pulsar\+ssl://\S+:(\d+)")
+HTTPS_PORT = re.compile(r"https://\S+:(\d+)")
 
 
 class BrokerProcessError(RuntimeError):
@@ -39,6 +43,9 @@ class Listening(NamedTuple):
     port: int
     http_host: str
     http_port: int
+    #: The pulsar+ssl:// and HTTPS ports; None where the broker serves no TLS there.
+    tls_port: int | None = None
+    https_port: int | None = None
 
 
 def parse_listening(log_text: str) -> Listening | None:
@@ -46,7 +53,17 @@ def parse_listening(log_text: str) -> Listening | None:
     match = LISTENING.search(log_text)
     if match is None:
         return None
-    return Listening(match["host"], int(match["port"]), match["http_host"], int(match["http_port"]))
+    rest = match["rest"]
+    tls = TLS_PORT.search(rest)
+    https = HTTPS_PORT.search(rest)
+    return Listening(
+        match["host"],
+        int(match["port"]),
+        match["http_host"],
+        int(match["http_port"]),
+        int(tls[1]) if tls else None,
+        int(https[1]) if https else None,
+    )
 
 
 def toml_value(value: object) -> str:
@@ -112,6 +129,9 @@ class BrokerProcess:
         self.logs: list[Path] = []
         self.port = 0
         self.http_port = 0
+        #: The pulsar+ssl:// and HTTPS ports, where the config asks for TLS (else None).
+        self.tls_port: int | None = None
+        self.https_port: int | None = None
 
     # -- lifecycle ----------------------------------------------------------------------------------------
 
@@ -144,7 +164,7 @@ class BrokerProcess:
         while time.monotonic() < deadline:
             listening = parse_listening(self.log_path.read_text(errors="replace"))
             if listening is not None:
-                self.host, self.port, _, self.http_port = listening
+                self.host, self.port, _, self.http_port, self.tls_port, self.https_port = listening
                 return
             if self.proc.poll() is not None:
                 raise BrokerProcessError(
@@ -202,6 +222,18 @@ class BrokerProcess:
     @property
     def http_url(self) -> str:
         return f"http://{self.host}:{self.http_port}"
+
+    @property
+    def service_url_tls(self) -> str:
+        if self.tls_port is None:
+            raise BrokerProcessError("the broker serves no pulsar+ssl:// port (broker_service_port_tls)")
+        return f"pulsar+ssl://{self.host}:{self.tls_port}"
+
+    @property
+    def https_url(self) -> str:
+        if self.https_port is None:
+            raise BrokerProcessError("the broker serves no HTTPS port (web_service_port_tls)")
+        return f"https://{self.host}:{self.https_port}"
 
     @property
     def log_path(self) -> Path:

@@ -18,6 +18,7 @@ from tests.interop.conftest import (  # noqa: F401 - fixtures and the report hoo
     broker_factory,
     client_factory,
     pytest_runtest_makereport,
+    tls_files,
     topic,
 )
 

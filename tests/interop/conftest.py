@@ -20,6 +20,8 @@ import pytest
 
 from magnetar import broker_process
 
+from .tls_certs import TlsFiles, make_tls_files
+
 LOG_TAIL_CHARS = 20_000
 
 _BROKERS = pytest.StashKey[list["BrokerProcess"]]()
@@ -111,3 +113,9 @@ def topic(request) -> str:
     followed by a suffix of digits alone would name a partition ("-partition-N")."""
     name = re.sub(r"[^A-Za-z0-9-]", "-", request.node.name)[:60]
     return f"persistent://public/default/{name}-t{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture(scope="session")
+def tls_files(tmp_path_factory) -> TlsFiles:
+    """A CA and certificates made for this run (tls_certs.py); no key is ever committed."""
+    return make_tls_files(tmp_path_factory.mktemp("tls"))

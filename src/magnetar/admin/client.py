@@ -16,6 +16,7 @@ interceptor is off) carrying the HTTP status and the broker's reason. Standard l
 from __future__ import annotations
 
 import json
+import ssl
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -80,11 +81,35 @@ def _message_id_parts(message_id: Any) -> tuple[int, int, int, int]:
 
 
 class AdminClient:
-    """Blocking calls to a broker's admin HTTP port (``http_url``, e.g. ``http://host:8080``)."""
+    """Blocking calls to a broker's admin HTTP port (``http_url``, e.g. ``http://host:8080``), or
+    its HTTPS port (``https://host:8443``): the broker's certificate is checked against
+    ``tls_trust_certs_file_path`` (the system's CAs without it) and must name the URL's host unless
+    ``tls_validate_hostname`` is off; ``tls_allow_insecure_connection`` checks nothing. With
+    ``tls_certificate_file_path`` and ``tls_key_file_path`` the client presents its certificate
+    (a broker requiring trusted client certificates wants one)."""
 
-    def __init__(self, http_url: str, timeout: float = 30.0) -> None:
+    def __init__(
+        self,
+        http_url: str,
+        timeout: float = 30.0,
+        *,
+        tls_trust_certs_file_path: str | None = None,
+        tls_validate_hostname: bool = True,
+        tls_allow_insecure_connection: bool = False,
+        tls_certificate_file_path: str | None = None,
+        tls_key_file_path: str | None = None,
+    ) -> None:
         self.http_url = http_url.rstrip("/")
         self.timeout = timeout
+        self._ssl: ssl.SSLContext | None = None
+        if self.http_url.startswith("https://"):
+            self._ssl = _https_context(
+                tls_trust_certs_file_path,
+                tls_validate_hostname,
+                tls_allow_insecure_connection,
+                tls_certificate_file_path,
+                tls_key_file_path,
+            )
 
     def message_id_for_index(self, topic: str, index: int) -> MessageId:
         """The id of the message with ``index`` on ``topic`` (a plain topic or one partition).
@@ -119,10 +144,24 @@ class AdminClient:
         url = self.http_url + path
         request = urllib.request.Request(url, headers={"Accept": "application/json"})
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+            with urllib.request.urlopen(request, timeout=self.timeout, context=self._ssl) as response:
                 return json.loads(response.read())
         except urllib.error.HTTPError as exc:
             raise _admin_error(exc, url) from None
+
+
+def _https_context(
+    trust: str | None, validate_hostname: bool, insecure: bool, cert: str | None, key: str | None
+) -> ssl.SSLContext:
+    ctx = ssl.create_default_context(cafile=trust)
+    if insecure:
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+    else:
+        ctx.check_hostname = validate_hostname
+    if cert:
+        ctx.load_cert_chain(cert, key)
+    return ctx
 
 
 def _admin_error(exc: urllib.error.HTTPError, url: str) -> AdminError:

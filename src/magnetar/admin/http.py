@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ssl
 from typing import TYPE_CHECKING
 
 from aiohttp import web
@@ -49,10 +50,20 @@ def build_app(service: BrokerService) -> web.Application:
     return app
 
 
-async def start_admin_server(service: BrokerService, host: str, port: int) -> tuple[web.AppRunner, int]:
+async def start_admin_server(
+    service: BrokerService, host: str, port: int, https: tuple[int, ssl.SSLContext] | None = None
+) -> tuple[web.AppRunner, int, int | None]:
+    """Serve the admin API on ``port`` (HTTP) and, given ``https`` (port, context), over TLS too:
+    the runner and the ports as bound (the HTTPS one None without it)."""
     runner = web.AppRunner(build_app(service), access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     await site.start()
     bound = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    return runner, bound
+    https_bound = None
+    if https is not None:
+        https_port, ssl_context = https
+        tls_site = web.TCPSite(runner, host, https_port, ssl_context=ssl_context)
+        await tls_site.start()
+        https_bound = tls_site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    return runner, bound, https_bound

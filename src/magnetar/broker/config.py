@@ -39,6 +39,25 @@ class BrokerConfig:
     advertised_address: str | None = None
     data_dir: Path = Path("./data")
 
+    # TLS (broker/tls.py, docs/configuration.md): off unless a TLS port is set.
+    #: Pulsar's brokerServicePortTls: pulsar+ssl:// on this port, beside the plain one; 0 picks a free one.
+    broker_service_port_tls: int | None = None
+    #: Pulsar's webServicePortTls: HTTPS for the admin API and /metrics, beside plain HTTP.
+    web_service_port_tls: int | None = None
+    #: The broker's certificate (chain) and its unencrypted private key, PEM files.
+    tls_certificate_file_path: str | None = None
+    tls_key_file_path: str | None = None
+    #: CA certificates (PEM) that client certificates are checked against.
+    tls_trust_certs_file_path: str | None = None
+    #: Refuse the handshake of a client without a certificate signed by a trusted CA (mutual TLS).
+    tls_require_trusted_client_cert_on_connect: bool = False
+    #: Ask clients for no certificate at all (none is then checked, nor used to authenticate).
+    tls_allow_insecure_connection: bool = False
+    #: Protocol versions offered, e.g. ["TLSv1.3", "TLSv1.2"]; empty: OpenSSL's defaults.
+    tls_protocols: list[str] = field(default_factory=list)
+    #: TLS 1.2 cipher suites in OpenSSL's names (e.g. "ECDHE-RSA-AES256-GCM-SHA384"); empty: defaults.
+    tls_ciphers: list[str] = field(default_factory=list)
+
     # Protocol.
     max_message_size: int = 5 * MIB
     #: Most messages one batch may hold; a SEND of a batch with more (or whose structure does not
@@ -165,6 +184,9 @@ class BrokerConfig:
         }
 
     def validate(self) -> None:
+        from magnetar.broker.tls import check_settings
+
+        check_settings(self)  # raises TlsConfigError, a ValueError
         if self.fsync_policy not in ("always", "interval", "never"):
             raise ValueError(f"fsync_policy must be always, interval or never, not {self.fsync_policy!r}")
         if self.auto_topic_creation_type not in ("non-partitioned", "partitioned"):

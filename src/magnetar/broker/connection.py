@@ -88,6 +88,12 @@ class ServerCnx(asyncio.BufferedProtocol):
         self._refusal: str | None = None
         #: The client IP this connection is counted under (broker_max_connections...), if counted.
         self._counted_ip: str | None = None
+        #: Whether the client came over TLS (the pulsar+ssl:// port), and the certificate it
+        #: presented, as ``ssl.SSLSocket.getpeercert()`` gives it: only one the broker verified
+        #: against ``tls_trust_certs_file_path``, else None. ``tls_identity.role_from_certificate``
+        #: reads the role from it.
+        self.tls = False
+        self.peer_certificate: dict | None = None
 
     # -- asyncio.Protocol ---------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -96,6 +102,9 @@ class ServerCnx(asyncio.BufferedProtocol):
         self.remote = f"{peer[0]}:{peer[1]}" if peer else "?"
         if self._over_connection_limit(peer[0] if peer else "?"):
             return
+        if transport.get_extra_info("sslcontext") is not None:
+            self.tls = True
+            self.peer_certificate = transport.get_extra_info("peercert") or None
         self.service.connections.add(self)
         sock = transport.get_extra_info("socket")
         if sock is not None and descriptors.in_reserve(sock.fileno(), descriptors.CONNECTION_RESERVE):
@@ -405,6 +414,9 @@ class ServerCnx(asyncio.BufferedProtocol):
             self._topic_name(cmd.topic)
             reply.response = wire.CommandLookupTopicResponse.Connect
             reply.broker_service_url = self.service.service_url
+            if (tls_url := self.service.service_url_tls) is not None:
+                # Clients on pulsar+ssl:// connect here (the official ones take this field then).
+                reply.broker_service_url_tls = tls_url
             reply.authoritative = True
             reply.proxy_through_service_url = False
         except BrokerError as exc:

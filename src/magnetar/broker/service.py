@@ -7,9 +7,10 @@ import logging
 import secrets
 import threading
 import time
+import urllib.parse
 from concurrent.futures import ThreadPoolExecutor
 
-from magnetar.broker import descriptors, loop_pass
+from magnetar.broker import descriptors, loop_pass, tls
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.connection import ServerCnx
 from magnetar.broker.data_dir_lock import DataDirLock
@@ -65,7 +66,11 @@ class BrokerService:
         self.schemas: SchemaRegistry | None = None
         self.port: int | None = None
         self.http_port: int | None = None
+        #: The pulsar+ssl:// and HTTPS ports as bound; None while TLS is off (broker/tls.py).
+        self.tls_port: int | None = None
+        self.https_port: int | None = None
         self._server: asyncio.base_events.Server | None = None
+        self._tls_server: asyncio.base_events.Server | None = None
         self._http = None
         self._tasks: list[asyncio.Task] = []
         self._lock = DataDirLock(config.data_dir)
@@ -123,8 +128,20 @@ class BrokerService:
             return self.config.advertised_address
         return f"pulsar://{self.config.host}:{self.port}"
 
+    @property
+    def service_url_tls(self) -> str | None:
+        """pulsar+ssl:// address given in LOOKUP answers (clients on TLS connect there); None without TLS."""
+        if self.tls_port is None:
+            return None
+        host = self.config.host
+        if self.config.advertised_address:
+            host = urllib.parse.urlsplit(self.config.advertised_address).hostname or host
+        return f"pulsar+ssl://{host}:{self.tls_port}"
+
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
+        # Certificate problems are found before anything else starts (TlsConfigError).
+        ssl_context = tls.server_context(self.config) if tls.tls_enabled(self.config) else None
         self._lock.acquire()
         passes = loop_pass.for_loop(loop)
         self.storage = Storage(
@@ -138,9 +155,24 @@ class BrokerService:
             lambda: ServerCnx(self), self.config.host, self.config.port, backlog=4096
         )
         self.port = self._server.sockets[0].getsockname()[1]
+        if self.config.broker_service_port_tls is not None:
+            self._tls_server = await loop.create_server(
+                lambda: ServerCnx(self),
+                self.config.host,
+                self.config.broker_service_port_tls,
+                backlog=4096,
+                ssl=ssl_context,
+                ssl_handshake_timeout=tls.HANDSHAKE_TIMEOUT_S,
+            )
+            self.tls_port = self._tls_server.sockets[0].getsockname()[1]
         from magnetar.admin.http import start_admin_server
 
-        self._http, self.http_port = await start_admin_server(self, self.config.host, self.config.http_port)
+        https = None
+        if self.config.web_service_port_tls is not None:
+            https = (self.config.web_service_port_tls, ssl_context)
+        self._http, self.http_port, self.https_port = await start_admin_server(
+            self, self.config.host, self.config.http_port, https
+        )
         self._tasks = [
             asyncio.create_task(self._every(self.config.cursor_flush_interval_seconds, self.flush_all)),
             asyncio.create_task(self._every(self.config.retention_check_interval_seconds, self.trim_all)),
@@ -162,8 +194,9 @@ class BrokerService:
         """Stop accepting, close every connection, flush cursors and state, close storage."""
         for task in self._tasks:
             task.cancel()
-        if self._server is not None:
-            self._server.close()
+        for server in (self._server, self._tls_server):
+            if server is not None:
+                server.close()
         for cnx in list(self.connections):
             cnx.close()
         if self._http is not None:

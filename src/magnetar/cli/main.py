@@ -33,15 +33,28 @@ def _tune_gc() -> None:
     gc.set_threshold(50_000, 20, 20)
 
 
+def _tls_addresses(host: str, tls_port: int | None, https_port: int | None) -> str:
+    """`` (TLS: pulsar+ssl://h:p and https://h:p)`` for the ``listening on`` line (broker_process
+    parses it); empty without TLS, so the line stays as it always was."""
+    urls = [f"pulsar+ssl://{host}:{tls_port}"] if tls_port is not None else []
+    urls += [f"https://{host}:{https_port}"] if https_port is not None else []
+    return f" (TLS: {' and '.join(urls)})" if urls else ""
+
+
 async def _run_standalone(args: argparse.Namespace) -> int:
     from magnetar.broker.config import BrokerConfig
     from magnetar.broker.data_dir_lock import DataDirInUse
     from magnetar.broker.service import BrokerService
+    from magnetar.broker.tls import TlsConfigError
     from magnetar.storage.errors import MetadataMissingError
 
-    config = BrokerConfig.load(
-        args.config, host=args.host, port=args.port, http_port=args.http_port, data_dir=args.data_dir
-    )
+    try:
+        config = BrokerConfig.load(
+            args.config, host=args.host, port=args.port, http_port=args.http_port, data_dir=args.data_dir
+        )
+    except TlsConfigError as exc:
+        logging.getLogger("magnetar").error("%s", exc)
+        return 1
     from magnetar.broker.descriptors import raise_soft_limit
 
     soft, hard = raise_soft_limit()
@@ -49,18 +62,19 @@ async def _run_standalone(args: argparse.Namespace) -> int:
     service = BrokerService(config)
     try:
         await service.start()
-    except (DataDirInUse, MetadataMissingError) as exc:
+    except (DataDirInUse, MetadataMissingError, TlsConfigError) as exc:
         logging.getLogger("magnetar").error("%s", exc)
         await service.stop()
         return 1
     _tune_gc()
     logging.getLogger("magnetar").info(
-        "Magnetar %s listening on pulsar://%s:%d and http://%s:%d, data in %s",
+        "Magnetar %s listening on pulsar://%s:%d and http://%s:%d%s, data in %s",
         __version__,
         config.host,
         service.port,
         config.host,
         service.http_port,
+        _tls_addresses(config.host, service.tls_port, service.https_port),
         config.data_dir,
     )
     stop = asyncio.Event()

@@ -20,9 +20,11 @@ from magnetar.client.errors import (
 )
 from magnetar.client.message import ChunkMessageId, Message, MessageId
 from magnetar.client.sync import Client, Consumer, Producer, Reader, Result
+from magnetar.client.tls import AuthenticationTLS, TlsError
 
 __all__ = [
     "AlreadyClosed",
+    "AuthenticationTLS",
     "ChunkMessageId",
     "Client",
     "ClientError",
@@ -41,4 +43,5 @@ __all__ = [
     "Result",
     "ServerError",
     "Timeout",
+    "TlsError",
 ]

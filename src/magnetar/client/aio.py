@@ -12,8 +12,10 @@ from magnetar.client.message import ChunkMessageId, Message, MessageId
 from magnetar.client.producer import Producer
 from magnetar.client.reader import Reader
 from magnetar.client.routing import MultiTopicsConsumer, PartitionedProducer
+from magnetar.client.tls import AuthenticationTLS, TlsError
 
 __all__ = [
+    "AuthenticationTLS",
     "ChunkMessageId",
     "Client",
     "CompressionType",
@@ -26,4 +28,5 @@ __all__ = [
     "PartitionedProducer",
     "Producer",
     "Reader",
+    "TlsError",
 ]

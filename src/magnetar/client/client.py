@@ -11,11 +11,13 @@ import asyncio
 import itertools
 import logging
 import re
+import ssl
 from typing import Any
 
 from magnetar.client.connection import Connection
 from magnetar.client.errors import AlreadyClosed, ClientError, ConnectError, TopicLookupError
-from magnetar.client.topics import full_topic_name, parse_service_url, partition_name
+from magnetar.client.tls import tls_options
+from magnetar.client.topics import full_topic_name, is_tls_url, parse_service_url, partition_name
 from magnetar.protocol import pulsar_wire_pb2 as wire
 
 log = logging.getLogger(__name__)
@@ -37,10 +39,32 @@ class Client:
         max_backoff_seconds: float = 30,
         max_lookup_redirects: int = 20,
         listener_name: str | None = None,
+        authentication: Any = None,
+        use_tls: bool = False,
+        tls_trust_certs_file_path: str | None = None,
+        tls_allow_insecure_connection: bool = False,
+        tls_validate_hostname: bool = False,
+        tls_certificate_file_path: str | None = None,
+        tls_private_key_file_path: str | None = None,
         **_ignored: Any,
     ) -> None:
         self.service_url = service_url
         self._hosts = parse_service_url(service_url)
+        self.authentication = authentication
+        #: Every connection goes over TLS when the service URL is pulsar+ssl:// (as the official
+        #: client decides), with this context (client/tls.py); None: plain TCP.
+        self.ssl_context: ssl.SSLContext | None = None
+        self._scheme = "pulsar"
+        if use_tls or is_tls_url(service_url):
+            self._scheme = "pulsar+ssl"
+            self.ssl_context = tls_options(
+                authentication,
+                tls_trust_certs_file_path,
+                tls_validate_hostname,
+                tls_allow_insecure_connection,
+                tls_certificate_file_path,
+                tls_private_key_file_path,
+            ).context()
         self._host_cycle = itertools.cycle(range(len(self._hosts)))
         self.operation_timeout = float(operation_timeout_seconds)
         self.connection_timeout = connection_timeout_ms / 1000
@@ -65,7 +89,7 @@ class Client:
     # --- connections ------------------------------------------------------------------------------
     def _service_address(self) -> str:
         host, port = self._hosts[next(self._host_cycle)]
-        return f"pulsar://{host}:{port}"
+        return f"{self._scheme}://{host}:{port}"
 
     async def connection(self, logical: str, physical: str | None = None) -> Connection:
         """The pooled connection to ``logical`` (through ``physical`` when proxied), opened if needed."""
@@ -91,6 +115,8 @@ class Client:
                     connection_timeout=self.connection_timeout,
                     operation_timeout=self.operation_timeout,
                     keepalive_interval=self.keepalive_interval,
+                    ssl_context=self.ssl_context,
+                    authentication=self.authentication,
                 )
             except BaseException as exc:
                 self._pool.pop(key, None)
@@ -111,7 +137,9 @@ class Client:
             if self.listener_name:
                 body.advertised_listener_name = self.listener_name
             answer = await cnx.request(body)
-            target = answer.broker_service_url or address
+            # Over TLS the broker's pulsar+ssl:// address is the one to follow.
+            url = answer.broker_service_url_tls if self.ssl_context is not None else answer.broker_service_url
+            target = url or address
             if answer.response == _Lookup.Connect:
                 if answer.proxy_through_service_url:
                     return target, self._service_address()

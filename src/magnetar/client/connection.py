@@ -15,10 +15,12 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import ssl
 import time
 from typing import Any, Protocol
 
 from magnetar.client.errors import ConnectError, ConnectionClosed, Timeout, server_error
+from magnetar.client.tls import TlsError
 from magnetar.protocol import commands
 from magnetar.protocol import pulsar_wire_pb2 as wire
 from magnetar.protocol.errors import ProtocolError
@@ -85,6 +87,12 @@ def _response_error(frame: Frame) -> Exception | None:
     return None
 
 
+def _tls_reason(exc: ssl.SSLError) -> str:
+    """OpenSSL's reason (``certificate verify failed: unable to get local issuer certificate``)."""
+    verify_message = getattr(exc, "verify_message", None)
+    return f"{exc.reason}: {verify_message}" if verify_message else str(exc)
+
+
 class Connection:
     """A connected, handshaken link to one broker; create it with ``Connection.open``."""
 
@@ -127,12 +135,20 @@ class Connection:
         connection_timeout: float = 10.0,
         operation_timeout: float = 30.0,
         keepalive_interval: float = 30.0,
+        ssl_context: ssl.SSLContext | None = None,
+        authentication: Any = None,
     ) -> Connection:
-        """Open a TCP connection, send CONNECT and wait for CONNECTED."""
+        """Open a TCP connection (TLS with ``ssl_context``), send CONNECT and wait for CONNECTED.
+
+        ``authentication`` (``auth_method_name``, ``auth_data()``) fills CONNECT's auth fields.
+        """
+        tls = {} if ssl_context is None else {"ssl": ssl_context, "server_hostname": host}
         try:
             reader, writer = await asyncio.wait_for(
-                asyncio.open_connection(host, port, limit=_READ_SIZE), connection_timeout
+                asyncio.open_connection(host, port, limit=_READ_SIZE, **tls), connection_timeout
             )
+        except ssl.SSLError as exc:
+            raise TlsError(f"TLS handshake with {host}:{port} failed: {_tls_reason(exc)}") from None
         except (TimeoutError, OSError) as exc:
             raise ConnectError(f"cannot connect to {host}:{port}: {exc!r}") from None
         cnx = cls(
@@ -143,11 +159,14 @@ class Connection:
             keepalive_interval=keepalive_interval,
         )
         try:
-            await asyncio.wait_for(cnx._handshake(proxy_to_broker_url), connection_timeout)
+            await asyncio.wait_for(cnx._handshake(proxy_to_broker_url, authentication), connection_timeout)
         except BaseException as exc:
             cnx._abort(exc)
             if isinstance(exc, asyncio.TimeoutError):
                 raise ConnectError(f"no CONNECTED from {host}:{port} in {connection_timeout}s") from None
+            if isinstance(exc, ssl.SSLError):
+                # With TLS 1.3 the broker checks our certificate after our side of the handshake.
+                raise TlsError(f"{host}:{port} refused the TLS connection: {_tls_reason(exc)}") from None
             raise
         cnx._tasks = [
             asyncio.create_task(cnx._read_loop(), name=f"magnetar-read-{cnx.address}"),
@@ -155,17 +174,30 @@ class Connection:
         ]
         return cnx
 
-    async def _handshake(self, proxy_to_broker_url: str | None) -> None:
+    async def _handshake(self, proxy_to_broker_url: str | None, authentication: Any = None) -> None:
         connect = wire.CommandConnect(client_version=CLIENT_VERSION, protocol_version=PROTOCOL_VERSION)
         connect.feature_flags.supports_broker_entry_metadata = True
         connect.feature_flags.supports_partial_producer = True
         if proxy_to_broker_url:
             connect.proxy_to_broker_url = proxy_to_broker_url
+        if authentication is not None:
+            connect.auth_method_name = authentication.auth_method_name
+            if data := authentication.auth_data():
+                connect.auth_data = data
         self._writer.write(encode_frame(commands.wrap(connect)))
         while True:
             data = await self._reader.read(_READ_SIZE)
             if not data:
-                raise ConnectError(f"{self.address} closed the connection during the handshake")
+                if self._writer.get_extra_info("sslcontext") is not None:
+                    # TLS 1.3: a broker that wants a trusted client certificate closes here.
+                    raise TlsError(
+                        f"{self.address} refused the TLS connection after the handshake: it may require "
+                        "a client certificate its CAs trust (authentication=AuthenticationTLS(...))"
+                    )
+                raise ConnectError(
+                    f"{self.address} closed the connection during the handshake "
+                    "(if that is the broker's TLS port, use a pulsar+ssl:// URL)"
+                )
             self._decoder.feed(data)
             frame = self._decoder.next_frame()
             if frame is None:
