@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from magnetar.admin import (
+    auth,
     index_api,
     messages_api,
     namespaces_api,
@@ -21,7 +22,9 @@ if TYPE_CHECKING:
 
 
 def build_app(service: BrokerService) -> web.Application:
-    app = web.Application()
+    app = web.Application(
+        middlewares=[auth.middleware(service.authentication, service.config.authenticate_metrics_endpoint)]
+    )
 
     async def health(request: web.Request) -> web.Response:
         return web.Response(text="ok")

@@ -10,6 +10,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from magnetar.broker import descriptors, loop_pass
+from magnetar.broker.authentication import Authentication
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.connection import ServerCnx
 from magnetar.broker.data_dir_lock import DataDirLock
@@ -55,6 +56,10 @@ class BrokerService:
         self.frame_closes: dict[str, int] = dict.fromkeys(
             ("too_large_before_connect", "too_large", "stalled"), 0
         )
+        #: The authentication providers, None while authentication is off (authentication.py).
+        self.authentication = Authentication.from_config(config)
+        #: Credentials refused (CONNECT, AUTH_RESPONSE, expiry) since start (/metrics).
+        self.authentication_failures = 0
         self.storage: Storage | None = None
         self.namespaces: NamespaceRegistry | None = None
         self.schemas: SchemaRegistry | None = None
@@ -152,6 +157,18 @@ class BrokerService:
                 )
             ),
         ]
+        if self.authentication is not None:
+            self._tasks.append(
+                asyncio.create_task(
+                    self._every(self.config.authentication_refresh_check_seconds, self.check_credentials)
+                )
+            )
+
+    def check_credentials(self) -> None:
+        """Challenge connections whose credentials expired; close those that did not answer."""
+        now = time.time()
+        for cnx in list(self.connections):
+            cnx.check_credentials(now)
 
     async def stop(self) -> None:
         """Stop accepting, close every connection, flush cursors and state, close storage."""

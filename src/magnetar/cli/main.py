@@ -39,9 +39,13 @@ async def _run_standalone(args: argparse.Namespace) -> int:
     from magnetar.broker.service import BrokerService
     from magnetar.storage.errors import MetadataMissingError
 
-    config = BrokerConfig.load(
-        args.config, host=args.host, port=args.port, http_port=args.http_port, data_dir=args.data_dir
-    )
+    try:
+        config = BrokerConfig.load(
+            args.config, host=args.host, port=args.port, http_port=args.http_port, data_dir=args.data_dir
+        )
+    except (ValueError, OSError) as exc:  # a setting that cannot work: say which, do not start
+        logging.getLogger("magnetar").error("cannot start: %s", exc)
+        return 1
     from magnetar.broker.descriptors import raise_soft_limit
 
     soft, hard = raise_soft_limit()
