@@ -31,7 +31,9 @@ def middleware(authentication: Authentication | None, authenticate_metrics: bool
         if authentication is None or (not authenticate_metrics and request.path in SCRAPE_PATHS):
             return await handler(request)
         peer_certificate = None
-        if (ssl_object := request.transport.get_extra_info("ssl_object") if request.transport else None) is not None:
+        if (
+            ssl_object := request.transport.get_extra_info("ssl_object") if request.transport else None
+        ) is not None:
             peer_certificate = ssl_object.getpeercert()
         try:
             request[ROLE] = authentication.authenticate_http(

@@ -405,7 +405,9 @@ class ServerCnx(asyncio.BufferedProtocol):
     def _authentication_failed(self, message: str) -> None:
         log.info("%s: authentication refused, closing: %s", self.remote, message)
         self.service.authentication_failures += 1
-        error = wire.CommandError(request_id=AUTH_ERROR_REQUEST_ID, error=wire.AuthenticationError, message=message)
+        error = wire.CommandError(
+            request_id=AUTH_ERROR_REQUEST_ID, error=wire.AuthenticationError, message=message
+        )
         self.send_command(wrap(error))
         self.close()
 
@@ -440,7 +442,9 @@ class ServerCnx(asyncio.BufferedProtocol):
         method = cmd.response.auth_method_name if cmd.response.HasField("auth_method_name") else ""
         try:
             if method != self.auth_method:
-                raise AuthenticationFailed(f"AUTH_RESPONSE for method {method!r}, connected with {self.auth_method!r}")
+                raise AuthenticationFailed(
+                    f"AUTH_RESPONSE for method {method!r}, connected with {self.auth_method!r}"
+                )
             role, provider = self._authenticate(method, cmd.response.auth_data)
         except AuthenticationFailed as exc:
             self._authentication_failed(str(exc))

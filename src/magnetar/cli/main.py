@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from magnetar import __version__
-from magnetar.cli import repair
+from magnetar.cli import repair, tokens
 from magnetar.demo.smart_city import cli as smart_city
 
 
@@ -95,6 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     _standalone_parser(sub)
     repair.add_parser(sub)
+    tokens.add_parser(sub)
     smart_city.add_parser(sub)
     args = parser.parse_args(argv)
     logging.basicConfig(
@@ -106,6 +107,8 @@ def main(argv: list[str] | None = None) -> int:
         return _event_loop_runner()(_run_standalone(args))
     if args.command == "repair":
         return repair.run(args)
+    if args.command == "tokens":
+        return tokens.run(args)
     if args.command == "smart-city":
         return smart_city.run(args)
     return 2

@@ -6,6 +6,7 @@
 ``receive``, ``acknowledge`` and so on. See docs/client.md.
 """
 
+from magnetar.client.authentication import Authentication, AuthenticationToken
 from magnetar.client.compression import CompressionType
 from magnetar.client.consumer import ConsumerType, InitialPosition
 from magnetar.client.errors import (
@@ -23,6 +24,8 @@ from magnetar.client.sync import Client, Consumer, Producer, Reader, Result
 
 __all__ = [
     "AlreadyClosed",
+    "Authentication",
+    "AuthenticationToken",
     "ChunkMessageId",
     "Client",
     "ClientError",

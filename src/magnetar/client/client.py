@@ -13,6 +13,7 @@ import logging
 import re
 from typing import Any
 
+from magnetar.client.authentication import Authentication
 from magnetar.client.connection import Connection
 from magnetar.client.errors import AlreadyClosed, ClientError, ConnectError, TopicLookupError
 from magnetar.client.topics import full_topic_name, parse_service_url, partition_name
@@ -37,6 +38,7 @@ class Client:
         max_backoff_seconds: float = 30,
         max_lookup_redirects: int = 20,
         listener_name: str | None = None,
+        authentication: Authentication | None = None,
         **_ignored: Any,
     ) -> None:
         self.service_url = service_url
@@ -49,6 +51,8 @@ class Client:
         self.max_backoff = max_backoff_seconds
         self.max_lookup_redirects = max_lookup_redirects
         self.listener_name = listener_name
+        #: Credentials sent at each CONNECT (``AuthenticationToken``), as the official client's.
+        self.authentication = authentication
         self._pool: dict[str, asyncio.Future[Connection]] = {}
         self._producer_ids = itertools.count()
         self._consumer_ids = itertools.count()
@@ -91,6 +95,7 @@ class Client:
                     connection_timeout=self.connection_timeout,
                     operation_timeout=self.operation_timeout,
                     keepalive_interval=self.keepalive_interval,
+                    authentication=self.authentication,
                 )
             except BaseException as exc:
                 self._pool.pop(key, None)

@@ -16,13 +16,16 @@ import contextlib
 import itertools
 import logging
 import time
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from magnetar.client.errors import ConnectError, ConnectionClosed, Timeout, server_error
 from magnetar.protocol import commands
 from magnetar.protocol import pulsar_wire_pb2 as wire
 from magnetar.protocol.errors import ProtocolError
 from magnetar.protocol.frames import FRAME_OVERHEAD, Frame, FrameDecoder, encode_frame, encode_frame_parts
+
+if TYPE_CHECKING:
+    from magnetar.client.authentication import Authentication
 
 log = logging.getLogger(__name__)
 
@@ -96,8 +99,10 @@ class Connection:
         address: str,
         operation_timeout: float = 30.0,
         keepalive_interval: float = 30.0,
+        authentication: Authentication | None = None,
     ) -> None:
         self.address = address
+        self.authentication = authentication
         self.operation_timeout = operation_timeout
         self.keepalive_interval = keepalive_interval
         self.max_message_size = DEFAULT_MAX_MESSAGE_SIZE
@@ -127,6 +132,7 @@ class Connection:
         connection_timeout: float = 10.0,
         operation_timeout: float = 30.0,
         keepalive_interval: float = 30.0,
+        authentication: Authentication | None = None,
     ) -> Connection:
         """Open a TCP connection, send CONNECT and wait for CONNECTED."""
         try:
@@ -141,6 +147,7 @@ class Connection:
             address=address or f"pulsar://{host}:{port}",
             operation_timeout=operation_timeout,
             keepalive_interval=keepalive_interval,
+            authentication=authentication,
         )
         try:
             await asyncio.wait_for(cnx._handshake(proxy_to_broker_url), connection_timeout)
@@ -159,6 +166,10 @@ class Connection:
         connect = wire.CommandConnect(client_version=CLIENT_VERSION, protocol_version=PROTOCOL_VERSION)
         connect.feature_flags.supports_broker_entry_metadata = True
         connect.feature_flags.supports_partial_producer = True
+        if self.authentication is not None:
+            connect.auth_method_name = self.authentication.auth_method_name
+            connect.auth_data = self.authentication.auth_data()
+            connect.feature_flags.supports_auth_refresh = True
         if proxy_to_broker_url:
             connect.proxy_to_broker_url = proxy_to_broker_url
         self._writer.write(encode_frame(commands.wrap(connect)))
@@ -345,6 +356,8 @@ class Connection:
             producer = self._producers.get(body.producer_id)
             if producer is not None:
                 producer.on_send_error(self, body)
+        elif kind == T.AUTH_CHALLENGE:
+            self._answer_auth_challenge()
         elif kind == T.PING:
             self.send_command(commands.pong())
         elif kind == T.PONG:
@@ -367,6 +380,24 @@ class Connection:
                 consumer.on_reached_end_of_topic(self)
         else:
             log.debug("ignoring %s from %s", frame.type_name, self.address)
+
+    def _answer_auth_challenge(self) -> None:
+        """The broker asks for fresh credentials (its check found ours expired): answer with
+        ``auth_data()`` again; without credentials to give, the connection cannot go on."""
+        if self.authentication is None:
+            self._abort(ConnectError(f"{self.address} asked for credentials and we have none"))
+            return
+        try:
+            data = self.authentication.auth_data()
+        except Exception as exc:
+            log.warning("the token supplier failed, closing %s: %r", self.address, exc)
+            self._abort(ConnectError(f"cannot refresh credentials: {exc!r}"))
+            return
+        response = wire.CommandAuthResponse(client_version=CLIENT_VERSION, protocol_version=PROTOCOL_VERSION)
+        response.response.auth_method_name = self.authentication.auth_method_name
+        response.response.auth_data = data
+        with contextlib.suppress(ConnectionClosed):
+            self.send_command(commands.wrap(response))
 
     def _complete(self, frame: Frame, body: Any) -> None:
         if frame.type == T.PRODUCER_SUCCESS and not body.producer_ready:

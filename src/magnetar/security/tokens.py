@@ -155,7 +155,9 @@ def algorithms_for_public_key(key: Any, public_alg: str) -> list[str]:
         if not isinstance(key, ec.EllipticCurvePublicKey):
             raise KeyConfigError(f"token_public_alg is {public_alg} but the public key is not an EC key")
         return [public_alg]
-    raise KeyConfigError(f"token_public_alg must be one of {', '.join(KEY_PAIR_ALGORITHMS)}, not {public_alg!r}")
+    raise KeyConfigError(
+        f"token_public_alg must be one of {', '.join(KEY_PAIR_ALGORITHMS)}, not {public_alg!r}"
+    )
 
 
 def _algorithm_for_private_key(key: Any) -> str:
