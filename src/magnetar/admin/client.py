@@ -19,6 +19,7 @@ import json
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from typing import Any
 
 from magnetar.broker.topic_name import PARTITION_SUFFIX, TopicName
@@ -41,6 +42,10 @@ class NotFoundError(AdminError):
 
 class ConflictError(AdminError):
     pass
+
+
+class UnauthorizedError(AdminError):
+    """401: no credentials, or credentials the broker refused."""
 
 
 def _topic_parts(topic: str, partition: int = -1) -> list[str]:
@@ -82,9 +87,21 @@ def _message_id_parts(message_id: Any) -> tuple[int, int, int, int]:
 class AdminClient:
     """Blocking calls to a broker's admin HTTP port (``http_url``, e.g. ``http://host:8080``)."""
 
-    def __init__(self, http_url: str, timeout: float = 30.0) -> None:
+    def __init__(
+        self, http_url: str, timeout: float = 30.0, token: str | Callable[[], str] | None = None
+    ) -> None:
+        """``token``: sent as ``Authorization: Bearer <token>`` when the broker authenticates
+        (the token text, or a function returning a fresh one for each call)."""
         self.http_url = http_url.rstrip("/")
         self.timeout = timeout
+        self.token = token
+
+    def _headers(self) -> dict[str, str]:
+        headers = {"Accept": "application/json"}
+        if self.token is not None:
+            token = self.token() if callable(self.token) else self.token
+            headers["Authorization"] = f"Bearer {token.strip()}"
+        return headers
 
     def message_id_for_index(self, topic: str, index: int) -> MessageId:
         """The id of the message with ``index`` on ``topic`` (a plain topic or one partition).
@@ -117,7 +134,7 @@ class AdminClient:
     # -- plumbing ---------------------------------------------------------------------------------
     def _get(self, path: str) -> dict:
         url = self.http_url + path
-        request = urllib.request.Request(url, headers={"Accept": "application/json"})
+        request = urllib.request.Request(url, headers=self._headers())
         try:
             with urllib.request.urlopen(request, timeout=self.timeout) as response:
                 return json.loads(response.read())
@@ -131,5 +148,5 @@ def _admin_error(exc: urllib.error.HTTPError, url: str) -> AdminError:
         reason = json.loads(text)["reason"]
     except (ValueError, KeyError, TypeError):
         reason = text or exc.reason
-    cls = {404: NotFoundError, 409: ConflictError}.get(exc.code, AdminError)
+    cls = {401: UnauthorizedError, 404: NotFoundError, 409: ConflictError}.get(exc.code, AdminError)
     return cls(exc.code, str(reason), url)
