@@ -131,6 +131,20 @@ def test_bad_tokens_refused_with_authentication_error_others_unaffected(broker_f
         bad.close()
     good.close()
     assert "Failed to authenticate token" in broker.log_text()
+    metrics = http_get(broker, "/metrics", tokens.create_token(key, "prometheus"))[1].decode()
+    # 6 bad tokens here, and the official client's tries with its bad one; "none" and "basic".
+    assert metric(metrics, 'pulsar_authentication_failures_total{auth_method="token"}') >= 7
+    assert metric(metrics, 'pulsar_authentication_failures_total{auth_method="other"}') == 2
+    assert (
+        metric(metrics, 'pulsar_authentication_success_total{auth_method="token"}') == 2
+    )  # client, /metrics
+
+
+def metric(text: str, name: str) -> float:
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[-1])
+    raise AssertionError(f"{name} not in /metrics")
 
 
 def _token_without_sub(key: bytes) -> str:
@@ -318,7 +332,9 @@ def test_admin_api_needs_a_bearer_token(broker_factory):
     # /metrics and the health check need credentials too by default.
     assert http_get(broker, "/metrics")[0] == 401
     assert http_get(broker, "/admin/v2/brokers/health")[0] == 401
-    assert http_get(broker, "/metrics", tokens.create_token(key, "prometheus"))[0] == 200
+    status, body = http_get(broker, "/metrics", tokens.create_token(key, "prometheus"))
+    assert status == 200
+    assert 'pulsar_authentication_failures_total{auth_method="token"}' in body.decode()
 
 
 def test_metrics_and_health_left_open_by_setting(broker_factory):

@@ -23,7 +23,14 @@ if TYPE_CHECKING:
 
 def build_app(service: BrokerService) -> web.Application:
     app = web.Application(
-        middlewares=[auth.middleware(service.authentication, service.config.authenticate_metrics_endpoint)]
+        middlewares=[
+            auth.middleware(
+                service.authentication,
+                service.config.authenticate_metrics_endpoint,
+                service.authentication_successes,
+                service.authentication_failures,
+            )
+        ]
     )
 
     async def health(request: web.Request) -> web.Response:

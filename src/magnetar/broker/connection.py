@@ -99,6 +99,7 @@ class ServerCnx(asyncio.BufferedProtocol):
         self.supports_auth_refresh = False
         #: An AUTH_CHALLENGE is out and not yet answered with valid credentials.
         self.auth_challenge_pending = False
+        self._attempted_method: str | bytes = ""
 
     # -- asyncio.Protocol ---------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -378,6 +379,7 @@ class ServerCnx(asyncio.BufferedProtocol):
     def _authenticate_connect(self, cmd: wire.CommandConnect) -> bool:
         """Check CONNECT's credentials; a refusal is answered (AuthenticationError) and closes."""
         method = cmd.auth_method_name if cmd.HasField("auth_method_name") else "none"
+        self._attempted_method = method
         self.supports_auth_refresh = cmd.HasField("feature_flags") and cmd.feature_flags.supports_auth_refresh
         try:
             role, provider = self._authenticate(method, cmd.auth_data)
@@ -386,6 +388,7 @@ class ServerCnx(asyncio.BufferedProtocol):
             return False
         self.role, self.auth_method, self._auth_provider = role, method, provider
         self.auth_expires_at = provider.expires_at(cmd.auth_data)
+        self.service.authentication_successes[method] += 1
         log.info("%s: authenticated as %r with %s", self.remote, role, method)
         return True
 
@@ -404,12 +407,19 @@ class ServerCnx(asyncio.BufferedProtocol):
 
     def _authentication_failed(self, message: str) -> None:
         log.info("%s: authentication refused, closing: %s", self.remote, message)
-        self.service.authentication_failures += 1
+        self.service.authentication_failures[self._method_label()] += 1
         error = wire.CommandError(
             request_id=AUTH_ERROR_REQUEST_ID, error=wire.AuthenticationError, message=message
         )
         self.send_command(wrap(error))
         self.close()
+
+    def _method_label(self) -> str:
+        """The auth method for the metrics' label: an enabled one, else "other" (no label per
+        name a client made up)."""
+        assert self.service.authentication is not None
+        method = self._attempted_method
+        return method if method in self.service.authentication.providers else "other"
 
     def check_credentials(self, now: float) -> None:
         """Every authentication_refresh_check_seconds (service.py): challenge expired credentials
@@ -417,6 +427,8 @@ class ServerCnx(asyncio.BufferedProtocol):
         if self.closed or self.role is None or self.auth_expires_at is None:
             return
         if self.auth_challenge_pending:
+            if self.holds.held:  # not read now (flow control): its answer may be waiting unread
+                return
             self._authentication_failed("timed out waiting for refreshed credentials (AUTH_RESPONSE)")
             return
         if self.auth_expires_at > now:
@@ -440,6 +452,7 @@ class ServerCnx(asyncio.BufferedProtocol):
             self._authentication_failed("AUTH_RESPONSE carries no credentials")
             return
         method = cmd.response.auth_method_name if cmd.response.HasField("auth_method_name") else ""
+        self._attempted_method = method
         try:
             if method != self.auth_method:
                 raise AuthenticationFailed(
@@ -454,6 +467,7 @@ class ServerCnx(asyncio.BufferedProtocol):
             return
         self.auth_expires_at = provider.expires_at(cmd.response.auth_data)
         self.auth_challenge_pending = False
+        self.service.authentication_successes[method] += 1
         log.debug("%s: refreshed credentials of %r", self.remote, role)
 
     def _handle_ping(self, frame: Frame) -> None:

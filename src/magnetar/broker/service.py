@@ -7,6 +7,7 @@ import logging
 import secrets
 import threading
 import time
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
 from magnetar.broker import descriptors, loop_pass
@@ -58,8 +59,9 @@ class BrokerService:
         )
         #: The authentication providers, None while authentication is off (authentication.py).
         self.authentication = Authentication.from_config(config)
-        #: Credentials refused (CONNECT, AUTH_RESPONSE, expiry) since start (/metrics).
-        self.authentication_failures = 0
+        #: Credentials accepted and refused (CONNECT, AUTH_RESPONSE, expiry), by auth method (/metrics).
+        self.authentication_successes: Counter[str] = Counter()
+        self.authentication_failures: Counter[str] = Counter()
         self.storage: Storage | None = None
         self.namespaces: NamespaceRegistry | None = None
         self.schemas: SchemaRegistry | None = None
