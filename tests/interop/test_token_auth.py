@@ -16,6 +16,8 @@ import pulsar
 import pytest
 
 from magnetar.protocol import pulsar_wire_pb2 as wire
+from magnetar.protocol.commands import wrap
+from magnetar.protocol.frames import encode_frame
 from magnetar.security import tokens
 from tests.interop.conftest import CLIENT_LOGGER
 from tests.interop.support import RawConnection, receive_n
@@ -279,7 +281,7 @@ def test_unanswered_challenge_and_no_refresh_support_close(broker_factory):
         old.close()
 
 
-def test_refresh_with_another_role_closes(broker_factory):
+def test_refresh_with_another_role_closes(broker_factory, topic):
     key = tokens.create_secret_key()
     broker = secret_broker(broker_factory, key, authentication_refresh_check_seconds=1)
     raw = RawConnection(broker.port)
@@ -293,12 +295,16 @@ def test_refresh_with_another_role_closes(broker_factory):
         response = wire.CommandAuthResponse(client_version="raw", protocol_version=20)
         response.response.auth_method_name = "token"
         response.response.auth_data = tokens.create_token(key, "mallory", 600).encode()
-        raw.send_command(response)
+        # A PRODUCER pipelined behind the refused AUTH_RESPONSE (one write) is not handled.
+        producer = wire.CommandProducer(topic=topic, producer_id=1, request_id=1)
+        raw.send(encode_frame(wrap(response)) + encode_frame(wrap(producer)))
         frames = raw.expect_closed()
         assert_auth_error(frames)
         assert "role 'mallory'" in frames[0].body().message
     finally:
         raw.close()
+    status, body = http_get(broker, "/admin/v2/persistent/public/default", tokens.create_token(key, "admin"))
+    assert status == 200 and topic not in body.decode()
 
 
 # -- admin HTTP API -------------------------------------------------------------------------------------

@@ -413,6 +413,9 @@ class ServerCnx(asyncio.BufferedProtocol):
         )
         self.send_command(wrap(error))
         self.close()
+        # Frames that came in the same read (a PRODUCER pipelined behind a refused AUTH_RESPONSE)
+        # are not handled: this connection is done before the transport reports it lost.
+        self.closed = True
 
     def _method_label(self) -> str:
         """The auth method for the metrics' label: an enabled one, else "other" (no label per
