@@ -20,6 +20,7 @@ import ssl
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from typing import Any
 
 from magnetar.broker.topic_name import PARTITION_SUFFIX, TopicName
@@ -42,6 +43,10 @@ class NotFoundError(AdminError):
 
 class ConflictError(AdminError):
     pass
+
+
+class UnauthorizedError(AdminError):
+    """401: no credentials, or credentials the broker refused."""
 
 
 def _topic_parts(topic: str, partition: int = -1) -> list[str]:
@@ -92,6 +97,7 @@ class AdminClient:
         self,
         http_url: str,
         timeout: float = 30.0,
+        token: str | Callable[[], str] | None = None,
         *,
         tls_trust_certs_file_path: str | None = None,
         tls_validate_hostname: bool = True,
@@ -99,8 +105,11 @@ class AdminClient:
         tls_certificate_file_path: str | None = None,
         tls_key_file_path: str | None = None,
     ) -> None:
+        """``token``: sent as ``Authorization: Bearer <token>`` when the broker authenticates
+        (the token text, or a function returning a fresh one for each call)."""
         self.http_url = http_url.rstrip("/")
         self.timeout = timeout
+        self.token = token
         self._ssl: ssl.SSLContext | None = None
         if self.http_url.startswith("https://"):
             self._ssl = _https_context(
@@ -110,6 +119,13 @@ class AdminClient:
                 tls_certificate_file_path,
                 tls_key_file_path,
             )
+
+    def _headers(self) -> dict[str, str]:
+        headers = {"Accept": "application/json"}
+        if self.token is not None:
+            token = self.token() if callable(self.token) else self.token
+            headers["Authorization"] = f"Bearer {token.strip()}"
+        return headers
 
     def message_id_for_index(self, topic: str, index: int) -> MessageId:
         """The id of the message with ``index`` on ``topic`` (a plain topic or one partition).
@@ -142,7 +158,7 @@ class AdminClient:
     # -- plumbing ---------------------------------------------------------------------------------
     def _get(self, path: str) -> dict:
         url = self.http_url + path
-        request = urllib.request.Request(url, headers={"Accept": "application/json"})
+        request = urllib.request.Request(url, headers=self._headers())
         try:
             with urllib.request.urlopen(request, timeout=self.timeout, context=self._ssl) as response:
                 return json.loads(response.read())
@@ -170,5 +186,5 @@ def _admin_error(exc: urllib.error.HTTPError, url: str) -> AdminError:
         reason = json.loads(text)["reason"]
     except (ValueError, KeyError, TypeError):
         reason = text or exc.reason
-    cls = {404: NotFoundError, 409: ConflictError}.get(exc.code, AdminError)
+    cls = {401: UnauthorizedError, 404: NotFoundError, 409: ConflictError}.get(exc.code, AdminError)
     return cls(exc.code, str(reason), url)

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from magnetar.admin import (
+    auth,
     index_api,
     messages_api,
     namespaces_api,
@@ -22,7 +23,16 @@ if TYPE_CHECKING:
 
 
 def build_app(service: BrokerService) -> web.Application:
-    app = web.Application()
+    app = web.Application(
+        middlewares=[
+            auth.middleware(
+                service.authentication,
+                service.config.authenticate_metrics_endpoint,
+                service.authentication_successes,
+                service.authentication_failures,
+            )
+        ]
+    )
 
     async def health(request: web.Request) -> web.Response:
         return web.Response(text="ok")

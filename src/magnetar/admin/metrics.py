@@ -149,6 +149,18 @@ class BrokerCollector(Collector):
         for reason, count in service.frame_closes.items():
             closes.add_metric([reason], count)
         yield closes
+        for outcome, counts in (
+            ("success", service.authentication_successes),
+            ("failures", service.authentication_failures),
+        ):
+            family = CounterMetricFamily(
+                f"pulsar_authentication_{outcome}",
+                f"Authentication {outcome} (CONNECT and AUTH_RESPONSE; failures also expiry), by method",
+                labels=["auth_method"],
+            )
+            for method, count in counts.items():
+                family.add_metric([method], count)
+            yield family
         refusals = CounterMetricFamily(
             "magnetar_out_of_file_descriptors",
             "Connections, topics and subscriptions refused because file descriptors ran short",

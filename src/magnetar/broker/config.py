@@ -156,6 +156,26 @@ class BrokerConfig:
     )
     expose_entry_metadata_to_client: bool = True
 
+    # Authentication (docs/configuration.md, Pulsar's names). Off by default.
+    #: Every client (binary protocol and admin HTTP API) must prove a role with a provider below.
+    authentication_enabled: bool = False
+    #: Providers by name: "token" (Pulsar's AuthenticationProviderToken).
+    authentication_providers: list[str] = field(default_factory=lambda: ["token"])
+    #: The HS256 secret key checking tokens: file:///path, data:;base64,..., a path, or base64.
+    token_secret_key: str | None = None
+    #: The public key (DER as ``tokens create-key-pair`` writes it, or PEM) checking RS/ES tokens.
+    token_public_key: str | None = None
+    #: Algorithm family of token_public_key: RS256 (RSA keys) or ES256/ES384/ES512 (EC keys).
+    token_public_alg: str = "RS256"
+    #: The token claim that names the role.
+    token_auth_claim: str = "sub"
+    #: How often open connections' credentials are checked for expiry; an expired one is
+    #: challenged (AUTH_CHALLENGE) and closed if it does not answer with valid ones by the next check.
+    authentication_refresh_check_seconds: float = 60.0
+    #: With authentication on, /metrics (and the health check) need credentials too; false leaves
+    #: them open for Prometheus.
+    authenticate_metrics_endpoint: bool = True
+
     def storage_config(self) -> StorageConfig:
         return StorageConfig(
             data_dir=Path(self.data_dir),
@@ -218,6 +238,11 @@ class BrokerConfig:
                 raise ValueError(f"{name} must be 0 (no limit) or more")
         if self.incomplete_frame_timeout_seconds <= 0:
             raise ValueError("incomplete_frame_timeout_seconds must be positive")
+        if self.authentication_refresh_check_seconds <= 0:
+            raise ValueError("authentication_refresh_check_seconds must be positive")
+        from magnetar.broker.authentication import Authentication
+
+        Authentication.from_config(self)  # raises ValueError: never an open broker by mistake
         from magnetar.broker.entry_metadata import load_interceptor_class
 
         for name in self.broker_entry_metadata_interceptors:

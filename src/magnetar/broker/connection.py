@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from magnetar import __version__
 from magnetar.broker import descriptors, loop_pass
+from magnetar.broker.authentication import AuthenticationFailed, AuthenticationProvider
 from magnetar.broker.consumer import Consumer
 from magnetar.broker.errors import (
     REQUEST_ERRORS,
@@ -53,6 +54,10 @@ PROTOCOL_VERSION = 21
 #: this leaves room for auth data): nobody unknown makes the broker buffer megabytes.
 MAX_FRAME_BEFORE_CONNECT = 32 * 1024
 _producer_names = itertools.count()
+#: AUTH_CHALLENGE's data asking a client for fresh credentials (Pulsar's AuthData.REFRESH_AUTH_DATA).
+REFRESH_AUTH_DATA = b"refresh"
+#: Pulsar answers a refused CONNECT with request id -1 (as an unsigned 64-bit field).
+AUTH_ERROR_REQUEST_ID = (1 << 64) - 1
 
 
 class ServerCnx(asyncio.BufferedProtocol):
@@ -94,6 +99,16 @@ class ServerCnx(asyncio.BufferedProtocol):
         #: reads the role from it.
         self.tls = False
         self.peer_certificate: dict | None = None
+        #: The role its credentials proved (authentication.py); None while authentication is off.
+        self.role: str | None = None
+        self.auth_method: str | None = None
+        self._auth_provider: AuthenticationProvider | None = None
+        #: When the credentials stop being valid (Unix time), None if never.
+        self.auth_expires_at: float | None = None
+        self.supports_auth_refresh = False
+        #: An AUTH_CHALLENGE is out and not yet answered with valid credentials.
+        self.auth_challenge_pending = False
+        self._attempted_method: str | bytes = ""
 
     # -- asyncio.Protocol ---------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -373,6 +388,8 @@ class ServerCnx(asyncio.BufferedProtocol):
             raise ProtocolError("CONNECT received twice")
         cmd: wire.CommandConnect = frame.command.connect
         self.protocol_version = negotiated_version(cmd.protocol_version)
+        if self.service.authentication is not None and not self._authenticate_connect(cmd):
+            return
         self.wants_entry_metadata = (
             self.config.expose_entry_metadata_to_client
             and cmd.HasField("feature_flags")
@@ -387,6 +404,97 @@ class ServerCnx(asyncio.BufferedProtocol):
         reply.feature_flags.supports_broker_entry_metadata = True
         self.send_command(wrap(reply))
         self.decoder.max_frame_size = self.config.max_message_size + FRAME_OVERHEAD
+
+    # -- authentication (authentication.py; Pulsar's ServerCnx.doAuthentication) ---------------
+    def _authenticate_connect(self, cmd: wire.CommandConnect) -> bool:
+        """Check CONNECT's credentials; a refusal is answered (AuthenticationError) and closes."""
+        method = cmd.auth_method_name if cmd.HasField("auth_method_name") else "none"
+        self._attempted_method = method
+        self.supports_auth_refresh = cmd.HasField("feature_flags") and cmd.feature_flags.supports_auth_refresh
+        try:
+            role, provider = self._authenticate(method, cmd.auth_data)
+        except AuthenticationFailed as exc:
+            self._authentication_failed(str(exc))
+            return False
+        self.role, self.auth_method, self._auth_provider = role, method, provider
+        self.auth_expires_at = provider.expires_at(cmd.auth_data)
+        self.service.authentication_successes[method] += 1
+        log.info("%s: authenticated as %r with %s", self.remote, role, method)
+        return True
+
+    def _authenticate(self, method: str | bytes, auth_data: bytes) -> tuple[str, AuthenticationProvider]:
+        if isinstance(method, bytes):
+            raise AuthenticationFailed("auth_method_name is not valid UTF-8")
+        assert self.service.authentication is not None
+        return self.service.authentication.authenticate(method, auth_data, self.peer_certificate)
+
+    def _authentication_failed(self, message: str) -> None:
+        log.info("%s: authentication refused, closing: %s", self.remote, message)
+        self.service.authentication_failures[self._method_label()] += 1
+        error = wire.CommandError(
+            request_id=AUTH_ERROR_REQUEST_ID, error=wire.AuthenticationError, message=message
+        )
+        self.send_command(wrap(error))
+        self.close()
+        # Frames that came in the same read (a PRODUCER pipelined behind a refused AUTH_RESPONSE)
+        # are not handled: this connection is done before the transport reports it lost.
+        self.closed = True
+
+    def _method_label(self) -> str:
+        """The auth method for the metrics' label: an enabled one, else "other" (no label per
+        name a client made up)."""
+        assert self.service.authentication is not None
+        method = self._attempted_method
+        return method if method in self.service.authentication.providers else "other"
+
+    def check_credentials(self, now: float) -> None:
+        """Every authentication_refresh_check_seconds (service.py): challenge expired credentials
+        for fresh ones; a challenge not answered since the last check closes the connection."""
+        if self.closed or self.role is None or self.auth_expires_at is None:
+            return
+        if self.auth_challenge_pending:
+            if self.holds.held:  # not read now (flow control): its answer may be waiting unread
+                return
+            self._authentication_failed("timed out waiting for refreshed credentials (AUTH_RESPONSE)")
+            return
+        if self.auth_expires_at > now:
+            return
+        if not self.supports_auth_refresh:
+            self._authentication_failed("the credentials expired and the client cannot refresh them")
+            return
+        self.auth_challenge_pending = True
+        challenge = wire.CommandAuthChallenge(
+            server_version=f"Magnetar {__version__}", protocol_version=self.protocol_version
+        )
+        challenge.challenge.auth_method_name = self.auth_method or ""
+        challenge.challenge.auth_data = REFRESH_AUTH_DATA
+        self.send_command(wrap(challenge))
+
+    def _handle_auth_response(self, frame: Frame) -> None:
+        cmd: wire.CommandAuthResponse = frame.command.auth_response
+        if self.role is None:
+            raise ProtocolError("AUTH_RESPONSE while authentication is off")
+        if not cmd.HasField("response"):
+            self._authentication_failed("AUTH_RESPONSE carries no credentials")
+            return
+        method = cmd.response.auth_method_name if cmd.response.HasField("auth_method_name") else ""
+        self._attempted_method = method
+        try:
+            if method != self.auth_method:
+                raise AuthenticationFailed(
+                    f"AUTH_RESPONSE for method {method!r}, connected with {self.auth_method!r}"
+                )
+            role, provider = self._authenticate(method, cmd.response.auth_data)
+        except AuthenticationFailed as exc:
+            self._authentication_failed(str(exc))
+            return
+        if role != self.role:  # as Pulsar: the principal cannot change on a refresh
+            self._authentication_failed(f"refreshed credentials are for role {role!r}, not {self.role!r}")
+            return
+        self.auth_expires_at = provider.expires_at(cmd.response.auth_data)
+        self.auth_challenge_pending = False
+        self.service.authentication_successes[method] += 1
+        log.debug("%s: refreshed credentials of %r", self.remote, role)
 
     def _handle_ping(self, frame: Frame) -> None:
         self.send_command(wrap(wire.CommandPong()))

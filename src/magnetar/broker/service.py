@@ -8,9 +8,11 @@ import secrets
 import threading
 import time
 import urllib.parse
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
 from magnetar.broker import descriptors, loop_pass, tls
+from magnetar.broker.authentication import Authentication
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.connection import ServerCnx
 from magnetar.broker.data_dir_lock import DataDirLock
@@ -61,6 +63,11 @@ class BrokerService:
         self.limits = Limits(config)
         #: New topics are counted and created one at a time where a namespace's topics are limited.
         self._topic_count_lock = threading.Lock()
+        #: The authentication providers, None while authentication is off (authentication.py).
+        self.authentication = Authentication.from_config(config)
+        #: Credentials accepted and refused (CONNECT, AUTH_RESPONSE, expiry), by auth method (/metrics).
+        self.authentication_successes: Counter[str] = Counter()
+        self.authentication_failures: Counter[str] = Counter()
         self.storage: Storage | None = None
         self.namespaces: NamespaceRegistry | None = None
         self.schemas: SchemaRegistry | None = None
@@ -189,6 +196,18 @@ class BrokerService:
                 )
             ),
         ]
+        if self.authentication is not None:
+            self._tasks.append(
+                asyncio.create_task(
+                    self._every(self.config.authentication_refresh_check_seconds, self.check_credentials)
+                )
+            )
+
+    def check_credentials(self) -> None:
+        """Challenge connections whose credentials expired; close those that did not answer."""
+        now = time.time()
+        for cnx in list(self.connections):
+            cnx.check_credentials(now)
 
     async def stop(self) -> None:
         """Stop accepting, close every connection, flush cursors and state, close storage."""

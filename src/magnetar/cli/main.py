@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from magnetar import __version__
-from magnetar.cli import repair
+from magnetar.cli import repair, tokens
 from magnetar.demo.smart_city import cli as smart_city
 
 
@@ -54,6 +54,8 @@ async def _run_standalone(args: argparse.Namespace) -> int:
         )
     except TlsConfigError as exc:
         logging.getLogger("magnetar").error("%s", exc)
+    except (ValueError, OSError) as exc:  # a setting that cannot work: say which, do not start
+        logging.getLogger("magnetar").error("cannot start: %s", exc)
         return 1
     from magnetar.broker.descriptors import raise_soft_limit
 
@@ -105,6 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     _standalone_parser(sub)
     repair.add_parser(sub)
+    tokens.add_parser(sub)
     smart_city.add_parser(sub)
     args = parser.parse_args(argv)
     logging.basicConfig(
@@ -116,6 +119,8 @@ def main(argv: list[str] | None = None) -> int:
         return _event_loop_runner()(_run_standalone(args))
     if args.command == "repair":
         return repair.run(args)
+    if args.command == "tokens":
+        return tokens.run(args)
     if args.command == "smart-city":
         return smart_city.run(args)
     return 2

@@ -6,6 +6,7 @@
 ``receive``, ``acknowledge`` and so on. See docs/client.md.
 """
 
+from magnetar.client.authentication import Authentication, AuthenticationToken
 from magnetar.client.compression import CompressionType
 from magnetar.client.consumer import ConsumerType, InitialPosition
 from magnetar.client.errors import (
@@ -24,7 +25,9 @@ from magnetar.client.tls import AuthenticationTLS, TlsError
 
 __all__ = [
     "AlreadyClosed",
+    "Authentication",
     "AuthenticationTLS",
+    "AuthenticationToken",
     "ChunkMessageId",
     "Client",
     "ClientError",

@@ -14,6 +14,7 @@ import re
 import ssl
 from typing import Any
 
+from magnetar.client.authentication import Authentication
 from magnetar.client.connection import Connection
 from magnetar.client.errors import AlreadyClosed, ClientError, ConnectError, TopicLookupError
 from magnetar.client.tls import tls_options
@@ -39,7 +40,7 @@ class Client:
         max_backoff_seconds: float = 30,
         max_lookup_redirects: int = 20,
         listener_name: str | None = None,
-        authentication: Any = None,
+        authentication: Authentication | None = None,
         use_tls: bool = False,
         tls_trust_certs_file_path: str | None = None,
         tls_allow_insecure_connection: bool = False,
@@ -50,6 +51,8 @@ class Client:
     ) -> None:
         self.service_url = service_url
         self._hosts = parse_service_url(service_url)
+        #: Credentials sent at each CONNECT (``AuthenticationToken``, ``AuthenticationTLS``), as
+        #: the official client's.
         self.authentication = authentication
         #: Every connection goes over TLS when the service URL is pulsar+ssl:// (as the official
         #: client decides), with this context (client/tls.py); None: plain TCP.

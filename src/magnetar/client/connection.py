@@ -17,7 +17,7 @@ import itertools
 import logging
 import ssl
 import time
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from magnetar.client.errors import ConnectError, ConnectionClosed, Timeout, server_error
 from magnetar.client.tls import TlsError
@@ -25,6 +25,9 @@ from magnetar.protocol import commands
 from magnetar.protocol import pulsar_wire_pb2 as wire
 from magnetar.protocol.errors import ProtocolError
 from magnetar.protocol.frames import FRAME_OVERHEAD, Frame, FrameDecoder, encode_frame, encode_frame_parts
+
+if TYPE_CHECKING:
+    from magnetar.client.authentication import Authentication
 
 log = logging.getLogger(__name__)
 
@@ -104,8 +107,10 @@ class Connection:
         address: str,
         operation_timeout: float = 30.0,
         keepalive_interval: float = 30.0,
+        authentication: Authentication | None = None,
     ) -> None:
         self.address = address
+        self.authentication = authentication
         self.operation_timeout = operation_timeout
         self.keepalive_interval = keepalive_interval
         self.max_message_size = DEFAULT_MAX_MESSAGE_SIZE
@@ -136,7 +141,7 @@ class Connection:
         operation_timeout: float = 30.0,
         keepalive_interval: float = 30.0,
         ssl_context: ssl.SSLContext | None = None,
-        authentication: Any = None,
+        authentication: Authentication | None = None,
     ) -> Connection:
         """Open a TCP connection (TLS with ``ssl_context``), send CONNECT and wait for CONNECTED.
 
@@ -157,9 +162,10 @@ class Connection:
             address=address or f"pulsar://{host}:{port}",
             operation_timeout=operation_timeout,
             keepalive_interval=keepalive_interval,
+            authentication=authentication,
         )
         try:
-            await asyncio.wait_for(cnx._handshake(proxy_to_broker_url, authentication), connection_timeout)
+            await asyncio.wait_for(cnx._handshake(proxy_to_broker_url), connection_timeout)
         except BaseException as exc:
             cnx._abort(exc)
             if isinstance(exc, asyncio.TimeoutError):
@@ -174,16 +180,17 @@ class Connection:
         ]
         return cnx
 
-    async def _handshake(self, proxy_to_broker_url: str | None, authentication: Any = None) -> None:
+    async def _handshake(self, proxy_to_broker_url: str | None) -> None:
         connect = wire.CommandConnect(client_version=CLIENT_VERSION, protocol_version=PROTOCOL_VERSION)
         connect.feature_flags.supports_broker_entry_metadata = True
         connect.feature_flags.supports_partial_producer = True
+        if self.authentication is not None:
+            connect.auth_method_name = self.authentication.auth_method_name
+            if data := self.authentication.auth_data():  # none for TLS: the certificate speaks
+                connect.auth_data = data
+            connect.feature_flags.supports_auth_refresh = True
         if proxy_to_broker_url:
             connect.proxy_to_broker_url = proxy_to_broker_url
-        if authentication is not None:
-            connect.auth_method_name = authentication.auth_method_name
-            if data := authentication.auth_data():
-                connect.auth_data = data
         self._writer.write(encode_frame(commands.wrap(connect)))
         while True:
             data = await self._reader.read(_READ_SIZE)
@@ -377,6 +384,8 @@ class Connection:
             producer = self._producers.get(body.producer_id)
             if producer is not None:
                 producer.on_send_error(self, body)
+        elif kind == T.AUTH_CHALLENGE:
+            self._answer_auth_challenge()
         elif kind == T.PING:
             self.send_command(commands.pong())
         elif kind == T.PONG:
@@ -399,6 +408,24 @@ class Connection:
                 consumer.on_reached_end_of_topic(self)
         else:
             log.debug("ignoring %s from %s", frame.type_name, self.address)
+
+    def _answer_auth_challenge(self) -> None:
+        """The broker asks for fresh credentials (its check found ours expired): answer with
+        ``auth_data()`` again; without credentials to give, the connection cannot go on."""
+        if self.authentication is None:
+            self._abort(ConnectError(f"{self.address} asked for credentials and we have none"))
+            return
+        try:
+            data = self.authentication.auth_data()
+        except Exception as exc:
+            log.warning("the token supplier failed, closing %s: %r", self.address, exc)
+            self._abort(ConnectError(f"cannot refresh credentials: {exc!r}"))
+            return
+        response = wire.CommandAuthResponse(client_version=CLIENT_VERSION, protocol_version=PROTOCOL_VERSION)
+        response.response.auth_method_name = self.authentication.auth_method_name
+        response.response.auth_data = data
+        with contextlib.suppress(ConnectionClosed):
+            self.send_command(commands.wrap(response))
 
     def _complete(self, frame: Frame, body: Any) -> None:
         if frame.type == T.PRODUCER_SUCCESS and not body.producer_ready:

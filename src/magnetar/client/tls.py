@@ -14,6 +14,7 @@ import ssl
 from dataclasses import dataclass
 from pathlib import Path
 
+from magnetar.client.authentication import Authentication
 from magnetar.client.errors import ConnectError, InvalidConfiguration
 
 
@@ -24,7 +25,7 @@ class TlsError(ConnectError):
     retriable = False
 
 
-class AuthenticationTLS:
+class AuthenticationTLS(Authentication):
     """Mutual TLS, as the official ``pulsar.AuthenticationTLS(certificate_path, private_key_path)``:
     the client presents this certificate in the handshake, and CONNECT names the method ``tls``
     (with no data: the broker reads the role from the certificate's CN)."""
@@ -37,9 +38,9 @@ class AuthenticationTLS:
         self.certificate_path = certificate_path
         self.private_key_path = private_key_path
 
-    def auth_data(self) -> bytes | None:
+    def auth_data(self) -> bytes:
         """What CONNECT carries as ``auth_data``: nothing, the certificate speaks for us."""
-        return None
+        return b""
 
 
 @dataclass(frozen=True)

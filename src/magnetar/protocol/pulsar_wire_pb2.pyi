@@ -899,8 +899,36 @@ class CommandGetOrCreateSchemaResponse(_message.Message):
     schema_version: bytes
     def __init__(self, request_id: _Optional[int] = ..., error_code: _Optional[_Union[ServerError, str]] = ..., error_message: _Optional[str] = ..., schema_version: _Optional[bytes] = ...) -> None: ...
 
+class AuthData(_message.Message):
+    __slots__ = ("auth_method_name", "auth_data")
+    AUTH_METHOD_NAME_FIELD_NUMBER: _ClassVar[int]
+    AUTH_DATA_FIELD_NUMBER: _ClassVar[int]
+    auth_method_name: str
+    auth_data: bytes
+    def __init__(self, auth_method_name: _Optional[str] = ..., auth_data: _Optional[bytes] = ...) -> None: ...
+
+class CommandAuthResponse(_message.Message):
+    __slots__ = ("client_version", "response", "protocol_version")
+    CLIENT_VERSION_FIELD_NUMBER: _ClassVar[int]
+    RESPONSE_FIELD_NUMBER: _ClassVar[int]
+    PROTOCOL_VERSION_FIELD_NUMBER: _ClassVar[int]
+    client_version: str
+    response: AuthData
+    protocol_version: int
+    def __init__(self, client_version: _Optional[str] = ..., response: _Optional[_Union[AuthData, _Mapping]] = ..., protocol_version: _Optional[int] = ...) -> None: ...
+
+class CommandAuthChallenge(_message.Message):
+    __slots__ = ("server_version", "challenge", "protocol_version")
+    SERVER_VERSION_FIELD_NUMBER: _ClassVar[int]
+    CHALLENGE_FIELD_NUMBER: _ClassVar[int]
+    PROTOCOL_VERSION_FIELD_NUMBER: _ClassVar[int]
+    server_version: str
+    challenge: AuthData
+    protocol_version: int
+    def __init__(self, server_version: _Optional[str] = ..., challenge: _Optional[_Union[AuthData, _Mapping]] = ..., protocol_version: _Optional[int] = ...) -> None: ...
+
 class BaseCommand(_message.Message):
-    __slots__ = ("type", "connect", "connected", "subscribe", "producer", "send", "send_receipt", "send_error", "message", "ack", "flow", "unsubscribe", "success", "error", "close_producer", "close_consumer", "producer_success", "ping", "pong", "redeliver_unacknowledged_messages", "partitioned_metadata", "partitioned_metadata_response", "lookup", "lookup_response", "consumer_stats", "consumer_stats_response", "reached_end_of_topic", "seek", "get_last_message_id", "get_last_message_id_response", "active_consumer_change", "get_topics_of_namespace", "get_topics_of_namespace_response", "get_schema", "get_schema_response", "ack_response", "get_or_create_schema", "get_or_create_schema_response")
+    __slots__ = ("type", "connect", "connected", "subscribe", "producer", "send", "send_receipt", "send_error", "message", "ack", "flow", "unsubscribe", "success", "error", "close_producer", "close_consumer", "producer_success", "ping", "pong", "redeliver_unacknowledged_messages", "partitioned_metadata", "partitioned_metadata_response", "lookup", "lookup_response", "consumer_stats", "consumer_stats_response", "reached_end_of_topic", "seek", "get_last_message_id", "get_last_message_id_response", "active_consumer_change", "get_topics_of_namespace", "get_topics_of_namespace_response", "get_schema", "get_schema_response", "auth_challenge", "auth_response", "ack_response", "get_or_create_schema", "get_or_create_schema_response")
     class Type(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
         __slots__ = ()
         CONNECT: _ClassVar[BaseCommand.Type]
@@ -1054,6 +1082,8 @@ class BaseCommand(_message.Message):
     GET_TOPICS_OF_NAMESPACE_RESPONSE_FIELD_NUMBER: _ClassVar[int]
     GET_SCHEMA_FIELD_NUMBER: _ClassVar[int]
     GET_SCHEMA_RESPONSE_FIELD_NUMBER: _ClassVar[int]
+    AUTH_CHALLENGE_FIELD_NUMBER: _ClassVar[int]
+    AUTH_RESPONSE_FIELD_NUMBER: _ClassVar[int]
     ACK_RESPONSE_FIELD_NUMBER: _ClassVar[int]
     GET_OR_CREATE_SCHEMA_FIELD_NUMBER: _ClassVar[int]
     GET_OR_CREATE_SCHEMA_RESPONSE_FIELD_NUMBER: _ClassVar[int]
@@ -1092,7 +1122,9 @@ class BaseCommand(_message.Message):
     get_topics_of_namespace_response: CommandGetTopicsOfNamespaceResponse
     get_schema: CommandGetSchema
     get_schema_response: CommandGetSchemaResponse
+    auth_challenge: CommandAuthChallenge
+    auth_response: CommandAuthResponse
     ack_response: CommandAckResponse
     get_or_create_schema: CommandGetOrCreateSchema
     get_or_create_schema_response: CommandGetOrCreateSchemaResponse
-    def __init__(self, type: _Optional[_Union[BaseCommand.Type, str]] = ..., connect: _Optional[_Union[CommandConnect, _Mapping]] = ..., connected: _Optional[_Union[CommandConnected, _Mapping]] = ..., subscribe: _Optional[_Union[CommandSubscribe, _Mapping]] = ..., producer: _Optional[_Union[CommandProducer, _Mapping]] = ..., send: _Optional[_Union[CommandSend, _Mapping]] = ..., send_receipt: _Optional[_Union[CommandSendReceipt, _Mapping]] = ..., send_error: _Optional[_Union[CommandSendError, _Mapping]] = ..., message: _Optional[_Union[CommandMessage, _Mapping]] = ..., ack: _Optional[_Union[CommandAck, _Mapping]] = ..., flow: _Optional[_Union[CommandFlow, _Mapping]] = ..., unsubscribe: _Optional[_Union[CommandUnsubscribe, _Mapping]] = ..., success: _Optional[_Union[CommandSuccess, _Mapping]] = ..., error: _Optional[_Union[CommandError, _Mapping]] = ..., close_producer: _Optional[_Union[CommandCloseProducer, _Mapping]] = ..., close_consumer: _Optional[_Union[CommandCloseConsumer, _Mapping]] = ..., producer_success: _Optional[_Union[CommandProducerSuccess, _Mapping]] = ..., ping: _Optional[_Union[CommandPing, _Mapping]] = ..., pong: _Optional[_Union[CommandPong, _Mapping]] = ..., redeliver_unacknowledged_messages: _Optional[_Union[CommandRedeliverUnacknowledgedMessages, _Mapping]] = ..., partitioned_metadata: _Optional[_Union[CommandPartitionedTopicMetadata, _Mapping]] = ..., partitioned_metadata_response: _Optional[_Union[CommandPartitionedTopicMetadataResponse, _Mapping]] = ..., lookup: _Optional[_Union[CommandLookupTopic, _Mapping]] = ..., lookup_response: _Optional[_Union[CommandLookupTopicResponse, _Mapping]] = ..., consumer_stats: _Optional[_Union[CommandConsumerStats, _Mapping]] = ..., consumer_stats_response: _Optional[_Union[CommandConsumerStatsResponse, _Mapping]] = ..., reached_end_of_topic: _Optional[_Union[CommandReachedEndOfTopic, _Mapping]] = ..., seek: _Optional[_Union[CommandSeek, _Mapping]] = ..., get_last_message_id: _Optional[_Union[CommandGetLastMessageId, _Mapping]] = ..., get_last_message_id_response: _Optional[_Union[CommandGetLastMessageIdResponse, _Mapping]] = ..., active_consumer_change: _Optional[_Union[CommandActiveConsumerChange, _Mapping]] = ..., get_topics_of_namespace: _Optional[_Union[CommandGetTopicsOfNamespace, _Mapping]] = ..., get_topics_of_namespace_response: _Optional[_Union[CommandGetTopicsOfNamespaceResponse, _Mapping]] = ..., get_schema: _Optional[_Union[CommandGetSchema, _Mapping]] = ..., get_schema_response: _Optional[_Union[CommandGetSchemaResponse, _Mapping]] = ..., ack_response: _Optional[_Union[CommandAckResponse, _Mapping]] = ..., get_or_create_schema: _Optional[_Union[CommandGetOrCreateSchema, _Mapping]] = ..., get_or_create_schema_response: _Optional[_Union[CommandGetOrCreateSchemaResponse, _Mapping]] = ...) -> None: ...
+    def __init__(self, type: _Optional[_Union[BaseCommand.Type, str]] = ..., connect: _Optional[_Union[CommandConnect, _Mapping]] = ..., connected: _Optional[_Union[CommandConnected, _Mapping]] = ..., subscribe: _Optional[_Union[CommandSubscribe, _Mapping]] = ..., producer: _Optional[_Union[CommandProducer, _Mapping]] = ..., send: _Optional[_Union[CommandSend, _Mapping]] = ..., send_receipt: _Optional[_Union[CommandSendReceipt, _Mapping]] = ..., send_error: _Optional[_Union[CommandSendError, _Mapping]] = ..., message: _Optional[_Union[CommandMessage, _Mapping]] = ..., ack: _Optional[_Union[CommandAck, _Mapping]] = ..., flow: _Optional[_Union[CommandFlow, _Mapping]] = ..., unsubscribe: _Optional[_Union[CommandUnsubscribe, _Mapping]] = ..., success: _Optional[_Union[CommandSuccess, _Mapping]] = ..., error: _Optional[_Union[CommandError, _Mapping]] = ..., close_producer: _Optional[_Union[CommandCloseProducer, _Mapping]] = ..., close_consumer: _Optional[_Union[CommandCloseConsumer, _Mapping]] = ..., producer_success: _Optional[_Union[CommandProducerSuccess, _Mapping]] = ..., ping: _Optional[_Union[CommandPing, _Mapping]] = ..., pong: _Optional[_Union[CommandPong, _Mapping]] = ..., redeliver_unacknowledged_messages: _Optional[_Union[CommandRedeliverUnacknowledgedMessages, _Mapping]] = ..., partitioned_metadata: _Optional[_Union[CommandPartitionedTopicMetadata, _Mapping]] = ..., partitioned_metadata_response: _Optional[_Union[CommandPartitionedTopicMetadataResponse, _Mapping]] = ..., lookup: _Optional[_Union[CommandLookupTopic, _Mapping]] = ..., lookup_response: _Optional[_Union[CommandLookupTopicResponse, _Mapping]] = ..., consumer_stats: _Optional[_Union[CommandConsumerStats, _Mapping]] = ..., consumer_stats_response: _Optional[_Union[CommandConsumerStatsResponse, _Mapping]] = ..., reached_end_of_topic: _Optional[_Union[CommandReachedEndOfTopic, _Mapping]] = ..., seek: _Optional[_Union[CommandSeek, _Mapping]] = ..., get_last_message_id: _Optional[_Union[CommandGetLastMessageId, _Mapping]] = ..., get_last_message_id_response: _Optional[_Union[CommandGetLastMessageIdResponse, _Mapping]] = ..., active_consumer_change: _Optional[_Union[CommandActiveConsumerChange, _Mapping]] = ..., get_topics_of_namespace: _Optional[_Union[CommandGetTopicsOfNamespace, _Mapping]] = ..., get_topics_of_namespace_response: _Optional[_Union[CommandGetTopicsOfNamespaceResponse, _Mapping]] = ..., get_schema: _Optional[_Union[CommandGetSchema, _Mapping]] = ..., get_schema_response: _Optional[_Union[CommandGetSchemaResponse, _Mapping]] = ..., auth_challenge: _Optional[_Union[CommandAuthChallenge, _Mapping]] = ..., auth_response: _Optional[_Union[CommandAuthResponse, _Mapping]] = ..., ack_response: _Optional[_Union[CommandAckResponse, _Mapping]] = ..., get_or_create_schema: _Optional[_Union[CommandGetOrCreateSchema, _Mapping]] = ..., get_or_create_schema_response: _Optional[_Union[CommandGetOrCreateSchemaResponse, _Mapping]] = ...) -> None: ...

@@ -1,0 +1,64 @@
+"""Authentication of admin HTTP requests: ``Authorization: Bearer <token>``, checked by the
+broker's providers (broker/authentication.py), as Pulsar's ``AuthenticationFilter``.
+
+The proved role is left on the request as ``request[ROLE]`` for the handlers (authorization).
+Refusals are 401 with Pulsar's JSON body ``{"reason": ...}``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Awaitable, Callable
+
+from aiohttp import web
+
+from magnetar.broker.authentication import Authentication, AuthenticationFailed
+
+log = logging.getLogger(__name__)
+
+#: Where a request's authenticated role is kept (None while authentication is off).
+ROLE = "magnetar.role"
+#: Paths left open when ``authenticate_metrics_endpoint`` is false (Prometheus, health probes).
+SCRAPE_PATHS = frozenset({"/metrics", "/metrics/", "/admin/v2/brokers/health"})
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def middleware(
+    authentication: Authentication | None,
+    authenticate_metrics: bool,
+    successes: Counter[str] | None = None,
+    failures: Counter[str] | None = None,
+):
+    """``successes`` / ``failures``: counted by auth method (``token`` for a Bearer header, else
+    ``other``), the broker's /metrics counters."""
+    successes = Counter() if successes is None else successes
+    failures = Counter() if failures is None else failures
+
+    @web.middleware
+    async def authenticate(request: web.Request, handler: Handler) -> web.StreamResponse:
+        request[ROLE] = None
+        if authentication is None or (not authenticate_metrics and request.path in SCRAPE_PATHS):
+            return await handler(request)
+        peer_certificate = None
+        if (
+            ssl_object := request.transport.get_extra_info("ssl_object") if request.transport else None
+        ) is not None:
+            peer_certificate = ssl_object.getpeercert()
+        header = request.headers.get("Authorization")
+        method = "token" if header and header.strip().lower().startswith("bearer") else "other"
+        try:
+            request[ROLE] = authentication.authenticate_http(header, peer_certificate)
+        except AuthenticationFailed as exc:
+            failures[method] += 1
+            log.info("%s %s from %s: 401: %s", request.method, request.path, request.remote, exc)
+            return web.json_response(
+                {"reason": str(exc)},
+                status=401,
+                headers={"WWW-Authenticate": 'Bearer realm="magnetar"'},
+            )
+        successes[method] += 1
+        return await handler(request)
+
+    return authenticate

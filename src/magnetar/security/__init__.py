@@ -1,0 +1,1 @@
+"""Security building blocks with no broker in them (JWT tokens), shared by broker, admin, CLI and client."""

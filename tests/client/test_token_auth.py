@@ -1,0 +1,86 @@
+"""Our client with token authentication against our broker: ``AuthenticationToken`` with a token
+or a supplier (CONNECT and AUTH_CHALLENGE answers), a refused token, the asyncio API."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import time
+
+import pytest
+
+from magnetar.client import AuthenticationToken, ConnectError, ServerError, aio
+from magnetar.protocol import pulsar_wire_pb2 as wire
+from magnetar.security import tokens
+
+
+def start_broker(broker_factory, key: bytes, **extra):
+    url = "data:;base64," + base64.b64encode(key).decode()
+    return broker_factory({"authentication_enabled": True, "token_secret_key": url, **extra})
+
+
+def test_static_token_round_trip(broker_factory, magnetar_factory, topic):
+    key = tokens.create_secret_key()
+    broker = start_broker(broker_factory, key)
+    client = magnetar_factory(
+        broker.service_url, authentication=AuthenticationToken(tokens.create_token(key, "ours"))
+    )
+    consumer = client.subscribe(topic, "s")
+    client.create_producer(topic).send(b"hello")
+    assert consumer.receive(5000).data() == b"hello"
+    assert "authenticated as 'ours' with token" in broker.log_text()
+
+
+def test_refused_token_is_authentication_error(broker_factory, magnetar_factory, topic):
+    key = tokens.create_secret_key()
+    broker = start_broker(broker_factory, key)
+    bad = AuthenticationToken(tokens.create_token(tokens.create_secret_key(), "mallory"))
+    client = magnetar_factory(broker.service_url, authentication=bad, operation_timeout_seconds=3)
+    with pytest.raises((ServerError, ConnectError)) as caught:
+        client.create_producer(topic)
+    assert "AuthenticationError" in str(caught.value)
+    # No credentials at all: refused likewise.
+    anonymous = magnetar_factory(broker.service_url, operation_timeout_seconds=3)
+    with pytest.raises((ServerError, ConnectError)) as caught:
+        anonymous.create_producer(topic)
+    assert "AuthenticationError" in str(caught.value)
+
+
+def test_supplier_answers_challenges_asyncio(broker_factory, topic):
+    key = tokens.create_secret_key()
+    broker = start_broker(broker_factory, key, authentication_refresh_check_seconds=1)
+    issued: list[float] = []
+
+    def supplier() -> str:
+        issued.append(time.time())
+        return tokens.create_token(key, "refresher", 2)
+
+    async def main() -> None:
+        client = aio.Client(
+            broker.service_url, operation_timeout_seconds=10, authentication=AuthenticationToken(supplier)
+        )
+        async with client:
+            consumer = await client.subscribe(topic, "s")
+            producer = await client.create_producer(topic)
+            sent = 0
+            deadline = time.monotonic() + 6
+            while time.monotonic() < deadline:
+                await producer.send(b"%d" % sent)
+                sent += 1
+                await asyncio.sleep(0.05)  # pacing, not synchronisation
+            for i in range(sent):
+                msg = await consumer.receive(5000)
+                assert msg.data() == b"%d" % i
+                await consumer.acknowledge(msg)
+
+    asyncio.run(main())
+    assert len(issued) >= 3
+    assert "authentication refused" not in broker.log_text()
+
+
+def test_token_type_checked():
+    with pytest.raises(TypeError):
+        AuthenticationToken(42)  # type: ignore[arg-type]
+    assert AuthenticationToken(lambda: " t \n").auth_data() == b"t"
+    assert AuthenticationToken("x").auth_method_name == "token"
+    assert wire.AuthenticationError == 3
