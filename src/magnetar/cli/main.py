@@ -52,9 +52,7 @@ async def _run_standalone(args: argparse.Namespace) -> int:
         config = BrokerConfig.load(
             args.config, host=args.host, port=args.port, http_port=args.http_port, data_dir=args.data_dir
         )
-    except TlsConfigError as exc:
-        logging.getLogger("magnetar").error("%s", exc)
-    except (ValueError, OSError) as exc:  # a setting that cannot work: say which, do not start
+    except (ValueError, OSError) as exc:  # a setting that cannot work (TLS, authentication ...): say which
         logging.getLogger("magnetar").error("cannot start: %s", exc)
         return 1
     from magnetar.broker.descriptors import raise_soft_limit
