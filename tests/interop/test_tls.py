@@ -21,7 +21,7 @@ from magnetar.protocol import pulsar_wire_pb2 as wire
 
 from .conftest import CLIENT_LOGGER
 from .support import RawConnection
-from .tls_certs import tls_settings
+from .tls_certs import CLIENT_ROLE, tls_settings
 
 pytestmark = pytest.mark.interop
 
@@ -170,6 +170,46 @@ def test_mutual_tls(broker_factory, official_factory, tls_files, topic):
     refused(without, topic)
     # The certificated clients were not disturbed.
     assert round_trip(with_auth, topic, [b"still here"]) == [b"still here"]
+
+
+def test_tls_authentication_provider_takes_the_role_from_the_certificate(
+    broker_factory, official_factory, tls_files, topic
+):
+    """Pulsar's AuthenticationProviderTls: with authentication on and the ``tls`` provider, the
+    verified client certificate's CN is the role; a client without one is refused at CONNECT."""
+    settings = tls_settings(tls_files, authentication_enabled=True, authentication_providers=["tls"])
+    broker = broker_factory(settings)
+    trust = str(tls_files.ca)
+    cert, key = str(tls_files.client_cert), str(tls_files.client_key)
+    with_cert = official_factory(
+        broker.service_url_tls,
+        tls_trust_certs_file_path=trust,
+        authentication=pulsar.AuthenticationTLS(cert, key),
+    )
+    assert round_trip(with_cert, topic, [b"by certificate"]) == [b"by certificate"]
+    assert f"authenticated as '{CLIENT_ROLE}' with tls" in broker.log_text()
+    # TLS without a client certificate, and the plain port: no role, so no connection.
+    for url, options in (
+        (broker.service_url_tls, {"tls_trust_certs_file_path": trust}),
+        (broker.service_url, {}),
+    ):
+        client = official_factory(url, operation_timeout_seconds=FAILING_TIMEOUT_S, **options)
+        refused(client, topic)
+    raw = RawConnection(broker.port)
+    raw.send_command(wire.CommandConnect(client_version="raw", protocol_version=21, auth_method_name="tls"))
+    error = raw.expect(wire.BaseCommand.ERROR).command.error
+    assert error.error == wire.AuthenticationError
+    assert "unable to authenticate with TLS certificate" in error.message
+    raw.close()
+    assert round_trip(with_cert, topic, [b"still here"]) == [b"still here"]
+
+
+def test_tls_authentication_provider_without_a_trust_file_does_not_start(broker_factory, tls_files):
+    settings = tls_settings(tls_files, authentication_enabled=True, authentication_providers=["tls"])
+    del settings["tls_trust_certs_file_path"]
+    with pytest.raises(BrokerProcessError, match="exited with 1") as info:
+        broker_factory(settings)
+    assert "needs tls_trust_certs_file_path" in str(info.value)
 
 
 # -- clients that get TLS wrong -------------------------------------------------------------------------
