@@ -9,11 +9,12 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
-from magnetar.admin.client import AdminClient, AdminError, ConflictError, NotFoundError
+from magnetar.admin.client import AdminClient, AdminError, ConflictError, NotFoundError, UnauthorizedError
 from magnetar.spark.errors import MagnetarSparkError
+from magnetar.spark.security import ConnectionSecurity
 from magnetar.spark.topics import namespace_of, split_partition
 
-_ERRORS = {404: NotFoundError, 409: ConflictError}
+_ERRORS = {401: UnauthorizedError, 404: NotFoundError, 409: ConflictError}
 
 
 class AdminUnreachableError(MagnetarSparkError, ConnectionError):
@@ -26,6 +27,11 @@ def _path(*parts: str) -> str:
 
 class SparkAdmin(AdminClient):
     """``AdminClient`` plus the namespace and topic paths of Pulsar's admin v2 API."""
+
+    @classmethod
+    def connect(cls, admin_url: str, security: ConnectionSecurity) -> SparkAdmin:
+        """An admin connection with the options' token (Bearer) and TLS trust."""
+        return cls(admin_url, **security.admin_kwargs())
 
     def partition_count(self, topic: str) -> int:
         """Partitions of a partitioned topic; 0 for a non-partitioned (or unknown) one."""
@@ -63,12 +69,12 @@ class SparkAdmin(AdminClient):
         """JSON in and out; None for an empty answer (204)."""
         url = self.http_url + path
         data = None if body is None else json.dumps(body).encode()
-        headers = {"Accept": "application/json"}
+        headers = self._headers()
         if data is not None:
             headers["Content-Type"] = "application/json"
         request = urllib.request.Request(url, data=data, method=method, headers=headers)
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+            with urllib.request.urlopen(request, timeout=self.timeout, context=self._ssl) as response:
                 text = response.read()
         except urllib.error.HTTPError as exc:
             raise _error(exc, url) from None
@@ -85,4 +91,9 @@ def _error(exc: urllib.error.HTTPError, url: str) -> AdminError:
         reason = json.loads(text)["reason"]
     except (ValueError, KeyError, TypeError):
         reason = text or exc.reason
+    if exc.code in (401, 403):
+        reason = (
+            f"{reason} (the admin API at {url.split('/admin/')[0]} refused the connector's credentials: "
+            "set the options pulsar.client.authPluginClassName and pulsar.client.authParams, or token)"
+        )
     return _ERRORS.get(exc.code, AdminError)(exc.code, str(reason), url)

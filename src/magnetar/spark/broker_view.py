@@ -22,14 +22,14 @@ log = logging.getLogger(__name__)
 class BrokerView:
     def __init__(self, options: ReadOptions) -> None:
         self.options = options
-        self.admin = SparkAdmin(options.admin_url)
+        self.admin = SparkAdmin.connect(options.admin_url, options.security)
         self._client: Client | None = None
         self._tail_readers: dict[str, object] = {}
 
     @property
     def client(self) -> Client:
         if self._client is None:
-            self._client = Client(self.options.service_url, operation_timeout_seconds=30)
+            self._client = self.options.security.client(self.options.service_url)
         return self._client
 
     def partitions(self) -> list[str]:

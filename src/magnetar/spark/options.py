@@ -10,14 +10,16 @@ import json
 import re
 import urllib.parse
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from magnetar.spark.errors import InvalidOptionError
 from magnetar.spark.offsets import EARLIEST, LATEST
+from magnetar.spark.security import ConnectionSecurity, parse_security
 from magnetar.spark.topics import full_name
 
 DEFAULT_SERVICE_URL = "pulsar://localhost:6650"
 DEFAULT_ADMIN_PORT = 8080
+DEFAULT_ADMIN_PORT_TLS = 8443  # Pulsar's webServicePortTls
 
 
 def _lower(options: Mapping[str, str]) -> dict[str, str]:
@@ -51,10 +53,14 @@ def _bool(options: dict[str, str], name: str, default: bool) -> bool:
 
 def _urls(options: dict[str, str]) -> tuple[str, str]:
     service_url = options.get("service_url") or options.get("serviceurl") or DEFAULT_SERVICE_URL
-    admin_url = options.get("admin_url") or options.get("adminurl")
+    admin_url = options.get("admin_url") or options.get("adminurl") or options.get("admin.url")
     if not admin_url:
-        host = urllib.parse.urlsplit(service_url).hostname or "localhost"
-        admin_url = f"http://{host}:{DEFAULT_ADMIN_PORT}"
+        parts = urllib.parse.urlsplit(service_url)
+        host = parts.hostname or "localhost"
+        if parts.scheme == "pulsar+ssl":  # a TLS broker's admin API is HTTPS too
+            admin_url = f"https://{host}:{DEFAULT_ADMIN_PORT_TLS}"
+        else:
+            admin_url = f"http://{host}:{DEFAULT_ADMIN_PORT}"
     return service_url, admin_url.rstrip("/")
 
 
@@ -153,6 +159,7 @@ class ReadOptions:
     min_partitions: int | None
     read_timeout_ms: int
     records_per_batch: int
+    security: ConnectionSecurity = field(default_factory=ConnectionSecurity)
 
     @classmethod
     def parse(cls, raw: Mapping[str, str], streaming: bool) -> ReadOptions:
@@ -182,6 +189,7 @@ class ReadOptions:
             min_partitions=_int(options, "minPartitions", minimum=1),
             read_timeout_ms=_int(options, "readTimeoutMs", 30_000, minimum=1),
             records_per_batch=_int(options, "recordsPerBatch", 10_000, minimum=1),
+            security=parse_security(options),
         )
 
 
@@ -195,6 +203,7 @@ class WriteOptions:
     sort_before_write: bool
     chunking_enabled: bool
     send_timeout_ms: int
+    security: ConnectionSecurity = field(default_factory=ConnectionSecurity)
 
     @classmethod
     def parse(cls, raw: Mapping[str, str]) -> WriteOptions:
@@ -214,4 +223,5 @@ class WriteOptions:
             sort_before_write=_bool(options, "sortBeforeWrite", False),
             chunking_enabled=_bool(options, "chunkingEnabled", False),
             send_timeout_ms=_int(options, "sendTimeoutMs", 30_000, minimum=1),
+            security=parse_security(options),
         )

@@ -18,7 +18,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Coroutine, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import pyarrow as pa
@@ -29,6 +29,7 @@ from magnetar.spark import probes
 from magnetar.spark.admin import SparkAdmin
 from magnetar.spark.errors import IndexNotEnabledError, OffsetOutOfRangeError, ReadStalledError
 from magnetar.spark.schema import RecordBatchBuilder
+from magnetar.spark.security import ConnectionSecurity
 from magnetar.spark.topics import split_partition
 
 log = logging.getLogger(__name__)
@@ -49,15 +50,16 @@ class ReadTask:
     fail_on_data_loss: bool = True
     read_timeout_ms: int = 30_000
     records_per_batch: int = 10_000
+    security: ConnectionSecurity = field(default_factory=ConnectionSecurity)
 
 
 def read_range(task: ReadTask) -> Iterator[pa.RecordBatch]:
     if task.end <= task.start:
         return
     _track_chunks()
-    admin = SparkAdmin(task.admin_url)
+    admin = SparkAdmin.connect(task.admin_url, task.security)
     base, partition = split_partition(task.topic)
-    client = Client(task.service_url, operation_timeout_seconds=30)
+    client = task.security.client(task.service_url)
     try:
         bounds = _bounds(client, admin, task)
         if bounds is None:

@@ -33,7 +33,6 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import BinaryType, LongType, MapType, StringType, StructType, TimestampType
 
-from magnetar.client import Client
 from magnetar.client.errors import ProducerBusy
 from magnetar.spark.admin import SparkAdmin
 from magnetar.spark.errors import DeduplicationDisabledError, InvalidOptionError, MagnetarSparkError
@@ -159,8 +158,8 @@ class TaskWriter:
         self.options = options
         self.producer_name = producer_name
         self.batch_id = batch_id
-        self.admin = SparkAdmin(options.admin_url)
-        self.client = Client(options.service_url, operation_timeout_seconds=30)
+        self.admin = SparkAdmin.connect(options.admin_url, options.security)
+        self.client = options.security.client(options.service_url)
         self._partitions: dict[str, int] = {}
         self._checked: set[str] = set()
         self._producers: dict[str, tuple[Any, int]] = {}
@@ -295,7 +294,7 @@ class _SinkSetup:
         check_input_schema(schema, options)
         self.options = options
         if options.topic is not None:
-            admin = SparkAdmin(options.admin_url)
+            admin = SparkAdmin.connect(options.admin_url, options.security)
             ensure_deduplication(admin, namespace_of(options.topic), options.enable_deduplication)
 
 
