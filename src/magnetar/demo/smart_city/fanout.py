@@ -61,10 +61,18 @@ class ControlRoom:
 
 
 class AlertFanout:
-    def __init__(self, settings: CitySettings, city: City, client: aio.Client) -> None:
+    def __init__(
+        self,
+        settings: CitySettings,
+        city: City,
+        client: aio.Client,
+        vehicle_clients: dict[str, aio.Client] | None = None,
+    ) -> None:
+        """``vehicle_clients``: a vehicle's own client (its own role, ``--secure``); others use ``client``."""
         self.settings = settings
         self.city = city
         self.client = client
+        self.vehicle_clients = vehicle_clients or {}
         self.receipts: list[Receipt] = []
         self.control_room = ControlRoom()
         self.errors: list[str] = []
@@ -74,7 +82,8 @@ class AlertFanout:
         """Connect every vehicle and the control room (before any alert can exist)."""
         consumers = []
         for vehicle in self.city.devices_of(VEHICLE):
-            consumer = await self.client.subscribe(
+            client = self.vehicle_clients.get(vehicle.id, self.client)
+            consumer = await client.subscribe(
                 self.settings.alerts_topic(vehicle.area),
                 "vehicles",
                 consumer_type=aio.ConsumerType.Broadcast,

@@ -17,19 +17,19 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections import Counter
 from pathlib import Path
 from typing import TextIO
 
 from magnetar.client import aio
+from magnetar.client.errors import ServerError
 from magnetar.demo.smart_city.broker import EmbeddedBroker
 from magnetar.demo.smart_city.city import CAMERA, SENSOR, VEHICLE, City, build_city
 from magnetar.demo.smart_city.detection import reference_alerts
 from magnetar.demo.smart_city.fanout import AlertFanout
 from magnetar.demo.smart_city.frames import FrameVerifier
 from magnetar.demo.smart_city.pipeline import SparkPipeline, rule_of
+from magnetar.demo.smart_city.security import PIPELINE_ROLE, Admin, SecureCity, vehicle_role
 from magnetar.demo.smart_city.settings import CitySettings
 from magnetar.demo.smart_city.simulator import Simulator
 from magnetar.demo.smart_city.summary import Latency, Summary
@@ -71,6 +71,9 @@ class Job:
         self.drained = False
         self.warm_up_rows = 0
         self.errors: list[str] = []
+        self.secure: SecureCity | None = None
+        self.refusal = ""
+        self.refused = False
 
     def say(self, line: str) -> None:
         print(line, file=self.out, flush=True)
@@ -79,21 +82,34 @@ class Job:
         s = self.settings
         work = s.work_path() or Path(tempfile.mkdtemp(prefix="magnetar-smart-city-"))
         loop = LoopThread()
-        broker = EmbeddedBroker(work / "broker", BROKER_SETTINGS)
+        broker_settings = dict(BROKER_SETTINGS)
+        if s.secure:
+            vehicle_ids = [v.id for v in self.city.devices_of(VEHICLE)]
+            self.secure = SecureCity.create(work / "secure", vehicle_ids)
+            broker_settings |= self.secure.broker_settings()
+        broker = EmbeddedBroker(work / "broker", broker_settings)
         pipeline = client = fanout = verifier = None
+        vehicle_clients: dict[str, aio.Client] = {}
         try:
             broker.start()
-            self.say(f"broker      {broker.service_url} (admin {broker.admin_url}), data in {work}")
-            _create_namespace(broker.admin_url, s.namespace)
-            _create_partitioned_topic(broker.admin_url, s.telemetry_topic, s.partitions)
-            client = loop.run(_client(broker.service_url))
-            fanout = AlertFanout(s, self.city, client)
+            service_url, admin_url = broker.service_url, broker.admin_url
+            if self.secure is not None:
+                service_url, admin_url = broker.service_url_tls, broker.https_url
+            self.say(f"broker      {service_url} (admin {admin_url}), data in {work}")
+            admin = Admin(admin_url, self.secure)
+            admin.create_namespace(s.namespace)
+            admin.create_partitioned_topic(s.telemetry_topic, s.partitions)
+            client = loop.run(_client(service_url, self._options_for(None)))
+            if self.secure is not None:
+                vehicle_clients = self._secure_vehicles(loop, admin, service_url)
+            fanout = AlertFanout(s, self.city, client, vehicle_clients)
             verifier = FrameVerifier(s, client)
             loop.run(fanout.start())
             loop.run(verifier.start())
             self.say(self._city_line())
             self.say("spark       starting the streaming query ...")
-            pipeline = SparkPipeline(s, broker.service_url, broker.admin_url, work / "spark")
+            spark_options = self.secure.spark_options() if self.secure is not None else None
+            pipeline = SparkPipeline(s, service_url, admin_url, work / "spark", spark_options)
             pipeline.start()
             self.say(f"spark       query running ({s.spark_master}, trigger {s.trigger_ms} ms)")
             simulator = Simulator(s, self.city, client)
@@ -113,12 +129,48 @@ class Job:
             for part in (fanout, verifier):
                 if part is not None:
                     loop.run(part.stop())
-            if client is not None:
-                loop.run(client.close())
+            for c in [*vehicle_clients.values(), client]:
+                if c is not None:
+                    loop.run(c.close())
             loop.stop()
             broker.stop()
             if not s.keep_work_dir and not s.work_dir:
                 shutil.rmtree(work, ignore_errors=True)
+
+    def _options_for(self, vehicle: str | None) -> dict[str, object]:
+        """Our client's options: the pipeline's role (vehicle None) or the vehicle's own, secured."""
+        if self.secure is None:
+            return {}
+        token = self.secure.pipeline_token if vehicle is None else self.secure.vehicle_tokens[vehicle]
+        return self.secure.client_options(token)
+
+    def _secure_vehicles(self, loop: LoopThread, admin: Admin, service_url: str) -> dict[str, aio.Client]:
+        """Grant each vehicle's role ``consume`` on its area's alerts topic only, give each vehicle
+        its own client, and check that one vehicle is refused another area's alerts."""
+        s = self.settings
+        vehicles = self.city.devices_of(VEHICLE)
+        for v in vehicles:
+            admin.grant_on_topic(s.alerts_topic(v.area), vehicle_role(v.id), ["consume"])
+        clients = {v.id: loop.run(_client(service_url, self._options_for(v.id))) for v in vehicles}
+        self.say(
+            f"secure      TLS + tokens; {len(vehicles)} vehicle roles, each granted consume on its "
+            "area's alerts topic only"
+        )
+        others = [a for a in self.city.areas if vehicles and a != vehicles[0].area]
+        if not others:
+            self.refusal, self.refused = "no other area to try", True
+            return clients
+        vehicle, other = vehicles[0], s.alerts_topic(others[0])
+        outcome = loop.run(_try_subscribe(clients[vehicle.id], other, f"probe-{vehicle.id}"))
+        role = vehicle_role(vehicle.id)
+        if isinstance(outcome, ServerError) and "AuthorizationError" in str(outcome):
+            self.refused = True
+            self.refusal = f"{role} subscribing to {other}: refused ({outcome})"
+        else:
+            self.refusal = f"{role} subscribing to {other}: NOT refused ({outcome})"
+            self.errors.append(self.refusal)
+        self.say(f"secure      {self.refusal}")
+        return clients
 
     def _city_line(self) -> str:
         c, s = self.city, self.settings
@@ -238,33 +290,33 @@ class Job:
             wall_s=time.monotonic() - self.started,
             drained=self.drained,
             errors=fanout.errors + self.errors,
+            security=self._security_line(),
+            refusal=self.refusal,
+            refused=self.refused,
+        )
+
+    def _security_line(self) -> str:
+        if self.secure is None:
+            return ""
+        return (
+            "TLS (pulsar+ssl://, https://, hostname checked), token authentication, authorization: "
+            f"superuser {PIPELINE_ROLE}, "
+            f"{len(self.secure.vehicle_tokens)} vehicle roles"
         )
 
 
-async def _client(service_url: str) -> aio.Client:
-    return aio.Client(service_url, operation_timeout_seconds=30)
+async def _client(service_url: str, options: dict[str, object]) -> aio.Client:
+    return aio.Client(service_url, operation_timeout_seconds=30, **options)
 
 
-def _create_namespace(admin_url: str, namespace: str) -> None:
-    request = urllib.request.Request(f"{admin_url}/admin/v2/namespaces/{namespace}", data=b"", method="PUT")
+async def _try_subscribe(client: aio.Client, topic: str, subscription: str) -> object:
+    """What subscribing got: the error the broker answered, or "subscribed" (then unsubscribed)."""
     try:
-        with urllib.request.urlopen(request, timeout=30):
-            pass
-    except urllib.error.HTTPError as exc:
-        if exc.code != 409:  # 409: it exists (public/default always does)
-            raise
-
-
-def _create_partitioned_topic(admin_url: str, topic: str, partitions: int) -> None:
-    path = topic.replace("persistent://", "")
-    request = urllib.request.Request(
-        f"{admin_url}/admin/v2/persistent/{path}/partitions",
-        data=json.dumps(partitions).encode(),
-        method="PUT",
-        headers={"Content-Type": "application/json"},
-    )
-    with urllib.request.urlopen(request, timeout=30):
-        pass
+        consumer = await client.subscribe(topic, subscription, consumer_type=aio.ConsumerType.Exclusive)
+    except ServerError as exc:
+        return exc
+    await consumer.close()
+    return "subscribed"
 
 
 def run_job(settings: CitySettings, out: TextIO = sys.stdout) -> Summary:

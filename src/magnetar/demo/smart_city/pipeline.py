@@ -164,10 +164,19 @@ def spark_session(settings: CitySettings, work_dir: Path) -> SparkSession:
 class SparkPipeline:
     """The streaming query and what the job reads of its progress."""
 
-    def __init__(self, settings: CitySettings, service_url: str, admin_url: str, work_dir: Path) -> None:
+    def __init__(
+        self,
+        settings: CitySettings,
+        service_url: str,
+        admin_url: str,
+        work_dir: Path,
+        connection_options: dict[str, str] | None = None,
+    ) -> None:
         self.settings = settings
         self.service_url = service_url
         self.admin_url = admin_url
+        #: The connector's credentials and TLS options (``--secure``), for the source and the sink.
+        self.connection_options = connection_options or {}
         self.work_dir = work_dir
         self.spark: SparkSession | None = None
         self.query: StreamingQuery | None = None
@@ -185,6 +194,7 @@ class SparkPipeline:
             self.spark.readStream.format("magnetar")
             .option("service_url", self.service_url)
             .option("admin_url", self.admin_url)
+            .options(**self.connection_options)
             .option("topics", f"{s.telemetry_topic},{s.frames_topic}")
             .option("startingOffsets", "earliest")
             .option("maxOffsetsPerTrigger", str(s.max_offsets_per_trigger))
@@ -195,6 +205,7 @@ class SparkPipeline:
             .writeStream.format("magnetar")
             .option("service_url", self.service_url)
             .option("admin_url", self.admin_url)
+            .options(**self.connection_options)
             .option("enableDeduplication", "true")  # exactly-once output rests on it
             # After the aggregation's shuffle a replayed batch may hand a task its rows in
             # another order; sorting keeps each row's sequence id the same on replay.

@@ -60,6 +60,11 @@ class CitySettings:
     work_dir: str = _setting("", "broker data and Spark checkpoints (default: a temporary directory)")
     keep_work_dir: bool = _setting(False, "keep the work directory at the end")
     quiet: bool = _setting(False, "no progress lines")
+    secure: bool = _setting(
+        False,
+        "run secured: TLS on the broker's ports, token authentication and authorization; "
+        "each vehicle has its own role, allowed to consume only its area's alerts topic",
+    )
 
     def validate(self) -> None:
         if self.areas < 1 or not 0 <= self.damaged_areas <= self.areas:

@@ -86,6 +86,11 @@ class Summary:
     wall_s: float
     drained: bool
     errors: list[str] = field(default_factory=list)
+    #: ``--secure``: how the run was secured ("" when it was not), and what a vehicle trying
+    #: another area's alerts topic got (it must be refused).
+    security: str = ""
+    refusal: str = ""
+    refused: bool = False
 
     @property
     def clean_area_alerts(self) -> int:
@@ -103,6 +108,7 @@ class Summary:
             and self.clean_area_alerts == 0
             and all(self.alerts_by_area.get(a) for a in self.damaged_areas)
             and self.frames_intact == self.frames_planned == self.frames_sent
+            and (not self.security or self.refused)
         )
 
     def render(self) -> str:
@@ -139,6 +145,9 @@ class Summary:
             f" arrival {self.frame_latency.line().split('   ')[0]}",
             f"  wall time           {self.wall_s:.1f} s",
         ]
+        if self.security:
+            lines.insert(-1, f"  secured             {self.security}")
+            lines.insert(-1, f"  access check        {self.refusal}")
         if not self.drained:
             lines.append("  WARNING: the pipeline did not catch up before the drain timeout")
         lines += [f"  error: {e}" for e in self.errors[:10]]

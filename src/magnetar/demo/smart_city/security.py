@@ -1,0 +1,219 @@
+"""``--secure``: what the job needs to run its broker as a city would deploy it.
+
+At run time, into the job's work directory: a CA and a server certificate for 127.0.0.1 /
+localhost (``cryptography``), an HS256 secret key and tokens (``magnetar.security.tokens``):
+one for the pipeline's role, a superuser (the job's own admin calls, the simulator, Spark,
+the control room), and one per vehicle, each its own role. The broker serves pulsar+ssl://
+and HTTPS, authenticates tokens and authorizes: a vehicle may consume only the alerts topic
+of its area, granted through Pulsar's admin v2 topic permission path. Nothing made here is
+kept once the work directory is removed.
+"""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+import json
+import os
+import ssl
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from magnetar.client.authentication import AuthenticationToken
+from magnetar.security import tokens
+
+PIPELINE_ROLE = "smart-city-pipeline"
+TOKEN_PLUGIN = "org.apache.pulsar.client.impl.auth.AuthenticationToken"
+TOKEN_LIFETIME_S = 24 * 3600
+
+
+def vehicle_role(vehicle_id: str) -> str:
+    """A vehicle's role (its token's ``sub``) is its id, e.g. ``vehicle-0001``."""
+    return vehicle_id
+
+
+@dataclass(frozen=True)
+class TlsFiles:
+    ca: Path
+    cert: Path
+    key: Path
+
+
+def _write_private(path: Path, data: bytes) -> None:
+    """A key or token only its owner may read."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+
+
+def make_certificates(directory: Path, hosts: tuple[str, ...] = ("127.0.0.1", "localhost")) -> TlsFiles:
+    """A CA valid for a day and a server certificate it signed, naming ``hosts``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    now = datetime.datetime.now(datetime.UTC)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "Magnetar smart-city CA")])
+    ca_cert = (
+        x509.CertificateBuilder()
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=True,
+                crl_sign=True,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    server_key = ec.generate_private_key(ec.SECP256R1())
+    names: list[x509.GeneralName] = []
+    for host in hosts:
+        try:
+            names.append(x509.IPAddress(ipaddress.ip_address(host)))
+        except ValueError:
+            names.append(x509.DNSName(host))
+    server_cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, hosts[-1])]))
+        .issuer_name(ca_name)
+        .public_key(server_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.SubjectAlternativeName(names), critical=False)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+    files = TlsFiles(directory / "ca.cert.pem", directory / "broker.cert.pem", directory / "broker.key.pem")
+    files.ca.write_bytes(ca_cert.public_bytes(serialization.Encoding.PEM))
+    files.cert.write_bytes(server_cert.public_bytes(serialization.Encoding.PEM))
+    _write_private(
+        files.key,
+        server_key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        ),
+    )
+    return files
+
+
+@dataclass
+class SecureCity:
+    """The secured run's files and credentials (made by ``create``)."""
+
+    directory: Path
+    tls: TlsFiles
+    secret_key_file: Path
+    pipeline_token: str
+    pipeline_token_file: Path
+    vehicle_tokens: dict[str, str] = field(default_factory=dict)  # vehicle id -> token
+
+    @classmethod
+    def create(cls, directory: Path, vehicle_ids: list[str]) -> SecureCity:
+        directory.mkdir(parents=True, exist_ok=True)
+        tls = make_certificates(directory / "tls")
+        key = tokens.create_secret_key()
+        key_file = directory / "token-secret.key"
+        _write_private(key_file, key)  # raw bytes, as `magnetar tokens create-secret-key` writes it
+        pipeline = tokens.create_token(key, PIPELINE_ROLE, TOKEN_LIFETIME_S)
+        token_file = directory / "pipeline.token"
+        _write_private(token_file, pipeline.encode())
+        vehicles = {v: tokens.create_token(key, vehicle_role(v), TOKEN_LIFETIME_S) for v in vehicle_ids}
+        return cls(directory, tls, key_file, pipeline, token_file, vehicles)
+
+    def broker_settings(self) -> dict[str, object]:
+        """TLS ports, token authentication and authorization, with the pipeline as superuser."""
+        return {
+            "broker_service_port_tls": 0,
+            "web_service_port_tls": 0,
+            "tls_certificate_file_path": str(self.tls.cert),
+            "tls_key_file_path": str(self.tls.key),
+            "authentication_enabled": True,
+            "authentication_providers": ["token"],
+            "token_secret_key": self.secret_key_file.as_uri(),
+            "authorization_enabled": True,
+            "superuser_roles": [PIPELINE_ROLE],
+        }
+
+    def client_options(self, token: str) -> dict[str, object]:
+        """Keyword arguments of our client for a role's token over TLS, the hostname checked."""
+        return {
+            "authentication": AuthenticationToken(token),
+            "tls_trust_certs_file_path": str(self.tls.ca),
+            "tls_validate_hostname": True,
+        }
+
+    def spark_options(self) -> dict[str, str]:
+        """The Spark connector's options (pulsar-spark's names); the token is read from its file."""
+        return {
+            "pulsar.client.authPluginClassName": TOKEN_PLUGIN,
+            "pulsar.client.authParams": self.pipeline_token_file.as_uri(),
+            "pulsar.client.tlsTrustCertsFilePath": str(self.tls.ca),
+            "pulsar.client.tlsHostnameVerificationEnable": "true",
+        }
+
+    def ssl_context(self) -> ssl.SSLContext:
+        return ssl.create_default_context(cafile=str(self.tls.ca))
+
+
+class Admin:
+    """The job's few admin calls, plain or (secured) over HTTPS with the pipeline's token."""
+
+    def __init__(self, admin_url: str, secure: SecureCity | None = None) -> None:
+        self.admin_url = admin_url.rstrip("/")
+        self.token = secure.pipeline_token if secure else None
+        self.context = secure.ssl_context() if secure else None
+
+    def call(self, method: str, path: str, body: object = None) -> None:
+        headers = {}
+        data = b"" if body is None else json.dumps(body).encode()
+        if body is not None:
+            headers["Content-Type"] = "application/json"
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        request = urllib.request.Request(self.admin_url + path, data=data, method=method, headers=headers)
+        with urllib.request.urlopen(request, timeout=30, context=self.context):
+            pass
+
+    def create_namespace(self, namespace: str) -> None:
+        try:
+            self.call("PUT", f"/admin/v2/namespaces/{namespace}")
+        except urllib.error.HTTPError as exc:
+            if exc.code != 409:  # 409: it exists (public/default always does)
+                raise
+
+    def create_partitioned_topic(self, topic: str, partitions: int) -> None:
+        self.call("PUT", f"/admin/v2/persistent/{_topic_path(topic)}/partitions", partitions)
+
+    def grant_on_topic(self, topic: str, role: str, actions: list[str]) -> None:
+        """Pulsar's ``POST /admin/v2/persistent/{tenant}/{ns}/{topic}/permissions/{role}``."""
+        role_part = urllib.parse.quote(role, safe="")
+        self.call("POST", f"/admin/v2/persistent/{_topic_path(topic)}/permissions/{role_part}", actions)
+
+
+def _topic_path(topic: str) -> str:
+    return "/".join(urllib.parse.quote(p, safe="") for p in topic.removeprefix("persistent://").split("/"))
