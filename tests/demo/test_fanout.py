@@ -16,7 +16,8 @@ from magnetar.demo.smart_city.city import VEHICLE, build_city
 from magnetar.demo.smart_city.detection import Alert
 from magnetar.demo.smart_city.fanout import AlertFanout
 from magnetar.demo.smart_city.frames import FrameVerifier
-from magnetar.demo.smart_city.job import BROKER_SETTINGS, _create_partitioned_topic
+from magnetar.demo.smart_city.job import BROKER_SETTINGS
+from magnetar.demo.smart_city.security import Admin
 from magnetar.demo.smart_city.settings import MIB, CitySettings
 from magnetar.demo.smart_city.simulator import Simulator
 
@@ -84,7 +85,7 @@ def test_simulator_publishes_the_plan_and_frames_arrive_intact(broker):
     settings = dataclasses.replace(SETTINGS, namespace="public/default", seed=2, partitions=2)
     settings = dataclasses.replace(settings, namespace="public/sim")
     _create_namespace(broker.admin_url, "public/sim")
-    _create_partitioned_topic(broker.admin_url, settings.telemetry_topic, settings.partitions)
+    Admin(broker.admin_url).create_partitioned_topic(settings.telemetry_topic, settings.partitions)
     city = build_city(settings)
 
     async def scenario():
