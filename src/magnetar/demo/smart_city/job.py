@@ -81,12 +81,12 @@ class Job:
     def run(self) -> Summary:
         s = self.settings
         work = s.work_path() or Path(tempfile.mkdtemp(prefix="magnetar-smart-city-"))
-        loop = LoopThread()
         broker_settings = dict(BROKER_SETTINGS)
         if s.secure:
             vehicle_ids = [v.id for v in self.city.devices_of(VEHICLE)]
             self.secure = SecureCity.create(work / "secure", vehicle_ids)
             broker_settings |= self.secure.broker_settings()
+        loop = LoopThread()
         broker = EmbeddedBroker(work / "broker", broker_settings)
         pipeline = client = fanout = verifier = None
         vehicle_clients: dict[str, aio.Client] = {}
