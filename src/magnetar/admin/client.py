@@ -1,4 +1,5 @@
-"""A small blocking client for Magnetar's admin HTTP API: the message index look-ups.
+"""A small blocking client for Magnetar's admin HTTP API: the message index look-ups, and
+granting, listing and revoking permissions (Pulsar's admin v2 permission paths).
 
     from magnetar.admin.client import AdminClient
 
@@ -9,8 +10,9 @@
 Indexes are per topic partition: name the partition (``t-partition-2``), or pass a message
 id whose ``partition()`` says which. Failures raise ``AdminError`` (``NotFoundError`` for an
 unknown topic or an index or message id not stored, ``ConflictError`` when the broker's index
-interceptor is off) carrying the HTTP status and the broker's reason. Standard library only
-(urllib), so it runs anywhere, in Spark executors too.
+interceptor is off, ``UnauthorizedError`` (401) for missing or refused credentials,
+``ForbiddenError`` (403) for a role without the right) carrying the HTTP status and the
+broker's reason. Standard library only (urllib), so it runs anywhere, in Spark executors too.
 """
 
 from __future__ import annotations
