@@ -162,18 +162,23 @@ def test_each_request_is_checked_with_pulsars_errors_and_a_topic_grant_covers_it
             wire.AuthorizationError,
             "Client is not authorized to Produce",
         )
+        # GET_TOPICS needs a namespace grant
         raw.send_command(wire.CommandGetTopicsOfNamespace(namespace="public/default", request_id=7))
-        assert (
-            raw.expect(T.ERROR).body().error == wire.AuthorizationError
-        )  # GET_TOPICS needs a namespace grant
+        assert raw.expect(T.ERROR).body().error == wire.AuthorizationError
+        schema = wire.Schema(name="s", schema_data=b"", type=wire.Schema.String)
+        raw.send_command(wire.CommandGetOrCreateSchema(request_id=8, topic=other, schema=schema))
+        assert raw.expect(T.GET_OR_CREATE_SCHEMA_RESPONSE).body().error_code == wire.AuthorizationError
         raw.send_command(wire.CommandPing())  # refusals closed nothing
         assert raw.expect(T.PONG)
     finally:
         raw.close()
-    status, body = call(
-        broker, "GET", f"/admin/v2/persistent/public/default/{local(topic)}/permissions", token("root")
-    )
-    assert (status, body) == (200, {"writer": ["produce"]})
+    path = f"/admin/v2/persistent/public/default/{local(topic)}/permissions"
+    assert call(broker, "GET", path, token("root")) == (200, {"writer": ["produce"]})
+    # the refused requests created nothing: only the producer's topic exists
+    assert call(broker, "GET", "/admin/v2/persistent/public/default", token("root"))[1] == [topic]
+    broker.stop()
+    broker.restart()  # grants are kept with the namespace's policies
+    assert call(broker, "GET", path, token("root")) == (200, {"writer": ["produce"]})
 
 
 def test_revoking_closes_open_producers_and_consumers_and_they_are_refused_after(secured, topic):

@@ -859,9 +859,18 @@ class ServerCnx(asyncio.BufferedProtocol):
 
     def _handle_get_or_create_schema(self, frame: Frame) -> None:
         cmd = frame.command.get_or_create_schema
+        reply = wire.CommandGetOrCreateSchemaResponse(request_id=cmd.request_id)
+        try:
+            # Pulsar's broker checks nothing here, but adds schemas to existing topics only; ours
+            # creates the topic, so only a role that may produce there may ask.
+            self._authorize_name(cmd.topic, authorization.PRODUCE, "produce", "Produce")
+        except BrokerError as exc:
+            reply.error_code = exc.code
+            reply.error_message = str(exc)
+            self.send_command(wrap(reply))
+            return
         if self._opened_first(frame, cmd.topic, cmd.request_id):
             return
-        reply = wire.CommandGetOrCreateSchemaResponse(request_id=cmd.request_id)
         try:
             topic = self.service.get_topic(self._topic_name(cmd.topic), create=True)
             reply.schema_version = self.service.schemas.for_producer(topic.name, cmd.schema) or b""
