@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import json
+import time
 import urllib.error
 import urllib.request
 
@@ -281,3 +282,37 @@ def test_admin_api_401_403_200_for_superuser_tenant_admin_and_others(secured, to
         )
     assert forbidden.value.reason == "Don't have permission to administrate resources on this tenant"
     assert 'operation="admin"' in failures(broker, root)
+
+
+def wait_for(condition, timeout: float = 10.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"no {what} within {timeout}s"
+        time.sleep(0.05)
+
+
+def test_official_client_after_a_revoke_is_refused_on_reconnect_and_resumes_after_a_new_grant(secured, topic):
+    broker, token = secured
+    admin = AdminClient(broker.http_url, token=token("root"))
+    admin.grant_permission_on_namespace("public/default", "car", ["produce", "consume"])
+    car = client(broker, token("car"))
+    try:
+        consumer = car.subscribe(topic, "s")
+        producer = car.create_producer(topic, send_timeout_millis=10_000)
+        producer.send(b"before")
+        assert [m.data() for m in receive_n(consumer, 1, ack=True)] == [b"before"]
+
+        admin.revoke_permissions_on_namespace("public/default", "car")
+        # the broker closed both; the client looks the topic up again and is refused (AuthorizationError)
+        wait_for(lambda: 'operation="lookup"' in failures(broker, token("root")), what="refused reconnect")
+        with pytest.raises(pulsar.Timeout):
+            consumer.receive(300)
+
+        admin.grant_permission_on_namespace("public/default", "car", ["produce", "consume"])
+        producer.send(b"after")  # the client's reconnection gets through once granted again
+        seen = [consumer.receive(10_000).data()]
+        if seen[0] == b"before":  # its ack may not have reached the broker before the close: again
+            seen.append(consumer.receive(10_000).data())
+        assert seen[-1] == b"after", seen
+    finally:
+        car.close()
