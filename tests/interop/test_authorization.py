@@ -234,6 +234,7 @@ def test_admin_api_401_403_200_for_superuser_tenant_admin_and_others(secured, to
         {"adminRoles": ["ops"], "allowedClusters": ["standalone"]},
     )
     assert (status, body) == (403, {"reason": "This operation requires super-user access"})
+    assert call(broker, "PUT", "/admin/v2/tenants/city", root, {"adminRoles": "ops"})[0] == 400
     # the superuser makes the tenant; its admin runs it
     assert (
         call(

@@ -61,6 +61,17 @@ def test_superuser_and_tenant_admin_may_do_everything_on_the_tenant():
     assert not authz.can_topic(T, None, LOOKUP)
 
 
+def test_admin_roles_are_a_list_never_a_substring():
+    from magnetar.broker.authorization import check_tenant_info
+
+    authz = Authorizer(["root"], lambda t: {"adminRoles": "ops-team"}, lambda n: AuthPolicies())
+    assert not authz.is_tenant_admin("city", "ops")
+    assert check_tenant_info({"adminRoles": ["ops"], "allowedClusters": ["standalone"]})
+    for bad in ({"adminRoles": "ops"}, {"allowedClusters": [1]}, ["ops"]):
+        with pytest.raises(ValueError):
+            check_tenant_info(bad)
+
+
 def test_namespace_grant_covers_every_topic_of_the_namespace():
     authz = authorizer(AuthPolicies(namespace_auth={"car-1": [CONSUME]}))
     for topic in (T, OTHER):

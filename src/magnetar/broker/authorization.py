@@ -33,6 +33,17 @@ class AuthorizationError(BrokerError):
     code = wire.AuthorizationError
 
 
+def check_tenant_info(info: Any) -> dict[str, Any]:
+    """Pulsar's TenantInfo JSON: ``adminRoles`` and ``allowedClusters`` lists of names."""
+    if not isinstance(info, dict):
+        raise ValueError('tenant info must be a JSON object: {"adminRoles": [...], "allowedClusters": [...]}')
+    for key in ("adminRoles", "allowedClusters"):
+        value = info.get(key, [])
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise ValueError(f"{key} must be a JSON list of names")
+    return info
+
+
 def parse_actions(value: Any) -> list[str]:
     """A grant's body, Pulsar's JSON list of AuthAction names; ValueError for anything else."""
     if not isinstance(value, list) or not all(isinstance(a, str) for a in value):
@@ -134,7 +145,7 @@ class Authorizer:
             admin_roles = self._tenant_info(tenant).get("adminRoles") or []
         except BrokerError:
             return False
-        return role in admin_roles
+        return isinstance(admin_roles, list) and role in admin_roles  # never a substring of a str
 
     def _granted(self, topic: TopicName, role: str, action: str) -> bool:
         try:
