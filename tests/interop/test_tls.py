@@ -17,7 +17,9 @@ import pulsar
 import pytest
 
 from magnetar.broker_process import BrokerProcessError
+from magnetar.client import AuthenticationToken, Client
 from magnetar.protocol import pulsar_wire_pb2 as wire
+from magnetar.security import tokens
 
 from .conftest import CLIENT_LOGGER
 from .support import RawConnection
@@ -210,6 +212,57 @@ def test_tls_authentication_provider_without_a_trust_file_does_not_start(broker_
     with pytest.raises(BrokerProcessError, match="exited with 1") as info:
         broker_factory(settings)
     assert "needs tls_trust_certs_file_path" in str(info.value)
+
+
+def test_token_authenticated_producers_over_tls_official_and_ours(
+    broker_factory, official_factory, tls_files, topic, tmp_path
+):
+    """security.md's walk-through: a secret key file, a broker with the token and tls providers
+    and a TLS port, then a token-authenticated producer over pulsar+ssl:// with the official
+    client and with ours, each read by the other; a token signed with another key is refused."""
+    key_file = tmp_path / "secret.key"
+    key_file.write_bytes(tokens.create_secret_key())
+    settings = tls_settings(
+        tls_files,
+        authentication_enabled=True,
+        authentication_providers=["token", "tls"],
+        token_secret_key=f"file://{key_file}",
+    )
+    broker = broker_factory(settings)
+    trust = str(tls_files.ca)
+    key = tokens.load_secret_key(f"file://{key_file}")
+    official = official_factory(
+        broker.service_url_tls,
+        tls_trust_certs_file_path=trust,
+        tls_validate_hostname=True,
+        authentication=pulsar.AuthenticationToken(tokens.create_token(key, "vehicle-17", 600)),
+    )
+    ours = Client(
+        broker.service_url_tls,
+        tls_trust_certs_file_path=trust,
+        tls_validate_hostname=True,
+        authentication=AuthenticationToken(lambda: tokens.create_token(key, "ops", 600)),
+    )
+    try:
+        official_consumer = official.subscribe(topic, "official")
+        ours_consumer = ours.subscribe(topic, "ours")
+        official.create_producer(topic).send(b"from the official client")
+        ours.create_producer(topic).send(b"from ours")
+        got_official = sorted(official_consumer.receive(10_000).data() for _ in range(2))
+        got_ours = sorted(ours_consumer.receive(timeout_millis=10_000).data() for _ in range(2))
+    finally:
+        ours.close()
+    assert got_official == got_ours == [b"from ours", b"from the official client"]
+    log = broker.log_text()
+    assert "authenticated as 'vehicle-17' with token" in log
+    assert "authenticated as 'ops' with token" in log
+    forged = official_factory(
+        broker.service_url_tls,
+        tls_trust_certs_file_path=trust,
+        operation_timeout_seconds=FAILING_TIMEOUT_S,
+        authentication=pulsar.AuthenticationToken(tokens.create_token(tokens.create_secret_key(), "x")),
+    )
+    refused(forged, topic)
 
 
 # -- clients that get TLS wrong -------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""A small blocking client for Magnetar's admin HTTP API: the message index look-ups.
+"""A small blocking client for Magnetar's admin HTTP API: the message index look-ups, and
+granting, listing and revoking permissions (Pulsar's admin v2 permission paths).
 
     from magnetar.admin.client import AdminClient
 
@@ -9,8 +10,9 @@
 Indexes are per topic partition: name the partition (``t-partition-2``), or pass a message
 id whose ``partition()`` says which. Failures raise ``AdminError`` (``NotFoundError`` for an
 unknown topic or an index or message id not stored, ``ConflictError`` when the broker's index
-interceptor is off) carrying the HTTP status and the broker's reason. Standard library only
-(urllib), so it runs anywhere, in Spark executors too.
+interceptor is off, ``UnauthorizedError`` (401) for missing or refused credentials,
+``ForbiddenError`` (403) for a role without the right) carrying the HTTP status and the
+broker's reason. Standard library only (urllib), so it runs anywhere, in Spark executors too.
 """
 
 from __future__ import annotations
@@ -49,6 +51,10 @@ class UnauthorizedError(AdminError):
     """401: no credentials, or credentials the broker refused."""
 
 
+class ForbiddenError(AdminError):
+    """403: the credentials are good, but their role may not do this (authorization)."""
+
+
 def _topic_parts(topic: str, partition: int = -1) -> list[str]:
     """``[tenant, namespace, local]`` of a persistent topic, short names as Pulsar reads them."""
     parsed = TopicName.parse(topic)  # raises InvalidTopicName, a ValueError
@@ -62,6 +68,24 @@ def _topic_parts(topic: str, partition: int = -1) -> list[str]:
 
 def _topic_path(topic: str, partition: int = -1) -> str:
     return "/".join(urllib.parse.quote(p, safe="") for p in _topic_parts(topic, partition))
+
+
+def _q(part: str) -> str:
+    return urllib.parse.quote(part, safe="")
+
+
+def _namespace_path(namespace: str) -> str:
+    tenant, _, name = namespace.partition("/")
+    if not tenant or not name or "/" in name:
+        raise ValueError(f"a namespace is tenant/namespace, not {namespace!r}")
+    return f"{_q(tenant)}/{_q(name)}"
+
+
+def _any_topic_path(topic: str) -> str:
+    """``/admin/v2/{domain}/{tenant}/{namespace}/{topic}`` of a topic of either domain."""
+    parsed = TopicName.parse(topic)
+    parts = (parsed.tenant, parsed.namespace, parsed.local_name)
+    return f"/admin/v2/{parsed.domain}/" + "/".join(_q(p) for p in parts)
 
 
 def _message_id_parts(message_id: Any) -> tuple[int, int, int, int]:
@@ -155,13 +179,46 @@ class AdminClient:
         body = self._get(f"/admin/v2/persistent/{_topic_path(topic, partition)}/index?{query}")
         return int(body["index"])
 
+    # -- permissions (Pulsar's admin v2 paths; pulsar-admin's namespaces/topics methods) -----------
+    def grant_permission_on_namespace(self, namespace: str, role: str, actions: list[str]) -> None:
+        """Let ``role`` do ``actions`` (``produce``, ``consume``, ...) on ``tenant/namespace``."""
+        path = f"/admin/v2/namespaces/{_namespace_path(namespace)}/permissions/{_q(role)}"
+        self._call("POST", path, actions)
+
+    def revoke_permissions_on_namespace(self, namespace: str, role: str) -> None:
+        self._call("DELETE", f"/admin/v2/namespaces/{_namespace_path(namespace)}/permissions/{_q(role)}")
+
+    def get_namespace_permissions(self, namespace: str) -> dict[str, list[str]]:
+        return self._get(f"/admin/v2/namespaces/{_namespace_path(namespace)}/permissions")
+
+    def grant_permission(self, topic: str, role: str, actions: list[str]) -> None:
+        """Let ``role`` do ``actions`` on this one topic (persistent or non-persistent)."""
+        self._call("POST", f"{_any_topic_path(topic)}/permissions/{_q(role)}", actions)
+
+    def revoke_permissions(self, topic: str, role: str) -> None:
+        """Remove ``role``'s topic-level grant (412, an ``AdminError``, if there is none)."""
+        self._call("DELETE", f"{_any_topic_path(topic)}/permissions/{_q(role)}")
+
+    def get_permissions(self, topic: str) -> dict[str, list[str]]:
+        """The namespace's grants and the topic's, merged (as Pulsar answers)."""
+        return self._get(f"{_any_topic_path(topic)}/permissions")
+
     # -- plumbing ---------------------------------------------------------------------------------
     def _get(self, path: str) -> dict:
+        return self._call("GET", path)
+
+    def _call(self, method: str, path: str, body: Any = None) -> Any:
         url = self.http_url + path
-        request = urllib.request.Request(url, headers=self._headers())
+        headers = self._headers()
+        data = None
+        if body is not None:
+            data = json.dumps(body).encode()
+            headers["Content-Type"] = "application/json"
+        request = urllib.request.Request(url, data=data, headers=headers, method=method)
         try:
             with urllib.request.urlopen(request, timeout=self.timeout, context=self._ssl) as response:
-                return json.loads(response.read())
+                text = response.read()
+                return json.loads(text) if text else None
         except urllib.error.HTTPError as exc:
             raise _admin_error(exc, url) from None
 
@@ -186,5 +243,7 @@ def _admin_error(exc: urllib.error.HTTPError, url: str) -> AdminError:
         reason = json.loads(text)["reason"]
     except (ValueError, KeyError, TypeError):
         reason = text or exc.reason
-    cls = {401: UnauthorizedError, 404: NotFoundError, 409: ConflictError}.get(exc.code, AdminError)
+    cls = {401: UnauthorizedError, 403: ForbiddenError, 404: NotFoundError, 409: ConflictError}.get(
+        exc.code, AdminError
+    )
     return cls(exc.code, str(reason), url)

@@ -9,9 +9,11 @@ from aiohttp import web
 
 from magnetar.admin import (
     auth,
+    authz,
     index_api,
     messages_api,
     namespaces_api,
+    permissions_api,
     schemas_api,
     stats_api,
     subscriptions_api,
@@ -30,7 +32,8 @@ def build_app(service: BrokerService) -> web.Application:
                 service.config.authenticate_metrics_endpoint,
                 service.authentication_successes,
                 service.authentication_failures,
-            )
+            ),
+            authz.middleware(service, service.authorization_failures),
         ]
     )
 
@@ -38,6 +41,7 @@ def build_app(service: BrokerService) -> web.Application:
         return web.Response(text="ok")
 
     namespaces_api.add_routes(app, service)
+    permissions_api.add_routes(app, service)
     topics_api.add_routes(app, service)
     subscriptions_api.add_routes(app, service)
     stats_api.add_routes(app, service)

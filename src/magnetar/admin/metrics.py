@@ -161,6 +161,14 @@ class BrokerCollector(Collector):
             for method, count in counts.items():
                 family.add_metric([method], count)
             yield family
+        authorization = CounterMetricFamily(
+            "magnetar_authorization_failures",
+            "Requests refused for want of a permission (AuthorizationError, admin 403), by operation",
+            labels=["operation"],
+        )
+        for operation, count in service.authorization_failures.items():
+            authorization.add_metric([operation], count)
+        yield authorization
         refusals = CounterMetricFamily(
             "magnetar_out_of_file_descriptors",
             "Connections, topics and subscriptions refused because file descriptors ran short",

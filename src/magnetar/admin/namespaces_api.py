@@ -8,6 +8,7 @@ from aiohttp import web
 
 from magnetar.admin.errors import json_body, no_content, translate_errors
 from magnetar.broker import backlog_quota
+from magnetar.broker.authorization import check_tenant_info
 from magnetar.broker.namespaces import AutoTopicCreation, NamespacePolicies
 from magnetar.broker.schemas.compatibility import STRATEGIES as SCHEMA_STRATEGIES
 
@@ -33,12 +34,12 @@ def add_routes(app: web.Application, service: BrokerService) -> None:
     @translate_errors
     async def put_tenant(request):
         info = await json_body(request, default={"adminRoles": [], "allowedClusters": ["standalone"]})
-        registry().create_tenant(request.match_info["tenant"], info)
+        registry().create_tenant(request.match_info["tenant"], check_tenant_info(info))
         return no_content()
 
     @translate_errors
     async def post_tenant(request):
-        registry().update_tenant(request.match_info["tenant"], await json_body(request))
+        registry().update_tenant(request.match_info["tenant"], check_tenant_info(await json_body(request)))
         return no_content()
 
     @translate_errors

@@ -176,6 +176,15 @@ class BrokerConfig:
     #: them open for Prometheus.
     authenticate_metrics_endpoint: bool = True
 
+    # Authorization (Pulsar's names; broker/authorization.py). Off by default.
+    #: Check every producer, consumer, lookup and admin call against the namespace's grants;
+    #: needs authentication_enabled (without a proved role nothing could be granted).
+    authorization_enabled: bool = False
+    #: Roles that may do everything (grants and tenants included).
+    superuser_roles: list[str] = field(default_factory=list)
+    #: Grants to ``prefix*`` or ``*suffix`` roles match roles so named.
+    authorization_allow_wildcards_matching: bool = False
+
     def storage_config(self) -> StorageConfig:
         return StorageConfig(
             data_dir=Path(self.data_dir),
@@ -243,6 +252,13 @@ class BrokerConfig:
         from magnetar.broker.authentication import Authentication
 
         Authentication.from_config(self)  # raises ValueError: never an open broker by mistake
+        if self.authorization_enabled and not self.authentication_enabled:
+            raise ValueError(
+                "authorization_enabled needs authentication_enabled: without a proved role no grant can apply"
+            )
+        roles = self.superuser_roles
+        if not isinstance(roles, list) or not all(isinstance(r, str) for r in roles):
+            raise ValueError("superuser_roles must be a list of role names")
         from magnetar.broker.entry_metadata import load_interceptor_class
 
         for name in self.broker_entry_metadata_interceptors:

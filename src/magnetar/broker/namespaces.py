@@ -11,6 +11,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from magnetar.broker.authorization import AuthPolicies
 from magnetar.broker.errors import BrokerError, TopicNotFound
 from magnetar.protocol import wire
 
@@ -68,6 +69,8 @@ class NamespacePolicies:
     max_consumers_per_topic: int | None = None
     max_consumers_per_subscription: int | None = None
     max_topics_per_namespace: int | None = None
+    #: Grants to roles, Pulsar's ``auth_policies`` JSON (authorization.AuthPolicies); None: none.
+    auth_policies: dict[str, Any] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
@@ -158,6 +161,13 @@ class NamespaceRegistry:
             setattr(policies, key, value)
         self.set_policies(namespace, policies)
         return policies
+
+    # -- grants (authorization.py) -------------------------------------------------------------
+    def auth_policies(self, namespace: str) -> AuthPolicies:
+        return AuthPolicies.from_json(self.policies(namespace).auth_policies)
+
+    def set_auth_policies(self, namespace: str, grants: AuthPolicies) -> None:
+        self.update_policy(namespace, auth_policies=grants.to_json())
 
     # -- partitioned topics -----------------------------------------------------------------
     def partitions(self, topic: str) -> int:

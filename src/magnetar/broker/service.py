@@ -13,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from magnetar.broker import descriptors, loop_pass, tls
 from magnetar.broker.authentication import Authentication
+from magnetar.broker.authorization import CONSUME, PRODUCE, Authorizer
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.connection import ServerCnx
 from magnetar.broker.data_dir_lock import DataDirLock
@@ -68,6 +69,17 @@ class BrokerService:
         #: Credentials accepted and refused (CONNECT, AUTH_RESPONSE, expiry), by auth method (/metrics).
         self.authentication_successes: Counter[str] = Counter()
         self.authentication_failures: Counter[str] = Counter()
+        #: Grants checked against the namespaces' policies; None while authorization is off.
+        self.authorization: Authorizer | None = None
+        if config.authorization_enabled:
+            self.authorization = Authorizer(
+                config.superuser_roles,
+                lambda tenant: self.namespaces.tenant(tenant),
+                lambda namespace: self.namespaces.auth_policies(namespace),
+                config.authorization_allow_wildcards_matching,
+            )
+        #: Requests refused for want of a permission, by operation (/metrics).
+        self.authorization_failures: Counter[str] = Counter()
         self.storage: Storage | None = None
         self.namespaces: NamespaceRegistry | None = None
         self.schemas: SchemaRegistry | None = None
@@ -529,6 +541,27 @@ class BrokerService:
 
     def apply_policies(self, namespace: str) -> None:
         """Policies are read when used; nothing is cached that would need refreshing."""
+
+    def recheck_permissions(self, namespace: str) -> None:
+        """After the namespace's grants changed, close the producers and consumers whose role lost
+        its permission, as Pulsar's ``Producer/Consumer.checkPermissionsAsync`` on a policies update:
+        the client reconnects and is then refused with AuthorizationError."""
+        authz = self.authorization
+        if authz is None:
+            return
+        for cnx in list(self.connections):
+            for producer in list(cnx.producers.values()):
+                topic = producer.topic.name
+                if topic.namespace_name == namespace and not authz.can_topic(topic, cnx.role, PRODUCE):
+                    log.info("%r is not allowed to produce on %s anymore: producer closed", cnx.role, topic)
+                    producer.close_by_broker()
+            for consumer in list(cnx.consumers.values()):
+                topic = consumer.subscription.topic.name
+                if topic.namespace_name == namespace and not authz.can_topic(topic, cnx.role, CONSUME):
+                    log.info("%r is not allowed to consume from %s anymore: consumer closed", cnx.role, topic)
+                    consumer.close_by_broker()
+                    cnx.forget_consumer(consumer.consumer_id)
+                    consumer.subscription.remove_consumer(consumer)
 
 
 def _notifier(loop: asyncio.AbstractEventLoop, passes: loop_pass.PassScheduler):

@@ -173,6 +173,12 @@ class Connection:
             if isinstance(exc, ssl.SSLError):
                 # With TLS 1.3 the broker checks our certificate after our side of the handshake.
                 raise TlsError(f"{host}:{port} refused the TLS connection: {_tls_reason(exc)}") from None
+            if ssl_context is not None and isinstance(exc, ConnectionError):
+                # The same refusal, when the broker's alert is followed by a reset before we read it.
+                raise TlsError(
+                    f"{host}:{port} refused the TLS connection ({exc!r}): it may require a client "
+                    "certificate its CAs trust (authentication=AuthenticationTLS(...))"
+                ) from None
             raise
         cnx._tasks = [
             asyncio.create_task(cnx._read_loop(), name=f"magnetar-read-{cnx.address}"),

@@ -1,0 +1,130 @@
+"""Authorization of admin HTTP requests, after authentication (auth.py): which right each admin v2
+path needs, as Pulsar's admin resources ask it, and 403 with Pulsar's ``{"reason": ...}`` when the
+request's role lacks it.
+
+Superusers may call everything; tenants are the superusers' (list, create, update, delete); a
+tenant's admins may call everything on its namespaces and topics (grants included); other roles
+may read a topic's stats and metadata with ``produce`` or ``consume``, list a namespace's topics
+with either on the namespace, and use subscriptions and peek messages with ``consume``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+
+from aiohttp import web
+
+from magnetar.admin.auth import ROLE
+from magnetar.broker.authorization import ADMIN, CONSUME, LOOKUP, PRODUCE, Authorizer
+from magnetar.broker.topic_name import InvalidTopicName, TopicName
+
+if TYPE_CHECKING:
+    from magnetar.broker.service import BrokerService
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+SUPERUSER = "superuser"
+TENANT_ADMIN = "tenant_admin"
+LIST_TOPICS = "list_topics"
+OPEN = "open"
+
+#: What a topic path's tail (after ``{topic}``) needs, by method ("*": any method).
+_TOPIC_TAILS: dict[tuple[str, str], str] = {
+    ("GET", "partitions"): LOOKUP,
+    ("GET", "stats"): LOOKUP,
+    ("GET", "partitioned-stats"): LOOKUP,
+    ("GET", "internalStats"): LOOKUP,
+    ("*", "subscriptions"): CONSUME,
+    ("*", "subscription"): CONSUME,
+    ("*", "all_subscription"): CONSUME,
+    ("*", "ledger"): CONSUME,
+    ("*", "messageid"): CONSUME,
+    ("*", "index"): CONSUME,
+}
+
+
+def requirement(method: str, canonical: str) -> tuple[str, str | None]:
+    """(what is needed, the topic domain for topic paths) for a route's pattern, e.g.
+    ``/admin/v2/persistent/{tenant}/{namespace}/{topic}/stats`` -> (LOOKUP, "persistent")."""
+    method = "GET" if method == "HEAD" else method
+    parts = canonical.strip("/").split("/")
+    if parts[0] == "metrics":
+        return OPEN, None  # authenticated is enough, as Pulsar's metrics servlet
+    if parts[:2] != ["admin", "v2"] or len(parts) < 3:
+        return SUPERUSER, None
+    area, rest = parts[2], parts[3:]
+    if area == "tenants" or area == "brokers":
+        return SUPERUSER, None
+    if area == "namespaces" and rest:
+        return TENANT_ADMIN, None
+    if area in ("persistent", "non-persistent") and len(rest) >= 2:
+        if len(rest) == 2 or (len(rest) == 3 and rest[2] == "partitioned"):
+            return LIST_TOPICS, None
+        tail = rest[3] if len(rest) > 3 else ""
+        need = _TOPIC_TAILS.get((method, tail)) or _TOPIC_TAILS.get(("*", tail)) or ADMIN
+        return need, area
+    if area == "schemas" and len(rest) >= 4:
+        if method == "GET" or rest[3] in ("compatibility", "version"):
+            return LOOKUP, "persistent"
+        return (PRODUCE if method == "POST" else ADMIN), "persistent"
+    return SUPERUSER, None
+
+
+def _operation_name(need: str) -> str:
+    return {LOOKUP: "LOOKUP", CONSUME: "CONSUME", PRODUCE: "PRODUCE", ADMIN: "ADMIN"}[need]
+
+
+def allowed(authz: Authorizer, role: str, method: str, canonical: str, match: dict[str, str]) -> str | None:
+    """None if ``role`` may make this request, else the reason it may not (Pulsar's wording)."""
+    if authz.is_superuser(role):
+        return None
+    need, domain = requirement(method, canonical)
+    tenant = match.get("tenant", "")
+    if need == OPEN:
+        return None
+    if need == SUPERUSER:
+        return "This operation requires super-user access"
+    if need == TENANT_ADMIN:
+        if authz.is_tenant_admin(tenant, role):
+            return None
+        return "Don't have permission to administrate resources on this tenant"
+    namespace = f"{tenant}/{match.get('namespace', '')}"
+    if need == LIST_TOPICS:
+        if authz.can_list_topics(namespace, role):
+            return None
+        operation = "validateNamespaceOperation for operation [GET_TOPICS]"
+        return f"Unauthorized to {operation} on namespace [{namespace}]"
+    try:
+        topic = TopicName.parse(f"{domain}://{namespace}/{match.get('topic', '')}")
+    except InvalidTopicName:
+        return None  # the handler answers 400
+    if authz.can_topic(topic, role, need):
+        return None
+    operation = f"validateTopicOperation for operation [{_operation_name(need)}]"
+    return f"Unauthorized to {operation} on topic [{topic}]"
+
+
+def middleware(service: BrokerService, failures: Counter[str]):
+    """Refuse (403) requests whose authenticated role lacks the right; a request with no role
+    (authentication off, or an open /metrics) is not checked."""
+
+    @web.middleware
+    async def authorize(request: web.Request, handler: Handler) -> web.StreamResponse:
+        authz = service.authorization
+        role = request.get(ROLE)
+        route = request.match_info.route
+        if authz is None or role is None or route.resource is None:
+            return await handler(request)
+        reason = allowed(authz, role, request.method, route.resource.canonical, dict(request.match_info))
+        if reason is None:
+            return await handler(request)
+        failures["admin"] += 1
+        log.info("%s %s by %r: 403: %s", request.method, request.path, role, reason)
+        return web.json_response({"reason": reason}, status=403)
+
+    return authorize
