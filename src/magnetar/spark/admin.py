@@ -9,12 +9,19 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
-from magnetar.admin.client import AdminClient, AdminError, ConflictError, NotFoundError, UnauthorizedError
+from magnetar.admin.client import (
+    AdminClient,
+    AdminError,
+    ConflictError,
+    ForbiddenError,
+    NotFoundError,
+    UnauthorizedError,
+)
 from magnetar.spark.errors import MagnetarSparkError
 from magnetar.spark.security import ConnectionSecurity
 from magnetar.spark.topics import namespace_of, split_partition
 
-_ERRORS = {401: UnauthorizedError, 404: NotFoundError, 409: ConflictError}
+_ERRORS = {401: UnauthorizedError, 403: ForbiddenError, 404: NotFoundError, 409: ConflictError}
 
 
 class AdminUnreachableError(MagnetarSparkError, ConnectionError):
@@ -91,9 +98,12 @@ def _error(exc: urllib.error.HTTPError, url: str) -> AdminError:
         reason = json.loads(text)["reason"]
     except (ValueError, KeyError, TypeError):
         reason = text or exc.reason
-    if exc.code in (401, 403):
+    where = url.split("/admin/")[0]
+    if exc.code == 401:
         reason = (
-            f"{reason} (the admin API at {url.split('/admin/')[0]} refused the connector's credentials: "
+            f"{reason} (the admin API at {where} refused the connector's credentials: "
             "set the options pulsar.client.authPluginClassName and pulsar.client.authParams, or token)"
         )
+    elif exc.code == 403:
+        reason = f"{reason} (the admin API at {where} does not allow the connector's role this call)"
     return _ERRORS.get(exc.code, AdminError)(exc.code, str(reason), url)
