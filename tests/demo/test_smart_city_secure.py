@@ -1,0 +1,56 @@
+"""``--secure``: the job runs its broker with TLS, token authentication and authorization, each
+vehicle with its own role allowed to consume only its area's alerts topic; the pipeline still
+delivers every alert to every vehicle of the area, a vehicle trying another area's alerts
+topic is refused (AuthorizationError), and the summary says the run was secured."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import shutil
+
+import pytest
+
+from magnetar.demo.smart_city.job import run_job
+from magnetar.demo.smart_city.settings import MIB, CitySettings
+
+pytest.importorskip("pyspark")
+if shutil.which("java") is None:
+    pytest.skip("Spark needs Java", allow_module_level=True)
+
+SMALL_SECURE = CitySettings(
+    seed=7,
+    areas=2,
+    damaged_areas=1,
+    vehicles_per_area=2,
+    sensors_per_area=2,
+    duration_s=10,
+    damage_start_s=3,
+    frames=1,
+    frame_min_bytes=5 * MIB + 1,
+    frame_max_bytes=5 * MIB + 100_000,
+    window_s=2,
+    watermark_s=1,
+    progress_interval_s=2,
+    drain_timeout_s=60,
+    secure=True,
+)
+
+
+@pytest.mark.timeout(240)
+def test_secure_run_delivers_alerts_only_to_granted_vehicles(tmp_path):
+    out = io.StringIO()
+    summary = run_job(dataclasses.replace(SMALL_SECURE, work_dir=str(tmp_path / "work")), out)
+    text = out.getvalue()
+
+    assert summary.ok and not summary.errors, text
+    assert "pulsar+ssl://127.0.0.1:" in text and "(admin https://127.0.0.1:" in text, text
+    assert "secured             TLS" in text and "token authentication, authorization" in text, text
+    assert summary.refused and "AuthorizationError" in summary.refusal, text
+    (damaged,) = summary.damaged_areas
+    assert summary.alerts_by_area.get(damaged, 0) >= 1, text
+    assert not summary.vehicles_missing_alerts and summary.receipts == summary.expected_receipts, text
+    assert summary.frames_intact == summary.frames_sent == 1
+    # Nothing secret is left readable by others in the work directory.
+    secrets = [tmp_path / "work/secure/token-secret.key", tmp_path / "work/secure/tls/broker.key.pem"]
+    assert all(p.stat().st_mode & 0o077 == 0 for p in secrets)
