@@ -12,11 +12,15 @@ from pathlib import Path
 
 import pytest
 
+from magnetar.admin.client import AdminClient
+from magnetar.client import Client
+from magnetar.client.authentication import AuthenticationToken
 from magnetar.security import tokens
 from magnetar.spark.errors import InvalidOptionError
 from magnetar.spark.options import ReadOptions, WriteOptions
 from magnetar.spark.security import PARAMS, PLUGIN, token_supplier
 from tests.interop.tls_certs import TlsFiles, make_tls_files, tls_settings
+from tests.spark.support import produce
 
 TOKEN_PLUGIN = "org.apache.pulsar.client.impl.auth.AuthenticationToken"
 
@@ -132,3 +136,28 @@ def test_security_options_travel_to_tasks_and_stay_out_of_repr():
 def test_bad_security_options_are_named(options, message):
     with pytest.raises(InvalidOptionError, match=message):
         WriteOptions.parse(options)
+
+
+def test_a_role_granted_consume_reads_and_one_without_is_refused(spark, broker_factory_session, topic):
+    key = tokens.create_secret_key()
+    broker = broker_factory_session(
+        {
+            "authentication_enabled": True,
+            "token_secret_key": "data:;base64," + base64.b64encode(key).decode(),
+            "authorization_enabled": True,
+            "superuser_roles": ["admin"],
+        }
+    )
+    admin = AdminClient(broker.http_url, token=tokens.create_token(key, "admin", 600))
+    admin.grant_permission(topic, "reader", ["consume"])
+    with Client(broker.service_url, authentication=AuthenticationToken(admin.token)) as client:
+        produce(client, topic, ["a", "b", "c"])
+
+    def read(role: str):
+        options = {"service_url": broker.service_url, "admin_url": broker.http_url, "topic": topic}
+        options["token"] = tokens.create_token(key, role, 600)
+        return spark.read.format("magnetar").options(**options).load().orderBy("offset").collect()
+
+    assert [r.value for r in read("reader")] == [b"a", b"b", b"c"]
+    with pytest.raises(Exception, match=r"HTTP 403.*not allow the connector's role"):
+        read("stranger")

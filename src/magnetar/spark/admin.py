@@ -52,8 +52,20 @@ class SparkAdmin(AdminClient):
         return list(self._call("GET", f"/admin/v2/persistent/{_path(tenant, ns)}") or [])
 
     def topic_exists(self, topic: str) -> bool:
-        """Whether a non-partitioned topic (or one partition) exists."""
-        return topic in self.namespace_topics(namespace_of(topic))
+        """Whether a non-partitioned topic (or one partition) exists.
+
+        Listing the namespace needs a namespace-level grant (Pulsar's GET_TOPICS); a role granted
+        only this topic asks for the topic's stats instead (404: not stored).
+        """
+        try:
+            return topic in self.namespace_topics(namespace_of(topic))
+        except ForbiddenError:
+            tenant, namespace, local = topic.removeprefix("persistent://").split("/")
+            try:
+                self._call("GET", f"/admin/v2/persistent/{_path(tenant, namespace, local)}/stats")
+            except NotFoundError:
+                return False
+            return True
 
     def base_topics(self, namespace: str) -> list[str]:
         """The namespace's topics with partitions folded into their partitioned topic."""
