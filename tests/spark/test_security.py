@@ -51,6 +51,7 @@ def secured(broker_factory_session, tmp_path_factory) -> Secured:
         {
             "authentication_enabled": True,
             "token_secret_key": "data:;base64," + base64.b64encode(key).decode(),
+            "authentication_providers": ["token", "tls"],
             **tls_settings(files),
         }
     )
@@ -72,6 +73,22 @@ def test_write_then_read_with_a_token_over_tls(spark, secured, topic):
 
     assert sorted((r.key, r.value) for r in got) == [(k, v.encode()) for k, v in rows]  # two write tasks
     assert [r.offset for r in got] == list(range(6))
+
+
+def test_mutual_tls_plugin_reads_with_the_client_certificate(spark, secured, topic):
+    with Client(
+        secured.broker.service_url_tls,
+        authentication=AuthenticationToken(secured.token),
+        tls_trust_certs_file_path=str(secured.files.ca),
+    ) as client:
+        produce(client, topic, ["x", "y"])
+    params = f"tlsCertFile:{secured.files.client_cert},tlsKeyFile:{secured.files.client_key}"
+    options = secured.options(topic=topic)
+    options |= {PLUGIN: "org.apache.pulsar.client.impl.auth.AuthenticationTls", PARAMS: params}
+
+    rows = spark.read.format("magnetar").options(**options).load().orderBy("offset").collect()
+
+    assert [r.value for r in rows] == [b"x", b"y"]
 
 
 def test_without_a_token_the_query_fails_naming_the_options(spark, secured, topic):
