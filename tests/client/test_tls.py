@@ -9,6 +9,7 @@ import pytest
 from magnetar.admin.client import AdminClient
 from magnetar.client import AuthenticationTLS, ConnectError, InvalidConfiguration, TlsError
 from tests.interop.conftest import CLIENT_LOGGER
+from tests.interop.support import round_trip
 from tests.interop.tls_certs import tls_settings
 
 pytestmark = pytest.mark.interop
@@ -22,21 +23,6 @@ def tls_broker(broker_factory, tls_files):
 @pytest.fixture
 def mtls_broker(broker_factory, tls_files):
     return broker_factory(tls_settings(tls_files, tls_require_trusted_client_cert_on_connect=True))
-
-
-def round_trip(client, topic: str, payloads: list[bytes]) -> list[bytes]:
-    consumer = client.subscribe(topic, "sub")
-    producer = client.create_producer(topic, batching_enabled=False)
-    for data in payloads:
-        producer.send(data)
-    received = []
-    for _ in payloads:
-        msg = consumer.receive(10_000)
-        consumer.acknowledge(msg)
-        received.append(msg.data())
-    producer.close()
-    consumer.close()
-    return received
 
 
 def test_our_client_over_tls(tls_broker, magnetar_factory, tls_files, topic):

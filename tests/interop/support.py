@@ -299,3 +299,20 @@ def chunk_frame(
         meta.partition_key = key
     body = wire.CommandSend(producer_id=1, sequence_id=sequence_id, is_chunk=True)
     return encode_frame(wrap(body), encode_headers_and_payload(meta, parts[chunk_id]))
+
+
+def round_trip(client, topic: str, payloads: list[bytes]) -> list[bytes]:
+    """Send ``payloads`` on ``topic`` and receive them on a new subscription, with the official
+    client or ours (the same names): what came back, in order."""
+    consumer = client.subscribe(topic, "sub")
+    producer = client.create_producer(topic, chunking_enabled=False, batching_enabled=False)
+    for data in payloads:
+        producer.send(data)
+    received = []
+    for _ in payloads:
+        msg = consumer.receive(10_000)
+        consumer.acknowledge(msg)
+        received.append(msg.data())
+    producer.close()
+    consumer.close()
+    return received

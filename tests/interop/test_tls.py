@@ -22,7 +22,7 @@ from magnetar.protocol import pulsar_wire_pb2 as wire
 from magnetar.security import tokens
 
 from .conftest import CLIENT_LOGGER
-from .support import RawConnection
+from .support import RawConnection, round_trip
 from .tls_certs import CLIENT_ROLE, tls_settings
 
 pytestmark = pytest.mark.interop
@@ -47,21 +47,6 @@ def official_factory():
     for client in clients:
         with contextlib.suppress(pulsar.PulsarException):
             client.close()
-
-
-def round_trip(client: pulsar.Client, topic: str, payloads: list[bytes]) -> list[bytes]:
-    consumer = client.subscribe(topic, "sub")
-    producer = client.create_producer(topic, chunking_enabled=False, batching_enabled=False)
-    for data in payloads:
-        producer.send(data)
-    received = []
-    for _ in payloads:
-        msg = consumer.receive(10_000)
-        consumer.acknowledge(msg)
-        received.append(msg.data())
-    producer.close()
-    consumer.close()
-    return received
 
 
 class Canary:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from magnetar.spark.errors import InvalidOptionError
 from magnetar.spark.offsets import EARLIEST, LATEST
-from magnetar.spark.security import ConnectionSecurity, parse_security
+from magnetar.spark.security import ConnectionSecurity, option_flag, parse_security
 from magnetar.spark.topics import full_name
 
 DEFAULT_SERVICE_URL = "pulsar://localhost:6650"
@@ -37,18 +37,6 @@ def _int(options: dict[str, str], name: str, default: int | None = None, minimum
     if value < minimum:
         raise InvalidOptionError(f"option {name} must be at least {minimum}, not {value}")
     return value
-
-
-def _bool(options: dict[str, str], name: str, default: bool) -> bool:
-    raw = options.get(name.lower())
-    if raw is None:
-        return default
-    value = raw.strip().lower()
-    if value in ("true", "1", "yes"):
-        return True
-    if value in ("false", "0", "no"):
-        return False
-    raise InvalidOptionError(f"option {name} must be true or false, not {raw!r}")
 
 
 def _urls(options: dict[str, str]) -> tuple[str, str]:
@@ -183,7 +171,7 @@ class ReadOptions:
             ending=ending,
             starting_timestamp=_int(options, "startingTimestamp"),
             max_offsets_per_trigger=_int(options, "maxOffsetsPerTrigger", minimum=1),
-            fail_on_data_loss=_bool(options, "failOnDataLoss", True),
+            fail_on_data_loss=option_flag(options, "failOnDataLoss", True),
             subscription_name=options.get("subscriptionname") or None,
             max_records_per_partition=_int(options, "maxRecordsPerPartition", 100_000, minimum=1),
             min_partitions=_int(options, "minPartitions", minimum=1),
@@ -219,9 +207,9 @@ class WriteOptions:
             admin_url=admin_url,
             topic=topic,
             producer_name_prefix=options.get("producernameprefix") or None,
-            enable_deduplication=_bool(options, "enableDeduplication", False),
-            sort_before_write=_bool(options, "sortBeforeWrite", False),
-            chunking_enabled=_bool(options, "chunkingEnabled", False),
+            enable_deduplication=option_flag(options, "enableDeduplication", False),
+            sort_before_write=option_flag(options, "sortBeforeWrite", False),
+            chunking_enabled=option_flag(options, "chunkingEnabled", False),
             send_timeout_ms=_int(options, "sendTimeoutMs", 30_000, minimum=1),
             security=parse_security(options),
         )

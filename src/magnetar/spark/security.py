@@ -129,7 +129,8 @@ def tls_params(params: str) -> tuple[str, str]:
     return str(cert), str(key)
 
 
-def _flag(options: dict[str, str], name: str, default: bool) -> bool:
+def option_flag(options: dict[str, str], name: str, default: bool) -> bool:
+    """A true/false option (``true``/``false``, ``1``/``0``, ``yes``/``no``) from lower-cased options."""
     raw = options.get(name.lower())
     if raw is None:
         return default
@@ -172,6 +173,6 @@ def parse_security(options: dict[str, str]) -> ConnectionSecurity:
         auth_kind=kind,
         auth_params=params or "",
         tls_trust_certs_file_path=options.get(TRUST.lower()) or None,
-        tls_allow_insecure_connection=_flag(options, INSECURE, False),
-        tls_hostname_verification=_flag(options, HOSTNAME, False),
+        tls_allow_insecure_connection=option_flag(options, INSECURE, False),
+        tls_hostname_verification=option_flag(options, HOSTNAME, False),
     )
