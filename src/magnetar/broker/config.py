@@ -47,7 +47,8 @@ class BrokerConfig:
     web_service_port_enabled: bool = True
 
     # TLS (broker/tls.py, docs/configuration.md): off unless a TLS port is set.
-    #: Pulsar's brokerServicePortTls: pulsar+ssl:// on this port, beside the plain one; 0 picks a free one.
+    #: Pulsar's brokerServicePortTls: pulsar+ssl:// on this port (beside the plain one, unless
+    #: broker_service_port_enabled is off); 0 picks a free one.
     broker_service_port_tls: int | None = None
     #: Pulsar's webServicePortTls: HTTPS for the admin API and /metrics, beside plain HTTP.
     web_service_port_tls: int | None = None
