@@ -22,14 +22,14 @@ HOST = "127.0.0.1"
 START_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 20.0
 
-# What ``magnetar standalone`` (magnetar.cli.main) logs once all its ports are open; with TLS the
-# line goes on `` (TLS: pulsar+ssl://host:port and https://host:port)``, either of them alone too.
-LISTENING = re.compile(
-    r"listening on pulsar://(?P<host>\S+):(?P<port>\d+) and http://(?P<http_host>\S+):(?P<http_port>\d+)"
-    r"(?P<rest>.*)"
+# What ``magnetar standalone`` (magnetar.cli.main) logs once all its ports are open, made by
+# ``listening_addresses``: ``listening on pulsar://h:p and http://h:p, data in ...``; with TLS the
+# plain addresses are followed by `` (TLS: pulsar+ssl://h:p and https://h:p)``; a port that is off
+# (TLS only: broker_service_port_enabled / web_service_port_enabled false) is left out.
+LISTENING = re.compile(r"listening on (?P<addresses>[^\n]*)")
+ADDRESS = re.compile(
+    r"(?<![\w+])(?P<scheme>pulsar|http|pulsar\+ssl|https)://(?P<host>[^\s/]+?):(?P<port>\d+)"
 )
-TLS_PORT = re.compile(r"pulsar\+ssl://\S+:(\d+)")
-HTTPS_PORT = re.compile(r"https://\S+:(\d+)")
 
 
 class BrokerProcessError(RuntimeError):
@@ -37,15 +37,29 @@ class BrokerProcessError(RuntimeError):
 
 
 class Listening(NamedTuple):
-    """The addresses from a broker's ``listening on`` line."""
+    """The addresses from a broker's ``listening on`` line; None for a port the broker does not serve."""
 
     host: str
-    port: int
+    port: int | None
     http_host: str
-    http_port: int
+    http_port: int | None
     #: The pulsar+ssl:// and HTTPS ports; None where the broker serves no TLS there.
     tls_port: int | None = None
     https_port: int | None = None
+
+
+def listening_addresses(
+    host: str, port: int | None, http_port: int | None, tls_port: int | None, https_port: int | None
+) -> str:
+    """The addresses of the ``listening on`` line: the plain ones, then `` (TLS: ...)``; a port
+    that is None is left out. Plain only, the text is what it always was (older parsers read it)."""
+    plain = [f"pulsar://{host}:{port}"] if port is not None else []
+    plain += [f"http://{host}:{http_port}"] if http_port is not None else []
+    tls = [f"pulsar+ssl://{host}:{tls_port}"] if tls_port is not None else []
+    tls += [f"https://{host}:{https_port}"] if https_port is not None else []
+    if plain and tls:
+        return f"{' and '.join(plain)} (TLS: {' and '.join(tls)})"
+    return " and ".join(plain or tls)
 
 
 def parse_listening(log_text: str) -> Listening | None:
@@ -53,16 +67,19 @@ def parse_listening(log_text: str) -> Listening | None:
     match = LISTENING.search(log_text)
     if match is None:
         return None
-    rest = match["rest"]
-    tls = TLS_PORT.search(rest)
-    https = HTTPS_PORT.search(rest)
+    addresses = match["addresses"].partition(", data in ")[0]
+    found = {m["scheme"]: (m["host"], int(m["port"])) for m in ADDRESS.finditer(addresses)}
+    if not found:
+        return None
+    binary = found.get("pulsar") or found.get("pulsar+ssl") or next(iter(found.values()))
+    web = found.get("http") or found.get("https") or binary
     return Listening(
-        match["host"],
-        int(match["port"]),
-        match["http_host"],
-        int(match["http_port"]),
-        int(tls[1]) if tls else None,
-        int(https[1]) if https else None,
+        binary[0],
+        found["pulsar"][1] if "pulsar" in found else None,
+        web[0],
+        found["http"][1] if "http" in found else None,
+        found["pulsar+ssl"][1] if "pulsar+ssl" in found else None,
+        found["https"][1] if "https" in found else None,
     )
 
 
@@ -127,8 +144,9 @@ class BrokerProcess:
         self.env = env
         self.proc: subprocess.Popen[bytes] | None = None
         self.logs: list[Path] = []
-        self.port = 0
-        self.http_port = 0
+        #: The ports as bound once started; None for one the broker does not serve (TLS only).
+        self.port: int | None = 0
+        self.http_port: int | None = 0
         #: The pulsar+ssl:// and HTTPS ports, where the config asks for TLS (else None).
         self.tls_port: int | None = None
         self.https_port: int | None = None
@@ -201,7 +219,7 @@ class BrokerProcess:
         """Start again on the same data directory (and binary port) after a stop or kill."""
         if self.running:
             raise BrokerProcessError("stop or kill the broker before restarting it")
-        return self.start(port=self.port if same_port else 0, timeout=timeout)
+        return self.start(port=(self.port or 0) if same_port else 0, timeout=timeout)
 
     def __enter__(self) -> Self:
         return self.start()
@@ -217,10 +235,19 @@ class BrokerProcess:
 
     @property
     def service_url(self) -> str:
+        if self.port is None:
+            raise BrokerProcessError(
+                "the broker serves no plain pulsar:// port (broker_service_port_enabled is false): "
+                "use service_url_tls"
+            )
         return f"pulsar://{self.host}:{self.port}"
 
     @property
     def http_url(self) -> str:
+        if self.http_port is None:
+            raise BrokerProcessError(
+                "the broker serves no plain HTTP port (web_service_port_enabled is false): use https_url"
+            )
         return f"http://{self.host}:{self.http_port}"
 
     @property

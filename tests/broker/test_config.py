@@ -4,7 +4,7 @@ import pytest
 
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.tls import TlsConfigError, server_context
-from magnetar.broker_process import parse_listening
+from magnetar.broker_process import listening_addresses, parse_listening
 from tests.interop.tls_certs import make_tls_files, tls_settings
 
 
@@ -92,3 +92,34 @@ def test_listening_line_with_and_without_tls():
     assert parse_listening(both) == ("127.0.0.1", 6650, "127.0.0.1", 8080, 6651, 8443)
     https_only = "listening on pulsar://h:1 and http://h:2 (TLS: https://h:3), data in d\n"
     assert parse_listening(https_only) == ("h", 1, "h", 2, None, 3)
+
+
+@pytest.mark.parametrize(
+    ("ports", "text"),
+    [
+        ((6650, 8080, None, None), "pulsar://h:6650 and http://h:8080"),
+        (
+            (6650, 8080, 6651, 8443),
+            "pulsar://h:6650 and http://h:8080 (TLS: pulsar+ssl://h:6651 and https://h:8443)",
+        ),
+        ((None, None, 6651, 8443), "pulsar+ssl://h:6651 and https://h:8443"),
+        ((None, 8080, 6651, 8443), "http://h:8080 (TLS: pulsar+ssl://h:6651 and https://h:8443)"),
+        ((6650, None, 6651, 8443), "pulsar://h:6650 (TLS: pulsar+ssl://h:6651 and https://h:8443)"),
+        ((None, 8080, 6651, None), "http://h:8080 (TLS: pulsar+ssl://h:6651)"),
+    ],
+)
+def test_listening_line_for_each_combination_of_ports(ports, text):
+    """Plain only, the line is what it always was; a port that is off is named nowhere and parses as None."""
+    assert listening_addresses("h", *ports) == text
+    line = f"2026-01-01 INFO Magnetar 0.1.0 listening on {text}, data in /tmp/http://x:1\n"
+    assert parse_listening(line) == ("h", ports[0], "h", ports[1], ports[2], ports[3])
+
+
+def test_tls_only_settings():
+    """A plain port may be turned off only where its TLS twin is served (else nothing would listen)."""
+    with pytest.raises(TlsConfigError, match="broker_service_port_enabled is false"):
+        BrokerConfig.load(None, broker_service_port_enabled=False)
+    with pytest.raises(TlsConfigError, match="web_service_port_enabled is false"):
+        BrokerConfig.load(None, web_service_port_enabled=False)
+    defaults = BrokerConfig()
+    assert defaults.broker_service_port_enabled and defaults.web_service_port_enabled

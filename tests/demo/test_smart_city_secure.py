@@ -45,7 +45,15 @@ def test_secure_run_delivers_alerts_only_to_granted_vehicles(tmp_path):
 
     assert summary.ok and not summary.errors, text
     assert "pulsar+ssl://127.0.0.1:" in text and "(admin https://127.0.0.1:" in text, text
-    assert "secured             TLS" in text and "token authentication, authorization" in text, text
+    assert "secured             TLS only" in text and "token authentication, authorization" in text, text
+    # The broker served TLS ports only: its listening line names no plain address.
+    listening = next(
+        line
+        for line in (tmp_path / "work/broker/broker.log").read_text().splitlines()
+        if "listening on" in line
+    )
+    assert "pulsar+ssl://" in listening and "https://" in listening, listening
+    assert "pulsar://" not in listening and "http://" not in listening, listening
     assert summary.refused and "AuthorizationError" in summary.refusal, text
     (damaged,) = summary.damaged_areas
     assert summary.alerts_by_area.get(damaged, 0) >= 1, text

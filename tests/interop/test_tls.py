@@ -8,6 +8,7 @@ error on its side, and the broker goes on serving everyone else, on both ports.
 from __future__ import annotations
 
 import contextlib
+import socket
 import ssl
 import urllib.error
 import urllib.request
@@ -16,7 +17,7 @@ import uuid
 import pulsar
 import pytest
 
-from magnetar.broker_process import BrokerProcessError
+from magnetar.broker_process import BrokerProcess, BrokerProcessError
 from magnetar.client import AuthenticationToken, Client
 from magnetar.protocol import pulsar_wire_pb2 as wire
 from magnetar.security import tokens
@@ -360,6 +361,86 @@ def test_tls_settings_that_cannot_work_stop_the_start(broker_factory, tls_files,
     elif settings == "require-without-trust":
         settings = tls_settings(tls_files, tls_require_trusted_client_cert_on_connect=True)
         del settings["tls_trust_certs_file_path"]
+    with pytest.raises(BrokerProcessError, match="exited with 1") as info:
+        broker_factory(settings)
+    assert message in str(info.value)
+    assert "Traceback" not in str(info.value)
+
+
+# -- TLS only: the plain ports off ---------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_tls_only_broker_serves_no_plain_port(official_factory, tls_files, topic, tmp_path):
+    plain_port, plain_http_port = free_port(), free_port()
+    settings = tls_settings(tls_files, broker_service_port_enabled=False, web_service_port_enabled=False)
+    broker = BrokerProcess(tmp_path / "tls-only", settings)
+    # The plain ports asked for on the command line are not bound (the settings turn them off).
+    broker.start(port=plain_port, http_port=plain_http_port)
+    try:
+        assert broker.port is None and broker.http_port is None
+        assert broker.tls_port is not None and broker.https_port is not None
+        (line,) = [x for x in broker.log_path.read_text().splitlines() if "listening on" in x]
+        assert "pulsar://" not in line and "http://" not in line, line
+        with pytest.raises(BrokerProcessError, match="broker_service_port_enabled"):
+            broker.service_url  # noqa: B018
+        with pytest.raises(BrokerProcessError, match="web_service_port_enabled"):
+            broker.http_url  # noqa: B018
+        # Nothing listens on the plain ports: the official client cannot connect, nor HTTP.
+        plain = official_factory(
+            f"pulsar://127.0.0.1:{plain_port}", operation_timeout_seconds=FAILING_TIMEOUT_S
+        )
+        refused(plain, topic)
+        with pytest.raises((urllib.error.URLError, ConnectionError)):
+            urllib.request.urlopen(f"http://127.0.0.1:{plain_http_port}/admin/v2/tenants", timeout=5)
+        # pulsar+ssl:// and HTTPS work.
+        client = official_factory(broker.service_url_tls, tls_trust_certs_file_path=str(tls_files.ca))
+        assert round_trip(client, topic, [b"tls", b"only"]) == [b"tls", b"only"]
+        status, text = https_get(broker.https_url + "/admin/v2/tenants", cafile=str(tls_files.ca))
+        assert status == 200 and "public" in text
+        # LOOKUP names only the port that is served.
+        raw = RawConnection(broker.tls_port)
+        raw.sock = ssl.create_default_context(cafile=str(tls_files.ca)).wrap_socket(
+            raw.sock, server_hostname="127.0.0.1"
+        )
+        try:
+            raw.handshake()
+            raw.send_command(wire.CommandLookupTopic(topic=topic, request_id=7))
+            answer = raw.expect(wire.BaseCommand.LOOKUP_RESPONSE).body()
+        finally:
+            raw.close()
+        assert not answer.HasField("broker_service_url")
+        assert answer.broker_service_url_tls == broker.service_url_tls
+    finally:
+        broker.stop()
+
+
+def test_tls_only_binary_with_plain_http(broker_factory, official_factory, tls_files, topic):
+    """Each plain port is turned off on its own: pulsar+ssl:// only, HTTP and HTTPS both served."""
+    broker = broker_factory(tls_settings(tls_files, broker_service_port_enabled=False))
+    assert broker.port is None and broker.http_port is not None and broker.https_port is not None
+    client = official_factory(broker.service_url_tls, tls_trust_certs_file_path=str(tls_files.ca))
+    assert round_trip(client, topic, [b"x"]) == [b"x"]
+    with urllib.request.urlopen(broker.http_url + "/admin/v2/tenants", timeout=10) as response:
+        assert response.status == 200
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        (
+            {"broker_service_port_enabled": False},
+            "broker_service_port_enabled is false and broker_service_port_tls",
+        ),
+        ({"web_service_port_enabled": False}, "web_service_port_enabled is false and web_service_port_tls"),
+    ],
+)
+def test_every_port_of_a_kind_off_stops_the_start(broker_factory, settings, message):
     with pytest.raises(BrokerProcessError, match="exited with 1") as info:
         broker_factory(settings)
     assert message in str(info.value)

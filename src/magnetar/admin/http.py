@@ -65,15 +65,17 @@ def build_app(service: BrokerService) -> web.Application:
 
 
 async def start_admin_server(
-    service: BrokerService, host: str, port: int, https: tuple[int, ssl.SSLContext] | None = None
-) -> tuple[web.AppRunner, int, int | None]:
-    """Serve the admin API on ``port`` (HTTP) and, given ``https`` (port, context), over TLS too:
-    the runner and the ports as bound (the HTTPS one None without it)."""
+    service: BrokerService, host: str, port: int | None, https: tuple[int, ssl.SSLContext] | None = None
+) -> tuple[web.AppRunner, int | None, int | None]:
+    """Serve the admin API on ``port`` (plain HTTP; None: not at all) and, given ``https`` (port,
+    context), over TLS: the runner and the ports as bound (None for one not served)."""
     runner = web.AppRunner(build_app(service), access_log=None)
     await runner.setup()
-    site = web.TCPSite(runner, host, port)
-    await site.start()
-    bound = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    bound = None
+    if port is not None:
+        site = web.TCPSite(runner, host, port)
+        await site.start()
+        bound = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
     https_bound = None
     if https is not None:
         https_port, ssl_context = https

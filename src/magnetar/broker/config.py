@@ -39,8 +39,16 @@ class BrokerConfig:
     advertised_address: str | None = None
     data_dir: Path = Path("./data")
 
+    #: Serve the plain binary protocol on ``port``. Off: pulsar+ssl:// only (Pulsar expresses this
+    #: by an empty brokerServicePort); broker_service_port_tls must then be set.
+    broker_service_port_enabled: bool = True
+    #: Serve plain HTTP on ``http_port``. Off: HTTPS only (Pulsar: an empty webServicePort);
+    #: web_service_port_tls must then be set.
+    web_service_port_enabled: bool = True
+
     # TLS (broker/tls.py, docs/configuration.md): off unless a TLS port is set.
-    #: Pulsar's brokerServicePortTls: pulsar+ssl:// on this port, beside the plain one; 0 picks a free one.
+    #: Pulsar's brokerServicePortTls: pulsar+ssl:// on this port (beside the plain one, unless
+    #: broker_service_port_enabled is off); 0 picks a free one.
     broker_service_port_tls: int | None = None
     #: Pulsar's webServicePortTls: HTTPS for the admin API and /metrics, beside plain HTTP.
     web_service_port_tls: int | None = None

@@ -523,7 +523,8 @@ class ServerCnx(asyncio.BufferedProtocol):
             topic = self._topic_name(cmd.topic)
             self._authorize(topic, authorization.LOOKUP, "lookup", "Lookup")
             reply.response = wire.CommandLookupTopicResponse.Connect
-            reply.broker_service_url = self.service.service_url
+            if (url := self.service.service_url) is not None:  # None: TLS only
+                reply.broker_service_url = url
             if (tls_url := self.service.service_url_tls) is not None:
                 # Clients on pulsar+ssl:// connect here (the official ones take this field then).
                 reply.broker_service_url_tls = tls_url

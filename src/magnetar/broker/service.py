@@ -142,7 +142,11 @@ class BrokerService:
                 self.frame_room_released(cnx)
 
     @property
-    def service_url(self) -> str:
+    def service_url(self) -> str | None:
+        """pulsar:// address given in LOOKUP answers; None while the plain port is off
+        (``broker_service_port_enabled``): an answer names only ports that are served."""
+        if self.port is None:
+            return None
         if self.config.advertised_address:
             return self.config.advertised_address
         return f"pulsar://{self.config.host}:{self.port}"
@@ -170,10 +174,11 @@ class BrokerService:
         )
         self.namespaces = NamespaceRegistry(self.storage.metadata)
         self.schemas = SchemaRegistry(self.storage.metadata, self.namespaces)
-        self._server = await loop.create_server(
-            lambda: ServerCnx(self), self.config.host, self.config.port, backlog=4096
-        )
-        self.port = self._server.sockets[0].getsockname()[1]
+        if self.config.broker_service_port_enabled:
+            self._server = await loop.create_server(
+                lambda: ServerCnx(self), self.config.host, self.config.port, backlog=4096
+            )
+            self.port = self._server.sockets[0].getsockname()[1]
         if self.config.broker_service_port_tls is not None:
             self._tls_server = await loop.create_server(
                 lambda: ServerCnx(self),
@@ -189,8 +194,9 @@ class BrokerService:
         https = None
         if self.config.web_service_port_tls is not None:
             https = (self.config.web_service_port_tls, ssl_context)
+        http_port = self.config.http_port if self.config.web_service_port_enabled else None
         self._http, self.http_port, self.https_port = await start_admin_server(
-            self, self.config.host, self.config.http_port, https
+            self, self.config.host, http_port, https
         )
         self._tasks = [
             asyncio.create_task(self._every(self.config.cursor_flush_interval_seconds, self.flush_all)),

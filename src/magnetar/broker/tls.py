@@ -38,6 +38,18 @@ def check_settings(config: BrokerConfig) -> None:
         port = getattr(config, name)
         if port is not None and not 0 <= port <= 65535:
             raise TlsConfigError(f"{name} must be a port number (0 picks a free one), not {port}")
+    if not config.broker_service_port_enabled and config.broker_service_port_tls is None:
+        raise TlsConfigError(
+            "broker_service_port_enabled is false and broker_service_port_tls is not set: "
+            "the broker would serve the binary protocol on no port (set broker_service_port_tls "
+            "to serve pulsar+ssl:// only)"
+        )
+    if not config.web_service_port_enabled and config.web_service_port_tls is None:
+        raise TlsConfigError(
+            "web_service_port_enabled is false and web_service_port_tls is not set: "
+            "the broker would serve the admin API and /metrics on no port (set web_service_port_tls "
+            "to serve HTTPS only)"
+        )
     if not tls_enabled(config):
         return
     missing = [n for n in ("tls_certificate_file_path", "tls_key_file_path") if not getattr(config, n)]

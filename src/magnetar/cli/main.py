@@ -20,6 +20,16 @@ def _standalone_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--host", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=int, help="binary protocol port (default 6650; 0 picks a free one)")
     p.add_argument("--http-port", type=int, help="HTTP admin port (default 8080; 0 picks a free one)")
+    p.add_argument(
+        "--broker-service-port-enabled",
+        action=argparse.BooleanOptionalAction,
+        help="serve the plain binary protocol on --port (default on; off: pulsar+ssl:// only)",
+    )
+    p.add_argument(
+        "--web-service-port-enabled",
+        action=argparse.BooleanOptionalAction,
+        help="serve plain HTTP on --http-port (default on; off: HTTPS only)",
+    )
     p.add_argument("--data-dir", type=Path, help="where ledgers and metadata live (default ./data)")
     p.add_argument("--config", type=Path, help="TOML file with settings (see docs/configuration.md)")
     p.add_argument("--log-level", default="INFO")
@@ -33,24 +43,23 @@ def _tune_gc() -> None:
     gc.set_threshold(50_000, 20, 20)
 
 
-def _tls_addresses(host: str, tls_port: int | None, https_port: int | None) -> str:
-    """`` (TLS: pulsar+ssl://h:p and https://h:p)`` for the ``listening on`` line (broker_process
-    parses it); empty without TLS, so the line stays as it always was."""
-    urls = [f"pulsar+ssl://{host}:{tls_port}"] if tls_port is not None else []
-    urls += [f"https://{host}:{https_port}"] if https_port is not None else []
-    return f" (TLS: {' and '.join(urls)})" if urls else ""
-
-
 async def _run_standalone(args: argparse.Namespace) -> int:
     from magnetar.broker.config import BrokerConfig
     from magnetar.broker.data_dir_lock import DataDirInUse
     from magnetar.broker.service import BrokerService
     from magnetar.broker.tls import TlsConfigError
+    from magnetar.broker_process import listening_addresses
     from magnetar.storage.errors import MetadataMissingError
 
     try:
         config = BrokerConfig.load(
-            args.config, host=args.host, port=args.port, http_port=args.http_port, data_dir=args.data_dir
+            args.config,
+            host=args.host,
+            port=args.port,
+            http_port=args.http_port,
+            data_dir=args.data_dir,
+            broker_service_port_enabled=args.broker_service_port_enabled,
+            web_service_port_enabled=args.web_service_port_enabled,
         )
     except (ValueError, OSError) as exc:  # a setting that cannot work (TLS, authentication ...): say which
         logging.getLogger("magnetar").error("cannot start: %s", exc)
@@ -68,13 +77,11 @@ async def _run_standalone(args: argparse.Namespace) -> int:
         return 1
     _tune_gc()
     logging.getLogger("magnetar").info(
-        "Magnetar %s listening on pulsar://%s:%d and http://%s:%d%s, data in %s",
+        "Magnetar %s listening on %s, data in %s",  # broker_process.parse_listening reads it
         __version__,
-        config.host,
-        service.port,
-        config.host,
-        service.http_port,
-        _tls_addresses(config.host, service.tls_port, service.https_port),
+        listening_addresses(
+            config.host, service.port, service.http_port, service.tls_port, service.https_port
+        ),
         config.data_dir,
     )
     stop = asyncio.Event()

@@ -92,9 +92,10 @@ class Job:
         vehicle_clients: dict[str, aio.Client] = {}
         try:
             broker.start()
-            service_url, admin_url = broker.service_url, broker.admin_url
-            if self.secure is not None:
+            if self.secure is not None:  # TLS only: the broker serves no plain port
                 service_url, admin_url = broker.service_url_tls, broker.https_url
+            else:
+                service_url, admin_url = broker.service_url, broker.admin_url
             self.say(f"broker      {service_url} (admin {admin_url}), data in {work}")
             admin = Admin(admin_url, self.secure)
             admin.create_namespace(s.namespace)
@@ -299,7 +300,8 @@ class Job:
         if self.secure is None:
             return ""
         return (
-            "TLS (pulsar+ssl://, https://, hostname checked), token authentication, authorization: "
+            "TLS only (pulsar+ssl://, https://, hostname checked; no plain ports), "
+            "token authentication, authorization: "
             f"superuser {PIPELINE_ROLE}, "
             f"{len(self.secure.vehicle_tokens)} vehicle roles"
         )

@@ -146,8 +146,11 @@ class SecureCity:
         return cls(directory, tls, key_file, pipeline, token_file, vehicles)
 
     def broker_settings(self) -> dict[str, object]:
-        """TLS ports, token authentication and authorization, with the pipeline as superuser."""
+        """TLS ports only (the plain ones off), token authentication and authorization, with the
+        pipeline as superuser."""
         return {
+            "broker_service_port_enabled": False,
+            "web_service_port_enabled": False,
             "broker_service_port_tls": 0,
             "web_service_port_tls": 0,
             "tls_certificate_file_path": str(self.tls.cert),

@@ -62,7 +62,7 @@ class CitySettings:
     quiet: bool = _setting(False, "no progress lines")
     secure: bool = _setting(
         False,
-        "run secured: TLS on the broker's ports, token authentication and authorization; "
+        "run secured: the broker on TLS ports only, token authentication and authorization; "
         "each vehicle has its own role, allowed to consume only its area's alerts topic",
     )
 
