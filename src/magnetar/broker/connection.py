@@ -157,11 +157,11 @@ class ServerCnx(asyncio.BufferedProtocol):
             self._protocol_error(exc)
             return
         if self._refusal is not None:
-            self._refuse(self._refusal)
+            self._refuse_connection(self._refusal)
             return
         self._handle_frames()
 
-    def _refuse(self, message: str) -> None:
+    def _refuse_connection(self, message: str) -> None:
         """Answer the first frame (the CONNECT) with an error, and close."""
         try:
             if self.decoder.next_frame() is None:
@@ -839,7 +839,7 @@ class ServerCnx(asyncio.BufferedProtocol):
         try:
             authz = self.service.authorization
             if authz is not None and not authz.can_list_topics(cmd.namespace, self.role):
-                self._refuse("get_topics", "Get Topics Of Namespace", cmd.namespace)
+                self._refuse_unauthorized("get_topics", "Get Topics Of Namespace", cmd.namespace)
             topics = self.service.topic_list(cmd.namespace, cmd.mode)
         except BrokerError as exc:
             self.send_error(cmd.request_id, exc)
@@ -886,7 +886,7 @@ class ServerCnx(asyncio.BufferedProtocol):
         connection's role may do ``operation`` on ``topic``; nothing is checked while authorization is off."""
         authz = self.service.authorization
         if authz is not None and not authz.can_topic(topic, self.role, operation):
-            self._refuse(label, what, str(topic))
+            self._refuse_unauthorized(label, what, str(topic))
 
     def _authorize_name(self, topic: str, operation: str, label: str, what: str) -> None:
         """As ``_authorize`` for a topic named by the client (a bad name is left to the handler)."""
@@ -898,7 +898,7 @@ class ServerCnx(asyncio.BufferedProtocol):
             return
         self._authorize(name, operation, label, what)
 
-    def _refuse(self, label: str, what: str, target: str) -> None:
+    def _refuse_unauthorized(self, label: str, what: str, target: str) -> None:
         self.service.authorization_failures[label] += 1
         log.info("%s: role %r is not authorized to %s on %s", self.remote, self.role, what, target)
         raise authorization.AuthorizationError(f"Client is not authorized to {what}")
