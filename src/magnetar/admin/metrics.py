@@ -9,7 +9,7 @@ where Pulsar has one (``pulsar_active_connections``, ``pulsar_broker_throttled_c
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from operator import attrgetter
 from typing import TYPE_CHECKING
 
@@ -141,50 +141,40 @@ class BrokerCollector(Collector):
             "Times a large frame had to wait for room (max_incomplete_frame_bytes reached)",
             value=budget.times_full,
         )
-        closes = CounterMetricFamily(
+        yield counts_by(
             "magnetar_frame_closes",
             "Connections closed over a frame: too large (before CONNECT or after), or stalled",
-            labels=["reason"],
+            "reason",
+            service.frame_closes,
         )
-        for reason, count in service.frame_closes.items():
-            closes.add_metric([reason], count)
-        yield closes
         for outcome, counts in (
             ("success", service.authentication_successes),
             ("failures", service.authentication_failures),
         ):
-            family = CounterMetricFamily(
+            yield counts_by(
                 f"pulsar_authentication_{outcome}",
                 f"Authentication {outcome} (CONNECT and AUTH_RESPONSE; failures also expiry), by method",
-                labels=["auth_method"],
+                "auth_method",
+                counts,
             )
-            for method, count in counts.items():
-                family.add_metric([method], count)
-            yield family
-        authorization = CounterMetricFamily(
+        yield counts_by(
             "magnetar_authorization_failures",
             "Requests refused for want of a permission (AuthorizationError, admin 403), by operation",
-            labels=["operation"],
+            "operation",
+            service.authorization_failures,
         )
-        for operation, count in service.authorization_failures.items():
-            authorization.add_metric([operation], count)
-        yield authorization
-        refusals = CounterMetricFamily(
+        yield counts_by(
             "magnetar_out_of_file_descriptors",
             "Connections, topics and subscriptions refused because file descriptors ran short",
-            labels=["what"],
+            "what",
+            EXHAUSTION.counts,
         )
-        for what, count in EXHAUSTION.counts.items():
-            refusals.add_metric([what], count)
-        yield refusals
-        limits = CounterMetricFamily(
+        yield counts_by(
             "magnetar_limit_refusals",
             "Connections, producers, consumers and topics refused over a configured limit, by its setting",
-            labels=["limit"],
+            "limit",
+            service.limits.refusals.counts,
         )
-        for limit, count in service.limits.refusals.counts.items():
-            limits.add_metric([limit], count)
-        yield limits
 
     def _topics(self) -> Iterator[Metric]:
         labels = ["cluster", "namespace", "topic"]
@@ -252,6 +242,14 @@ class BrokerCollector(Collector):
         yield from (producers, subscriptions, consumers, backlog, storage, damaged, tails, damaged_bytes)
         yield from (write_errors, writable)
         yield from (family for family, _ in traffic_families)
+
+
+def counts_by(name: str, documentation: str, label: str, counts: Mapping[str, int]) -> CounterMetricFamily:
+    """A counter with one sample per key of ``counts`` (the key as the value of ``label``)."""
+    family = CounterMetricFamily(name, documentation, labels=[label])
+    for key, count in counts.items():
+        family.add_metric([key], count)
+    return family
 
 
 def build_registry(service: BrokerService) -> CollectorRegistry:
