@@ -11,6 +11,7 @@ import urllib.error
 import urllib.request
 
 import pulsar
+from prometheus_client.parser import text_string_to_metric_families
 from pulsar.exceptions import Timeout
 
 from magnetar.protocol import FrameDecoder, encode_frame, wire
@@ -316,3 +317,22 @@ def round_trip(client, topic: str, payloads: list[bytes]) -> list[bytes]:
     producer.close()
     consumer.close()
     return received
+
+
+def scrape(broker) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Every sample of the broker's ``GET /metrics``: {(name, sorted labels): value}."""
+    with urllib.request.urlopen(broker.http_url + "/metrics", timeout=10) as response:
+        assert response.headers["Content-Type"].startswith("text/plain")
+        text = response.read().decode()
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+def labelled(broker, name: str, label: str) -> dict[str, float]:
+    """The samples of metric ``name`` by the value of their one ``label``: {label value: value}."""
+    return {
+        dict(labels)[label]: value for (sample, labels), value in scrape(broker).items() if sample == name
+    }

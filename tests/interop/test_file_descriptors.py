@@ -10,15 +10,13 @@ import os
 import resource
 import threading
 import time
-import urllib.request
 
 import pulsar
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from magnetar.protocol import wire
 
-from .support import RawConnection, receive_n
+from .support import RawConnection, labelled, receive_n
 
 pytestmark = pytest.mark.interop
 
@@ -36,14 +34,7 @@ def set_soft_limit(pid: int, soft: int) -> None:
 
 
 def refusals(broker) -> dict[str, float]:
-    with urllib.request.urlopen(broker.http_url + "/metrics", timeout=10) as response:
-        text = response.read().decode()
-    return {
-        sample.labels["what"]: sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-        if sample.name == "magnetar_out_of_file_descriptors_total"
-    }
+    return labelled(broker, "magnetar_out_of_file_descriptors_total", "what")
 
 
 def expect_error(raw: RawConnection, code: int) -> str:

@@ -8,26 +8,12 @@ still stored and receipted in order, and ``/metrics`` shows the holds.
 from __future__ import annotations
 
 import threading
-import urllib.request
 
 import pulsar
-from prometheus_client.parser import text_string_to_metric_families
 
 from magnetar.protocol import wire
 
-from .support import RawConnection, receive_n, send_frame
-
-
-def scrape(broker) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    """Every sample of ``GET /metrics``: {(name, sorted labels): value}."""
-    with urllib.request.urlopen(broker.http_url + "/metrics", timeout=10) as response:
-        assert response.headers["Content-Type"].startswith("text/plain")
-        text = response.read().decode()
-    samples = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
-    return samples
+from .support import RawConnection, receive_n, scrape, send_frame
 
 
 def holds(samples, reason: str) -> float:

@@ -13,17 +13,15 @@ import socket
 import struct
 import threading
 import time
-import urllib.request
 
 import pulsar
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 from pulsar.exceptions import Timeout
 
 from magnetar.protocol import encode_frame, wire
 from magnetar.protocol.commands import wrap
 
-from .support import receive_n
+from .support import receive_n, scrape
 
 pytestmark = pytest.mark.interop
 
@@ -43,16 +41,6 @@ def rss_bytes(pid: int) -> int:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) * 1024
     raise AssertionError("no VmRSS")
-
-
-def scrape(broker) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    with urllib.request.urlopen(broker.http_url + "/metrics", timeout=10) as response:
-        text = response.read().decode()
-    return {
-        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-    }
 
 
 def send_some(sock: socket.socket, data: bytes, seconds: float) -> int:

@@ -9,18 +9,16 @@ from __future__ import annotations
 
 import contextlib
 import time
-import urllib.request
 import uuid
 
 import pulsar
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from magnetar import client as ours
 from magnetar.protocol import wire
 
 from .conftest import CLIENT_LOGGER
-from .support import RawConnection, admin_call, receive_n
+from .support import RawConnection, admin_call, labelled, receive_n
 
 pytestmark = pytest.mark.interop
 
@@ -28,14 +26,7 @@ BASE = wire.BaseCommand
 
 
 def refusals(broker) -> dict[str, float]:
-    with urllib.request.urlopen(broker.http_url + "/metrics", timeout=10) as response:
-        text = response.read().decode()
-    return {
-        sample.labels["limit"]: sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-        if sample.name == "magnetar_limit_refusals_total"
-    }
+    return labelled(broker, "magnetar_limit_refusals_total", "limit")
 
 
 def eventually(action, timeout: float = 10.0):
