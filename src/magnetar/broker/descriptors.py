@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable
 
 from magnetar.broker.errors import PersistenceError
+from magnetar.broker.throttled_counts import ThrottledCounts
 
 log = logging.getLogger(__name__)
 
@@ -80,20 +81,18 @@ def reserve_reached() -> bool:
 
 class Exhaustion:
     """Refusals for want of descriptors, by what was refused (``connection``, ``topic``,
-    ``subscription``), with a
-    log line at most every ``LOG_INTERVAL_S`` seconds."""
+    ``subscription``), with one log line for all of them at most every ``LOG_INTERVAL_S`` seconds."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
-        self._clock = clock
-        self.counts: dict[str, int] = {"connection": 0, "topic": 0, "subscription": 0}
-        self._logged_at: float | None = None
-        self._since_log = 0
+        self._counts = ThrottledCounts(("connection", "topic", "subscription"), LOG_INTERVAL_S, clock)
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return self._counts.counts
 
     def refused(self, what: str, detail: str) -> None:
-        self.counts[what] += 1
-        self._since_log += 1
-        now = self._clock()
-        if self._logged_at is None or now - self._logged_at >= LOG_INTERVAL_S:
+        since_log = self._counts.count(what, group="descriptors")
+        if since_log is not None:
             log.error(
                 "out of file descriptors (limit %d, %d kept spare): refused a %s (%s); %d refusal(s) in "
                 "all since the last line like this. Raise the limit (ulimit -n, LimitNOFILE=) or lower "
@@ -102,10 +101,8 @@ class Exhaustion:
                 RESERVE,
                 what,
                 detail,
-                self._since_log,
+                since_log,
             )
-            self._logged_at = now
-            self._since_log = 0
 
 
 #: The broker's refusals (one process, one limit).

@@ -13,11 +13,11 @@ it has at hand.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable
 
 from magnetar.broker.errors import BrokerError, ConsumerBusy, NotAllowed, ProducerBusy
+from magnetar.broker.throttled_counts import ThrottledCounts
 
 log = logging.getLogger(__name__)
 
@@ -67,31 +67,22 @@ class Refusals:
     """Refusals by limit, with one log line per limit at most every ``LOG_INTERVAL_S`` seconds."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
-        self._clock = clock
-        self.counts: dict[str, int] = dict.fromkeys(ALL, 0)
-        self._logged_at: dict[str, float] = {}
-        self._since_log: dict[str, int] = dict.fromkeys(ALL, 0)
-        self._lock = threading.Lock()  # topics are counted on the threads that open them, too
+        self._counts = ThrottledCounts(ALL, LOG_INTERVAL_S, clock)
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return self._counts.counts
 
     def refused(self, limit: str, detail: str) -> None:
-        with self._lock:
-            self._count(limit, detail)
-
-    def _count(self, limit: str, detail: str) -> None:
-        self.counts[limit] += 1
-        self._since_log[limit] += 1
-        now = self._clock()
-        last = self._logged_at.get(limit)
-        if last is None or now - last >= LOG_INTERVAL_S:
+        since_log = self._counts.count(limit)
+        if since_log is not None:
             log.warning(
                 "%s reached: refused %s; %d refusal(s) over this limit since the last line like this "
                 "(see docs/configuration.md, Limits)",
                 limit,
                 detail,
-                self._since_log[limit],
+                since_log,
             )
-            self._logged_at[limit] = now
-            self._since_log[limit] = 0
 
 
 class ConnectionCounter:
