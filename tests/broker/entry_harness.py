@@ -16,11 +16,11 @@ from pathlib import Path
 
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.topic import PersistentTopic
-from magnetar.broker.topic_name import TopicName
 from magnetar.protocol import wire
 from magnetar.protocol.batch import encode_batch
 from magnetar.protocol.entry import split_entry_metadata
 from magnetar.protocol.headers import encode_headers_and_payload
+from magnetar.protocol.topic_name import TopicName
 from magnetar.storage import Position, Storage
 from magnetar.storage.record import HEADER, checksum
 

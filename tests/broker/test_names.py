@@ -9,8 +9,8 @@ from magnetar.broker.connection import PROTOCOL_VERSION, negotiated_version
 from magnetar.broker.errors import NotAllowed
 from magnetar.broker.names import MAX_NAME_LENGTH, InvalidName, check_name
 from magnetar.broker.request_errors import TEXT_CHECKED, error_reply
-from magnetar.broker.topic_name import MAX_TOPIC_NAME_LENGTH, InvalidTopicName, TopicName
 from magnetar.protocol import wire
+from magnetar.protocol.topic_name import MAX_TOPIC_NAME_LENGTH, InvalidTopicName, TopicName
 
 
 def test_names_up_to_the_limit_pass():

@@ -18,8 +18,8 @@ from magnetar.broker.schemas.registry import (
     to_wire,
     version_bytes,
 )
-from magnetar.broker.topic_name import TopicName
 from magnetar.protocol import wire
+from magnetar.protocol.topic_name import TopicName
 from magnetar.storage.metadata_store import MetadataStore
 
 TOPIC = TopicName.parse("persistent://public/default/orders")

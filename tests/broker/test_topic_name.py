@@ -1,6 +1,6 @@
 import pytest
 
-from magnetar.broker.topic_name import InvalidTopicName, TopicName
+from magnetar.protocol.topic_name import InvalidTopicName, TopicName
 
 
 @pytest.mark.parametrize(

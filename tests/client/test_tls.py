@@ -6,8 +6,8 @@ from __future__ import annotations
 import pulsar
 import pytest
 
-from magnetar.admin.client import AdminClient
 from magnetar.client import AuthenticationTLS, ConnectError, InvalidConfiguration, TlsError
+from magnetar.client.admin import AdminClient
 from tests.interop.conftest import CLIENT_LOGGER
 from tests.interop.support import round_trip
 from tests.interop.tls_certs import tls_settings

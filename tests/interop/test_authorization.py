@@ -15,7 +15,7 @@ import urllib.request
 import pulsar
 import pytest
 
-from magnetar.admin.client import AdminClient, AdminError, ForbiddenError, UnauthorizedError
+from magnetar.client.admin import AdminClient, AdminError, ForbiddenError, UnauthorizedError
 from magnetar.protocol import pulsar_wire_pb2 as wire
 from magnetar.security import tokens
 from tests.interop.conftest import CLIENT_LOGGER

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pulsar
 import pytest
 
-from magnetar.broker.ids import to_signed
 from magnetar.protocol import wire
+from magnetar.protocol.message_id import to_signed
 
 from .support import RawConnection, read_all
 from .support import admin_call as call

@@ -19,9 +19,9 @@ import urllib.request
 import pulsar
 import pytest
 
-from magnetar.admin.client import AdminClient, ConflictError, NotFoundError
 from magnetar.client import Client, MessageId
 from magnetar.client import producer as magnetar_producer
+from magnetar.client.admin import AdminClient, ConflictError, NotFoundError
 from magnetar.protocol import FrameDecoder, wire
 from magnetar.protocol.headers import parse_metadata, verify_checksum
 from magnetar.storage.names import encode_name

@@ -352,7 +352,7 @@ def test_metrics_and_health_left_open_by_setting(broker_factory):
 
 
 def test_admin_client_sends_its_token(broker_factory, topic):
-    from magnetar.admin.client import AdminClient, UnauthorizedError
+    from magnetar.client.admin import AdminClient, UnauthorizedError
 
     key = tokens.create_secret_key()
     broker = secret_broker(broker_factory, key)

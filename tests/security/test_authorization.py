@@ -17,7 +17,7 @@ from magnetar.broker.authorization import (
     parse_actions,
 )
 from magnetar.broker.errors import TopicNotFound
-from magnetar.broker.topic_name import TopicName
+from magnetar.protocol.topic_name import TopicName
 
 T = TopicName.parse("persistent://city/alerts/area-1")
 OTHER = TopicName.parse("persistent://city/alerts/area-2")

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from magnetar.admin.client import AdminClient
 from magnetar.client import Client
+from magnetar.client.admin import AdminClient
 from magnetar.client.authentication import AuthenticationToken
 from magnetar.security import tokens
 from magnetar.spark.errors import InvalidOptionError

@@ -19,7 +19,7 @@ from aiohttp import web
 
 from magnetar.admin.auth import ROLE
 from magnetar.broker.authorization import ADMIN, CONSUME, LOOKUP, PRODUCE, Authorizer
-from magnetar.broker.topic_name import InvalidTopicName, TopicName
+from magnetar.protocol.topic_name import InvalidTopicName, TopicName
 
 if TYPE_CHECKING:
     from magnetar.broker.service import BrokerService

@@ -11,7 +11,7 @@ from aiohttp import web
 
 from magnetar.broker.errors import BrokerError, NotAllowed, SubscriptionNotFound, TopicNotFound
 from magnetar.broker.namespaces import AlreadyExists, NotEmpty
-from magnetar.broker.topic_name import InvalidTopicName, TopicName
+from magnetar.protocol.topic_name import InvalidTopicName, TopicName
 
 if TYPE_CHECKING:
     from magnetar.broker.service import BrokerService

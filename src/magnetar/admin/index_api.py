@@ -24,7 +24,7 @@ from magnetar.broker.index_lookup import (
     message_id_for_index,
     message_id_json,
 )
-from magnetar.broker.topic_name import TopicName
+from magnetar.protocol.topic_name import TopicName
 from magnetar.storage.position import Position
 
 if TYPE_CHECKING:

@@ -17,9 +17,8 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from magnetar.admin.errors import reason_error, single_topic, translate_errors
-from magnetar.client.compression import decompress
-from magnetar.client.errors import ClientError
 from magnetar.protocol import ProtocolError, wire
+from magnetar.protocol.compression import decompress
 from magnetar.protocol.entry import split_entry_metadata
 from magnetar.protocol.headers import parse_metadata
 from magnetar.storage.position import Position
@@ -89,7 +88,7 @@ def entry_response(topic: PersistentTopic, position: Position) -> web.Response:
             if metadata.compression
             else bytes(payload)
         )
-    except (ProtocolError, ClientError) as exc:
+    except ProtocolError as exc:
         raise reason_error(
             web.HTTPInternalServerError, f"message {position} does not decode: {exc}"
         ) from None

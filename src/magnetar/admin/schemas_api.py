@@ -29,7 +29,7 @@ from magnetar.broker.schemas.registry import (
     InvalidSchemaDataError,
     StoredSchema,
 )
-from magnetar.broker.topic_name import TopicName
+from magnetar.protocol.topic_name import TopicName
 
 if TYPE_CHECKING:
     from magnetar.broker.service import BrokerService

@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from magnetar.admin.errors import json_body, no_content, topic_of, translate_errors
-from magnetar.broker.ids import to_u64
 from magnetar.broker.names import check_name
 from magnetar.protocol import wire
+from magnetar.protocol.message_id import to_u64
 
 if TYPE_CHECKING:
     from magnetar.broker.service import BrokerService

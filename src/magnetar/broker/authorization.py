@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from magnetar.broker.errors import BrokerError
-from magnetar.broker.topic_name import TopicName
 from magnetar.protocol import wire
+from magnetar.protocol.topic_name import TopicName
 
 PRODUCE = "produce"
 CONSUME = "consume"

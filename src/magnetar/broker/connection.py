@@ -29,18 +29,18 @@ from magnetar.broker.errors import (
     as_broker_error,
 )
 from magnetar.broker.flow_control import Hold, PendingSends, ReadHolds
-from magnetar.broker.ids import to_u64
 from magnetar.broker.limits import LimitReached
 from magnetar.broker.names import check_name
 from magnetar.broker.producer import Producer
 from magnetar.broker.request_errors import TEXT_CHECKED, error_reply
-from magnetar.broker.topic_name import InvalidTopicName, TopicName, topics_hash
 from magnetar.protocol import ChecksumMismatch, Frame, FrameDecoder, ProtocolError, wire
 from magnetar.protocol.batch import check_message
 from magnetar.protocol.commands import wrap
 from magnetar.protocol.frames import FRAME_OVERHEAD, FrameTooLarge, encode_frame
 from magnetar.protocol.headers import metadata_span, parse_metadata, verify_checksum
+from magnetar.protocol.message_id import to_u64
 from magnetar.protocol.text import undecodable_field, undecodable_metadata
+from magnetar.protocol.topic_name import InvalidTopicName, TopicName, topics_hash
 
 if TYPE_CHECKING:
     from magnetar.broker.service import BrokerService

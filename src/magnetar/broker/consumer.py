@@ -6,11 +6,11 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from magnetar.broker.entries import DispatchEntry
-from magnetar.broker.ids import to_u64
 from magnetar.broker.traffic import Traffic
 from magnetar.protocol import wire
 from magnetar.protocol.commands import wrap
 from magnetar.protocol.hot_frames import message_header
+from magnetar.protocol.message_id import to_u64
 from magnetar.storage.position import Position
 
 if TYPE_CHECKING:

@@ -26,6 +26,7 @@ from magnetar.broker.entry_search import (
     reader_for,
 )
 from magnetar.protocol import ProtocolError
+from magnetar.protocol import message_id as ids
 from magnetar.protocol.entry import split_entry_metadata
 from magnetar.protocol.headers import parse_metadata
 from magnetar.storage.managed_ledger import ManagedLedger
@@ -160,13 +161,11 @@ def index_for_message_id(
 
 
 def message_id_json(topic: PersistentTopic, found: IndexedMessage) -> dict[str, int]:
-    return {
-        "ledgerId": found.position.ledger_id,
-        "entryId": found.position.entry_id,
-        "batchIndex": found.batch_index,
-        "partition": topic.partition_index,
-        "index": found.index,
-    }
+    position = found.position
+    body = ids.message_id_json(
+        position.ledger_id, position.entry_id, found.batch_index, topic.partition_index
+    )
+    return {**body, "index": found.index}
 
 
 __all__ = [

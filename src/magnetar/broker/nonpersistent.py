@@ -26,9 +26,9 @@ from magnetar.broker.dispatchers.sticky_keys import (
 from magnetar.broker.entries import DispatchEntry
 from magnetar.broker.errors import BrokerError, ConsumerBusy, NotAllowed
 from magnetar.broker.producer import Producer
-from magnetar.broker.topic_name import TopicName
 from magnetar.broker.traffic import Traffic
 from magnetar.protocol import wire
+from magnetar.protocol.topic_name import TopicName
 from magnetar.storage.entry import Entry
 from magnetar.storage.position import Position
 

@@ -25,8 +25,8 @@ from magnetar.broker.namespaces import AlreadyExists, AutoTopicCreation, Namespa
 from magnetar.broker.nonpersistent import NonPersistentTopic
 from magnetar.broker.schemas.registry import SchemaRegistry
 from magnetar.broker.topic import PersistentTopic
-from magnetar.broker.topic_name import TopicName
 from magnetar.protocol.frames import SHARED_READ_SIZE
+from magnetar.protocol.topic_name import TopicName
 from magnetar.storage.store import Storage
 
 log = logging.getLogger(__name__)

@@ -22,12 +22,12 @@ from magnetar.broker.producer import DUPLICATE, Producer
 from magnetar.broker.seek import position_for_message_id, position_for_time
 from magnetar.broker.stored_chunks import StoredChunks
 from magnetar.broker.subscription import Subscription
-from magnetar.broker.topic_name import TopicName
 from magnetar.broker.traffic import Traffic
 from magnetar.protocol import ProtocolError, wire
 from magnetar.protocol.chunks import chunk_ref
 from magnetar.protocol.entry import prepend_entry_metadata, split_entry_metadata, stored_form
 from magnetar.protocol.headers import parse_metadata
+from magnetar.protocol.topic_name import TopicName
 from magnetar.storage.cursor import ManagedCursor
 from magnetar.storage.entry import EntryData
 from magnetar.storage.errors import ManagedLedgerFencedError, StorageFullError

@@ -69,7 +69,7 @@ def _restore_namespaces(data_dir: Path, topics: list[str], lines: list[str]) -> 
     """Give every imported topic its tenant and namespace (default policies), and a partitioned
     topic whose partitions were found a partition count that covers them."""
     from magnetar.broker.namespaces import NamespacePolicies, NamespaceRegistry
-    from magnetar.broker.topic_name import TopicName
+    from magnetar.protocol.topic_name import TopicName
     from magnetar.storage.metadata_store import MetadataStore
     from magnetar.storage.store import METADATA_FILE
 

@@ -17,9 +17,10 @@ from typing import Any
 from magnetar.client.authentication import Authentication
 from magnetar.client.connection import Connection
 from magnetar.client.errors import AlreadyClosed, ClientError, ConnectError, TopicLookupError
+from magnetar.client.service_url import is_tls_url, parse_service_url
 from magnetar.client.tls import tls_options
-from magnetar.client.topics import full_topic_name, is_tls_url, parse_service_url, partition_name
 from magnetar.protocol import pulsar_wire_pb2 as wire
+from magnetar.protocol.topic_name import full_topic_name, partition_name
 
 log = logging.getLogger(__name__)
 

@@ -19,6 +19,7 @@ from magnetar.protocol.batch import iter_batch
 from magnetar.protocol.entry import split_entry_metadata
 from magnetar.protocol.errors import ProtocolError
 from magnetar.protocol.headers import parse_metadata, verify_checksum
+from magnetar.protocol.message_id import to_signed
 
 
 @dataclass(slots=True)
@@ -51,7 +52,7 @@ def parse_entry(command: wire.CommandMessage, payload: memoryview, partition: in
     verify_checksum(rest)
     metadata, body = parse_metadata(rest)
     data = command.message_id
-    msg_id = MessageId(partition, _signed(data.ledger_id), _signed(data.entry_id), topic=topic)
+    msg_id = MessageId(partition, to_signed(data.ledger_id), to_signed(data.entry_id), topic=topic)
     return Entry(
         msg_id, metadata, body, command.redelivery_count, broker_meta, ack_set_bits(list(command.ack_set))
     )
@@ -66,10 +67,6 @@ def counted_messages(payload: memoryview) -> int:
     except ProtocolError:
         return 1
     return max(metadata.num_messages_in_batch, 1) if metadata.HasField("num_messages_in_batch") else 1
-
-
-def _signed(value: int) -> int:
-    return value - (1 << 64) if value >= 1 << 63 else value
 
 
 def chunk_of(entry: Entry) -> Chunk:

@@ -10,21 +10,9 @@ process, every chunk's, so that acknowledging it acknowledges each chunk.
 
 from __future__ import annotations
 
-from google.protobuf.message import DecodeError
-
 from magnetar.protocol import pulsar_wire_pb2 as wire
-
-_U64 = 1 << 64
-_I64_MAX = (1 << 63) - 1
-
-
-def _signed64(value: int) -> int:
-    """Ledger and entry ids travel as uint64; -1 (earliest) arrives as 2**64 - 1."""
-    return value - _U64 if value > _I64_MAX else value
-
-
-def _unsigned64(value: int) -> int:
-    return value + _U64 if value < 0 else value
+from magnetar.protocol.errors import ProtocolError
+from magnetar.protocol.message_id import INT64_MAX, parse_message_id, to_signed, to_u64
 
 
 class MessageId:
@@ -86,9 +74,7 @@ class MessageId:
 
     # --- wire form ------------------------------------------------------------------------------
     def to_proto(self, *, with_batch: bool = True) -> wire.MessageIdData:
-        data = wire.MessageIdData(
-            ledger_id=_unsigned64(self._ledger_id), entry_id=_unsigned64(self._entry_id)
-        )
+        data = wire.MessageIdData(ledger_id=to_u64(self._ledger_id), entry_id=to_u64(self._entry_id))
         if self._partition != -1:
             data.partition = self._partition
         if with_batch and self._batch_index != -1:
@@ -101,8 +87,8 @@ class MessageId:
     def from_proto(cls, data: wire.MessageIdData, topic: str | None = None) -> MessageId:
         msg_id = cls(
             data.partition,
-            _signed64(data.ledger_id),
-            _signed64(data.entry_id),
+            to_signed(data.ledger_id),
+            to_signed(data.entry_id),
             data.batch_index,
             data.batch_size,
             topic,
@@ -117,14 +103,10 @@ class MessageId:
 
     @staticmethod
     def deserialize(data: bytes) -> MessageId:
-        proto = wire.MessageIdData()
         try:
-            proto.ParseFromString(data)
-        except (DecodeError, ValueError, RuntimeError) as exc:
+            return MessageId.from_proto(parse_message_id(data))
+        except ProtocolError as exc:
             raise ValueError(f"not a serialized message id: {exc}") from None
-        if not proto.IsInitialized():
-            raise ValueError("not a serialized message id: missing ledger or entry id")
-        return MessageId.from_proto(proto)
 
     # --- ordering, as Pulsar's: partition is part of equality, not of order -----------------------
     def _key(self) -> tuple[int, int, int]:
@@ -188,7 +170,7 @@ class ChunkMessageId(MessageId):
 
 
 MessageId.earliest = MessageId(-1, -1, -1)
-MessageId.latest = MessageId(-1, _I64_MAX, _I64_MAX)
+MessageId.latest = MessageId(-1, INT64_MAX, INT64_MAX)
 
 
 class Message:

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 from magnetar.client.consumer import ConsumerConfig
 from magnetar.client.errors import InvalidConfiguration
 from magnetar.client.routing import MultiTopicsConsumer
-from magnetar.client.topics import PARTITION_SUFFIX, full_topic_name
 from magnetar.protocol import pulsar_wire_pb2 as wire
+from magnetar.protocol.topic_name import InvalidTopicName, split_partition, split_topic_pattern
 
 if TYPE_CHECKING:
     from magnetar.client.client import Client
@@ -31,29 +31,26 @@ _MODES = {
     "persistent": wire.CommandGetTopicsOfNamespace.PERSISTENT,
     "non-persistent": wire.CommandGetTopicsOfNamespace.NON_PERSISTENT,
 }
-_PARTITION = re.compile(re.escape(PARTITION_SUFFIX) + r"(\d+)$")
 
 
 def parse_pattern(pattern: re.Pattern | str) -> tuple[str, int, re.Pattern]:
     """(namespace, GET_TOPICS_OF_NAMESPACE mode, the pattern over full topic names)."""
     text = pattern.pattern if isinstance(pattern, re.Pattern) else pattern
     flags = pattern.flags if isinstance(pattern, re.Pattern) else 0
-    full = full_topic_name(text)
-    domain, _, rest = full.partition("://")
-    parts = rest.split("/", 2)
-    if domain not in _MODES or len(parts) != 3 or not parts[2]:
-        raise InvalidConfiguration(f"topic pattern {text!r} must be [persistent://]tenant/namespace/regex")
-    return f"{parts[0]}/{parts[1]}", _MODES[domain], re.compile(full, flags)
+    try:
+        domain, namespace, full = split_topic_pattern(text)
+    except InvalidTopicName as exc:
+        raise InvalidConfiguration(str(exc)) from None
+    return namespace, _MODES[domain], re.compile(full, flags)
 
 
 def matching_topics(topics: list[str], pattern: re.Pattern) -> list[tuple[str, int]]:
     """(name, partition index or -1) of each topic whose name, partition suffix removed, matches."""
     out = []
     for name in topics:
-        suffix = _PARTITION.search(name)
-        base = name[: suffix.start()] if suffix else name
+        base, index = split_partition(name)
         if pattern.fullmatch(base):
-            out.append((name, int(suffix.group(1)) if suffix else -1))
+            out.append((name, index))
     return out
 
 

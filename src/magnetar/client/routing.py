@@ -16,7 +16,7 @@ from magnetar.client.consumer import Consumer, ConsumerConfig
 from magnetar.client.errors import AlreadyClosed, InvalidConfiguration, Timeout
 from magnetar.client.message import Message, MessageId
 from magnetar.client.producer import Producer, ProducerConfig
-from magnetar.client.topics import partition_name
+from magnetar.protocol.topic_name import partition_name
 
 if TYPE_CHECKING:
     from magnetar.client.client import Client
@@ -48,8 +48,12 @@ async def create_consumer(client: Client, topics: list[str], config: ConsumerCon
     return MultiTopicsConsumer(client, topics, config, parts)
 
 
-def _key_hash(key: str) -> int:
-    return zlib.crc32(key.encode())
+def key_partition(key: str, partitions: int) -> int:
+    """The partition a message with ``key`` goes to: CRC32 of the key, modulo the partitions.
+
+    Partition routing only (the Spark sink and the smart-city simulator route alike); the
+    broker's Key_Shared dispatch hashes keys its own way (Murmur3, as Pulsar's)."""
+    return zlib.crc32(key.encode()) % partitions
 
 
 class PartitionedProducer:
@@ -88,7 +92,7 @@ class PartitionedProducer:
         if self._router is not None:
             return self._producers[self._router(content, len(self._producers)) % len(self._producers)]
         if key is not None:
-            return self._producers[_key_hash(key) % len(self._producers)]
+            return self._producers[key_partition(key, len(self._producers))]
         return self._producers[next(self._round_robin)]
 
     async def send(self, content: bytes, **kwargs: Any) -> MessageId:

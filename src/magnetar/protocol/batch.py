@@ -14,7 +14,7 @@ from google.protobuf.message import DecodeError
 
 from magnetar.protocol import pulsar_wire_pb2 as wire
 from magnetar.protocol.compression import decompress
-from magnetar.protocol.errors import ProtocolError
+from magnetar.protocol.errors import ProtocolError, parse_proto
 
 _U32 = struct.Struct(">I")
 
@@ -32,13 +32,7 @@ def iter_batch(
         pos += 4
         if pos + size > len(view):
             raise ProtocolError("single message metadata runs past the end of the batch")
-        single = wire.SingleMessageMetadata()
-        try:
-            single.ParseFromString(view[pos : pos + size])
-        except (DecodeError, ValueError, RuntimeError) as exc:
-            raise ProtocolError(f"malformed single message metadata: {exc}") from None
-        if not single.IsInitialized():
-            raise ProtocolError("single message metadata is missing required fields")
+        single = parse_proto(wire.SingleMessageMetadata(), view[pos : pos + size], "single message metadata")
         pos += size
         end = pos + single.payload_size
         if single.payload_size < 0 or end > len(view):

@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import struct
 
-from google.protobuf.message import DecodeError
-
 from magnetar.protocol import pulsar_wire_pb2 as wire
-from magnetar.protocol.errors import ProtocolError
+from magnetar.protocol.errors import ProtocolError, parse_proto
 from magnetar.protocol.frames import FrameBuffer
 
 MAGIC_BROKER_ENTRY_METADATA = 0x0E02
@@ -72,12 +70,7 @@ def split_entry_metadata(
     end = 6 + size
     if end > len(view):
         raise ProtocolError(f"broker entry metadata size {size} runs past the end of the entry")
-    meta = wire.BrokerEntryMetadata()
-    try:
-        meta.ParseFromString(view[6:end])
-    except (DecodeError, ValueError, RuntimeError) as exc:
-        raise ProtocolError(f"malformed broker entry metadata: {exc}") from None
-    return meta, view[end:]
+    return parse_proto(wire.BrokerEntryMetadata(), view[6:end], "broker entry metadata"), view[end:]
 
 
 def strip_entry_metadata(entry: bytes | memoryview) -> memoryview:

@@ -1,4 +1,12 @@
-"""Errors raised by the protocol layer."""
+"""Errors raised by the protocol layer, and the one way it reads protobuf messages into them."""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+from google.protobuf.message import DecodeError, Message
+
+M = TypeVar("M", bound=Message)
 
 
 class ProtocolError(Exception):
@@ -15,3 +23,16 @@ class ChecksumMismatch(ProtocolError):
     Unlike other protocol errors this one is local to one message: the framing is
     intact, so the connection can carry on after rejecting the message.
     """
+
+
+def parse_proto(message: M, data: bytes | memoryview, what: str) -> M:
+    """``message`` read from ``data``; ProtocolError naming ``what`` when the bytes do not parse
+    or leave required fields unset."""
+    try:
+        message.ParseFromString(data)
+    except (DecodeError, ValueError, RuntimeError) as exc:
+        raise ProtocolError(f"malformed {what}: {exc}") from None
+    if not message.IsInitialized():
+        missing = ", ".join(message.FindInitializationErrors())
+        raise ProtocolError(f"{what} is missing required fields: {missing}")
+    return message

@@ -16,10 +16,8 @@ from __future__ import annotations
 import struct
 from typing import NamedTuple, Protocol
 
-from google.protobuf.message import DecodeError
-
 from magnetar.protocol import pulsar_wire_pb2 as wire
-from magnetar.protocol.errors import ProtocolError
+from magnetar.protocol.errors import ProtocolError, parse_proto
 
 _U32 = struct.Struct(">I")
 _HEADER = struct.Struct(">II")
@@ -376,16 +374,7 @@ def _frame(view: memoryview, owner: FrameBuffer | None = None) -> Frame:
 
 def parse_command(data: bytes | memoryview) -> wire.BaseCommand:
     """Parse a BaseCommand, turning every decoding failure into a ProtocolError."""
-    command = wire.BaseCommand()
-    try:
-        command.ParseFromString(data)
-    except (DecodeError, ValueError, RuntimeError) as exc:
-        raise ProtocolError(f"malformed command: {exc}") from None
-    if not command.IsInitialized():
-        raise ProtocolError(
-            "command is missing required fields: " + ", ".join(command.FindInitializationErrors())
-        )
-    return command
+    return parse_proto(wire.BaseCommand(), data, "command")
 
 
 def encode_frame(command: wire.BaseCommand, payload: bytes | memoryview | None = None) -> bytes:

@@ -11,10 +11,9 @@ from __future__ import annotations
 import struct
 
 import crc32c
-from google.protobuf.message import DecodeError
 
 from magnetar.protocol import pulsar_wire_pb2 as wire
-from magnetar.protocol.errors import ChecksumMismatch, ProtocolError
+from magnetar.protocol.errors import ChecksumMismatch, ProtocolError, parse_proto
 
 MAGIC_CRC32C = 0x0E01
 _MAGIC_BYTES = MAGIC_CRC32C.to_bytes(2, "big")
@@ -59,14 +58,7 @@ def parse_metadata(headers_and_payload: bytes | memoryview) -> tuple[wire.Messag
     """The message metadata and a view of the (possibly compressed, possibly batched) payload."""
     view = memoryview(headers_and_payload)
     start, end = metadata_span(view)
-    metadata = wire.MessageMetadata()
-    try:
-        metadata.ParseFromString(view[start:end])
-    except (DecodeError, ValueError, RuntimeError) as exc:
-        raise ProtocolError(f"malformed message metadata: {exc}") from None
-    if not metadata.IsInitialized():
-        raise ProtocolError("message metadata is missing required fields")
-    return metadata, view[end:]
+    return parse_proto(wire.MessageMetadata(), view[start:end], "message metadata"), view[end:]
 
 
 def encode_headers_and_payload(

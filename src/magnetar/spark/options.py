@@ -11,15 +11,24 @@ import re
 import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 
+from magnetar.client.admin import indexed_topic
+from magnetar.protocol.topic_name import split_topic_pattern
 from magnetar.spark.errors import InvalidOptionError
 from magnetar.spark.offsets import EARLIEST, LATEST
 from magnetar.spark.security import ConnectionSecurity, option_flag, parse_security
-from magnetar.spark.topics import full_name
 
 DEFAULT_SERVICE_URL = "pulsar://localhost:6650"
 DEFAULT_ADMIN_PORT = 8080
 DEFAULT_ADMIN_PORT_TLS = 8443  # Pulsar's webServicePortTls
+
+
+@lru_cache(maxsize=1024)
+def full_name(topic: str) -> str:
+    """``my-topic`` -> ``persistent://public/default/my-topic``; refuses non-persistent topics
+    (only they have the message index the connector reads by); a ValueError names the fault."""
+    return str(indexed_topic(topic.strip()))
 
 
 def _lower(options: Mapping[str, str]) -> dict[str, str]:
@@ -88,22 +97,22 @@ class TopicSelection:
     topics: tuple[str, ...] = ()
     pattern: str | None = None
 
+    def _pattern_parts(self) -> tuple[str, str]:
+        """(``tenant/namespace``, the pattern over full topic names); ValueError unless the pattern
+        is ``[persistent://][tenant/namespace/]regex``."""
+        assert self.pattern is not None
+        domain, namespace, full = split_topic_pattern(self.pattern)
+        if domain != "persistent":
+            raise ValueError(f"only persistent topics have a message index, not {self.pattern!r}")
+        return namespace, full
+
     @property
     def pattern_namespace(self) -> str:
-        assert self.pattern is not None
-        body = self.pattern.removeprefix("persistent://")
-        parts = body.split("/", 2)
-        if len(parts) < 3:
-            return "public/default"
-        return f"{parts[0]}/{parts[1]}"
+        return self._pattern_parts()[0]
 
     @property
     def compiled_pattern(self) -> re.Pattern[str]:
-        assert self.pattern is not None
-        body = self.pattern
-        if "://" not in body:
-            body = "persistent://" + (body if body.count("/") >= 2 else "public/default/" + body)
-        return re.compile(body)
+        return re.compile(self._pattern_parts()[1])
 
 
 def _selection(options: dict[str, str]) -> TopicSelection:
@@ -121,6 +130,8 @@ def _selection(options: dict[str, str]) -> TopicSelection:
             selection.compiled_pattern  # noqa: B018 - validate now
         except re.error as exc:
             raise InvalidOptionError(f"option topicsPattern is not a valid regex: {exc}") from None
+        except ValueError as exc:
+            raise InvalidOptionError(f"option topicsPattern: {exc}") from None
         return selection
     names = [t.strip() for t in options[key].split(",") if t.strip()]
     try:

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from magnetar.admin.client import ConflictError, NotFoundError
 from magnetar.client import ChunkMessageId, Client, Message, MessageId, Timeout
+from magnetar.client.admin import ConflictError, NotFoundError
+from magnetar.protocol.topic_name import partition_name
 from magnetar.spark.admin import SparkAdmin
 from magnetar.spark.errors import IndexNotEnabledError, UnknownTopicError
 from magnetar.spark.options import TopicSelection
-from magnetar.spark.topics import partition_name
 
 FIRST_MESSAGE_TIMEOUT_MS = 5_000
 PAST_THE_END_TIMEOUT_MS = 1_000

@@ -25,12 +25,12 @@ import pyarrow as pa
 
 from magnetar.client import ChunkMessageId, Client, Message, MessageId, Timeout
 from magnetar.client.chunks import ChunkAssembler
+from magnetar.protocol.topic_name import split_partition
 from magnetar.spark import probes
 from magnetar.spark.admin import SparkAdmin
 from magnetar.spark.errors import IndexNotEnabledError, OffsetOutOfRangeError, ReadStalledError
 from magnetar.spark.schema import RecordBatchBuilder
 from magnetar.spark.security import ConnectionSecurity
-from magnetar.spark.topics import split_partition
 
 log = logging.getLogger(__name__)
 

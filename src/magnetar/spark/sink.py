@@ -18,7 +18,6 @@ import asyncio
 import logging
 import time
 import uuid
-import zlib
 from collections.abc import Coroutine, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -34,10 +33,11 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import BinaryType, LongType, MapType, StringType, StructType, TimestampType
 
 from magnetar.client.errors import ProducerBusy
+from magnetar.client.routing import key_partition
+from magnetar.protocol.topic_name import TopicName, partition_name
 from magnetar.spark.admin import SparkAdmin
 from magnetar.spark.errors import DeduplicationDisabledError, InvalidOptionError, MagnetarSparkError
-from magnetar.spark.options import WriteOptions
-from magnetar.spark.topics import full_name, namespace_of, partition_name
+from magnetar.spark.options import WriteOptions, full_name
 
 log = logging.getLogger(__name__)
 
@@ -214,7 +214,7 @@ class TaskWriter:
     def _route(self, row: OutRow) -> str:
         count = self._partitions.get(row.topic)
         if count is None:
-            namespace = namespace_of(row.topic)
+            namespace = TopicName.parse(row.topic).namespace_name
             if namespace not in self._checked:
                 ensure_deduplication(self.admin, namespace, self.options.enable_deduplication)
                 self._checked.add(namespace)
@@ -223,7 +223,7 @@ class TaskWriter:
             return row.topic
         if row.key is not None:
             # by key hash, as magnetar.client's partitioned producer routes
-            return partition_name(row.topic, zlib.crc32(row.key.encode()) % count)
+            return partition_name(row.topic, key_partition(row.key, count))
         n = self._routed.get(row.topic, 0)
         self._routed[row.topic] = n + 1
         return partition_name(row.topic, n % count)
@@ -295,7 +295,9 @@ class _SinkSetup:
         self.options = options
         if options.topic is not None:
             admin = SparkAdmin.connect(options.admin_url, options.security)
-            ensure_deduplication(admin, namespace_of(options.topic), options.enable_deduplication)
+            ensure_deduplication(
+                admin, TopicName.parse(options.topic).namespace_name, options.enable_deduplication
+            )
 
 
 class MagnetarBatchWriter(_SinkSetup, DataSourceArrowWriter):

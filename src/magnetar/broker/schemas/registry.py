@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Any
 from magnetar.broker.errors import BrokerError
 from magnetar.broker.schemas import compatibility
 from magnetar.broker.schemas.compatibility import DEFAULT_STRATEGY, InvalidSchema, SchemaData, SchemaError
-from magnetar.broker.topic_name import TopicName
 from magnetar.protocol import wire
+from magnetar.protocol.topic_name import TopicName
 
 if TYPE_CHECKING:
     from magnetar.broker.namespaces import NamespaceRegistry

@@ -98,7 +98,7 @@ class Job:
                 service_url, admin_url = broker.service_url, broker.admin_url
             self.say(f"broker      {service_url} (admin {admin_url}), data in {work}")
             admin = Admin(admin_url, self.secure)
-            admin.create_namespace(s.namespace)
+            admin.create_namespace(s.namespace, exist_ok=True)  # public/default always exists
             admin.create_partitioned_topic(s.telemetry_topic, s.partitions)
             client = loop.run(_client(service_url, self._options_for(None)))
             if self.secure is not None:
@@ -151,7 +151,7 @@ class Job:
         s = self.settings
         vehicles = self.city.devices_of(VEHICLE)
         for v in vehicles:
-            admin.grant_on_topic(s.alerts_topic(v.area), vehicle_role(v.id), ["consume"])
+            admin.grant_permission(s.alerts_topic(v.area), vehicle_role(v.id), ["consume"])
         clients = {v.id: loop.run(_client(service_url, self._options_for(v.id))) for v in vehicles}
         self.say(
             f"secure      TLS + tokens; {len(vehicles)} vehicle roles, each granted consume on its "

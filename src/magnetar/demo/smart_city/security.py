@@ -13,12 +13,7 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
-import json
 import os
-import ssl
-import urllib.error
-import urllib.parse
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,6 +22,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from magnetar.client.admin import AdminClient
 from magnetar.client.authentication import AuthenticationToken
 from magnetar.security import tokens
 
@@ -179,44 +175,15 @@ class SecureCity:
             "pulsar.client.tlsHostnameVerificationEnable": "true",
         }
 
-    def ssl_context(self) -> ssl.SSLContext:
-        return ssl.create_default_context(cafile=str(self.tls.ca))
 
-
-class Admin:
-    """The job's few admin calls, plain or (secured) over HTTPS with the pipeline's token."""
+class Admin(AdminClient):
+    """The job's admin client: plain, or (secured) over HTTPS with the pipeline's token, the
+    broker's certificate checked against the job's CA."""
 
     def __init__(self, admin_url: str, secure: SecureCity | None = None) -> None:
-        self.admin_url = admin_url.rstrip("/")
-        self.token = secure.pipeline_token if secure else None
-        self.context = secure.ssl_context() if secure else None
-
-    def call(self, method: str, path: str, body: object = None) -> None:
-        headers = {}
-        data = b"" if body is None else json.dumps(body).encode()
-        if body is not None:
-            headers["Content-Type"] = "application/json"
-        if self.token:
-            headers["Authorization"] = f"Bearer {self.token}"
-        request = urllib.request.Request(self.admin_url + path, data=data, method=method, headers=headers)
-        with urllib.request.urlopen(request, timeout=30, context=self.context):
-            pass
-
-    def create_namespace(self, namespace: str) -> None:
-        try:
-            self.call("PUT", f"/admin/v2/namespaces/{namespace}")
-        except urllib.error.HTTPError as exc:
-            if exc.code != 409:  # 409: it exists (public/default always does)
-                raise
-
-    def create_partitioned_topic(self, topic: str, partitions: int) -> None:
-        self.call("PUT", f"/admin/v2/persistent/{_topic_path(topic)}/partitions", partitions)
-
-    def grant_on_topic(self, topic: str, role: str, actions: list[str]) -> None:
-        """Pulsar's ``POST /admin/v2/persistent/{tenant}/{ns}/{topic}/permissions/{role}``."""
-        role_part = urllib.parse.quote(role, safe="")
-        self.call("POST", f"/admin/v2/persistent/{_topic_path(topic)}/permissions/{role_part}", actions)
-
-
-def _topic_path(topic: str) -> str:
-    return "/".join(urllib.parse.quote(p, safe="") for p in topic.removeprefix("persistent://").split("/"))
+        if secure is None:
+            super().__init__(admin_url)
+        else:
+            super().__init__(
+                admin_url, token=secure.pipeline_token, tls_trust_certs_file_path=str(secure.tls.ca)
+            )

@@ -17,10 +17,10 @@ import asyncio
 import json
 import logging
 import time
-import zlib
 from dataclasses import dataclass, field
 
 from magnetar.client import aio
+from magnetar.client.routing import key_partition
 from magnetar.demo.smart_city.city import TICK, City, FramePlan
 from magnetar.demo.smart_city.settings import CitySettings
 
@@ -42,9 +42,9 @@ class SimulatorCounters:
 
 
 def tick_key(partition: int, partitions: int) -> str:
-    """A key that the partitioned producer routes to ``partition`` (it routes by crc32 % n)."""
+    """A key that the partitioned producer routes to ``partition``."""
     n = 0
-    while zlib.crc32(f"tick-{n}".encode()) % partitions != partition:
+    while key_partition(f"tick-{n}", partitions) != partition:
         n += 1
     return f"tick-{n}"
 

@@ -1,29 +1,6 @@
-"""Topic names as clients write them, and as the broker wants them."""
+"""Service URLs as clients write them: ``pulsar://host:port[,host:port]`` or ``pulsar+ssl://...``."""
 
 from __future__ import annotations
-
-PARTITION_SUFFIX = "-partition-"
-
-
-def full_topic_name(topic: str) -> str:
-    """``my-topic`` -> ``persistent://public/default/my-topic``; ``t/ns/x`` -> ``persistent://t/ns/x``."""
-    if "://" in topic:
-        return topic
-    parts = topic.split("/")
-    if len(parts) == 1:
-        return f"persistent://public/default/{topic}"
-    if len(parts) == 3:
-        return f"persistent://{topic}"
-    raise ValueError(f"invalid topic name {topic!r}: use 'name', 'tenant/namespace/name' or a full name")
-
-
-def partition_name(topic: str, index: int) -> str:
-    return f"{topic}{PARTITION_SUFFIX}{index}"
-
-
-def is_persistent(topic: str) -> bool:
-    return full_topic_name(topic).startswith("persistent://")
-
 
 #: Service URL schemes, and whether they mean TLS.
 SCHEMES = {"pulsar": False, "magnetar": False, "pulsar+ssl": True}

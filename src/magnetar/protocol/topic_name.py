@@ -2,6 +2,9 @@
 
 A short name like ``my-topic`` means ``persistent://public/default/my-topic``, as in Pulsar.
 A partition of a partitioned topic is named ``<topic>-partition-<n>``.
+
+The one reading of topic names for every side: the broker and the admin API check them with
+``TopicName.parse``, the client and the Spark connector complete and split them here too.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from dataclasses import dataclass
 import crc32c
 
 PARTITION_SUFFIX = "-partition-"
+DOMAINS = ("persistent", "non-persistent")
 #: Longest topic name, in characters, ``persistent://`` included. Pulsar sets none
 #: (apache/pulsar#12023); a name of 100,000 characters is no name, and it would be stored,
 #: logged and listed in every answer about its namespace.
@@ -41,16 +45,9 @@ class TopicName:
             raise InvalidTopicName(
                 f"topic name of {len(name)} characters exceeds the limit of {MAX_TOPIC_NAME_LENGTH}"
             )
-        if "://" not in name:
-            parts = name.split("/")
-            if len(parts) == 1:
-                name = f"persistent://public/default/{name}"
-            elif len(parts) == 3:
-                name = f"persistent://{name}"
-            else:
-                raise InvalidTopicName(f"invalid short topic name {name!r}")
+        name = full_topic_name(name)
         domain, _, rest = name.partition("://")
-        if domain not in ("persistent", "non-persistent"):
+        if domain not in DOMAINS:
             raise InvalidTopicName(f"invalid topic domain {domain!r} in {name!r}")
         parts = rest.split("/")
         if len(parts) != 3 or not all(parts):
@@ -71,22 +68,61 @@ class TopicName:
 
     @property
     def partition_index(self) -> int:
-        m = _PARTITION_RE.match(self.local_name)
-        return int(m.group(2)) if m else -1
+        return split_partition(self.local_name)[1]
 
     def partitioned_base(self) -> TopicName | None:
         """The partitioned topic this partition belongs to (None if not a partition name)."""
-        m = _PARTITION_RE.match(self.local_name)
-        if not m:
+        base, index = split_partition(self.local_name)
+        if index < 0:
             return None
-        return TopicName(self.domain, self.tenant, self.namespace, m.group(1))
+        return TopicName(self.domain, self.tenant, self.namespace, base)
 
     def partition(self, index: int) -> TopicName:
         """Partition ``index`` of this (partitioned) topic: ``<topic>-partition-<index>``."""
-        return TopicName(self.domain, self.tenant, self.namespace, f"{self.local_name}-partition-{index}")
+        return TopicName(self.domain, self.tenant, self.namespace, partition_name(self.local_name, index))
 
     def __str__(self) -> str:
         return f"{self.domain}://{self.tenant}/{self.namespace}/{self.local_name}"
+
+
+def full_topic_name(name: str) -> str:
+    """A short name completed, as Pulsar reads it: ``my-topic`` ->
+    ``persistent://public/default/my-topic``, ``t/ns/x`` -> ``persistent://t/ns/x``; a name with
+    a domain is returned as it is (``TopicName.parse`` checks the rest)."""
+    if "://" in name:
+        return name
+    parts = name.split("/")
+    if len(parts) == 1:
+        return f"persistent://public/default/{name}"
+    if len(parts) == 3:
+        return f"persistent://{name}"
+    raise InvalidTopicName(
+        f"invalid short topic name {name!r}: use 'name', 'tenant/namespace/name' or a full name"
+    )
+
+
+def partition_name(topic: str, index: int) -> str:
+    """The name of partition ``index`` of ``topic``: ``<topic>-partition-<index>``."""
+    return f"{topic}{PARTITION_SUFFIX}{index}"
+
+
+def split_partition(name: str) -> tuple[str, int]:
+    """``(the partitioned topic's name, the index)`` of a partition's name; ``(name, -1)`` for
+    any other name."""
+    m = _PARTITION_RE.match(name)
+    return (m.group(1), int(m.group(2))) if m else (name, -1)
+
+
+def split_topic_pattern(pattern: str) -> tuple[str, str, str]:
+    """``(domain, "tenant/namespace", full pattern)`` of a regex over topic names. A pattern
+    completes as a short name does (``orders-.*`` is ``persistent://public/default/orders-.*``);
+    InvalidTopicName unless it is then ``domain://tenant/namespace/regex``."""
+    full = full_topic_name(pattern)
+    domain, _, rest = full.partition("://")
+    parts = rest.split("/", 2)
+    if domain not in DOMAINS or len(parts) != 3 or not all(parts):
+        raise InvalidTopicName(f"topic pattern {pattern!r} must be [domain://]tenant/namespace/regex")
+    return domain, f"{parts[0]}/{parts[1]}", full
 
 
 def topics_hash(topics: list[str]) -> str:

@@ -1,7 +1,8 @@
-"""A small blocking client for Magnetar's admin HTTP API: the message index look-ups, and
-granting, listing and revoking permissions (Pulsar's admin v2 permission paths).
+"""A small blocking client for Magnetar's admin HTTP API: the message index look-ups, topics and
+namespaces, the deduplication policy, and granting, listing and revoking permissions (Pulsar's
+admin v2 paths).
 
-    from magnetar.admin.client import AdminClient
+    from magnetar.client.admin import AdminClient
 
     admin = AdminClient("http://127.0.0.1:8080")
     msg_id = admin.message_id_for_index("persistent://public/default/t", 41)
@@ -12,7 +13,8 @@ id whose ``partition()`` says which. Failures raise ``AdminError`` (``NotFoundEr
 unknown topic or an index or message id not stored, ``ConflictError`` when the broker's index
 interceptor is off, ``UnauthorizedError`` (401) for missing or refused credentials,
 ``ForbiddenError`` (403) for a role without the right) carrying the HTTP status and the
-broker's reason. Standard library only (urllib), so it runs anywhere, in Spark executors too.
+broker's reason. Standard library only (urllib) besides magnetar's client and protocol, so it
+runs anywhere, in Spark executors too.
 """
 
 from __future__ import annotations
@@ -25,8 +27,10 @@ import urllib.request
 from collections.abc import Callable
 from typing import Any
 
-from magnetar.broker.topic_name import PARTITION_SUFFIX, TopicName
 from magnetar.client.message import MessageId
+from magnetar.client.tls import TlsOptions
+from magnetar.protocol.message_id import message_id_fields
+from magnetar.protocol.topic_name import PARTITION_SUFFIX, TopicName, partition_name, split_partition
 
 
 class AdminError(Exception):
@@ -55,48 +59,52 @@ class ForbiddenError(AdminError):
     """403: the credentials are good, but their role may not do this (authorization)."""
 
 
-def _topic_parts(topic: str, partition: int = -1) -> list[str]:
-    """``[tenant, namespace, local]`` of a persistent topic, short names as Pulsar reads them."""
-    parsed = TopicName.parse(topic)  # raises InvalidTopicName, a ValueError
+_ERRORS = {401: UnauthorizedError, 403: ForbiddenError, 404: NotFoundError, 409: ConflictError}
+
+
+def indexed_topic(topic: str) -> TopicName:
+    """``topic`` (short names as Pulsar reads them) if it can have a message index: a persistent
+    topic; InvalidTopicName or ValueError otherwise."""
+    parsed = TopicName.parse(topic)
     if not parsed.persistent:
         raise ValueError(f"only persistent topics have a message index, not {topic!r}")
-    local = parsed.local_name
-    if partition >= 0 and PARTITION_SUFFIX not in local:
-        local = f"{local}{PARTITION_SUFFIX}{partition}"
-    return [parsed.tenant, parsed.namespace, local]
-
-
-def _topic_path(topic: str, partition: int = -1) -> str:
-    return "/".join(urllib.parse.quote(p, safe="") for p in _topic_parts(topic, partition))
+    return parsed
 
 
 def _q(part: str) -> str:
     return urllib.parse.quote(part, safe="")
 
 
-def _namespace_path(namespace: str) -> str:
+def _topic_path(topic: str, partition: int = -1) -> str:
+    """``/admin/v2/{domain}/{tenant}/{namespace}/{topic}`` of a topic of either domain; given
+    ``partition`` (>= 0), of that partition unless ``topic`` names one already."""
+    parsed = TopicName.parse(topic)
+    local = parsed.local_name
+    if partition >= 0 and PARTITION_SUFFIX not in local:
+        local = partition_name(local, partition)
+    return f"/admin/v2/{parsed.domain}/" + "/".join(_q(p) for p in (parsed.tenant, parsed.namespace, local))
+
+
+def _index_topic_path(topic: str, partition: int = -1) -> str:
+    return _topic_path(str(indexed_topic(topic)), partition)
+
+
+def _namespace(namespace: str) -> str:
+    """``tenant/namespace``, each part quoted for a path."""
     tenant, _, name = namespace.partition("/")
     if not tenant or not name or "/" in name:
         raise ValueError(f"a namespace is tenant/namespace, not {namespace!r}")
     return f"{_q(tenant)}/{_q(name)}"
 
 
-def _any_topic_path(topic: str) -> str:
-    """``/admin/v2/{domain}/{tenant}/{namespace}/{topic}`` of a topic of either domain."""
-    parsed = TopicName.parse(topic)
-    parts = (parsed.tenant, parsed.namespace, parsed.local_name)
-    return f"/admin/v2/{parsed.domain}/" + "/".join(_q(p) for p in parts)
+def _namespace_path(namespace: str) -> str:
+    return f"/admin/v2/namespaces/{_namespace(namespace)}"
 
 
 def _message_id_parts(message_id: Any) -> tuple[int, int, int, int]:
     """(ledger, entry, batch index, partition) of a message id in any of the accepted forms."""
     if isinstance(message_id, dict):
-        return (
-            int(message_id["ledgerId"]),
-            int(message_id["entryId"]),
-            int(message_id.get("batchIndex", -1)),
-            int(message_id.get("partition", -1)),
-        )
+        return message_id_fields(message_id)
     if isinstance(message_id, tuple | list):
         ledger, entry, *rest = message_id
         return int(ledger), int(entry), int(rest[0]) if rest else -1, -1
@@ -136,13 +144,13 @@ class AdminClient:
         self.token = token
         self._ssl: ssl.SSLContext | None = None
         if self.http_url.startswith("https://"):
-            self._ssl = _https_context(
+            self._ssl = TlsOptions(
                 tls_trust_certs_file_path,
                 tls_validate_hostname,
                 tls_allow_insecure_connection,
                 tls_certificate_file_path,
                 tls_key_file_path,
-            )
+            ).context()
 
     def _headers(self) -> dict[str, str]:
         headers = {"Accept": "application/json"}
@@ -151,20 +159,16 @@ class AdminClient:
             headers["Authorization"] = f"Bearer {token.strip()}"
         return headers
 
+    # -- the message index (per topic partition) -------------------------------------------------
     def message_id_for_index(self, topic: str, index: int) -> MessageId:
         """The id of the message with ``index`` on ``topic`` (a plain topic or one partition).
 
         The result is a ``magnetar.client.MessageId`` (partition, ledger, entry, batch index)
         that readers and ``seek`` accept.
         """
-        body = self._get(f"/admin/v2/persistent/{_topic_path(topic)}/messageid/{int(index)}")
-        return MessageId(
-            int(body["partition"]),
-            int(body["ledgerId"]),
-            int(body["entryId"]),
-            int(body["batchIndex"]),
-            topic="persistent://" + "/".join(_topic_parts(topic)),
-        )
+        body = self._get(f"{_index_topic_path(topic)}/messageid/{int(index)}")
+        ledger, entry, batch_index, partition = message_id_fields(body)
+        return MessageId(partition, ledger, entry, batch_index, topic=str(indexed_topic(topic)))
 
     def index_for_message_id(self, topic: str, message_id: Any) -> int:
         """The index of the message ``message_id`` on ``topic``.
@@ -176,38 +180,87 @@ class AdminClient:
         """
         ledger, entry, batch_index, partition = _message_id_parts(message_id)
         query = urllib.parse.urlencode({"ledgerId": ledger, "entryId": entry, "batchIndex": batch_index})
-        body = self._get(f"/admin/v2/persistent/{_topic_path(topic, partition)}/index?{query}")
+        body = self._get(f"{_index_topic_path(topic, partition)}/index?{query}")
         return int(body["index"])
+
+    # -- namespaces and topics ----------------------------------------------------------------------
+    def create_namespace(self, namespace: str, exist_ok: bool = False) -> None:
+        """Create ``tenant/namespace`` (``ConflictError`` if it exists, unless ``exist_ok``)."""
+        try:
+            self._call("PUT", _namespace_path(namespace))
+        except ConflictError:
+            if not exist_ok:
+                raise
+
+    def create_partitioned_topic(self, topic: str, partitions: int) -> None:
+        self._call("PUT", f"{_topic_path(topic)}/partitions", partitions)
+
+    def partition_count(self, topic: str) -> int:
+        """Partitions of a partitioned topic; 0 for a non-partitioned (or unknown) one."""
+        body = self._get(f"{_topic_path(topic)}/partitions")
+        return int(body.get("partitions", 0)) if body else 0
+
+    def namespace_topics(self, namespace: str) -> list[str]:
+        """Every persistent topic of ``tenant/namespace``, partitions included."""
+        return list(self._get(f"/admin/v2/persistent/{_namespace(namespace)}") or [])
+
+    def base_topics(self, namespace: str) -> list[str]:
+        """The namespace's topics with partitions folded into their partitioned topic."""
+        return sorted({split_partition(t)[0] for t in self.namespace_topics(namespace)})
+
+    def topic_exists(self, topic: str) -> bool:
+        """Whether a non-partitioned persistent topic (or one partition) exists.
+
+        Listing the namespace needs a namespace-level grant (Pulsar's GET_TOPICS); a role granted
+        only this topic asks for the topic's stats instead (404: not stored).
+        """
+        name = TopicName.parse(topic)
+        try:
+            return str(name) in self.namespace_topics(name.namespace_name)
+        except ForbiddenError:
+            try:
+                self._get(f"{_topic_path(topic)}/stats")
+            except NotFoundError:
+                return False
+            return True
+
+    def deduplication(self, namespace: str) -> bool | None:
+        """The namespace's deduplication policy; None when unset (the broker default applies)."""
+        body = self._get(f"{_namespace_path(namespace)}/deduplication")
+        return None if body is None else bool(body)
+
+    def set_deduplication(self, namespace: str, enabled: bool) -> None:
+        self._call("POST", f"{_namespace_path(namespace)}/deduplication", enabled)
 
     # -- permissions (Pulsar's admin v2 paths; pulsar-admin's namespaces/topics methods) -----------
     def grant_permission_on_namespace(self, namespace: str, role: str, actions: list[str]) -> None:
         """Let ``role`` do ``actions`` (``produce``, ``consume``, ...) on ``tenant/namespace``."""
-        path = f"/admin/v2/namespaces/{_namespace_path(namespace)}/permissions/{_q(role)}"
-        self._call("POST", path, actions)
+        self._call("POST", f"{_namespace_path(namespace)}/permissions/{_q(role)}", actions)
 
     def revoke_permissions_on_namespace(self, namespace: str, role: str) -> None:
-        self._call("DELETE", f"/admin/v2/namespaces/{_namespace_path(namespace)}/permissions/{_q(role)}")
+        self._call("DELETE", f"{_namespace_path(namespace)}/permissions/{_q(role)}")
 
     def get_namespace_permissions(self, namespace: str) -> dict[str, list[str]]:
-        return self._get(f"/admin/v2/namespaces/{_namespace_path(namespace)}/permissions")
+        return self._get(f"{_namespace_path(namespace)}/permissions")
 
     def grant_permission(self, topic: str, role: str, actions: list[str]) -> None:
         """Let ``role`` do ``actions`` on this one topic (persistent or non-persistent)."""
-        self._call("POST", f"{_any_topic_path(topic)}/permissions/{_q(role)}", actions)
+        self._call("POST", f"{_topic_path(topic)}/permissions/{_q(role)}", actions)
 
     def revoke_permissions(self, topic: str, role: str) -> None:
         """Remove ``role``'s topic-level grant (412, an ``AdminError``, if there is none)."""
-        self._call("DELETE", f"{_any_topic_path(topic)}/permissions/{_q(role)}")
+        self._call("DELETE", f"{_topic_path(topic)}/permissions/{_q(role)}")
 
     def get_permissions(self, topic: str) -> dict[str, list[str]]:
         """The namespace's grants and the topic's, merged (as Pulsar answers)."""
-        return self._get(f"{_any_topic_path(topic)}/permissions")
+        return self._get(f"{_topic_path(topic)}/permissions")
 
     # -- plumbing ---------------------------------------------------------------------------------
-    def _get(self, path: str) -> dict:
+    def _get(self, path: str) -> Any:
         return self._call("GET", path)
 
     def _call(self, method: str, path: str, body: Any = None) -> Any:
+        """JSON in and out; None for an empty answer (204)."""
         url = self.http_url + path
         headers = self._headers()
         data = None
@@ -218,32 +271,20 @@ class AdminClient:
         try:
             with urllib.request.urlopen(request, timeout=self.timeout, context=self._ssl) as response:
                 text = response.read()
-                return json.loads(text) if text else None
         except urllib.error.HTTPError as exc:
-            raise _admin_error(exc, url) from None
+            raise self._refused(exc.code, _reason(exc), url) from None
+        return json.loads(text) if text.strip() else None
+
+    def _refused(self, status: int, reason: str, url: str) -> AdminError:
+        """The error for an HTTP refusal (subclasses may say more about its cause)."""
+        return _ERRORS.get(status, AdminError)(status, reason, url)
 
 
-def _https_context(
-    trust: str | None, validate_hostname: bool, insecure: bool, cert: str | None, key: str | None
-) -> ssl.SSLContext:
-    ctx = ssl.create_default_context(cafile=trust)
-    if insecure:
-        ctx.check_hostname = False
-        ctx.verify_mode = ssl.CERT_NONE
-    else:
-        ctx.check_hostname = validate_hostname
-    if cert:
-        ctx.load_cert_chain(cert, key)
-    return ctx
-
-
-def _admin_error(exc: urllib.error.HTTPError, url: str) -> AdminError:
+def _reason(exc: urllib.error.HTTPError) -> str:
+    """The broker's ``{"reason": ...}``, else the body, else the HTTP reason phrase."""
     text = exc.read().decode(errors="replace")
     try:
         reason = json.loads(text)["reason"]
     except (ValueError, KeyError, TypeError):
         reason = text or exc.reason
-    cls = {401: UnauthorizedError, 403: ForbiddenError, 404: NotFoundError, 409: ConflictError}.get(
-        exc.code, AdminError
-    )
-    return cls(exc.code, str(reason), url)
+    return str(reason)
