@@ -14,8 +14,8 @@ import pytest
 import uvloop
 
 from magnetar.broker.config import BrokerConfig
-from magnetar.broker.service import BrokerService
 from magnetar.broker.tls_identity import role_from_certificate
+from magnetar.cli.standalone import Standalone
 from magnetar.client import aio
 from tests.interop.tls_certs import CLIENT_ROLE, make_tls_files, tls_settings
 
@@ -40,10 +40,11 @@ def test_tls_port_on_each_event_loop(tmp_path, loop_name):
 
 
 async def _scenario(config: BrokerConfig, files) -> None:
-    service = BrokerService(config)
-    await service.start()
+    standalone = Standalone(config)
+    await standalone.start()
+    service = standalone.broker
     try:
-        assert service.https_port is None and service.tls_port is not None
+        assert standalone.admin.https_port is None and service.tls_port is not None
         url = f"pulsar+ssl://127.0.0.1:{service.tls_port}"
         trust = str(files.ca)
         auth = aio.AuthenticationTLS(str(files.client_cert), str(files.client_key))
@@ -70,4 +71,4 @@ async def _scenario(config: BrokerConfig, files) -> None:
             # The certificate the broker verified names the role; no certificate names none.
             assert by_port == {(True, CLIENT_ROLE): 1, (True, None): 1, (False, None): 1}
     finally:
-        await service.stop()
+        await standalone.stop()

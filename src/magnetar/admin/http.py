@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ssl
 from typing import TYPE_CHECKING
 
 from aiohttp import web
@@ -64,22 +63,39 @@ def build_app(service: BrokerService) -> web.Application:
     return app
 
 
-async def start_admin_server(
-    service: BrokerService, host: str, port: int | None, https: tuple[int, ssl.SSLContext] | None = None
-) -> tuple[web.AppRunner, int | None, int | None]:
-    """Serve the admin API on ``port`` (plain HTTP; None: not at all) and, given ``https`` (port,
-    context), over TLS: the runner and the ports as bound (None for one not served)."""
-    runner = web.AppRunner(build_app(service), access_log=None)
-    await runner.setup()
-    bound = None
-    if port is not None:
-        site = web.TCPSite(runner, host, port)
+class AdminServer:
+    """The broker's HTTP port (and HTTPS port) serving ``build_app``: ``await start()`` binds
+    them, ``http_port`` and ``https_port`` are the ports as bound (None for one not served),
+    ``await stop()`` closes them."""
+
+    def __init__(self, service: BrokerService) -> None:
+        self.service = service
+        self.http_port: int | None = None
+        self.https_port: int | None = None
+        self._runner: web.AppRunner | None = None
+
+    async def start(self) -> None:
+        """Serve plain HTTP on ``http_port`` unless ``web_service_port_enabled`` is off, and HTTPS
+        on ``web_service_port_tls`` when set, with the broker's TLS context."""
+        config = self.service.config
+        self._runner = web.AppRunner(build_app(self.service), access_log=None)
+        await self._runner.setup()
+        if config.web_service_port_enabled:
+            self.http_port = await self._serve(web.TCPSite(self._runner, config.host, config.http_port))
+        if config.web_service_port_tls is not None:
+            site = web.TCPSite(
+                self._runner, config.host, config.web_service_port_tls, ssl_context=self.service.ssl_context
+            )
+            self.https_port = await self._serve(site)
+
+    async def _serve(self, site: web.TCPSite) -> int:
+        """Start ``site``; the port it bound (the runner's addresses that are new)."""
+        assert self._runner is not None
+        before = set(self._runner.addresses)
         await site.start()
-        bound = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    https_bound = None
-    if https is not None:
-        https_port, ssl_context = https
-        tls_site = web.TCPSite(runner, host, https_port, ssl_context=ssl_context)
-        await tls_site.start()
-        https_bound = tls_site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    return runner, bound, https_bound
+        return next(a for a in self._runner.addresses if a not in before)[1]
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
+import ssl
 import threading
 import time
 import urllib.parse
@@ -84,13 +85,12 @@ class BrokerService:
         self.namespaces: NamespaceRegistry | None = None
         self.schemas: SchemaRegistry | None = None
         self.port: int | None = None
-        self.http_port: int | None = None
-        #: The pulsar+ssl:// and HTTPS ports as bound; None while TLS is off (broker/tls.py).
+        #: The pulsar+ssl:// port as bound; None while TLS is off (broker/tls.py).
         self.tls_port: int | None = None
-        self.https_port: int | None = None
+        #: The server side of TLS (broker/tls.py), made at start; the HTTPS port serves with it too.
+        self.ssl_context: ssl.SSLContext | None = None
         self._server: asyncio.base_events.Server | None = None
         self._tls_server: asyncio.base_events.Server | None = None
-        self._http = None
         self._tasks: list[asyncio.Task] = []
         self._lock = DataDirLock(config.data_dir)
         self._openers = ThreadPoolExecutor(OPEN_THREADS, thread_name_prefix="magnetar-open")
@@ -165,6 +165,7 @@ class BrokerService:
         loop = asyncio.get_running_loop()
         # Certificate problems are found before anything else starts (TlsConfigError).
         ssl_context = tls.server_context(self.config) if tls.tls_enabled(self.config) else None
+        self.ssl_context = ssl_context
         self._lock.acquire()
         passes = loop_pass.for_loop(loop)
         self.storage = Storage(
@@ -189,15 +190,6 @@ class BrokerService:
                 ssl_handshake_timeout=tls.HANDSHAKE_TIMEOUT_S,
             )
             self.tls_port = self._tls_server.sockets[0].getsockname()[1]
-        from magnetar.admin.http import start_admin_server
-
-        https = None
-        if self.config.web_service_port_tls is not None:
-            https = (self.config.web_service_port_tls, ssl_context)
-        http_port = self.config.http_port if self.config.web_service_port_enabled else None
-        self._http, self.http_port, self.https_port = await start_admin_server(
-            self, self.config.host, http_port, https
-        )
         self._tasks = [
             asyncio.create_task(self._every(self.config.cursor_flush_interval_seconds, self.flush_all)),
             asyncio.create_task(self._every(self.config.retention_check_interval_seconds, self.trim_all)),
@@ -236,8 +228,6 @@ class BrokerService:
                 server.close()
         for cnx in list(self.connections):
             cnx.close()
-        if self._http is not None:
-            await self._http.cleanup()
         self._openers.shutdown(wait=True)  # opens under way finish before storage closes
         # Let receipts already on their way out reach the clients.
         await asyncio.sleep(0)

@@ -1,0 +1,105 @@
+"""``magnetar standalone``: a broker and its HTTP port in one process (its options: ``main.py``).
+
+The process is where the layers meet: ``Standalone`` starts the broker (``magnetar.broker``)
+and then the admin API over it (``magnetar.admin``), and stops them in the reverse order. The
+broker knows nothing of HTTP.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import logging
+import signal
+
+from magnetar import __version__
+from magnetar.admin.http import AdminServer
+from magnetar.broker.config import BrokerConfig
+from magnetar.broker.data_dir_lock import DataDirInUse
+from magnetar.broker.descriptors import raise_soft_limit
+from magnetar.broker.service import BrokerService
+from magnetar.broker.tls import TlsConfigError
+from magnetar.broker_process import listening_addresses
+from magnetar.storage.errors import MetadataMissingError
+
+log = logging.getLogger("magnetar")
+
+
+class Standalone:
+    """A ``BrokerService`` and its ``AdminServer``, started and stopped together (in this
+    process: the command below, and tests that want a broker without a child process)."""
+
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.broker = BrokerService(config)
+        self.admin = AdminServer(self.broker)
+
+    async def start(self) -> None:
+        """Start the broker, then its HTTP port; if that fails, the broker is stopped again."""
+        await self.broker.start()
+        try:
+            await self.admin.start()
+        except BaseException:
+            await self.stop()
+            raise
+
+    async def stop(self) -> None:
+        """Stop answering HTTP, then stop the broker (connections, cursors, storage)."""
+        await self.admin.stop()
+        await self.broker.stop()
+
+    def listening(self) -> str:
+        """The addresses served, as the ``listening on`` line names them (broker_process.py)."""
+        b, a = self.broker, self.admin
+        return listening_addresses(self.config.host, b.port, a.http_port, b.tls_port, a.https_port)
+
+
+def _tune_gc() -> None:
+    """The broker makes many short-lived objects per message and few cycles: move what start-up
+    built out of the collector's way and collect the young generation less often."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(50_000, 20, 20)
+
+
+async def run(args: argparse.Namespace) -> int:
+    """Run until SIGTERM or SIGINT; 1 when the broker cannot start."""
+    try:
+        config = BrokerConfig.load(
+            args.config,
+            host=args.host,
+            port=args.port,
+            http_port=args.http_port,
+            data_dir=args.data_dir,
+            broker_service_port_enabled=args.broker_service_port_enabled,
+            web_service_port_enabled=args.web_service_port_enabled,
+        )
+    except (ValueError, OSError) as exc:  # a setting that cannot work (TLS, authentication ...): say which
+        log.error("cannot start: %s", exc)
+        return 1
+    soft, hard = raise_soft_limit()
+    log.info("file descriptor limit %d (hard limit %d)", soft, hard)
+    standalone = Standalone(config)
+    try:
+        await standalone.start()
+    except (DataDirInUse, MetadataMissingError, TlsConfigError) as exc:
+        log.error("%s", exc)
+        await standalone.stop()
+        return 1
+    _tune_gc()
+    log.info(
+        "Magnetar %s listening on %s, data in %s",  # broker_process.parse_listening reads it
+        __version__,
+        standalone.listening(),
+        config.data_dir,
+    )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    log.info("shutting down")
+    await standalone.stop()
+    log.info("stopped cleanly")
+    return 0
