@@ -36,6 +36,7 @@ test: $(STAMP_DEV)
 lint: $(STAMP_DEV)
 	$(BIN)/ruff check src tests bench
 	$(BIN)/ruff format --check src tests bench
+	$(BIN)/lint-imports --no-cache
 
 ## Benchmarks: Magnetar and the peer side by side into docs/benchmarks.md (ARGS="--smoke" for a quick one).
 STAMP_BENCH := $(VENV)/.installed-bench
