@@ -27,7 +27,7 @@ from magnetar.broker.nonpersistent import NonPersistentTopic
 from magnetar.broker.schemas.registry import SchemaRegistry
 from magnetar.broker.topic import PersistentTopic
 from magnetar.protocol.frames import SHARED_READ_SIZE
-from magnetar.protocol.topic_name import TopicName
+from magnetar.protocol.topic_name import TopicName, partition_name
 from magnetar.storage.store import Storage
 
 log = logging.getLogger(__name__)
@@ -392,7 +392,7 @@ class BrokerService:
         prefix = f"persistent://{namespace}/"
         names = {n for n in self.storage.managed_ledger_names() if n.startswith(prefix)}
         for base in self.namespaces.partitioned_topics(namespace, "persistent"):
-            names.update(f"{base}-partition-{i}" for i in range(self.namespaces.partitions(base)))
+            names.update(partition_name(base, i) for i in range(self.namespaces.partitions(base)))
         self.limits.check_topics(namespace, len(names), new, namespace_max)
 
     def _open_managed_ledger(self, key: str):
@@ -530,7 +530,7 @@ class BrokerService:
         names = set(self.topics_of_namespace(namespace))
         for domain in ("persistent", "non-persistent"):
             for base in self.namespaces.partitioned_topics(namespace, domain):
-                names.update(f"{base}-partition-{i}" for i in range(self.namespaces.partitions(base)))
+                names.update(partition_name(base, i) for i in range(self.namespaces.partitions(base)))
         wanted = {0: ("persistent://",), 1: ("non-persistent://",), 2: ("persistent://", "non-persistent://")}
         prefixes = wanted.get(mode, ("persistent://",))
         return sorted(n for n in names if n.startswith(prefixes))
