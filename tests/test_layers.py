@@ -23,7 +23,8 @@ def _lint_imports() -> str:
 
 
 def test_each_layer_imports_only_the_layers_below_it():
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")])}
+    paths = [str(SRC), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
     result = subprocess.run(
         [_lint_imports(), "--no-cache", "--config", str(ROOT / "pyproject.toml")],
         cwd=ROOT,
