@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP_RUN := $(VENV)/.installed-run
 STAMP_DEV := $(VENV)/.installed-dev
 
-.PHONY: run broker test lint proto clean
+.PHONY: run broker test test-under-load lint proto clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -32,6 +32,11 @@ broker: $(STAMP_RUN)
 test: $(STAMP_DEV)
 	$(BIN)/ruff check src tests bench
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+## The suite RUNS times in a row with every core busy (flakes show there): docs/testing.md.
+RUNS ?= 20
+test-under-load: $(STAMP_DEV)
+	.ci/under-load $(RUNS) -q $(PYTEST_ARGS)
 
 lint: $(STAMP_DEV)
 	$(BIN)/ruff check src tests bench

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 from datetime import UTC, datetime
 
 import pytest
@@ -12,10 +11,9 @@ from magnetar.demo.smart_city.city import build_city
 from magnetar.demo.smart_city.detection import reference_alerts
 from magnetar.demo.smart_city.pipeline import alerts_of, rule_of
 from magnetar.demo.smart_city.settings import CitySettings
+from tests.needs import need_spark
 
-pyspark = pytest.importorskip("pyspark")
-if shutil.which("java") is None:
-    pytest.skip("Spark needs Java", allow_module_level=True)
+need_spark()
 
 T0 = 1_700_000_001_234
 

@@ -4,16 +4,14 @@ the magnetar source and sink, alert fan-out to every vehicle, frame verifier, su
 from __future__ import annotations
 
 import io
-import shutil
 
 import pytest
 
 from magnetar.demo.smart_city.job import run_job
 from magnetar.demo.smart_city.settings import MIB, CitySettings
+from tests.needs import need_spark
 
-pytest.importorskip("pyspark")
-if shutil.which("java") is None:
-    pytest.skip("Spark needs Java", allow_module_level=True)
+need_spark()
 
 SMALL = CitySettings(
     seed=7,

@@ -7,16 +7,14 @@ from __future__ import annotations
 
 import dataclasses
 import io
-import shutil
 
 import pytest
 
 from magnetar.demo.smart_city.job import run_job
 from magnetar.demo.smart_city.settings import MIB, CitySettings
+from tests.needs import need_spark
 
-pytest.importorskip("pyspark")
-if shutil.which("java") is None:
-    pytest.skip("Spark needs Java", allow_module_level=True)
+need_spark()
 
 SMALL_SECURE = CitySettings(
     seed=7,

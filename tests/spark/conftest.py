@@ -12,24 +12,13 @@ import re
 import sys
 import uuid
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import pytest
 
 from tests.interop.conftest import BrokerProcess
+from tests.needs import need_spark
 
-pyspark = pytest.importorskip("pyspark", reason="the spark extra is not installed")
-
-
-def _java_available() -> bool:
-    java_home = os.environ.get("JAVA_HOME")
-    if java_home and Path(java_home, "bin", "java").exists():
-        return True
-    return any(Path(p, "java").exists() for p in os.environ.get("PATH", "").split(os.pathsep))
-
-
-if not _java_available():
-    pytest.skip("Spark needs Java (17)", allow_module_level=True)
+need_spark()
 
 
 @pytest.fixture(scope="session")
