@@ -49,27 +49,40 @@ def _reason(status: type[web.HTTPException], message: str) -> web.HTTPException:
     return status(text=json.dumps({"reason": message}), content_type="application/json")
 
 
-def add_routes(app: web.Application, service: BrokerService) -> None:
-    def topic(request: web.Request) -> TopicName:
-        m = request.match_info
-        name = TopicName.parse(f"persistent://{m['tenant']}/{m['namespace']}/{m['topic']}")
-        service.namespaces.policies(name.namespace_name)  # 404 for an unknown namespace
-        return name
+BASE = "/admin/v2/schemas/{tenant}/{namespace}/{topic}"
 
-    async def payload(request: web.Request) -> SchemaData:
-        body = await json_body(request)
-        if not isinstance(body, dict):
-            raise ValueError('the body must be {"type": ..., "schema": ..., "properties": {...}}')
-        kind = body.get("type")
-        if kind not in TYPE_NAMES:
-            raise ValueError(f"unknown schema type {kind!r}; one of {', '.join(sorted(TYPE_NAMES))}")
-        if kind == "KEY_VALUE":
-            raise ValueError("KEY_VALUE schemas are registered by clients, not over HTTP")
-        data = body.get("schema") or ""
-        properties = body.get("properties") or {}
-        if not isinstance(data, str) or not isinstance(properties, dict):
-            raise ValueError("'schema' must be a string and 'properties' an object")
-        return SchemaData(kind, data.encode(), {str(k): str(v) for k, v in properties.items()})
+
+def add_routes(app: web.Application, service: BrokerService) -> None:
+    _read_routes(app, service)
+    _write_routes(app, service)
+
+
+def _topic(service: BrokerService, request: web.Request) -> TopicName:
+    m = request.match_info
+    name = TopicName.parse(f"persistent://{m['tenant']}/{m['namespace']}/{m['topic']}")
+    service.namespaces.policies(name.namespace_name)  # 404 for an unknown namespace
+    return name
+
+
+async def _payload(request: web.Request) -> SchemaData:
+    body = await json_body(request)
+    if not isinstance(body, dict):
+        raise ValueError('the body must be {"type": ..., "schema": ..., "properties": {...}}')
+    kind = body.get("type")
+    if kind not in TYPE_NAMES:
+        raise ValueError(f"unknown schema type {kind!r}; one of {', '.join(sorted(TYPE_NAMES))}")
+    if kind == "KEY_VALUE":
+        raise ValueError("KEY_VALUE schemas are registered by clients, not over HTTP")
+    data = body.get("schema") or ""
+    properties = body.get("properties") or {}
+    if not isinstance(data, str) or not isinstance(properties, dict):
+        raise ValueError("'schema' must be a string and 'properties' an object")
+    return SchemaData(kind, data.encode(), {str(k): str(v) for k, v in properties.items()})
+
+
+def _read_routes(app: web.Application, service: BrokerService) -> None:
+    def topic(request: web.Request) -> TopicName:
+        return _topic(service, request)
 
     @translate_errors
     async def get_latest(request):
@@ -97,10 +110,19 @@ def add_routes(app: web.Application, service: BrokerService) -> None:
         live = service.schemas.live(topic(request))
         return web.json_response({"getSchemaResponses": [schema_json(s) for s in live]})
 
+    app.router.add_get(f"{BASE}/schema", get_latest)
+    app.router.add_get(f"{BASE}/schema/{{version}}", get_version)
+    app.router.add_get(f"{BASE}/schemas", get_all)
+
+
+def _write_routes(app: web.Application, service: BrokerService) -> None:
+    def topic(request: web.Request) -> TopicName:
+        return _topic(service, request)
+
     @translate_errors
     async def post_schema(request):
         name = topic(request)
-        schema = await payload(request)
+        schema = await _payload(request)
         try:
             version = service.schemas.add(name, schema)
         except InvalidSchemaDataError as exc:
@@ -119,7 +141,7 @@ def add_routes(app: web.Application, service: BrokerService) -> None:
     @translate_errors
     async def test_compatibility(request):
         name = topic(request)
-        schema = await payload(request)
+        schema = await _payload(request)
         strategy = service.schemas.strategy(name)
         try:
             if service.schemas.find_version(name, schema) is None:
@@ -134,16 +156,12 @@ def add_routes(app: web.Application, service: BrokerService) -> None:
     @translate_errors
     async def version_of(request):
         name = topic(request)
-        version = service.schemas.find_version(name, await payload(request))
+        version = service.schemas.find_version(name, await _payload(request))
         if version is None:
             raise _reason(web.HTTPNotFound, "No such schema version")
         return web.json_response({"version": version})
 
-    base = "/admin/v2/schemas/{tenant}/{namespace}/{topic}"
-    app.router.add_get(f"{base}/schema", get_latest)
-    app.router.add_post(f"{base}/schema", post_schema)
-    app.router.add_delete(f"{base}/schema", delete_schema)
-    app.router.add_get(f"{base}/schema/{{version}}", get_version)
-    app.router.add_get(f"{base}/schemas", get_all)
-    app.router.add_post(f"{base}/compatibility", test_compatibility)
-    app.router.add_post(f"{base}/version", version_of)
+    app.router.add_post(f"{BASE}/schema", post_schema)
+    app.router.add_delete(f"{BASE}/schema", delete_schema)
+    app.router.add_post(f"{BASE}/compatibility", test_compatibility)
+    app.router.add_post(f"{BASE}/version", version_of)
