@@ -5,8 +5,9 @@ missing), and the orphans a crash left removed when the managed ledger opens."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from magnetar.storage.config import StorageConfig
 from magnetar.storage.cursor_ledger import (
@@ -22,6 +23,9 @@ from magnetar.storage.damage import DamageLog
 from magnetar.storage.metadata_store import MetadataStore, StoredCursor
 from magnetar.storage.orphans import move_aside
 from magnetar.storage.position import Position
+
+if TYPE_CHECKING:
+    from magnetar.storage.cursor import ManagedCursor
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +48,8 @@ class CursorStores:
         self._config = config
         self._metadata = metadata
         self._damage = damage
+        #: Cursors whose last flush failed (logged once per episode).
+        self._flush_failing: set[str] = set()
 
     def remove_orphans(self, stored: dict[str, StoredCursor]) -> None:
         """Delete or move aside the cursor ledgers no row of ``stored`` names.
@@ -63,6 +69,26 @@ class CursorStores:
                 if path.exists():
                     reason = f"{self.name}: no cursor names this cursor ledger"
                     move_aside(self._config.data_dir, path, reason)
+
+    def persist(self, cursors: Iterable[ManagedCursor], in_use: dict[str, ManagedCursor]) -> None:
+        """Flush each of ``cursors`` that is durable, dirty and in use; one that fails does not stop
+        the others (the first error is raised after)."""
+        failure: Exception | None = None
+        for cursor in cursors:
+            if cursor.durable and cursor.dirty and in_use.get(cursor.name) is cursor:
+                try:
+                    cursor.persist()
+                except Exception as exc:
+                    if cursor.name not in self._flush_failing:  # once per episode
+                        self._flush_failing.add(cursor.name)
+                        log.error("%s: flushing cursor %s failed: %s", self.name, cursor.name, exc)
+                    failure = failure or exc
+                else:
+                    if cursor.name in self._flush_failing:
+                        self._flush_failing.discard(cursor.name)
+                        log.warning("%s: flushing cursor %s works again", self.name, cursor.name)
+        if failure is not None:
+            raise failure
 
     def create(self, cursor: str) -> CursorStore:
         """A new cursor ledger for the cursor ``cursor``."""

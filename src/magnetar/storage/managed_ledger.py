@@ -1,4 +1,10 @@
-"""ManagedLedger: one topic's log, a sequence of ledgers with cursors over it."""
+"""ManagedLedger: one topic's log, a sequence of ledgers with cursors over it.
+
+Here are adds, rollover, group-commit rounds, positions, cursors, trimming and closing; the
+ledger list is rebuilt on open by ``ledger_recovery.py``, cursor ledgers are made and opened by
+``cursor_stores.py``, whether adds are accepted is ``write_gate.py``'s, and reads (with salvage
+of damaged spans) are ``ledger_reads.py``'s.
+"""
 
 from __future__ import annotations
 
@@ -79,7 +85,6 @@ class ManagedLedger:
         self._gate = WriteGate(self.name, DiskSpace(directory, config.min_free_disk_bytes))
         #: A rollover whose metadata is committed but whose new segment is not created yet.
         self._next_ledger: tuple[int, LedgerInfo, float] | None = None
-        self._cursor_flush_failing: set[str] = set()
         self._closed = False
         self._cursors: dict[str, ManagedCursor] = {}
         self._non_durable: weakref.WeakSet[ManagedCursor] = weakref.WeakSet()  # told of damaged entries too
@@ -502,23 +507,8 @@ class ManagedLedger:
 
     def persist_cursors(self, cursors: Iterable[ManagedCursor]) -> None:
         """Flush each dirty cursor; one that fails does not stop the others (its error is raised after)."""
-        failure: Exception | None = None
         with self._lock:
-            for cursor in cursors:
-                if cursor.durable and cursor.dirty and self._cursors.get(cursor.name) is cursor:
-                    try:
-                        cursor.persist()
-                    except Exception as exc:
-                        if cursor.name not in self._cursor_flush_failing:  # once per episode
-                            self._cursor_flush_failing.add(cursor.name)
-                            log.error("%s: flushing cursor %s failed: %s", self.name, cursor.name, exc)
-                        failure = failure or exc
-                    else:
-                        if cursor.name in self._cursor_flush_failing:
-                            self._cursor_flush_failing.discard(cursor.name)
-                            log.warning("%s: flushing cursor %s works again", self.name, cursor.name)
-        if failure is not None:
-            raise failure
+            self._stores.persist(cursors, self._cursors)
 
     # --------------------------------------------------------------- retention
 
