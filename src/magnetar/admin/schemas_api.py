@@ -81,12 +81,9 @@ async def _payload(request: web.Request) -> SchemaData:
 
 
 def _read_routes(app: web.Application, service: BrokerService) -> None:
-    def topic(request: web.Request) -> TopicName:
-        return _topic(service, request)
-
     @translate_errors
     async def get_latest(request):
-        name = topic(request)
+        name = _topic(service, request)
         stored = service.schemas.get(name)
         if stored is None:
             deleted = bool(service.schemas.history(name))
@@ -95,7 +92,7 @@ def _read_routes(app: web.Application, service: BrokerService) -> None:
 
     @translate_errors
     async def get_version(request):
-        name = topic(request)
+        name = _topic(service, request)
         try:
             version = int(request.match_info["version"])
         except ValueError:
@@ -107,7 +104,7 @@ def _read_routes(app: web.Application, service: BrokerService) -> None:
 
     @translate_errors
     async def get_all(request):
-        live = service.schemas.live(topic(request))
+        live = service.schemas.live(_topic(service, request))
         return web.json_response({"getSchemaResponses": [schema_json(s) for s in live]})
 
     app.router.add_get(f"{BASE}/schema", get_latest)
@@ -116,12 +113,9 @@ def _read_routes(app: web.Application, service: BrokerService) -> None:
 
 
 def _write_routes(app: web.Application, service: BrokerService) -> None:
-    def topic(request: web.Request) -> TopicName:
-        return _topic(service, request)
-
     @translate_errors
     async def post_schema(request):
-        name = topic(request)
+        name = _topic(service, request)
         schema = await _payload(request)
         try:
             version = service.schemas.add(name, schema)
@@ -133,14 +127,14 @@ def _write_routes(app: web.Application, service: BrokerService) -> None:
 
     @translate_errors
     async def delete_schema(request):
-        version = service.schemas.delete(topic(request))
+        version = service.schemas.delete(_topic(service, request))
         if version is None:
             raise _reason(web.HTTPNotFound, "Schema not found")
         return web.json_response({"version": version})
 
     @translate_errors
     async def test_compatibility(request):
-        name = topic(request)
+        name = _topic(service, request)
         schema = await _payload(request)
         strategy = service.schemas.strategy(name)
         try:
@@ -155,7 +149,7 @@ def _write_routes(app: web.Application, service: BrokerService) -> None:
 
     @translate_errors
     async def version_of(request):
-        name = topic(request)
+        name = _topic(service, request)
         version = service.schemas.find_version(name, await _payload(request))
         if version is None:
             raise _reason(web.HTTPNotFound, "No such schema version")

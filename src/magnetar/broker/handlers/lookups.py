@@ -14,6 +14,7 @@ from magnetar.broker.handlers.access import (
     refuse_unauthorized,
     topic_name,
 )
+from magnetar.broker.request_errors import error_reply
 from magnetar.broker.topic_name import topics_hash
 from magnetar.protocol import Frame, wire
 from magnetar.protocol.commands import wrap
@@ -31,7 +32,7 @@ def handle_partitioned_metadata(cnx: ServerCnx, frame: Frame) -> None:
         reply.partitions = cnx.service.partitions_of(topic, cmd.metadata_auto_creation_enabled)
         reply.response = wire.CommandPartitionedTopicMetadataResponse.Success
     except BrokerError as exc:
-        _failed(reply, exc)
+        reply = error_reply(frame.type, cmd.request_id, exc.code, str(exc))
     cnx.send_command(wrap(reply))
 
 
@@ -50,17 +51,8 @@ def handle_lookup(cnx: ServerCnx, frame: Frame) -> None:
         reply.authoritative = True
         reply.proxy_through_service_url = False
     except BrokerError as exc:
-        _failed(reply, exc)
+        reply = error_reply(frame.type, cmd.request_id, exc.code, str(exc))
     cnx.send_command(wrap(reply))
-
-
-def _failed(
-    reply: wire.CommandLookupTopicResponse | wire.CommandPartitionedTopicMetadataResponse, exc
-) -> None:
-    """A LOOKUP's or PARTITIONED_METADATA's answer when the request failed (its own error fields)."""
-    reply.response = type(reply).Failed
-    reply.error = exc.code
-    reply.message = str(exc)
 
 
 def handle_get_topics_of_namespace(cnx: ServerCnx, frame: Frame) -> None:
