@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from magnetar.broker.config import BrokerConfig
-from magnetar.broker.connection import PROTOCOL_VERSION, negotiated_version
 from magnetar.broker.errors import NotAllowed
+from magnetar.broker.handlers.handshake import PROTOCOL_VERSION, negotiated_version
 from magnetar.broker.names import MAX_NAME_LENGTH, InvalidName, check_name
 from magnetar.broker.request_errors import TEXT_CHECKED, error_reply
 from magnetar.protocol import wire

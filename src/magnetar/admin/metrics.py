@@ -178,70 +178,103 @@ class BrokerCollector(Collector):
 
     def _topics(self) -> Iterator[Metric]:
         labels = ["cluster", "namespace", "topic"]
-        producers = GaugeMetricFamily("pulsar_producers_count", "Producers of the topic", labels=labels)
-        subscriptions = GaugeMetricFamily(
-            "pulsar_subscriptions_count", "Subscriptions of the topic", labels=labels
-        )
-        consumers = GaugeMetricFamily("pulsar_consumers_count", "Consumers of the topic", labels=labels)
-        backlog = GaugeMetricFamily(
-            "pulsar_msg_backlog", "Messages not yet acknowledged, all subscriptions together", labels=labels
-        )
-        storage = GaugeMetricFamily("pulsar_storage_size", "Bytes the topic's ledgers take", labels=labels)
-        damaged = CounterMetricFamily(
-            "magnetar_storage_damaged_entries",
-            "Entries passed over because their records are damaged, since the topic was loaded",
-            labels=labels,
-        )
-        tails = CounterMetricFamily(
-            "magnetar_storage_dropped_tails",
-            "Torn or damaged log tails that recovery cut off (their bytes kept aside)",
-            labels=labels,
-        )
-        damaged_bytes = CounterMetricFamily(
-            "magnetar_storage_damaged_bytes",
-            "Bytes of damaged records and of the tails cut off",
-            labels=labels,
-        )
-        write_errors = CounterMetricFamily(
-            "magnetar_storage_write_errors",
-            "Sends the topic's storage refused or failed (a full disk, an I/O error) since it was loaded",
-            labels=labels,
-        )
-        writable = GaugeMetricFamily(
-            "magnetar_storage_writable",
-            "1 while the topic's storage accepts writes, 0 while it refuses them (a full disk ...)",
-            labels=labels,
-        )
-        traffic_families = [
-            (
-                GaugeMetricFamily(name, f"{text}, over the last stats interval", labels=labels),
-                attrgetter(field),
-            )
-            for name, (field, text) in _RATES.items()
-        ] + [
-            (CounterMetricFamily(name, text, labels=labels), attrgetter(field))
-            for name, (field, text) in _COUNTERS.items()
+        families = [
+            (kind(name, text, labels=labels), value, persistent_only)
+            for kind, name, text, value, persistent_only in _TOPIC_METRICS
         ]
         for name, topic in list(self.service.topics.items()):
             values = [CLUSTER, str(topic.name.namespace_name), name]
-            subs = list(topic.subscriptions.values())
-            producers.add_metric(values, len(topic.producers))
-            subscriptions.add_metric(values, len(subs))
-            consumers.add_metric(values, sum(len(sub.consumers) for sub in subs))
-            if topic.ml is not None:  # persistent
-                backlog.add_metric(values, sum(sub.cursor.backlog() for sub in subs))
-                storage.add_metric(values, topic.ml.size_bytes())
-                damage = topic.ml.damage
-                damaged.add_metric(values, damage.damaged_entries)
-                tails.add_metric(values, damage.dropped_tails)
-                damaged_bytes.add_metric(values, damage.damaged_bytes)
-                write_errors.add_metric(values, topic.ml.write_errors)
-                writable.add_metric(values, 1 if topic.ml.writable else 0)
-            for family, value in traffic_families:
-                family.add_metric(values, value(topic.traffic))
-        yield from (producers, subscriptions, consumers, backlog, storage, damaged, tails, damaged_bytes)
-        yield from (write_errors, writable)
-        yield from (family for family, _ in traffic_families)
+            for family, value, persistent_only in families:
+                if topic.ml is not None or not persistent_only:
+                    family.add_metric(values, value(topic))
+        for family, _, _ in families:
+            yield family
+
+
+def _traffic(field: str):
+    get = attrgetter(field)
+    return lambda topic: get(topic.traffic)
+
+
+#: A topic's metrics: (family, name, help, its value for a topic, only for persistent topics),
+#: in the order /metrics lists them.
+_TOPIC_METRICS = [
+    (
+        GaugeMetricFamily,
+        "pulsar_producers_count",
+        "Producers of the topic",
+        lambda t: len(t.producers),
+        False,
+    ),
+    (
+        GaugeMetricFamily,
+        "pulsar_subscriptions_count",
+        "Subscriptions of the topic",
+        lambda t: len(t.subscriptions),
+        False,
+    ),
+    (
+        GaugeMetricFamily,
+        "pulsar_consumers_count",
+        "Consumers of the topic",
+        lambda t: sum(len(sub.consumers) for sub in list(t.subscriptions.values())),
+        False,
+    ),
+    (
+        GaugeMetricFamily,
+        "pulsar_msg_backlog",
+        "Messages not yet acknowledged, all subscriptions together",
+        lambda t: sum(sub.cursor.backlog() for sub in list(t.subscriptions.values())),
+        True,
+    ),
+    (
+        GaugeMetricFamily,
+        "pulsar_storage_size",
+        "Bytes the topic's ledgers take",
+        lambda t: t.ml.size_bytes(),
+        True,
+    ),
+    (
+        CounterMetricFamily,
+        "magnetar_storage_damaged_entries",
+        "Entries passed over because their records are damaged, since the topic was loaded",
+        lambda t: t.ml.damage.damaged_entries,
+        True,
+    ),
+    (
+        CounterMetricFamily,
+        "magnetar_storage_dropped_tails",
+        "Torn or damaged log tails that recovery cut off (their bytes kept aside)",
+        lambda t: t.ml.damage.dropped_tails,
+        True,
+    ),
+    (
+        CounterMetricFamily,
+        "magnetar_storage_damaged_bytes",
+        "Bytes of damaged records and of the tails cut off",
+        lambda t: t.ml.damage.damaged_bytes,
+        True,
+    ),
+    (
+        CounterMetricFamily,
+        "magnetar_storage_write_errors",
+        "Sends the topic's storage refused or failed (a full disk, an I/O error) since it was loaded",
+        lambda t: t.ml.write_errors,
+        True,
+    ),
+    (
+        GaugeMetricFamily,
+        "magnetar_storage_writable",
+        "1 while the topic's storage accepts writes, 0 while it refuses them (a full disk ...)",
+        lambda t: 1 if t.ml.writable else 0,
+        True,
+    ),
+    *(
+        (GaugeMetricFamily, name, f"{text}, over the last stats interval", _traffic(field), False)
+        for name, (field, text) in _RATES.items()
+    ),
+    *((CounterMetricFamily, name, text, _traffic(field), False) for name, (field, text) in _COUNTERS.items()),
+]
 
 
 def counts_by(name: str, documentation: str, label: str, counts: Mapping[str, int]) -> CounterMetricFamily:

@@ -49,31 +49,41 @@ def _reason(status: type[web.HTTPException], message: str) -> web.HTTPException:
     return status(text=json.dumps({"reason": message}), content_type="application/json")
 
 
+BASE = "/admin/v2/schemas/{tenant}/{namespace}/{topic}"
+
+
 def add_routes(app: web.Application, service: BrokerService) -> None:
-    def topic(request: web.Request) -> TopicName:
-        m = request.match_info
-        name = TopicName.parse(f"persistent://{m['tenant']}/{m['namespace']}/{m['topic']}")
-        service.namespaces.policies(name.namespace_name)  # 404 for an unknown namespace
-        return name
+    _read_routes(app, service)
+    _write_routes(app, service)
 
-    async def payload(request: web.Request) -> SchemaData:
-        body = await json_body(request)
-        if not isinstance(body, dict):
-            raise ValueError('the body must be {"type": ..., "schema": ..., "properties": {...}}')
-        kind = body.get("type")
-        if kind not in TYPE_NAMES:
-            raise ValueError(f"unknown schema type {kind!r}; one of {', '.join(sorted(TYPE_NAMES))}")
-        if kind == "KEY_VALUE":
-            raise ValueError("KEY_VALUE schemas are registered by clients, not over HTTP")
-        data = body.get("schema") or ""
-        properties = body.get("properties") or {}
-        if not isinstance(data, str) or not isinstance(properties, dict):
-            raise ValueError("'schema' must be a string and 'properties' an object")
-        return SchemaData(kind, data.encode(), {str(k): str(v) for k, v in properties.items()})
 
+def _topic(service: BrokerService, request: web.Request) -> TopicName:
+    m = request.match_info
+    name = TopicName.parse(f"persistent://{m['tenant']}/{m['namespace']}/{m['topic']}")
+    service.namespaces.policies(name.namespace_name)  # 404 for an unknown namespace
+    return name
+
+
+async def _payload(request: web.Request) -> SchemaData:
+    body = await json_body(request)
+    if not isinstance(body, dict):
+        raise ValueError('the body must be {"type": ..., "schema": ..., "properties": {...}}')
+    kind = body.get("type")
+    if kind not in TYPE_NAMES:
+        raise ValueError(f"unknown schema type {kind!r}; one of {', '.join(sorted(TYPE_NAMES))}")
+    if kind == "KEY_VALUE":
+        raise ValueError("KEY_VALUE schemas are registered by clients, not over HTTP")
+    data = body.get("schema") or ""
+    properties = body.get("properties") or {}
+    if not isinstance(data, str) or not isinstance(properties, dict):
+        raise ValueError("'schema' must be a string and 'properties' an object")
+    return SchemaData(kind, data.encode(), {str(k): str(v) for k, v in properties.items()})
+
+
+def _read_routes(app: web.Application, service: BrokerService) -> None:
     @translate_errors
     async def get_latest(request):
-        name = topic(request)
+        name = _topic(service, request)
         stored = service.schemas.get(name)
         if stored is None:
             deleted = bool(service.schemas.history(name))
@@ -82,7 +92,7 @@ def add_routes(app: web.Application, service: BrokerService) -> None:
 
     @translate_errors
     async def get_version(request):
-        name = topic(request)
+        name = _topic(service, request)
         try:
             version = int(request.match_info["version"])
         except ValueError:
@@ -94,13 +104,19 @@ def add_routes(app: web.Application, service: BrokerService) -> None:
 
     @translate_errors
     async def get_all(request):
-        live = service.schemas.live(topic(request))
+        live = service.schemas.live(_topic(service, request))
         return web.json_response({"getSchemaResponses": [schema_json(s) for s in live]})
 
+    app.router.add_get(f"{BASE}/schema", get_latest)
+    app.router.add_get(f"{BASE}/schema/{{version}}", get_version)
+    app.router.add_get(f"{BASE}/schemas", get_all)
+
+
+def _write_routes(app: web.Application, service: BrokerService) -> None:
     @translate_errors
     async def post_schema(request):
-        name = topic(request)
-        schema = await payload(request)
+        name = _topic(service, request)
+        schema = await _payload(request)
         try:
             version = service.schemas.add(name, schema)
         except InvalidSchemaDataError as exc:
@@ -111,15 +127,15 @@ def add_routes(app: web.Application, service: BrokerService) -> None:
 
     @translate_errors
     async def delete_schema(request):
-        version = service.schemas.delete(topic(request))
+        version = service.schemas.delete(_topic(service, request))
         if version is None:
             raise _reason(web.HTTPNotFound, "Schema not found")
         return web.json_response({"version": version})
 
     @translate_errors
     async def test_compatibility(request):
-        name = topic(request)
-        schema = await payload(request)
+        name = _topic(service, request)
+        schema = await _payload(request)
         strategy = service.schemas.strategy(name)
         try:
             if service.schemas.find_version(name, schema) is None:
@@ -133,17 +149,13 @@ def add_routes(app: web.Application, service: BrokerService) -> None:
 
     @translate_errors
     async def version_of(request):
-        name = topic(request)
-        version = service.schemas.find_version(name, await payload(request))
+        name = _topic(service, request)
+        version = service.schemas.find_version(name, await _payload(request))
         if version is None:
             raise _reason(web.HTTPNotFound, "No such schema version")
         return web.json_response({"version": version})
 
-    base = "/admin/v2/schemas/{tenant}/{namespace}/{topic}"
-    app.router.add_get(f"{base}/schema", get_latest)
-    app.router.add_post(f"{base}/schema", post_schema)
-    app.router.add_delete(f"{base}/schema", delete_schema)
-    app.router.add_get(f"{base}/schema/{{version}}", get_version)
-    app.router.add_get(f"{base}/schemas", get_all)
-    app.router.add_post(f"{base}/compatibility", test_compatibility)
-    app.router.add_post(f"{base}/version", version_of)
+    app.router.add_post(f"{BASE}/schema", post_schema)
+    app.router.add_delete(f"{BASE}/schema", delete_schema)
+    app.router.add_post(f"{BASE}/compatibility", test_compatibility)
+    app.router.add_post(f"{BASE}/version", version_of)

@@ -39,73 +39,104 @@ def message_id_data(body: object) -> tuple[wire.MessageIdData, int]:
     return msg_id, partition
 
 
+BASE = "/admin/v2/persistent/{tenant}/{namespace}/{topic}/subscription/{subscription}"
+
+
 def add_routes(app: web.Application, service: BrokerService) -> None:
-    def topics(request: web.Request, domain: str, partition: int = -1) -> list[PersistentTopic]:
-        """The topic, or every partition of a partitioned one (only ``partition`` if given: a
-        message id names one), loaded on the way."""
-        name = topic_of(request, domain)
-        service.check_namespace(name)
-        count = service.namespaces.partitions(str(name))
-        if count and partition >= count:
-            raise ValueError(f"partition {partition} of {name}, which has {count}")
-        chosen = [partition] if partition >= 0 else range(count)
-        names = [name.partition(i) for i in chosen] if count else [name]
-        return [service.get_topic(n, create=False) for n in names]
+    _list_routes(app, service)
+    _lifecycle_routes(app, service)
+    _cursor_routes(app, service)
 
-    def on_each(action: Callable[[PersistentTopic, Subscription, web.Request], None]):
-        """A handler that applies ``action`` to the named subscription of every topic."""
 
-        @translate_errors
-        async def handler(request: web.Request) -> web.Response:
-            for topic in topics(request, "persistent"):
-                action(topic, topic.subscription(request.match_info["subscription"]), request)
-            return no_content()
+def _topics(
+    service: BrokerService, request: web.Request, domain: str, partition: int = -1
+) -> list[PersistentTopic]:
+    """The topic, or every partition of a partitioned one (only ``partition`` if given: a
+    message id names one), loaded on the way."""
+    name = topic_of(request, domain)
+    service.check_namespace(name)
+    count = service.namespaces.partitions(str(name))
+    if count and partition >= count:
+        raise ValueError(f"partition {partition} of {name}, which has {count}")
+    chosen = [partition] if partition >= 0 else range(count)
+    names = [name.partition(i) for i in chosen] if count else [name]
+    return [service.get_topic(n, create=False) for n in names]
 
-        return handler
 
+def _list_routes(app: web.Application, service: BrokerService) -> None:
     for domain in ("persistent", "non-persistent"):
 
         @translate_errors
         async def list_subscriptions(request: web.Request, domain: str = domain) -> web.Response:
-            names = {name for topic in topics(request, domain) for name in topic.subscriptions}
+            names = {name for topic in _topics(service, request, domain) for name in topic.subscriptions}
             return web.json_response(sorted(names))
 
         app.router.add_get(
             f"/admin/v2/{domain}/{{tenant}}/{{namespace}}/{{topic}}/subscriptions", list_subscriptions
         )
 
-    base = "/admin/v2/persistent/{tenant}/{namespace}/{topic}/subscription/{subscription}"
 
+def _lifecycle_routes(app: web.Application, service: BrokerService) -> None:
     @translate_errors
     async def create(request: web.Request) -> web.Response:
         msg_id, partition = message_id_data(await json_body(request, default=_LATEST))
         # Refused (400) as the binary protocol refuses it.
         check_name(request.match_info["subscription"], "subscription name")
-        for topic in topics(request, "persistent", partition):
+        for topic in _topics(service, request, "persistent", partition):
             topic.create_subscription(request.match_info["subscription"], topic.seek_position(msg_id))
         return no_content()
 
     @translate_errors
     async def delete(request: web.Request) -> web.Response:
         force = request.query.get("force", "false").lower() == "true"
-        for topic in topics(request, "persistent"):
+        for topic in _topics(service, request, "persistent"):
             topic.drop_subscription(request.match_info["subscription"], force=force)
         return no_content()
 
-    def skip(topic: PersistentTopic, subscription: Subscription, request: web.Request) -> None:
-        count = int(request.match_info["count"])
-        if count < 0:
-            raise ValueError("the number of messages to skip must not be negative")
-        subscription.skip(count)
+    app.router.add_put(BASE, create)
+    app.router.add_delete(BASE, delete)
 
-    def reset_to_time(topic: PersistentTopic, subscription: Subscription, request: web.Request) -> None:
-        subscription.reset_cursor(topic.find_position_by_time(int(request.match_info["timestamp"])))
 
+Action = Callable[["PersistentTopic", "Subscription", web.Request], None]
+
+
+def _on_each(service: BrokerService, action: Action):
+    """A handler that applies ``action`` to the named subscription of every topic."""
+
+    @translate_errors
+    async def handler(request: web.Request) -> web.Response:
+        for topic in _topics(service, request, "persistent"):
+            action(topic, topic.subscription(request.match_info["subscription"]), request)
+        return no_content()
+
+    return handler
+
+
+def _clear_backlog(topic: PersistentTopic, subscription: Subscription, request: web.Request) -> None:
+    subscription.clear_backlog()
+
+
+def _skip(topic: PersistentTopic, subscription: Subscription, request: web.Request) -> None:
+    count = int(request.match_info["count"])
+    if count < 0:
+        raise ValueError("the number of messages to skip must not be negative")
+    subscription.skip(count)
+
+
+def _reset_to_time(topic: PersistentTopic, subscription: Subscription, request: web.Request) -> None:
+    subscription.reset_cursor(topic.find_position_by_time(int(request.match_info["timestamp"])))
+
+
+def _expire(topic: PersistentTopic, subscription: Subscription, request: web.Request) -> None:
+    topic.expire_older_than(int(request.match_info["seconds"]), [subscription])
+
+
+def _cursor_routes(app: web.Application, service: BrokerService) -> None:
     @translate_errors
     async def reset_to_message(request: web.Request) -> web.Response:
         msg_id, partition = message_id_data(await json_body(request))
         excluded = request.query.get("isExcluded", "false").lower() == "true"
-        for topic in topics(request, "persistent", partition):
+        for topic in _topics(service, request, "persistent", partition):
             subscription = topic.subscription(request.match_info["subscription"])
             position = topic.seek_position(msg_id)
             if excluded:
@@ -113,22 +144,17 @@ def add_routes(app: web.Application, service: BrokerService) -> None:
             subscription.reset_cursor(position)
         return no_content()
 
-    def expire(topic: PersistentTopic, subscription: Subscription, request: web.Request) -> None:
-        topic.expire_older_than(int(request.match_info["seconds"]), [subscription])
-
     @translate_errors
     async def expire_all(request: web.Request) -> web.Response:
-        for topic in topics(request, "persistent"):
+        for topic in _topics(service, request, "persistent"):
             topic.expire_older_than(int(request.match_info["seconds"]))
         return no_content()
 
-    app.router.add_put(base, create)
-    app.router.add_delete(base, delete)
-    app.router.add_post(f"{base}/skip_all", on_each(lambda topic, sub, request: sub.clear_backlog()))
-    app.router.add_post(f"{base}/skip/{{count:-?[0-9]+}}", on_each(skip))
-    app.router.add_post(f"{base}/resetcursor/{{timestamp:[0-9]+}}", on_each(reset_to_time))
-    app.router.add_post(f"{base}/resetcursor", reset_to_message)
-    app.router.add_post(f"{base}/expireMessages/{{seconds:[0-9]+}}", on_each(expire))
+    app.router.add_post(f"{BASE}/skip_all", _on_each(service, _clear_backlog))
+    app.router.add_post(f"{BASE}/skip/{{count:-?[0-9]+}}", _on_each(service, _skip))
+    app.router.add_post(f"{BASE}/resetcursor/{{timestamp:[0-9]+}}", _on_each(service, _reset_to_time))
+    app.router.add_post(f"{BASE}/resetcursor", reset_to_message)
+    app.router.add_post(f"{BASE}/expireMessages/{{seconds:[0-9]+}}", _on_each(service, _expire))
     app.router.add_post(
         "/admin/v2/persistent/{tenant}/{namespace}/{topic}/all_subscription/expireMessages/{seconds:[0-9]+}",
         expire_all,

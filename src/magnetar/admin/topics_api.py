@@ -22,84 +22,104 @@ if TYPE_CHECKING:
 
 def add_routes(app: web.Application, service: BrokerService) -> None:
     for domain in ("persistent", "non-persistent"):
-        base = f"/admin/v2/{domain}/{{tenant}}/{{namespace}}"
+        _listing_routes(app, service, domain)
+        _partitioned_routes(app, service, domain)
+        _topic_routes(app, service, domain)
+    _termination_routes(app, service)
 
-        def handlers(domain: str = domain):
-            @translate_errors
-            async def create_partitioned(request):
-                count = await json_body(request)
-                if not isinstance(count, int) or count < 1:
-                    raise ValueError("the body must be the number of partitions, at least 1")
-                service.create_partitioned_topic(topic_of(request, domain), count)
-                return no_content()
 
-            @translate_errors
-            async def update_partitioned(request):
-                count = await json_body(request)
-                if not isinstance(count, int) or count < 1:
-                    raise ValueError("the body must be the number of partitions, at least 1")
-                service.update_partitioned_topic(topic_of(request, domain), count)
-                return no_content()
+def _base(domain: str) -> str:
+    return f"/admin/v2/{domain}/{{tenant}}/{{namespace}}"
 
-            @translate_errors
-            async def get_partitioned(request):
-                name = topic_of(request, domain)
-                service.check_namespace(name)
-                return web.json_response({"partitions": service.namespaces.partitions(str(name))})
 
-            @translate_errors
-            async def delete_partitioned(request):
-                service.delete_partitioned_topic(topic_of(request, domain))
-                return no_content()
+def _namespace(service: BrokerService, request: web.Request) -> str:
+    """The namespace a request names (404 if there is no such namespace)."""
+    m = request.match_info
+    namespace = f"{m['tenant']}/{m['namespace']}"
+    service.namespaces.policies(namespace)
+    return namespace
 
-            @translate_errors
-            async def create_topic(request):
-                service.create_topic(topic_of(request, domain))
-                return no_content()
 
-            @translate_errors
-            async def delete_topic(request):
-                service.delete_topic(topic_of(request, domain))
-                return no_content()
+def _listing_routes(app: web.Application, service: BrokerService, domain: str) -> None:
+    @translate_errors
+    async def list_topics(request):
+        namespace = _namespace(service, request)
+        prefix = f"{domain}://"
+        return web.json_response([t for t in service.topics_of_namespace(namespace) if t.startswith(prefix)])
 
-            @translate_errors
-            async def list_topics(request):
-                m = request.match_info
-                namespace = f"{m['tenant']}/{m['namespace']}"
-                service.namespaces.policies(namespace)
-                prefix = f"{domain}://"
-                return web.json_response(
-                    [t for t in service.topics_of_namespace(namespace) if t.startswith(prefix)]
-                )
+    @translate_errors
+    async def list_partitioned(request):
+        namespace = _namespace(service, request)
+        return web.json_response(service.namespaces.partitioned_topics(namespace, domain))
 
-            @translate_errors
-            async def list_partitioned(request):
-                m = request.match_info
-                namespace = f"{m['tenant']}/{m['namespace']}"
-                service.namespaces.policies(namespace)
-                return web.json_response(service.namespaces.partitioned_topics(namespace, domain))
+    app.router.add_get(_base(domain), list_topics)
+    app.router.add_get(f"{_base(domain)}/partitioned", list_partitioned)
 
-            return locals()
 
-        h = handlers()
-        app.router.add_get(base, h["list_topics"])
-        app.router.add_get(f"{base}/partitioned", h["list_partitioned"])
-        app.router.add_put(f"{base}/{{topic}}/partitions", h["create_partitioned"])
-        app.router.add_post(f"{base}/{{topic}}/partitions", h["update_partitioned"])
-        app.router.add_get(f"{base}/{{topic}}/partitions", h["get_partitioned"])
-        app.router.add_delete(f"{base}/{{topic}}/partitions", h["delete_partitioned"])
-        app.router.add_put(f"{base}/{{topic}}", h["create_topic"])
-        app.router.add_delete(f"{base}/{{topic}}", h["delete_topic"])
+async def _partition_count(request: web.Request) -> int:
+    count = await json_body(request)
+    if not isinstance(count, int) or count < 1:
+        raise ValueError("the body must be the number of partitions, at least 1")
+    return count
 
-    def message_id_json(position, partition: int) -> dict:
-        return {"ledgerId": position.ledger_id, "entryId": position.entry_id, "partitionIndex": partition}
 
+def _partitioned_routes(app: web.Application, service: BrokerService, domain: str) -> None:
+    @translate_errors
+    async def create_partitioned(request):
+        count = await _partition_count(request)
+        service.create_partitioned_topic(topic_of(request, domain), count)
+        return no_content()
+
+    @translate_errors
+    async def update_partitioned(request):
+        count = await _partition_count(request)
+        service.update_partitioned_topic(topic_of(request, domain), count)
+        return no_content()
+
+    @translate_errors
+    async def get_partitioned(request):
+        name = topic_of(request, domain)
+        service.check_namespace(name)
+        return web.json_response({"partitions": service.namespaces.partitions(str(name))})
+
+    @translate_errors
+    async def delete_partitioned(request):
+        service.delete_partitioned_topic(topic_of(request, domain))
+        return no_content()
+
+    path = f"{_base(domain)}/{{topic}}/partitions"
+    app.router.add_put(path, create_partitioned)
+    app.router.add_post(path, update_partitioned)
+    app.router.add_get(path, get_partitioned)
+    app.router.add_delete(path, delete_partitioned)
+
+
+def _topic_routes(app: web.Application, service: BrokerService, domain: str) -> None:
+    @translate_errors
+    async def create_topic(request):
+        service.create_topic(topic_of(request, domain))
+        return no_content()
+
+    @translate_errors
+    async def delete_topic(request):
+        service.delete_topic(topic_of(request, domain))
+        return no_content()
+
+    app.router.add_put(f"{_base(domain)}/{{topic}}", create_topic)
+    app.router.add_delete(f"{_base(domain)}/{{topic}}", delete_topic)
+
+
+def _message_id_json(position, partition: int) -> dict:
+    return {"ledgerId": position.ledger_id, "entryId": position.entry_id, "partitionIndex": partition}
+
+
+def _termination_routes(app: web.Application, service: BrokerService) -> None:
     @translate_errors
     async def terminate(request):
         topic = single_topic(
             service, request, "persistent", "terminate its partitions (.../terminate/partitions)"
         )
-        return web.json_response(message_id_json(await topic.terminate(), topic.name.partition_index))
+        return web.json_response(_message_id_json(await topic.terminate(), topic.name.partition_index))
 
     @translate_errors
     async def terminate_partitions(request):
@@ -112,7 +132,7 @@ def add_routes(app: web.Application, service: BrokerService) -> None:
             str(topic.name.partition_index): position
             for topic, position in zip(topics, positions, strict=True)
         }
-        return web.json_response({i: message_id_json(position, int(i)) for i, position in last.items()})
+        return web.json_response({i: _message_id_json(position, int(i)) for i, position in last.items()})
 
     topic_base = "/admin/v2/persistent/{tenant}/{namespace}/{topic}"
     app.router.add_post(f"{topic_base}/terminate", terminate)

@@ -52,7 +52,6 @@ class NonPersistentSubscription:
         self.broadcast = False
         self.consumers: list[Consumer] = []
         self.dispatcher = None
-        self.messages_dropped = 0
         self.traffic = Traffic()
         self._next = 0
         self._selector: AutoSplitSelector | StickySelector | None = None
@@ -129,18 +128,15 @@ class NonPersistentSubscription:
         return None
 
     def deliver(self, item: DispatchEntry) -> None:
+        """Send ``item`` to the consumers that can take it now; nothing is kept for the others."""
         if self.broadcast:
             for consumer in self.consumers:
                 if consumer.permits > 0 and consumer.writable:
                     consumer.send_entries([item], {})
-                else:
-                    self.messages_dropped += item.num_messages
             return
         target = self._target(item)
-        if target is None or target.permits <= 0 or not target.writable:
-            self.messages_dropped += item.num_messages
-            return
-        target.send_entries([item], {})
+        if target is not None and target.permits > 0 and target.writable:
+            target.send_entries([item], {})
 
 
 class NonPersistentTopic:

@@ -29,26 +29,22 @@ TEXT_CHECKED = frozenset(
 )
 
 
+#: Requests answered by a reply of their own that says Failed (its error and message fields) ...
+_FAILED_REPLIES = {
+    T.LOOKUP: wire.CommandLookupTopicResponse,
+    T.PARTITIONED_METADATA: wire.CommandPartitionedTopicMetadataResponse,
+}
+#: ... and those answered by a reply of their own with error_code and error_message.
+_ERROR_CODE_REPLIES = {
+    T.GET_SCHEMA: wire.CommandGetSchemaResponse,
+    T.GET_OR_CREATE_SCHEMA: wire.CommandGetOrCreateSchemaResponse,
+}
+
+
 def error_reply(cmd_type: int, request_id: int, code: int, message: str) -> Message:
     """The error answer to request ``cmd_type`` in the form its client waits for."""
-    if cmd_type == T.LOOKUP:
-        return wire.CommandLookupTopicResponse(
-            request_id=request_id,
-            response=wire.CommandLookupTopicResponse.Failed,
-            error=code,
-            message=message,
-        )
-    if cmd_type == T.PARTITIONED_METADATA:
-        return wire.CommandPartitionedTopicMetadataResponse(
-            request_id=request_id,
-            response=wire.CommandPartitionedTopicMetadataResponse.Failed,
-            error=code,
-            message=message,
-        )
-    if cmd_type == T.GET_SCHEMA:
-        return wire.CommandGetSchemaResponse(request_id=request_id, error_code=code, error_message=message)
-    if cmd_type == T.GET_OR_CREATE_SCHEMA:
-        return wire.CommandGetOrCreateSchemaResponse(
-            request_id=request_id, error_code=code, error_message=message
-        )
+    if (failed := _FAILED_REPLIES.get(cmd_type)) is not None:
+        return failed(request_id=request_id, response=failed.Failed, error=code, message=message)
+    if (reply := _ERROR_CODE_REPLIES.get(cmd_type)) is not None:
+        return reply(request_id=request_id, error_code=code, error_message=message)
     return wire.CommandError(request_id=request_id, error=code, message=message)

@@ -6,8 +6,12 @@ internalStats. Each damaged entry is logged once; the list of places is bounded.
 
 from __future__ import annotations
 
+import logging
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass
+
+log = logging.getLogger(__name__)
 
 #: The places kept for internalStats; the counts go on past it.
 MAX_RECENT = 100
@@ -87,6 +91,23 @@ class DamageLog:
         self.recent.append(damage)
         return True
 
+    def note(self, owner: str, places: Iterable[Damage]) -> None:
+        """Count and log (once each) damage found in ``owner``'s files; a run of damaged entries
+        in one ledger is one log line."""
+        run: list[Damage] = []
+        for place in places:
+            if not self.add(place):
+                continue
+            if place.entry_id is None:
+                log.warning("%s: %s", owner, place.describe())
+                continue
+            if run and (run[-1].ledger_id, run[-1].entry_id + 1) != (place.ledger_id, place.entry_id):
+                _log_run(owner, run)
+                run = []
+            run.append(place)
+        if run:
+            _log_run(owner, run)
+
     def stats(self) -> dict:
         return {
             "damagedEntries": self.damaged_entries,
@@ -95,3 +116,21 @@ class DamageLog:
             "damagedBytes": self.damaged_bytes,
             "places": [d.as_json() for d in self.recent],
         }
+
+
+def _log_run(owner: str, run: list[Damage]) -> None:
+    if len(run) == 1:
+        log.warning("%s: %s", owner, run[0].describe())
+        return
+    first, last = run[0], run[-1]
+    log.warning(
+        "%s: entries %d:%d..%d:%d are damaged (%d bytes from offset %d of ledger %d's log); they are skipped",
+        owner,
+        first.ledger_id,
+        first.entry_id,
+        last.ledger_id,
+        last.entry_id,
+        sum(place.size for place in run),
+        first.offset,
+        first.ledger_id,
+    )

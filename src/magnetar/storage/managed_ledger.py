@@ -1,9 +1,14 @@
-"""ManagedLedger: one topic's log, a sequence of ledgers with cursors over it."""
+"""ManagedLedger: one topic's log, a sequence of ledgers with cursors over it.
+
+Here are adds, rollover, group-commit rounds, positions, cursors, trimming and closing; the
+ledger list is rebuilt on open by ``ledger_recovery.py``, cursor ledgers are made and opened by
+``cursor_stores.py``, whether adds are accepted is ``write_gate.py``'s, and reads (with salvage
+of damaged spans) are ``ledger_reads.py``'s.
+"""
 
 from __future__ import annotations
 
 import logging
-import re
 import threading
 import time
 import weakref
@@ -14,42 +19,24 @@ from pathlib import Path
 from magnetar.storage.callbacks import DurableCallback, Notify, dispatch
 from magnetar.storage.config import StorageConfig
 from magnetar.storage.cursor import ManagedCursor
-from magnetar.storage.cursor_ledger import (
-    CURSORS_DIR,
-    cursor_ledger_ids,
-    cursor_ledger_paths,
-    delete_cursor_ledger_files,
-    read_owner,
-    write_owner,
-)
 from magnetar.storage.cursor_state import CursorState
-from magnetar.storage.cursor_store import CursorStore
+from magnetar.storage.cursor_stores import CursorStores
 from magnetar.storage.damage import Damage, DamageLog
-from magnetar.storage.disk_space import DiskSpace, is_out_of_space
+from magnetar.storage.disk_space import DiskSpace
 from magnetar.storage.entry import Entry, EntryData
 from magnetar.storage.entry_cache import EntryCache
-from magnetar.storage.errors import (
-    CorruptionError,
-    EntryNotFoundError,
-    ManagedLedgerFencedError,
-    StorageClosedError,
-    StorageError,
-    StorageFullError,
-)
+from magnetar.storage.errors import EntryNotFoundError, StorageClosedError, StorageError
 from magnetar.storage.ledger_info import LedgerInfo
-from magnetar.storage.ledger_list import LedgerList
-from magnetar.storage.metadata_store import ManagedLedgerRecord, MetadataStore, StoredCursor
-from magnetar.storage.orphans import move_aside
+from magnetar.storage.ledger_reads import LedgerReader
+from magnetar.storage.ledger_recovery import recover_ledgers, remove_orphan_segments
+from magnetar.storage.metadata_store import ManagedLedgerRecord, MetadataStore
 from magnetar.storage.position import Position
 from magnetar.storage.retention import consumed_ledgers, past_retention
 from magnetar.storage.segment import Segment, SegmentReaders, delete_segment_files
 from magnetar.storage.syncer import Syncer
+from magnetar.storage.write_gate import WriteGate
 
 log = logging.getLogger(__name__)
-
-_SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|idx)$")
-#: After a failed fsync, writes are tried again no sooner than this (bounds retries and log lines).
-RESUME_DELAY_S = 1.0
 
 
 class ManagedLedger:
@@ -80,7 +67,6 @@ class ManagedLedger:
         self.name = record.name
         self._id = record.ml_id
         self._dir = directory
-        self._cursor_dir = directory / CURSORS_DIR
         self._config = config
         self._metadata = metadata
         self._syncer = syncer
@@ -92,32 +78,27 @@ class ManagedLedger:
         self._preallocate = config.preallocate_bytes if config.fsync_policy == "always" else 0
         self._lock = threading.RLock()
         self._round_lock = threading.RLock()  # one group-commit round at a time keeps callbacks in order
-        self._ledgers = LedgerList()
-        self._infos: dict[int, LedgerInfo] = {}
         self._readers = SegmentReaders(directory)
         self._pending: list[tuple[Position, DurableCallback | None]] = []
         self._pending_segments: list[Segment] = []
-        self._failure: Exception | None = None
-        self._failed_at = 0.0
-        self._space = DiskSpace(directory, config.min_free_disk_bytes)
-        #: Why adds are refused now (None: they are accepted); logged once per episode.
-        self._refusing: str | None = None
-        self._refusing_since = 0.0
-        self._refused_in_episode = 0
-        #: Adds refused or failed for lack of space or an I/O error, since opening (for /metrics).
-        self.write_errors = 0
+        #: Whether adds are accepted now (a full disk, a failed fsync), see write_gate.py.
+        self._gate = WriteGate(self.name, DiskSpace(directory, config.min_free_disk_bytes))
         #: A rollover whose metadata is committed but whose new segment is not created yet.
         self._next_ledger: tuple[int, LedgerInfo, float] | None = None
-        self._cursor_flush_failing: set[str] = set()
         self._closed = False
         self._cursors: dict[str, ManagedCursor] = {}
         self._non_durable: weakref.WeakSet[ManagedCursor] = weakref.WeakSet()  # told of damaged entries too
         self._non_durable_seq = 0
         self.damage = DamageLog()
+        self._stores = CursorStores(self.name, self._id, directory, config, metadata, self.damage)
+        self._reader = LedgerReader(self._id, cache, self._segment_for, self._damaged_read)
         #: The managed ledger's properties, read once here: reads need no metadata query (and no
         #: wait for its lock behind another thread's commit); writes go through to the store.
         self._properties = metadata.properties(record.ml_id)
-        self._current = self._recover()
+        self._infos, self._ledgers, self._current = recover_ledgers(
+            metadata, self._id, directory, self._preallocate, syncer, self._note_damage
+        )
+        remove_orphan_segments(directory, self._ledgers, config.data_dir, self.name)
         self._last_added = self._last_confirmed = self._ledgers.last_position()
         self._load_cursors()
 
@@ -126,136 +107,14 @@ class ManagedLedger:
 
     # ---------------------------------------------------------------- recovery
 
-    def _recover(self) -> Segment:
-        """Rebuild the ledger list; the open ledger's tail is checked and a torn record cut off.
-
-        Closed ledgers' entry counts come from the metadata store. The open
-        ledger, which is always the last, is recovered from its files and stays
-        the one appended to, so restarts do not pile up ledgers.
-        """
-        infos = self._metadata.ledgers(self._id)
-        current = infos.pop() if infos and not infos[-1].closed else None
-        for info in infos:
-            if not info.closed:  # cannot happen (rollover is one commit); if it did, keep what is there
-                segment = Segment.recover(self._dir, info.ledger_id)
-                self._note_damage(segment.damage)
-                self._syncer.count(segment.close())
-                info = replace(info, entries=segment.entries, size_bytes=segment.size_bytes, closed=True)
-                info = replace(info, closed_at=time.time())
-                self._metadata.update_ledger(info)
-            self._infos[info.ledger_id] = info
-            self._ledgers.append(info.ledger_id, info.entries)
-        if current is None:
-            now = time.time()
-            current = LedgerInfo(self._metadata.create_ledger(self._id, now), 0, 0, now, False)
-            segment = Segment.create(self._dir, current.ledger_id, self._preallocate)
-        else:
-            segment = Segment.recover(self._dir, current.ledger_id, self._preallocate)
-            self._note_damage(segment.damage)
-        self._infos[current.ledger_id] = current
-        self._ledgers.append(current.ledger_id, segment.entries)
-        self._remove_orphan_files()
-        return segment
-
-    def _remove_orphan_files(self) -> None:
-        """Account for segment files no ledger row owns.
-
-        Trim deletes the oldest ledgers (rows first, in one commit, then files), so a file older
-        than every ledger left is what a crash in the middle of a trim leaves: it is deleted, as
-        retention meant. Any other such file cannot be explained and is moved aside.
-        """
-        first = self._ledgers.ids()[0]
-        for path in sorted(self._dir.iterdir()):
-            match = _SEGMENT_FILE.match(path.name)
-            if not match or int(match.group(1)) in self._ledgers:
-                continue
-            if int(match.group(1)) < first:
-                path.unlink(missing_ok=True)
-            else:
-                move_aside(self._config.data_dir, path, f"{self.name}: no ledger row owns this segment file")
-
     def _load_cursors(self) -> None:
-        """Recover each durable cursor from its cursor ledger; those in the earlier JSON form are migrated.
-
-        A cursor ledger no row names, with an id this metadata store handed out, is what a crash
-        while creating, rolling or deleting a cursor leaves (its state is in the cursor ledger the
-        row names, or the cursor was never confirmed, or it was deleted): it is deleted. One with
-        a higher id comes from elsewhere and is moved aside.
-        """
+        """Recover each durable cursor from its cursor ledger (those in the earlier JSON form are
+        migrated); cursor ledgers no cursor names are removed (``CursorStores.remove_orphans``)."""
         stored = self._metadata.cursors(self._id)
-        in_use = {row.cursor_ledger for row in stored.values() if row.cursor_ledger is not None}
-        last_id = self._metadata.last_ledger_id()
-        for orphan in sorted(cursor_ledger_ids(self._cursor_dir) - in_use):
-            if orphan <= last_id:
-                delete_cursor_ledger_files(self._cursor_dir, orphan)
-            else:
-                for path in cursor_ledger_paths(self._cursor_dir, orphan):
-                    if path.exists():
-                        reason = f"{self.name}: no cursor names this cursor ledger"
-                        move_aside(self._config.data_dir, path, reason)
+        self._stores.remove_orphans(stored)
         for name, row in stored.items():
-            store = self._open_cursor_store(name, row)
-            self._cursors[name] = ManagedCursor(self, name, True, row.state, store)
+            self._cursors[name] = ManagedCursor(self, name, True, row.state, self._stores.open(name, row))
         self.flush_cursors()  # writes migrated cursors' first markers and keeps any clamping recovery did
-
-    def _open_cursor_store(self, name: str, row: StoredCursor) -> CursorStore:
-        if row.cursor_ledger is None:
-            log.info("%s: moving cursor %s from the earlier JSON form to a cursor ledger", self.name, name)
-            return self._new_cursor_store(name)
-        store = CursorStore.open(
-            self._cursor_dir,
-            row.cursor_ledger,
-            self._metadata.allocate_ledger_id,
-            self._cursor_committer(name),
-            owner=name,
-            **self._cursor_limits(),
-        )
-        if store.damage:
-            for place in store.damage:
-                self.damage.add(place)
-                log.warning("%s: cursor %s: cursor %s", self.name, name, place.describe())
-            recovered = store.recovered.mark_delete if store.recovered is not None else row.state.mark_delete
-            log.warning(
-                "%s: cursor %s: its cursor ledger %d was damaged; the cursor goes on from the newest"
-                " flush that reads back intact (mark-delete %s): acks made after it are lost and"
-                " those messages will be delivered again",
-                self.name,
-                name,
-                row.cursor_ledger,
-                recovered,
-            )
-        if read_owner(self._cursor_dir, row.cursor_ledger) is None:  # written before names were kept
-            write_owner(self._cursor_dir, row.cursor_ledger, name)
-        if store.recovered is None:
-            log.error(
-                "%s: cursor %s: no intact marker in cursor ledger %d; starting over from mark-delete %s",
-                self.name,
-                name,
-                row.cursor_ledger,
-                row.state.mark_delete,
-            )
-        return store
-
-    def _new_cursor_store(self, name: str) -> CursorStore:
-        return CursorStore.create(
-            self._cursor_dir,
-            self._metadata.allocate_ledger_id,
-            self._cursor_committer(name),
-            owner=name,
-            **self._cursor_limits(),
-        )
-
-    def _cursor_committer(self, name: str) -> Callable[[int, Position], None]:
-        def commit(cursor_ledger: int, mark_delete: Position) -> None:
-            self._metadata.put_cursor(self._id, name, mark_delete, cursor_ledger)
-
-        return commit
-
-    def _cursor_limits(self) -> dict[str, int]:
-        return {
-            "memory_limit": self._config.max_individual_ack_cache_bytes_per_cursor,
-            "min_roll_bytes": self._config.cursor_ledger_min_roll_bytes,
-        }
 
     # ------------------------------------------------------------------ writes
 
@@ -276,12 +135,17 @@ class ManagedLedger:
         """True after a failed fsync (or an I/O error other than a full disk), until writes resume:
         the entries not confirmed by then are dropped, and adds are tried again once
         ``RESUME_DELAY_S`` has passed and there is room on the disk."""
-        return self._failure is not None
+        return self._gate.failure is not None
 
     @property
     def writable(self) -> bool:
         """False while adds are refused (full disk, free space below the threshold, failed fsync)."""
-        return self._refusing is None
+        return self._gate.reason is None
+
+    @property
+    def write_errors(self) -> int:
+        """Adds refused or failed for lack of space or an I/O error, since opening (for /metrics)."""
+        return self._gate.write_errors
 
     def check_writable(self) -> None:
         """Raise the error an add would get now, without writing (a broker asks before it lets a
@@ -310,9 +174,10 @@ class ManagedLedger:
                 segment = self._current
                 entry_id = segment.append(data)
             except (OSError, StorageError) as exc:
-                raise self._write_failed(exc) from exc
-            if self._refusing is not None:
-                self._resumed()
+                creating = self._next_ledger[0] if self._next_ledger is not None else None
+                raise self._gate.write_failed(exc, creating) from exc
+            if self._gate.reason is not None:
+                self._gate.resumed()
             position = Position(segment.ledger_id, entry_id)
             self._ledgers.set_count(segment.ledger_id, entry_id + 1)
             self._last_added = position
@@ -333,67 +198,11 @@ class ManagedLedger:
 
     def _check_writable(self) -> None:
         self._check_open()
-        if self._failure is not None and not self._try_resume():
-            self._refused()
-            raise ManagedLedgerFencedError(
-                f"{self.name}: writes refused after an I/O error: {self._failure}"
-            ) from self._failure
-        if self._refusing is not None and not self._space.has_room_to_resume():
-            self._refused()  # still no room: refuse without touching the disk
-            raise StorageFullError(f"{self.name}: {self._refusing}")
-        if self._space.below_threshold():
-            self._refuse(
-                f"the data directory has {self._space.available()} bytes free,"
-                f" below min_free_disk_bytes={self._space.min_free_bytes}"
-            )
-            self._refused()
-            raise StorageFullError(f"{self.name}: {self._refusing}")
+        self._gate.check(self._drop_unconfirmed)
 
-    def _write_failed(self, exc: Exception) -> StorageError:
-        """An append or rollover failed; the segment is as it was before it. The error for the caller.
-
-        No room: refused until there is room again (nothing to undo). Another I/O error: fenced,
-        except half-way through a rollover, whose old ledger is sealed with every entry fsynced
-        (dropping any of them would contradict the committed entry count)."""
-        if is_out_of_space(exc) or isinstance(exc, StorageFullError):
-            self._refuse(f"no space left on the data directory ({exc})")
-            self._refused()
-            return StorageFullError(f"{self.name}: {self._refusing}")
-        if self._next_ledger is not None:
-            self._refuse(f"creating ledger {self._next_ledger[0]} failed ({exc})")
-            self._refused()
-            return ManagedLedgerFencedError(f"{self.name}: {self._refusing}")
-        if self._failure is None:
-            self._fence(exc)
-        self._refused()
-        return ManagedLedgerFencedError(f"{self.name}: write failed: {exc}")
-
-    def _refuse(self, reason: str) -> None:
-        """Enter (or stay in) the state where adds are refused; logged once per episode."""
-        if self._refusing is None:
-            self._refusing = reason
-            self._refusing_since = time.monotonic()
-            log.error("%s: writes refused: %s; they resume once there is room", self.name, reason)
-
-    def _refused(self) -> None:
-        self.write_errors += 1
-        self._refused_in_episode += 1
-
-    def _resumed(self) -> None:
-        log.warning(
-            "%s: writes accepted again after %.1f s (%d adds refused meanwhile)",
-            self.name,
-            time.monotonic() - self._refusing_since,
-            self._refused_in_episode,
-        )
-        self._refusing = None
-        self._refused_in_episode = 0
-
-    def _try_resume(self) -> bool:
-        """After a failed fsync: drop the unconfirmed entries and accept adds again, once the
-        failure is ``RESUME_DELAY_S`` old, there is room, and no group-commit round is pending."""
-        if time.monotonic() - self._failed_at < RESUME_DELAY_S or not self._space.has_room_to_resume():
-            return False
+    def _drop_unconfirmed(self) -> bool:
+        """After a failed fsync (``WriteGate.check``): drop the unconfirmed entries, unless a
+        group-commit round is pending; True once they are dropped."""
         if self._pending or not self._round_lock.acquire(blocking=False):
             return False  # the next round fails what is pending; try again after it
         try:
@@ -404,12 +213,11 @@ class ManagedLedger:
                 current.truncate_to(keep)
             except OSError as exc:
                 log.debug("%s: cannot drop the unconfirmed entries yet: %s", self.name, exc)
-                self._failed_at = time.monotonic()
+                self._gate.failed_at = time.monotonic()
                 return False
             self._ledgers.set_count(current.ledger_id, keep)
             self._last_added = confirmed
             self._cache.invalidate(self._id, {current.ledger_id})
-            self._failure = None
             return True
         finally:
             self._round_lock.release()
@@ -440,7 +248,7 @@ class ManagedLedger:
             try:
                 self._syncer.count(old.sync())
             except OSError as exc:
-                self._fence(exc)
+                self._gate.fence(exc)
                 raise
             now = time.time()
             closed = replace(
@@ -464,19 +272,13 @@ class ManagedLedger:
             log.warning("%s: closing ledger %d: %s", self.name, old.ledger_id, exc)
         log.debug("%s: rolled over from ledger %d to %d", self.name, old.ledger_id, new_id)
 
-    def _fence(self, exc: Exception) -> None:
-        if self._failure is None:
-            self._failure = exc
-            self._failed_at = time.monotonic()
-            self._refuse(f"an fsync or write failed, unconfirmed entries are dropped ({exc})")
-
     def sync_round(self) -> int:
         """Fsync what is pending, advance ``last_confirmed`` and complete the callbacks (fsync thread)."""
         with self._round_lock:
             with self._lock:
                 batch, self._pending = self._pending, []
                 segments, self._pending_segments = self._pending_segments, []
-                failure = self._failure
+                failure = self._gate.failure
             if not batch:
                 return 0
             fsyncs = 0
@@ -490,8 +292,8 @@ class ManagedLedger:
                 if failure is None:
                     self._last_confirmed = max(self._last_confirmed, batch[-1][0])
                 else:
-                    self._fence(failure)
-                    self.write_errors += len(batch)
+                    self._gate.fence(failure)
+                    self._gate.write_errors += len(batch)
             dispatch(self._notify, [(cb, pos) for pos, cb in batch if cb is not None], failure, self.name)
             return fsyncs
 
@@ -503,7 +305,7 @@ class ManagedLedger:
             self._check_open()
             if not self.has_entry(position):
                 raise EntryNotFoundError(f"{self.name}: no readable entry at {position}")
-            got, _ = self._read_span(position, 1, None, True)
+            got, _ = self._reader.read_span(position, 1, None, True)
             if not got:
                 raise EntryNotFoundError(f"{self.name}: the entry at {position} is damaged")
             return got[0]
@@ -521,85 +323,9 @@ class ManagedLedger:
         """
         with self._lock:
             self._check_open()
-            last = self._last_confirmed
-            out: list[Entry] = []
-            budget = max_bytes
-            position = self._ledgers.ceil(start)
-            while len(out) < max_entries and position <= last:
-                if position.ledger_id == last.ledger_id:
-                    ledger_end = last.entry_id + 1
-                else:
-                    ledger_end = self._ledgers.count(position.ledger_id)
-                run = min(max_entries - len(out), ledger_end - position.entry_id)
-                got, passed = self._read_span(position, run, budget, at_least_one and not out)
-                out.extend(got)
-                if budget is not None:
-                    budget -= sum(len(entry.data) for entry in got)
-                if passed < run:
-                    break
-                position = self._ledgers.ceil(Position(position.ledger_id, position.entry_id + passed))
-            return out
-
-    def _read_span(
-        self, start: Position, count: int, budget: int | None, at_least_one: bool
-    ) -> tuple[list[Entry], int]:
-        """Up to ``count`` entries of one ledger: from the cache while it has them, then one pread.
-
-        Returns the entries and how many positions they cover from ``start`` (damaged ones
-        are passed over, not returned).
-        """
-        ledger_id, first = start.ledger_id, start.entry_id
-        out: list[Entry] = []
-        while len(out) < count:
-            position = Position(ledger_id, first + len(out))
-            data = self._cache.get(self._id, position)
-            if data is None:
-                break
-            if budget is not None and len(data) > budget and (out or not at_least_one):
-                return out, len(out)
-            out.append(Entry(position, data))
-            if budget is not None:
-                budget -= len(data)
-        passed = len(out)
-        if passed < count:
-            begin = first + passed
-            segment = self._segment_for(ledger_id)
-            try:
-                datas = segment.read_range(begin, count - passed, budget, at_least_one and not out)
-            except CorruptionError:
-                return self._read_salvaging(segment, begin, count - passed, budget, at_least_one, out)
-            out.extend(Entry(Position(ledger_id, begin + i), data) for i, data in enumerate(datas))
-            passed += len(datas)
-        return out, passed
-
-    def _read_salvaging(
-        self,
-        segment: Segment,
-        begin: int,
-        count: int,
-        budget: int | None,
-        at_least_one: bool,
-        out: list[Entry],
-    ) -> tuple[list[Entry], int]:
-        """The span from ``begin`` failed its checks: keep its intact entries, pass over the damaged
-        ones. ``out`` holds the entries before ``begin`` (from the cache); returns what
-        ``_read_span`` does."""
-        ledger_id = segment.ledger_id
-        passed = len(out)  # the cached entries before ``begin``
-        damaged = []
-        for i, data in enumerate(segment.read_salvaging(begin, count, budget, at_least_one and not out)):
-            if data is None:
-                damaged.append(Damage(ledger_id, begin + i, *segment.record_span(begin + i)))
-            elif budget is not None and len(data) > budget and out:
-                break
-            else:
-                out.append(Entry(Position(ledger_id, begin + i), data))
-                if budget is not None:
-                    budget -= len(data)
-            passed += 1
-        self._note_damage(damaged)
-        self._skip_damaged([Position(ledger_id, d.entry_id) for d in damaged if d.entry_id is not None])
-        return out, passed
+            return self._reader.read(
+                self._ledgers, start, self._last_confirmed, max_entries, max_bytes, at_least_one
+            )
 
     def _segment_for(self, ledger_id: int) -> Segment:
         if ledger_id == self._current.ledger_id:
@@ -612,40 +338,13 @@ class ManagedLedger:
 
     # ------------------------------------------------------------------ damage
 
-    def _note_damage(self, damage: Iterable[Damage]) -> None:
-        """Count and log (once each) damage found in this managed ledger's files; a run of
-        damaged entries in one ledger is one log line."""
-        run: list[Damage] = []
-        for place in damage:
-            if not self.damage.add(place):
-                continue
-            if place.entry_id is None:
-                log.warning("%s: %s", self.name, place.describe())
-                continue
-            if run and (run[-1].ledger_id, run[-1].entry_id + 1) != (place.ledger_id, place.entry_id):
-                self._log_run(run)
-                run = []
-            run.append(place)
-        if run:
-            self._log_run(run)
+    def _note_damage(self, places: Iterable[Damage]) -> None:
+        self.damage.note(self.name, places)
 
-    def _log_run(self, run: list[Damage]) -> None:
-        if len(run) == 1:
-            log.warning("%s: %s", self.name, run[0].describe())
-            return
-        first, last = run[0], run[-1]
-        log.warning(
-            "%s: entries %d:%d..%d:%d are damaged (%d bytes from offset %d of ledger %d's log);"
-            " they are skipped",
-            self.name,
-            first.ledger_id,
-            first.entry_id,
-            last.ledger_id,
-            last.entry_id,
-            sum(place.size for place in run),
-            first.offset,
-            first.ledger_id,
-        )
+    def _damaged_read(self, damaged: list[Damage]) -> None:
+        """A read passed over damaged entries: reported, and skipped by every cursor."""
+        self._note_damage(damaged)
+        self._skip_damaged([Position(d.ledger_id, d.entry_id) for d in damaged if d.entry_id is not None])
 
     def _skip_damaged(self, positions: list[Position]) -> None:
         """Damaged entries cannot be delivered: every cursor takes them as acknowledged, so no
@@ -746,7 +445,7 @@ class ManagedLedger:
                 mark_delete = self._last_confirmed
             else:
                 mark_delete = self._ledgers.previous_position(self._ledgers.ceil(Position.EARLIEST))
-        cursor = ManagedCursor(self, name, True, CursorState(mark_delete), self._new_cursor_store(name))
+        cursor = ManagedCursor(self, name, True, CursorState(mark_delete), self._stores.create(name))
         try:
             cursor.persist()  # the first marker, then the row that points at the cursor ledger
         except BaseException:
@@ -808,23 +507,8 @@ class ManagedLedger:
 
     def persist_cursors(self, cursors: Iterable[ManagedCursor]) -> None:
         """Flush each dirty cursor; one that fails does not stop the others (its error is raised after)."""
-        failure: Exception | None = None
         with self._lock:
-            for cursor in cursors:
-                if cursor.durable and cursor.dirty and self._cursors.get(cursor.name) is cursor:
-                    try:
-                        cursor.persist()
-                    except Exception as exc:
-                        if cursor.name not in self._cursor_flush_failing:  # once per episode
-                            self._cursor_flush_failing.add(cursor.name)
-                            log.error("%s: flushing cursor %s failed: %s", self.name, cursor.name, exc)
-                        failure = failure or exc
-                    else:
-                        if cursor.name in self._cursor_flush_failing:
-                            self._cursor_flush_failing.discard(cursor.name)
-                            log.warning("%s: flushing cursor %s works again", self.name, cursor.name)
-        if failure is not None:
-            raise failure
+            self._stores.persist(cursors, self._cursors)
 
     # --------------------------------------------------------------- retention
 

@@ -116,11 +116,6 @@ class Syncer:
         if self._thread is not None:
             self._thread.join()
 
-    @property
-    def round_seconds(self) -> float:
-        """Moving average of a group-commit round's duration."""
-        return self._round_s
-
     def _run_inline(self) -> None:
         self._inline_scheduled = False
         targets = list(self._inline.values())

@@ -451,6 +451,11 @@ def _pair_problems(new: SchemaData, old: SchemaData, reader_is_new: bool) -> lis
     return []  # same non-struct type: its data carries no structure to compare
 
 
+#: Which side must read the other's data under each strategy (without _TRANSITIVE): True for
+#: the new schema reading the old's data (BACKWARD), False for the old reading the new's (FORWARD).
+_READERS = {"BACKWARD": (True,), "FORWARD": (False,), "FULL": (True, False)}
+
+
 def check(strategy: str, new: SchemaData, existing: Sequence[tuple[int, SchemaData]]) -> None:
     """Raise :class:`IncompatibleSchema` unless ``new`` may follow ``existing`` (``(version, schema)``
     pairs, oldest first, since the last delete) under ``strategy``."""
@@ -471,21 +476,13 @@ def check(strategy: str, new: SchemaData, existing: Sequence[tuple[int, SchemaDa
             raise IncompatibleSchema(
                 f"{strategy}: schema type {new.type} differs from type {old.type} of version {version}"
             )
-        base = strategy.removesuffix("_TRANSITIVE")
-        if base in ("BACKWARD", "FULL"):
-            problems = _pair_problems(new, old, reader_is_new=True)
-            if problems:
-                raise IncompatibleSchema(
-                    f"{strategy}: the new schema cannot read data written with version {version}: "
-                    + "; ".join(problems)
-                )
-        if base in ("FORWARD", "FULL"):
-            problems = _pair_problems(new, old, reader_is_new=False)
-            if problems:
-                raise IncompatibleSchema(
-                    f"{strategy}: version {version} cannot read data written with the new schema: "
-                    + "; ".join(problems)
-                )
+        for reader_is_new in _READERS.get(strategy.removesuffix("_TRANSITIVE"), ()):
+            if problems := _pair_problems(new, old, reader_is_new=reader_is_new):
+                if reader_is_new:
+                    what = f"the new schema cannot read data written with version {version}"
+                else:
+                    what = f"version {version} cannot read data written with the new schema"
+                raise IncompatibleSchema(f"{strategy}: {what}: " + "; ".join(problems))
 
 
 def check_consumer(strategy: str, schema: SchemaData, existing: Sequence[tuple[int, SchemaData]]) -> None:

@@ -1,0 +1,98 @@
+"""What several command handlers ask before they act: may this connection's role do it
+(authorization.py), is the topic named well, and is the topic (or a new durable subscription)
+to be opened off the loop first (``BrokerService.preparing``)."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from magnetar.broker import authorization
+from magnetar.broker.errors import BrokerError, InvalidTopicNameError, PersistenceError, as_broker_error
+from magnetar.broker.limits import LimitReached
+from magnetar.broker.request_errors import error_reply
+from magnetar.protocol.topic_name import InvalidTopicName, TopicName
+from magnetar.protocol import Frame, ProtocolError, wire
+from magnetar.protocol.commands import wrap
+
+if TYPE_CHECKING:
+    from magnetar.broker.connection import ServerCnx
+
+log = logging.getLogger(__name__)
+
+
+def topic_name(name: str) -> TopicName:
+    """The topic a client named; InvalidTopicNameError (answered to the request) if it is not one."""
+    try:
+        return TopicName.parse(name)
+    except InvalidTopicName as exc:
+        raise InvalidTopicNameError(str(exc)) from None
+
+
+def authorize(cnx: ServerCnx, topic: TopicName, operation: str, label: str, what: str) -> None:
+    """Raise AuthorizationError (Pulsar's "Client is not authorized to ...") unless the
+    connection's role may do ``operation`` on ``topic``; nothing is checked while authorization is off."""
+    authz = cnx.service.authorization
+    if authz is not None and not authz.can_topic(topic, cnx.role, operation):
+        refuse_unauthorized(cnx, label, what, str(topic))
+
+
+def authorize_name(cnx: ServerCnx, topic: str, operation: str, label: str, what: str) -> None:
+    """As ``authorize`` for a topic named by the client (a bad name is left to the handler)."""
+    if cnx.service.authorization is None:
+        return
+    try:
+        name = TopicName.parse(topic)
+    except InvalidTopicName:
+        return
+    authorize(cnx, name, operation, label, what)
+
+
+def refuse_unauthorized(cnx: ServerCnx, label: str, what: str, target: str) -> None:
+    cnx.service.authorization_failures[label] += 1
+    log.info("%s: role %r is not authorized to %s on %s", cnx.remote, cnx.role, what, target)
+    raise authorization.AuthorizationError(f"Client is not authorized to {what}")
+
+
+def opened_first(
+    cnx: ServerCnx, frame: Frame, topic: str, request_id: int, subscription: tuple[str, str] | None = None
+) -> bool:
+    """True when the topic (or a new durable subscription) is first opened off the loop
+    (``BrokerService.preparing``): ``frame`` is then handled again once it is, and other
+    commands, on this connection and every other, go on meanwhile."""
+    if frame is cnx.rerun:
+        return False
+    try:
+        name = TopicName.parse(topic)
+    except InvalidTopicName:
+        return False  # the handler answers the error
+    preparing = cnx.service.preparing(name, subscription)
+    if preparing is None:
+        return False
+    preparing.add_done_callback(lambda future: _opened(cnx, future, frame, topic, request_id))
+    return True
+
+
+def _opened(cnx: ServerCnx, future, frame: Frame, topic: str, request_id: int) -> None:
+    """The open that ``opened_first`` waited for is done: handle ``frame`` again."""
+    if cnx.closed:
+        return
+    exc = None if future.cancelled() else future.exception()
+    if isinstance(exc, (PersistenceError, LimitReached)) or (
+        exc is not None and not isinstance(exc, BrokerError)
+    ):
+        # Storage failed (a full disk, no descriptors left): answered here, not opened again
+        # on the loop. Other refusals (no such topic ...) the handler answers on its rerun.
+        failed = as_broker_error(exc, f"opening {topic}")
+        cnx.send_command(wrap(error_reply(frame.type, request_id, failed.code, str(failed))))
+        return
+    cnx.rerun = frame
+    try:
+        cnx.handle_again(frame)
+    except ProtocolError as exc:
+        cnx.protocol_error(exc)
+    except Exception as exc:  # the topic could not be loaded: this request fails, nothing else
+        log.exception("%s: handling %s for %s failed", cnx.remote, frame.type_name, topic)
+        cnx.send_error(request_id, BrokerError(f"loading {topic} failed: {exc}", wire.ServiceNotReady))
+    finally:
+        cnx.rerun = None

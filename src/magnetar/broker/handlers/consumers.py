@@ -1,0 +1,210 @@
+"""A connection's consumers: SUBSCRIBE (limits, schema), FLOW, ACK, redelivery, CLOSE_CONSUMER,
+UNSUBSCRIBE, SEEK, and the questions a consumer asks (GET_LAST_MESSAGE_ID, CONSUMER_STATS)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from magnetar.broker import authorization
+from magnetar.broker.consumer import Consumer
+from magnetar.broker.errors import REQUEST_ERRORS, BrokerError, NotAllowed, as_broker_error
+from magnetar.broker.handlers.access import authorize_name, opened_first, topic_name
+from magnetar.protocol.message_id import to_u64
+from magnetar.broker.names import check_name
+from magnetar.protocol.topic_name import InvalidTopicName, TopicName
+from magnetar.protocol import Frame, ProtocolError, wire
+from magnetar.protocol.commands import wrap
+
+if TYPE_CHECKING:
+    from magnetar.broker.connection import ServerCnx
+
+
+def handle_subscribe(cnx: ServerCnx, frame: Frame) -> None:
+    cmd = frame.command.subscribe
+    if cmd.consumer_id in cnx.consumers:
+        # The client retried a subscribe that already succeeded.
+        cnx.send_command(wrap(wire.CommandSuccess(request_id=cmd.request_id)))
+        return
+    try:  # before anything is opened or created for them
+        check_name(cmd.subscription, "subscription name")
+        check_name(cmd.consumer_name, "consumer name")
+        authorize_name(cnx, cmd.topic, authorization.CONSUME, "subscribe", "subscribe")
+        _check_consumer_limits(cnx, cmd.topic, cmd.subscription)  # a refused one creates nothing
+    except BrokerError as exc:
+        cnx.send_error(cmd.request_id, exc)
+        return
+    initial = "earliest" if cmd.initial_position == wire.CommandSubscribe.Earliest else "latest"
+    subscription = (cmd.subscription, initial) if cmd.durable else None
+    if opened_first(cnx, frame, cmd.topic, cmd.request_id, subscription):
+        return
+    try:
+        topic = cnx.service.get_topic(topic_name(cmd.topic), create=True)
+        if cmd.HasField("schema"):
+            cnx.service.schemas.for_subscribe(topic, cmd.schema)
+        name = cmd.consumer_name or f"consumer-{cmd.consumer_id}"
+
+        def make(subscription) -> Consumer:
+            meta = cmd.key_shared_meta if cmd.HasField("key_shared_meta") else None
+            return Consumer(cnx, subscription, cmd.consumer_id, name, cmd.priority_level, meta)
+
+        consumer = topic.subscribe(make, cmd)
+    except REQUEST_ERRORS as exc:
+        what = f"subscribing {cmd.subscription} to {cmd.topic}"
+        cnx.send_error(cmd.request_id, as_broker_error(exc, what))
+        return
+    cnx.consumers[cmd.consumer_id] = consumer
+    cnx.send_command(wrap(wire.CommandSuccess(request_id=cmd.request_id)))
+    if topic.terminated:  # after the SUCCESS, so the client knows the consumer id
+        consumer.subscription.check_end_of_topic()
+
+
+def _check_consumer_limits(cnx: ServerCnx, topic_name: str, subscription: str) -> None:
+    """Raise LimitReached (ConsumerBusy) when one more consumer is past a limit (limits.py);
+    a topic not loaded has no consumer yet."""
+    try:
+        name = TopicName.parse(topic_name)
+    except InvalidTopicName:
+        return  # the handler answers the error
+    policies = cnx.service.namespaces.policies(name.namespace_name)
+    topic = cnx.service.topics.get(str(name))
+    subscriptions = topic.subscriptions if topic is not None else {}
+    existing = subscriptions.get(subscription)
+    counts = (
+        lambda: sum(len(s.consumers) for s in subscriptions.values()),
+        len(existing.consumers) if existing is not None else 0,
+        len(cnx.consumers),
+    )
+    namespace_max = (policies.max_consumers_per_topic, policies.max_consumers_per_subscription)
+    cnx.service.limits.check_consumer(str(name), subscription, counts, namespace_max, cnx.remote)
+
+
+def _live_consumer(cnx: ServerCnx, consumer_id: int) -> Consumer | None:
+    """The consumer, None if it was closed (late commands are normal), else a protocol error."""
+    consumer = cnx.consumers.get(consumer_id)
+    if consumer is None and consumer_id not in cnx.gone_consumers:
+        raise ProtocolError(f"unknown consumer id {consumer_id}")
+    return consumer
+
+
+def _known_consumer(cnx: ServerCnx, consumer_id: int, request_id: int) -> Consumer | None:
+    """The consumer a request names; None (ConsumerNotFound answered) if there is none."""
+    consumer = cnx.consumers.get(consumer_id)
+    if consumer is None:
+        cnx.send_error(request_id, BrokerError("unknown consumer", wire.ConsumerNotFound))
+    return consumer
+
+
+def handle_flow(cnx: ServerCnx, frame: Frame) -> None:
+    cmd = frame.command.flow
+    consumer = _live_consumer(cnx, cmd.consumer_id)
+    if consumer is None:
+        return
+    consumer.subscription.flow(consumer, cmd.message_permits)
+
+
+def handle_ack(cnx: ServerCnx, frame: Frame) -> None:
+    cmd = frame.command.ack
+    consumer = _live_consumer(cnx, cmd.consumer_id)
+    error: BrokerError | None = None
+    if consumer is not None:
+        try:
+            consumer.subscription.acknowledge(cmd, consumer)
+        except BrokerError as exc:
+            error = exc
+    if cmd.HasField("request_id"):
+        reply = wire.CommandAckResponse(consumer_id=cmd.consumer_id, request_id=cmd.request_id)
+        if error is not None:
+            reply.error = error.code
+            reply.message = str(error)
+        elif consumer is None:
+            reply.error = wire.ConsumerNotFound
+            reply.message = f"unknown consumer id {cmd.consumer_id}"
+        cnx.send_command(wrap(reply))
+
+
+def handle_redeliver_unacknowledged_messages(cnx: ServerCnx, frame: Frame) -> None:
+    cmd = frame.command.redeliver_unacknowledged_messages
+    consumer = _live_consumer(cnx, cmd.consumer_id)
+    if consumer is not None:
+        consumer.subscription.redeliver(consumer, list(cmd.message_ids))
+
+
+def handle_close_consumer(cnx: ServerCnx, frame: Frame) -> None:
+    cmd = frame.command.close_consumer
+    consumer = cnx.consumers.pop(cmd.consumer_id, None)
+    cnx.gone_consumers.add(cmd.consumer_id)
+    if consumer is not None:
+        consumer.subscription.remove_consumer(consumer)
+    cnx.send_command(wrap(wire.CommandSuccess(request_id=cmd.request_id)))
+
+
+def handle_unsubscribe(cnx: ServerCnx, frame: Frame) -> None:
+    cmd = frame.command.unsubscribe
+    if (consumer := _known_consumer(cnx, cmd.consumer_id, cmd.request_id)) is None:
+        return
+    try:
+        consumer.subscription.unsubscribe(consumer)
+    except BrokerError as exc:
+        cnx.send_error(cmd.request_id, exc)
+        return
+    cnx.forget_consumer(cmd.consumer_id)
+    cnx.send_command(wrap(wire.CommandSuccess(request_id=cmd.request_id)))
+
+
+def handle_get_last_message_id(cnx: ServerCnx, frame: Frame) -> None:
+    cmd = frame.command.get_last_message_id
+    if (consumer := _known_consumer(cnx, cmd.consumer_id, cmd.request_id)) is None:
+        return
+    topic = consumer.subscription.topic
+    if topic.ml is None:
+        cnx.send_error(cmd.request_id, NotAllowed("non-persistent topics keep no last message id"))
+        return
+    position, batch_index = topic.last_message_position()
+    last = wire.MessageIdData(ledger_id=to_u64(position.ledger_id), entry_id=to_u64(position.entry_id))
+    if batch_index >= 0:
+        last.batch_index = batch_index
+    if topic.partition_index >= 0:
+        last.partition = topic.partition_index
+    reply = wire.CommandGetLastMessageIdResponse(request_id=cmd.request_id, last_message_id=last)
+    mark = consumer.subscription.cursor.mark_delete_position
+    reply.consumer_mark_delete_position.CopyFrom(
+        wire.MessageIdData(ledger_id=to_u64(mark.ledger_id), entry_id=to_u64(mark.entry_id))
+    )
+    cnx.send_command(wrap(reply))
+
+
+def handle_seek(cnx: ServerCnx, frame: Frame) -> None:
+    cmd = frame.command.seek
+    if (consumer := _known_consumer(cnx, cmd.consumer_id, cmd.request_id)) is None:
+        return
+    subscription = consumer.subscription
+    topic = subscription.topic
+    try:
+        if cmd.HasField("message_id"):
+            position = topic.seek_position(cmd.message_id)
+        elif cmd.HasField("message_publish_time"):
+            position = topic.find_position_by_time(cmd.message_publish_time)
+        else:
+            raise BrokerError("seek needs a message id or a publish time", wire.NotAllowedError)
+        subscription.reset_cursor(position)
+    except BrokerError as exc:
+        cnx.send_error(cmd.request_id, exc)
+        return
+    cnx.send_command(wrap(wire.CommandSuccess(request_id=cmd.request_id)))
+
+
+def handle_consumer_stats(cnx: ServerCnx, frame: Frame) -> None:
+    cmd = frame.command.consumer_stats
+    reply = wire.CommandConsumerStatsResponse(request_id=cmd.request_id)
+    consumer = cnx.consumers.get(cmd.consumer_id)
+    if consumer is None:
+        reply.error_code = wire.ConsumerNotFound
+        reply.error_message = f"unknown consumer id {cmd.consumer_id}"
+    else:
+        reply.consumer_name = consumer.name
+        reply.available_permits = max(consumer.permits, 0)
+        reply.unacked_messages = sum(consumer.pending_acks.values())
+        cursor = consumer.subscription.cursor
+        reply.msg_backlog = cursor.backlog() if cursor is not None else 0
+        reply.address = cnx.remote
+    cnx.send_command(wrap(reply))

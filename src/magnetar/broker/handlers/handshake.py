@@ -1,0 +1,162 @@
+"""CONNECT and the connection's credentials (authentication.py; Pulsar's ``ServerCnx.doAuthentication``):
+checked at CONNECT, challenged again once they expire (AUTH_CHALLENGE, answered by AUTH_RESPONSE),
+and the keepalive's PING/PONG."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from magnetar import __version__
+from magnetar.broker.authentication import AuthenticationFailed, AuthenticationProvider
+from magnetar.protocol import Frame, ProtocolError, wire
+from magnetar.protocol.commands import wrap
+from magnetar.protocol.frames import FRAME_OVERHEAD
+
+if TYPE_CHECKING:
+    from magnetar.broker.connection import ServerCnx
+
+log = logging.getLogger(__name__)
+
+#: Highest protocol version we speak; we answer min(client's, ours).
+PROTOCOL_VERSION = 21
+#: AUTH_CHALLENGE's data asking a client for fresh credentials (Pulsar's AuthData.REFRESH_AUTH_DATA).
+REFRESH_AUTH_DATA = b"refresh"
+#: Pulsar answers a refused CONNECT with request id -1 (as an unsigned 64-bit field).
+AUTH_ERROR_REQUEST_ID = (1 << 64) - 1
+
+
+def negotiated_version(client_version: int) -> int:
+    """The protocol version CONNECTED answers: min(client's, ours), as Pulsar's broker does, and
+    never below 0 (Pulsar's lowest, v0; a negative version names no protocol)."""
+    return max(0, min(client_version, PROTOCOL_VERSION))
+
+
+def handle_connect(cnx: ServerCnx, frame: Frame) -> None:
+    if cnx.connected:
+        raise ProtocolError("CONNECT received twice")
+    cmd: wire.CommandConnect = frame.command.connect
+    cnx.protocol_version = negotiated_version(cmd.protocol_version)
+    if cnx.service.authentication is not None and not _authenticate_connect(cnx, cmd):
+        return
+    config = cnx.config
+    cnx.wants_entry_metadata = (
+        config.expose_entry_metadata_to_client
+        and cmd.HasField("feature_flags")
+        and cmd.feature_flags.supports_broker_entry_metadata
+    )
+    cnx.connected = True
+    reply = wire.CommandConnected(
+        server_version=f"Magnetar {__version__}",
+        protocol_version=cnx.protocol_version,
+        max_message_size=config.max_message_size,
+    )
+    reply.feature_flags.supports_broker_entry_metadata = True
+    cnx.send_command(wrap(reply))
+    cnx.decoder.max_frame_size = config.max_message_size + FRAME_OVERHEAD
+
+
+def _authenticate_connect(cnx: ServerCnx, cmd: wire.CommandConnect) -> bool:
+    """Check CONNECT's credentials; a refusal is answered (AuthenticationError) and closes."""
+    method = cmd.auth_method_name if cmd.HasField("auth_method_name") else "none"
+    cnx.auth_attempted_method = method
+    cnx.supports_auth_refresh = cmd.HasField("feature_flags") and cmd.feature_flags.supports_auth_refresh
+    try:
+        role, provider = _authenticate(cnx, method, cmd.auth_data)
+    except AuthenticationFailed as exc:
+        authentication_failed(cnx, str(exc))
+        return False
+    cnx.role, cnx.auth_method = role, method
+    cnx.auth_expires_at = provider.expires_at(cmd.auth_data)
+    cnx.service.authentication_successes[method] += 1
+    log.info("%s: authenticated as %r with %s", cnx.remote, role, method)
+    return True
+
+
+def _authenticate(
+    cnx: ServerCnx, method: str | bytes, auth_data: bytes
+) -> tuple[str, AuthenticationProvider]:
+    if isinstance(method, bytes):
+        raise AuthenticationFailed("auth_method_name is not valid UTF-8")
+    assert cnx.service.authentication is not None
+    return cnx.service.authentication.authenticate(method, auth_data, cnx.peer_certificate)
+
+
+def authentication_failed(cnx: ServerCnx, message: str) -> None:
+    log.info("%s: authentication refused, closing: %s", cnx.remote, message)
+    cnx.service.authentication_failures[_method_label(cnx)] += 1
+    error = wire.CommandError(
+        request_id=AUTH_ERROR_REQUEST_ID, error=wire.AuthenticationError, message=message
+    )
+    cnx.send_command(wrap(error))
+    cnx.close()
+    # Frames that came in the same read (a PRODUCER pipelined behind a refused AUTH_RESPONSE)
+    # are not handled: this connection is done before the transport reports it lost.
+    cnx.closed = True
+
+
+def _method_label(cnx: ServerCnx) -> str:
+    """The auth method for the metrics' label: an enabled one, else "other" (no label per
+    name a client made up)."""
+    assert cnx.service.authentication is not None
+    method = cnx.auth_attempted_method
+    return method if method in cnx.service.authentication.providers else "other"
+
+
+def check_credentials(cnx: ServerCnx, now: float) -> None:
+    """Challenge expired credentials for fresh ones; a challenge not answered since the last
+    check closes the connection (``ServerCnx.check_credentials``)."""
+    if cnx.closed or cnx.role is None or cnx.auth_expires_at is None:
+        return
+    if cnx.auth_challenge_pending:
+        if cnx.holds.held:  # not read now (flow control): its answer may be waiting unread
+            return
+        authentication_failed(cnx, "timed out waiting for refreshed credentials (AUTH_RESPONSE)")
+        return
+    if cnx.auth_expires_at > now:
+        return
+    if not cnx.supports_auth_refresh:
+        authentication_failed(cnx, "the credentials expired and the client cannot refresh them")
+        return
+    cnx.auth_challenge_pending = True
+    challenge = wire.CommandAuthChallenge(
+        server_version=f"Magnetar {__version__}", protocol_version=cnx.protocol_version
+    )
+    challenge.challenge.auth_method_name = cnx.auth_method or ""
+    challenge.challenge.auth_data = REFRESH_AUTH_DATA
+    cnx.send_command(wrap(challenge))
+
+
+def handle_auth_response(cnx: ServerCnx, frame: Frame) -> None:
+    cmd: wire.CommandAuthResponse = frame.command.auth_response
+    if cnx.role is None:
+        raise ProtocolError("AUTH_RESPONSE while authentication is off")
+    if not cmd.HasField("response"):
+        authentication_failed(cnx, "AUTH_RESPONSE carries no credentials")
+        return
+    method = cmd.response.auth_method_name if cmd.response.HasField("auth_method_name") else ""
+    cnx.auth_attempted_method = method
+    try:
+        if method != cnx.auth_method:
+            raise AuthenticationFailed(
+                f"AUTH_RESPONSE for method {method!r}, connected with {cnx.auth_method!r}"
+            )
+        role, provider = _authenticate(cnx, method, cmd.response.auth_data)
+    except AuthenticationFailed as exc:
+        authentication_failed(cnx, str(exc))
+        return
+    if role != cnx.role:  # as Pulsar: the principal cannot change on a refresh
+        authentication_failed(cnx, f"refreshed credentials are for role {role!r}, not {cnx.role!r}")
+        return
+    cnx.auth_expires_at = provider.expires_at(cmd.response.auth_data)
+    cnx.auth_challenge_pending = False
+    cnx.service.authentication_successes[method] += 1
+    log.debug("%s: refreshed credentials of %r", cnx.remote, role)
+
+
+def handle_ping(cnx: ServerCnx, frame: Frame) -> None:
+    cnx.send_command(wrap(wire.CommandPong()))
+
+
+def handle_pong(cnx: ServerCnx, frame: Frame) -> None:
+    pass

@@ -1,0 +1,103 @@
+"""Questions about topics rather than messages: LOOKUP, PARTITIONED_METADATA,
+GET_TOPICS_OF_NAMESPACE, and the schema commands (GET_SCHEMA, GET_OR_CREATE_SCHEMA)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from magnetar.broker import authorization
+from magnetar.broker.errors import BrokerError
+from magnetar.broker.handlers.access import (
+    authorize,
+    authorize_name,
+    opened_first,
+    refuse_unauthorized,
+    topic_name,
+)
+from magnetar.broker.request_errors import error_reply
+from magnetar.protocol.topic_name import topics_hash
+from magnetar.protocol import Frame, wire
+from magnetar.protocol.commands import wrap
+
+if TYPE_CHECKING:
+    from magnetar.broker.connection import ServerCnx
+
+
+def handle_partitioned_metadata(cnx: ServerCnx, frame: Frame) -> None:
+    cmd = frame.command.partitioned_metadata
+    reply = wire.CommandPartitionedTopicMetadataResponse(request_id=cmd.request_id)
+    try:
+        topic = topic_name(cmd.topic)
+        authorize(cnx, topic, authorization.LOOKUP, "partitioned_metadata", "Get Partition Metadata")
+        reply.partitions = cnx.service.partitions_of(topic, cmd.metadata_auto_creation_enabled)
+        reply.response = wire.CommandPartitionedTopicMetadataResponse.Success
+    except BrokerError as exc:
+        reply = error_reply(frame.type, cmd.request_id, exc.code, str(exc))
+    cnx.send_command(wrap(reply))
+
+
+def handle_lookup(cnx: ServerCnx, frame: Frame) -> None:
+    cmd = frame.command.lookup
+    reply = wire.CommandLookupTopicResponse(request_id=cmd.request_id)
+    try:
+        topic = topic_name(cmd.topic)
+        authorize(cnx, topic, authorization.LOOKUP, "lookup", "Lookup")
+        reply.response = wire.CommandLookupTopicResponse.Connect
+        if (url := cnx.service.service_url) is not None:  # None: TLS only
+            reply.broker_service_url = url
+        if (tls_url := cnx.service.service_url_tls) is not None:
+            # Clients on pulsar+ssl:// connect here (the official ones take this field then).
+            reply.broker_service_url_tls = tls_url
+        reply.authoritative = True
+        reply.proxy_through_service_url = False
+    except BrokerError as exc:
+        reply = error_reply(frame.type, cmd.request_id, exc.code, str(exc))
+    cnx.send_command(wrap(reply))
+
+
+def handle_get_topics_of_namespace(cnx: ServerCnx, frame: Frame) -> None:
+    cmd = frame.command.get_topics_of_namespace
+    try:
+        authz = cnx.service.authorization
+        if authz is not None and not authz.can_list_topics(cmd.namespace, cnx.role):
+            refuse_unauthorized(cnx, "get_topics", "Get Topics Of Namespace", cmd.namespace)
+        topics = cnx.service.topic_list(cmd.namespace, cmd.mode)
+    except BrokerError as exc:
+        cnx.send_error(cmd.request_id, exc)
+        return
+    digest = topics_hash(topics)
+    reply = wire.CommandGetTopicsOfNamespaceResponse(
+        request_id=cmd.request_id, filtered=False, topics_hash=digest
+    )
+    if cmd.HasField("topics_hash") and cmd.topics_hash == digest:
+        reply.changed = False
+    else:
+        reply.topics.extend(topics)
+    cnx.send_command(wrap(reply))
+
+
+def handle_get_schema(cnx: ServerCnx, frame: Frame) -> None:
+    cnx.send_command(wrap(cnx.service.schemas.get_schema_response(frame.command.get_schema)))
+
+
+def handle_get_or_create_schema(cnx: ServerCnx, frame: Frame) -> None:
+    cmd = frame.command.get_or_create_schema
+    reply = wire.CommandGetOrCreateSchemaResponse(request_id=cmd.request_id)
+    try:
+        # Pulsar's broker checks nothing here, but adds schemas to existing topics only; ours
+        # creates the topic, so only a role that may produce there may ask.
+        authorize_name(cnx, cmd.topic, authorization.PRODUCE, "produce", "Produce")
+    except BrokerError as exc:
+        reply.error_code = exc.code
+        reply.error_message = str(exc)
+        cnx.send_command(wrap(reply))
+        return
+    if opened_first(cnx, frame, cmd.topic, cmd.request_id):
+        return
+    try:
+        topic = cnx.service.get_topic(topic_name(cmd.topic), create=True)
+        reply.schema_version = cnx.service.schemas.for_producer(topic.name, cmd.schema) or b""
+    except BrokerError as exc:
+        reply.error_code = exc.code
+        reply.error_message = str(exc)
+    cnx.send_command(wrap(reply))

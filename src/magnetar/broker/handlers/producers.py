@@ -1,0 +1,102 @@
+"""A connection's producers: PRODUCER (limits, schema, access mode), CLOSE_PRODUCER, and a
+producer the broker closes (CLOSE_PRODUCER to the client). Their sends: ``publish.py``."""
+
+from __future__ import annotations
+
+import itertools
+from typing import TYPE_CHECKING
+
+from magnetar.broker import authorization
+from magnetar.broker.errors import REQUEST_ERRORS, BrokerError, as_broker_error
+from magnetar.broker.handlers.access import authorize_name, opened_first, topic_name
+from magnetar.broker.names import check_name
+from magnetar.broker.producer import Producer
+from magnetar.protocol import Frame, wire
+from magnetar.protocol.commands import wrap
+
+if TYPE_CHECKING:
+    from magnetar.broker.connection import ServerCnx
+
+_producer_names = itertools.count()
+
+
+def handle_producer(cnx: ServerCnx, frame: Frame) -> None:
+    cmd = frame.command.producer
+    try:
+        check_name(cmd.producer_name, "producer name")  # before anything is opened for it
+        authorize_name(cnx, cmd.topic, authorization.PRODUCE, "produce", "Produce")
+    except BrokerError as exc:
+        cnx.send_error(cmd.request_id, exc)
+        return
+    if opened_first(cnx, frame, cmd.topic, cmd.request_id):
+        return
+    try:
+        if (existing := cnx.producers.get(cmd.producer_id)) is not None:
+            # A retried request for a producer we already created: answer the same.
+            ready = existing in existing.topic.producers.values()
+            _producer_success(cnx, cmd.request_id, existing, ready)
+            return
+        producer, ready = _add_producer(cnx, cmd)
+    except REQUEST_ERRORS as exc:
+        cnx.send_error(cmd.request_id, as_broker_error(exc, f"creating a producer on {cmd.topic}"))
+        return
+    cnx.producers[cmd.producer_id] = producer
+    _producer_success(cnx, cmd.request_id, producer, ready)
+
+
+def _add_producer(cnx: ServerCnx, cmd: wire.CommandProducer) -> tuple[Producer, bool]:
+    """A new producer on its topic, and whether it is ready (an exclusive one may wait for its turn)."""
+    service = cnx.service
+    topic = service.get_topic(topic_name(cmd.topic), create=True)
+    _check_producer_limits(cnx, topic)
+    schema = cmd.schema if cmd.HasField("schema") else None
+    schema_version = service.schemas.for_producer(topic.name, schema)
+    user_named = bool(cmd.producer_name)
+    name = cmd.producer_name or f"{service.broker_name}-{next(_producer_names)}"
+    producer = Producer(cnx, topic, cmd.producer_id, name, user_named, cmd.producer_access_mode)
+    producer.schema_version = schema_version
+    producer.on_ready = lambda: _producer_success(cnx, cmd.request_id, producer, ready=True)
+    return producer, topic.add_producer(producer)
+
+
+def _producer_success(cnx: ServerCnx, request_id: int, producer: Producer, ready: bool = True) -> None:
+    reply = wire.CommandProducerSuccess(
+        request_id=request_id,
+        producer_name=producer.name,
+        last_sequence_id=producer.topic.last_sequence_id(producer.name),
+        producer_ready=ready,
+    )
+    if producer.access_mode != wire.Shared:
+        reply.topic_epoch = producer.topic.topic_epoch
+    if producer.schema_version is not None:
+        reply.schema_version = producer.schema_version
+    cnx.send_command(wrap(reply))
+
+
+def _check_producer_limits(cnx: ServerCnx, topic) -> None:
+    """Raise LimitReached (ProducerBusy) when one more producer is past a limit (limits.py)."""
+    policies = cnx.service.namespaces.policies(topic.name.namespace_name)
+    namespace_max = policies.max_producers_per_topic
+    on_topic, here = len(topic.producers), len(cnx.producers)
+    cnx.service.limits.check_producer(str(topic.name), on_topic, here, namespace_max, cnx.remote)
+
+
+def close_by_broker(cnx: ServerCnx, producer: Producer) -> None:
+    """The broker closed ``producer`` (``ServerCnx.close_producer_by_broker``): tell the client;
+    the sends it had on the way are dropped (``publish.handle_send``)."""
+    if cnx.producers.get(producer.producer_id) is producer:
+        del cnx.producers[producer.producer_id]
+        cnx.gone_producers.add(producer.producer_id)
+        request_id = next(cnx.close_request_ids)
+        cnx.send_command(
+            wrap(wire.CommandCloseProducer(producer_id=producer.producer_id, request_id=request_id))
+        )
+
+
+def handle_close_producer(cnx: ServerCnx, frame: Frame) -> None:
+    cmd = frame.command.close_producer
+    producer = cnx.producers.pop(cmd.producer_id, None)
+    if producer is not None:
+        producer.closed = True
+        producer.topic.remove_producer(producer)
+    cnx.send_command(wrap(wire.CommandSuccess(request_id=cmd.request_id)))

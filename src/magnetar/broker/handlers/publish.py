@@ -1,0 +1,99 @@
+"""SEND: the checks a message passes before it is stored (checksum, metadata, size, batch), and
+its hand-off to the topic; the receipt or error goes back in the order the sends came
+(``broker/producer.py``). This is the hot path: one call of ``handle_send`` per message."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from magnetar.broker.errors import REQUEST_ERRORS, BrokerError
+from magnetar.protocol import ChecksumMismatch, Frame, ProtocolError, wire
+from magnetar.protocol.batch import check_message
+from magnetar.protocol.headers import metadata_span, parse_metadata, verify_checksum
+from magnetar.protocol.text import undecodable_metadata
+
+if TYPE_CHECKING:
+    from magnetar.broker.config import BrokerConfig
+    from magnetar.broker.connection import ServerCnx
+
+log = logging.getLogger(__name__)
+
+
+def handle_send(cnx: ServerCnx, frame: Frame) -> None:
+    cmd = frame.command.send
+    producer = cnx.producers.get(cmd.producer_id)
+    if producer is None:
+        if cmd.producer_id in cnx.gone_producers:
+            return  # sent before the client saw our CLOSE_PRODUCER: it resends after reconnecting
+        raise ProtocolError(f"SEND for unknown producer id {cmd.producer_id}")
+    payload = frame.payload
+    if payload is None:
+        raise ProtocolError("SEND without a message")
+    pending = producer.expect(cmd.sequence_id, cmd.highest_sequence_id)
+    try:
+        metadata = _checked_metadata(cnx.config, cmd, payload)
+    except ChecksumMismatch as exc:
+        log.warning("%s: %s (producer %s, sequence %d)", cnx.remote, exc, producer.name, cmd.sequence_id)
+        producer.complete(pending, None, (wire.ChecksumError, str(exc)))
+        return
+    except ProtocolError as exc:
+        producer.complete(pending, None, (wire.NotAllowedError, f"invalid message: {exc}"))
+        return
+    except BrokerError as exc:
+        producer.complete(pending, None, (exc.code, str(exc)))
+        return
+    if producer.refusing_sends:  # an earlier send was not stored: this producer is being closed
+        producer.not_stored(pending)
+        return
+    if producer.topic.terminated:
+        producer.complete(
+            pending, None, (wire.TopicTerminatedError, f"Topic {producer.topic.name} is terminated")
+        )
+        return
+    num_messages = cmd.num_messages if cmd.HasField("num_messages") else 1
+    size = len(payload)
+    mine = producer.traffic
+    mine.messages_in += num_messages
+    mine.bytes_in += size
+    traffic = producer.topic.traffic
+    traffic.messages_in += num_messages
+    traffic.bytes_in += size
+    cnx.send_pending(size)
+
+    def stored(position, exc) -> None:
+        cnx.send_done(size)
+        if exc is not None:  # the managed ledger logged it (once per episode)
+            producer.not_stored(pending)
+        else:
+            producer.complete(pending, position, None)
+
+    try:
+        producer.topic.publish(producer, cmd, payload, stored, metadata)
+    except Exception as exc:
+        if not isinstance(exc, REQUEST_ERRORS):  # else storage refused the write (a full disk ...)
+            log.exception("%s: storing a message failed", producer.topic.name)
+        cnx.send_done(size)
+        producer.not_stored(pending)
+
+
+def _checked_metadata(
+    config: BrokerConfig, cmd: wire.CommandSend, payload: memoryview
+) -> wire.MessageMetadata:
+    """The message's metadata once the message passed its checks; ChecksumMismatch, ProtocolError
+    (unreadable) or BrokerError (too large, a batch that does not add up) if not."""
+    verify_checksum(payload)
+    metadata, body = parse_metadata(payload)
+    if (field := undecodable_metadata(metadata)) is not None:
+        raise ProtocolError(f"message metadata {field} is not valid UTF-8")
+    # The limit is on metadata + payload, as the client sizes chunks by it; chunks are
+    # bounded by the frame limit alone (max_message_size + 10 KiB).
+    size = len(payload) - metadata_span(payload)[0]  # metadata + payload, no re-serializing
+    if size > config.max_message_size and not (cmd.is_chunk or metadata.HasField("chunk_id")):
+        raise BrokerError(
+            f"Exceed maximum message size: {size} > {config.max_message_size}", wire.NotAllowedError
+        )
+    # A batch a consumer cannot take apart would crash it (the C++ client reads past its buffer).
+    if config.validate_batches_on_publish:
+        check_message(metadata, body, config.max_messages_per_batch, config.max_message_size)
+    return metadata
