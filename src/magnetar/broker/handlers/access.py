@@ -11,9 +11,9 @@ from magnetar.broker import authorization
 from magnetar.broker.errors import BrokerError, InvalidTopicNameError, PersistenceError, as_broker_error
 from magnetar.broker.limits import LimitReached
 from magnetar.broker.request_errors import error_reply
-from magnetar.protocol.topic_name import InvalidTopicName, TopicName
 from magnetar.protocol import Frame, ProtocolError, wire
 from magnetar.protocol.commands import wrap
+from magnetar.protocol.topic_name import InvalidTopicName, TopicName
 
 if TYPE_CHECKING:
     from magnetar.broker.connection import ServerCnx

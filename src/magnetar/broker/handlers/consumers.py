@@ -9,11 +9,11 @@ from magnetar.broker import authorization
 from magnetar.broker.consumer import Consumer
 from magnetar.broker.errors import REQUEST_ERRORS, BrokerError, NotAllowed, as_broker_error
 from magnetar.broker.handlers.access import authorize_name, opened_first, topic_name
-from magnetar.protocol.message_id import to_u64
 from magnetar.broker.names import check_name
-from magnetar.protocol.topic_name import InvalidTopicName, TopicName
 from magnetar.protocol import Frame, ProtocolError, wire
 from magnetar.protocol.commands import wrap
+from magnetar.protocol.message_id import to_u64
+from magnetar.protocol.topic_name import InvalidTopicName, TopicName
 
 if TYPE_CHECKING:
     from magnetar.broker.connection import ServerCnx

@@ -15,9 +15,9 @@ from magnetar.broker.handlers.access import (
     topic_name,
 )
 from magnetar.broker.request_errors import error_reply
-from magnetar.protocol.topic_name import topics_hash
 from magnetar.protocol import Frame, wire
 from magnetar.protocol.commands import wrap
+from magnetar.protocol.topic_name import topics_hash
 
 if TYPE_CHECKING:
     from magnetar.broker.connection import ServerCnx
