@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 
 from magnetar.client import Result
 from magnetar.client.errors import ProducerBlockedQuotaExceededError, ProducerBlockedQuotaExceededException
 from tests.interop.support import admin_call as call
+from tests.waiting import eventually
 
 NS = "/admin/v2/namespaces/public/default"
 
@@ -26,10 +26,7 @@ def _over_quota(broker_factory, magnetar_factory, topic: str, policy: str, refus
     for n in range(30):
         producer.send(b"%04d" % n + b"x" * 996)
     path = "/admin/v2/persistent/" + topic.split("://")[1] + "/stats"
-    deadline = time.monotonic() + 10
-    while call(broker, "GET", path)[1]["publishers"]:
-        assert time.monotonic() < deadline, "the producer was not disconnected"
-        time.sleep(0.05)
+    eventually(lambda: not call(broker, "GET", path)[1]["publishers"], what="the producer disconnected")
     with pytest.raises(refusal):
         client.create_producer(topic)
     return slow, producer
