@@ -101,7 +101,7 @@ def test_interval_policy_lets_writes_gather(open_storage):
     assert ml.last_confirmed == positions[-1]
     # The first round waits out the interval after the first write: a lower bound that holds
     # whatever the load (the syncer waits on the monotonic clock until the interval is over) ...
-    assert time.monotonic() - started >= 0.05
+    assert time.monotonic() - started >= 0.049  # 50 ms, less float rounding
     # ... and the writes made meanwhile share rounds. (How few rounds a burst takes is a
     # performance figure: ``python -m bench.group_commit`` measures it.)
     assert storage.sync_rounds < len(positions)
