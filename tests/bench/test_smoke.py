@@ -53,9 +53,13 @@ def test_magnetar_loses_duplicates_reorders_and_corrupts_nothing(smoke):
         assert {key: run[key] for key in COUNTERS} == dict.fromkeys(COUNTERS, 0), name
         assert run["received"] == run["receipted"] == run["sent"] > 0, name
         assert run["produce_msg_s"] > 0 and run["consume_msg_s"] > 0, name
-        assert run["broker_cpu_s"] >= 0 and run["peak_rss_mib"] > 10, name
+        assert run["peak_rss_mib"] > 10, name
         if run["scenario"] == "1KB-sync":
             assert run["latency_us"]["n"] == run["sent"], name
+    # The broker's CPU is counted in clock ticks (10 ms): a run of a few batched entries may take
+    # less than one, but every broker that served them all did work.
+    for broker in {run["broker"] for run in doc["runs"]} - {PEER}:
+        assert sum(run["broker_cpu_s"] for run in doc["runs"] if run["broker"] == broker) > 0, broker
 
 
 def test_exit_status_says_whether_any_run_failed(smoke):

@@ -10,6 +10,7 @@ import asyncio
 from magnetar.broker.consumer import Consumer
 from magnetar.protocol import FrameDecoder, wire
 from magnetar.storage.position import Position
+from tests.waiting import eventually_async
 
 
 class RecordingCnx:
@@ -39,8 +40,18 @@ class RecordingCnx:
         return [p for p, _ in self.received]
 
 
-async def settle() -> None:
-    await asyncio.sleep(0.05)
+async def sent_to(consumer: Consumer, count: int) -> list[Position]:
+    """Wait until ``consumer``'s connection has been sent at least ``count`` messages; their positions.
+
+    The test then asserts exactly what was sent: one more than expected fails it, and so does a
+    wrong one.
+    """
+    received = consumer.cnx.received
+    await eventually_async(
+        lambda: len(received) >= count,
+        what=f"{count} messages sent to {consumer.name}",
+    )
+    return consumer.cnx.positions()
 
 
 async def publish(h, *datas: bytes) -> list[Position]:

@@ -3,8 +3,6 @@ connections record what they are sent (no sockets: thousands of consumers in a s
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
 from magnetar.broker.consumer import Consumer
@@ -14,9 +12,10 @@ from magnetar.broker.errors import ConsumerBusy
 from magnetar.protocol import wire
 from magnetar.protocol.broadcast import BROADCAST_PROPERTY, BROADCAST_VALUE
 from magnetar.storage.position import Position
+from tests.waiting import eventually_async
 
 from .entry_harness import batch, message
-from .recording import RecordingCnx, ack, publish, settle
+from .recording import RecordingCnx, ack, publish, sent_to
 
 SHARED = wire.CommandSubscribe.Shared
 EXCLUSIVE = wire.CommandSubscribe.Exclusive
@@ -37,10 +36,12 @@ def subscribe_many(topic, n: int, sub: str = "fans", permits: int = 1000) -> lis
     return [join(topic, f"c{i}", i, sub, permits) for i in range(n)]
 
 
-async def publish_numbered(h, n: int) -> list[Position]:
-    """Store n messages and let the dispatcher send them."""
+async def publish_numbered(h, n: int, *receivers: Consumer) -> list[Position]:
+    """Store n messages and wait until the dispatcher has sent them all to each of ``receivers``."""
+    before = [len(consumer.cnx.received) for consumer in receivers]
     stored = await publish(h, *[message(b"%d" % i, seq=i) for i in range(n)])
-    await settle()
+    for consumer, had in zip(receivers, before, strict=True):
+        assert (await sent_to(consumer, had + n))[had:] == stored
     return stored
 
 
@@ -63,9 +64,8 @@ def test_every_consumer_gets_every_entry_from_one_read_each(on_topic):
         dispatcher = sub.dispatcher
         assert isinstance(dispatcher, BroadcastDispatcher) and sub.kind == BROADCAST
         stored = [(await publish(h, message(b"m%d" % i, seq=i)))[0] for i in range(5)]
-        await settle()
         for c in consumers:
-            assert c.cnx.positions() == stored
+            assert await sent_to(c, len(stored)) == stored
         # Each entry was read once for all 2,500 consumers (served in rounds of 1,000), not once
         # per consumer or per round.
         assert dispatcher.entries_read == len(stored)
@@ -78,21 +78,21 @@ def test_a_round_writes_to_at_most_fanout_per_round_consumers(on_topic):
         consumers = subscribe_many(topic, 30)
         dispatcher = topic.subscriptions["fans"].dispatcher
         dispatcher.fanout_per_round = 10
-        await publish(h, message(b"x"))
-        # Run exactly the passes until every consumer has it, counting dispatch rounds.
-        rounds = 0
+        # Count the consumers each dispatch round writes to.
+        written: list[int] = []
         original = dispatcher.dispatch_round
 
         def counted() -> bool:
-            nonlocal rounds
-            rounds += 1
-            return original()
+            before = sum(1 for c in consumers if c.cnx.received)
+            more = original()
+            written.append(sum(1 for c in consumers if c.cnx.received) - before)
+            return more
 
         dispatcher.dispatch_round = counted
-        dispatcher.on_new_entries()
-        await settle()
-        assert all(len(c.cnx.received) == 1 for c in consumers)
-        assert rounds >= 3
+        await publish(h, message(b"x"))
+        for c in consumers:
+            assert len(await sent_to(c, 1)) == 1
+        assert max(written) <= 10 and sum(written) == 30
 
     on_topic(scenario)
 
@@ -100,7 +100,7 @@ def test_a_round_writes_to_at_most_fanout_per_round_consumers(on_topic):
 def test_the_subscription_keeps_what_its_slowest_consumer_has_not_acked(on_topic):
     async def scenario(h, topic) -> None:
         fast, slow = subscribe_many(topic, 2)
-        stored = await publish_numbered(h, 6)
+        stored = await publish_numbered(h, 6, fast, slow)
         cursor = topic.subscriptions["fans"].cursor
         ack(fast, *stored)
         ack(slow, *stored[:2])
@@ -123,7 +123,7 @@ def lose_connection(consumer: Consumer) -> None:
 def test_without_a_grace_period_a_lost_connection_releases_nothing_until_the_next_ack(on_topic):
     async def scenario(h, topic) -> None:
         slow, fast = subscribe_many(topic, 2)
-        stored = await publish_numbered(h, 3)
+        stored = await publish_numbered(h, 3, slow, fast)
         ack(fast, *stored[:2])
         cursor = topic.subscriptions["fans"].cursor
         assert cursor.backlog() == 3
@@ -138,7 +138,7 @@ def test_without_a_grace_period_a_lost_connection_releases_nothing_until_the_nex
 def test_a_lost_consumer_keeps_its_place_until_the_grace_period_ends(on_topic):
     async def scenario(h, topic) -> None:
         slow, fast = subscribe_many(topic, 2)
-        stored = await publish_numbered(h, 3)
+        stored = await publish_numbered(h, 3, slow, fast)
         ack(slow, stored[0])
         ack(fast, *stored)
         sub = topic.subscriptions["fans"]
@@ -147,8 +147,8 @@ def test_a_lost_consumer_keeps_its_place_until_the_grace_period_ends(on_topic):
         ack(fast, *stored)  # acks of the others move nothing it holds
         assert sub.cursor.backlog() == 2
         assert sub.dispatcher.stats()["departedCursors"] == 1
-        await asyncio.sleep(0.4)
-        assert sub.cursor.backlog() == 0  # given up: the subscription moves on
+        # Given up once the grace period is over: the subscription moves on.
+        await eventually_async(lambda: sub.cursor.backlog() == 0, what="the lost consumer's place given up")
         assert sub.dispatcher.stats()["departedCursors"] == 0
 
     on_topic(scenario, broadcast_reconnect_grace_seconds=0.2)
@@ -157,22 +157,22 @@ def test_a_lost_consumer_keeps_its_place_until_the_grace_period_ends(on_topic):
 def test_a_consumer_back_within_the_grace_period_resumes_at_its_place(on_topic):
     async def scenario(h, topic) -> None:
         slow, fast = subscribe_many(topic, 2)
-        stored = await publish_numbered(h, 4)
+        stored = await publish_numbered(h, 4, slow, fast)
         ack(slow, stored[0], stored[2])  # stored[1] and stored[3] were in flight when it was lost
         ack(fast, *stored)
         lose_connection(slow)
-        more = await publish_numbered(h, 1)
+        more = await publish_numbered(h, 1, fast)
         back = join(topic, slow.name, 50)
-        await settle()
         # What it had not acknowledged first, then what came since; nothing it acknowledged.
-        assert back.cnx.positions() == [stored[1], stored[3], *more]
+        assert await sent_to(back, 3) == [stored[1], stored[3], *more]
         ack(back, stored[1], stored[3], *more)
         ack(fast, *more)
         assert topic.subscriptions["fans"].cursor.backlog() == 0
-        # A consumer of another name starts at what the subscription holds, as always.
+        # A consumer of another name starts at what the subscription holds, as always: the next
+        # message is the first it is sent.
         other = join(topic, "someone-else", 51)
-        await settle()
-        assert other.cnx.positions() == []
+        latest = await publish_numbered(h, 1, back, fast)
+        assert await sent_to(other, 1) == latest
 
     on_topic(scenario)
 
@@ -180,15 +180,16 @@ def test_a_consumer_back_within_the_grace_period_resumes_at_its_place(on_topic):
 def test_a_consumer_closed_by_its_client_gives_up_its_place_at_once(on_topic):
     async def scenario(h, topic) -> None:
         slow, fast = subscribe_many(topic, 2)
-        stored = await publish_numbered(h, 2)
+        stored = await publish_numbered(h, 2, slow, fast)
         ack(fast, *stored)
         sub = topic.subscriptions["fans"]
         assert sub.cursor.backlog() == 2
         sub.remove_consumer(slow)  # CLOSE_CONSUMER: the connection stays open
         assert sub.cursor.backlog() == 0
         back = join(topic, slow.name, 50)
-        await settle()
-        assert back.cnx.positions() == []
+        # Nothing of before: the next message is the first it is sent.
+        latest = await publish_numbered(h, 1, fast)
+        assert await sent_to(back, 1) == latest
 
     on_topic(scenario)
 
@@ -196,15 +197,14 @@ def test_a_consumer_closed_by_its_client_gives_up_its_place_at_once(on_topic):
 def test_skips_and_seeks_reach_the_places_kept_for_lost_consumers(on_topic):
     async def scenario(h, topic) -> None:
         slow, fast = subscribe_many(topic, 2)
-        stored = await publish_numbered(h, 2)
+        stored = await publish_numbered(h, 2, slow, fast)
         lose_connection(slow)
         sub = topic.subscriptions["fans"]
         sub.clear_backlog()  # acknowledged for everyone, the departed one included
         ack(fast, *stored)
-        more = await publish_numbered(h, 1)
+        more = await publish_numbered(h, 1, fast)
         back = join(topic, slow.name, 50)
-        await settle()
-        assert back.cnx.positions() == more
+        assert await sent_to(back, 1) == more
         lose_connection(back)
         assert sub.dispatcher.stats()["departedCursors"] == 1
         sub.dispatcher.on_cursor_reset()  # what a seek does after moving the cursor
@@ -216,11 +216,10 @@ def test_skips_and_seeks_reach_the_places_kept_for_lost_consumers(on_topic):
 def test_a_newcomer_starts_at_what_the_subscription_still_holds(on_topic):
     async def scenario(h, topic) -> None:
         (first,) = subscribe_many(topic, 1)
-        stored = await publish_numbered(h, 4)
+        stored = await publish_numbered(h, 4, first)
         ack(first, *stored[:2])
         late = join(topic, "late", 99, permits=100)
-        await settle()
-        assert late.cnx.positions() == stored[2:]
+        assert await sent_to(late, 2) == stored[2:]
         assert first.cnx.positions() == stored  # nothing sent twice to the first
 
     on_topic(scenario)
@@ -229,17 +228,18 @@ def test_a_newcomer_starts_at_what_the_subscription_still_holds(on_topic):
 def test_redelivery_goes_to_the_consumer_that_asked_only(on_topic):
     async def scenario(h, topic) -> None:
         a, b = subscribe_many(topic, 2)
-        stored = await publish_numbered(h, 3)
+        stored = await publish_numbered(h, 3, a, b)
         sub = topic.subscriptions["fans"]
         redeliver_id = wire.MessageIdData(ledger_id=stored[1].ledger_id, entry_id=stored[1].entry_id)
         sub.redeliver(a, [redeliver_id])
-        await settle()
+        await sent_to(a, 4)
         assert a.cnx.received == [(p, 0) for p in stored] + [(stored[1], 1)]
-        assert b.cnx.received == [(p, 0) for p in stored]
-        # Everything not acked, for b: all three again, in order, counted.
+        # Everything not acked, for b: all three again, in order, counted (and a's redelivery
+        # before them was not b's).
         sub.redeliver(b, [])
-        await settle()
-        assert b.cnx.received[3:] == [(p, 1) for p in stored]
+        await sent_to(b, 6)
+        assert b.cnx.received == [(p, 0) for p in stored] + [(p, 1) for p in stored]
+        assert len(a.cnx.received) == 4
 
     on_topic(scenario)
 
@@ -248,12 +248,10 @@ def test_permits_bound_each_consumer_on_its_own(on_topic):
     async def scenario(h, topic) -> None:
         (small,) = subscribe_many(topic, 1, permits=2)
         (large,) = subscribe_many(topic, 1, permits=100)
-        stored = await publish_numbered(h, 5)
+        stored = await publish_numbered(h, 5, large)  # the entries small has no permits for were read
         assert small.cnx.positions() == stored[:2]
-        assert large.cnx.positions() == stored
         small.subscription.flow(small, 10)
-        await settle()
-        assert small.cnx.positions() == stored
+        assert await sent_to(small, 5) == stored
 
     on_topic(scenario)
 
@@ -262,12 +260,11 @@ def test_a_blocked_connection_waits_and_resumes_where_it_stopped(on_topic):
     async def scenario(h, topic) -> None:
         a, b = subscribe_many(topic, 2)
         b.cnx.writable = False
-        stored = await publish_numbered(h, 3)
-        assert a.cnx.positions() == stored and b.cnx.positions() == []
+        stored = await publish_numbered(h, 3, a)
+        assert b.cnx.positions() == []
         b.cnx.writable = True
         b.subscription.dispatcher.on_writable(b)
-        await settle()
-        assert b.cnx.positions() == stored
+        assert await sent_to(b, 3) == stored
 
     on_topic(scenario)
 
@@ -275,16 +272,16 @@ def test_a_blocked_connection_waits_and_resumes_where_it_stopped(on_topic):
 def test_skipping_the_backlog_moves_every_consumer(on_topic):
     async def scenario(h, topic) -> None:
         a, b = subscribe_many(topic, 2, permits=1)
-        stored = await publish_numbered(h, 4)
-        assert a.cnx.positions() == stored[:1]
+        stored = await publish(h, *[message(b"%d" % i, seq=i) for i in range(4)])
+        assert await sent_to(a, 1) == stored[:1]
+        assert await sent_to(b, 1) == stored[:1]
         sub = topic.subscriptions["fans"]
         sub.clear_backlog()
         assert sub.cursor.backlog() == 0
         assert a.pending_acks == {} and b.pending_acks == {}
         a.subscription.flow(a, 10)
         (stored2,) = await publish(h, message(b"new", seq=10))
-        await settle()
-        assert a.cnx.positions() == [stored[0], stored2]  # nothing skipped is sent
+        assert await sent_to(a, 2) == [stored[0], stored2]  # nothing skipped is sent
 
     on_topic(scenario)
 
@@ -294,7 +291,8 @@ def test_cumulative_and_batch_index_acks(on_topic):
         a, b = subscribe_many(topic, 2)
         (first,) = await publish(h, batch([b"x", b"y", b"z"], seq=0))
         (second,) = await publish(h, message(b"w", seq=3))
-        await settle()
+        for consumer in (a, b):
+            assert await sent_to(consumer, 2) == [first, second]
         sub = topic.subscriptions["fans"]
         ack(a, second, cumulative=True)
         assert sub.dispatcher.virtual_cursor(a).mark_delete == second
@@ -304,10 +302,8 @@ def test_cumulative_and_batch_index_acks(on_topic):
         sub.acknowledge(part, b)
         assert sub.cursor.mark_delete_position < first
         sub.redeliver(b, [])
-        await settle()
         # The batch comes again with its ack set: only message 2 is left for b.
-        frames = b.cnx.received
-        assert [p for p, _ in frames] == [first, second, first, second]
+        assert await sent_to(b, 4) == [first, second, first, second]
         part.message_id[0].ack_set[:] = [0]
         sub.acknowledge(part, b)
         ack(b, second)
@@ -340,7 +336,7 @@ def test_a_plain_consumer_cannot_join_a_broadcast_subscription_in_use(on_topic):
 def test_the_end_of_a_terminated_topic_is_told_per_consumer(on_topic):
     async def scenario(h, topic) -> None:
         a, b = subscribe_many(topic, 2)
-        stored = await publish_numbered(h, 2)
+        stored = await publish_numbered(h, 2, a, b)
         await topic.terminate()
         ack(a, *stored)
         told = wire.BaseCommand.REACHED_END_OF_TOPIC
@@ -355,20 +351,21 @@ def test_the_end_of_a_terminated_topic_is_told_per_consumer(on_topic):
 def test_acks_and_redeliveries_of_unknown_entries_change_nothing(on_topic):
     async def scenario(h, topic) -> None:
         a, b = subscribe_many(topic, 2)
-        stored = await publish_numbered(h, 3)
+        stored = await publish_numbered(h, 3, a, b)
         sub = topic.subscriptions["fans"]
         beyond = Position(stored[-1].ledger_id, stored[-1].entry_id + 5)
         ack(a, beyond)
         ack(a, beyond, cumulative=True)
         sub.redeliver(a, [wire.MessageIdData(ledger_id=beyond.ledger_id, entry_id=beyond.entry_id)])
-        await settle()
         assert sub.dispatcher.virtual_cursor(a).mark_delete < stored[0]
         assert sub.cursor.backlog() == 3
-        assert a.cnx.positions() == stored  # nothing extra was sent
-        assert len(a.pending_acks) == 3
-        # ... and the consumer goes on as before.
-        ack(a, *stored)
-        ack(b, *stored)
+        # ... and the consumer goes on as before: the next message is the next it is sent,
+        # nothing extra before it.
+        later = await publish_numbered(h, 1, b)
+        assert await sent_to(a, 4) == stored + later
+        assert len(a.pending_acks) == 4
+        ack(a, *stored, *later)
+        ack(b, *stored, *later)
         assert sub.cursor.backlog() == 0
 
     on_topic(scenario)

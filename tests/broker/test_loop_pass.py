@@ -10,6 +10,7 @@ import uvloop
 
 from magnetar.broker import loop_pass
 from magnetar.broker.loop_pass import COMPLETE, DISPATCH, FLUSH, SYNC, WAKE
+from tests.waiting import eventually_async
 
 
 @pytest.fixture(params=["asyncio", "uvloop"])
@@ -19,11 +20,12 @@ def loop(request):
     loop.close()
 
 
-def run(loop: asyncio.AbstractEventLoop, body) -> None:
+def run(loop: asyncio.AbstractEventLoop, body, done) -> None:
+    """Call ``body`` on the running loop, then let the loop run until ``done()``."""
+
     async def main() -> None:
         body()
-        for _ in range(5):  # a few passes: whatever was deferred has run by then
-            await asyncio.sleep(0)
+        await eventually_async(done, what="the deferred work")
 
     loop.run_until_complete(main())
 
@@ -40,7 +42,7 @@ def test_phases_run_in_order_whatever_order_they_were_deferred_in(loop):
         passes.defer(WAKE, lambda: seen.append("wake"))
         seen.append("deferred")
 
-    run(loop, body)
+    run(loop, body, lambda: len(seen) == 6)
     assert seen == ["deferred", "sync", "complete", "wake", "dispatch", "flush"]
 
 
@@ -51,7 +53,7 @@ def test_work_for_a_later_phase_runs_in_the_same_pass(loop):
     async def count_passes() -> None:
         while True:
             pass_no[0] += 1
-            await asyncio.sleep(0)
+            await asyncio.sleep(0)  # one turn per loop pass: the passes are what is counted
 
     def body() -> None:
         passes = loop_pass.current()
@@ -68,10 +70,9 @@ def test_work_for_a_later_phase_runs_in_the_same_pass(loop):
 
     async def main() -> None:
         counter = asyncio.ensure_future(count_passes())
-        await asyncio.sleep(0)
+        await eventually_async(lambda: pass_no[0] > 0, what="the pass counter started")
         body()
-        for _ in range(5):
-            await asyncio.sleep(0)
+        await eventually_async(lambda: len(seen) == 3, what="complete, dispatch and flush")
         counter.cancel()
 
     loop.run_until_complete(main())
@@ -100,8 +101,7 @@ def test_work_for_a_phase_that_already_ran_waits_for_the_next_pass(loop):
         passes.defer(DISPATCH, dispatch_round)
         asyncio.get_running_loop().call_soon(io_callback)
 
-    run(loop, body)
-    assert len(rounds) == 3
+    run(loop, body, lambda: len(rounds) == 3 and len(other) == 5)
     assert rounds[0] < rounds[1] < rounds[2]  # other callbacks ran between the rounds
 
 
@@ -118,7 +118,7 @@ def test_run_now_runs_a_completion_and_the_phases_after_it_at_once(loop):
         passes.run_now(completion)
         seen.append("returned")
 
-    run(loop, body)
+    run(loop, body, lambda: len(seen) == 3)
     assert seen == ["complete", "flush", "returned"]
 
 
@@ -135,7 +135,7 @@ def test_a_raising_callback_is_logged_and_the_rest_still_run(loop, caplog):
         passes.defer(FLUSH, lambda: seen.append("flush"))
 
     with caplog.at_level(logging.ERROR, logger="magnetar.broker.loop_pass"):
-        run(loop, body)
+        run(loop, body, lambda: "flush" in seen)
     assert seen == ["dispatch", "flush"]
     assert "boom" in caplog.text
 

@@ -13,6 +13,7 @@ from magnetar.client import ChunkMessageId, ConsumerType, InitialPosition, aio
 from magnetar.client.handler import State
 from magnetar.protocol import wire
 from tests.interop.support import RawConnection, admin_call, chunk_frame, stored_chunks
+from tests.waiting import eventually, eventually_async
 
 from .proxy import ShrinkingProxy
 
@@ -108,11 +109,7 @@ def test_consumer_dying_mid_message_then_a_new_one_gets_it_whole(broker_factory,
             producer = await client.create_producer(topic, chunking_enabled=True)
             data = os.urandom(600 * 1024)
             await producer.send(data)
-            for _ in range(100):
-                if chunks_seen >= 3:
-                    break
-                await asyncio.sleep(0.05)
-            assert chunks_seen >= 3
+            await eventually_async(lambda: chunks_seen >= 3, what="three chunks reaching the doomed consumer")
             async with aio.Client(broker.service_url, operation_timeout_seconds=10) as other:
                 survivor = await other.subscribe(topic, "sub", consumer_type=ConsumerType.Failover)
                 msg = await survivor.receive(10_000)
@@ -131,22 +128,19 @@ def test_broker_restart_in_the_middle_of_a_chunked_send(broker_factory, magnetar
     results = []
     producer.send_async(data, lambda res, msg_id: results.append((res, msg_id)))
     inner = producer._inner
+
     # The chunks go out one after another from the client's loop: find the message's chunk
     # group, wait until a few chunks are stored, then kill the broker with the rest to come.
-    deadline = time.monotonic() + 10
-    group = None
-    while time.monotonic() < deadline and (group is None or len(group.ids) < 5):
-        group = group or next((op.chunk for op in list(inner._pending) if op.chunk is not None), None)
-        time.sleep(0.001)
-    assert group is not None and 5 <= len(group.ids) < group.num_chunks and not results, (
-        "the send finished before the restart"
-    )
+    def five_chunks_stored():
+        group = next((op.chunk for op in list(inner._pending) if op.chunk is not None), None)
+        return group if group is not None and len(group.ids) >= 5 else None
+
+    group = eventually(five_chunks_stored, interval=0.001, what="five chunks of the message stored")
+    assert len(group.ids) < group.num_chunks and not results, "the send finished before the restart"
     broker.stop(signal.SIGKILL)
     broker.restart()
-    deadline = time.monotonic() + 30
-    while not results and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert results and results[0][0] == 0, results
+    eventually(lambda: results, timeout=30, what="the send's result")
+    assert results[0][0] == 0, results
     msg = consumer.receive(30_000)
     assert msg.data() == data
     consumer.acknowledge(msg)
@@ -245,9 +239,9 @@ def test_chunks_sent_again_over_a_new_connection_are_stored_once(broker_factory,
         results = []
         proxy.drop_receipts = True
         producer.send_async(data, lambda res, msg_id: results.append((res, msg_id)))
-        deadline = time.monotonic() + 30
-        while len(stored_chunks(broker, topic, quiet=0.2)) < 10:
-            assert time.monotonic() < deadline, "no chunk was stored"
+        eventually(
+            lambda: len(stored_chunks(broker, topic, quiet=0.2)) >= 10, timeout=30, what="ten chunks stored"
+        )
         proxy.drop_receipts = False
         proxy.cut()
         producer.flush()
@@ -273,17 +267,16 @@ def test_copies_of_chunks_stored_twice_are_skipped_and_acknowledged(broker, magn
         # A copy with its own publish time: this broker takes it for another message and stores it.
         raw.send(chunk_frame(name, 0, f"{name}-0", chunk_id, parts))
         raw.expect(wire.BaseCommand.SEND_RECEIPT)
-        time.sleep(0.002)
+        time.sleep(0.002)  # not a wait for an event: the copy needs a later publish time (ms)
     raw.close()
     msg = consumer.receive(10_000)
     assert msg.data() == b"".join(parts)
     consumer.acknowledge(msg)
+    eventually(lambda: subscription_backlog(broker, topic, "sub") == 0, what="every entry acknowledged")
+    # The consumer has been through every entry (it acknowledged the copies): had it assembled
+    # the message twice, the second would be waiting for it now.
     with pytest.raises(Exception, match="within"):
-        consumer.receive(500)
-    deadline = time.monotonic() + 10
-    while (backlog := subscription_backlog(broker, topic, "sub")) != 0:
-        assert time.monotonic() < deadline, f"{backlog} entries left unacknowledged"
-        time.sleep(0.1)
+        consumer.receive(100)
 
 
 def subscription_backlog(broker, topic: str, sub: str) -> int:

@@ -9,6 +9,7 @@ import pytest
 from magnetar.client.connection import DEFAULT_MAX_MESSAGE_SIZE, Connection
 from magnetar.client.errors import ConnectError, ConnectionClosed, Timeout, TopicNotFound
 from magnetar.protocol import FrameDecoder, commands, encode_frame, wire
+from tests.waiting import eventually_async
 
 T = wire.BaseCommand
 
@@ -201,9 +202,12 @@ def test_ping_gets_pong_and_keepalive_pings():
         async with ScriptedServer() as server:
             cnx = await Connection.open("127.0.0.1", server.port, keepalive_interval=0.05)
             server.writers[0].write(encode_frame(commands.ping()))
-            await asyncio.sleep(0.2)
-            kinds = [f.type for f in server.received]
-            assert T.PONG in kinds and T.PING in kinds
+
+            def answered_and_pinged() -> bool:
+                kinds = {f.type for f in server.received}
+                return T.PONG in kinds and T.PING in kinds
+
+            await eventually_async(answered_and_pinged, what="a PONG for the PING, and a keepalive PING")
             await cnx.close()
 
     run(main())

@@ -4,18 +4,9 @@ from __future__ import annotations
 
 import signal
 import threading
-import time
 
 from magnetar.client import InitialPosition, Result
-
-
-def wait_for(predicate, timeout=15.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.02)
-    return False
+from tests.waiting import eventually
 
 
 def test_producer_and_consumer_survive_a_restart(broker, magnetar_factory, topic):
@@ -29,11 +20,11 @@ def test_producer_and_consumer_survive_a_restart(broker, magnetar_factory, topic
         consumer.acknowledge(msg)
 
     broker.stop(signal.SIGTERM)
-    assert wait_for(lambda: not producer.is_connected() and not consumer.is_connected(), 5)
+    eventually(lambda: not producer.is_connected() and not consumer.is_connected(), what="both disconnected")
     broker.restart()
     for i in range(5):
         producer.send(b"after-%d" % i)  # waits for the reconnect, then gets its receipt
-    assert wait_for(consumer.is_connected)
+    eventually(consumer.is_connected, what="the consumer reconnected")
     after = [consumer.receive(10_000) for _ in range(5)]
     assert [m.data() for m in after] == [b"after-%d" % i for i in range(5)]
 
@@ -43,7 +34,7 @@ def test_pending_sends_are_resent_in_order_after_a_crash(broker, magnetar_factor
     consumer = client.subscribe(topic, "sub", initial_position=InitialPosition.Earliest)
     producer = client.create_producer(topic, send_timeout_millis=30_000)
     broker.stop(signal.SIGKILL)
-    assert wait_for(lambda: not producer.is_connected())
+    eventually(lambda: not producer.is_connected(), what="the producer disconnected")
     results = []
     done = threading.Event()
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-import time
 
 import pytest
 
@@ -20,6 +19,7 @@ from magnetar.demo.smart_city.job import BROKER_SETTINGS
 from magnetar.demo.smart_city.security import Admin
 from magnetar.demo.smart_city.settings import MIB, CitySettings
 from magnetar.demo.smart_city.simulator import Simulator
+from tests.waiting import eventually_async
 
 SETTINGS = CitySettings(
     areas=3,
@@ -40,13 +40,6 @@ def broker(tmp_path_factory):
         yield broker
 
 
-async def wait_for(condition, timeout=20.0):
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        await asyncio.sleep(0.05)
-
-
 def alert(area: str, start: int) -> Alert:
     return Alert(area, start, start + 5000, start + 1200, 3, 1, 5.5, 3, 21.0)
 
@@ -64,11 +57,19 @@ def test_every_vehicle_in_an_area_gets_its_alerts(broker):
             sent = [alert(damaged, 1_700_000_000_000 + i * 5000) for i in range(3)]
             for a in sent:
                 await producer.send(a.to_json(), event_timestamp=a.trigger_ms)
+            # A last alert, after which nothing may come: once every vehicle and the control room
+            # has it, each has had everything before it, and a copy or a stray would be there.
+            last = alert(damaged, 1_700_000_000_000 + 3 * 5000)
+            await producer.send(last.to_json(), event_timestamp=last.trigger_ms)
             vehicles = [v for v in city.devices_of(VEHICLE) if v.area == damaged]
-            await wait_for(lambda: len(fanout.receipts) == len(vehicles) * len(sent))
-            await asyncio.sleep(0.3)  # nothing else may come
+
+            def everyone_has_the_last() -> bool:
+                have = {r.vehicle for r in fanout.receipts if r.alert_id == last.alert_id}
+                return have == {v.id for v in vehicles} and last.alert_id in fanout.control_room.alerts
+
+            await eventually_async(everyone_has_the_last, timeout=20, what="the last alert everywhere")
             await fanout.stop()
-            return fanout, sent, vehicles
+            return fanout, [*sent, last], vehicles
 
     fanout, sent, vehicles = asyncio.run(scenario())
     got = {(r.vehicle, r.alert_id) for r in fanout.receipts}
@@ -102,7 +103,9 @@ def test_simulator_publishes_the_plan_and_frames_arrive_intact(broker):
             while len(records) < expected:
                 msg = await telemetry.receive(10_000)
                 records.append((json.loads(msg.data()), msg.event_timestamp(), msg.partition_key()))
-            await wait_for(lambda: len(verifier.checks) == len(city.frames))
+            await eventually_async(
+                lambda: len(verifier.checks) >= len(city.frames), timeout=20, what="every frame checked"
+            )
             await verifier.stop()
             return simulator, records, verifier
 
@@ -144,7 +147,7 @@ def test_verifier_flags_a_frame_whose_bytes_do_not_match(broker):
             props = frame.properties(content)
             await producer.send(content, properties=props)
             await producer.send(content[:-1] + b"\x00", properties=props)
-            await wait_for(lambda: len(verifier.checks) == 2)
+            await eventually_async(lambda: len(verifier.checks) >= 2, timeout=20, what="both frames checked")
             await verifier.stop()
             return verifier
 

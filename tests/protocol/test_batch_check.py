@@ -108,7 +108,8 @@ def test_decoding_stops_at_the_announced_size(kind):
 
 # -- fuzz: any bytes in, a batch whose parts add up or a clean error out ---------------------------
 
-FUZZ = settings(max_examples=300, deadline=2000, suppress_health_check=[HealthCheck.too_slow])
+# No per-example deadline: time on a loaded machine is no finding (the size limits are asserted).
+FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def assert_checked_or_refused(metadata: wire.MessageMetadata, payload: bytes) -> None:

@@ -204,7 +204,7 @@ def test_a_frame_over_the_limit_read_into_the_shared_buffer_is_refused_from_its_
     assert decoder.held == 0  # nothing was allocated for it
 
 
-@settings(max_examples=300, deadline=2000, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.binary(max_size=4096), sizes=st.lists(st.integers(min_value=1, max_value=5000), max_size=8))
 def test_arbitrary_bytes_read_through_the_shared_buffer_only_raise_protocol_error(data, sizes):
     shared = bytearray(SHARED_READ_SIZE)

@@ -10,6 +10,7 @@ import pytest
 
 from magnetar.client import MessageId
 from tests.spark.support import admin, produce, read_back, source_options
+from tests.waiting import eventually
 
 N = 40
 
@@ -69,6 +70,8 @@ def test_partitioned_topic_is_read_one_spark_partition_per_topic_partition(spark
 
 def test_starting_timestamp_seeks_by_broker_time(spark, broker, client, topic):
     produce(client, topic, [f"old{i}" for i in range(10)])
+    # Not waits for an event: the broker's clock must move past the old messages' millisecond,
+    # and on past the boundary before the new ones.
     time.sleep(0.05)
     boundary_ms = int(time.time() * 1000)
     time.sleep(0.05)
@@ -111,10 +114,11 @@ def test_data_deleted_by_retention_fails_or_is_skipped(spark, broker_factory_ses
     with Client(broker.service_url) as client:
         # no durable subscription: closed ledgers go at the next retention check
         produce(client, topic, [f"{i:03d}" + "x" * 100 for i in range(60)])
-        deadline = time.monotonic() + 15
-        while (first := read_back(client, topic, quiet_ms=300)[0].index()) == 0:
-            assert time.monotonic() < deadline, "retention deleted nothing"
-            time.sleep(0.3)
+        first = eventually(
+            lambda: read_back(client, topic, quiet_ms=300)[0].index(),
+            interval=0.3,
+            what="retention deleting the closed ledgers",
+        )
     from_zero = json.dumps({topic: 0})
 
     with pytest.raises(Exception, match=r"OffsetOutOfRangeError.*no longer retained"):

@@ -9,6 +9,7 @@ import time
 import pytest
 
 from magnetar.storage import ManagedLedgerFencedError, Position
+from tests.waiting import eventually
 
 from .conftest import TOPIC, Durable, add_durable, payloads
 
@@ -34,11 +35,13 @@ def test_a_burst_shares_fsyncs_and_no_callback_beats_its_fsync(storage, ml):
     assert storage.sync_rounds < n / 2
 
 
-def test_a_lone_entry_gets_its_own_fsync_promptly(storage, ml):
-    started = time.monotonic()
-    add_durable(ml, [b"one"])
-    assert time.monotonic() - started < 1.0
-    assert storage.fsync_count >= 1
+def test_a_lone_entry_gets_its_own_fsync(storage, ml):
+    # Nothing else is written: the entry does not wait for company to be synced. (How soon it is
+    # synced is measured by ``python -m bench.group_commit``, not asserted here.)
+    fsyncs_before = storage.fsync_count
+    (position,) = add_durable(ml, [b"one"])
+    assert ml.last_confirmed == position and ml._current.synced_entries == 1
+    assert storage.fsync_count > fsyncs_before
 
 
 def test_callbacks_fire_in_position_order_across_rollover(open_storage):
@@ -72,14 +75,20 @@ def test_callbacks_go_through_notify(open_storage):
     ml = storage.open_managed_ledger(TOPIC)
     seen: list[Position] = []
     positions = [ml.add_entry(data, lambda p, e: seen.append(p)) for data in payloads(50)]
-    deadline = time.monotonic() + 5
-    while ml.last_confirmed < positions[-1] and time.monotonic() < deadline:
-        time.sleep(0.001)
+    eventually(lambda: ml.last_confirmed == positions[-1], what="every entry durable")
     assert seen == []  # nothing ran on the fsync thread
+    fired = 0
+
+    def fire_handed() -> bool:  # as the owner's loop runs what it is handed
+        nonlocal fired
+        for fire in handed[fired:]:
+            fire()
+            fired += 1
+        return seen == positions
+
+    # A round hands its callbacks over just after it advances last_confirmed: fire them as they come.
+    eventually(fire_handed, what="every callback handed over")
     assert 1 <= len(handed) <= storage.sync_rounds  # one hand-off per round, not per entry
-    for fire in handed:
-        fire()
-    assert seen == positions
 
 
 def test_interval_policy_lets_writes_gather(open_storage):
@@ -89,9 +98,13 @@ def test_interval_policy_lets_writes_gather(open_storage):
     started = time.monotonic()
     positions = [ml.add_entry(data, durable) for data in payloads(100)]
     assert durable.wait(100) == positions
-    assert time.monotonic() - started >= 0.045
-    assert storage.sync_rounds <= 2
     assert ml.last_confirmed == positions[-1]
+    # The first round waits out the interval after the first write: a lower bound that holds
+    # whatever the load (the syncer waits on the monotonic clock until the interval is over) ...
+    assert time.monotonic() - started >= 0.049  # 50 ms, less float rounding
+    # ... and the writes made meanwhile share rounds. (How few rounds a burst takes is a
+    # performance figure: ``python -m bench.group_commit`` measures it.)
+    assert storage.sync_rounds < len(positions)
 
 
 def test_never_policy_completes_right_after_the_write(open_storage):
@@ -146,9 +159,10 @@ def test_a_raising_callback_does_not_stop_the_others(ml):
         raise RuntimeError("callback bug")
 
     ml.add_entry(b"a", bad)
-    ml.add_entry(b"b", durable)
-    durable.wait(1)
-    add_durable(ml, [b"c"])
+    second = ml.add_entry(b"b", durable)
+    assert durable.wait(1) == [second]
+    assert durable.results == [(second, None)]  # completed, without the first one's error
+    assert add_durable(ml, [b"c"]) == [ml.last_confirmed]
 
 
 # -- rounds on the owner's thread (a broker's event loop) ------------------------------------
@@ -183,15 +197,25 @@ def test_with_a_defer_hook_a_round_runs_on_the_owner_thread_once_per_pass(open_s
 
     positions = [ml.add_entry(data, on_durable) for data in payloads(30)]
     positions.append(other.add_entry(b"elsewhere", on_durable))
-    time.sleep(0.05)
-    assert fired == [] and ml.last_confirmed < positions[0]  # nothing is durable before the pass ends
     assert len(deferred.waiting) == 1  # one round for the whole pass, both managed ledgers
+    # An add from another thread goes to the fsync thread: once its round is over, that thread
+    # has had its chance to sync the owner's entries too, and must not have.
+    third = storage.open_managed_ledger(TOPIC + "-3")
+    from_thread = Durable()
+    fsyncs = storage.fsync_count
+    adder = threading.Thread(target=third.add_entry, args=(b"other thread", from_thread))
+    adder.start()
+    adder.join()
+    assert from_thread.wait(1) != [None]
+    eventually(lambda: storage.fsync_count > fsyncs, what="the fsync thread's round counted")
+    assert storage.sync_rounds == 1
+    assert fired == [] and ml.last_confirmed < positions[0]  # nothing is durable before the pass ends
     fsyncs = storage.fsync_count
     assert deferred.run() == 1
     assert [p for p, _ in fired] == positions
     assert {thread for _, thread in fired} == {threading.get_ident()}
     assert storage.fsync_count - fsyncs == 2  # one fdatasync per managed ledger
-    assert storage.inline_sync_rounds == storage.sync_rounds == 1
+    assert storage.inline_sync_rounds == 1 and storage.sync_rounds == 2
     assert ml._current.synced_entries == 30
 
 

@@ -136,7 +136,7 @@ def test_rollover_by_age_is_checked_on_add(open_storage):
     ml = open_storage(max_ledger_age_seconds=0.05).open_managed_ledger(TOPIC)
     first = add_durable(ml, [b"a", b"b"])
     assert first[0].ledger_id == first[1].ledger_id
-    time.sleep(0.06)
+    time.sleep(0.06)  # not a wait for an event: the ledger must grow older than its maximum age
     (later,) = add_durable(ml, [b"c"])
     assert later == Position(ml.current_ledger_id, 0) and later.ledger_id > first[1].ledger_id
 

@@ -4,18 +4,11 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-import time
 
 import pytest
 
 from magnetar.storage.metadata_store import MetadataStore
-
-
-def _wait_for(condition, timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.001)
+from tests.waiting import eventually
 
 
 def test_writes_waiting_together_commit_together_and_a_failing_one_fails_alone(tmp_path):
@@ -34,7 +27,7 @@ def test_writes_waiting_together_commit_together_and_a_failing_one_fails_alone(t
         threads = [threading.Thread(target=create, args=(name,)) for name in names]
         for thread in threads:
             thread.start()
-        _wait_for(lambda: len(store._queue) == len(names))
+        eventually(lambda: len(store._queue) == len(names), interval=0.001, what="every write queued")
     for thread in threads:
         thread.join(5)
     assert isinstance(outcomes.pop("taken"), sqlite3.IntegrityError)
