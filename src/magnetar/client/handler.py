@@ -110,6 +110,15 @@ class HandlerBase:
     async def _connection_opened(self, cnx: Connection) -> None:
         raise NotImplementedError
 
+    def on_close_by_broker(self, cnx: Connection) -> None:
+        if cnx is self.cnx:
+            log.info("%s closed by the broker, reconnecting", self.name)
+            self._connection_lost()
+
+    def on_connection_closed(self, cnx: Connection) -> None:
+        if cnx is self.cnx:
+            self._connection_lost()
+
     def _reconnect_refused(self, exc: ClientError) -> None:
         """A reconnect attempt failed with ``exc``; the loop tries again. Subclasses may act on why."""
 

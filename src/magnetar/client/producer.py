@@ -205,15 +205,6 @@ class Producer(HandlerBase):
                     MessageTooBig(f"message of {size} bytes exceeds the broker's limit of {max_size}"),
                 )
 
-    def on_close_by_broker(self, cnx: Connection) -> None:
-        if cnx is self.cnx:
-            log.info("%s closed by the broker, reconnecting", self.name)
-            self._connection_lost()
-
-    def on_connection_closed(self, cnx: Connection) -> None:
-        if cnx is self.cnx:
-            self._connection_lost()
-
     # --- sending ----------------------------------------------------------------------------------
     async def send(self, content: bytes, **kwargs: Any) -> MessageId:
         """Publish and wait for the broker's receipt; returns the message id."""
