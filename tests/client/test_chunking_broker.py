@@ -93,18 +93,18 @@ def test_consumer_dying_mid_message_then_a_new_one_gets_it_whole(broker_factory,
         async with aio.Client(broker.service_url, operation_timeout_seconds=10) as client:
             doomed = await client.subscribe(topic, "sub", consumer_type=ConsumerType.Failover)
             chunks_seen = 0
-            original = doomed._on_chunk
+            original = doomed.on_message
 
-            def die_after_three(entry):
+            def die_after_three(cnx, command, payload):  # every MESSAGE here is a chunk
                 nonlocal chunks_seen
                 chunks_seen += 1
                 if chunks_seen == 3:
                     doomed.state = State.CLOSED  # no reconnect: it is dead
                     doomed.cnx._writer.transport.abort()
                     return
-                original(entry)
+                original(cnx, command, payload)
 
-            doomed._on_chunk = die_after_three
+            doomed.on_message = die_after_three
             producer = await client.create_producer(topic, chunking_enabled=True)
             data = os.urandom(600 * 1024)
             await producer.send(data)

@@ -14,11 +14,12 @@ import logging
 import random
 from typing import TYPE_CHECKING, Any, Self
 
-from magnetar.client.errors import AlreadyClosed, ClientError, Timeout
+from magnetar.client.errors import AlreadyClosed, ClientError, ConnectionClosed, Timeout
 
 if TYPE_CHECKING:
     from magnetar.client.client import Client
     from magnetar.client.connection import Connection
+    from magnetar.protocol import pulsar_wire_pb2 as wire
 
 log = logging.getLogger(__name__)
 
@@ -109,6 +110,17 @@ class HandlerBase:
 
     async def _connection_opened(self, cnx: Connection) -> None:
         raise NotImplementedError
+
+    def _send_if_ready(self, command: wire.BaseCommand) -> bool:
+        """Send ``command`` on the current connection if ready; False if it could not go."""
+        cnx = self.cnx
+        if cnx is None or cnx.is_closed or self.state is not State.READY:
+            return False
+        try:
+            cnx.send_command(command)
+        except ConnectionClosed:
+            return False
+        return True
 
     def on_close_by_broker(self, cnx: Connection) -> None:
         if cnx is self.cnx:
