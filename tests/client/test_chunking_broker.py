@@ -9,10 +9,11 @@ import time
 
 import pytest
 
-from magnetar.client import ChunkMessageId, ConsumerType, InitialPosition, aio
+from magnetar.client import ChunkMessageId, ConsumerType, InitialPosition, MessageId, aio
 from magnetar.client.handler import State
 from magnetar.protocol import wire
 from tests.interop.support import RawConnection, admin_call, chunk_frame, stored_chunks
+from tests.waiting import eventually_async
 
 from .proxy import ShrinkingProxy
 
@@ -232,6 +233,66 @@ def test_discarded_chunks_give_their_permits_back(broker, topic):
             await cnx.close()
 
     asyncio.run(main())
+
+
+def test_a_readers_chunk_progress(broker, topic):
+    """``chunk_progress()``, what the Spark range reads stop on: the newest chunk taken in (a
+    discarded one too), the first chunk of each chunked message not handed out, the queue."""
+    from magnetar.client.connection import Connection
+    from magnetar.protocol import commands
+    from magnetar.protocol.headers import encode_headers_and_payload
+
+    async def main():
+        async with aio.Client(broker.service_url, operation_timeout_seconds=10) as client:
+            cnx = await Connection.open("127.0.0.1", broker.port)
+            await cnx.request(
+                wire.CommandProducer(topic=topic, producer_id=1, request_id=0, producer_name="raw")
+            )
+            whole, partial = [b"whole", b"thing"], [b"open", b"ended"]
+            for seq, (uuid, chunk_id, parts) in enumerate(
+                [("w", 0, whole), ("w", 1, whole), ("o", 0, partial), ("ghost", 1, partial)]
+            ):
+                meta = wire.MessageMetadata(
+                    producer_name="raw",
+                    sequence_id=seq,
+                    publish_time=int(time.time() * 1000),
+                    uuid=uuid,
+                    chunk_id=chunk_id,
+                    num_chunks_from_msg=len(parts),
+                    total_chunk_msg_size=sum(map(len, parts)),
+                )
+                body = wire.CommandSend(producer_id=1, sequence_id=seq, is_chunk=True)
+                cnx.send_command(commands.wrap(body), encode_headers_and_payload(meta, parts[chunk_id]))
+            reader = await client.create_reader(topic, MessageId.earliest)
+            last = await eventually_async(
+                lambda: _last_entry_at_least(reader, 3), what="the four chunks stored"
+            )
+            ledger, ghost = last.ledger_id(), last.entry_id()
+            key = lambda msg_id: (msg_id.ledger_id(), msg_id.entry_id())  # noqa: E731
+
+            def seen_all():
+                newest = reader.chunk_progress().newest_chunk
+                return newest is not None and key(newest) == (ledger, ghost)
+
+            await eventually_async(seen_all, what="the orphan chunk taken in")
+            progress = reader.chunk_progress()
+            assert [key(i) for i in progress.unfinished_first_chunks] == [
+                (ledger, ghost - 1),  # "o", being assembled
+                (ledger, ghost - 3),  # "w", complete and queued
+            ]
+            assert not progress.queue_empty
+            assert (await reader.read_next(5000)).data() == b"wholething"
+            progress = reader.chunk_progress()
+            assert [key(i) for i in progress.unfinished_first_chunks] == [(ledger, ghost - 1)]
+            assert progress.queue_empty and key(progress.newest_chunk) == (ledger, ghost)
+            await cnx.close()
+
+    asyncio.run(main())
+
+
+async def _last_entry_at_least(reader, entry: int):
+    last = await reader.get_last_message_id()
+    return last if last.entry_id() >= entry else None
 
 
 def test_chunks_sent_again_over_a_new_connection_are_stored_once(broker_factory, magnetar_factory, topic):

@@ -22,7 +22,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from magnetar.client.acknowledger import Acknowledger
-from magnetar.client.chunks import ChunkAssembler
+from magnetar.client.chunks import ChunkAssembler, ChunkProgress
 from magnetar.client.consumer_config import ConsumerConfig, ConsumerType, InitialPosition, subscribe_command
 from magnetar.client.errors import (
     AlreadyClosed,
@@ -111,6 +111,12 @@ class Consumer(HandlerBase):
     @on_queued.setter
     def on_queued(self, callback: Any) -> None:
         self._queue.on_queued = callback
+
+    def chunk_progress(self) -> ChunkProgress:
+        """How far chunked messages have come: the newest chunk taken in (discarded ones
+        included), the first chunk of each chunked message not handed out yet, and whether the
+        receive queue is empty. Call it on the client's loop, where they change."""
+        return self._chunks.progress([m.message_id() for m in self._queue])
 
     # --- connecting -------------------------------------------------------------------------------
     async def _connection_opened(self, cnx: Connection) -> None:
