@@ -52,7 +52,6 @@ class NonPersistentSubscription:
         self.broadcast = False
         self.consumers: list[Consumer] = []
         self.dispatcher = None
-        self.messages_dropped = 0
         self.traffic = Traffic()
         self._next = 0
         self._selector: AutoSplitSelector | StickySelector | None = None
@@ -134,11 +133,11 @@ class NonPersistentSubscription:
                 if consumer.permits > 0 and consumer.writable:
                     consumer.send_entries([item], {})
                 else:
-                    self.messages_dropped += item.num_messages
+                    self.traffic.messages_dropped += item.num_messages
             return
         target = self._target(item)
         if target is None or target.permits <= 0 or not target.writable:
-            self.messages_dropped += item.num_messages
+            self.traffic.messages_dropped += item.num_messages
             return
         target.send_entries([item], {})
 
