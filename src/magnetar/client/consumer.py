@@ -122,18 +122,10 @@ class Consumer(HandlerBase):
     async def _connection_opened(self, cnx: Connection) -> None:
         self._reset_for_new_connection()
         cnx.register_consumer(self.consumer_id, self)
-        try:
-            await cnx.request(
-                subscribe_command(
-                    self.config, self._topic, self.consumer_id, self._redelivery.epoch, self._start.message_id
-                )
-            )
-        except BaseException:
-            cnx.remove_consumer(self.consumer_id)
-            raise
-        if self.state in (State.CLOSING, State.CLOSED):
-            cnx.remove_consumer(self.consumer_id)
-            raise AlreadyClosed(f"{self.name} closed while subscribing")
+        subscribe = subscribe_command(
+            self.config, self._topic, self.consumer_id, self._redelivery.epoch, self._start.message_id
+        )
+        await self._register(cnx, subscribe, lambda: cnx.remove_consumer(self.consumer_id))
         flow = self._flow.subscribed()
         if flow is not None:
             cnx.send_command(commands.wrap(flow))

@@ -12,6 +12,7 @@ import asyncio
 import enum
 import logging
 import random
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Self
 
 from magnetar.client.errors import AlreadyClosed, ClientError, ConnectionClosed, Timeout
@@ -110,6 +111,19 @@ class HandlerBase:
 
     async def _connection_opened(self, cnx: Connection) -> None:
         raise NotImplementedError
+
+    async def _register(self, cnx: Connection, request: Any, unregister: Callable[[], None]) -> Any:
+        """Send the PRODUCER or SUBSCRIBE ``request`` (the handler is registered on ``cnx``
+        already); the registration is undone if it fails or the handler was closed meanwhile."""
+        try:
+            answer = await cnx.request(request)
+        except BaseException:
+            unregister()
+            raise
+        if self.state in (State.CLOSING, State.CLOSED):
+            unregister()
+            raise AlreadyClosed(f"{self.name} closed while connecting")
+        return answer
 
     def _send_if_ready(self, command: wire.BaseCommand) -> bool:
         """Send ``command`` on the current connection if ready; False if it could not go."""

@@ -168,14 +168,7 @@ class Producer(HandlerBase):
         for key, value in (self.config.properties or {}).items():
             body.metadata.add(key=key, value=value)
         self._epoch += 1
-        try:
-            answer = await cnx.request(body)
-        except BaseException:
-            cnx.remove_producer(self.producer_id)
-            raise
-        if self.state in (State.CLOSING, State.CLOSED):
-            cnx.remove_producer(self.producer_id)
-            raise AlreadyClosed(f"{self.name} closed while connecting")
+        answer = await self._register(cnx, body, lambda: cnx.remove_producer(self.producer_id))
         self._producer_name = answer.producer_name
         if (
             not self._created
