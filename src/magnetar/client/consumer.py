@@ -5,11 +5,12 @@
   zero-queue mode included;
 - ``incoming.py``: MESSAGE to handed-out messages (batches, chunks, corrupt entries);
 - ``acknowledger.py``: individual, batch-index and cumulative acks, grouped;
-- ``redelivery.py``: negative acks and the unacked timeout;
+- ``redelivery.py``: negative acks, the unacked timeout, the consumer epoch, REDELIVER;
 - ``start_position.py``: a reader's start, a seek's target and what lies before them.
 
-The consumer owns the connection's life (subscribe, reconnect, close), the redelivery of
-everything unacknowledged, seek, and the timer that flushes acks and redelivers what is due.
+The consumer owns the connection's life (subscribe, reconnect, close), dropping what it holds
+when everything unacknowledged comes again, and the timer that flushes acks, redelivers what
+is due and expires incomplete chunked messages.
 Permits are counted per connection: a message delivered on an older connection returns none.
 """
 
@@ -24,12 +25,7 @@ from typing import TYPE_CHECKING, Any
 from magnetar.client.acknowledger import Acknowledger
 from magnetar.client.chunks import ChunkAssembler, ChunkProgress
 from magnetar.client.consumer_config import ConsumerConfig, ConsumerType, InitialPosition, subscribe_command
-from magnetar.client.errors import (
-    AlreadyClosed,
-    ClientError,
-    CumulativeAcknowledgementNotAllowed,
-    Timeout,
-)
+from magnetar.client.errors import AlreadyClosed, ClientError, CumulativeAcknowledgementNotAllowed, Timeout
 from magnetar.client.handler import HandlerBase, State
 from magnetar.client.incoming import EntryReceiver
 from magnetar.client.message import Message, MessageId
