@@ -145,12 +145,15 @@ class FlowPermits:
         self._broker_permits = 0
 
     def subscribed(self) -> wire.CommandFlow | None:
-        """After SUBSCRIBE on a new connection: the FLOW to send at once (None for a zero queue)."""
+        """After SUBSCRIBE on a new connection: the FLOW to send at once (None: nothing to ask
+        for). A zero queue asks for one message if a receive (or the listener) waits for it."""
         self._available = 0
         if self.zero_queue:
             self._broker_permits = 0
-            self.ask_for_one()
-            return None
+            if not self._queue.wants_message:
+                return None
+            self._broker_permits = 1
+            return wire.CommandFlow(consumer_id=self._consumer_id, message_permits=1)
         return wire.CommandFlow(consumer_id=self._consumer_id, message_permits=self._queue_size)
 
     def arrived(self) -> None:
