@@ -57,7 +57,8 @@ def test_messages_no_consumer_has_permits_for_are_dropped_and_reported(
     """Pulsar's msgDropRate, in the subscription's and the topic's stats."""
     broker = broker_factory({"stats_update_frequency_seconds": 0.5})
     client = client_factory(broker.service_url)
-    consumer = client.subscribe(np_topic, "slow", receiver_queue_size=1)  # one permit until it takes a message
+    # One permit, given back only when the application takes the message.
+    consumer = client.subscribe(np_topic, "slow", receiver_queue_size=1)
     producer = client.create_producer(np_topic, batching_enabled=False)
     for i in range(20):
         producer.send(b"%d" % i)
