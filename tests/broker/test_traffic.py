@@ -43,3 +43,12 @@ def test_an_update_without_time_passing_keeps_the_last_rates(now):
     assert traffic.rate_in == 10.0
     traffic.update_rates(8.0)
     assert traffic.rate_in == 10.0  # the 30 since the update at 5.0, over 3 seconds
+
+
+def test_the_drop_rate_is_the_dropped_messages_over_the_interval():
+    traffic = Traffic(now=0.0)
+    traffic.messages_dropped = 30
+    traffic.update_rates(2.0)
+    assert traffic.drop_rate == 15.0
+    traffic.update_rates(4.0)
+    assert traffic.drop_rate == 0.0

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from magnetar.client import ChunkMessageId, ConsumerType, InitialPosition, aio
+from magnetar.client import ChunkMessageId, ConsumerType, InitialPosition, MessageId, aio
 from magnetar.client.handler import State
 from magnetar.protocol import wire
 from tests.interop.support import RawConnection, admin_call, chunk_frame, stored_chunks
@@ -94,18 +94,18 @@ def test_consumer_dying_mid_message_then_a_new_one_gets_it_whole(broker_factory,
         async with aio.Client(broker.service_url, operation_timeout_seconds=10) as client:
             doomed = await client.subscribe(topic, "sub", consumer_type=ConsumerType.Failover)
             chunks_seen = 0
-            original = doomed._on_chunk
+            original = doomed.on_message
 
-            def die_after_three(entry):
+            def die_after_three(cnx, command, payload):  # every MESSAGE here is a chunk
                 nonlocal chunks_seen
                 chunks_seen += 1
                 if chunks_seen == 3:
                     doomed.state = State.CLOSED  # no reconnect: it is dead
                     doomed.cnx._writer.transport.abort()
                     return
-                original(entry)
+                original(cnx, command, payload)
 
-            doomed._on_chunk = die_after_three
+            doomed.on_message = die_after_three
             producer = await client.create_producer(topic, chunking_enabled=True)
             data = os.urandom(600 * 1024)
             await producer.send(data)
@@ -226,6 +226,66 @@ def test_discarded_chunks_give_their_permits_back(broker, topic):
             await cnx.close()
 
     asyncio.run(main())
+
+
+def test_a_readers_chunk_progress(broker, topic):
+    """``chunk_progress()``, what the Spark range reads stop on: the newest chunk taken in (a
+    discarded one too), the first chunk of each chunked message not handed out, the queue."""
+    from magnetar.client.connection import Connection
+    from magnetar.protocol import commands
+    from magnetar.protocol.headers import encode_headers_and_payload
+
+    async def main():
+        async with aio.Client(broker.service_url, operation_timeout_seconds=10) as client:
+            cnx = await Connection.open("127.0.0.1", broker.port)
+            await cnx.request(
+                wire.CommandProducer(topic=topic, producer_id=1, request_id=0, producer_name="raw")
+            )
+            whole, partial = [b"whole", b"thing"], [b"open", b"ended"]
+            for seq, (uuid, chunk_id, parts) in enumerate(
+                [("w", 0, whole), ("w", 1, whole), ("o", 0, partial), ("ghost", 1, partial)]
+            ):
+                meta = wire.MessageMetadata(
+                    producer_name="raw",
+                    sequence_id=seq,
+                    publish_time=int(time.time() * 1000),
+                    uuid=uuid,
+                    chunk_id=chunk_id,
+                    num_chunks_from_msg=len(parts),
+                    total_chunk_msg_size=sum(map(len, parts)),
+                )
+                body = wire.CommandSend(producer_id=1, sequence_id=seq, is_chunk=True)
+                cnx.send_command(commands.wrap(body), encode_headers_and_payload(meta, parts[chunk_id]))
+            reader = await client.create_reader(topic, MessageId.earliest)
+            last = await eventually_async(
+                lambda: _last_entry_at_least(reader, 3), what="the four chunks stored"
+            )
+            ledger, ghost = last.ledger_id(), last.entry_id()
+            key = lambda msg_id: (msg_id.ledger_id(), msg_id.entry_id())  # noqa: E731
+
+            def seen_all():
+                newest = reader.chunk_progress().newest_chunk
+                return newest is not None and key(newest) == (ledger, ghost)
+
+            await eventually_async(seen_all, what="the orphan chunk taken in")
+            progress = reader.chunk_progress()
+            assert [key(i) for i in progress.unfinished_first_chunks] == [
+                (ledger, ghost - 1),  # "o", being assembled
+                (ledger, ghost - 3),  # "w", complete and queued
+            ]
+            assert not progress.queue_empty
+            assert (await reader.read_next(5000)).data() == b"wholething"
+            progress = reader.chunk_progress()
+            assert [key(i) for i in progress.unfinished_first_chunks] == [(ledger, ghost - 1)]
+            assert progress.queue_empty and key(progress.newest_chunk) == (ledger, ghost)
+            await cnx.close()
+
+    asyncio.run(main())
+
+
+async def _last_entry_at_least(reader, entry: int):
+    last = await reader.get_last_message_id()
+    return last if last.entry_id() >= entry else None
 
 
 def test_chunks_sent_again_over_a_new_connection_are_stored_once(broker_factory, magnetar_factory, topic):

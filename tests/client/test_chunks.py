@@ -470,3 +470,42 @@ def test_assembling_a_large_message_peaks_near_twice_its_size():
         tracemalloc.stop()
     assert completed_payload is not None and len(completed_payload) == size
     assert peak < 2 * size + 2 * chunk, f"peak {peak / size:.2f}x the message size"
+
+
+# --- progress: what the Spark range reads stop on ----------------------------------------------------
+def test_the_newest_chunk_taken_in_counts_discarded_chunks_and_survives_clear():
+    assembler = ChunkAssembler()
+    assert assembler.newest_chunk is None
+    a = Producer("a", b"abcdef", 3, first_entry=10)
+    feed(assembler, [a.chunk(0)])
+    assert assembler.newest_chunk == entry(10)
+    orphan = Producer("orphan", b"xyz", 3, first_entry=20)
+    (outcome,) = feed(assembler, [orphan.chunk(1, entry=21)])  # unknown uuid: discarded
+    assert outcome.permits == 1 and outcome.completed is None
+    assert assembler.newest_chunk == entry(21)
+    feed(assembler, [a.chunk(1)])  # older than the newest: it stays
+    assert assembler.newest_chunk == entry(21)
+    assembler.clear()
+    assert assembler.newest_chunk == entry(21)
+
+
+def test_progress_names_the_first_chunk_of_each_message_not_handed_out():
+    from magnetar.client.message import ChunkMessageId
+
+    assembler = ChunkAssembler()
+    done = Producer("done", b"abcd", 2, first_entry=0)
+    (_, last) = feed(assembler, done.all())
+    queued = ChunkMessageId(last.completed.chunk_ids)
+    open_ = Producer("open", b"abcdef", 3, first_entry=2)
+    feed(assembler, [open_.chunk(0), open_.chunk(1)])
+
+    progress = assembler.progress([queued, entry(9)])
+    assert progress.newest_chunk == entry(3)
+    assert progress.unfinished_first_chunks == (entry(2), entry(0))  # being assembled, then queued
+    assert not progress.queue_empty
+
+    progress = assembler.progress([])
+    assert progress.unfinished_first_chunks == (entry(2),)
+    assert progress.queue_empty
+    feed(assembler, [open_.chunk(2)])
+    assert assembler.progress([]).unfinished_first_chunks == ()

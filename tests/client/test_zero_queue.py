@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
-from magnetar.client import ConsumerType, InvalidConfiguration, Timeout
+from magnetar.client import ConsumerType, InvalidConfiguration, Timeout, aio
 from tests.client.listeners import collecting_listener
+from tests.client.proxy import ShrinkingProxy
+from tests.waiting import eventually_async
 
 
 def _shared(client, topic, **options):
@@ -78,3 +82,28 @@ def test_a_listener_gets_every_message(magnetar_client, topic):
 def test_several_topics_cannot_share_a_zero_queue(magnetar_client, topic):
     with pytest.raises(InvalidConfiguration):
         magnetar_client.subscribe([topic, topic + "-other"], "sub", receiver_queue_size=0)
+
+
+def test_a_receive_waiting_across_a_reconnect_asks_the_new_connection_for_a_message(broker, topic):
+    # The request made on the old connection died with it; the new one must be asked again,
+    # or a receive without a timeout waits for ever.
+    async def main(proxy: ShrinkingProxy) -> None:
+        async with aio.Client(
+            proxy.service_url, operation_timeout_seconds=10, max_backoff_seconds=0.2
+        ) as client:
+            consumer = await client.subscribe(topic, "sub", receiver_queue_size=0)
+            waiting = asyncio.ensure_future(consumer.receive())
+            await asyncio.sleep(0)  # one turn of the loop: the receive waits, its FLOW sent
+            assert not waiting.done()
+            first = consumer.cnx
+            proxy.cut()
+            await eventually_async(
+                lambda: consumer.is_connected() and consumer.cnx is not first, what="a reconnect"
+            )
+            async with aio.Client(broker.service_url) as other:
+                producer = await other.create_producer(topic)
+                await producer.send(b"after the reconnect")
+            assert (await asyncio.wait_for(waiting, 10)).data() == b"after the reconnect"
+
+    with ShrinkingProxy(broker.port) as proxy:
+        asyncio.run(main(proxy))

@@ -5,7 +5,9 @@ from __future__ import annotations
 import pulsar
 import pytest
 
-from .support import assert_nothing_more, receive_n
+from tests.waiting import eventually
+
+from .support import admin_call, assert_nothing_more, receive_n
 
 pytestmark = pytest.mark.interop
 
@@ -47,3 +49,28 @@ def test_nothing_is_stored_across_a_restart(broker, client_factory, np_topic):
     client = client_factory(broker.service_url)
     consumer = client.subscribe(np_topic, "s", initial_position=pulsar.InitialPosition.Earliest)
     assert_nothing_more(consumer)
+
+
+def test_messages_no_consumer_has_permits_for_are_dropped_and_reported(
+    broker_factory, client_factory, np_topic
+):
+    """Pulsar's msgDropRate, in the subscription's and the topic's stats."""
+    broker = broker_factory({"stats_update_frequency_seconds": 0.5})
+    client = client_factory(broker.service_url)
+    # One permit, given back only when the application takes the message.
+    consumer = client.subscribe(np_topic, "slow", receiver_queue_size=1)
+    producer = client.create_producer(np_topic, batching_enabled=False)
+    for i in range(20):
+        producer.send(b"%d" % i)
+    path = "/admin/v2/non-persistent/" + np_topic.split("://")[1] + "/stats"
+
+    def dropping() -> dict | None:
+        status, body = admin_call(broker, "GET", path)
+        assert status == 200
+        return body if body["subscriptions"]["slow"]["msgDropRate"] > 0 else None
+
+    stats = eventually(dropping, what="a drop rate in the stats")
+    assert stats["msgDropRate"] == stats["subscriptions"]["slow"]["msgDropRate"]
+    assert consumer.receive(5000).data() == b"0"  # taking it gives the permit back
+    producer.send(b"after")
+    assert consumer.receive(5000).data() == b"after", "1..19 were dropped, not kept"

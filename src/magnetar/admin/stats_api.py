@@ -67,7 +67,9 @@ def _subscription_stats(sub: Subscription) -> dict:
     }
     if dispatcher is not None and (extra := dispatcher.stats()):
         stats["dispatcher"] = extra  # Magnetar's own figures, e.g. a broadcast one's reads
-    if cursor is not None:
+    if cursor is None:  # non-persistent: what no consumer had permits for is dropped
+        stats["msgDropRate"] = sub.traffic.drop_rate
+    else:
         stats.update(
             markDeletePosition=str(cursor.mark_delete_position),
             readPosition=str(cursor.read_position),
@@ -79,7 +81,7 @@ def _subscription_stats(sub: Subscription) -> dict:
 
 def topic_stats(topic: PersistentTopic | NonPersistentTopic) -> dict:
     ml = topic.ml
-    return {
+    stats = {
         **_in(topic.traffic),
         **_out(topic.traffic),
         "storageSize": ml.size_bytes() if ml is not None else 0,
@@ -94,6 +96,9 @@ def topic_stats(topic: PersistentTopic | NonPersistentTopic) -> dict:
         ],
         "lastConfirmedEntry": str(ml.last_confirmed) if ml is not None else None,
     }
+    if ml is None:  # non-persistent, as Pulsar's: the subscriptions' drop rates added up
+        stats["msgDropRate"] = sum(sub["msgDropRate"] for sub in stats["subscriptions"].values())
+    return stats
 
 
 def _deleted_ranges(ranges: list[tuple[int, int, int]]) -> str:

@@ -133,10 +133,14 @@ class NonPersistentSubscription:
             for consumer in self.consumers:
                 if consumer.permits > 0 and consumer.writable:
                     consumer.send_entries([item], {})
+                else:
+                    self.traffic.messages_dropped += item.num_messages
             return
         target = self._target(item)
-        if target is not None and target.permits > 0 and target.writable:
-            target.send_entries([item], {})
+        if target is None or target.permits <= 0 or not target.writable:
+            self.traffic.messages_dropped += item.num_messages
+            return
+        target.send_entries([item], {})
 
 
 class NonPersistentTopic:

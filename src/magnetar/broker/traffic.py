@@ -17,6 +17,8 @@ class Traffic:
         "_seen",
         "bytes_in",
         "bytes_out",
+        "drop_rate",
+        "messages_dropped",
         "messages_in",
         "messages_out",
         "rate_in",
@@ -30,27 +32,32 @@ class Traffic:
         self.bytes_in = 0
         self.messages_out = 0
         self.bytes_out = 0
+        #: Messages a non-persistent subscription had no consumer with permits for (Pulsar's
+        #: msgDropRate is their rate).
+        self.messages_dropped = 0
         #: Messages and bytes per second over the last interval; zero until the first one ends.
         self.rate_in = 0.0
         self.throughput_in = 0.0
         self.rate_out = 0.0
         self.throughput_out = 0.0
+        self.drop_rate = 0.0
         self._at = time.monotonic() if now is None else now
-        self._seen = (0, 0, 0, 0)
+        self._seen = (0, 0, 0, 0, 0)
 
     def update_rates(self, now: float) -> None:
         """Rates over the time since the last update (or since creation); ``now`` is monotonic."""
-        counts = (self.messages_in, self.bytes_in, self.messages_out, self.bytes_out)
+        counts = (self.messages_in, self.bytes_in, self.messages_out, self.bytes_out, self.messages_dropped)
         elapsed = now - self._at
         if elapsed <= 0:
             return
-        m_in, b_in, m_out, b_out = (
+        m_in, b_in, m_out, b_out, dropped = (
             now_count - seen for now_count, seen in zip(counts, self._seen, strict=True)
         )
         self.rate_in = m_in / elapsed
         self.throughput_in = b_in / elapsed
         self.rate_out = m_out / elapsed
         self.throughput_out = b_out / elapsed
+        self.drop_rate = dropped / elapsed
         self._at = now
         self._seen = counts
 

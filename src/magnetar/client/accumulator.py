@@ -31,10 +31,18 @@ class OutgoingMessage:
     future: asyncio.Future | None = field(default=None, repr=False)
 
 
-def _key_values(properties: dict[str, str] | None) -> list[wire.KeyValue]:
-    if not properties:
-        return []
-    return [wire.KeyValue(key=str(k), value=str(v)) for k, v in properties.items()]
+def _set_message_fields(
+    target: wire.MessageMetadata | wire.SingleMessageMetadata, msg: OutgoingMessage
+) -> None:
+    """The fields a message's own metadata and a batch member's header both carry."""
+    if msg.properties:
+        target.properties.extend(wire.KeyValue(key=str(k), value=str(v)) for k, v in msg.properties.items())
+    if msg.partition_key is not None:
+        target.partition_key = msg.partition_key
+    if msg.ordering_key is not None:
+        target.ordering_key = msg.ordering_key
+    if msg.event_timestamp:
+        target.event_time = msg.event_timestamp
 
 
 def build_metadata(
@@ -44,13 +52,7 @@ def build_metadata(
     meta = wire.MessageMetadata(
         producer_name=producer_name, sequence_id=sequence_id, publish_time=publish_time
     )
-    meta.properties.extend(_key_values(msg.properties))
-    if msg.partition_key is not None:
-        meta.partition_key = msg.partition_key
-    if msg.ordering_key is not None:
-        meta.ordering_key = msg.ordering_key
-    if msg.event_timestamp:
-        meta.event_time = msg.event_timestamp
+    _set_message_fields(meta, msg)
     if msg.replication_clusters:
         meta.replicate_to.extend(msg.replication_clusters)
     if msg.disable_replication:
@@ -63,13 +65,7 @@ def build_metadata(
 def single_metadata(msg: OutgoingMessage, sequence_id: int) -> wire.SingleMessageMetadata:
     """The per-message header inside a batch."""
     single = wire.SingleMessageMetadata(payload_size=len(msg.payload), sequence_id=sequence_id)
-    single.properties.extend(_key_values(msg.properties))
-    if msg.partition_key is not None:
-        single.partition_key = msg.partition_key
-    if msg.ordering_key is not None:
-        single.ordering_key = msg.ordering_key
-    if msg.event_timestamp:
-        single.event_time = msg.event_timestamp
+    _set_message_fields(single, msg)
     return single
 
 

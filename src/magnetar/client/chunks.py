@@ -38,7 +38,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from magnetar.client.message import MessageId
+from magnetar.client.message import ChunkMessageId, MessageId
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +74,19 @@ class ChunkOutcome:
 
     def dispose(self, ids: Sequence[MessageId], ack: bool) -> None:
         (self.ack if ack else self.redeliver).extend(ids)
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkProgress:
+    """How far a consumer's chunked messages have come (``Consumer.chunk_progress()``)."""
+
+    #: The newest chunk the consumer took in, discarded ones included (None: none yet).
+    newest_chunk: MessageId | None
+    #: The first chunk's id of every chunked message not handed out yet: being assembled, or
+    #: complete and waiting in the receive queue.
+    unfinished_first_chunks: tuple[MessageId, ...]
+    #: Whether the receive queue is empty (every message completed so far was handed out).
+    queue_empty: bool
 
 
 class _Context:
@@ -134,6 +147,13 @@ class ChunkAssembler:
         #: The last chunk of each message completed lately, newest last.
         self._completed: OrderedDict[str, MessageId] = OrderedDict()
         self.max_completed = max_completed
+        self._newest: MessageId | None = None
+
+    @property
+    def newest_chunk(self) -> MessageId | None:
+        """The id of the newest chunk taken in (the latest in the topic), discarded ones included;
+        None before the first. ``clear`` does not forget it."""
+        return self._newest
 
     @property
     def pending(self) -> int:
@@ -146,6 +166,12 @@ class ChunkAssembler:
 
     def pending_uuids(self) -> list[str]:
         return list(self._contexts)
+
+    def progress(self, queued: Sequence[MessageId]) -> ChunkProgress:
+        """``ChunkProgress`` for a consumer whose receive queue holds ``queued``."""
+        firsts = [ctx.chunk_ids[0] for ctx in self._contexts.values() if ctx.chunk_ids]
+        firsts += [i.first_chunk_message_id() for i in queued if isinstance(i, ChunkMessageId)]
+        return ChunkProgress(self._newest, tuple(firsts), not queued)
 
     def next_expiry_ms(self) -> int | None:
         """When the oldest idle context expires (None: nothing pending or no expiry)."""
@@ -160,6 +186,8 @@ class ChunkAssembler:
 
     # --- the steps ----------------------------------------------------------------------------------
     def receive(self, chunk: Chunk, now_ms: int) -> ChunkOutcome:
+        if self._newest is None or chunk.message_id > self._newest:
+            self._newest = chunk.message_id
         out = ChunkOutcome()
         if not _well_formed(chunk):
             self._discard_chunk(out, chunk, now_ms)

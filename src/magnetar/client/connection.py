@@ -4,9 +4,10 @@ Framing goes through the sans-IO ``FrameDecoder``; this module only moves bytes 
 commands: answers to requests (matched by request id) complete pending futures; SEND_RECEIPT
 / SEND_ERROR / CLOSE_PRODUCER go to the registered producer, MESSAGE / CLOSE_CONSUMER /
 ACTIVE_CONSUMER_CHANGE to the registered consumer. A read-loop task feeds the decoder; a
-keep-alive task PINGs every ``keepalive_interval`` and closes a connection that stayed silent
-for a whole interval. When the connection closes, for whatever reason, every pending request
-fails with ``ConnectionClosed`` and every registered handler hears about it.
+keep-alive task PINGs every ``keepalive_interval`` and, checking at each, closes a connection
+from which nothing (not even a PONG) has come for over two intervals. When the connection
+closes, for whatever reason, every pending request fails with ``ConnectionClosed`` and every
+registered handler hears about it.
 """
 
 from __future__ import annotations
@@ -330,10 +331,6 @@ class Connection:
 
     def remove_consumer(self, consumer_id: int) -> None:
         self._consumers.pop(consumer_id, None)
-
-    @property
-    def handler_count(self) -> int:
-        return len(self._producers) + len(self._consumers)
 
     # --- receiving --------------------------------------------------------------------------------
     async def _read_loop(self) -> None:

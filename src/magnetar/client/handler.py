@@ -12,13 +12,15 @@ import asyncio
 import enum
 import logging
 import random
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Self
 
-from magnetar.client.errors import AlreadyClosed, ClientError, Timeout
+from magnetar.client.errors import AlreadyClosed, ClientError, ConnectionClosed, Timeout
 
 if TYPE_CHECKING:
     from magnetar.client.client import Client
     from magnetar.client.connection import Connection
+    from magnetar.protocol import pulsar_wire_pb2 as wire
 
 log = logging.getLogger(__name__)
 
@@ -109,6 +111,39 @@ class HandlerBase:
 
     async def _connection_opened(self, cnx: Connection) -> None:
         raise NotImplementedError
+
+    async def _register(self, cnx: Connection, request: Any, unregister: Callable[[], None]) -> Any:
+        """Send the PRODUCER or SUBSCRIBE ``request`` (the handler is registered on ``cnx``
+        already); the registration is undone if it fails or the handler was closed meanwhile."""
+        try:
+            answer = await cnx.request(request)
+        except BaseException:
+            unregister()
+            raise
+        if self.state in (State.CLOSING, State.CLOSED):
+            unregister()
+            raise AlreadyClosed(f"{self.name} closed while connecting")
+        return answer
+
+    def _send_if_ready(self, command: wire.BaseCommand) -> bool:
+        """Send ``command`` on the current connection if ready; False if it could not go."""
+        cnx = self.cnx
+        if cnx is None or cnx.is_closed or self.state is not State.READY:
+            return False
+        try:
+            cnx.send_command(command)
+        except ConnectionClosed:
+            return False
+        return True
+
+    def on_close_by_broker(self, cnx: Connection) -> None:
+        if cnx is self.cnx:
+            log.info("%s closed by the broker, reconnecting", self.name)
+            self._connection_lost()
+
+    def on_connection_closed(self, cnx: Connection) -> None:
+        if cnx is self.cnx:
+            self._connection_lost()
 
     def _reconnect_refused(self, exc: ClientError) -> None:
         """A reconnect attempt failed with ``exc``; the loop tries again. Subclasses may act on why."""

@@ -168,14 +168,7 @@ class Producer(HandlerBase):
         for key, value in (self.config.properties or {}).items():
             body.metadata.add(key=key, value=value)
         self._epoch += 1
-        try:
-            answer = await cnx.request(body)
-        except BaseException:
-            cnx.remove_producer(self.producer_id)
-            raise
-        if self.state in (State.CLOSING, State.CLOSED):
-            cnx.remove_producer(self.producer_id)
-            raise AlreadyClosed(f"{self.name} closed while connecting")
+        answer = await self._register(cnx, body, lambda: cnx.remove_producer(self.producer_id))
         self._producer_name = answer.producer_name
         if (
             not self._created
@@ -204,15 +197,6 @@ class Producer(HandlerBase):
                     op.sequence_id,
                     MessageTooBig(f"message of {size} bytes exceeds the broker's limit of {max_size}"),
                 )
-
-    def on_close_by_broker(self, cnx: Connection) -> None:
-        if cnx is self.cnx:
-            log.info("%s closed by the broker, reconnecting", self.name)
-            self._connection_lost()
-
-    def on_connection_closed(self, cnx: Connection) -> None:
-        if cnx is self.cnx:
-            self._connection_lost()
 
     # --- sending ----------------------------------------------------------------------------------
     async def send(self, content: bytes, **kwargs: Any) -> MessageId:

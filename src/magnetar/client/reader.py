@@ -5,7 +5,8 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from magnetar.client.consumer import Consumer, ConsumerConfig, ConsumerType
+from magnetar.client.consumer import Consumer
+from magnetar.client.consumer_config import ConsumerConfig, ConsumerType
 from magnetar.client.message import ChunkMessageId, Message, MessageId
 
 if TYPE_CHECKING:
@@ -63,26 +64,26 @@ class Reader(Consumer):
         # Once per entry, at its last message (the C++ client's reader acknowledges at a batch's
         # first, which leaves the topic's final batch unacknowledged).
         msg_id = msg.message_id()
-        if not msg_id.is_batch or self._batch_acks.is_last_unacked_up_to(msg_id):
+        if not msg_id.is_batch or self._acks.batches.is_last_unacked_up_to(msg_id):
             self.acknowledge_cumulative_nowait(msg)
 
     async def has_message_available(self) -> bool:
         """Whether a message after the last one read exists on the broker."""
-        if self._queue:
+        if self.queued_messages:
             return True
         last = await self.get_last_message_id()
         if last.entry_id() < 0:
             return False
-        if self._last_dequeued is None:
-            start = self._start_message_id
+        read = self._start.last_dequeued
+        if read is None:
+            start = self._start.message_id
             if start is None or start == MessageId.earliest:
                 return True
             if self.config.start_message_id_inclusive:
                 return last >= start
             return last > start
-        return last.entry_position() > self._last_dequeued.entry_position() or (
-            last.entry_position() == self._last_dequeued.entry_position()
-            and self._last_dequeued.batch_index() >= 0
-            and self._last_dequeued.batch_index()
-            < max(last.batch_index(), self._last_dequeued.batch_size() - 1)
+        return last.entry_position() > read.entry_position() or (
+            last.entry_position() == read.entry_position()
+            and read.batch_index() >= 0
+            and read.batch_index() < max(last.batch_index(), read.batch_size() - 1)
         )

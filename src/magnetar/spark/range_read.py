@@ -19,18 +19,20 @@ import logging
 import time
 from collections.abc import Coroutine, Iterator
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pyarrow as pa
 
 from magnetar.client import ChunkMessageId, Client, Message, MessageId, Timeout
-from magnetar.client.chunks import ChunkAssembler
 from magnetar.protocol.topic_name import split_partition
 from magnetar.spark import probes
 from magnetar.spark.admin import SparkAdmin
 from magnetar.spark.errors import IndexNotEnabledError, OffsetOutOfRangeError, ReadStalledError
 from magnetar.spark.schema import RecordBatchBuilder
 from magnetar.spark.security import ConnectionSecurity
+
+if TYPE_CHECKING:
+    from magnetar.client.reader import Reader
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +58,6 @@ class ReadTask:
 def read_range(task: ReadTask) -> Iterator[pa.RecordBatch]:
     if task.end <= task.start:
         return
-    _track_chunks()
     admin = SparkAdmin.connect(task.admin_url, task.security)
     base, partition = split_partition(task.topic)
     client = task.security.client(task.service_url)
@@ -123,7 +124,7 @@ class RangeScan:
     """Drives an asyncio reader over one range and decides, message by message, what belongs
     to it. Runs on the client's event loop, so taking a message costs no thread hop."""
 
-    def __init__(self, reader, task: ReadTask, start: int, last_id: MessageId) -> None:
+    def __init__(self, reader: Reader, task: ReadTask, start: int, last_id: MessageId) -> None:
         self.reader = reader
         self.task = task
         self.start = start
@@ -179,58 +180,27 @@ class RangeScan:
         return self.reached and not self.watch.pending_started_by(self.last_key)
 
 
-def _track_chunks() -> None:
-    """Make every chunk assembler in this process remember the newest entry it took in.
-
-    Chunks arrive as soon as a reader subscribes, before the caller could hook the reader's own
-    assembler, so the tracking is installed on the class, once per (executor) process. It only
-    records ``last_chunk_key`` and changes nothing else.
-    """
-    if getattr(ChunkAssembler, "_spark_tracks_chunks", False):
-        return
-    original = ChunkAssembler.receive
-
-    def receive(self, chunk, now_ms):
-        key = probes.entry_key(chunk.message_id)
-        if key > getattr(self, "last_chunk_key", (-1, -1)):
-            self.last_chunk_key = key
-        return original(self, chunk, now_ms)
-
-    ChunkAssembler.receive = receive
-    ChunkAssembler._spark_tracks_chunks = True
-
-
 class ChunkWatch:
-    """What the reader's chunk assembler has seen, dropped chunks included.
+    """What the reader's chunk assembler has seen, discarded chunks included
+    (``Consumer.chunk_progress()``, read on the loop thread, where it changes).
 
     A range that starts inside a chunked message never gets that message, so the entry of
-    ``end - 1`` may be a chunk that is silently dropped; the assembler's newest chunk tells the
-    scan it has been passed. The assembler also tells whether a chunked message begun inside
-    the range is still incomplete. Both look into ``magnetar.client`` internals (on the loop
-    thread, where they change); without them (another client version) the scan relies on
-    delivered messages alone.
+    ``end - 1`` may be a chunk that is silently dropped; the newest chunk taken in tells the
+    scan it has been passed. The progress also tells whether a chunked message begun inside
+    the range is still incomplete or not handed out yet.
     """
 
-    def __init__(self, reader) -> None:
+    def __init__(self, reader: Reader) -> None:
         self._reader = reader
-        if not isinstance(getattr(reader, "_chunks", None), ChunkAssembler) or not hasattr(reader, "_queue"):
-            self._reader = None
 
     def passed(self, last_key: tuple[int, int]) -> bool:
         """Whether a chunk at or after ``last_key`` was taken in and every message completed
         before it has been handed out (the receive queue is empty)."""
-        if self._reader is None:
-            return False
-        seen = getattr(self._reader._chunks, "last_chunk_key", None)
-        return seen is not None and seen >= last_key and not self._reader._queue
+        progress = self._reader.chunk_progress()
+        newest = progress.newest_chunk
+        return newest is not None and probes.entry_key(newest) >= last_key and progress.queue_empty
 
     def pending_started_by(self, last_key: tuple[int, int]) -> bool:
         """Whether a message whose first chunk is at or before ``last_key`` is not handed out yet."""
-        if self._reader is None:
-            return False
-        contexts = self._reader._chunks._contexts.values()
-        firsts = [probes.entry_key(ctx.chunk_ids[0]) for ctx in contexts if ctx.chunk_ids]
-        queued = [m.message_id() for m in self._reader._queue]
-        chunked = [i for i in queued if isinstance(i, ChunkMessageId)]
-        firsts += [probes.entry_key(i.first_chunk_message_id()) for i in chunked]
-        return any(key <= last_key for key in firsts)
+        firsts = self._reader.chunk_progress().unfinished_first_chunks
+        return any(probes.entry_key(first) <= last_key for first in firsts)

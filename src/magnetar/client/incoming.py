@@ -1,0 +1,153 @@
+"""From each MESSAGE the broker sends to the messages the consumer hands out.
+
+An entry is parsed and checked, decompressed and taken apart into its batch's messages, or
+fed to the chunk assembler. Whatever the consumer does not hand out gives its flow permit back
+at once: members of a batch already acknowledged, messages before the start, duplicates of
+messages acknowledged but not yet flushed, chunks that do not complete a message (see
+``chunks.py``), and corrupt entries, which are also acknowledged with the matching validation
+error so that they are not redelivered for ever (all of a batch's permits, as the broker
+charged them, or the window shrinks for good).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from magnetar.client.acknowledger import Acknowledger
+from magnetar.client.chunks import ChunkAssembler, ChunkOutcome
+from magnetar.client.compression import DecompressionError
+from magnetar.client.decode import (
+    Entry,
+    chunk_of,
+    counted_messages,
+    expand,
+    parse_entry,
+    uncompressed_payload,
+)
+from magnetar.client.message import ChunkMessageId, Message
+from magnetar.client.receive_queue import FlowPermits, ReceiveQueue
+from magnetar.client.redelivery import Redelivery
+from magnetar.client.start_position import StartPosition
+from magnetar.protocol import pulsar_wire_pb2 as wire
+from magnetar.protocol.errors import ChecksumMismatch, ProtocolError
+
+if TYPE_CHECKING:
+    from magnetar.client.consumer import Consumer
+
+log = logging.getLogger(__name__)
+
+_ValidationError = wire.CommandAck
+
+
+class EntryReceiver:
+    """Takes the entries delivered to one consumer apart into the messages it queues."""
+
+    def __init__(
+        self,
+        consumer: Consumer,
+        chunks: ChunkAssembler,
+        *,
+        queue: ReceiveQueue,
+        flow: FlowPermits,
+        acks: Acknowledger,
+        redelivery: Redelivery,
+        start: StartPosition,
+    ) -> None:
+        self._consumer = consumer
+        self._chunks = chunks
+        self._queue = queue
+        self._flow = flow
+        self._acks = acks
+        self._redelivery = redelivery
+        self._start = start
+
+    def receive(self, command: wire.CommandMessage, payload: memoryview) -> None:
+        consumer = self._consumer
+        try:
+            entry = parse_entry(command, payload, consumer.partition, consumer.topic())
+        except ChecksumMismatch:
+            self._discard_unparsed(command.message_id, payload, _ValidationError.ChecksumMismatch)
+            return
+        except ProtocolError:
+            self._discard_unparsed(command.message_id, payload, _ValidationError.BatchDeSerializeError)
+            return
+        self._flow.charged(entry.batch_size)
+        if entry.is_chunk:
+            if self._start.is_prior(entry.message_id):
+                self._flow.increase(1)
+            else:
+                self._chunk(entry)
+            return
+        try:
+            data = uncompressed_payload(entry.metadata, entry.payload)
+            messages = expand(entry, data, consumer.topic(), consumer.cnx_generation)
+        except DecompressionError:
+            self._discard(command.message_id, _ValidationError.DecompressionError, entry.batch_size)
+            return
+        except ProtocolError:
+            self._discard(command.message_id, _ValidationError.BatchDeSerializeError, entry.batch_size)
+            return
+        if entry.is_batch:
+            self._acks.batches.delivered(entry.message_id, entry.batch_size, entry.unacked)
+        self._deliver_all(messages, entry.batch_size if entry.is_batch else 1)
+
+    def expire_chunks(self) -> None:
+        """Drop the chunked messages incomplete for too long (from the consumer's timer)."""
+        expiry = self._chunks.next_expiry_ms()
+        if expiry is not None and _now_ms() > expiry:
+            self._apply(self._chunks.expire(_now_ms()))
+
+    def _chunk(self, entry: Entry) -> None:
+        outcome = self._chunks.receive(chunk_of(entry), _now_ms())
+        self._apply(outcome)
+        if outcome.completed is None:
+            return
+        assembled = outcome.completed
+        msg_id = ChunkMessageId(assembled.chunk_ids)
+        try:
+            data = uncompressed_payload(entry.metadata, assembled.payload)
+        except DecompressionError:
+            log.error(
+                "%s: chunked message %s does not decompress; acknowledging it", self._consumer.name, msg_id
+            )
+            self._acks.ack_ids(assembled.chunk_ids)
+            self._flow.increase(1)
+            return
+        del assembled.payload
+        consumer = self._consumer
+        self._deliver_all(expand(entry, data, consumer.topic(), consumer.cnx_generation, msg_id), 1)
+
+    def _apply(self, outcome: ChunkOutcome) -> None:
+        if outcome.ack:
+            self._acks.ack_ids(outcome.ack)
+        self._redelivery.later(outcome.redeliver)
+        if outcome.permits:
+            self._flow.increase(outcome.permits)
+
+    def _deliver_all(self, messages: list[Message], permits_used: int) -> None:
+        skipped = permits_used - len(messages)
+        for msg in messages:
+            msg_id = msg.message_id()
+            if self._acks.is_duplicate(msg_id) or self._start.is_prior(msg_id):
+                skipped += 1
+                continue
+            self._queue.deliver(msg)
+        if skipped > 0:
+            self._flow.increase(skipped)
+
+    def _discard_unparsed(self, data: wire.MessageIdData, payload: memoryview, validation_error: int) -> None:
+        messages = counted_messages(payload)
+        self._flow.charged(messages)
+        self._discard(data, validation_error, messages)
+
+    def _discard(self, data: wire.MessageIdData, validation_error: int, messages: int) -> None:
+        """Acknowledge an entry we cannot use and give back the permits the broker charged for it."""
+        log.error("%s: discarding corrupt message %d:%d", self._consumer.name, data.ledger_id, data.entry_id)
+        self._acks.discard(data, validation_error)
+        self._flow.increase(messages)
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
