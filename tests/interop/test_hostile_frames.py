@@ -21,6 +21,7 @@ from pulsar.exceptions import Timeout
 from magnetar.protocol import encode_frame, wire
 from magnetar.protocol.commands import wrap
 
+from ..waiting import eventually
 from .support import receive_n, scrape
 
 pytestmark = pytest.mark.interop
@@ -104,15 +105,6 @@ def frame_closes(broker) -> dict[str, float]:
     }
 
 
-def wait_until(condition, seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.05)
-    return False
-
-
 class Canary:
     """A producer/consumer pair exchanging small messages one at a time, timing each round trip."""
 
@@ -168,7 +160,7 @@ def test_incomplete_large_frames_cannot_exhaust_memory_or_hold_up_other_clients(
 
     sockets: list[socket.socket] = []
     with Canary(canary_client, f"{topic}-canary") as canary:
-        assert wait_until(lambda: len(canary.received) >= 20 or canary.errors, 10)
+        eventually(lambda: len(canary.received) >= 20 or canary.errors, what="20 canary round trips")
         data = declared_frame_start()
         with PeakRss(pid) as rss:
             try:
@@ -178,7 +170,10 @@ def test_incomplete_large_frames_cannot_exhaust_memory_or_hold_up_other_clients(
                     send_some(sock, data, 0.5)
                 # The kernel took the bytes; let the broker read them (the old broker just
                 # buffered them, 5 MiB per attacker).
-                wait_until(lambda: frame_closes(broker).get("too_large_before_connect") == BEFORE_CONNECT, 5)
+                eventually(
+                    lambda: frame_closes(broker).get("too_large_before_connect") == BEFORE_CONNECT,
+                    what="every attacker before CONNECT closed",
+                )
                 # Honest large messages during the attack: they wait for room at most while the
                 # stalled frames ahead of them are timed out.
                 for payload in big[1:]:

@@ -28,6 +28,7 @@ from magnetar.protocol.batch import encode_batch
 from magnetar.protocol.commands import wrap
 from magnetar.protocol.headers import encode_headers_and_payload
 
+from ..waiting import eventually
 from .support import RawConnection, admin_call, assert_nothing_more, receive_n
 
 pytestmark = pytest.mark.interop
@@ -181,13 +182,6 @@ client.close()
 """
 
 
-def wait_for(condition, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
-
-
 @pytest.mark.parametrize("case", ["count-2^31-1", "count-5-in-4-bytes"])
 def test_connected_official_consumers_survive_a_hostile_batch(broker, client, canary, topic, case):
     consumers = subprocess.Popen(
@@ -199,10 +193,10 @@ def test_connected_official_consumers_survive_a_hostile_batch(broker, client, ca
     try:
         local = topic.rsplit("/", 1)[1]
         subs_path = f"/admin/v2/persistent/public/default/{local}/subscriptions"
-        wait_for(
+        eventually(
             lambda: sorted(admin_call(broker, "GET", subs_path)[1] or []) == ["exclusive", "shared"],
-            20,
-            "the consumers' subscriptions",
+            timeout=20,
+            what="the consumers' subscriptions",
         )
         raw = RawConnection(broker.port)
         try:

@@ -17,8 +17,8 @@ import pytest
 from magnetar.storage import Storage, StorageConfig
 from magnetar.storage.errors import ManagedLedgerFencedError
 from magnetar.storage.segment import Segment, segment_paths
-from tests.interop.small_disk import wait_for
 from tests.storage.conftest import TOPIC, Durable, add_durable, payloads
+from tests.waiting import eventually
 
 
 @contextlib.contextmanager
@@ -81,7 +81,7 @@ def test_managed_ledger_takes_adds_again_after_a_failed_write(tmp_path: Path):
                 return True
             return False
 
-        wait_for(added, 10, "adds accepted again after the failed write")
+        eventually(added, timeout=10, what="adds accepted again after the failed write")
         assert ml.writable and not ml.fenced
         expected = [*payloads(5, size=1000, tag="before"), b"after"]
         assert [bytes(e.data) for e in ml.read_entries(before[0], 100)] == expected
@@ -120,7 +120,7 @@ def test_after_a_failed_fsync_the_unconfirmed_entries_are_dropped_and_adds_resum
             return True
         return False
 
-    wait_for(added, 10, "adds accepted again after the failed fsync")
+    eventually(added, timeout=10, what="adds accepted again after the failed fsync")
     assert [bytes(e.data) for e in ml.read_entries(kept[0], 10)] == [b"kept", b"after"]
     ml.close()
     reopened = open_storage().open_managed_ledger(TOPIC)
