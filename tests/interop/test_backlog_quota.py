@@ -49,10 +49,10 @@ def test_producer_exception_refuses_producers_until_the_backlog_drains(broker_fa
     client = client_factory(broker.service_url)
     quota = {"limitSize": 20_000, "policy": "producer_exception"}
     assert call(broker, "POST", f"{NS}/backlogQuota", quota)[0] == 204
-    slow = client.subscribe(topic, "slow")
     producer = client.create_producer(topic, batching_enabled=False)
-    for n in range(30):  # ~30 KB of backlog on "slow"
+    for n in range(30):  # ~30 KB, no backlog yet: no subscription
         producer.send(b"%04d" % n + b"x" * 996)
+    slow = client.subscribe(topic, "slow", initial_position=pulsar.InitialPosition.Earliest)  # ~30 KB behind
     # The quota check disconnects the producer, and the broker refuses it from then on.
     eventually(lambda: _stats(broker, topic)["publishers"] == [], what="the producer disconnected")
     with pytest.raises(ProducerBlockedQuotaExceededException):
@@ -67,10 +67,10 @@ def test_producer_exception_refuses_producers_until_the_backlog_drains(broker_fa
 def test_producer_request_hold_holds_sends_until_the_backlog_drains(broker_factory, client_factory, topic):
     broker = broker_factory({**CHECK, "backlog_quota_default_limit_bytes": 20_000})  # hold is the default
     client = client_factory(broker.service_url)
-    slow = client.subscribe(topic, "slow")
     producer = client.create_producer(topic, batching_enabled=False, send_timeout_millis=60_000)
-    for n in range(30):
+    for n in range(30):  # ~30 KB, no backlog yet: no subscription
         producer.send(b"%04d" % n + b"x" * 996)
+    slow = client.subscribe(topic, "slow", initial_position=pulsar.InitialPosition.Earliest)  # ~30 KB behind
     eventually(lambda: _stats(broker, topic)["publishers"] == [], what="the producer disconnected")
     with pytest.raises(ProducerBlockedQuotaExceededError):
         client.create_producer(topic)
