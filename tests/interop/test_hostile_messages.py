@@ -29,7 +29,7 @@ from magnetar.protocol.commands import wrap
 from magnetar.protocol.headers import encode_headers_and_payload
 
 from ..waiting import eventually
-from .support import RawConnection, admin_call, assert_nothing_more, receive_n
+from .support import RawConnection, admin_call, assert_next_is_marker, assert_nothing_more, receive_n
 
 pytestmark = pytest.mark.interop
 
@@ -57,7 +57,7 @@ class Canary:
     def check(self) -> None:
         self.chirp()
         assert [m.data() for m in receive_n(self.consumer, len(self.sent), ack=True)] == self.sent
-        assert_nothing_more(self.consumer)
+        assert_next_is_marker(self.consumer, self.producer)
 
 
 @pytest.fixture
@@ -368,7 +368,7 @@ def test_message_metadata_text_that_is_not_utf8_is_refused(broker, client, canar
     producer = client.create_producer(topic, batching_enabled=False)
     producer.send(b"after", partition_key="k")
     assert [m.data() for m in receive_n(consumer, 2, ack=True)] == [b"raw-good", b"after"]
-    assert_nothing_more(consumer)
+    assert_next_is_marker(consumer, producer, partition_key="k")
     canary.check()
 
 

@@ -8,7 +8,7 @@ import pulsar
 import pytest
 
 from ..waiting import eventually
-from .support import admin_call, assert_nothing_more, msg_id_tuple, receive_n
+from .support import admin_call, assert_next_is_marker, assert_nothing_more, msg_id_tuple, receive_n
 
 pytestmark = pytest.mark.interop
 
@@ -151,7 +151,8 @@ def test_cumulative_ack_survives_reconnect(client_factory, broker, topic, batche
     consumer.close()
     client.close()
 
-    again = client_factory(broker.service_url).subscribe(topic, "sub", **options)
+    client = client_factory(broker.service_url)
+    again = client.subscribe(topic, "sub", **options)
     rest = receive_n(again, 4)
     assert [m.data() for m in rest] == [b"m6", b"m7", b"m8", b"m9"]
-    assert_nothing_more(again)
+    assert_next_is_marker(again, client.create_producer(topic))

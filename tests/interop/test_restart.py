@@ -8,7 +8,7 @@ import pulsar
 import pytest
 
 from ..waiting import eventually
-from .support import admin_call, assert_nothing_more, drain, read_all, receive_n
+from .support import admin_call, assert_next_is_marker, drain, read_all, receive_n
 
 pytestmark = pytest.mark.interop
 
@@ -87,7 +87,7 @@ def test_restart_on_the_same_port_lets_the_same_client_reconnect(broker, client,
     broker.restart(same_port=True)
     producer.send(b"after")  # the client reconnects by itself
     assert consumer.receive(10_000).data() == b"after"
-    assert_nothing_more(consumer)
+    assert_next_is_marker(consumer, producer)
 
 
 def test_kill9_while_producing_keeps_every_receipted_message(broker, client_factory, topic):
