@@ -18,7 +18,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from tests.interop.conftest import BrokerProcess
@@ -113,15 +112,3 @@ class SmallDisk:
         if self.holder is not None and self.holder.poll() is None:
             self.holder.send_signal(signal.SIGKILL)
             self.holder.wait(10)
-
-
-def wait_for(condition, timeout: float, what: str, interval: float = 0.05):
-    """Poll ``condition`` until it returns something truthy (which is returned), or fail."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout}s: {what}")
-        time.sleep(interval)

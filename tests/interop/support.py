@@ -38,7 +38,28 @@ def receive_n(consumer, n: int, timeout_ms: int = 5000, ack: bool = False) -> li
     return messages
 
 
+def assert_next_is_marker(consumer, producer, marker: bytes = b"marker", **send_options) -> None:
+    """Send ``marker`` and have it as ``consumer``'s next message (acknowledged): whatever was still
+    to come before it (a message twice, one that should be gone) comes first and fails this.
+
+    The positive event a "nothing more" check waits for, where delivery is in order; a message
+    that may come later by a timer of its own (a nack's or an ack timeout's redelivery) needs
+    ``assert_nothing_more``.
+    """
+    producer.send(marker, **send_options)
+    try:
+        msg = consumer.receive(10_000)
+    except Timeout:
+        raise AssertionError(f"the marker {marker!r} did not arrive") from None
+    assert msg.data() == marker, (
+        f"unexpected message {msg.data()!r} id={msg.message_id()} before the marker {marker!r}"
+    )
+    consumer.acknowledge(msg)
+
+
 def assert_nothing_more(consumer, quiet_ms: int = QUIET_MS) -> None:
+    """Nothing arrives within ``quiet_ms``: only for what may come by a timer of its own (see
+    ``assert_next_is_marker`` for what comes in order)."""
     try:
         msg = consumer.receive(quiet_ms)
     except Timeout:

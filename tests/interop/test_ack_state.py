@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
-import time
 import urllib.request
 
 import pulsar
 import pytest
 from pulsar.exceptions import Timeout
+
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.interop
 
@@ -26,13 +27,6 @@ def subscription_stats(broker, topic: str, sub: str) -> dict:
         f"{broker.http_url}/admin/v2/persistent/{path}/stats", timeout=10
     ) as response:
         return json.load(response)["subscriptions"][sub]
-
-
-def wait_for(check, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.2)
 
 
 def receive_all(consumer, quiet_ms: int = 2000) -> list[pulsar.Message]:
@@ -67,7 +61,12 @@ def test_every_other_ack_of_200_000_messages_survives_a_restart(broker_factory, 
     assert seen == TOTAL
     consumer.close()  # sends the grouped acks
     expected_holes = TOTAL // 2 - 1  # entry 0 is acked: the mark-delete position moves over it
-    wait_for(lambda: subscription_stats(broker, topic, "sub")["ackState"]["holes"] == expected_holes)
+    eventually(
+        lambda: subscription_stats(broker, topic, "sub")["ackState"]["holes"] == expected_holes,
+        timeout=30,
+        interval=0.2,
+        what=f"{expected_holes} holes in the ack state",
+    )
     before = subscription_stats(broker, topic, "sub")["ackState"]
     assert before["individually_deleted"] == expected_holes
     assert before["pages"] > 5 and before["pages_in_memory"] < before["pages"], before

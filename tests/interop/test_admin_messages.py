@@ -15,6 +15,7 @@ import pytest
 
 from magnetar.protocol.batch import iter_batch
 
+from ..waiting import eventually
 from .support import admin_call as call
 from .support import receive_n
 
@@ -72,10 +73,8 @@ def test_peek_shows_the_next_messages_with_their_metadata_and_consumes_nothing(b
     received = receive_n(consumer, 3)
     assert [m.data() for m in received] == [b"m0", b"m1", b"m2"]
     consumer.acknowledge_cumulative(received[0])
-    deadline = time.monotonic() + 5
-    while _peek(broker, topic, "sub", 1)[2] != b"m1":  # counts from the mark-delete position
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    # counts from the mark-delete position, once the grouped ack is in
+    eventually(lambda: _peek(broker, topic, "sub", 1)[2] == b"m1", what="m1 first to peek")
     assert _peek(broker, topic, "sub", 9)[0] == 404
     assert _peek(broker, topic, "nobody", 1)[0] == 404
 
@@ -122,7 +121,7 @@ def test_expire_messages_older_than_some_seconds(broker, client, topic):
     producer = client.create_producer(topic, batching_enabled=False)
     for n in range(3):
         producer.send(b"old%d" % n)
-    time.sleep(2.5)
+    time.sleep(2.5)  # the age is the behaviour: the old ones are now more than 2 s old, and the new not
     for n in range(2):
         producer.send(b"new%d" % n)
     assert call(broker, "POST", _path(topic) + "/subscription/one/expireMessages/2")[0] == 204
@@ -149,10 +148,12 @@ def test_internal_stats_show_the_ledgers_and_each_cursors_acks(broker, client, t
         assert status == 200
         return body
 
-    deadline = time.monotonic() + 5
-    while internal()["cursors"]["sub"]["individuallyDeletedMessages"] != expected:  # acks are grouped
-        assert time.monotonic() < deadline, internal()["cursors"]["sub"]
-        time.sleep(0.05)
+    def acks_in() -> bool:  # the client groups acks
+        cursor = internal()["cursors"]["sub"]
+        assert cursor["individuallyDeletedMessages"] == expected, cursor
+        return True
+
+    eventually(acks_in, what="the acks at the broker")
     stats = internal()
     cursor = stats["cursors"]["sub"]
     assert cursor["markDeletePosition"] == f"{ledger}:-1"

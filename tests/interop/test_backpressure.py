@@ -12,7 +12,7 @@ import time
 
 from magnetar.protocol import wire
 
-from .support import RawConnection, send_frame
+from .support import RawConnection, labelled, send_frame
 
 #: What a broker that keeps reading would take from a client that never reads, in this test:
 #: far more than the kernel's socket buffers (a few MB on loopback) can hold.
@@ -46,7 +46,7 @@ def write_until_stalled(raw: RawConnection, producer_name: str, stall_s: float) 
             stalled_since = stalled_since or time.monotonic()
             if time.monotonic() - stalled_since > stall_s:
                 break  # the broker has stopped reading us
-            time.sleep(0.01)
+            time.sleep(0.01)  # polling the socket: writable again or not, for ``stall_s``
             continue
         stalled_since = None
         written += n
@@ -77,6 +77,8 @@ def test_a_client_that_does_not_read_is_not_read_and_loses_nothing(broker_factor
     name = raw.create_producer(topic)
     sent, written, pending = write_until_stalled(raw, name, stall_s=2.0)
     assert written < UNBOUNDED, "the broker kept reading a client that never reads its receipts"
+    # The stall is the broker's doing: it stopped reading the connection for its unread writes.
+    assert labelled(broker, "magnetar_connection_holds_total", "reason")["writes"] >= 1
 
     # The broker serves everyone else meanwhile.
     other = client_factory(broker.service_url).create_producer(topic + "-other")

@@ -13,7 +13,7 @@ from magnetar.protocol import encode_frame, wire
 from magnetar.protocol.commands import wrap
 from magnetar.protocol.headers import encode_headers_and_payload
 
-from .support import RawConnection, assert_nothing_more, read_all, receive_n
+from .support import RawConnection, assert_next_is_marker, read_all, receive_n
 
 pytestmark = pytest.mark.interop
 
@@ -134,11 +134,11 @@ def test_bad_input_is_rejected_and_other_clients_carry_on(broker, client, client
     for payload in after:
         producer.send(payload)
     assert [m.data() for m in receive_n(consumer, 5 + len(stored_by_raw), ack=True)] == stored_by_raw + after
-    assert_nothing_more(consumer)
+    assert_next_is_marker(consumer, producer)
 
     fresh = client_factory(broker.service_url)
     reader = fresh.create_reader(topic, pulsar.MessageId.earliest)
-    assert [m.data() for m in read_all(reader)] == before + stored_by_raw + after
+    assert [m.data() for m in read_all(reader)] == before + stored_by_raw + after + [b"marker"]
 
 
 def test_configured_max_message_size_is_announced_and_enforced(broker_factory, client_factory, topic):
@@ -161,4 +161,4 @@ def test_configured_max_message_size_is_announced_and_enforced(broker_factory, c
     big = bytes(range(256)) * ((limit - 4096) // 256)
     producer.send(big)
     assert consumer.receive(5000).data() == big
-    assert_nothing_more(consumer)
+    assert_next_is_marker(consumer, producer)

@@ -35,6 +35,7 @@ import pytest
 
 from magnetar.client import Client, ConsumerType
 
+from ..waiting import eventually
 from .support import admin_call
 
 pytestmark = pytest.mark.interop
@@ -117,7 +118,7 @@ def produce(name: str, producer, rng: random.Random, record: Record, ours: bool)
                     record.failed.append(f"{msg_id}: {result}")
 
         producer.send_async(data, done, partition_key=rng.choice(KEYS))
-        time.sleep(rng.uniform(0.05, 0.5))
+        time.sleep(rng.uniform(0.05, 0.5))  # pacing: sends spread over the chaos
     producer.flush()
 
 
@@ -136,7 +137,7 @@ class ConsumerSlot:
         while not done.is_set():
             if self.consumer is None:
                 if restarting.is_set():
-                    time.sleep(0.1)
+                    time.sleep(0.1)  # the chaos's pace: come back once the restart is over
                     continue
                 with contextlib.suppress(Exception):
                     self.consumer = self.subscribe()
@@ -152,7 +153,7 @@ class ConsumerSlot:
         """Leave or stall at random; True if the consumer left."""
         if self.rng.random() < 0.5:
             self.leave()
-            time.sleep(self.rng.uniform(0.2, 1.5))
+            time.sleep(self.rng.uniform(0.2, 1.5))  # away a while: the chaos itself
             return True
         time.sleep(self.rng.uniform(0.5, 3.0))  # holding what it received, reading nothing
         return False
@@ -207,7 +208,7 @@ def restart_now_and_then(
 ) -> None:
     deadline = time.monotonic() + CHAOS_SECONDS
     for _ in range(2):
-        time.sleep(rng.uniform(2.0, 5.0))
+        time.sleep(rng.uniform(2.0, 5.0))  # the chaos's pace: a restart every few seconds
         if time.monotonic() > deadline:
             break
         restarting.set()
@@ -217,7 +218,7 @@ def restart_now_and_then(
         with record.lock:
             record.restarts.append((begun, time.monotonic()))
         restarting.clear()
-    while chaos.is_set() and time.monotonic() < deadline:
+    while chaos.is_set() and time.monotonic() < deadline:  # the chaos lasts CHAOS_SECONDS
         time.sleep(0.1)
 
 
@@ -272,9 +273,13 @@ def test_chunked_and_small_messages_under_chaos_arrive_whole_once_and_never_stal
         expected = set(record.sent)
         assert not record.failed, f"sends failed: {record.failed[:5]}"
         assert len(expected) == 3 * MESSAGES_PER_PRODUCER
-        deadline = time.monotonic() + DRAIN_SECONDS
-        while time.monotonic() < deadline and not all(expected <= record.acked(s) for s in ("shared", "ks")):
-            time.sleep(0.2)
+
+        def all_acked() -> bool:
+            missing = {s: sorted(expected - record.acked(s))[:5] for s in ("shared", "ks")}
+            assert not any(missing.values()), f"seed {seed}: not yet acknowledged: {missing}"
+            return True
+
+        eventually(all_acked, timeout=DRAIN_SECONDS, interval=0.2, what="every message acknowledged")
     finally:
         done.set()
         for thread in threads:
@@ -296,16 +301,14 @@ def test_chunked_and_small_messages_under_chaos_arrive_whole_once_and_never_stal
                 f"acknowledged it, with no restart near to lose that acknowledgement"
             )
     path = topic.replace("persistent://", "/admin/v2/persistent/") + "/stats"
-    deadline = time.monotonic() + 10
-    while (
-        backlogs := [
-            admin_call(broker, "GET", path)[1]["subscriptions"][s]["msgBacklog"] for s in ("shared", "ks")
-        ]
-    ) != [0, 0]:
-        assert time.monotonic() < deadline, (
-            f"seed {seed}: backlogs {backlogs} after everything was acknowledged"
-        )
-        time.sleep(0.2)
+
+    def drained() -> bool:
+        stats = admin_call(broker, "GET", path)[1]
+        backlogs = [stats["subscriptions"][s]["msgBacklog"] for s in ("shared", "ks")]
+        assert backlogs == [0, 0], f"seed {seed}: backlogs {backlogs} after everything was acknowledged"
+        return True
+
+    eventually(drained, interval=0.2, what="both backlogs drained")
     print(
         f"seed {seed}: {len(expected)} messages, {len(record.restarts)} restarts, "
         f"{sum(len(d) for d in record.deliveries.values())} deliveries"

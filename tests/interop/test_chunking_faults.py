@@ -21,6 +21,7 @@ from magnetar.broker.dispatchers.sticky_keys import sticky_key_hash
 from magnetar.protocol import wire
 
 from ..client.proxy import ShrinkingProxy
+from ..waiting import eventually
 from .support import RawConnection, chunk_frame, receive_n, stored_chunks
 
 pytestmark = pytest.mark.interop
@@ -43,11 +44,8 @@ def backlog(broker, topic: str, sub: str) -> int:
         return json.load(response)["subscriptions"][sub]["msgBacklog"]
 
 
-def wait_for(condition, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.05)
+def drained(broker, topic: str, sub: str) -> None:
+    eventually(lambda: backlog(broker, topic, sub) == 0, what=f"the backlog of {sub} draining")
 
 
 def assert_each_chunk_stored_once(broker, topic: str, messages: int) -> None:
@@ -82,7 +80,7 @@ def test_chunks_resent_after_a_restart_are_stored_once_and_the_messages_assemble
     for payload in payloads:
         producer.send_async(payload, lambda res, _msg_id: results.append(res))
     # Stop the broker while the chunks are being written: some stored, their receipts lost.
-    wait_for(lambda: stored_entries(broker, topic) >= 20, 30, "no chunk was stored")
+    eventually(lambda: stored_entries(broker, topic) >= 20, timeout=30, what="20 chunks stored")
     broker.stop(sig)
     assert len(results) < len(payloads), "every send finished before the restart"
     broker.restart()
@@ -124,16 +122,20 @@ def test_repeated_kill_9_while_producing_loses_and_repeats_no_receipted_chunked_
 
             producer.send_async(data, done)
             n += 1
-            time.sleep(0.01)
+            time.sleep(0.01)  # pacing: about a hundred sends a second, not synchronisation
+
+    def receipts_since(before: int) -> None:
+        """Until sends were receipted since ``before`` receipts: a kill now lands among them."""
+        eventually(lambda: len(receipted) >= before + 20, timeout=60, what="20 more receipts")
 
     thread = threading.Thread(target=produce, daemon=True)
     thread.start()
     try:
         for _ in range(5):
-            time.sleep(1.0)
+            receipts_since(len(receipted))
             broker.stop(signal.SIGKILL)
             broker.restart()
-        time.sleep(0.5)
+        receipts_since(len(receipted))
     finally:
         stop.set()
         thread.join(30)
@@ -169,7 +171,7 @@ def test_chunks_sent_again_over_a_new_connection_are_answered_with_the_stored_on
         results = []
         proxy.drop_receipts = True  # stored, but the producer never hears of it
         producer.send_async(payload, lambda res, msg_id: results.append((res, msg_id)))
-        wait_for(lambda: stored_entries(broker, topic) >= 10, 30, "no chunk was stored")
+        eventually(lambda: stored_entries(broker, topic) >= 10, timeout=30, what="10 chunks stored")
         proxy.drop_receipts = False
         proxy.cut()  # the producer reconnects and sends every chunk it has no receipt for again
         producer.flush()
@@ -220,7 +222,7 @@ def test_a_shared_consumer_holding_a_chunked_message_does_not_hold_back_the_othe
     stalled.close()  # it goes: its message goes whole to the other consumer
     again = receive_n(reader, 1, timeout_ms=10_000, ack=True)
     assert [m.data() for m in again] == held
-    wait_for(lambda: backlog(broker, topic, "shared") == 0, 10, "the backlog did not drain")
+    drained(broker, topic, "shared")
 
 
 # -- 3. a Key_Shared consumer joining or leaving mid-message -------------------------------------------
@@ -246,6 +248,11 @@ class Recorder:
     def total(self) -> int:
         with self._lock:
             return sum(map(len, self.got.values()))
+
+    def has(self, n: int) -> bool:
+        """True once ``n`` messages arrived; "not yet" (with what did arrive) before."""
+        assert self.total() == n, f"{self.total()} of {n} so far: {self.got}"
+        return True
 
     def subscribe(self, client, topic: str, name: str):
         """A Key_Shared consumer ``name`` on subscription "ks" whose messages this records."""
@@ -290,7 +297,7 @@ def test_a_key_shared_consumer_joining_mid_message_stalls_nothing(broker_factory
     recorder.subscribe(client, topic, "first")
     big = ChunkWriter(broker, topic, MOVES, num_chunks=150)  # more than one dispatcher read of chunks
     big.write(range(3))
-    wait_for(lambda: consumer_out(broker, topic, "ks", "first") >= 3, 10, "the first chunks did not go out")
+    eventually(lambda: consumer_out(broker, topic, "ks", "first") >= 3, what="the first chunks going out")
     # The newcomer takes MOVES' hash while "first" holds three chunks of a message of that key.
     recorder.subscribe(client, topic, "second")
     producer = client.create_producer(topic, batching_enabled=False)
@@ -298,10 +305,10 @@ def test_a_key_shared_consumer_joining_mid_message_stalls_nothing(broker_factory
         producer.send(b"m%d" % i, partition_key=f"key-{i}")
     producer.send(b"after the message", partition_key=MOVES)
     big.write(range(3, 150))
-    wait_for(lambda: recorder.total() == 12, 20, f"stalled: {recorder.got}")
+    eventually(lambda: recorder.has(12), timeout=20, what="all 12 messages arriving")
     assert (MOVES, big.data) in recorder.got["first"], "whole, on the consumer of its first chunk"
     assert (MOVES, b"after the message") in recorder.got["second"], "the key moved on after it"
-    wait_for(lambda: backlog(broker, topic, "ks") == 0, 10, "the backlog did not drain")
+    drained(broker, topic, "ks")
 
 
 def test_a_key_shared_consumer_leaving_mid_message_gives_it_whole_to_the_next(
@@ -314,12 +321,12 @@ def test_a_key_shared_consumer_leaving_mid_message_gives_it_whole_to_the_next(
     recorder.subscribe(client, topic, "staying")  # takes 32768..65535: STAYS is still the leaving consumer's
     big = ChunkWriter(broker, topic, STAYS, num_chunks=20)
     big.write(range(5))
-    wait_for(lambda: consumer_out(broker, topic, "ks", "leaving") >= 5, 10, "the first chunks did not go out")
+    eventually(lambda: consumer_out(broker, topic, "ks", "leaving") >= 5, what="the first chunks going out")
     leaving.close()
     big.write(range(5, 20))
-    wait_for(lambda: recorder.total() == 1, 20, f"stalled: {recorder.got}")
+    eventually(lambda: recorder.has(1), timeout=20, what="the message arriving")
     assert recorder.got["staying"] == [(STAYS, big.data)]
-    wait_for(lambda: backlog(broker, topic, "ks") == 0, 10, "the backlog did not drain")
+    drained(broker, topic, "ks")
 
 
 # -- 4. nacks and ack timeouts of chunked messages on Shared --------------------------------------------
@@ -340,7 +347,7 @@ def test_a_nacked_chunked_message_comes_back_whole(broker_factory, client_factor
     (again,) = receive_n(consumer, 1, timeout_ms=10_000)
     assert again.data() == payload and again.redelivery_count() == 1
     consumer.acknowledge(again)
-    wait_for(lambda: backlog(broker, topic, "shared") == 0, 10, "the backlog did not drain")
+    drained(broker, topic, "shared")
 
 
 def test_a_chunked_message_past_its_ack_timeout_comes_back_whole(broker_factory, client_factory, topic):
@@ -362,4 +369,4 @@ def test_a_chunked_message_past_its_ack_timeout_comes_back_whole(broker_factory,
     assert [msg.data() == payload for _, msg in got] == [True, True]
     consumer, again = got[1]
     consumer.acknowledge(again)
-    wait_for(lambda: backlog(broker, topic, "shared") == 0, 10, "the backlog did not drain")
+    drained(broker, topic, "shared")

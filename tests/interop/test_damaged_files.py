@@ -4,7 +4,6 @@ with flipped bytes between a stop and a restart."""
 from __future__ import annotations
 
 import os
-import threading
 from pathlib import Path
 
 import pulsar
@@ -12,6 +11,7 @@ import pytest
 
 from magnetar.storage.names import encode_name
 
+from ..waiting import eventually
 from .support import admin_call, assert_nothing_more, drain
 from .test_flow_control import scrape
 
@@ -28,16 +28,6 @@ def _segment(broker, topic: str) -> tuple[Path, Path]:
 
 def _offset(idx_path: Path, entry_id: int) -> int:
     return int.from_bytes(idx_path.read_bytes()[8 * entry_id : 8 * entry_id + 8], "little")
-
-
-def _wait_for(condition, what: str, timeout: float = 10.0):
-    """Poll ``condition`` until it returns something truthy (acks and scrapes settle)."""
-    done = threading.Event()
-    for _ in range(int(timeout / 0.1)):
-        if value := condition():
-            return value
-        done.wait(0.1)
-    raise AssertionError(f"not within {timeout}s: {what}")
 
 
 def _produce_and_stop(broker, client_factory, topic: str) -> list[bytes]:
@@ -94,7 +84,7 @@ def test_a_flipped_record_costs_only_itself(broker, client_factory, topic, index
         status, stats = admin_call(broker, "GET", base + "/stats")
         return status == 200 and stats["subscriptions"]["sub"]["msgBacklog"] == 0
 
-    _wait_for(backlog_settled, "the subscription's backlog reaches 0: the damaged entry counts as gone")
+    eventually(backlog_settled, what="a backlog of 0 on the subscription: the damaged entry counts as gone")
     samples = scrape(broker)
     assert samples[("magnetar_storage_damaged_entries_total", _labels(topic))] == 1
     assert "damaged" in broker.log_path.read_text() and f":{BAD} " in broker.log_path.read_text()

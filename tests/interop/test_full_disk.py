@@ -14,8 +14,9 @@ import pytest
 
 from magnetar.protocol import wire
 from tests.interop.conftest import _BROKERS, CLIENT_LOGGER, BrokerProcess
-from tests.interop.small_disk import SmallDisk, wait_for
+from tests.interop.small_disk import SmallDisk
 from tests.interop.support import RawConnection, receive_n
+from tests.waiting import eventually
 
 DISK_BYTES = 24 * 1024 * 1024
 SEND_TIMEOUT_MS = 10_000
@@ -154,7 +155,7 @@ def test_full_disk_fails_sends_promptly_and_recovers_by_itself(small_disk, topic
             stored[message(index)] = msg_id
             return True
 
-        wait_for(resend, 60, "the producer sends again after space was freed", interval=0)
+        eventually(resend, timeout=60, interval=0, what="the producer sending again after space was freed")
         fresh = client.create_producer(topic, batching_enabled=False)
         for _ in range(3):
             index += 1
@@ -229,7 +230,7 @@ def test_sends_refused_below_free_space_threshold_until_room_again(small_disk, t
             assert result == pulsar.Result.ProducerBlockedQuotaExceededException
             return True
 
-        wait_for(refused, 10, "a send refused below min_free_disk_bytes", interval=0.01)
+        eventually(refused, timeout=10, interval=0.01, what="a send refused below min_free_disk_bytes")
         with pytest.raises(pulsar.ProducerBlockedQuotaExceededException):
             client.create_producer(topic)
         assert disk.free_bytes() >= 3 * 1024 * 1024  # refused before the disk was full
@@ -241,7 +242,7 @@ def test_sends_refused_below_free_space_threshold_until_room_again(small_disk, t
             except pulsar.ProducerBlockedQuotaExceededException:
                 return None  # the broker has not read the free space since
 
-        fresh = wait_for(create, 10, "a producer accepted once there is room again")
+        fresh = eventually(create, timeout=10, what="a producer accepted once there is room again")
         stored[message(100)] = fresh.send(message(100))
     finally:
         client.close()

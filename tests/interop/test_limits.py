@@ -8,7 +8,6 @@ one is admitted.
 from __future__ import annotations
 
 import contextlib
-import time
 import uuid
 
 import pulsar
@@ -17,6 +16,7 @@ import pytest
 from magnetar import client as ours
 from magnetar.protocol import wire
 
+from ..waiting import eventually
 from .conftest import CLIENT_LOGGER
 from .support import RawConnection, admin_call, labelled, receive_n
 
@@ -29,16 +29,17 @@ def refusals(broker) -> dict[str, float]:
     return labelled(broker, "magnetar_limit_refusals_total", "limit")
 
 
-def eventually(action, timeout: float = 10.0):
-    """``action()``'s result once it stops raising (the broker sees a close a moment after the client)."""
-    deadline = time.monotonic() + timeout
-    while True:
+def once_admitted(action, refusal: type[Exception] = pulsar.PulsarException):
+    """``action()``'s result once the broker admits it: it sees a close a moment after the client,
+    and refuses (``refusal``) until then."""
+
+    def attempt():
         try:
             return action()
-        except Exception:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.05)
+        except refusal as exc:
+            raise AssertionError(f"still refused: {exc!r}") from None
+
+    return eventually(attempt, what="admitted once there is room")
 
 
 def works(producer, consumer, payload: bytes) -> None:
@@ -135,7 +136,7 @@ def test_a_consumer_past_max_consumers_per_topic_gets_consumer_busy(broker_facto
     assert receive_n(second, 1, ack=True)[0].data() == b"one"
     assert refusals(broker)["max_consumers_per_topic"] == 1
     second.close()
-    third = eventually(lambda: client.subscribe(topic, "c"))
+    third = once_admitted(lambda: client.subscribe(topic, "c"), pulsar.ConsumerBusy)
     works(producer, third, b"two")
 
 
@@ -159,7 +160,7 @@ def test_a_consumer_past_max_consumers_per_subscription_gets_consumer_busy(
     assert got == [b"m"]
     assert refusals(broker)["max_consumers_per_subscription"] == 1
     consumers[0].close()
-    eventually(lambda: client.subscribe(topic, "s", consumer_type=shared))
+    once_admitted(lambda: client.subscribe(topic, "s", consumer_type=shared), pulsar.ConsumerBusy)
 
 
 def test_a_consumer_past_max_consumers_per_connection_gets_consumer_busy(
@@ -173,7 +174,7 @@ def test_a_consumer_past_max_consumers_per_connection_gets_consumer_busy(
     works(client_factory(broker.service_url).create_producer(topic), consumer, b"m")
     assert refusals(broker)["max_consumers_per_connection"] == 1
     consumer.close()
-    eventually(lambda: client.subscribe(f"{topic}-other", "a"))
+    once_admitted(lambda: client.subscribe(f"{topic}-other", "a"), pulsar.ConsumerBusy)
 
 
 def test_a_topic_past_max_topics_per_namespace_is_not_allowed(broker_factory, client_factory):
@@ -235,7 +236,7 @@ def test_a_connection_past_broker_max_connections_per_ip_is_refused(broker_facto
         works(producer, consumer, b"unaffected")
         assert refusals(broker)["broker_max_connections_per_ip"] >= 3
         second.close()
-        eventually(lambda: third.create_producer(topic))
+        once_admitted(lambda: third.create_producer(topic))
     finally:
         third.close()
 
@@ -254,11 +255,12 @@ def test_a_connection_past_broker_max_connections_is_refused(broker_factory):
     assert refusals(broker)["broker_max_connections"] == 1
     first.close()
 
-    def admitted() -> None:
-        raw = RawConnection(broker.port)
+    def admitted() -> bool:
+        raw = RawConnection(broker.port)  # refused: expect() fails (AssertionError), closed or ERROR
         try:
             raw.handshake()
         finally:
             raw.close()
+        return True
 
-    eventually(admitted)
+    eventually(admitted, what="a connection admitted once the first went")

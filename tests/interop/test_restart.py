@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 import threading
-import time
 
 import pulsar
 import pytest
 
-from .support import assert_nothing_more, drain, read_all, receive_n
+from ..waiting import eventually
+from .support import admin_call, assert_next_is_marker, drain, read_all, receive_n
 
 pytestmark = pytest.mark.interop
 
 SHARED = pulsar.ConsumerType.Shared
+
+
+def backlog(broker, topic: str, sub: str) -> int:
+    status, stats = admin_call(broker, "GET", "/admin/v2/persistent/" + topic.split("://")[1] + "/stats")
+    assert status == 200, stats
+    return stats["subscriptions"][sub]["msgBacklog"]
 
 
 def send_batch(producer, payloads: list[bytes]) -> None:
@@ -76,12 +82,12 @@ def test_restart_on_the_same_port_lets_the_same_client_reconnect(broker, client,
     before = consumer.receive(5000)
     assert before.data() == b"before"
     consumer.acknowledge(before)
-    time.sleep(0.3)  # the grouped ack reaches the broker
+    eventually(lambda: backlog(broker, topic, "sub") == 0, what="the grouped ack at the broker")
     assert broker.stop() == 0
     broker.restart(same_port=True)
     producer.send(b"after")  # the client reconnects by itself
     assert consumer.receive(10_000).data() == b"after"
-    assert_nothing_more(consumer)
+    assert_next_is_marker(consumer, producer)
 
 
 def test_kill9_while_producing_keeps_every_receipted_message(broker, client_factory, topic):
@@ -94,12 +100,14 @@ def test_kill9_while_producing_keeps_every_receipted_message(broker, client_fact
         max_pending_messages=2000,
     )
     succeeded: set[bytes] = set()
+    answered = [0]  # sends called back, whatever their result
     lock = threading.Lock()
 
     def on_done(payload: bytes):
         def callback(res, _msg_id):
-            if res == pulsar.Result.Ok:
-                with lock:
+            with lock:
+                answered[0] += 1
+                if res == pulsar.Result.Ok:
                     succeeded.add(payload)
 
         return callback
@@ -114,8 +122,8 @@ def test_kill9_while_producing_keeps_every_receipted_message(broker, client_fact
         producer.send_async(b"%d" % sent, on_done(b"%d" % sent))
         sent += 1
     broker.kill9()  # with up to max_pending_messages still in flight
-    client.close()
-    time.sleep(0.5)  # any callback still running has finished
+    client.close()  # fails the sends still pending
+    eventually(lambda: answered[0] == sent, what="every send called back")
     with lock:
         receipted = set(succeeded)
     assert 5000 <= len(receipted) <= sent

@@ -3,13 +3,12 @@ end of the topic announced to consumers that acknowledged everything, across res
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from pulsar.exceptions import TopicTerminated
 
 from magnetar.client import Client
 
+from ..waiting import eventually
 from .support import admin_call as call
 from .support import receive_n
 
@@ -20,13 +19,10 @@ def _path(topic: str) -> str:
     return "/admin/v2/persistent/" + topic.split("://")[1]
 
 
-def _eventually(check, timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
+def _backlogs(broker, topic: str) -> list[int]:
+    status, stats = call(broker, "GET", _path(topic) + "/stats")
+    assert status == 200, stats
+    return [sub["msgBacklog"] for sub in stats["subscriptions"].values()]
 
 
 def test_a_terminated_topic_refuses_sends_and_producers_even_after_a_restart(broker, client, topic):
@@ -64,13 +60,17 @@ def test_consumers_learn_the_end_once_everything_is_acknowledged(broker, client,
         messages = [consumer.receive(5000) for _ in range(3)]
         consumer.acknowledge(messages[0])
         consumer.acknowledge(messages[1])
-        assert not _eventually(consumer.has_reached_end_of_topic, timeout=0.5)  # m2 is not acknowledged
+        # The broker has both acks, and answers a request of the consumer after them: an end of
+        # the topic told on those acks would have come first. m2 is not acknowledged: none came.
+        eventually(lambda: _backlogs(broker, topic) == [1], what="the two acks at the broker")
+        consumer.get_last_message_id()
+        assert not consumer.has_reached_end_of_topic()
         consumer.acknowledge(messages[2])
-        assert _eventually(consumer.has_reached_end_of_topic)
+        eventually(consumer.has_reached_end_of_topic, what="the end of the topic")
         # A consumer that comes later, with nothing left to acknowledge, learns it at once.
         consumer.close()
         later = ours.subscribe(topic, "sub")
-        assert _eventually(later.has_reached_end_of_topic)
+        eventually(later.has_reached_end_of_topic, what="the end of the topic")
     finally:
         ours.close()
 
@@ -92,10 +92,15 @@ def test_a_reader_learns_the_end_once_it_has_read_everything(broker, client, top
     try:
         reader = ours.create_reader(topic, MessageId.earliest)
         read = [reader.read_next(5000).data() for _ in range(8)]
-        assert not _eventually(reader.has_reached_end_of_topic, timeout=0.5)  # one message is left
+        # The broker has the reader's acks of the first two entries (the last, a batch, is not
+        # read whole) and answers a request of the reader after them: an end of the topic told on
+        # them, or on the last entry's dispatch, would have come first. One message is left: none came.
+        eventually(lambda: _backlogs(broker, topic) == [1], what="the reader's acks at the broker")
+        reader.get_last_message_id()
+        assert not reader.has_reached_end_of_topic()
         read.append(reader.read_next(5000).data())
         assert sorted(read) == sorted([b"b%d" % n for n in range(8)] + [b"s0"])
-        assert _eventually(reader.has_reached_end_of_topic)
+        eventually(reader.has_reached_end_of_topic, what="the end of the topic")
         assert not reader.has_message_available()
     finally:
         ours.close()
