@@ -23,6 +23,9 @@ from tests.interop.conftest import CLIENT_LOGGER
 from tests.interop.support import RawConnection, receive_n
 
 T = wire.BaseCommand
+#: A token meant to expire during a test. ``exp`` is whole seconds, so it lives 2 to 3 s: long enough
+#: to reach CONNECT on a loaded machine (a 1 s token could expire before it), short for the test.
+LIFETIME_S = 3
 
 
 def data_url(key: bytes) -> str:
@@ -245,7 +248,7 @@ def test_static_token_expiring_closes_the_connection(broker_factory):
     raw = RawConnection(broker.port)
     try:
         connect = wire.CommandConnect(client_version="raw", protocol_version=20, auth_method_name="token")
-        connect.auth_data = tokens.create_token(key, "short", 2).encode()
+        connect.auth_data = tokens.create_token(key, "short", LIFETIME_S).encode()
         connect.feature_flags.supports_auth_refresh = True
         raw.send_command(connect)
         raw.expect(T.CONNECTED)
@@ -269,7 +272,7 @@ def test_unanswered_challenge_and_no_refresh_support_close(broker_factory):
     try:
         for raw, refresh in ((silent, True), (old, False)):
             connect = wire.CommandConnect(client_version="raw", protocol_version=20, auth_method_name="token")
-            connect.auth_data = tokens.create_token(key, "short", 1).encode()
+            connect.auth_data = tokens.create_token(key, "short", LIFETIME_S).encode()
             connect.feature_flags.supports_auth_refresh = refresh
             raw.send_command(connect)
             raw.expect(T.CONNECTED)
@@ -287,7 +290,7 @@ def test_refresh_with_another_role_closes(broker_factory, topic):
     raw = RawConnection(broker.port)
     try:
         connect = wire.CommandConnect(client_version="raw", protocol_version=20, auth_method_name="token")
-        connect.auth_data = tokens.create_token(key, "alice", 1).encode()
+        connect.auth_data = tokens.create_token(key, "alice", LIFETIME_S).encode()
         connect.feature_flags.supports_auth_refresh = True
         raw.send_command(connect)
         raw.expect(T.CONNECTED)
