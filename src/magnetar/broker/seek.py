@@ -11,11 +11,13 @@ from magnetar.broker.entry_search import (
 )
 from magnetar.broker.errors import NotAllowed
 from magnetar.broker.ids import is_earliest, is_latest, position_of
-from magnetar.protocol import wire
+from magnetar.protocol import ProtocolError, wire
+from magnetar.protocol.entry import split_entry_metadata
+from magnetar.protocol.headers import parse_metadata
 from magnetar.storage.managed_ledger import ManagedLedger
 from magnetar.storage.position import Position
 
-__all__ = ["entry_time", "position_for_message_id", "position_for_time"]
+__all__ = ["entry_time", "last_message_position", "position_for_message_id", "position_for_time"]
 
 _first_index = first_true  # the binary search, under the name older tests import
 
@@ -54,3 +56,18 @@ def position_for_time(ml: ManagedLedger, timestamp_ms: int, read: EntryReader | 
     if found == space.size:
         return ml.next_position(ml.last_confirmed)
     return space.position(found)
+
+
+def last_message_position(ml: ManagedLedger) -> tuple[Position, int]:
+    """The last stored entry and the batch index of its last message (-1 if not a batch)."""
+    last = ml.last_confirmed
+    if last.entry_id < 0:
+        return last, -1
+    try:
+        _, producer_bytes = split_entry_metadata(ml.read_entry(last).data)
+        metadata, _ = parse_metadata(producer_bytes)
+    except ProtocolError:
+        return last, -1
+    if metadata.HasField("num_messages_in_batch"):
+        return last, metadata.num_messages_in_batch - 1
+    return last, -1

@@ -1,4 +1,10 @@
-"""The broker process's service: storage, the binary-protocol server, topics, background work."""
+"""The broker process's service: storage, the binary-protocol server, topics, background work.
+
+``BrokerService`` is the façade the connections' handlers and the admin API call; it composes
+topic_catalog.py (which topics there are, partitioned topics' metadata, topic counts),
+topic_loader.py (opening topics, off the loop where the command can wait), housekeeping.py (the
+background work) and frame_room.py (room for large frames being received).
+"""
 
 from __future__ import annotations
 
@@ -10,32 +16,29 @@ import threading
 import time
 import urllib.parse
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
+from functools import partial
 
-from magnetar.broker import descriptors, loop_pass, tls
+from magnetar.broker import frame_room, housekeeping, loop_pass, tls
 from magnetar.broker.authentication import Authentication
 from magnetar.broker.authorization import CONSUME, PRODUCE, Authorizer
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.connection import ServerCnx
 from magnetar.broker.data_dir_lock import DataDirLock
-from magnetar.broker.errors import NotAllowed, TopicNotFound
 from magnetar.broker.flow_control import Hold, PublishBuffer, no_holds
 from magnetar.broker.frame_budget import FrameBudget
 from magnetar.broker.limits import Limits
-from magnetar.broker.namespaces import AlreadyExists, AutoTopicCreation, NamespaceRegistry, NotEmpty
+from magnetar.broker.namespaces import AutoTopicCreation, NamespaceRegistry
 from magnetar.broker.nonpersistent import NonPersistentTopic
 from magnetar.broker.schemas.registry import SchemaRegistry
 from magnetar.broker.topic import PersistentTopic
+from magnetar.broker.topic_catalog import TopicCatalog
+from magnetar.broker.topic_loader import TopicLoader
 from magnetar.protocol.frames import SHARED_READ_SIZE
-from magnetar.protocol.topic_name import TopicName, partition_name
+from magnetar.protocol.topic_name import TopicName
 from magnetar.storage.store import Storage
 
 log = logging.getLogger(__name__)
-
-#: Threads that open topics and create subscriptions (files, fsyncs, metadata commits) off the
-#: loop. Their work is mostly waiting for the disk, so a few overlap it (and their metadata
-#: writes share commits); more did not go faster on 2 cores (bench/topic_storm.py).
-OPEN_THREADS = 4
 
 
 class BrokerService:
@@ -63,8 +66,6 @@ class BrokerService:
         )
         #: Connections, producers, consumers and topics past the configured limits are refused.
         self.limits = Limits(config)
-        #: New topics are counted and created one at a time where a namespace's topics are limited.
-        self._topic_count_lock = threading.Lock()
         #: The authentication providers, None while authentication is off (authentication.py).
         self.authentication = Authentication.from_config(config)
         #: Credentials accepted and refused (CONNECT, AUTH_RESPONSE, expiry), by auth method (/metrics).
@@ -93,9 +94,10 @@ class BrokerService:
         self._tls_server: asyncio.base_events.Server | None = None
         self._tasks: list[asyncio.Task] = []
         self._lock = DataDirLock(config.data_dir)
-        self._openers = ThreadPoolExecutor(OPEN_THREADS, thread_name_prefix="magnetar-open")
-        #: Topics being opened on ``_openers``: the future of their managed ledger.
-        self._opening: dict[str, asyncio.Future] = {}
+        #: Which topics there are, may one be created, partitioned topics (topic_catalog.py).
+        self.catalog = TopicCatalog(self)
+        #: Opens topics, on the open threads where the command can wait (topic_loader.py).
+        self.loader = TopicLoader(self)
 
     def _hold_all(self, reason: int) -> None:
         log.debug("publish buffer over %d bytes: not reading any connection", self.publish_buffer.limit)
@@ -108,38 +110,10 @@ class BrokerService:
 
     def frame_room_released(self, cnx: ServerCnx) -> None:
         """``cnx`` gives back its room for a large frame (or leaves the line): let the next ones in."""
-        for waiter in self.frame_budget.release(cnx, time.monotonic()):
-            waiter.frame_room_granted()
+        frame_room.release(self.frame_budget, cnx)
 
     def frame_budget_full(self, cnx: ServerCnx, size: int) -> None:
-        budget = self.frame_budget
-        if len(budget.waiters) == 1:  # once per time it fills up, not per waiting connection
-            log.warning(
-                "large frames being received hold %d bytes (max_incomplete_frame_bytes %d): "
-                "%s waits to receive a frame of %d bytes; frames stalled for %.0f s will be dropped",
-                budget.bytes,
-                budget.limit,
-                cnx.remote,
-                size,
-                self.config.incomplete_frame_timeout_seconds,
-            )
-
-    def close_stalled_frames(self) -> None:
-        """Close the connections whose large frame has held its room too long while others wait.
-
-        A connection we do not read for our own reasons (its sends await receipts, the publish
-        buffer is full) is not to blame for its frame's delay, and is left alone.
-        """
-        now = time.monotonic()
-        timeout = self.config.incomplete_frame_timeout_seconds
-        ours = Hold.SENDS | Hold.BROKER
-        for cnx in self.frame_budget.overdue(now, timeout):
-            if not self.frame_budget.waiters:
-                break  # the room freed so far was enough
-            if not cnx.holds.held & ours:
-                size, since = self.frame_budget.holders[cnx]
-                cnx.close_for_stalled_frame(size, now - since)
-                self.frame_room_released(cnx)
+        frame_room.warn_full(self.frame_budget, cnx, size, self.config.incomplete_frame_timeout_seconds)
 
     @property
     def service_url(self) -> str | None:
@@ -191,27 +165,27 @@ class BrokerService:
             )
             self.tls_port = self._tls_server.sockets[0].getsockname()[1]
         self._tasks = [
-            asyncio.create_task(self._every(self.config.cursor_flush_interval_seconds, self.flush_all)),
-            asyncio.create_task(self._every(self.config.retention_check_interval_seconds, self.trim_all)),
-            asyncio.create_task(
-                self._every(self.config.message_expiry_check_interval_seconds, self.expire_messages)
+            asyncio.create_task(housekeeping.every(seconds, action)) for seconds, action in self._background()
+        ]
+
+    def _background(self) -> list[tuple[float, Callable[[], None]]]:
+        """The background work and how often it runs (housekeeping.py, frame_room.py)."""
+        config, topics, namespaces = self.config, self.topics, self.namespaces
+        timeout = config.incomplete_frame_timeout_seconds
+        work = [
+            (config.cursor_flush_interval_seconds, partial(housekeeping.flush_all, topics)),
+            (config.retention_check_interval_seconds, partial(housekeeping.trim_all, topics, namespaces)),
+            (
+                config.message_expiry_check_interval_seconds,
+                partial(housekeeping.expire_messages, topics, namespaces),
             ),
-            asyncio.create_task(self._every(self.config.stats_update_frequency_seconds, self.update_rates)),
-            asyncio.create_task(
-                self._every(self.config.backlog_quota_check_interval_seconds, self.check_backlog_quotas)
-            ),
-            asyncio.create_task(
-                self._every(
-                    min(1.0, self.config.incomplete_frame_timeout_seconds / 4), self.close_stalled_frames
-                )
-            ),
+            (config.stats_update_frequency_seconds, partial(housekeeping.update_rates, topics)),
+            (config.backlog_quota_check_interval_seconds, partial(housekeeping.check_backlog_quotas, topics)),
+            (min(1.0, timeout / 4), partial(frame_room.close_stalled, self.frame_budget, timeout)),
         ]
         if self.authentication is not None:
-            self._tasks.append(
-                asyncio.create_task(
-                    self._every(self.config.authentication_refresh_check_seconds, self.check_credentials)
-                )
-            )
+            work.append((config.authentication_refresh_check_seconds, self.check_credentials))
+        return work
 
     def check_credentials(self) -> None:
         """Challenge connections whose credentials expired; close those that did not answer."""
@@ -228,7 +202,7 @@ class BrokerService:
                 server.close()
         for cnx in list(self.connections):
             cnx.close()
-        self._openers.shutdown(wait=True)  # opens under way finish before storage closes
+        self.loader.executor.shutdown(wait=True)  # opens under way finish before storage closes
         # Let receipts already on their way out reach the clients.
         await asyncio.sleep(0)
         for topic in list(self.topics.values()):
@@ -242,298 +216,49 @@ class BrokerService:
             self.storage = None
         self._lock.release()
 
-    async def _every(self, seconds: float, action) -> None:
-        while True:
-            await asyncio.sleep(seconds)
-            try:
-                action()
-            except Exception:
-                log.exception("background task %s failed", getattr(action, "__name__", action))
-
-    def update_rates(self) -> None:
-        """Every topic's, producer's and consumer's rates over the stats interval just ended."""
-        now = time.monotonic()
-        for topic in list(self.topics.values()):
-            topic.traffic.update_rates(now)
-            for producer in topic.producers.values():
-                producer.traffic.update_rates(now)
-            for subscription in topic.subscriptions.values():
-                subscription.traffic.update_rates(now)
-                for consumer in subscription.consumers:
-                    consumer.traffic.update_rates(now)
-
-    def check_backlog_quotas(self) -> None:
-        """Apply each persistent topic's backlog quota policy where its backlog is past a limit."""
-        for topic in list(self.topics.values()):
-            if topic.ml is None:
-                continue
-            kind = topic.enforce_backlog_quota()
-            if kind is not None:
-                log.info("%s: backlog quota exceeded (%s)", topic.name, kind)
-
-    def flush_all(self) -> None:
-        for topic in list(self.topics.values()):
-            topic.flush()
-
-    def expire_messages(self) -> None:
-        """Message TTL: in namespaces with a TTL, acknowledge for every subscription what is older
-        (by broker time, found with a binary search)."""
-        for topic in list(self.topics.values()):
-            if topic.ml is None:
-                continue
-            ttl = self.namespaces.policies(topic.name.namespace_name).message_ttl_seconds
-            if not ttl:
-                continue
-            for name in topic.expire_older_than(ttl):
-                log.info("%s/%s: expired messages older than %ds", topic.name, name, ttl)
-
-    def trim_all(self) -> None:
-        for topic in list(self.topics.values()):
-            if topic.ml is None:
-                continue
-            policies = self.namespaces.policies(topic.name.namespace_name)
-            time_s = size_b = None
-            if policies.retention_time_minutes is not None:
-                time_s = policies.retention_time_minutes * 60.0
-            if policies.retention_size_mb is not None:
-                size_b = policies.retention_size_mb * 1024 * 1024
-            deleted = topic.trim(time_s, size_b)  # flushes the topic state first
-            if deleted:
-                log.info("%s: deleted consumed ledgers %s", topic.name, deleted)
-
-    # -- topics ---------------------------------------------------------------------------
-    def check_namespace(self, name: TopicName) -> None:
-        self.namespaces.policies(name.namespace_name)  # raises NamespaceNotFound
-
-    def auto_topic_creation(self, namespace: str) -> AutoTopicCreation:
-        policy = self.namespaces.policies(namespace).auto_topic_creation
-        if policy is not None:
-            return AutoTopicCreation.from_json(policy)
-        return AutoTopicCreation(
-            allow_auto_topic_creation=self.config.allow_auto_topic_creation,
-            topic_type=self.config.auto_topic_creation_type,
-            default_num_partitions=self.config.default_num_partitions,
-        )
-
-    def _exists(self, key: str) -> bool:
-        return key in self.topics or self.storage.has_managed_ledger(key)
-
+    # -- topics (topic_loader.py, topic_catalog.py) ---------------------------------------
     def get_topic(self, name: TopicName, create: bool = True) -> PersistentTopic | NonPersistentTopic:
-        key = str(name)
-        topic = self.topics.get(key)
-        if topic is not None:
-            return topic
-        self.check_namespace(name)
-        if not name.persistent:
-            if not (create and self.auto_topic_creation(name.namespace_name).allow_auto_topic_creation):
-                raise TopicNotFound(f"Topic {key} does not exist")
-            topic = NonPersistentTopic(name, self.config)
-            self.topics[key] = topic
-            return topic
-        self._check_creatable(name, create)
-        return self._add_topic(name, self._open_managed_ledger(key))
+        return self.loader.get(name, create)
 
     def preparing(
         self, name: TopicName, subscription: tuple[str, str] | None = None
     ) -> asyncio.Future | None:
-        """Open the persistent topic ``name`` (and create its durable ``subscription``, a
-        (name, initial position) pair) on the open threads; None when there is nothing to do.
-        The checks run there too (they query the metadata store); a refusal fails the future
-        with its BrokerError, and ``get_topic`` says it again on the loop.
+        """Open the persistent topic ``name`` (and create its durable ``subscription``) on the open
+        threads; None when there is nothing to do (``TopicLoader.preparing``)."""
+        return self.loader.preparing(name, subscription)
 
-        Opening a topic and creating a subscription write files, fsync them and commit metadata:
-        milliseconds each, which on the loop would hold up every other client (2,000 topics at
-        once stalled unrelated producers for seconds). The caller answers its client when the
-        future is done, so a topic or subscription is durable before a client hears it exists.
-        """
-        key = str(name)
-        topic = self.topics.get(key)
-        if topic is None:
-            if not name.persistent:
-                return None
-        elif subscription is None or subscription[0] in topic.subscriptions or topic.ml is None:
-            return None
-        return asyncio.ensure_future(self._prepare(name, subscription))
+    def check_namespace(self, name: TopicName) -> None:
+        self.catalog.check_namespace(name)
 
-    async def _prepare(self, name: TopicName, subscription: tuple[str, str] | None) -> None:
-        key = str(name)
-        if key not in self.topics:
-            opening = self._opening.get(key)
-            if opening is None:
-                loop = asyncio.get_running_loop()
-                opening = loop.run_in_executor(self._openers, self._check_and_open, name)
-                self._opening[key] = opening
-                opening.add_done_callback(lambda done: self._opened(name, done))
-            await asyncio.shield(opening)
-        topic = self.topics.get(key)
-        if subscription is not None and isinstance(topic, PersistentTopic):
-            await topic.prepare_subscription(*subscription, executor=self._openers)
-
-    def _check_and_open(self, name: TopicName):
-        """On an open thread: may ``name`` be loaded (raises why not), then its managed ledger."""
-        self.check_namespace(name)
-        if not self._topics_limited(name.namespace_name):
-            self._check_creatable(name, True)
-            return self._open_managed_ledger(str(name))
-        with self._topic_count_lock:  # two new topics at once must not both take the last place
-            self._check_creatable(name, True)
-            return self._open_managed_ledger(str(name))
-
-    def _topics_limited(self, namespace: str) -> bool:
-        return self.limits.topics_limited(self.namespaces.policies(namespace).max_topics_per_namespace)
+    def auto_topic_creation(self, namespace: str) -> AutoTopicCreation:
+        return self.catalog.auto_topic_creation(namespace)
 
     def check_topic_count(self, namespace: str, new: int) -> None:
-        """Raise LimitReached when ``new`` more persistent topics (partitions each count) would put
-        ``namespace`` past its max_topics_per_namespace. Counted as Pulsar does: the persistent
-        topics stored, and every partition of its partitioned topics."""
-        namespace_max = self.namespaces.policies(namespace).max_topics_per_namespace
-        if not self.limits.topics_limited(namespace_max):
-            return
-        prefix = f"persistent://{namespace}/"
-        names = {n for n in self.storage.managed_ledger_names() if n.startswith(prefix)}
-        for base in self.namespaces.partitioned_topics(namespace, "persistent"):
-            names.update(partition_name(base, i) for i in range(self.namespaces.partitions(base)))
-        self.limits.check_topics(namespace, len(names), new, namespace_max)
-
-    def _open_managed_ledger(self, key: str):
-        """The topic's managed ledger; PersistenceError when its files cannot be opened (the
-        descriptors left are the reserve, EMFILE, another I/O error)."""
-        try:
-            descriptors.check_reserve("topic", key)
-            return self.storage.open_managed_ledger(key)
-        except OSError as exc:
-            raise descriptors.storage_error("topic", key, exc) from None
-
-    def _opened(self, name: TopicName, done: asyncio.Future) -> None:
-        key = str(name)
-        del self._opening[key]
-        if done.cancelled() or done.exception() is not None or self.storage is None:
-            return
-        if key not in self.topics:
-            self._add_topic(name, done.result())
-
-    def _check_creatable(self, name: TopicName, create: bool) -> None:
-        """Raise why the persistent topic ``name`` may not be loaded (or created) now."""
-        key = str(name)
-        if not self._exists(key):
-            base = name.partitioned_base()
-            partition_of_known = base is not None and 0 <= name.partition_index < self.namespaces.partitions(
-                str(base)
-            )
-            allowed = create and self.auto_topic_creation(name.namespace_name).allow_auto_topic_creation
-            if not (partition_of_known or allowed):
-                raise TopicNotFound(f"Topic {key} does not exist")
-            if self.namespaces.partitions(key):
-                raise NotAllowed(f"Topic {key} is partitioned: use its partitions")
-            if not partition_of_known:
-                self.check_topic_count(name.namespace_name, 1)
-
-    def _add_topic(self, name: TopicName, ml) -> PersistentTopic:
-        key = str(name)
-        topic = self.topics.get(key)
-        if isinstance(topic, PersistentTopic):
-            return topic  # opened meanwhile by another path, on the same managed ledger
-        namespace = name.namespace_name
-        topic = PersistentTopic(name, ml, self.config, policies=lambda: self.namespaces.policies(namespace))
-        self.topics[key] = topic
-        return topic
+        self.catalog.check_topic_count(namespace, new)
 
     def partitions_of(self, name: TopicName, auto_create: bool = True) -> int:
-        """Partition count of a partitioned topic; 0 for a plain topic.
-
-        As in Pulsar, asking about a topic that does not exist creates it as partitioned
-        when the namespace's auto-creation says so.
-        """
-        self.check_namespace(name)
-        key = str(name)
-        count = self.namespaces.partitions(key)
-        if count or not auto_create or name.partition_index >= 0 or self._exists(key):
-            return count
-        policy = self.auto_topic_creation(name.namespace_name)
-        if policy.allow_auto_topic_creation and policy.topic_type == "partitioned":
-            if name.persistent:
-                self.check_topic_count(name.namespace_name, policy.default_num_partitions)
-            self.namespaces.set_partitions(key, policy.default_num_partitions)
-            return policy.default_num_partitions
-        return 0
+        return self.catalog.partitions_of(name, auto_create)
 
     def create_partitioned_topic(self, name: TopicName, count: int) -> None:
-        self.check_namespace(name)
-        key = str(name)
-        if name.partition_index >= 0:
-            raise NotAllowed(f"{key} is already a partition name")
-        if self.namespaces.partitions(key):
-            raise AlreadyExists(f"Partitioned topic {key} already exists")
-        if self._exists(key):
-            raise AlreadyExists(f"Topic {key} already exists as a non-partitioned topic")
-        if name.persistent:
-            self.check_topic_count(name.namespace_name, count)
-        self.namespaces.set_partitions(key, count)
+        self.catalog.create_partitioned_topic(name, count)
 
     def update_partitioned_topic(self, name: TopicName, count: int) -> None:
-        current = self.namespaces.partitions(str(name))
-        if not current:
-            raise TopicNotFound(f"Partitioned topic {name} does not exist")
-        if count < current:
-            raise NotAllowed(f"the number of partitions can only grow (now {current})")
-        if name.persistent and count > current:
-            self.check_topic_count(name.namespace_name, count - current)
-        self.namespaces.set_partitions(str(name), count)
+        self.catalog.update_partitioned_topic(name, count)
 
     def delete_partitioned_topic(self, name: TopicName) -> None:
-        count = self.namespaces.partitions(str(name))
-        if not count:
-            raise TopicNotFound(f"Partitioned topic {name} does not exist")
-        for i in range(count):
-            partition = name.partition(i)
-            if self._exists(str(partition)):
-                self.delete_topic(partition)
-        self.namespaces.delete_partitions(str(name))
+        self.catalog.delete_partitioned_topic(name)
 
     def create_topic(self, name: TopicName) -> None:
-        self.check_namespace(name)
-        key = str(name)
-        if self._exists(key) or self.namespaces.partitions(key):
-            raise AlreadyExists(f"Topic {key} already exists")
-        self.get_topic(name, create=True)
+        self.catalog.create_topic(name)
 
     def delete_topic(self, name: TopicName) -> None:
-        key = str(name)
-        if not self._exists(key):
-            raise TopicNotFound(f"Topic {key} does not exist")
-        topic = self.topics.get(key)
-        if topic is not None:
-            if topic.producers or any(s.consumers for s in topic.subscriptions.values()):
-                raise NotEmpty(f"Topic {key} has connected producers or consumers")
-            topic.close()
-            del self.topics[key]
-            if topic.ml is None:
-                return
-        self.storage.delete_managed_ledger(key)
+        self.catalog.delete_topic(name)
 
     def topics_of_namespace(self, namespace: str) -> list[str]:
-        """Every topic (partitions included) stored or loaded in ``namespace``."""
-        names = set(self.storage.managed_ledger_names()) | set(self.topics)
-        out = []
-        for key in names:
-            try:
-                if TopicName.parse(key).namespace_name == namespace:
-                    out.append(key)
-            except ValueError:
-                continue
-        return sorted(out)
+        return self.catalog.topics_of_namespace(namespace)
 
     def topic_list(self, namespace: str, mode: int = 0) -> list[str]:
-        """Topics of a namespace for GET_TOPICS_OF_NAMESPACE: stored ones and every partition
-        of its partitioned topics. ``mode``: 0 persistent, 1 non-persistent, 2 all."""
-        self.namespaces.policies(namespace)
-        names = set(self.topics_of_namespace(namespace))
-        for domain in ("persistent", "non-persistent"):
-            for base in self.namespaces.partitioned_topics(namespace, domain):
-                names.update(partition_name(base, i) for i in range(self.namespaces.partitions(base)))
-        wanted = {0: ("persistent://",), 1: ("non-persistent://",), 2: ("persistent://", "non-persistent://")}
-        prefixes = wanted.get(mode, ("persistent://",))
-        return sorted(n for n in names if n.startswith(prefixes))
+        return self.catalog.topic_list(namespace, mode)
 
     def apply_policies(self, namespace: str) -> None:
         """Policies are read when used; nothing is cached that would need refreshing."""

@@ -1,0 +1,85 @@
+"""The broker's background work, run every so often on the loop: rates over the stats interval,
+backlog quotas, cursor and state flushes, message TTL, retention trims."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Mapping
+
+from magnetar.broker.namespaces import NamespaceRegistry
+from magnetar.broker.nonpersistent import NonPersistentTopic
+from magnetar.broker.topic import PersistentTopic
+
+log = logging.getLogger(__name__)
+
+Topics = Mapping[str, PersistentTopic | NonPersistentTopic]
+
+
+async def every(seconds: float, action: Callable[[], None]) -> None:
+    """Run ``action`` every ``seconds`` until cancelled; a failure is logged, not fatal."""
+    while True:
+        await asyncio.sleep(seconds)
+        try:
+            action()
+        except Exception:
+            what = getattr(action, "func", action)  # a functools.partial: the function it calls
+            log.exception("background task %s failed", getattr(what, "__name__", what))
+
+
+def update_rates(topics: Topics) -> None:
+    """Every topic's, producer's and consumer's rates over the stats interval just ended."""
+    now = time.monotonic()
+    for topic in list(topics.values()):
+        topic.traffic.update_rates(now)
+        for producer in topic.producers.values():
+            producer.traffic.update_rates(now)
+        for subscription in topic.subscriptions.values():
+            subscription.traffic.update_rates(now)
+            for consumer in subscription.consumers:
+                consumer.traffic.update_rates(now)
+
+
+def check_backlog_quotas(topics: Topics) -> None:
+    """Apply each persistent topic's backlog quota policy where its backlog is past a limit."""
+    for topic in list(topics.values()):
+        if topic.ml is None:
+            continue
+        kind = topic.enforce_backlog_quota()
+        if kind is not None:
+            log.info("%s: backlog quota exceeded (%s)", topic.name, kind)
+
+
+def flush_all(topics: Topics) -> None:
+    for topic in list(topics.values()):
+        topic.flush()
+
+
+def expire_messages(topics: Topics, namespaces: NamespaceRegistry) -> None:
+    """Message TTL: in namespaces with a TTL, acknowledge for every subscription what is older
+    (by broker time, found with a binary search)."""
+    for topic in list(topics.values()):
+        if topic.ml is None:
+            continue
+        ttl = namespaces.policies(topic.name.namespace_name).message_ttl_seconds
+        if not ttl:
+            continue
+        for name in topic.expire_older_than(ttl):
+            log.info("%s/%s: expired messages older than %ds", topic.name, name, ttl)
+
+
+def trim_all(topics: Topics, namespaces: NamespaceRegistry) -> None:
+    """Retention: delete each persistent topic's consumed ledgers past its namespace's limits."""
+    for topic in list(topics.values()):
+        if topic.ml is None:
+            continue
+        policies = namespaces.policies(topic.name.namespace_name)
+        time_s = size_b = None
+        if policies.retention_time_minutes is not None:
+            time_s = policies.retention_time_minutes * 60.0
+        if policies.retention_size_mb is not None:
+            size_b = policies.retention_size_mb * 1024 * 1024
+        deleted = topic.trim(time_s, size_b)  # flushes the topic state first
+        if deleted:
+            log.info("%s: deleted consumed ledgers %s", topic.name, deleted)

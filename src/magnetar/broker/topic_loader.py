@@ -1,0 +1,132 @@
+"""Loading topics: a persistent topic's managed ledger opened on the loop (``get``) or, for the
+commands that can wait, on a few open threads (``preparing``) so the loop serves everyone else
+meanwhile; a durable subscription is created the same way."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
+
+from magnetar.broker import descriptors
+from magnetar.broker.errors import TopicNotFound
+from magnetar.broker.nonpersistent import NonPersistentTopic
+from magnetar.broker.topic import PersistentTopic
+from magnetar.protocol.topic_name import TopicName
+
+if TYPE_CHECKING:
+    from magnetar.broker.service import BrokerService
+
+#: Threads that open topics and create subscriptions (files, fsyncs, metadata commits) off the
+#: loop. Their work is mostly waiting for the disk, so a few overlap it (and their metadata
+#: writes share commits); more did not go faster on 2 cores (bench/topic_storm.py).
+OPEN_THREADS = 4
+
+
+class TopicLoader:
+    """Puts topics in ``service.topics``; reads the service's public ``topics``, ``storage``,
+    ``namespaces``, ``config``, ``limits`` and ``catalog`` (the checks)."""
+
+    def __init__(self, service: BrokerService) -> None:
+        self._service = service
+        self.executor = ThreadPoolExecutor(OPEN_THREADS, thread_name_prefix="magnetar-open")
+        #: Topics being opened on ``executor``: the future of their managed ledger.
+        self._opening: dict[str, asyncio.Future] = {}
+        #: New topics are counted and created one at a time where a namespace's topics are limited.
+        self._topic_count_lock = threading.Lock()
+
+    def get(self, name: TopicName, create: bool = True) -> PersistentTopic | NonPersistentTopic:
+        service = self._service
+        key = str(name)
+        topic = service.topics.get(key)
+        if topic is not None:
+            return topic
+        service.catalog.check_namespace(name)
+        if not name.persistent:
+            if not (
+                create and service.catalog.auto_topic_creation(name.namespace_name).allow_auto_topic_creation
+            ):
+                raise TopicNotFound(f"Topic {key} does not exist")
+            topic = NonPersistentTopic(name, service.config)
+            service.topics[key] = topic
+            return topic
+        service.catalog.check_creatable(name, create)
+        return self._add_topic(name, self._open_managed_ledger(key))
+
+    def preparing(
+        self, name: TopicName, subscription: tuple[str, str] | None = None
+    ) -> asyncio.Future | None:
+        """Open the persistent topic ``name`` (and create its durable ``subscription``, a
+        (name, initial position) pair) on the open threads; None when there is nothing to do.
+        The checks run there too (they query the metadata store); a refusal fails the future
+        with its BrokerError, and ``get`` says it again on the loop.
+
+        Opening a topic and creating a subscription write files, fsync them and commit metadata:
+        milliseconds each, which on the loop would hold up every other client (2,000 topics at
+        once stalled unrelated producers for seconds). The caller answers its client when the
+        future is done, so a topic or subscription is durable before a client hears it exists.
+        """
+        topic = self._service.topics.get(str(name))
+        if topic is None:
+            if not name.persistent:
+                return None
+        elif subscription is None or subscription[0] in topic.subscriptions or topic.ml is None:
+            return None
+        return asyncio.ensure_future(self._prepare(name, subscription))
+
+    async def _prepare(self, name: TopicName, subscription: tuple[str, str] | None) -> None:
+        key = str(name)
+        topics = self._service.topics
+        if key not in topics:
+            opening = self._opening.get(key)
+            if opening is None:
+                loop = asyncio.get_running_loop()
+                opening = loop.run_in_executor(self.executor, self._check_and_open, name)
+                self._opening[key] = opening
+                opening.add_done_callback(lambda done: self._opened(name, done))
+            await asyncio.shield(opening)
+        topic = topics.get(key)
+        if subscription is not None and isinstance(topic, PersistentTopic):
+            await topic.prepare_subscription(*subscription, executor=self.executor)
+
+    def _check_and_open(self, name: TopicName):
+        """On an open thread: may ``name`` be loaded (raises why not), then its managed ledger."""
+        catalog = self._service.catalog
+        catalog.check_namespace(name)
+        if not catalog.topics_limited(name.namespace_name):
+            catalog.check_creatable(name, True)
+            return self._open_managed_ledger(str(name))
+        with self._topic_count_lock:  # two new topics at once must not both take the last place
+            catalog.check_creatable(name, True)
+            return self._open_managed_ledger(str(name))
+
+    def _open_managed_ledger(self, key: str):
+        """The topic's managed ledger; PersistenceError when its files cannot be opened (the
+        descriptors left are the reserve, EMFILE, another I/O error)."""
+        try:
+            descriptors.check_reserve("topic", key)
+            return self._service.storage.open_managed_ledger(key)
+        except OSError as exc:
+            raise descriptors.storage_error("topic", key, exc) from None
+
+    def _opened(self, name: TopicName, done: asyncio.Future) -> None:
+        key = str(name)
+        del self._opening[key]
+        if done.cancelled() or done.exception() is not None or self._service.storage is None:
+            return
+        if key not in self._service.topics:
+            self._add_topic(name, done.result())
+
+    def _add_topic(self, name: TopicName, ml) -> PersistentTopic:
+        service = self._service
+        key = str(name)
+        topic = service.topics.get(key)
+        if isinstance(topic, PersistentTopic):
+            return topic  # opened meanwhile by another path, on the same managed ledger
+        namespace = name.namespace_name
+        topic = PersistentTopic(
+            name, ml, service.config, policies=lambda: service.namespaces.policies(namespace)
+        )
+        service.topics[key] = topic
+        return topic

@@ -1,0 +1,137 @@
+"""Opening a persistent topic's subscriptions: by a consumer's SUBSCRIBE (durable or a reader's
+non-durable one), prepared off the loop (the cursor's files opened and stored on an executor's
+threads), by the admin API at a given position, and dropped by it."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from magnetar.broker import descriptors
+from magnetar.broker.consumer import Consumer
+from magnetar.broker.dispatchers.broadcast import wants_broadcast
+from magnetar.broker.errors import NotAllowed
+from magnetar.broker.ids import is_earliest, is_latest, position_of
+from magnetar.broker.namespaces import AlreadyExists
+from magnetar.broker.subscription import Subscription
+from magnetar.protocol import wire
+from magnetar.storage.cursor import ManagedCursor
+from magnetar.storage.position import Position
+
+if TYPE_CHECKING:
+    from magnetar.broker.topic import PersistentTopic
+
+log = logging.getLogger(__name__)
+
+
+class SubscriptionOpener:
+    """Puts new subscriptions in ``topic.subscriptions``."""
+
+    def __init__(self, topic: PersistentTopic) -> None:
+        self._topic = topic
+        #: Durable subscriptions being created on an open thread, by name (``prepare``).
+        self._preparing: dict[str, asyncio.Future] = {}
+
+    def subscribe(
+        self, consumer_factory: Callable[[Subscription], Consumer], cmd: wire.CommandSubscribe
+    ) -> Consumer:
+        """The consumer ``consumer_factory`` makes, added to the subscription ``cmd`` names
+        (created first if there is none); a non-durable subscription it leaves empty is removed."""
+        topic = self._topic
+        name = cmd.subscription
+        subscription = topic.subscriptions.get(name)
+        if subscription is None:
+            subscription = self._create(cmd)
+        consumer = consumer_factory(subscription)
+        try:
+            subscription.add_consumer(consumer, cmd.sub_type, broadcast=wants_broadcast(cmd))
+        except Exception:
+            if not subscription.durable and not subscription.consumers:
+                topic.remove_subscription(name)
+            raise
+        return consumer
+
+    async def prepare(self, name: str, initial: str, executor) -> None:
+        """Create the durable subscription ``name`` with its cursor stored on ``executor``'s
+        threads (files, fsync, commit), then in use on the loop; no-op if it exists."""
+        if name in self._topic.subscriptions or not name:
+            return
+        preparing = self._preparing.get(name)
+        if preparing is None:
+            loop = asyncio.get_running_loop()
+            preparing = loop.run_in_executor(executor, self._prepare_cursor, name, initial)
+            self._preparing[name] = preparing
+            preparing.add_done_callback(lambda done: self._prepared(name, done))
+        await asyncio.shield(preparing)
+
+    def _prepare_cursor(self, name: str, initial: str) -> ManagedCursor:
+        """On an open thread: the new durable cursor, stored; PersistenceError when its files
+        cannot be opened (the descriptors left are the reserve, EMFILE ...)."""
+        what = f"{name} on {self._topic.name}"
+        try:
+            descriptors.check_reserve("subscription", what)
+            return self._topic.ml.prepare_cursor(name, initial)
+        except OSError as exc:
+            raise descriptors.storage_error("subscription", what, exc) from None
+
+    def _prepared(self, name: str, done: asyncio.Future) -> None:
+        del self._preparing[name]
+        if done.cancelled() or done.exception() is not None:
+            return
+        topic = self._topic
+        try:
+            cursor = topic.ml.adopt_cursor(done.result())
+        except Exception:
+            log.exception("%s: subscription %s could not be put in use", topic.name, name)
+            return
+        if name not in topic.subscriptions:
+            topic.subscriptions[name] = Subscription(topic, name, cursor, durable=True)
+
+    def _create(self, cmd: wire.CommandSubscribe) -> Subscription:
+        topic = self._topic
+        name = cmd.subscription
+        if not name:
+            raise NotAllowed("subscription name is empty")
+        if cmd.durable:
+            initial = "earliest" if cmd.initial_position == wire.CommandSubscribe.Earliest else "latest"
+            try:
+                descriptors.check_reserve("subscription", f"{name} on {topic.name}")
+                cursor = topic.ml.open_cursor(name, initial_position=initial)
+            except OSError as exc:
+                raise descriptors.storage_error("subscription", f"{name} on {topic.name}", exc) from None
+        else:
+            cursor = topic.ml.new_non_durable_cursor(self._reader_start(cmd))
+        subscription = Subscription(topic, name, cursor, durable=cmd.durable)
+        topic.subscriptions[name] = subscription
+        return subscription
+
+    def _reader_start(self, cmd: wire.CommandSubscribe) -> Position:
+        """First entry a non-durable subscription reads.
+
+        A given message id starts at its own entry whether or not it is inclusive: the
+        client drops what precedes its start id (inside a batch, too).
+        """
+        ml = self._topic.ml
+        if cmd.HasField("start_message_id"):
+            msg_id = cmd.start_message_id
+            if is_latest(msg_id):
+                return ml.next_position(ml.last_confirmed)
+            if not is_earliest(msg_id):
+                return position_of(msg_id)
+        elif cmd.initial_position == wire.CommandSubscribe.Latest:
+            return ml.next_position(ml.last_confirmed)
+        return ml.first_position() or ml.next_position(ml.last_confirmed)
+
+    def create_at(self, name: str, start: Position) -> None:
+        """The admin API's: a durable subscription with no consumer yet, whose first entry to
+        deliver is ``start``."""
+        topic = self._topic
+        if not name:
+            raise NotAllowed("subscription name is empty")
+        if name in topic.subscriptions:
+            raise AlreadyExists(f"Subscription {name} already exists for topic {topic.name}")
+        cursor = topic.ml.open_cursor(name, initial_position="latest")
+        cursor.reset(start)
+        topic.subscriptions[name] = Subscription(topic, name, cursor, durable=True)

@@ -1,0 +1,35 @@
+"""A producer's settings, as the official client names them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from magnetar.client.compression import CompressionType
+from magnetar.client.errors import InvalidConfiguration
+from magnetar.protocol import pulsar_wire_pb2 as wire
+
+
+@dataclass(slots=True)
+class ProducerConfig:
+    producer_name: str | None = None
+    initial_sequence_id: int | None = None
+    send_timeout_millis: int = 30_000
+    compression_type: int = CompressionType.NONE
+    max_pending_messages: int = 1000
+    block_if_queue_full: bool = False
+    batching_enabled: bool = False
+    batching_max_messages: int = 1000
+    batching_max_allowed_size_in_bytes: int = 128 * 1024
+    batching_max_publish_delay_ms: int = 10
+    chunking_enabled: bool = False
+    properties: dict[str, str] | None = None
+    access_mode: int = wire.Shared
+
+    def validate(self) -> None:
+        if self.batching_enabled and self.chunking_enabled:
+            raise InvalidConfiguration(
+                "batching and chunking cannot be enabled together: create the producer with "
+                "batching_enabled=False to send chunked messages"
+            )
+        self.compression_type = CompressionType(int(self.compression_type))
+        self.access_mode = int(self.access_mode)
