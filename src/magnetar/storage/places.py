@@ -150,8 +150,18 @@ class PlaceBook:
 
     def take_changes(self) -> tuple[bool, list[tuple[str, bytes]], list[str]]:
         """What the next flush writes (cleared, places to write, names to delete), emptied here."""
-        puts = [(name, encode_place(p)) for name, p in self._changes.items() if p is not None]
-        deletes = [name for name, p in self._changes.items() if p is None]
+        # Consumers that keep up share a place: each distinct one is encoded once.
+        encoded: dict[Place, bytes] = {}
+        puts: list[tuple[str, bytes]] = []
+        deletes: list[str] = []
+        for name, place in self._changes.items():
+            if place is None:
+                deletes.append(name)
+                continue
+            data = encoded.get(place)
+            if data is None:
+                data = encoded[place] = encode_place(place)
+            puts.append((name, data))
         cleared = self._cleared
         self._changes = {}
         self._cleared = False
