@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from magnetar.broker.consumer import Consumer
 from magnetar.broker.dispatchers.virtual_cursor import VirtualCursor
+from magnetar.protocol import wire
 from magnetar.storage.places import Place
 from magnetar.storage.position import Position
 from tests.waiting import eventually_async
 
-from .recording import ack, sent_to
+from .recording import RecordingCnx, ack, sent_to
 from .test_broadcast_dispatch import join, lose_connection, publish_numbered, subscribe_many
 
 
@@ -157,5 +158,28 @@ def test_unsubscribing_deletes_the_places(harnesses):
         assert set(topic.ml.places("fans").load()) == {"c0"}
         only.subscription.unsubscribe(only)
         assert h.storage.metadata.places(topic.ml._id, "fans") == []
+
+    h.run(scenario(h, h.topic()))
+
+
+def test_a_subscription_that_changes_kind_drops_its_places(harnesses):
+    h = harnesses()
+
+    async def scenario(h, topic) -> None:
+        (only,) = subscribe_many(topic, 1)
+        stored = await publish_numbered(h, 2, only)
+        ack(only, stored[0])
+        topic.flush()
+        lose_connection(only)  # its place is kept, and stored
+        assert set(topic.ml.places("fans").load()) == {"c0"}
+        cmd = wire.CommandSubscribe(
+            topic=str(topic.name),
+            subscription="fans",
+            sub_type=wire.CommandSubscribe.Exclusive,
+            consumer_id=9,
+        )
+        topic.subscribe(lambda s: Consumer(RecordingCnx(), s, 9, "plain"), cmd)
+        topic.flush()
+        assert topic.ml.places("fans").load() == {}
 
     h.run(scenario(h, h.topic()))

@@ -121,6 +121,12 @@ class BroadcastDispatcher(Dispatcher):
             self._floor.add(vc.mark_delete)
             self._keep_place(name, vc)
 
+    def drop_state(self) -> None:
+        """The subscription becomes another kind: its stored places are deleted at the next flush."""
+        if self._book is not None:
+            self._book.clear()
+            self._changed = {}
+
     def save_state(self) -> None:
         """Hand the places changed since the last call to storage (written at its next flush)."""
         book, changed = self._book, self._changed
