@@ -50,6 +50,7 @@ class Subscription:
                 raise ConsumerBusy(
                     f"Subscription {self.name} is of type {kind_name(self.kind)}, not {kind_name(kind)}"
                 )
+            self.dispatcher.drop_state()
             self.dispatcher.close()
             self.dispatcher = None
         if self.dispatcher is None:

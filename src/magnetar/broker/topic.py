@@ -330,7 +330,11 @@ class PersistentTopic:
 
     # -- lifecycle --------------------------------------------------------------------------
     def flush(self) -> None:
-        """Persist cursors and the state snapshot (producer sequence ids, newest index and broker time)."""
+        """Persist cursors (with what dispatchers keep durable: broadcast consumers' places) and the
+        state snapshot (producer sequence ids, newest index and broker time)."""
+        for subscription in self.subscriptions.values():
+            if subscription.dispatcher is not None:
+                subscription.dispatcher.save_state()
         self.ml.flush_cursors()
         if self._sequences_dirty:
             self._sequences_dirty = False

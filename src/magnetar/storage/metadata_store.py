@@ -27,6 +27,9 @@ from magnetar.storage.errors import StorageClosedError, StorageFullError
 from magnetar.storage.ledger_info import LedgerInfo
 from magnetar.storage.position import Position
 
+#: One cursor's place changes: (cursor, cleared, [(name, encoded place)], [names to delete]).
+PlaceChanges = tuple[str, bool, list[tuple[str, bytes]], list[str]]
+
 SCHEMA_VERSION = 2  # 2: cursors.cursor_ledger (PIP 81 cursor ledgers)
 
 _SCHEMA = """
@@ -65,6 +68,13 @@ CREATE TABLE IF NOT EXISTS properties (
     value TEXT NOT NULL,
     PRIMARY KEY (ml_id, key)
 );
+CREATE TABLE IF NOT EXISTS places (
+    ml_id INTEGER NOT NULL,
+    cursor TEXT NOT NULL,
+    name TEXT NOT NULL,
+    state BLOB NOT NULL,
+    PRIMARY KEY (ml_id, cursor, name)
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS kv (
     key TEXT PRIMARY KEY,
     value TEXT NOT NULL
@@ -117,6 +127,8 @@ class MetadataStore:
         self._lock = threading.RLock()
         self._queue: list[_Write] = []  # writes waiting for a group commit (_grouped)
         self._queue_lock = threading.Lock()
+        #: Transactions that wrote places (``write_places``), for tests and stats.
+        self.place_writes = 0
         self._db: sqlite3.Connection | None = sqlite3.connect(
             self.path, isolation_level=None, check_same_thread=False
         )
@@ -249,7 +261,7 @@ class MetadataStore:
     def delete_managed_ledger(self, ml_id: int) -> None:
         """Forget a managed ledger and everything that hangs off it, in one commit."""
         with self._tx() as db:
-            for table in ("ledgers", "cursors", "properties"):
+            for table in ("ledgers", "cursors", "properties", "places"):
                 db.execute(f"DELETE FROM {table} WHERE ml_id = ?", (ml_id,))
             db.execute("DELETE FROM managed_ledgers WHERE id = ?", (ml_id,))
 
@@ -400,8 +412,38 @@ class MetadataStore:
             )
 
     def delete_cursor(self, ml_id: int, name: str) -> None:
+        """Forget a cursor and its places (``places.py``) in one commit."""
         with self._tx() as db:
             db.execute("DELETE FROM cursors WHERE ml_id = ? AND name = ?", (ml_id, name))
+            db.execute("DELETE FROM places WHERE ml_id = ? AND cursor = ?", (ml_id, name))
+
+    # ------------------------------------------------------------------ places
+
+    def places(self, ml_id: int, cursor: str) -> list[tuple[str, bytes]]:
+        """The stored places of a cursor: ``(name, encoded place)``."""
+        return self._query("SELECT name, state FROM places WHERE ml_id = ? AND cursor = ?", (ml_id, cursor))
+
+    def write_places(self, ml_id: int, changes: Iterable[PlaceChanges]) -> None:
+        """Apply the place changes of several cursors in one transaction (one commit, one fsync).
+
+        Each change is ``(cursor, cleared, puts, deletes)``: with ``cleared`` the cursor's stored
+        places are deleted first; ``puts`` are ``(name, encoded place)``, ``deletes`` names.
+        """
+        with self._tx() as db:
+            for cursor, cleared, puts, deletes in changes:
+                if cleared:
+                    db.execute("DELETE FROM places WHERE ml_id = ? AND cursor = ?", (ml_id, cursor))
+                if deletes:
+                    db.executemany(
+                        "DELETE FROM places WHERE ml_id = ? AND cursor = ? AND name = ?",
+                        [(ml_id, cursor, name) for name in deletes],
+                    )
+                if puts:
+                    db.executemany(
+                        "INSERT OR REPLACE INTO places (ml_id, cursor, name, state) VALUES (?, ?, ?, ?)",
+                        [(ml_id, cursor, name, state) for name, state in puts],
+                    )
+        self.place_writes += 1
 
     # -------------------------------------------------------------- properties
 

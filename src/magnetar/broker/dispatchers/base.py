@@ -96,6 +96,14 @@ class Dispatcher(ABC):
         for position in positions:
             counts[position] = counts.get(position, 0) + 1
 
+    def drop_state(self) -> None:
+        """Forget what this dispatcher keeps durable: the subscription changes kind (none by default)."""
+        return
+
+    def save_state(self) -> None:
+        """Hand what this dispatcher keeps durable to storage before a cursor flush (none by default)."""
+        return
+
     # -- stats -----------------------------------------------------------------------------
     def stats(self) -> dict:
         """Figures of this kind of dispatcher for the subscription's stats (none by default)."""

@@ -18,6 +18,12 @@ one read from the entry cache or the files, then the same entries are written to
   by its client gives its place up at once.
 - Acks, cumulative and individual, move only their consumer's virtual cursor: a cheap step on
   the connection's read path, never queued behind the sending of entries.
+- Each consumer's place (what it acknowledged) is durable, by consumer name, as a place of the
+  subscription's cursor (``storage.places``): an ack only marks it changed, and the changed
+  places are written together, one storage write per flush round (``save_state``, on the
+  cursor flush schedule and at shutdown). After a restart the stored places are kept as places
+  of departed consumers for ``broadcast_reconnect_grace_seconds`` from the dispatcher's start: a
+  consumer of the same name resumes there; one that does not come back gives its place up.
 - One dispatch round writes to at most ``fanout_per_round`` consumers, then yields to the event
   loop, so 100K consumers at one position do not hold up acks, sends and other subscriptions.
   Rounds are per subscription: two broadcast subscriptions on a topic do not wait for each other.
@@ -39,6 +45,7 @@ from magnetar.broker.ids import position_of
 from magnetar.protocol import wire
 from magnetar.protocol.broadcast import BROADCAST_PROPERTY, BROADCAST_VALUE
 from magnetar.storage.errors import EntryNotFoundError
+from magnetar.storage.places import PlaceBook
 from magnetar.storage.position import Position
 
 if TYPE_CHECKING:
@@ -93,6 +100,44 @@ class BroadcastDispatcher(Dispatcher):
         #: that gives each up; their mark-delete positions stay in ``_floor`` meanwhile.
         self._departed: dict[str, tuple[VirtualCursor, asyncio.TimerHandle]] = {}
         self.reconnect_grace = subscription.topic.config.broadcast_reconnect_grace_seconds
+        #: Where places are kept durable (none for a non-durable subscription, or without a grace
+        #: period: a place is then given up as soon as its connection is lost), and the places
+        #: changed since the last ``save_state``: a cursor to store, or None to delete the place.
+        self._book: PlaceBook | None = None
+        self._changed: dict[str, VirtualCursor | None] = {}
+        if subscription.durable and self.reconnect_grace > 0:
+            self._book = self.ml.places(subscription.name)
+            self._restore_places()
+
+    # -- durable places --------------------------------------------------------------------
+    def _restore_places(self) -> None:
+        """The places stored before a restart, kept as departed consumers' places (grace rule)."""
+        assert self._book is not None
+        start = self.cursor.mark_delete_position
+        next_position = self.ml.next_position
+        for name, place in self._book.load().items():
+            vc = VirtualCursor.from_place(place, next_position(place.mark_delete))
+            vc.skip_to(start, next_position)  # acknowledged for everyone since (skip, expiry)
+            self._floor.add(vc.mark_delete)
+            self._keep_place(name, vc)
+
+    def drop_state(self) -> None:
+        """The subscription becomes another kind: its stored places are deleted at the next flush."""
+        if self._book is not None:
+            self._book.clear()
+            self._changed = {}
+
+    def save_state(self) -> None:
+        """Hand the places changed since the last call to storage (written at its next flush)."""
+        book, changed = self._book, self._changed
+        if book is None or not changed:
+            return
+        self._changed = {}
+        for name, vc in changed.items():
+            if vc is None:
+                book.remove(name)
+            else:
+                book.put(name, vc.place())
 
     # -- consumers -------------------------------------------------------------------------
     def add_consumer(self, consumer: Consumer) -> None:
@@ -105,6 +150,8 @@ class BroadcastDispatcher(Dispatcher):
             vc = VirtualCursor(start, self.ml.next_position(start))
             self._floor.add(start)
         self.consumers[consumer] = vc
+        if self._book is not None:
+            self._changed[consumer.name] = vc
         self._read_floor.add(vc.read_position)
         self._wake(consumer)
 
@@ -125,6 +172,8 @@ class BroadcastDispatcher(Dispatcher):
             return
         consumer.pending_acks.clear()
         self._floor.remove(vc.mark_delete)
+        if self._book is not None and not self._closed:
+            self._changed[consumer.name] = None  # its place is given up
         if not consumer.cnx.closed:
             # Closed by its client: what only it held is released now. A lost connection without
             # a grace period (a broker shutting down loses them all, in any order) releases it at
@@ -145,6 +194,8 @@ class BroadcastDispatcher(Dispatcher):
             return
         del self._departed[name]
         self._floor.remove(vc.mark_delete)
+        if self._book is not None:
+            self._changed[name] = None
         self._advance_subscription()
 
     def _drop_places(self) -> None:
@@ -154,6 +205,7 @@ class BroadcastDispatcher(Dispatcher):
         self._departed.clear()
 
     def close(self) -> None:
+        self.save_state()  # the places stay stored: the broker is stopping or the topic unloading
         self._drop_places()
         super().close()
 
@@ -218,6 +270,8 @@ class BroadcastDispatcher(Dispatcher):
                 vc.ack(position)
                 consumer.pending_acks.pop(position, None)
         vc.advance(self.ml.next_position, self.cursor.is_acked)
+        if self._book is not None:
+            self._changed[consumer.name] = vc
         if vc.mark_delete != before:
             self._floor.move(before, vc.mark_delete)
             self._advance_subscription()
@@ -262,11 +316,16 @@ class BroadcastDispatcher(Dispatcher):
         super().on_cursor_reset()
         self._window.evict_below(None)
         self._drop_places()  # a seek starts every consumer again at the new position
+        if self._book is not None:
+            self._book.clear()
+            self._changed = {}
         self._applied = start = self.cursor.mark_delete_position
         for consumer, vc in list(self.consumers.items()):
             self._floor.remove(vc.mark_delete)
             self._read_floor.remove(vc.read_position)
             vc = self.consumers[consumer] = VirtualCursor(start, self.ml.next_position(start))
+            if self._book is not None:
+                self._changed[consumer.name] = vc
             self._floor.add(start)
             self._read_floor.add(vc.read_position)
             self._wake(consumer)
@@ -293,15 +352,29 @@ class BroadcastDispatcher(Dispatcher):
         return {
             "virtualCursors": len(self.consumers),
             "departedCursors": len(self._departed),
+            **(self._place_stats() if self._book is not None else {}),
             "entryReads": self.reads,
             "entriesRead": self.entries_read,
+        }
+
+    def _place_stats(self) -> dict:
+        book = self._book
+        assert book is not None
+        return {
+            "placeFlushes": book.flushes,
+            "placesWritten": book.places_written,
+            "placesDeleted": book.places_deleted,
         }
 
     def consumer_stats(self, consumer: Consumer) -> dict:
         vc = self.consumers.get(consumer)
         if vc is None:
             return {}
-        return {"markDeletePosition": str(vc.mark_delete), "readPosition": str(vc.read_position)}
+        return {
+            "markDeletePosition": str(vc.mark_delete),
+            "readPosition": str(vc.read_position),
+            "ackedPastMarkDelete": vc.acked_count,
+        }
 
     # -- dispatch ---------------------------------------------------------------------------
     def dispatch_round(self) -> bool:
@@ -335,19 +408,22 @@ class BroadcastDispatcher(Dispatcher):
         cursors = self.consumers
         for consumer in members:
             vc = cursors[consumer]
-            if not entries:
+            items = entries
+            if vc.restored_until is not None:  # resumed at a stored place: skip what it acknowledged
+                items = [e for e in entries if not vc.is_acked(e.position)]
+            if not items:
                 self._move_read(vc, resume)
                 self._park(consumer, at_tail)
                 continue
             left, taken = consumer.permits, 0
-            for item in entries:
+            for item in items:
                 if left <= 0:
                     break
                 left -= item.num_messages
                 taken += 1
-            sent = entries if taken == len(entries) else entries[:taken]
+            sent = items if taken == len(items) else items[:taken]
             self._send(consumer, vc, sent)
-            if taken == len(entries):
+            if taken == len(items):
                 self._move_read(vc, resume)
                 if consumer.permits > 0:
                     self._park(consumer, at_tail)
@@ -366,6 +442,8 @@ class BroadcastDispatcher(Dispatcher):
         if position != vc.read_position:
             self._read_floor.move(vc.read_position, position)
             vc.read_position = position
+            if vc.restored_until is not None and position > vc.restored_until:
+                vc.restored_until = None  # read past every entry it had acknowledged ahead
 
     def _park(self, consumer: Consumer, at_tail: bool) -> None:
         if at_tail:

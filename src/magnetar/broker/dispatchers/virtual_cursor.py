@@ -1,10 +1,11 @@
 """A broadcast consumer's light cursor: how far it has read and acknowledged.
 
 The broadcast subscription has one real (stored) cursor. Each consumer gets a virtual cursor,
-a few positions and small sets kept in memory only: where it reads next, the entry up to which
-it has acknowledged everything (its mark-delete position), the entries it acknowledged past
-that, batches it acknowledged in part, and what it asked to have sent again. The subscription's
-cursor moves to the lowest mark-delete position of its consumers (``PositionFloor``).
+a few positions and small sets: where it reads next, the entry up to which it has acknowledged
+everything (its mark-delete position), the entries it acknowledged past that, batches it
+acknowledged in part, and what it asked to have sent again. The subscription's cursor moves to
+the lowest mark-delete position of its consumers (``PositionFloor``). The acknowledged part is
+kept durable as a ``Place`` of the subscription's cursor (``storage.places``), by consumer name.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Callable
 
 from magnetar.broker.dispatchers.replay_queue import ReplayQueue
 from magnetar.storage import batch_acks
+from magnetar.storage.places import Place
 from magnetar.storage.position import Position
 
 #: The position after a given one, crossing ledgers (``ManagedLedger.next_position``).
@@ -22,7 +24,15 @@ Settled = Callable[[Position], bool]
 
 
 class VirtualCursor:
-    __slots__ = ("_acked", "_partial", "mark_delete", "read_position", "redelivery_counts", "replay")
+    __slots__ = (
+        "_acked",
+        "_partial",
+        "mark_delete",
+        "read_position",
+        "redelivery_counts",
+        "replay",
+        "restored_until",
+    )
 
     def __init__(self, mark_delete: Position, read_position: Position) -> None:
         self.mark_delete = mark_delete
@@ -35,9 +45,32 @@ class VirtualCursor:
         self.replay = ReplayQueue()
         #: How often each entry was sent again to this consumer.
         self.redelivery_counts: dict[Position, int] = {}
+        #: Restored from a place with entries acknowledged past the read position: up to here,
+        #: entries read must be checked against them (None once read past, the usual case).
+        self.restored_until: Position | None = None
 
     def __repr__(self) -> str:
         return f"VirtualCursor(mark_delete={self.mark_delete}, read={self.read_position})"
+
+    @classmethod
+    def from_place(cls, place: Place, read_position: Position) -> VirtualCursor:
+        """A cursor at a stored place (after a restart): acknowledged as it was, nothing in flight."""
+        vc = cls(place.mark_delete, read_position)
+        vc._acked.update(place.acked)
+        vc.restored_until = max(place.acked) if place.acked else None
+        for position, words in place.partial:
+            vc._partial[position] = list(words)
+        return vc
+
+    def place(self) -> Place:
+        """What this consumer has acknowledged, to be stored."""
+        partial = tuple((p, tuple(w)) for p, w in self._partial.items()) if self._partial else ()
+        return Place(self.mark_delete, tuple(self._acked) if self._acked else (), partial)
+
+    @property
+    def acked_count(self) -> int:
+        """Entries acknowledged past ``mark_delete``."""
+        return len(self._acked)
 
     def is_acked(self, position: Position) -> bool:
         return position <= self.mark_delete or position in self._acked

@@ -1,0 +1,101 @@
+"""Benchmark: durable places of many broadcast consumers (``storage/places.py``), no network.
+
+A broadcast subscription keeps each consumer's acknowledged place durable; the places changed
+between two cursor flushes are written in one SQLite transaction. This measures, straight through
+``magnetar.storage``, for N places all changed between flushes (the worst case: every consumer
+acknowledged something):
+
+* the flush, split in its two parts: taking the changes (encoding each distinct place once) and
+  the SQLite transaction that writes them;
+* reading them back after a reopen (what a restarted broker does once per subscription);
+* the metadata store's size.
+
+Two shapes: ``keep-up`` (every consumer at one of three positions, no holes: consumers that keep
+up share a place) and ``holes`` (each consumer at its own position with two entries acknowledged
+past it and a batch acknowledged in part).
+
+    .venv/bin/python bench/places.py --places 10000 100000 --out /tmp/places.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from bench.machine import describe
+from magnetar.storage import Position, Storage, StorageConfig
+from magnetar.storage.places import Place
+
+TOPIC = "persistent://public/default/vehicles"
+
+
+def place_of(shape: str, i: int, round_no: int) -> Place:
+    base = 10 * round_no
+    if shape == "keep-up":
+        return Place(Position(5, base + i % 3))
+    at = base + i % 1000
+    return Place(
+        Position(5, at), (Position(5, at + 2), Position(5, at + 5)), ((Position(5, at + 3), (0b1010,)),)
+    )
+
+
+def measure(n: int, shape: str, rounds: int) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        data_dir = Path(tmp) / "data"
+        storage = Storage(StorageConfig(data_dir))
+        ml = storage.open_managed_ledger(TOPIC)
+        ml.open_cursor("fans")
+        book = ml.places("fans")
+        names = [f"vehicle-{i:06d}" for i in range(n)]
+        takes, writes = [], []
+        for r in range(rounds):
+            for i, name in enumerate(names):
+                book.put(name, place_of(shape, i, r))
+            t0 = time.perf_counter()
+            changes = book.take_changes()
+            t1 = time.perf_counter()
+            storage.metadata.write_places(ml._id, [("fans", *changes)])
+            t2 = time.perf_counter()
+            takes.append(t1 - t0)
+            writes.append(t2 - t1)
+        storage.close()
+        size = sum(p.stat().st_size for p in data_dir.glob("metadata.sqlite*"))
+        again = Storage(StorageConfig(data_dir))
+        t0 = time.perf_counter()
+        loaded = again.open_managed_ledger(TOPIC).places("fans").load()
+        load_s = time.perf_counter() - t0
+        again.close()
+        assert len(loaded) == n
+        take, write = statistics.median(takes), statistics.median(writes)
+        return {
+            "places": n,
+            "shape": shape,
+            "flush_s": round(take + write, 4),
+            "take_s": round(take, 4),
+            "write_s": round(write, 4),
+            "us_per_place": round(1e6 * (take + write) / n, 2),
+            "load_s": round(load_s, 4),
+            "metadata_bytes": size,
+        }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--places", type=int, nargs="+", default=[10_000, 100_000])
+    parser.add_argument("--rounds", type=int, default=3, help="flushes per case; the median is reported")
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    results = [measure(n, shape, args.rounds) for n in args.places for shape in ("keep-up", "holes")]
+    report = {"machine": describe(), "results": results}
+    text = json.dumps(report, indent=2)
+    print(text)
+    if args.out is not None:
+        args.out.write_text(text)
+
+
+if __name__ == "__main__":
+    main()
