@@ -14,6 +14,8 @@ cumulative acks (the broker refuses them on Shared).
 from __future__ import annotations
 
 import asyncio
+import socket
+import struct
 import time
 from dataclasses import dataclass, field
 
@@ -32,6 +34,8 @@ _SUCCESS = wire.BaseCommand.SUCCESS
 _CONNECTED = wire.BaseCommand.CONNECTED
 _CUMULATIVE = wire.CommandAck.Cumulative
 _PONG_FRAME = encode_frame(wrap(wire.CommandPong()))
+#: Closing with a reset: tens of thousands of ports in TIME_WAIT would starve the next run.
+_LINGER_OFF = struct.pack("ii", 1, 0)
 
 
 @dataclass
@@ -165,4 +169,7 @@ class LeanConnection(asyncio.BufferedProtocol):
 
     def close(self) -> None:
         if self.transport is not None:
+            sock = self.transport.get_extra_info("socket")
+            if sock is not None:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_OFF)
             self.transport.close()

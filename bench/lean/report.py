@@ -7,7 +7,7 @@ CORRECT = "every_consumer_got_everything_once_in_order"
 
 def markdown(doc: dict) -> str:
     s, c, b, d = doc["settings"], doc["connect"], doc["broker"], doc["delivery"]
-    m = doc["machine"]
+    m, g = doc["machine"], doc["generator"]
     lines = [
         f"### bench.lean: {s['consumers']:,} broadcast consumers, "
         f"{s['messages']} x {s['size']} B at {s['rate']} msg/s",
@@ -26,6 +26,7 @@ def markdown(doc: dict) -> str:
         f"| deliveries | {d['deliveries']:,} of {d['expected']:,} in {d['window_s']} s "
         f"({d['deliveries_per_s']}/s) |",
         f"| every consumer got everything once, in order | {d[CORRECT]} |",
+        f"| generator CPU per delivery (lean processes) | {g['lean_cpu_us_per_delivery']} µs |",
     ]
     for name in ("lean", "official"):
         part = doc.get(name)
