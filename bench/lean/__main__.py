@@ -28,11 +28,14 @@ def main(argv: list[str] | None = None) -> int:
         "concurrency": "connections being set up at once, per process",
         "timeout": "seconds from the first send to wait for every delivery",
         "fsync": "the broker's fsync_policy",
+        "official_first": "the official slice subscribes with the lean ones, not after them (the default)",
     }
     for f in fields(Settings):
         value = getattr(defaults, f.name)
         flag = "--" + f.name.replace("_", "-")
-        if f.name == "fsync":
+        if isinstance(value, bool):
+            parser.add_argument(flag, action="store_true", help=helps[f.name])
+        elif f.name == "fsync":
             parser.add_argument(flag, choices=["always", "never"], default=value, help=helps[f.name])
         else:
             parser.add_argument(flag, type=type(value), default=value, help=helps[f.name])

@@ -52,6 +52,7 @@ class Settings:
     concurrency: int = 256
     timeout: float = 120.0
     fsync: str = "always"
+    official_first: bool = False
 
 
 @dataclass
@@ -94,7 +95,7 @@ def run(settings: Settings, workdir: Path | None = None) -> dict:
             time.sleep(SETTLE_S)
             rss_before = memory_kib(broker.pid)["VmRSS"]
             workers = _start_workers(settings, broker.port, topic, base)
-            connect = _connect(workers)
+            connect = _connect(workers, settings.official_first)
             time.sleep(SETTLE_S)
             rss_after = memory_kib(broker.pid)["VmRSS"]
             with UsageSampler(broker.pid) as sampler:
@@ -188,21 +189,35 @@ def _receive(worker: Worker, name: str, timeout: float) -> dict:
     return body
 
 
-def _connect(workers: list[Worker]) -> dict:
-    """Tell every worker to connect at once; time until the last is subscribed."""
+def _connect(workers: list[Worker], official_first: bool) -> dict:
+    """Tell the workers to connect; time until the last is subscribed.
+
+    The lean workers start at once. The official slice joins after them (default), so that it
+    sits at the end of the dispatcher's order of consumers and its latency is the worst a real
+    client sees, not the best; with ``official_first`` it starts together with the lean ones.
+    """
     start = time.monotonic()
-    for worker in workers:
-        worker.pipe.send(("go",))
-    waiting = {w.pipe: w for w in workers}
-    while waiting:
-        for pipe in wait(list(waiting), 600):
-            worker = waiting.pop(pipe)  # type: ignore[arg-type]
-            kind, body = pipe.recv()  # type: ignore[union-attr]
-            if kind != "subscribed":
-                raise RuntimeError(f"worker {worker.spec.index}: expected 'subscribed', got {kind!r}")
-            worker.subscribed, worker.subscribed_at = body, time.monotonic()
+    lean = [w for w in workers if w.kind == "lean"]
+    official = [w for w in workers if w.kind != "lean"]
+    waves = [workers] if official_first else [lean, official]
+    lean_done = start
+    for wave in waves:
+        for worker in wave:
+            worker.pipe.send(("go",))
+        waiting = {w.pipe: w for w in wave}
+        while waiting:
+            for pipe in wait(list(waiting), 600):
+                worker = waiting.pop(pipe)  # type: ignore[arg-type]
+                kind, body = pipe.recv()  # type: ignore[union-attr]
+                if kind != "subscribed":
+                    raise RuntimeError(f"worker {worker.spec.index}: expected 'subscribed', got {kind!r}")
+                worker.subscribed, worker.subscribed_at = body, time.monotonic()
+        if wave is lean or wave is workers:
+            lean_done = max((w.subscribed_at for w in lean), default=start)
     return {
         "all_subscribed_s": round(max(w.subscribed_at for w in workers) - start, 3),
+        "lean_all_subscribed_s": round(lean_done - start, 3),
+        "official_joined": "first" if official_first else "last",
         "failed_consumers": sum(w.subscribed["failed"] for w in workers if w.subscribed),
     }
 

@@ -19,7 +19,10 @@ def markdown(doc: dict) -> str:
         "",
         "| figure | value |",
         "|---|---|",
-        f"| connect: all subscribed | {c['all_subscribed_s']} s ({c['failed_consumers']} failed) |",
+        f"| connect: all lean consumers subscribed | {c['lean_all_subscribed_s']} s "
+        f"({c['failed_consumers']} failed in all) |",
+        f"| connect: all subscribed (official slice joining {c['official_joined']}) "
+        f"| {c['all_subscribed_s']} s |",
         f"| connect: per process | {', '.join(str(p['connect_s']) for p in c['per_process'])} s |",
         f"| broker RSS per consumer | {b['rss_per_consumer_kib']} KiB |",
         f"| broker CPU per delivery | {b['cpu_us_per_delivery']} µs |",

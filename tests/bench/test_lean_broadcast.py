@@ -76,15 +76,16 @@ def test_entry_times_are_read_from_broker_metadata_and_producer_metadata():
     assert cache.get(1, 2, memoryview(b"not parsed again")).seq == 42
 
 
-@pytest.mark.parametrize("per_connection", [1, 4])
+@pytest.mark.parametrize(("per_connection", "official_first"), [(1, False), (4, True)])
 def test_a_few_hundred_lean_consumers_over_two_processes_get_everything_once_in_order(
-    tmp_path, per_connection
+    tmp_path, per_connection, official_first
 ):
     out = tmp_path / "lean.json"
     consumers, official, messages = 300, 10, 8
     cmd = [sys.executable, "-m", "bench.lean", "--consumers", str(consumers), "--processes", "2"]
     cmd += ["--official", str(official), "--messages", str(messages), "--rate", "100", "--size", "256"]
     cmd += ["--per-connection", str(per_connection), "--ack-every", "3", "--timeout", "60", "--out", str(out)]
+    cmd += ["--official-first"] if official_first else []
     done = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
     assert out.exists(), f"no JSON report:\n{done.stderr[-5000:]}"
     doc = json.loads(out.read_text())
@@ -107,7 +108,12 @@ def test_a_few_hundred_lean_consumers_over_two_processes_get_everything_once_in_
         official,
         official * messages,
     )
-    assert doc["connect"]["failed_consumers"] == 0 and doc["connect"]["all_subscribed_s"] > 0
+    connect = doc["connect"]
+    assert (
+        connect["failed_consumers"] == 0
+        and connect["all_subscribed_s"] >= connect["lean_all_subscribed_s"] > 0
+    )
+    assert connect["official_joined"] == ("first" if official_first else "last")
     assert [p["kind"] for p in doc["connect"]["per_process"]] == ["lean", "lean", "official"]
     assert all(p["connect_s"] is not None and not p["errors"] for p in doc["connect"]["per_process"])
     assert doc["broker"].keys() >= {"rss_per_consumer_kib", "cpu_us_per_delivery", "peak_rss_kib"}
