@@ -17,6 +17,7 @@ import asyncio
 import socket
 import struct
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from bench.lean.histogram import LatencyHistogram
@@ -49,7 +50,7 @@ class WorkerState:
     tally: Tally
     permits: int
     ack_every: int
-    on_complete: object  # callable, called when the last consumer of the worker completes
+    on_complete: Callable[[], None]  # called when the last consumer of the worker completes
     shared_buffer: bytearray = field(default_factory=lambda: bytearray(256 * 1024))
     cache: EntryCache = field(default_factory=EntryCache)
     from_broker: LatencyHistogram = field(default_factory=LatencyHistogram)
@@ -125,7 +126,7 @@ class LeanConnection(asyncio.BufferedProtocol):
             out.append(self._flow(local, self.since_flow[local]))
             self.since_flow[local] = 0
         if completed and tally.complete == (state.target if state.target >= 0 else len(tally.received)):
-            state.on_complete()  # type: ignore[operator]
+            state.on_complete()
 
     # -- setup and the rest ------------------------------------------------------------------
     def _on_control(self, name: str, command: wire.BaseCommand) -> None:

@@ -31,7 +31,7 @@ from bench.lean.official import official_main
 from bench.lean.stamp import payload
 from bench.lean.worker import WorkerSpec, worker_main
 from bench.machine import describe
-from bench.procs import UsageSampler, cpu_seconds, memory_kib
+from bench.procs import Usage, UsageSampler, cpu_seconds, memory_kib
 
 SUBSCRIPTION = "vehicles"
 CONNECTIONS_PER_SOURCE_IP = 10_000  # well below the kernel's ~28K ephemeral ports per address
@@ -113,6 +113,8 @@ def run(settings: Settings, workdir: Path | None = None) -> dict:
         finally:
             if client is not None:
                 client.close()
+            for worker in workers:
+                worker.pipe.close()  # a worker still waiting for a command sees EOF and ends
             for worker in workers:
                 worker.process.join(30)
                 if worker.process.is_alive():
@@ -274,7 +276,7 @@ def _document(
     connect: dict,
     rss_before: int,
     rss_after: int,
-    usage,
+    usage: Usage,
     sent_s: float,
     elapsed: float,
     start: float,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 
@@ -53,7 +54,7 @@ def worker_main(pipe: Connection, spec: WorkerSpec) -> None:
 async def _run(pipe: Connection, spec: WorkerSpec, loop_name: str) -> None:
     loop = asyncio.get_running_loop()
     inbox: asyncio.Queue[tuple] = asyncio.Queue()
-    loop.add_reader(pipe.fileno(), lambda: inbox.put_nowait(pipe.recv()))
+    loop.add_reader(pipe.fileno(), _reader(pipe, inbox))
     done = asyncio.Event()
     state = WorkerState(
         topic=spec.topic,
@@ -83,11 +84,25 @@ async def _run(pipe: Connection, spec: WorkerSpec, loop_name: str) -> None:
     else:
         waiter.cancel()
         command = message.result()
-    assert command[0] == "report", command
     for cnx in connections:
         cnx.close()
-    pipe.send(("report", _report(spec, state, failed)))
     loop.remove_reader(pipe.fileno())
+    if command[0] == "report":
+        pipe.send(("report", _report(spec, state, failed)))
+    # else: the coordinator is gone ("eof"): nobody to report to
+
+
+def _reader(pipe: Connection, inbox: asyncio.Queue) -> Callable[[], None]:
+    """The pipe's commands into ``inbox``; ("eof",) once, when the coordinator has gone."""
+
+    def read() -> None:
+        try:
+            inbox.put_nowait(pipe.recv())
+        except (EOFError, OSError):
+            asyncio.get_running_loop().remove_reader(pipe.fileno())
+            inbox.put_nowait(("eof",))
+
+    return read
 
 
 async def _expect(inbox: asyncio.Queue, name: str) -> tuple:
