@@ -36,6 +36,7 @@ import pulsar
 from bench.brokers import MAGNETAR, PEER, SPECS, BrokerSpec, MagnetarSource, make_process, peer_installed
 from bench.hotspots import start_profiler, stop_profiler
 from bench.machine import describe
+from bench.output import emit
 from bench.procs import UsageSampler
 
 BROADCAST = {"magnetar.subscription.type": "Broadcast"}
@@ -191,10 +192,7 @@ def main(argv: list[str] | None = None) -> int:
         "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
         "results": results,
     }
-    text = json.dumps(document, indent=2)
-    print(text)
-    if args.out is not None:
-        args.out.write_text(text + "\n")
+    emit(document, args.out)
     failed = [r["name"] for r in results if r.get("missing") or r.get("duplicates") or r.get("out_of_order")]
     if failed:
         print(f"FAILED correctness: {', '.join(failed)}", file=sys.stderr)

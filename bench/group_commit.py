@@ -21,7 +21,6 @@ Prints one JSON object.
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import sys
 import tempfile
@@ -30,6 +29,7 @@ import time
 from pathlib import Path
 
 from bench.machine import describe
+from bench.output import emit
 from bench.stats import latency_summary, spread
 from magnetar.storage import Storage, StorageConfig
 
@@ -143,10 +143,7 @@ def main(argv: list[str] | None = None) -> int:
             "ms": spread(interval_ms).as_dict(),
         },
     }
-    text = json.dumps(result, indent=2)
-    print(text)
-    if args.out:
-        args.out.write_text(text + "\n")
+    emit(result, args.out)
     return 0
 
 

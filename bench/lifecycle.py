@@ -14,7 +14,6 @@ JSON object: per broker and step, p50/p99/max in milliseconds over ``--rounds`` 
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import statistics
 import sys
@@ -28,6 +27,7 @@ import pulsar
 
 from bench.brokers import PEER, SPECS, MagnetarSource, make_process, peer_installed
 from bench.machine import describe
+from bench.output import emit
 
 STEPS = ("create_producer", "subscribe", "close_producer", "close_consumer", "unsubscribe")
 
@@ -92,10 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         "peer": "measured" if peer_installed() else "pulsar-lite is not installed",
         "results": results,
     }
-    text = json.dumps(doc, indent=2)
-    print(text)
-    if args.out:
-        args.out.write_text(text + "\n")
+    emit(doc, args.out)
     return 0
 
 

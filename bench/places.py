@@ -20,13 +20,13 @@ past it and a batch acknowledged in part).
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import tempfile
 import time
 from pathlib import Path
 
 from bench.machine import describe
+from bench.output import emit
 from magnetar.storage import Position, Storage, StorageConfig
 from magnetar.storage.places import Place
 
@@ -91,10 +91,7 @@ def main() -> None:
     args = parser.parse_args()
     results = [measure(n, shape, args.rounds) for n in args.places for shape in ("keep-up", "holes")]
     report = {"machine": describe(), "results": results}
-    text = json.dumps(report, indent=2)
-    print(text)
-    if args.out is not None:
-        args.out.write_text(text)
+    emit(report, args.out)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,6 @@ and prints one JSON object: entries read and time per seek for each, and their r
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import shutil
 import statistics
@@ -24,6 +23,7 @@ import time
 from pathlib import Path
 
 from bench.machine import describe
+from bench.output import emit
 from magnetar.broker.entry_metadata import load_interceptors
 from magnetar.broker.entry_search import CountingReader, entry_time
 from magnetar.broker.seek import position_for_time
@@ -163,10 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if not args.keep:
             shutil.rmtree(data_dir, ignore_errors=True)
-    text = json.dumps(result, indent=2)
-    print(text)
-    if args.out:
-        args.out.write_text(text + "\n")
+    emit(result, args.out)
     return 0
 
 
