@@ -134,15 +134,21 @@ def test_hostname_validation(broker_factory, official_factory, tls_files, topic)
 # -- mutual TLS ---------------------------------------------------------------------------------------
 
 
+def certificate_client(official_factory, broker, tls_files):
+    """An official client on the ``pulsar+ssl://`` port that proves itself with the test client's
+    certificate (Pulsar's ``AuthenticationTLS``)."""
+    return official_factory(
+        broker.service_url_tls,
+        tls_trust_certs_file_path=str(tls_files.ca),
+        authentication=pulsar.AuthenticationTLS(str(tls_files.client_cert), str(tls_files.client_key)),
+    )
+
+
 def test_mutual_tls(broker_factory, official_factory, tls_files, topic):
     broker = broker_factory(tls_settings(tls_files, tls_require_trusted_client_cert_on_connect=True))
     trust = str(tls_files.ca)
     cert, key = str(tls_files.client_cert), str(tls_files.client_key)
-    with_auth = official_factory(
-        broker.service_url_tls,
-        tls_trust_certs_file_path=trust,
-        authentication=pulsar.AuthenticationTLS(cert, key),
-    )
+    with_auth = certificate_client(official_factory, broker, tls_files)
     assert round_trip(with_auth, topic, [b"authenticated"]) == [b"authenticated"]
     with_options = official_factory(
         broker.service_url_tls,
@@ -168,12 +174,7 @@ def test_tls_authentication_provider_takes_the_role_from_the_certificate(
     settings = tls_settings(tls_files, authentication_enabled=True, authentication_providers=["tls"])
     broker = broker_factory(settings)
     trust = str(tls_files.ca)
-    cert, key = str(tls_files.client_cert), str(tls_files.client_key)
-    with_cert = official_factory(
-        broker.service_url_tls,
-        tls_trust_certs_file_path=trust,
-        authentication=pulsar.AuthenticationTLS(cert, key),
-    )
+    with_cert = certificate_client(official_factory, broker, tls_files)
     assert round_trip(with_cert, topic, [b"by certificate"]) == [b"by certificate"]
     assert f"authenticated as '{CLIENT_ROLE}' with tls" in broker.log_text()
     # TLS without a client certificate, and the plain port: no role, so no connection.
