@@ -29,10 +29,17 @@ class BrokerStartError(RuntimeError):
 
 def cpu_seconds(pid: int) -> float:
     """User plus system CPU seconds of every thread of ``pid`` so far (``/proc/<pid>/stat`` fields 14, 15)."""
+    user, system = cpu_split(pid)
+    return user + system
+
+
+def cpu_split(pid: int) -> tuple[float, float]:
+    """User and system CPU seconds of every thread of ``pid`` so far: system time is the kernel's
+    share (socket writes and reads, and on loopback much of the receiving side's TCP work too)."""
     text = Path(f"/proc/{pid}/stat").read_text()
     fields = text[text.rindex(")") + 2 :].split()
     # fields[0] is field 3 (state); utime and stime are fields 14 and 15.
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+    return int(fields[11]) / CLOCK_TICKS, int(fields[12]) / CLOCK_TICKS
 
 
 def memory_kib(pid: int) -> dict[str, int]:
@@ -77,6 +84,7 @@ class Usage:
     cpu_s: float
     peak_rss_kib: int  # the largest VmRSS sampled in the window
     hwm_kib: int  # the kernel's VmHWM at the end of the window (peak over the process's life)
+    system_s: float = 0.0  # of ``cpu_s``, the kernel's share
 
 
 class UsageSampler:
@@ -86,12 +94,12 @@ class UsageSampler:
         self.pid = pid
         self.interval = interval
         self._peak = 0
-        self._cpu0 = 0.0
+        self._cpu0 = (0.0, 0.0)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample, name=f"rss-{pid}", daemon=True)
 
     def __enter__(self) -> UsageSampler:
-        self._cpu0 = cpu_seconds(self.pid)
+        self._cpu0 = cpu_split(self.pid)
         self._peak = memory_kib(self.pid).get("VmRSS", 0)
         self._thread.start()
         return self
@@ -110,7 +118,10 @@ class UsageSampler:
     def usage(self) -> Usage:
         memory = memory_kib(self.pid)
         peak = max(self._peak, memory.get("VmRSS", 0))
-        return Usage(cpu_s=cpu_seconds(self.pid) - self._cpu0, peak_rss_kib=peak, hwm_kib=memory["VmHWM"])
+        user, system = cpu_split(self.pid)
+        user -= self._cpu0[0]
+        system -= self._cpu0[1]
+        return Usage(cpu_s=user + system, peak_rss_kib=peak, hwm_kib=memory["VmHWM"], system_s=system)
 
 
 # -- the process ---------------------------------------------------------------------------------------------

@@ -322,6 +322,7 @@ def _document(
             "rss_per_consumer_kib": round((rss_after - rss_before) / connected, 2),
             "cpu_s": round(usage.cpu_s, 3),
             "cpu_us_per_delivery": round(usage.cpu_s / deliveries * 1e6, 2) if deliveries else None,
+            "system_us_per_delivery": round(usage.system_s / deliveries * 1e6, 2) if deliveries else None,
             "peak_rss_kib": usage.peak_rss_kib,
         },
         "delivery": {

@@ -25,7 +25,8 @@ def markdown(doc: dict) -> str:
         f"| {c['all_subscribed_s']} s |",
         f"| connect: per process | {', '.join(str(p['connect_s']) for p in c['per_process'])} s |",
         f"| broker RSS per consumer | {b['rss_per_consumer_kib']} KiB |",
-        f"| broker CPU per delivery | {b['cpu_us_per_delivery']} µs |",
+        f"| broker CPU per delivery (of it, system) | {b['cpu_us_per_delivery']} µs "
+        f"({b.get('system_us_per_delivery')} µs) |",
         f"| deliveries | {d['deliveries']:,} of {d['expected']:,} in {d['window_s']} s "
         f"({d['deliveries_per_s']}/s) |",
         f"| every consumer got everything once, in order | {d[CORRECT]} |",

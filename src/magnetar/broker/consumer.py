@@ -44,6 +44,8 @@ class Consumer:
         self._told_end_of_topic = False
         #: Messages and bytes dispatched to this consumer (its ``_in`` fields stay zero).
         self.traffic = Traffic()
+        #: Its id as encoded in a MESSAGE command, for dispatchers that build frames themselves.
+        self.id_field: bytes | None = None
 
     @property
     def writable(self) -> bool:

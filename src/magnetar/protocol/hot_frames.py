@@ -58,6 +58,27 @@ def message_header(
     return _HEADER.pack(len(cmd) + 4 + payload_size, len(cmd)) + cmd
 
 
+def consumer_id_field(consumer_id: int) -> bytes:
+    """``CommandMessage.consumer_id`` encoded (field 1): the same in every MESSAGE to a consumer."""
+    return b"\x08" + varint(consumer_id)
+
+
+def message_id_field(ledger_id: int, entry_id: int) -> bytes:
+    """``CommandMessage.message_id`` encoded (field 2): the same in every consumer's MESSAGE of
+    one entry."""
+    msg_id = _message_id(ledger_id, entry_id)
+    return b"\x12" + varint(len(msg_id)) + msg_id
+
+
+def plain_message_header(id_field: bytes, message_id: bytes, payload_size: int) -> bytes:
+    """``message_header`` from the two fields above, for a MESSAGE with no redelivery count and
+    no ack set (the usual one): two fields make at most 35 bytes, so the command's length is
+    one byte."""
+    body = len(id_field) + len(message_id)
+    cmd = body + 4
+    return _HEADER.pack(cmd + 4 + payload_size, cmd) + _MESSAGE_PREFIX + _SMALL[body] + id_field + message_id
+
+
 def send_receipt_frame(
     producer_id: int, sequence_id: int, ledger_id: int, entry_id: int, highest_sequence_id: int = 0
 ) -> bytes:

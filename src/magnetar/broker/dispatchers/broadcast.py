@@ -36,7 +36,9 @@ from collections import deque
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from magnetar.broker.dispatchers import broadcast_send
 from magnetar.broker.dispatchers.base import MAX_READ_BYTES, Dispatcher
+from magnetar.broker.dispatchers.broadcast_send import OutgoingEntry
 from magnetar.broker.dispatchers.entry_window import EntryWindow
 from magnetar.broker.dispatchers.position_floor import PositionFloor
 from magnetar.broker.dispatchers.virtual_cursor import VirtualCursor
@@ -51,6 +53,8 @@ from magnetar.storage.position import Position
 if TYPE_CHECKING:
     from magnetar.broker.consumer import Consumer
     from magnetar.broker.subscription import Subscription
+
+_CUMULATIVE = wire.CommandAck.Cumulative
 
 #: Most consumers one dispatch round writes to before the event loop runs other work.
 FANOUT_PER_ROUND = 1000
@@ -242,15 +246,18 @@ class BroadcastDispatcher(Dispatcher):
     # -- acknowledgements and redelivery ----------------------------------------------------
     def acknowledge(self, consumer: Consumer | None, ack: wire.CommandAck) -> bool:
         vc = self.consumers.get(consumer) if consumer is not None else None
-        if vc is None or not ack.message_id:
+        if vc is None:
+            return True
+        ids = ack.message_id
+        if not ids:
             return True
         before = vc.mark_delete
         last = self.ml.last_confirmed
-        if ack.ack_type == wire.CommandAck.Cumulative:
-            msg_id = ack.message_id[0]
+        if ack.ack_type == _CUMULATIVE:
+            msg_id = ids[0]
             position = position_of(msg_id)
-            if position > last or position.entry_id < 0:
-                return True
+            if position <= before or position > last or position.entry_id < 0:
+                return True  # nothing new (a late or repeated ack), or not an entry
             if len(msg_id.ack_set):
                 # Everything before this batch, and part of it.
                 vc.ack_through(self.ml.previous_position(position))
@@ -258,10 +265,14 @@ class BroadcastDispatcher(Dispatcher):
                     vc.ack(position)
             else:
                 vc.ack_through(position)
-            for stale in [p for p in consumer.pending_acks if p <= vc.mark_delete]:
-                del consumer.pending_acks[stale]
+            pending = consumer.pending_acks
+            if pending:
+                mark = vc.mark_delete
+                stale = [p for p in pending if p <= mark]
+                for p in stale:
+                    del pending[p]
         else:
-            for msg_id in ack.message_id:
+            for msg_id in ids:
                 position = position_of(msg_id)
                 if position > last or position.entry_id < 0:
                     continue
@@ -269,7 +280,8 @@ class BroadcastDispatcher(Dispatcher):
                     continue
                 vc.ack(position)
                 consumer.pending_acks.pop(position, None)
-        vc.advance(self.ml.next_position, self.cursor.is_acked)
+        cursor = self.cursor
+        vc.advance(self.ml.next_position, cursor.is_acked if cursor.individually_deleted_count() else None)
         if self._book is not None:
             self._changed[consumer.name] = vc
         if vc.mark_delete != before:
@@ -386,31 +398,45 @@ class BroadcastDispatcher(Dispatcher):
             consumer = queue.popleft()
             queued.discard(consumer)
             vc = cursors.get(consumer)
-            if vc is None or consumer.permits <= 0 or not consumer.writable:
+            if vc is None or consumer.permits <= 0 or consumer.closed or not consumer.cnx.writable:
                 continue  # a FLOW, a drained socket or a new subscribe queues it again
             budget -= 1
-            if len(vc.replay):
+            if vc.replay_queue:
                 replays.append(consumer)
+            elif (members := groups.get(vc.read_position)) is not None:
+                members.append(consumer)
             else:
-                groups.setdefault(vc.read_position, []).append(consumer)
+                groups[vc.read_position] = [consumer]
+        messages = size = 0
         for consumer in replays:
-            self._send_replay(consumer, cursors[consumer])
+            sent = self._send_replay(consumer, cursors[consumer])
+            messages += sent[0]
+            size += sent[1]
         for position, members in groups.items():
-            self._send_group(position, members)
+            sent = self._send_group(position, members)
+            messages += sent[0]
+            size += sent[1]
+        if messages:
+            for traffic in (self.subscription.traffic, self.subscription.topic.traffic):
+                traffic.messages_out += messages
+                traffic.bytes_out += size
         self._window.evict_below(self._read_floor.lowest())
         return bool(queue)
 
-    def _send_group(self, position: Position, members: list[Consumer]) -> None:
-        """One read for every consumer reading at ``position``, then a write to each."""
+    def _send_group(self, position: Position, members: list[Consumer]) -> tuple[int, int]:
+        """One read for every consumer reading at ``position``, then a write to each; the
+        messages and bytes sent."""
         wanted = max(c.permits for c in members)
         entries, resume = self._read(position, wanted)
         at_tail = resume > self.ml.last_confirmed
         cursors = self.consumers
+        outgoing = [OutgoingEntry(e) for e in entries]
+        messages = size = 0
         for consumer in members:
             vc = cursors[consumer]
-            items = entries
+            items = outgoing
             if vc.restored_until is not None:  # resumed at a stored place: skip what it acknowledged
-                items = [e for e in entries if not vc.is_acked(e.position)]
+                items = [e for e in outgoing if not vc.is_acked(e.position)]
             if not items:
                 self._move_read(vc, resume)
                 self._park(consumer, at_tail)
@@ -421,22 +447,19 @@ class BroadcastDispatcher(Dispatcher):
                     break
                 left -= item.num_messages
                 taken += 1
-            sent = items if taken == len(items) else items[:taken]
-            self._send(consumer, vc, sent)
             if taken == len(items):
-                self._move_read(vc, resume)
+                sent = broadcast_send.send(consumer, vc, items)
+                if resume != vc.read_position:
+                    self._move_read(vc, resume)
                 if consumer.permits > 0:
                     self._park(consumer, at_tail)
             else:
-                self._move_read(vc, _after(sent[-1].position))
-
-    @staticmethod
-    def _send(consumer: Consumer, vc: VirtualCursor, entries: list[DispatchEntry]) -> None:
-        """Write ``entries`` to ``consumer`` and hold them as awaiting its ack."""
-        pending = consumer.pending_acks
-        for item in entries:
-            pending[item.position] = item.num_messages
-        consumer.send_entries(entries, vc.redelivery_counts, vc.batch_ack_set)
+                items = items[:taken]
+                sent = broadcast_send.send(consumer, vc, items)
+                self._move_read(vc, _after(items[-1].position))
+            messages += sent[0]
+            size += sent[1]
+        return messages, size
 
     def _move_read(self, vc: VirtualCursor, position: Position) -> None:
         if position != vc.read_position:
@@ -490,23 +513,26 @@ class BroadcastDispatcher(Dispatcher):
         settled = self.cursor.is_acked
         return [e for e in entries if not settled(e.position)]
 
-    def _send_replay(self, consumer: Consumer, vc: VirtualCursor) -> None:
-        """Send again, in publish order, what this consumer asked for."""
+    def _send_replay(self, consumer: Consumer, vc: VirtualCursor) -> tuple[int, int]:
+        """Send again, in publish order, what this consumer asked for; the messages and bytes sent."""
         settled = self.cursor.is_acked
-        entries: list[DispatchEntry] = []
+        entries: list[OutgoingEntry] = []
         left = consumer.permits
         recent = self.subscription.topic.recent_entries.entry
-        while len(vc.replay) and left > 0:
-            (position,) = vc.replay.pop_first(1)
+        queue = vc.replay
+        while len(queue) and left > 0:
+            (position,) = queue.pop_first(1)
             if vc.is_acked(position) or settled(position):
                 continue
             try:
                 item = recent(self.ml.read_entry(position))
             except EntryNotFoundError:
                 continue  # trimmed by retention since
-            entries.append(item)
+            entries.append(OutgoingEntry(item))
             left -= item.num_messages
-        if entries:
-            self._send(consumer, vc, entries)
+        if not len(queue):
+            vc.replay_queue = None
+        sent = broadcast_send.send(consumer, vc, entries) if entries else (0, 0)
         if consumer.permits > 0:
             self._enqueue(consumer)  # on to new entries in a later round
+        return sent

@@ -46,9 +46,22 @@ class PositionFloor:
         self._size -= 1
 
     def move(self, old: Position, new: Position) -> None:
-        if old != new:
+        """``remove(old)`` and ``add(new)`` in one step (once per ack that moves a consumer)."""
+        if old == new:
+            return
+        counts = self._counts
+        count = counts.get(new, 0)
+        if count == 0:
             self.add(new)
-            self.remove(old)
+        else:
+            counts[new] = count + 1
+            self._size += 1
+        count = counts[old] - 1
+        if count:
+            counts[old] = count
+        else:
+            del counts[old]
+        self._size -= 1
 
     def lowest(self) -> Position | None:
         heap, counts = self._heap, self._counts

@@ -24,13 +24,17 @@ Settled = Callable[[Position], bool]
 
 
 class VirtualCursor:
+    """Where one broadcast consumer is. Its sets are made when first needed: a consumer that
+    acknowledges cumulatively and is never sent anything again (the usual one) holds none, so
+    100K idle cursors cost little memory, and an ack costs a position store and a few checks."""
+
     __slots__ = (
         "_acked",
-        "_partial",
         "mark_delete",
+        "partial_batches",
         "read_position",
-        "redelivery_counts",
-        "replay",
+        "redelivered",
+        "replay_queue",
         "restored_until",
     )
 
@@ -38,13 +42,15 @@ class VirtualCursor:
         self.mark_delete = mark_delete
         self.read_position = read_position
         #: Entries acknowledged past ``mark_delete``.
-        self._acked: set[Position] = set()
-        #: Batches acknowledged in part: position -> unsigned words, a set bit still unacked.
-        self._partial: dict[Position, list[int]] = {}
-        #: Entries this consumer asked for again (nack, ack timeout), sent before new ones.
-        self.replay = ReplayQueue()
+        self._acked: set[Position] | None = None
+        #: Batches acknowledged in part: position -> unsigned words, a set bit still unacked
+        #: (None when there are none; read-only outside this class, like ``redelivered``).
+        self.partial_batches: dict[Position, list[int]] | None = None
+        #: Entries this consumer asked for again (nack, ack timeout), sent before new ones
+        #: (None, or empty, when there are none: the dispatcher's per-delivery check).
+        self.replay_queue: ReplayQueue | None = None
         #: How often each entry was sent again to this consumer.
-        self.redelivery_counts: dict[Position, int] = {}
+        self.redelivered: dict[Position, int] | None = None
         #: Restored from a place with entries acknowledged past the read position: up to here,
         #: entries read must be checked against them (None once read past, the usual case).
         self.restored_until: Position | None = None
@@ -56,28 +62,52 @@ class VirtualCursor:
     def from_place(cls, place: Place, read_position: Position) -> VirtualCursor:
         """A cursor at a stored place (after a restart): acknowledged as it was, nothing in flight."""
         vc = cls(place.mark_delete, read_position)
-        vc._acked.update(place.acked)
-        vc.restored_until = max(place.acked) if place.acked else None
-        for position, words in place.partial:
-            vc._partial[position] = list(words)
+        if place.acked:
+            vc._acked = set(place.acked)
+            vc.restored_until = max(place.acked)
+        if place.partial:
+            vc.partial_batches = {position: list(words) for position, words in place.partial}
         return vc
 
     def place(self) -> Place:
         """What this consumer has acknowledged, to be stored."""
-        partial = tuple((p, tuple(w)) for p, w in self._partial.items()) if self._partial else ()
+        batches = self.partial_batches
+        partial = tuple((p, tuple(w)) for p, w in batches.items()) if batches else ()
         return Place(self.mark_delete, tuple(self._acked) if self._acked else (), partial)
+
+    @property
+    def replay(self) -> ReplayQueue:
+        """The entries to send again (made on first use)."""
+        queue = self.replay_queue
+        if queue is None:
+            queue = self.replay_queue = ReplayQueue()
+        return queue
+
+    @property
+    def redelivery_counts(self) -> dict[Position, int]:
+        """How often each entry was sent again (made on first use)."""
+        counts = self.redelivered
+        if counts is None:
+            counts = self.redelivered = {}
+        return counts
+
+    def redelivery_count(self, position: Position) -> int:
+        counts = self.redelivered
+        return counts.get(position, 0) if counts else 0
 
     @property
     def acked_count(self) -> int:
         """Entries acknowledged past ``mark_delete``."""
-        return len(self._acked)
+        return len(self._acked) if self._acked else 0
 
     def is_acked(self, position: Position) -> bool:
-        return position <= self.mark_delete or position in self._acked
+        return position <= self.mark_delete or (self._acked is not None and position in self._acked)
 
     def ack(self, position: Position) -> None:
         """An individual ack; call ``advance`` after a run of them."""
         if position > self.mark_delete:
+            if self._acked is None:
+                self._acked = set()
             self._acked.add(position)
             self._forget(position)
 
@@ -86,7 +116,8 @@ class VirtualCursor:
         if position <= self.mark_delete:
             return
         self.mark_delete = position
-        self._drop_up_to(position)
+        if self._acked or self.partial_batches or self.redelivered or self.replay_queue is not None:
+            self._drop_up_to(position)
 
     def ack_batch_indexes(self, position: Position, unacked_words: list[int], batch_size: int) -> bool:
         """AND a batch's still-unacked bits into what this consumer left unacked of it.
@@ -96,34 +127,46 @@ class VirtualCursor:
         if self.is_acked(position):
             return True
         words = batch_acks.clip(unacked_words, batch_size)
-        previous = self._partial.get(position)
+        partial = self.partial_batches
+        previous = partial.get(position) if partial else None
         if previous is not None:
             words = batch_acks.intersect(previous, words)
         if not any(words):
-            self._partial.pop(position, None)
+            if partial:
+                partial.pop(position, None)
             return True
-        self._partial[position] = words
+        if partial is None:
+            partial = self.partial_batches = {}
+        partial[position] = words
         return False
 
     def batch_ack_set(self, position: Position) -> list[int] | None:
         """The MESSAGE ``ack_set`` of a batch sent again: what is left unacked of it, if anything
         was acknowledged."""
-        words = self._partial.get(position)
+        words = self.partial_batches.get(position) if self.partial_batches else None
         return batch_acks.to_signed(words) if words is not None else None
 
-    def advance(self, next_position: NextPosition, settled: Settled) -> bool:
-        """Move ``mark_delete`` over the acknowledged run after it; True if it moved."""
-        moved = False
+    def advance(self, next_position: NextPosition, settled: Settled | None) -> bool:
+        """Move ``mark_delete`` over the acknowledged run after it; True if it moved.
+
+        ``settled`` None: the subscription holds no entry acknowledged for everyone past its
+        mark-delete position, so only this cursor's own acks can extend the run.
+        """
         acked = self._acked
+        if not acked and settled is None:
+            return False
+        moved = False
+        partial = self.partial_batches
         while True:
             following = next_position(self.mark_delete)
-            if following in acked:
+            if acked and following in acked:
                 acked.discard(following)
-            elif not settled(following):
+            elif settled is None or not settled(following):
                 return moved
             self.mark_delete = following
             moved = True
-            self._partial.pop(following, None)
+            if partial:
+                partial.pop(following, None)
 
     def skip_to(self, position: Position, next_position: NextPosition) -> None:
         """The subscription acknowledged everything up to ``position`` for all (skip, expiry,
@@ -135,15 +178,22 @@ class VirtualCursor:
             self.read_position = next_position(position)
 
     def _forget(self, position: Position) -> None:
-        self._partial.pop(position, None)
-        self.replay.discard(position)
-        self.redelivery_counts.pop(position, None)
+        if self.partial_batches:
+            self.partial_batches.pop(position, None)
+        if self.replay_queue is not None:
+            self.replay_queue.discard(position)
+        if self.redelivered:
+            self.redelivered.pop(position, None)
 
     def _drop_up_to(self, position: Position) -> None:
-        for stale in [p for p in self._acked if p <= position]:
-            self._acked.discard(stale)
-        for stale in [p for p in self._partial if p <= position]:
-            del self._partial[stale]
-        for stale in [p for p in self.redelivery_counts if p <= position]:
-            del self.redelivery_counts[stale]
-        self.replay.discard_up_to(position)
+        if self._acked:
+            self._acked = {p for p in self._acked if p > position} or None
+        if self.partial_batches:
+            self.partial_batches = {p: w for p, w in self.partial_batches.items() if p > position} or None
+        if self.redelivered:
+            self.redelivered = {p: n for p, n in self.redelivered.items() if p > position} or None
+        queue = self.replay_queue
+        if queue is not None:
+            queue.discard_up_to(position)
+            if not len(queue):
+                self.replay_queue = None
