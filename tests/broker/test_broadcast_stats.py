@@ -9,6 +9,7 @@ import asyncio
 import pytest
 
 from magnetar.admin.consumers_api import consumer_page
+from magnetar.admin.metrics import broadcast_metrics
 from magnetar.admin.stats_api import topic_stats
 from magnetar.broker.coarse_clock import CLOCK
 from magnetar.broker.dispatchers.broadcast_stats import (
@@ -90,5 +91,26 @@ def test_the_largest_lag_is_the_lowest_connected_consumers(on_topic):
         assert largest_lag(dispatcher) == 2
         ack(b, *stored)
         assert largest_lag(dispatcher) == 0
+
+    on_topic(scenario)
+
+
+def test_broadcast_metrics_per_subscription(on_topic):
+    async def scenario(h, topic) -> None:
+        a, b = subscribe_many(topic, 2)
+        stored = await publish_numbered(h, 3, a, b)
+        ack(a, *stored)
+        samples = {
+            (metric.name, sample.labels["subscription"]): sample.value
+            for metric in broadcast_metrics({str(topic.name): topic})
+            for sample in metric.samples
+        }
+        assert samples[("magnetar_broadcast_consumers", "fans")] == 2
+        assert samples[("magnetar_broadcast_departed_places", "fans")] == 0
+        assert samples[("magnetar_broadcast_entry_reads", "fans")] >= 1
+        assert samples[("magnetar_broadcast_entries_read", "fans")] == 3
+        assert samples[("magnetar_broadcast_messages_out", "fans")] == 6
+        assert samples[("magnetar_broadcast_lag_disconnects", "fans")] == 0
+        assert samples[("magnetar_broadcast_consumer_lag_max", "fans")] == 3
 
     on_topic(scenario)
