@@ -8,8 +8,11 @@ import urllib.parse
 
 import pytest
 
+from magnetar.protocol import wire
+from magnetar.protocol.broadcast import BROADCAST_PROPERTY, BROADCAST_VALUE
+
 from ..waiting import eventually
-from .support import admin_call, labelled, receive_n
+from .support import RawConnection, admin_call, labelled, receive_n
 from .test_broadcast import fan, produce
 
 pytestmark = pytest.mark.interop
@@ -59,6 +62,34 @@ def test_a_stalled_consumer_does_not_hold_up_the_others(broker, client, topic):
     assert entry["msgOutCounter"] <= 5
     assert dispatcher_stats(broker, topic)["msgBacklog"] == len(sent)
     stalled.close()
+
+
+def test_a_consumer_whose_socket_is_full_does_not_hold_up_the_others(broker, client, topic):
+    # A raw consumer with permits for everything that never reads its socket (a small receive
+    # window): the broker's writes to it back up, and it is skipped until its socket drains.
+    raw = RawConnection(broker.port, receive_buffer=4096)
+    raw.handshake()
+    raw.subscribe(
+        topic,
+        "fans",
+        wire.CommandSubscribe.Shared,
+        permits=100_000,
+        metadata=[wire.KeyValue(key=BROADCAST_PROPERTY, value=BROADCAST_VALUE)],
+        consumer_name="deaf",
+    )
+    others = [fan(client, topic, f"car-{i}") for i in range(3)]
+    producer = client.create_producer(topic, batching_enabled=False)
+    sent = [b"%d:" % i + b"y" * 16_000 for i in range(1000)]  # 16 MB: more than the sockets hold
+    for data in sent:
+        producer.send_async(data, None)
+    producer.flush()
+    for consumer in others:
+        assert [m.data() for m in receive_n(consumer, len(sent), ack=True)] == sent
+    # The broker did stop writing to it: its connection was held for unread writes.
+    assert labelled(broker, "magnetar_connection_holds_total", "reason")["writes"] >= 1
+    deaf = by_name(broker, topic)["deaf"]
+    assert deaf["msgOutCounter"] < len(sent) and deaf["msgBacklog"] == len(sent)
+    raw.close()
 
 
 def test_consumers_are_listed_page_by_page(broker, client, topic):
