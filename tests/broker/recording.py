@@ -17,10 +17,12 @@ class RecordingCnx:
     """What a Consumer needs of its connection; MESSAGE frames are decoded and kept."""
 
     wants_entry_metadata = False
+    remote = "recorded:0"
 
     def __init__(self) -> None:
         self.writable = True
         self.closed = False
+        self.closed_consumers: list[int] = []  # CLOSE_CONSUMER sent, and the consumer forgotten
         self.received: list[tuple[Position, int]] = []  # (position, redelivery count)
         self.commands: list[wire.BaseCommand] = []
         self._decoder = FrameDecoder(1 << 24)
@@ -35,6 +37,12 @@ class RecordingCnx:
 
     def send_command(self, command: wire.BaseCommand) -> None:
         self.commands.append(command)
+
+    def send_close_consumer(self, consumer_id: int) -> None:
+        self.closed_consumers.append(consumer_id)
+
+    def forget_consumer(self, consumer_id: int) -> None:
+        pass
 
     def positions(self) -> list[Position]:
         return [p for p, _ in self.received]

@@ -166,6 +166,11 @@ def test_parse_actions_takes_pulsars_auth_actions_only():
             CONSUME,
         ),
         ("GET", "/admin/v2/persistent/{tenant}/{namespace}/{topic}/messageid/{index}", CONSUME),
+        (  # a subscription's consumers, paged: stats, as .../stats asks
+            "GET",
+            "/admin/v2/non-persistent/{tenant}/{namespace}/{topic}/subscription/{subscription}/consumers",
+            LOOKUP,
+        ),
         ("GET", "/admin/v2/schemas/{tenant}/{namespace}/{topic}/schema", LOOKUP),
         ("POST", "/admin/v2/schemas/{tenant}/{namespace}/{topic}/schema", PRODUCE),
         ("DELETE", "/admin/v2/schemas/{tenant}/{namespace}/{topic}/schema", ADMIN),

@@ -66,6 +66,8 @@ def requirement(method: str, canonical: str) -> tuple[str, str | None]:
         if len(rest) == 2 or (len(rest) == 3 and rest[2] == "partitioned"):
             return LIST_TOPICS, None
         tail = rest[3] if len(rest) > 3 else ""
+        if method == "GET" and tail == "subscription" and rest[-1] == "consumers" and len(rest) == 6:
+            return LOOKUP, area  # a subscription's consumers: stats, as .../stats (consumers_api.py)
         need = _TOPIC_TAILS.get((method, tail)) or _TOPIC_TAILS.get(("*", tail)) or ADMIN
         return need, area
     if area == "schemas" and len(rest) >= 4:

@@ -9,6 +9,7 @@ from aiohttp import web
 from magnetar.admin import (
     auth,
     authz,
+    consumers_api,
     index_api,
     messages_api,
     namespaces_api,
@@ -43,6 +44,7 @@ def build_app(service: BrokerService) -> web.Application:
     permissions_api.add_routes(app, service)
     topics_api.add_routes(app, service)
     subscriptions_api.add_routes(app, service)
+    consumers_api.add_routes(app, service)
     stats_api.add_routes(app, service)
     messages_api.add_routes(app, service)
     index_api.add_routes(app, service)

@@ -20,6 +20,8 @@ from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from magnetar.broker.descriptors import EXHAUSTION
+from magnetar.broker.dispatchers.broadcast_lag import broadcast_dispatchers
+from magnetar.broker.dispatchers.broadcast_stats import largest_lag
 from magnetar.broker.flow_control import Hold, no_holds
 
 if TYPE_CHECKING:
@@ -57,6 +59,7 @@ class BrokerCollector(Collector):
         yield from self._connections()
         yield from self._disk()
         yield from self._topics()
+        yield from broadcast_metrics(self.service.topics)
 
     def _disk(self) -> Iterator[Metric]:
         try:
@@ -275,6 +278,64 @@ _TOPIC_METRICS = [
     ),
     *((CounterMetricFamily, name, text, _traffic(field), False) for name, (field, text) in _COUNTERS.items()),
 ]
+
+
+#: A broadcast subscription's metrics: (family, name, help, its dispatcher.stats() field).
+_BROADCAST_METRICS = [
+    (GaugeMetricFamily, "magnetar_broadcast_consumers", "Broadcast consumers connected", "virtualCursors"),
+    (
+        GaugeMetricFamily,
+        "magnetar_broadcast_departed_places",
+        "Places kept for broadcast consumers whose connection was lost (reconnect grace)",
+        "departedCursors",
+    ),
+    (
+        CounterMetricFamily,
+        "magnetar_broadcast_entry_reads",
+        "Reads from the entry cache or files, shared by the consumers at one position",
+        "entryReads",
+    ),
+    (CounterMetricFamily, "magnetar_broadcast_entries_read", "Entries those reads returned", "entriesRead"),
+    (
+        CounterMetricFamily,
+        "magnetar_broadcast_lag_disconnects",
+        "Consumers closed and departed places given up by the lag policy",
+        "lagDisconnects",
+    ),
+    (
+        CounterMetricFamily,
+        "magnetar_broadcast_place_flushes",
+        "Flushes that wrote changed consumer places to storage",
+        "placeFlushes",
+    ),
+    (CounterMetricFamily, "magnetar_broadcast_places_written", "Consumer places written", "placesWritten"),
+]
+
+
+def broadcast_metrics(topics) -> Iterator[Metric]:
+    """``magnetar_broadcast_*`` per persistent broadcast subscription, read from its dispatcher at
+    scrape time (the largest lag: one comparison per consumer and one ledger-list count)."""
+    labels = ["cluster", "namespace", "topic", "subscription"]
+    families = [(kind(name, text, labels=labels), field) for kind, name, text, field in _BROADCAST_METRICS]
+    out = CounterMetricFamily(
+        "magnetar_broadcast_messages_out", "Messages delivered, all consumers together", labels=labels
+    )
+    lag = GaugeMetricFamily(
+        "magnetar_broadcast_consumer_lag_max",
+        "Messages (entries, as msgBacklog counts them) after the lowest connected consumer's mark-delete",
+        labels=labels,
+    )
+    for topic, name, dispatcher in broadcast_dispatchers(topics):
+        values = [CLUSTER, str(topic.name.namespace_name), str(topic.name), name]
+        stats = dispatcher.stats()
+        for family, field in families:
+            family.add_metric(values, stats.get(field, 0))
+        out.add_metric(values, dispatcher.subscription.traffic.messages_out)
+        lag.add_metric(values, largest_lag(dispatcher))
+    for family, _ in families:
+        yield family
+    yield out
+    yield lag
 
 
 def counts_by(name: str, documentation: str, label: str, counts: Mapping[str, int]) -> CounterMetricFamily:

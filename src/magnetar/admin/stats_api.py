@@ -9,11 +9,14 @@ Field names are Pulsar's TopicStats ones. Rates are over the last stats interval
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from itertools import islice
 from typing import TYPE_CHECKING
 
 from aiohttp import web
 
+from magnetar.admin.consumers_api import page_path
 from magnetar.admin.errors import partitions_of, single_topic, translate_errors
+from magnetar.broker.dispatchers.broadcast_stats import PAGE_LIMIT, STATS_CONSUMERS, is_broadcast
 
 if TYPE_CHECKING:
     from magnetar.broker.nonpersistent import NonPersistentTopic
@@ -46,9 +49,28 @@ def _out(traffic: Traffic) -> dict:
     }
 
 
+def _listed(sub: Subscription) -> tuple[list, dict]:
+    """The consumers topic stats list, and for a broadcast subscription (maybe 100K consumers)
+    only the first ``STATS_CONSUMERS`` and where to page the rest (consumers_api.py)."""
+    consumers = sub.consumers
+    if not is_broadcast(sub):
+        return list(consumers), {}
+    listed = list(islice(consumers, STATS_CONSUMERS))
+    departed = getattr(sub.dispatcher, "departed", {})
+    name = sub.topic.name
+    where = f"{name.tenant}/{name.namespace}/{name.local_name}"
+    return listed, {
+        "consumersCount": len(consumers),
+        "consumersListed": len(listed),
+        "departedCount": len(departed),
+        "consumersPage": page_path(name.domain, where, sub.name, 0, PAGE_LIMIT),
+    }
+
+
 def _subscription_stats(sub: Subscription) -> dict:
     cursor = sub.cursor  # None on a non-persistent topic: nothing is kept, so no backlog
     dispatcher = sub.dispatcher
+    listed, paging = _listed(sub)
     stats = {
         **_out(sub.traffic),
         "msgBacklog": cursor.backlog() if cursor is not None else 0,
@@ -62,8 +84,9 @@ def _subscription_stats(sub: Subscription) -> dict:
                 "unackedMessages": len(c.pending_acks),
                 **(dispatcher.consumer_stats(c) if dispatcher is not None else {}),
             }
-            for c in sub.consumers
+            for c in listed
         ],
+        **paging,
     }
     if dispatcher is not None and (extra := dispatcher.stats()):
         stats["dispatcher"] = extra  # Magnetar's own figures, e.g. a broadcast one's reads

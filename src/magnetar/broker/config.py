@@ -82,6 +82,14 @@ class BrokerConfig:
     #: cursor, which goes on holding the subscription's messages): a consumer of the same name
     #: subscribing within it resumes there. 0: its place is given up at once.
     broadcast_reconnect_grace_seconds: float = 60.0
+    #: The broadcast lag policy (docs/topics-and-subscriptions.md): a broadcast consumer with more
+    #: than this many messages (entries, as msgBacklog counts them) left to acknowledge is closed
+    #: and its place given up. 0: off.
+    broadcast_max_lag_messages: int = 0
+    #: The same for a consumer that has not acknowledged a message older than this. 0: off.
+    broadcast_max_lag_seconds: float = 0.0
+    #: How often the lag policy is checked (and the coarse clock of last-ack times ticks).
+    broadcast_lag_check_interval_seconds: float = 1.0
 
     # Flow control (docs/configuration.md): a connection is not read while these are reached.
     #: Sends of one connection awaiting their receipts; read again at half. 0: no limit.
@@ -244,6 +252,12 @@ class BrokerConfig:
             raise ValueError("max_messages_per_batch must be positive")
         if self.broadcast_reconnect_grace_seconds < 0:
             raise ValueError("broadcast_reconnect_grace_seconds must be 0 or more")
+        if self.broadcast_max_lag_messages < 0:
+            raise ValueError("broadcast_max_lag_messages must be 0 (off) or more")
+        if self.broadcast_max_lag_seconds < 0:
+            raise ValueError("broadcast_max_lag_seconds must be 0 (off) or more")
+        if self.broadcast_lag_check_interval_seconds <= 0:
+            raise ValueError("broadcast_lag_check_interval_seconds must be positive")
         if self.max_pending_publish_requests_per_connection < 0:
             raise ValueError("max_pending_publish_requests_per_connection must be 0 (no limit) or more")
         if self.max_message_publish_buffer_bytes < 0:

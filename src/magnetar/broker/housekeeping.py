@@ -1,5 +1,5 @@
 """The broker's background work, run every so often on the loop: rates over the stats interval,
-backlog quotas, cursor and state flushes, message TTL, retention trims."""
+backlog quotas, cursor and state flushes, message TTL, retention trims, the broadcast lag policy."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 
+from magnetar.broker.coarse_clock import CLOCK
+from magnetar.broker.dispatchers import broadcast_lag
 from magnetar.broker.namespaces import NamespaceRegistry
 from magnetar.broker.nonpersistent import NonPersistentTopic
 from magnetar.broker.topic import PersistentTopic
@@ -83,3 +85,9 @@ def trim_all(topics: Topics, namespaces: NamespaceRegistry) -> None:
         deleted = topic.trim(time_s, size_b)  # flushes the topic state first
         if deleted:
             log.info("%s: deleted consumed ledgers %s", topic.name, deleted)
+
+
+def sweep_broadcast(topics: Topics, limits: broadcast_lag.LagLimits) -> None:
+    """Tick the coarse clock (broadcast last-ack times), then apply the broadcast lag policy."""
+    now = CLOCK.tick()
+    broadcast_lag.sweep(topics, limits, now)

@@ -25,6 +25,7 @@ from magnetar.broker.authorization import CONSUME, PRODUCE, Authorizer
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.connection import ServerCnx
 from magnetar.broker.data_dir_lock import DataDirLock
+from magnetar.broker.dispatchers.broadcast_lag import LagLimits
 from magnetar.broker.flow_control import Hold, PublishBuffer, no_holds
 from magnetar.broker.frame_budget import FrameBudget
 from magnetar.broker.limits import Limits
@@ -172,6 +173,7 @@ class BrokerService:
         """The background work and how often it runs (housekeeping.py, frame_room.py)."""
         config, topics, namespaces = self.config, self.topics, self.namespaces
         timeout = config.incomplete_frame_timeout_seconds
+        lag_limits = LagLimits(config.broadcast_max_lag_messages, config.broadcast_max_lag_seconds)
         work = [
             (config.cursor_flush_interval_seconds, partial(housekeeping.flush_all, topics)),
             (config.retention_check_interval_seconds, partial(housekeeping.trim_all, topics, namespaces)),
@@ -181,6 +183,10 @@ class BrokerService:
             ),
             (config.stats_update_frequency_seconds, partial(housekeeping.update_rates, topics)),
             (config.backlog_quota_check_interval_seconds, partial(housekeeping.check_backlog_quotas, topics)),
+            (
+                config.broadcast_lag_check_interval_seconds,
+                partial(housekeeping.sweep_broadcast, topics, lag_limits),
+            ),
             (min(1.0, timeout / 4), partial(frame_room.close_stalled, self.frame_budget, timeout)),
         ]
         if self.authentication is not None:

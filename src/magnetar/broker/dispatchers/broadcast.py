@@ -36,6 +36,7 @@ from collections import deque
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from magnetar.broker.coarse_clock import CLOCK
 from magnetar.broker.dispatchers import broadcast_send
 from magnetar.broker.dispatchers.base import MAX_READ_BYTES, Dispatcher
 from magnetar.broker.dispatchers.broadcast_send import OutgoingEntry
@@ -109,6 +110,8 @@ class BroadcastDispatcher(Dispatcher):
         #: changed since the last ``save_state``: a cursor to store, or None to delete the place.
         self._book: PlaceBook | None = None
         self._changed: dict[str, VirtualCursor | None] = {}
+        #: Consumers closed and places given up by the lag policy (broadcast_lag.py).
+        self.lag_disconnects = 0
         if subscription.durable and self.reconnect_grace > 0:
             self._book = self.ml.places(subscription.name)
             self._restore_places()
@@ -154,6 +157,7 @@ class BroadcastDispatcher(Dispatcher):
             vc = VirtualCursor(start, self.ml.next_position(start))
             self._floor.add(start)
         self.consumers[consumer] = vc
+        vc.connected_since = CLOCK.now
         if self._book is not None:
             self._changed[consumer.name] = vc
         self._read_floor.add(vc.read_position)
@@ -201,6 +205,18 @@ class BroadcastDispatcher(Dispatcher):
         if self._book is not None:
             self._changed[name] = None
         self._advance_subscription()
+
+    @property
+    def departed(self) -> dict[str, tuple[VirtualCursor, asyncio.TimerHandle]]:
+        """The places kept for lost connections, by consumer name, in departure order (read only)."""
+        return self._departed
+
+    def drop_departed(self, name: str) -> None:
+        """Give a departed consumer's place up now, before its grace ends (the lag policy)."""
+        kept = self._departed.get(name)
+        if kept is not None:
+            kept[1].cancel()
+            self._give_up_place(name, kept[0])
 
     def _drop_places(self) -> None:
         for vc, timer in self._departed.values():
@@ -252,6 +268,7 @@ class BroadcastDispatcher(Dispatcher):
         if not ids:
             return True
         before = vc.mark_delete
+        vc.last_ack = CLOCK.now
         last = self.ml.last_confirmed
         if ack.ack_type == _CUMULATIVE:
             msg_id = ids[0]
@@ -367,6 +384,7 @@ class BroadcastDispatcher(Dispatcher):
             **(self._place_stats() if self._book is not None else {}),
             "entryReads": self.reads,
             "entriesRead": self.entries_read,
+            "lagDisconnects": self.lag_disconnects,
         }
 
     def _place_stats(self) -> dict:

@@ -30,6 +30,8 @@ class VirtualCursor:
 
     __slots__ = (
         "_acked",
+        "connected_since",
+        "last_ack",
         "mark_delete",
         "partial_batches",
         "read_position",
@@ -54,6 +56,9 @@ class VirtualCursor:
         #: Restored from a place with entries acknowledged past the read position: up to here,
         #: entries read must be checked against them (None once read past, the usual case).
         self.restored_until: Position | None = None
+        #: When its consumer subscribed and last acknowledged (``coarse_clock``; 0.0: never), for stats.
+        self.connected_since = 0.0
+        self.last_ack = 0.0
 
     def __repr__(self) -> str:
         return f"VirtualCursor(mark_delete={self.mark_delete}, read={self.read_position})"

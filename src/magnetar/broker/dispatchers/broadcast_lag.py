@@ -1,0 +1,184 @@
+"""The broadcast lag policy: close a consumer that has fallen too far behind, so it stops holding
+the subscription's backlog.
+
+Off by default (``broadcast_max_lag_messages`` and ``broadcast_max_lag_seconds`` both 0). A sweep
+every ``broadcast_lag_check_interval_seconds`` finds, per broadcast subscription, one threshold
+position and compares each virtual cursor's mark-delete position against it: O(consumers)
+comparisons, no ledger look-up per consumer.
+
+- By count: the entry ``max_lag_messages`` before the last stored one. A consumer whose
+  mark-delete position is below it has more than that many entries left to acknowledge (counted
+  as ``msgBacklog`` counts them: a batch is one entry).
+- By age: the last entry older than ``max_lag_seconds`` by broker time (a binary search, and only
+  when the subscription's oldest unacknowledged entry is that old). A consumer below it has not
+  acknowledged a message older than the limit.
+
+A consumer past either is sent CLOSE_CONSUMER (the client subscribes again, and starts where the
+subscription is: what it missed is lost to it) and its place is given up; a departed consumer's
+place kept for the reconnect grace is given up the same way.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeVar
+
+from magnetar.broker.dispatchers.broadcast import BroadcastDispatcher
+from magnetar.broker.entry_search import EntrySpace, entry_time, first_true
+from magnetar.storage.errors import EntryNotFoundError
+from magnetar.storage.position import Position
+
+if TYPE_CHECKING:
+    from magnetar.broker.nonpersistent import NonPersistentTopic
+    from magnetar.broker.topic import PersistentTopic
+    from magnetar.storage.managed_ledger import ManagedLedger
+
+log = logging.getLogger(__name__)
+
+K = TypeVar("K")
+
+
+@dataclass(frozen=True)
+class LagLimits:
+    """The policy's limits; 0 turns one off."""
+
+    max_messages: int = 0
+    max_seconds: float = 0.0
+
+    @property
+    def enabled(self) -> bool:
+        return self.max_messages > 0 or self.max_seconds > 0
+
+
+@dataclass(frozen=True)
+class Threshold:
+    """A mark-delete position below ``position`` is past the limit named by ``reason``."""
+
+    position: Position
+    reason: str
+
+
+# -- pure parts ----------------------------------------------------------------------------------
+
+
+def count_cut(size: int, max_messages: int) -> int | None:
+    """The ordinal (0..size-1) of the entry ``max_messages`` before the last of ``size`` entries;
+    None when no consumer can be that far behind."""
+    ordinal = size - 1 - max_messages
+    return ordinal if ordinal >= 0 else None
+
+
+def age_cut(first_young: int) -> int | None:
+    """The ordinal of the last entry older than the limit, given the first one that is not."""
+    return first_young - 1 if first_young > 0 else None
+
+
+def strictest(*thresholds: Threshold | None) -> Threshold | None:
+    """The highest of the thresholds: what is below a lower one is below it too."""
+    present = [t for t in thresholds if t is not None]
+    return max(present, key=lambda t: t.position) if present else None
+
+
+def past(cursors: Iterable[tuple[K, Position]], threshold: Position) -> list[K]:
+    """The keys whose mark-delete position is below ``threshold`` (one comparison each)."""
+    return [key for key, mark_delete in cursors if mark_delete < threshold]
+
+
+# -- on a managed ledger ---------------------------------------------------------------------------
+
+
+def threshold_for(
+    ml: ManagedLedger, limits: LagLimits, now_s: float, oldest_unacked: Position
+) -> Threshold | None:
+    """This sweep's threshold for a subscription whose oldest unacknowledged entry is
+    ``oldest_unacked`` (its cursor's mark-delete position's next): one ledger-list walk, plus
+    O(log n) entry reads for the age limit when that entry is older than it."""
+    if oldest_unacked > ml.last_confirmed:
+        return None  # nothing unacknowledged: nobody lags
+    space = EntrySpace(ml)
+    by_count = by_age = None
+    if limits.max_messages > 0 and (cut := count_cut(space.size, limits.max_messages)) is not None:
+        by_count = Threshold(space.position(cut), f"more than {limits.max_messages} messages behind")
+    if limits.max_seconds > 0:
+        by_age = _age_threshold(ml, space, limits.max_seconds, now_s, oldest_unacked)
+    return strictest(by_count, by_age)
+
+
+def _age_threshold(
+    ml: ManagedLedger, space: EntrySpace, max_seconds: float, now_s: float, oldest_unacked: Position
+) -> Threshold | None:
+    cutoff_ms = int((now_s - max_seconds) * 1000)
+
+    def young(ordinal: int) -> bool:
+        try:
+            return entry_time(ml.read_entry(space.position(ordinal)).data) >= cutoff_ms
+        except EntryNotFoundError:
+            return False  # trimmed meanwhile: old
+
+    start = space.ordinal(oldest_unacked)
+    if start is None:
+        start = 0  # below the oldest ledger left (trimmed): search them all
+    if young(start):
+        return None  # the subscription's oldest unacknowledged message is within the limit
+    found = start + 1 + first_true(space.size - start - 1, lambda i: young(start + 1 + i))
+    cut = age_cut(found)
+    if cut is None:
+        return None
+    return Threshold(space.position(cut), f"a message older than {max_seconds:g} s unacknowledged")
+
+
+# -- the sweep -------------------------------------------------------------------------------------
+
+
+def broadcast_dispatchers(
+    topics: Mapping[str, PersistentTopic | NonPersistentTopic],
+) -> Iterator[tuple[PersistentTopic, str, BroadcastDispatcher]]:
+    """Every persistent topic's broadcast subscriptions: (topic, subscription name, dispatcher)."""
+    for topic in list(topics.values()):
+        if topic.ml is None:
+            continue
+        for name, sub in list(topic.subscriptions.items()):
+            if isinstance(sub.dispatcher, BroadcastDispatcher):
+                yield topic, name, sub.dispatcher  # type: ignore[misc]
+
+
+def sweep_subscription(dispatcher: BroadcastDispatcher, limits: LagLimits, now_s: float) -> int:
+    """Close the consumers and give up the departed places past the limits; how many."""
+    subscription = dispatcher.subscription
+    ml = dispatcher.ml
+    if not dispatcher.consumers and not dispatcher.departed:
+        return 0
+    cursor = subscription.cursor
+    threshold = threshold_for(ml, limits, now_s, ml.next_position(cursor.mark_delete_position))
+    if threshold is None:
+        return 0
+    where = f"{subscription.topic.name}/{subscription.name}"
+    cut = threshold.position
+    laggards = past(((c, vc.mark_delete) for c, vc in dispatcher.consumers.items()), cut)
+    for consumer in laggards:
+        log.info(
+            "%s: broadcast consumer %r at %s (%s) closed: %s",
+            where,
+            consumer.name,
+            dispatcher.consumers[consumer].mark_delete,
+            consumer.cnx.remote,
+            threshold.reason,
+        )
+        consumer.close_by_broker()
+        consumer.cnx.forget_consumer(consumer.consumer_id)
+        subscription.remove_consumer(consumer)
+    gone = past(((name, vc.mark_delete) for name, (vc, _) in dispatcher.departed.items()), cut)
+    for name in gone:
+        log.info("%s: place of departed broadcast consumer %r given up: %s", where, name, threshold.reason)
+        dispatcher.drop_departed(name)
+    dispatcher.lag_disconnects += len(laggards) + len(gone)
+    return len(laggards) + len(gone)
+
+
+def sweep(topics: Mapping[str, PersistentTopic | NonPersistentTopic], limits: LagLimits, now_s: float) -> int:
+    """One sweep over every broadcast subscription; the consumers and places dropped."""
+    if not limits.enabled:
+        return 0
+    return sum(sweep_subscription(d, limits, now_s) for _, _, d in broadcast_dispatchers(topics))
