@@ -3,6 +3,7 @@ cursor, and the window of entries read for consumers still to be served."""
 
 import random
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -52,6 +53,26 @@ def test_floor_matches_the_minimum_of_moving_members(moves):
         floor.move(members[who], P(to))
         members[who] = P(to)
         assert floor.lowest() == min(members)
+
+
+@given(st.lists(st.tuples(st.integers(0, 30), st.integers(0, 30)), max_size=200))
+def test_moving_several_together_is_moving_each(moves):
+    # The dispatcher moves a group read together in one step (``move_many``).
+    members = [P(e % 7) for e in range(40)]
+    together, one_by_one = PositionFloor(), PositionFloor()
+    for m in members:
+        together.add(m)
+        one_by_one.add(m)
+    for frm, to in moves:
+        movers = [i for i, m in enumerate(members) if m == P(frm)][: 1 + to % 5]
+        together.move_many(P(frm), P(to), len(movers))
+        for i in movers:
+            one_by_one.move(members[i], P(to))
+            members[i] = P(to)
+        assert together.lowest() == one_by_one.lowest() == min(members)
+        assert len(together) == len(one_by_one) == len(members)
+    with pytest.raises(ValueError):
+        together.move_many(min(members), P(99), len(members) + 1)
 
 
 def test_floor_heap_stays_bounded_below_a_slow_member():

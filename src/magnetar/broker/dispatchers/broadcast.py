@@ -244,8 +244,10 @@ class BroadcastDispatcher(Dispatcher):
         at_tail = self._at_tail
         if at_tail:
             self._at_tail = {}
-            for consumer in at_tail:
-                self._enqueue(consumer)
+            queued = self._queued
+            woken = [c for c in at_tail if c not in queued] if queued else list(at_tail)
+            queued.update(woken)
+            self._queue.extend(woken)
             self.schedule()
 
     def _wake(self, consumer: Consumer) -> None:
@@ -443,41 +445,81 @@ class BroadcastDispatcher(Dispatcher):
 
     def _send_group(self, position: Position, members: list[Consumer]) -> tuple[int, int]:
         """One read for every consumer reading at ``position``, then a write to each; the
-        messages and bytes sent."""
+        messages and bytes sent.
+
+        The usual case, a consumer with the permits for everything read, is kept short: the
+        consumers that read through to ``resume`` move there together in the read floor, and
+        those that still have permits wait at the tail (or go round again) together.
+        """
         wanted = max(c.permits for c in members)
         entries, resume = self._read(position, wanted)
         at_tail = resume > self.ml.last_confirmed
         cursors = self.consumers
         outgoing = [OutgoingEntry(e) for e in entries]
+        needed = sum(e.num_messages for e in outgoing)
+        send = broadcast_send.send
+        through: list[VirtualCursor] = []  # read everything, up to ``resume``
+        waiting: list[Consumer] = []  # and have permits left for more
         messages = size = 0
         for consumer in members:
             vc = cursors[consumer]
-            items = outgoing
-            if vc.restored_until is not None:  # resumed at a stored place: skip what it acknowledged
-                items = [e for e in outgoing if not vc.is_acked(e.position)]
-            if not items:
-                self._move_read(vc, resume)
-                self._park(consumer, at_tail)
-                continue
-            left, taken = consumer.permits, 0
-            for item in items:
-                if left <= 0:
-                    break
-                left -= item.num_messages
-                taken += 1
-            if taken == len(items):
-                sent = broadcast_send.send(consumer, vc, items)
-                if resume != vc.read_position:
-                    self._move_read(vc, resume)
+            if vc.restored_until is None and consumer.permits >= needed:
+                if outgoing:
+                    sent = send(consumer, vc, outgoing)
+                    messages += sent[0]
+                    size += sent[1]
+                through.append(vc)
                 if consumer.permits > 0:
-                    self._park(consumer, at_tail)
-            else:
-                items = items[:taken]
-                sent = broadcast_send.send(consumer, vc, items)
-                self._move_read(vc, _after(items[-1].position))
+                    waiting.append(consumer)
+                continue
+            sent = self._send_some(consumer, vc, outgoing, resume, at_tail)
             messages += sent[0]
             size += sent[1]
+        if through and resume != position:
+            self._read_floor.move_many(position, resume, len(through))
+            for vc in through:
+                vc.read_position = resume
+        if waiting:
+            if at_tail:
+                self._at_tail.update(dict.fromkeys(waiting))
+            else:
+                for consumer in waiting:
+                    self._enqueue(consumer)
         return messages, size
+
+    def _send_some(
+        self,
+        consumer: Consumer,
+        vc: VirtualCursor,
+        outgoing: list[OutgoingEntry],
+        resume: Position,
+        at_tail: bool,
+    ) -> tuple[int, int]:
+        """``_send_group`` for a consumer with fewer permits than the entries read take, or one
+        resumed at a stored place."""
+        items = outgoing
+        if vc.restored_until is not None:  # resumed at a stored place: skip what it acknowledged
+            items = [e for e in outgoing if not vc.is_acked(e.position)]
+        if not items:
+            self._move_read(vc, resume)
+            self._park(consumer, at_tail)
+            return 0, 0
+        left, taken = consumer.permits, 0
+        for item in items:
+            if left <= 0:
+                break
+            left -= item.num_messages
+            taken += 1
+        if taken == len(items):
+            sent = broadcast_send.send(consumer, vc, items)
+            self._move_read(vc, resume)
+            if consumer.permits > 0:
+                self._park(consumer, at_tail)
+            return sent
+        items = items[:taken]
+        sent = broadcast_send.send(consumer, vc, items)
+        self._move_read(vc, _after(items[-1].position))
+        return sent
 
     def _move_read(self, vc: VirtualCursor, position: Position) -> None:
         if position != vc.read_position:

@@ -63,6 +63,27 @@ class PositionFloor:
             del counts[old]
         self._size -= 1
 
+    def move_many(self, old: Position, new: Position, n: int) -> None:
+        """``move(old, new)`` ``n`` times: consumers read together move together."""
+        if old == new or n <= 0:
+            return
+        counts = self._counts
+        left = counts[old] - n
+        if left < 0:
+            raise ValueError(f"{n} moves from {old}, which is held {counts[old]} times")
+        if left:
+            counts[old] = left
+        else:
+            del counts[old]
+        count = counts.get(new, 0)
+        if count == 0:
+            self._size -= 1
+            self.add(new)
+            count = 1
+            n -= 1
+        counts[new] = count + n
+        # ``_size`` is unchanged: n positions left ``old`` and n arrived at ``new``.
+
     def lowest(self) -> Position | None:
         heap, counts = self._heap, self._counts
         while heap and heap[0] not in counts:
