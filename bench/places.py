@@ -5,8 +5,9 @@ between two cursor flushes are written in one SQLite transaction. This measures,
 ``magnetar.storage``, for N places all changed between flushes (the worst case: every consumer
 acknowledged something):
 
-* the flush, split in its two parts: taking the changes (encoding each distinct place once) and
-  the SQLite transaction that writes them;
+* the flush, split in its two parts: taking the changes (encoding each distinct place once, and
+  each page that holds a changed place: ``storage/place_pages.py``) and the SQLite transaction
+  that writes the pages;
 * reading them back after a reopen (what a restarted broker does once per subscription);
 * the metadata store's size.
 
@@ -33,10 +34,11 @@ from magnetar.storage.places import Place
 TOPIC = "persistent://public/default/vehicles"
 
 
-def place_of(shape: str, i: int, round_no: int) -> Place:
+def place_of(shape: str, i: int, round_no: int, shared: dict[Position, Place]) -> Place:
     base = 10 * round_no
-    if shape == "keep-up":
-        return Place(Position(5, base + i % 3))
+    if shape == "keep-up":  # the broker hands cursors at one position one place object
+        position = Position(5, base + i % 3)
+        return shared.setdefault(position, Place(position))
     at = base + i % 1000
     return Place(
         Position(5, at), (Position(5, at + 2), Position(5, at + 5)), ((Position(5, at + 3), (0b1010,)),)
@@ -53,12 +55,13 @@ def measure(n: int, shape: str, rounds: int) -> dict:
         names = [f"vehicle-{i:06d}" for i in range(n)]
         takes, writes = [], []
         for r in range(rounds):
+            shared: dict[Position, Place] = {}
             for i, name in enumerate(names):
-                book.put(name, place_of(shape, i, r))
+                book.put(name, place_of(shape, i, r, shared))
             t0 = time.perf_counter()
             changes = book.take_changes()
             t1 = time.perf_counter()
-            storage.metadata.write_places(ml._id, [("fans", *changes)])
+            storage.metadata.write_places(ml._id, [("fans", changes.cleared, changes.write, changes.gone)])
             t2 = time.perf_counter()
             takes.append(t1 - t0)
             writes.append(t2 - t1)

@@ -157,7 +157,7 @@ def test_unsubscribing_deletes_the_places(harnesses):
         topic.flush()
         assert set(topic.ml.places("fans").load()) == {"c0"}
         only.subscription.unsubscribe(only)
-        assert h.storage.metadata.places(topic.ml._id, "fans") == []
+        assert h.storage.metadata.place_pages(topic.ml._id, "fans") == []
 
     h.run(scenario(h, h.topic()))
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from magnetar.storage import Position
+from magnetar.storage.place_pages import PAGES, decode_page, encode_page, page_of
 from magnetar.storage.places import Place, decode_place, encode_place
 
 from .conftest import TOPIC, add_durable, payloads
@@ -114,15 +115,77 @@ def test_deleting_the_cursor_or_the_managed_ledger_deletes_its_places(open_stora
     assert again.places("keep").load() == {}
 
 
-def test_a_damaged_place_is_left_out(open_storage):
+def test_a_page_encodes_and_decodes_to_itself():
+    for page in ({}, {"a": b"x"}, {"car-é": encode_place(_place(1)), "": b"", "b" * 300: b"\0" * 70}):
+        assert decode_page(encode_page(page)) == page
+
+
+@pytest.mark.parametrize("cut", [1, 4, 9, 20])
+def test_a_torn_or_padded_page_is_rejected(cut):
+    data = encode_page({"car-1": encode_place(_place(1)), "car-2": encode_place(_place(2))})
+    with pytest.raises(ValueError):
+        decode_page(data[:-cut])
+    with pytest.raises(ValueError):
+        decode_page(data + b"\0")
+
+
+def test_100k_places_are_written_as_pages_not_rows(open_storage):
     storage = open_storage()
     ml = storage.open_managed_ledger(TOPIC)
     ml.open_cursor("fans")
-    ml.places("fans").put("a", _place(1))
-    ml.places("fans").put("b", _place(2))
+    book = ml.places("fans")
+    shared = Place(P(3, 9))
+    for i in range(100_000):
+        book.put(f"car-{i}", shared)
     ml.flush_cursors()
-    storage.metadata.write_places(ml_id(storage), [("fans", False, [("b", b"junk")], [])])
-    assert ml.places("fans").load() == {"a": _place(1)}
+    stored = storage.metadata.place_pages(ml_id(storage), "fans")
+    assert len(stored) == PAGES and book.pages_written == PAGES  # every page, each written once
+    assert sum(len(decode_page(data)) for _, data in stored) == 100_000
+    book.put("car-7", _place(7))
+    ml.flush_cursors()
+    assert book.pages_written == PAGES + 1  # one change rewrites its page alone
+    places = open_storage().open_managed_ledger(TOPIC).places("fans").load()
+    assert len(places) == 100_000 and places["car-7"] == _place(7) and places["car-8"] == shared
+
+
+def test_a_damaged_page_loses_only_its_places(open_storage):
+    storage = open_storage()
+    ml = storage.open_managed_ledger(TOPIC)
+    ml.open_cursor("fans")
+    names = [f"car-{i}" for i in range(50)]
+    for i, name in enumerate(names):
+        ml.places("fans").put(name, _place(i))
+    ml.flush_cursors()
+    damaged = page_of("car-3")
+    storage.metadata.write_places(ml_id(storage), [("fans", False, [(damaged, b"junk")], [])])
+    places = open_storage().open_managed_ledger(TOPIC).places("fans").load()
+    assert set(places) == {n for n in names if page_of(n) != damaged}
+    assert all(places[n] == _place(i) for i, n in enumerate(names) if n in places)
+
+
+def test_places_stored_one_per_row_are_taken_in_and_rewritten_as_pages(open_storage):
+    # Before pages each place was a row of its own (the ``places`` table): such places load,
+    # and the next flush moves them into pages and deletes the rows.
+    storage = open_storage()
+    ml = storage.open_managed_ledger(TOPIC)
+    ml.open_cursor("fans")
+    with storage.metadata._tx() as db:
+        db.executemany(
+            "INSERT INTO places (ml_id, cursor, name, state) VALUES (?, ?, ?, ?)",
+            [(ml_id(storage), "fans", f"car-{i}", encode_place(_place(i))) for i in range(3)],
+        )
+    ml.close()
+    ml = open_storage().open_managed_ledger(TOPIC)
+    book = ml.places("fans")
+    assert book.load() == {f"car-{i}": _place(i) for i in range(3)}
+    book.put("car-9", _place(9))
+    ml.flush_cursors()
+    again = open_storage()
+    assert again.metadata.places(ml_id(again), "fans") == []
+    assert again.open_managed_ledger(TOPIC).places("fans").load() == {
+        **{f"car-{i}": _place(i) for i in range(3)},
+        "car-9": _place(9),
+    }
 
 
 def test_a_failed_write_keeps_the_changes_for_the_next_flush(open_storage):

@@ -28,7 +28,7 @@ from magnetar.storage.ledger_info import LedgerInfo
 from magnetar.storage.position import Position
 
 #: One cursor's place changes: (cursor, cleared, [(name, encoded place)], [names to delete]).
-PlaceChanges = tuple[str, bool, list[tuple[str, bytes]], list[str]]
+PlaceChanges = tuple[str, bool, list[tuple[int, bytes]], list[int]]
 
 SCHEMA_VERSION = 2  # 2: cursors.cursor_ledger (PIP 81 cursor ledgers)
 
@@ -74,6 +74,13 @@ CREATE TABLE IF NOT EXISTS places (
     name TEXT NOT NULL,
     state BLOB NOT NULL,
     PRIMARY KEY (ml_id, cursor, name)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS place_pages (
+    ml_id INTEGER NOT NULL,
+    cursor TEXT NOT NULL,
+    page INTEGER NOT NULL,
+    data BLOB NOT NULL,
+    PRIMARY KEY (ml_id, cursor, page)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS kv (
     key TEXT PRIMARY KEY,
@@ -261,7 +268,7 @@ class MetadataStore:
     def delete_managed_ledger(self, ml_id: int) -> None:
         """Forget a managed ledger and everything that hangs off it, in one commit."""
         with self._tx() as db:
-            for table in ("ledgers", "cursors", "properties", "places"):
+            for table in ("ledgers", "cursors", "properties", "places", "place_pages"):
                 db.execute(f"DELETE FROM {table} WHERE ml_id = ?", (ml_id,))
             db.execute("DELETE FROM managed_ledgers WHERE id = ?", (ml_id,))
 
@@ -416,32 +423,41 @@ class MetadataStore:
         with self._tx() as db:
             db.execute("DELETE FROM cursors WHERE ml_id = ? AND name = ?", (ml_id, name))
             db.execute("DELETE FROM places WHERE ml_id = ? AND cursor = ?", (ml_id, name))
+            db.execute("DELETE FROM place_pages WHERE ml_id = ? AND cursor = ?", (ml_id, name))
 
     # ------------------------------------------------------------------ places
 
     def places(self, ml_id: int, cursor: str) -> list[tuple[str, bytes]]:
-        """The stored places of a cursor: ``(name, encoded place)``."""
+        """A cursor's places stored one per row, as before pages: ``(name, encoded place)``
+        (read once, to be rewritten as pages)."""
         return self._query("SELECT name, state FROM places WHERE ml_id = ? AND cursor = ?", (ml_id, cursor))
+
+    def place_pages(self, ml_id: int, cursor: str) -> list[tuple[int, bytes]]:
+        """The stored place pages of a cursor: ``(page, bytes)``."""
+        return self._query(
+            "SELECT page, data FROM place_pages WHERE ml_id = ? AND cursor = ?", (ml_id, cursor)
+        )
 
     def write_places(self, ml_id: int, changes: Iterable[PlaceChanges]) -> None:
         """Apply the place changes of several cursors in one transaction (one commit, one fsync).
 
-        Each change is ``(cursor, cleared, puts, deletes)``: with ``cleared`` the cursor's stored
-        places are deleted first; ``puts`` are ``(name, encoded place)``, ``deletes`` names.
+        Each change is ``(cursor, cleared, write, gone)``: with ``cleared`` the cursor's stored
+        places are deleted first; ``write`` holds ``(page, bytes)``, ``gone`` pages to delete.
         """
         with self._tx() as db:
-            for cursor, cleared, puts, deletes in changes:
+            for cursor, cleared, write, gone in changes:
                 if cleared:
                     db.execute("DELETE FROM places WHERE ml_id = ? AND cursor = ?", (ml_id, cursor))
-                if deletes:
+                    db.execute("DELETE FROM place_pages WHERE ml_id = ? AND cursor = ?", (ml_id, cursor))
+                if gone:
                     db.executemany(
-                        "DELETE FROM places WHERE ml_id = ? AND cursor = ? AND name = ?",
-                        [(ml_id, cursor, name) for name in deletes],
+                        "DELETE FROM place_pages WHERE ml_id = ? AND cursor = ? AND page = ?",
+                        [(ml_id, cursor, page) for page in gone],
                     )
-                if puts:
+                if write:
                     db.executemany(
-                        "INSERT OR REPLACE INTO places (ml_id, cursor, name, state) VALUES (?, ?, ?, ?)",
-                        [(ml_id, cursor, name, state) for name, state in puts],
+                        "INSERT OR REPLACE INTO place_pages (ml_id, cursor, page, data) VALUES (?, ?, ?, ?)",
+                        [(ml_id, cursor, page, data) for page, data in write],
                     )
         self.place_writes += 1
 

@@ -8,8 +8,9 @@ Place``.
 
 Writes are batched: callers ``put`` and ``remove`` places in memory as often as they like, and
 ``ManagedLedger.flush_cursors`` writes every change of every place book of the managed ledger in
-one SQLite transaction (one commit, one WAL fsync), however many places changed. 100K places
-that move between two flushes cost one write of 100K small rows, not 100K writes. What was
+one SQLite transaction (one commit, one WAL fsync), however many places changed. Places are
+stored in pages (``place_pages``: a fixed page per name, one row per page), so 100K places that
+move between two flushes cost one write of ~1,000 rows, not 100K writes nor 100K rows. What was
 changed after the last flush is lost by a crash: the places come back as of that flush.
 """
 
@@ -21,6 +22,7 @@ from array import array
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from magnetar.storage import place_pages
 from magnetar.storage.position import Position
 
 if TYPE_CHECKING:
@@ -89,10 +91,25 @@ def decode_place(data: bytes) -> Place:
     return Place(Position(md_ledger, md_entry), acked, tuple(partial))
 
 
-class PlaceBook:
-    """The places of one cursor: changes kept in memory until the managed ledger flushes them.
+@dataclass(slots=True)
+class PageChanges:
+    """What one flush writes for a cursor: with ``cleared`` its stored places are deleted first;
+    ``write`` holds ``(page, bytes)``, ``gone`` the pages left empty; ``puts`` and ``deletes``
+    count the places changed."""
 
-    Not thread-safe: use it from the thread that owns the managed ledger.
+    cleared: bool
+    write: list[tuple[int, bytes]]
+    gone: list[int]
+    puts: int
+    deletes: int
+
+
+class PlaceBook:
+    """The places of one cursor, kept in pages (``place_pages``): changes are held in memory
+    until the managed ledger flushes them, and then each page they touch is written whole.
+
+    The book holds every stored place, encoded (read on first use), since a page is rewritten
+    whole. Not thread-safe: use it from the thread that owns the managed ledger.
     """
 
     def __init__(self, metadata: MetadataStore, ml_id: int, cursor: str) -> None:
@@ -101,29 +118,55 @@ class PlaceBook:
         self.cursor = cursor
         #: Changes since the last flush: a place to write, or None to delete it.
         self._changes: dict[str, Place | None] = {}
-        #: Every stored place is to be deleted before the changes are applied (``clear``).
+        #: The stored places are all to be deleted before the pages are written (``clear``, or
+        #: places found stored one per row, as before pages).
         self._cleared = False
+        #: page -> name -> encoded place, with every flushed change (None until read).
+        self._pages: dict[int, dict[str, bytes]] | None = None
+        #: Pages whose last write failed: written at the next flush.
+        self._unwritten: set[int] = set()
         # figures
         self.flushes = 0  # storage writes that carried this book's changes
         self.places_written = 0
         self.places_deleted = 0
+        self.pages_written = 0
 
     def __repr__(self) -> str:
         return f"PlaceBook({self.cursor!r}, changes={len(self._changes)}, cleared={self._cleared})"
 
     @property
     def dirty(self) -> bool:
-        return self._cleared or bool(self._changes)
+        return self._cleared or bool(self._changes) or bool(self._unwritten)
+
+    def _stored(self) -> dict[int, dict[str, bytes]]:
+        """The pages as stored, read once. A page that does not decode is left out (logged): its
+        places' owners start over from the cursor's own mark-delete position, which is where a
+        new one starts. Places stored one per row (before pages) are taken in, to be written as
+        pages, and their rows deleted, at the next flush."""
+        pages = self._pages
+        if pages is not None:
+            return pages
+        pages = self._pages = {}
+        for page, data in self._metadata.place_pages(self._ml_id, self.cursor):
+            try:
+                pages[page] = place_pages.decode_page(data)
+            except ValueError as exc:
+                log.warning("cursor %s: place page %d is damaged and left out: %s", self.cursor, page, exc)
+        rows = self._metadata.places(self._ml_id, self.cursor)
+        if rows:
+            for name, data in rows:
+                pages.setdefault(place_pages.page_of(name), {})[name] = data
+            self._cleared = True
+        return pages
 
     def load(self) -> dict[str, Place]:
         """The places as stored (as of the last flush), changes not yet flushed on top.
 
-        A stored place that does not decode is left out (logged): its owner starts over from the
-        cursor's own mark-delete position, which is where a new one starts.
+        A stored place that does not decode is left out (logged), as a damaged page is.
         """
         places: dict[str, Place] = {}
-        if not self._cleared:
-            for name, data in self._metadata.places(self._ml_id, self.cursor):
+        for page in self._stored().values():
+            for name, data in page.items():
                 try:
                     places[name] = decode_place(data)
                 except ValueError as exc:
@@ -145,48 +188,68 @@ class PlaceBook:
 
     def clear(self) -> None:
         """Delete every place at the next flush (a seek starts everyone over)."""
+        self._pages = {}
+        self._unwritten.clear()
         self._changes.clear()
         self._cleared = True
 
-    def take_changes(self) -> tuple[bool, list[tuple[str, bytes]], list[str]]:
-        """What the next flush writes (cleared, places to write, names to delete), emptied here."""
-        # Consumers that keep up share a place: each distinct one is encoded once.
-        encoded: dict[Place, bytes] = {}
-        puts: list[tuple[str, bytes]] = []
-        deletes: list[str] = []
-        for name, place in self._changes.items():
-            if place is None:
-                deletes.append(name)
-                continue
-            data = encoded.get(place)
-            if data is None:
-                data = encoded[place] = encode_place(place)
-            puts.append((name, data))
+    def take_changes(self) -> PageChanges:
+        """What the next flush writes, emptied here: the pages in memory hold the changes now."""
+        pages = self._stored()
         cleared = self._cleared
+        touched = set(pages) if cleared else set(self._unwritten)
+        # Consumers that keep up share one place object: each object is encoded once.
+        encoded: dict[int, bytes] = {}
+        puts = deletes = 0
+        page_of = place_pages.page_of
+        for name, place in self._changes.items():
+            page_no = page_of(name)
+            page = pages.get(page_no)
+            if place is None:
+                if page is not None and page.pop(name, None) is not None:
+                    touched.add(page_no)
+                    deletes += 1
+                continue
+            data = encoded.get(id(place))
+            if data is None:
+                data = encoded[id(place)] = encode_place(place)
+            if page is None:
+                page = pages[page_no] = {}
+            page[name] = data
+            touched.add(page_no)
+            puts += 1
+        write, gone = [], []
+        for n in sorted(touched):
+            page = pages.get(n)
+            if page:
+                write.append((n, place_pages.encode_page(page)))
+            else:
+                pages.pop(n, None)
+                gone.append(n)
         self._changes = {}
         self._cleared = False
-        return cleared, puts, deletes
+        self._unwritten = set()
+        return PageChanges(cleared, write, gone, puts, deletes)
 
-    def give_back(self, cleared: bool, puts: list[tuple[str, bytes]], deletes: list[str]) -> None:
-        """Changes whose write failed, kept for the next flush (newer changes win)."""
-        if self._cleared:
-            return  # cleared since: the failed changes are moot
-        newer = self._changes
-        self._changes = {name: decode_place(data) for name, data in puts}
-        self._changes.update(dict.fromkeys(deletes))
-        self._changes.update(newer)
-        self._cleared = cleared
+    def give_back(self, changes: PageChanges) -> None:
+        """Their write failed: the pages in memory still hold them; write those pages (and the
+        clearing) at the next flush."""
+        self._cleared = self._cleared or changes.cleared
+        self._unwritten.update(n for n, _ in changes.write)
+        self._unwritten.update(changes.gone)
 
-    def count_flush(self, puts: int, deletes: int) -> None:
+    def count_flush(self, changes: PageChanges) -> None:
         self.flushes += 1
-        self.places_written += puts
-        self.places_deleted += deletes
+        self.places_written += changes.puts
+        self.places_deleted += changes.deletes
+        self.pages_written += len(changes.write)
 
     def stats(self) -> dict[str, int]:
         return {
             "place_flushes": self.flushes,
             "places_written": self.places_written,
             "places_deleted": self.places_deleted,
+            "place_pages_written": self.pages_written,
             "place_changes_pending": len(self._changes),
         }
 
@@ -216,14 +279,14 @@ class PlaceBooks:
         dirty = [book for book in self._books.values() if book.dirty]
         if not dirty:
             return
-        taken = [(book, *book.take_changes()) for book in dirty]
+        taken = [(book, book.take_changes()) for book in dirty]
         try:
             self._metadata.write_places(
-                self._ml_id, [(book.cursor, cleared, puts, deletes) for book, cleared, puts, deletes in taken]
+                self._ml_id, [(book.cursor, c.cleared, c.write, c.gone) for book, c in taken]
             )
         except Exception as exc:
-            for book, cleared, puts, deletes in taken:
-                book.give_back(cleared, puts, deletes)
+            for book, changes in taken:
+                book.give_back(changes)
             if not self._failing:
                 self._failing = True
                 log.error("%s: writing places failed: %s", self._name, exc)
@@ -231,5 +294,5 @@ class PlaceBooks:
         if self._failing:
             self._failing = False
             log.warning("%s: writing places works again", self._name)
-        for book, _, puts, deletes in taken:
-            book.count_flush(len(puts), len(deletes))
+        for book, changes in taken:
+            book.count_flush(changes)

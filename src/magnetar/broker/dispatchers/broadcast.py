@@ -48,7 +48,7 @@ from magnetar.broker.ids import position_of
 from magnetar.protocol import wire
 from magnetar.protocol.broadcast import BROADCAST_PROPERTY, BROADCAST_VALUE
 from magnetar.storage.errors import EntryNotFoundError
-from magnetar.storage.places import PlaceBook
+from magnetar.storage.places import Place, PlaceBook
 from magnetar.storage.position import Position
 
 if TYPE_CHECKING:
@@ -140,11 +140,12 @@ class BroadcastDispatcher(Dispatcher):
         if book is None or not changed:
             return
         self._changed = {}
+        shared: dict[Position, Place] = {}
         for name, vc in changed.items():
             if vc is None:
                 book.remove(name)
             else:
-                book.put(name, vc.place())
+                book.put(name, vc.place(shared))
 
     # -- consumers -------------------------------------------------------------------------
     def add_consumer(self, consumer: Consumer) -> None:

@@ -74,9 +74,18 @@ class VirtualCursor:
             vc.partial_batches = {position: list(words) for position, words in place.partial}
         return vc
 
-    def place(self) -> Place:
-        """What this consumer has acknowledged, to be stored."""
+    def place(self, shared: dict[Position, Place] | None = None) -> Place:
+        """What this consumer has acknowledged, to be stored. Cursors with nothing acknowledged
+        past their mark-delete position take their place from ``shared`` when given (consumers
+        that keep up share one place object, which storage then encodes once)."""
         batches = self.partial_batches
+        if not self._acked and not batches:
+            if shared is None:
+                return Place(self.mark_delete)
+            place = shared.get(self.mark_delete)
+            if place is None:
+                place = shared[self.mark_delete] = Place(self.mark_delete)
+            return place
         partial = tuple((p, tuple(w)) for p, w in batches.items()) if batches else ()
         return Place(self.mark_delete, tuple(self._acked) if self._acked else (), partial)
 
