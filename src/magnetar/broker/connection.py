@@ -40,7 +40,52 @@ T = wire.BaseCommand.Type
 MAX_FRAME_BEFORE_CONNECT = 32 * 1024
 
 
+#: A connection's ``gone_consumers`` and ``gone_producers`` until it has one (most never do).
+_NONE_GONE: frozenset[int] = frozenset()
+#: The PING a keepalive sends, encoded once.
+_PING = encode_frame(wrap(wire.CommandPing()))
+
+
 class ServerCnx(asyncio.BufferedProtocol):
+    """Slotted, and with no timer of its own (``keepalive.py``): one broker holds 100K of them."""
+
+    __slots__ = (
+        "_counted_ip",
+        "_flush_scheduled",
+        "_keepalive_slot",
+        "_out",
+        "_passes",
+        "_refusal",
+        "_since",
+        "_waiting_for_pong",
+        "auth_attempted_method",
+        "auth_challenge_pending",
+        "auth_expires_at",
+        "auth_method",
+        "close_request_ids",
+        "closed",
+        "config",
+        "connected",
+        "consumers",
+        "decoder",
+        "gone_consumers",
+        "gone_producers",
+        "holds",
+        "peer_certificate",
+        "pending_sends",
+        "producers",
+        "protocol_version",
+        "remote",
+        "rerun",
+        "role",
+        "service",
+        "supports_auth_refresh",
+        "tls",
+        "transport",
+        "wants_entry_metadata",
+        "writable",
+    )
+
     def __init__(self, service: BrokerService) -> None:
         self.service = service
         self.config = service.config
@@ -60,13 +105,17 @@ class ServerCnx(asyncio.BufferedProtocol):
         self.wants_entry_metadata = False
         self.producers: dict[int, Producer] = {}
         self.consumers: dict[int, Consumer] = {}
-        #: Consumers this connection had (closed by either side): late FLOW/ACK for them is ignored.
-        self.gone_consumers: set[int] = set()
-        #: Producers the broker closed: SENDs the client had on the way are dropped, not an error.
-        self.gone_producers: set[int] = set()
+        #: Consumers this connection had (closed by either side): late FLOW/ACK for them is ignored
+        #: (``forget_consumer``; a shared empty set until there is one).
+        self.gone_consumers: frozenset[int] | set[int] = _NONE_GONE
+        #: Producers the broker closed: SENDs the client had on the way are dropped, not an error
+        #: (``forget_producer``).
+        self.gone_producers: frozenset[int] | set[int] = _NONE_GONE
         self._waiting_for_pong = False
-        self._keepalive: asyncio.TimerHandle | None = None
-        self.close_request_ids = itertools.count(1 << 40)
+        #: Where it is on the keepalive wheel (None: not on it), and since when it is connected.
+        self._keepalive_slot: int | None = None
+        self._since = 0.0
+        self.close_request_ids: itertools.count | None = None
         #: The frame handled again once its topic was opened off the loop (``handlers.access.opened_first``).
         self.rerun: Frame | None = None
         #: Why this connection is refused (answered at its CONNECT), None when it is served.
@@ -113,7 +162,10 @@ class ServerCnx(asyncio.BufferedProtocol):
             return
         if self.service.publish_buffer.full:
             self.holds.hold(Hold.BROKER)
-        self._schedule_keepalive()
+        wheel = self.service.keepalive
+        if wheel.enabled:
+            self._since = asyncio.get_running_loop().time()
+            self._keepalive_slot = wheel.add(self)
 
     def _over_connection_limit(self, ip: str) -> bool:
         """Past broker_max_connections(_per_ip): refused as Pulsar does, before anything is set up
@@ -179,8 +231,9 @@ class ServerCnx(asyncio.BufferedProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
-        if self._keepalive is not None:
-            self._keepalive.cancel()
+        if self._keepalive_slot is not None:
+            self.service.keepalive.remove(self, self._keepalive_slot)
+            self._keepalive_slot = None
         self.service.connections.discard(self)
         if self._counted_ip is not None:
             self.service.limits.connections.release(self._counted_ip)
@@ -314,22 +367,32 @@ class ServerCnx(asyncio.BufferedProtocol):
             wrap(wire.CommandActiveConsumerChange(consumer_id=consumer_id, is_active=is_active))
         )
 
+    def next_close_request_id(self) -> int:
+        """A request id for a CLOSE_PRODUCER/CLOSE_CONSUMER the broker sends (far above a client's)."""
+        if self.close_request_ids is None:
+            self.close_request_ids = itertools.count(1 << 40)
+        return next(self.close_request_ids)
+
     def send_close_consumer(self, consumer_id: int) -> None:
-        request_id = next(self.close_request_ids)
+        request_id = self.next_close_request_id()
         self.send_command(wrap(wire.CommandCloseConsumer(consumer_id=consumer_id, request_id=request_id)))
 
     def forget_consumer(self, consumer_id: int) -> None:
         self.consumers.pop(consumer_id, None)
-        self.gone_consumers.add(consumer_id)
+        if self.gone_consumers is _NONE_GONE:
+            self.gone_consumers = set()
+        self.gone_consumers.add(consumer_id)  # type: ignore[union-attr]
+
+    def forget_producer(self, producer_id: int) -> None:
+        """SENDs still on their way for this producer are dropped quietly (it was closed)."""
+        if self.gone_producers is _NONE_GONE:
+            self.gone_producers = set()
+        self.gone_producers.add(producer_id)  # type: ignore[union-attr]
 
     # -- keepalive ----------------------------------------------------------------------------
-    def _schedule_keepalive(self) -> None:
-        interval = self.config.keepalive_interval_seconds
-        if interval > 0:
-            self._keepalive = asyncio.get_running_loop().call_later(interval, self._keepalive_tick)
-
-    def _keepalive_tick(self) -> None:
-        if self.closed:
+    def keepalive_tick(self, now: float) -> None:
+        """Looked at once per keepalive interval (``keepalive.py``), from its first full one."""
+        if self.closed or now - self._since < self.service.keepalive.interval:
             return
         # A connection we do not read (flow control) may have answered: its PONG waits unread.
         if not self.connected or (self._waiting_for_pong and not self.holds.held):
@@ -337,8 +400,7 @@ class ServerCnx(asyncio.BufferedProtocol):
             self.close()
             return
         self._waiting_for_pong = True
-        self.send_command(wrap(wire.CommandPing()))
-        self._schedule_keepalive()
+        self._queue_output(_PING)
 
     # -- dispatch -----------------------------------------------------------------------------
     def _handle(self, frame: Frame) -> None:

@@ -19,7 +19,25 @@ if TYPE_CHECKING:
 
 
 class Consumer:
-    """Holds the flow-control permits and, for shared dispatch, the messages awaiting ack."""
+    """Holds the flow-control permits and, for shared dispatch, the messages awaiting ack.
+
+    Slotted: one broker holds 100K of them (broadcast subscriptions).
+    """
+
+    __slots__ = (
+        "_told_end_of_topic",
+        "closed",
+        "cnx",
+        "consumer_id",
+        "id_field",
+        "key_shared_meta",
+        "name",
+        "pending_acks",
+        "permits",
+        "priority_level",
+        "subscription",
+        "traffic",
+    )
 
     def __init__(
         self,

@@ -28,6 +28,7 @@ from magnetar.broker.data_dir_lock import DataDirLock
 from magnetar.broker.dispatchers.broadcast_lag import LagLimits
 from magnetar.broker.flow_control import Hold, PublishBuffer, no_holds
 from magnetar.broker.frame_budget import FrameBudget
+from magnetar.broker.keepalive import KeepaliveWheel
 from magnetar.broker.limits import Limits
 from magnetar.broker.namespaces import AutoTopicCreation, NamespaceRegistry
 from magnetar.broker.nonpersistent import NonPersistentTopic
@@ -94,6 +95,8 @@ class BrokerService:
         self._server: asyncio.base_events.Server | None = None
         self._tls_server: asyncio.base_events.Server | None = None
         self._tasks: list[asyncio.Task] = []
+        #: Every connection's keepalive, one wheel for all (keepalive.py).
+        self.keepalive = KeepaliveWheel(config.keepalive_interval_seconds)
         self._lock = DataDirLock(config.data_dir)
         #: Which topics there are, may one be created, partitioned topics (topic_catalog.py).
         self.catalog = TopicCatalog(self)
@@ -191,7 +194,13 @@ class BrokerService:
         ]
         if self.authentication is not None:
             work.append((config.authentication_refresh_check_seconds, self.check_credentials))
+        if self.keepalive.enabled:
+            work.append((self.keepalive.turn_seconds, self.turn_keepalive))
         return work
+
+    def turn_keepalive(self) -> None:
+        """One turn of the keepalive wheel (a slot of the connections)."""
+        self.keepalive.turn(asyncio.get_running_loop().time())
 
     def check_credentials(self) -> None:
         """Challenge connections whose credentials expired; close those that did not answer."""

@@ -132,7 +132,7 @@ def handle_redeliver_unacknowledged_messages(cnx: ServerCnx, frame: Frame) -> No
 def handle_close_consumer(cnx: ServerCnx, frame: Frame) -> None:
     cmd = frame.command.close_consumer
     consumer = cnx.consumers.pop(cmd.consumer_id, None)
-    cnx.gone_consumers.add(cmd.consumer_id)
+    cnx.forget_consumer(cmd.consumer_id)
     if consumer is not None:
         consumer.subscription.remove_consumer(consumer)
     cnx.send_command(wrap(wire.CommandSuccess(request_id=cmd.request_id)))

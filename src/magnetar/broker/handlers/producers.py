@@ -86,8 +86,8 @@ def close_by_broker(cnx: ServerCnx, producer: Producer) -> None:
     the sends it had on the way are dropped (``publish.handle_send``)."""
     if cnx.producers.get(producer.producer_id) is producer:
         del cnx.producers[producer.producer_id]
-        cnx.gone_producers.add(producer.producer_id)
-        request_id = next(cnx.close_request_ids)
+        cnx.forget_producer(producer.producer_id)
+        request_id = cnx.next_close_request_id()
         cnx.send_command(
             wrap(wire.CommandCloseProducer(producer_id=producer.producer_id, request_id=request_id))
         )
