@@ -26,7 +26,8 @@ from magnetar.broker.producer import Producer
 from magnetar.broker.request_errors import TEXT_CHECKED, error_reply
 from magnetar.protocol import Frame, FrameDecoder, ProtocolError, wire
 from magnetar.protocol.commands import wrap
-from magnetar.protocol.frames import FrameTooLarge, encode_frame
+from magnetar.protocol.frames import FrameTooLarge, encode_frame, parse_command
+from magnetar.protocol.hot_acks import HotAck
 from magnetar.protocol.text import undecodable_field
 
 if TYPE_CHECKING:
@@ -89,7 +90,9 @@ class ServerCnx(asyncio.BufferedProtocol):
     def __init__(self, service: BrokerService) -> None:
         self.service = service
         self.config = service.config
-        self.decoder = FrameDecoder(MAX_FRAME_BEFORE_CONNECT, service.read_buffer, admission=self)
+        self.decoder = FrameDecoder(
+            MAX_FRAME_BEFORE_CONNECT, service.read_buffer, admission=self, hot_acks=True
+        )
         self.transport: asyncio.Transport | None = None
         self.remote = "?"
         self.connected = False
@@ -213,7 +216,10 @@ class ServerCnx(asyncio.BufferedProtocol):
                 frame = self.decoder.next_frame()
                 if frame is None:
                     return
-                self._handle(frame)
+                if frame.__class__ is HotAck:
+                    self._handle_hot_ack(frame)  # type: ignore[arg-type]
+                else:
+                    self._handle(frame)  # type: ignore[arg-type]
         except ProtocolError as exc:
             self.protocol_error(exc)
 
@@ -418,6 +424,20 @@ class ServerCnx(asyncio.BufferedProtocol):
         if log.isEnabledFor(logging.DEBUG):
             log.debug("%s: %s %s", self.remote, frame.type_name, frame.body())
         handler(self, frame)
+
+    def _handle_hot_ack(self, ack: HotAck) -> None:
+        """The usual ACK, read without protobuf (``protocol.hot_acks``): straight to its
+        subscription when that takes it so (the broadcast one), else the full way."""
+        consumer = self.consumers.get(ack.consumer_id)
+        if (
+            self.connected
+            and consumer is not None
+            and not log.isEnabledFor(logging.DEBUG)
+            and consumer.subscription.acknowledge_one(consumer, ack.cumulative, ack.ledger_id, ack.entry_id)
+        ):
+            self._waiting_for_pong = False
+            return
+        self._handle(Frame(parse_command(ack.command)))
 
     def _refuse_undecodable(self, frame: Frame, field: str) -> None:
         """Answer a request whose ``field`` is not valid UTF-8 with an error for that request alone."""

@@ -10,6 +10,7 @@ from magnetar.broker.errors import ConsumerBusy, NotAllowed
 from magnetar.broker.ids import position_of
 from magnetar.broker.traffic import Traffic
 from magnetar.protocol import wire
+from magnetar.protocol.message_id import to_signed
 from magnetar.storage.cursor import ManagedCursor
 from magnetar.storage.position import Position
 
@@ -79,6 +80,18 @@ class Subscription:
             self.dispatcher.on_new_entries()
 
     # -- acknowledgements ------------------------------------------------------------------
+    def acknowledge_one(self, consumer: Consumer, cumulative: bool, ledger_id: int, entry_id: int) -> bool:
+        """An ACK of one message id (no batch bits), read without protobuf; False when this
+        subscription's dispatcher takes ACKs only as commands (then ``acknowledge`` it)."""
+        dispatcher = self.dispatcher
+        if dispatcher is None or not dispatcher.acknowledge_one(
+            consumer, cumulative, Position(to_signed(ledger_id), to_signed(entry_id))
+        ):
+            return False
+        if self.topic.terminated:
+            self.check_end_of_topic()
+        return True
+
     def acknowledge(self, ack: wire.CommandAck, consumer: Consumer | None = None) -> None:
         if self.dispatcher is not None and self.dispatcher.acknowledge(consumer, ack):
             if self.topic.terminated:

@@ -18,8 +18,11 @@ from typing import NamedTuple, Protocol
 
 from magnetar.protocol import pulsar_wire_pb2 as wire
 from magnetar.protocol.errors import ProtocolError, parse_proto
+from magnetar.protocol.hot_acks import HotAck, read_ack
 
 _U32 = struct.Struct(">I")
+#: A BaseCommand's first bytes when it is an ACK (type = 10).
+_ACK_TYPE = b"\x08\x0a"
 _HEADER = struct.Struct(">II")
 
 #: Room a frame may take beyond the largest message: the command and headers.
@@ -145,6 +148,7 @@ class FrameDecoder:
         max_frame_size: int,
         shared: bytearray | None = None,
         admission: LargeFrameAdmission | None = None,
+        hot_acks: bool = False,
     ) -> None:
         #: The largest frame accepted (its size field's value); may change between frames.
         self.max_frame_size = max_frame_size
@@ -162,6 +166,8 @@ class FrameDecoder:
         #: Where the next byte of the large frame goes (it starts at ``FRAME_HEADROOM``).
         self._large_filled = 0
         self._broken = False
+        #: Hand out the usual ACK as a ``HotAck`` (read without protobuf: ``hot_acks.py``).
+        self._hot_acks = hot_acks
 
     @property
     def buffered(self) -> int:
@@ -253,8 +259,9 @@ class FrameDecoder:
         self._buf, self._pos, self._end = own, 0, pending
 
     # -- frames out ----------------------------------------------------------------------------
-    def next_frame(self) -> Frame | None:
-        """Return the next complete frame, or None when more bytes are needed."""
+    def next_frame(self) -> Frame | HotAck | None:
+        """Return the next complete frame, or None when more bytes are needed (a ``HotAck``
+        for the usual ACK when the decoder was made with ``hot_acks``)."""
         if self._broken:
             raise ProtocolError("decoder used after a protocol error")
         try:
@@ -273,7 +280,7 @@ class FrameDecoder:
             out.append(frame)
         return out
 
-    def _next_frame(self) -> Frame | None:
+    def _next_frame(self) -> Frame | HotAck | None:
         large = self._large
         if large is not None:
             if self._large_filled < len(large):
@@ -311,6 +318,8 @@ class FrameDecoder:
         self._pos = pos + 4 + total
         if self._admitted:
             self._release_admitted()
+        if self._hot_acks and frame_bytes[4:6] == _ACK_TYPE and (ack := read_ack(frame_bytes, 4)) is not None:
+            return ack
         return _frame(memoryview(frame_bytes))
 
     @property

@@ -66,6 +66,11 @@ class Dispatcher(ABC):
         subscription's cursor (every dispatcher but the broadcast one)."""
         return False
 
+    def acknowledge_one(self, consumer: Consumer, cumulative: bool, position: Position) -> bool:
+        """``acknowledge`` for an ACK of one message id without batch bits, read without
+        protobuf (``protocol.hot_acks``); False: not taken here, pass the command instead."""
+        return False
+
     def consumers_at_end(self) -> Iterable[Consumer]:
         """The consumers that have acknowledged everything stored (for REACHED_END_OF_TOPIC)."""
         return self.consumers if self.cursor.backlog() == 0 else ()

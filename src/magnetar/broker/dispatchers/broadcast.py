@@ -267,11 +267,11 @@ class BroadcastDispatcher(Dispatcher):
         vc = self.consumers.get(consumer) if consumer is not None else None
         if vc is None:
             return True
+        vc.last_ack = CLOCK.now
         ids = ack.message_id
         if not ids:
             return True
         before = vc.mark_delete
-        vc.last_ack = CLOCK.now
         last = self.ml.last_confirmed
         if ack.ack_type == _CUMULATIVE:
             msg_id = ids[0]
@@ -283,14 +283,10 @@ class BroadcastDispatcher(Dispatcher):
                 vc.ack_through(self.ml.previous_position(position))
                 if self._ack_batch(vc, msg_id, position):
                     vc.ack(position)
+                self._drop_pending_through(consumer, vc.mark_delete)
             else:
                 vc.ack_through(position)
-            pending = consumer.pending_acks
-            if pending:
-                mark = vc.mark_delete
-                stale = [p for p in pending if p <= mark]
-                for p in stale:
-                    del pending[p]
+                self._drop_pending_through(consumer, position)
         else:
             for msg_id in ids:
                 position = position_of(msg_id)
@@ -300,6 +296,36 @@ class BroadcastDispatcher(Dispatcher):
                     continue
                 vc.ack(position)
                 consumer.pending_acks.pop(position, None)
+        self._acknowledged(consumer, vc, before)
+        return True
+
+    def acknowledge_one(self, consumer: Consumer, cumulative: bool, position: Position) -> bool:
+        vc = self.consumers.get(consumer)
+        if vc is None:
+            return True  # not (or no longer) this dispatcher's: nothing to do, as ``acknowledge``
+        vc.last_ack = CLOCK.now
+        before = vc.mark_delete
+        if position <= before or position > self.ml.last_confirmed or position.entry_id < 0:
+            return True  # nothing new (a late or repeated ack), or not an entry
+        if cumulative:
+            vc.ack_through(position)
+            self._drop_pending_through(consumer, position)
+        else:
+            vc.ack(position)
+            consumer.pending_acks.pop(position, None)
+        self._acknowledged(consumer, vc, before)
+        return True
+
+    @staticmethod
+    def _drop_pending_through(consumer: Consumer, position: Position) -> None:
+        pending = consumer.pending_acks
+        if pending:
+            for stale in [p for p in pending if p <= position]:
+                del pending[stale]
+
+    def _acknowledged(self, consumer: Consumer, vc: VirtualCursor, before: Position) -> None:
+        """After acks moved ``vc``: over what else is acknowledged, marked for storage, and
+        the subscription's cursor after the slowest consumer."""
         cursor = self.cursor
         vc.advance(self.ml.next_position, cursor.is_acked if cursor.individually_deleted_count() else None)
         if self._book is not None:
@@ -307,7 +333,6 @@ class BroadcastDispatcher(Dispatcher):
         if vc.mark_delete != before:
             self._floor.move(before, vc.mark_delete)
             self._advance_subscription()
-        return True
 
     @staticmethod
     def _ack_batch(vc: VirtualCursor, msg_id: wire.MessageIdData, position: Position) -> bool:

@@ -1,0 +1,86 @@
+"""The usual ACK read without protobuf (hot_acks.py) reads what protobuf reads, or declines."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from magnetar.protocol import FrameDecoder, encode_frame, wire
+from magnetar.protocol.commands import wrap
+from magnetar.protocol.frames import Frame, parse_command
+from magnetar.protocol.hot_acks import HotAck, read_ack
+
+u64 = st.integers(min_value=0, max_value=(1 << 64) - 1)
+ack_types = st.sampled_from([wire.CommandAck.Individual, wire.CommandAck.Cumulative])
+
+
+def ack_command(consumer_id: int, ack_type: int, ledger_id: int, entry_id: int) -> wire.BaseCommand:
+    msg_id = wire.MessageIdData(ledger_id=ledger_id, entry_id=entry_id)
+    return wrap(wire.CommandAck(consumer_id=consumer_id, ack_type=ack_type, message_id=[msg_id]))
+
+
+@given(consumer_id=u64, ack_type=ack_types, ledger_id=u64, entry_id=u64)
+def test_the_usual_ack_is_read_as_protobuf_reads_it(consumer_id, ack_type, ledger_id, entry_id):
+    frame = encode_frame(ack_command(consumer_id, ack_type, ledger_id, entry_id))
+    ack = read_ack(frame[4:], 4)
+    assert ack == HotAck(consumer_id, ack_type == wire.CommandAck.Cumulative, ledger_id, entry_id, frame[8:])
+    assert parse_command(ack.command) == ack_command(consumer_id, ack_type, ledger_id, entry_id)
+
+
+@given(
+    consumer_id=u64,
+    ledger_id=u64,
+    entry_id=u64,
+    extra=st.sampled_from(["ids", "ack_set", "request", "props"]),
+)
+def test_any_other_ack_is_declined(consumer_id, ledger_id, entry_id, extra):
+    command = ack_command(consumer_id, wire.CommandAck.Individual, ledger_id, entry_id)
+    if extra == "ids":
+        command.ack.message_id.add(ledger_id=ledger_id, entry_id=entry_id + 1)
+    elif extra == "ack_set":
+        command.ack.message_id[0].ack_set.append(5)
+    elif extra == "request":
+        command.ack.request_id = 7
+    else:
+        command.ack.properties.add(key="k", value=2)
+    frame = encode_frame(command)
+    assert read_ack(frame[4:], 4) is None
+
+
+@given(
+    consumer_id=u64,
+    ack_type=ack_types,
+    ledger_id=u64,
+    entry_id=u64,
+    at=st.integers(min_value=0, max_value=40),
+    byte=st.integers(min_value=0, max_value=255),
+    cut=st.integers(min_value=0, max_value=3),
+)
+def test_damaged_acks_are_declined_or_read_exactly_as_protobuf(
+    consumer_id, ack_type, ledger_id, entry_id, at, byte, cut
+):
+    body = bytearray(encode_frame(ack_command(consumer_id, ack_type, ledger_id, entry_id))[8:])
+    body[at % len(body)] = byte
+    body = bytes(body[: len(body) - cut])
+    ack = read_ack(b"\0\0\0\0" + body, 4)
+    if ack is None:
+        return  # the full parser decides
+    command = wire.BaseCommand()
+    command.ParseFromString(body)
+    assert command.IsInitialized() and command.type == wire.BaseCommand.ACK
+    (msg_id,) = command.ack.message_id
+    assert (command.ack.consumer_id, msg_id.ledger_id, msg_id.entry_id) == (
+        ack.consumer_id,
+        ack.ledger_id,
+        ack.entry_id,
+    )
+    assert ack.cumulative == (command.ack.ack_type == wire.CommandAck.Cumulative)
+
+
+def test_only_a_decoder_asked_for_them_hands_out_hot_acks():
+    frames = encode_frame(ack_command(5, wire.CommandAck.Cumulative, 3, 9)) * 2
+    plain, hot = FrameDecoder(1 << 20), FrameDecoder(1 << 20, hot_acks=True)
+    plain.feed(frames)
+    hot.feed(frames)
+    assert all(isinstance(f, Frame) for f in plain.frames())
+    assert [type(f) for f in hot.frames()] == [HotAck, HotAck]
