@@ -80,6 +80,10 @@ def main(argv: list[str] | None = None) -> int:
             "need 0 <= --official <= --consumers, --processes >= 1, --per-connection >= 1, "
             "0 <= --stalled <= 100"
         )
+    if settings.max_message_size and (settings.broker == "pulsar-lite" or args.compare):
+        # pulsar-lite 0.2.0 announces no max_message_size in CONNECTED, so the client does not chunk,
+        # and the peer then refuses each whole message ("Exceed maximum message size").
+        parser.error("--max-message-size needs --broker magnetar (the peer announces no limit to chunk by)")
     if args.compare:
         sweep = [int(n) for n in args.sweep.split(",")] if args.sweep else [settings.consumers]
         doc = compare.compare(settings, sweep)

@@ -104,7 +104,7 @@ def run(settings: Settings, workdir: Path | None = None) -> dict:
                 batching_enabled=False,
                 chunking_enabled=settings.max_message_size > 0,
                 block_if_queue_full=True,
-                send_timeout_millis=0,
+                send_timeout_millis=int(settings.timeout * 1000),  # a broker that refuses ends the run
             )
             time.sleep(SETTLE_S)
             rss_before = memory_kib(broker.pid)["VmRSS"]
