@@ -41,7 +41,8 @@ def main(argv: list[str] | None = None) -> int:
         "fsync": "the broker's fsync_policy",
         "official_first": "the official slice subscribes with the lean ones, not after them (the default)",
         "mode": "broadcast: one subscription, broadcast property; exclusive: one Exclusive subscription "
-        "per consumer (the peer, not knowing the property, refuses all but one broadcast consumer)",
+        "per consumer (the peer, not knowing the property, takes broadcast as a plain Exclusive "
+        "subscription: it refuses all consumers but one, closing their connections)",
         "broker": "the broker under test, started as bench/brokers.py starts it",
         "stalled": "percent of the lean consumers (whole connections) that stop reading and sending FLOW "
         "after their first message; latency and the all-delivered check are over the others",
