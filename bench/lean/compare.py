@@ -51,6 +51,7 @@ def _row(doc: dict) -> dict:
     errors = [e for p in c["per_process"] for e in p["errors"]]
     return {
         "broker_version": doc["broker_under_test"],
+        "load_average_at_start": doc["load_average_at_start"][0],
         "connect_s": c["all_subscribed_s"],
         "failed_consumers": c["failed_consumers"],
         "rss_per_consumer_kib": b["rss_per_consumer_kib"],
@@ -80,7 +81,8 @@ def markdown(doc: dict) -> str:
         f"Machine: {m['cpu']}, {m['cores']} cores, Python {m['python']}. {s['messages']} x {s['size']} B "
         f"at {s['rate']} msg/s, fsync {s['fsync']} (Magnetar), {s['processes']} generator processes, "
         f"{s['per_connection']} consumer(s) per connection, {s['official']} through the official client. "
-        "Latency from the publish time; ratios to the broadcast row of the same N.",
+        "Latency from the publish time; ratios to the broadcast row of the same N. Load average at "
+        f"each start: {', '.join(str(r.get('load_average_at_start', '-')) for r in doc['rows'])}.",
         "",
         "| N | mode, broker | connect s | failed | broker RSS / consumer KiB | broker CPU / delivery µs "
         "(ratio) | P50 / P99 / max ms | clean / N | all once, in order |",
