@@ -64,6 +64,10 @@ def _row(doc: dict) -> dict:
         "expected": d["expected"],
         "window_s": d["window_s"],
         "clean_consumers": d["clean_consumers"],
+        "duplicates": sum(
+            (doc[k] or {}).get("correctness", {}).get("duplicates", 0) for k in ("lean", "official")
+        ),
+        "gaps": sum((doc[k] or {}).get("correctness", {}).get("gaps", 0) for k in ("lean", "official")),
         "all_once_in_order": d["every_consumer_got_everything_once_in_order"],
         "first_errors": errors[:3],
     }
@@ -71,6 +75,13 @@ def _row(doc: dict) -> dict:
 
 def _ratio(value: float | None, base: float | None) -> str:
     return f"{value / base:.2f}x" if value and base else "-"
+
+
+def _verdict(row: dict) -> str:
+    if row["all_once_in_order"]:
+        return "yes"
+    missing = row["expected"] - row["deliveries"]
+    return f"no: {missing:,} missing, {row['duplicates']:,} duplicates, {row['gaps']:,} skipped"
 
 
 def markdown(doc: dict) -> str:
@@ -102,6 +113,6 @@ def markdown(doc: dict) -> str:
             f"| {n:,} | {case} | {row['connect_s']} ({_ratio(row['connect_s'], ref.get('connect_s'))}) "
             f"| {row['failed_consumers']:,} | {row['rss_per_consumer_kib']} | {cpu} "
             f"({_ratio(cpu, ref.get('cpu_us_per_delivery'))}) | {row['p50_ms']} / {row['p99_ms']} / "
-            f"{row['max_ms']} | {row['clean_consumers']:,} | {'yes' if row['all_once_in_order'] else 'no'} |"
+            f"{row['max_ms']} | {row['clean_consumers']:,} | {_verdict(row)} |"
         )
     return "\n".join(lines) + "\n"
