@@ -2,7 +2,8 @@
 
 - ``magnetar-fsync``: Magnetar with its default ``fsync_policy = "always"`` (receipt after fsync);
 - ``magnetar-nofsync``: Magnetar with ``fsync_policy = "never"`` (receipt after the write to the OS);
-- ``pulsar-lite``: the peer, a Rust broker from PyPI (RocksDB storage, metrics endpoint turned off).
+- ``pulsar-lite``: the peer, a Rust broker from PyPI (RocksDB storage, metrics endpoint turned off); a
+  spec's settings become top-level keys of its TOML config (e.g. ``max_message_size_bytes``).
 
 Magnetar runs either from the installed working tree or from a snapshot of a git ref (``--magnetar-ref``),
 so that a benchmark is not disturbed by half-made edits in the tree.
@@ -19,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.procs import BrokerProcess, listening_ports
-from magnetar.broker_process import parse_listening, standalone_command, write_config
+from magnetar.broker_process import parse_listening, standalone_command, toml_value, write_config
 
 MAGNETAR = "magnetar"
 PEER = "pulsar-lite"
@@ -137,7 +138,8 @@ def _port_from_log(broker: BrokerProcess) -> int | None:
 
 def _peer(spec: BrokerSpec, workdir: Path) -> BrokerProcess:
     config = workdir / "pulsar-lite.toml"
-    config.write_text("[metrics]\nenabled = false\n")
+    top = "".join(f"{key} = {toml_value(value)}\n" for key, value in spec.settings.items())
+    config.write_text(top + "[metrics]\nenabled = false\n")
     (workdir / "data").mkdir(exist_ok=True)
     cmd = [
         peer_binary(),

@@ -1,4 +1,4 @@
-"""One raw consumer connection: CONNECT, SUBSCRIBE (broadcast), FLOW, then MESSAGE -> ACK.
+"""One raw consumer connection: CONNECT, SUBSCRIBE (broadcast or exclusive), FLOW, then MESSAGE -> ACK.
 
 A connection carries one consumer by default (the issue counts broker memory per consumer
 "connection included"), or several (``per_connection``). It reads through the decoder's
@@ -8,18 +8,27 @@ Acknowledgement is **cumulative**: one ACK says "everything up to here", so the 
 virtual cursor only moves its mark-delete position (no set of individual acks to keep) and
 a consumer acking every K-th message (``ack_every``) still acknowledges everything. The
 consumer is declared ``Exclusive`` with the broadcast property, which is what permits
-cumulative acks (the broker refuses them on Shared).
+cumulative acks (the broker refuses them on Shared). In ``exclusive`` mode each consumer has an
+Exclusive subscription of its own instead (no property): the seed's Figure 8 comparison.
+
+A *stalled* connection (``--stalled``) takes its first message, then stops reading its socket
+and sends no more FLOW, so the broker's writes to it back up; it counts in a tally of its own
+and records no latency. With ``chunks`` set, a MESSAGE is a chunk, and a message counts once
+its chunks came whole (``chunks.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import socket
 import struct
+import termios
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from bench.lean.chunks import ChunkCache, ChunkCheck
 from bench.lean.histogram import LatencyHistogram
 from bench.lean.stamp import EntryCache
 from bench.lean.tally import Tally
@@ -58,15 +67,30 @@ class WorkerState:
     errors: list[str] = field(default_factory=list)
     target: int = -1  # consumers that must complete (those subscribed); -1: all of them
     closed_by_broker: int = 0
+    exclusive: bool = False  # one Exclusive subscription per consumer, no broadcast property
+    stalled_tally: Tally | None = None  # the stalled consumers' counts (indexed apart)
+    chunks: ChunkCheck | None = None  # chunked messages: checked whole before they count
+    chunk_cache: ChunkCache = field(default_factory=ChunkCache)
+
+    def subscription_of(self, number: int) -> str:
+        """The subscription of consumer ``number`` (over all workers)."""
+        return f"{self.subscription}-{number}" if self.exclusive else self.subscription
 
 
 class LeanConnection(asyncio.BufferedProtocol):
     """``count`` consumers (worker indexes ``first`` .. ``first + count - 1``) on one connection."""
 
-    def __init__(self, state: WorkerState, first: int, count: int) -> None:
+    def __init__(
+        self, state: WorkerState, first: int, count: int, base: int = -1, stalled: bool = False
+    ) -> None:
         self.state = state
         self.first = first
         self.count = count
+        self.stalled = stalled
+        self.tally = state.stalled_tally if stalled else state.tally
+        self.base = first if base < 0 else base  # the first consumer's index in ``self.tally``
+        self.failed = 0  # consumers the broker refused
+        self.stopped = False
         self.decoder = FrameDecoder(MAX_FRAME, shared=state.shared_buffer)
         self.transport: asyncio.Transport | None = None
         self.ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -91,11 +115,16 @@ class LeanConnection(asyncio.BufferedProtocol):
         self.decoder.buffer_updated(nbytes)
         now_us = time.time_ns() // 1000
         acks: list[bytes] = []
-        while (frame := self.decoder.next_frame()) is not None:
+        while not self.stopped and (frame := self.decoder.next_frame()) is not None:
             command = frame.command
             kind = command.type
             if kind == _MESSAGE:
-                self._on_message(command.message, frame.payload, now_us, acks)
+                if self.stalled:
+                    self._stall(command.message, frame.payload, acks)
+                elif self.state.chunks is not None:
+                    self._on_chunk(command.message, frame.payload, now_us, acks)
+                else:
+                    self._on_message(command.message, frame.payload, now_us, acks)
             elif kind == _PING:
                 acks.append(_PONG_FRAME)
             else:
@@ -113,11 +142,31 @@ class LeanConnection(asyncio.BufferedProtocol):
             state.from_broker.record(now_us - times.broker_ms * 1000)
         state.from_publish.record(now_us - times.publish_ms * 1000)
         local = message.consumer_id
-        index = self.first + local
-        tally = state.tally
-        completed = tally.record(index, times.seq)
-        received = tally.received[index]
-        if completed or received % state.ack_every == 0:
+        completed = self.tally.record(self.base + local, times.seq)  # type: ignore[union-attr]
+        self._after(local, ledger_id, entry_id, completed, True, out)
+
+    def _on_chunk(self, message: wire.CommandMessage, payload: memoryview, now_us: int, out: list) -> None:
+        state = self.state
+        msg_id = message.message_id
+        ledger_id, entry_id = msg_id.ledger_id, msg_id.entry_id
+        chunk = state.chunk_cache.get(ledger_id, entry_id, payload)
+        local = message.consumer_id
+        whole = state.chunks.take(self.base + local, chunk)  # type: ignore[union-attr]
+        completed = False
+        if whole:
+            if chunk.broker_ms:
+                state.from_broker.record(now_us - chunk.broker_ms * 1000)
+            state.from_publish.record(now_us - chunk.publish_ms * 1000)
+            completed = self.tally.record(self.base + local, chunk.seq)  # type: ignore[union-attr]
+        self._after(local, ledger_id, entry_id, completed, whole, out)
+
+    def _after(
+        self, local: int, ledger_id: int, entry_id: int, completed: bool, counted: bool, out: list
+    ) -> None:
+        """The ACK (cumulative, every ``ack_every`` counted messages) and the FLOW refill."""
+        state = self.state
+        tally = self.tally
+        if counted and (completed or tally.received[self.base + local] % state.ack_every == 0):  # type: ignore[union-attr]
             ack = wire.CommandAck(consumer_id=local, ack_type=_CUMULATIVE)
             ack.message_id.add(ledger_id=ledger_id, entry_id=entry_id)
             out.append(encode_frame(wrap(ack)))
@@ -125,8 +174,33 @@ class LeanConnection(asyncio.BufferedProtocol):
         if self.since_flow[local] * 2 >= state.permits:
             out.append(self._flow(local, self.since_flow[local]))
             self.since_flow[local] = 0
-        if completed and tally.complete == (state.target if state.target >= 0 else len(tally.received)):
+        if completed and tally.complete == (state.target if state.target >= 0 else len(tally.received)):  # type: ignore[union-attr]
             state.on_complete()
+
+    def _stall(self, message: wire.CommandMessage, payload: memoryview, out: list) -> None:
+        """Take the first message (ACK it), then read and FLOW no more: the broker's writes back up."""
+        state = self.state
+        msg_id = message.message_id
+        if state.chunks is not None:
+            seq = state.chunk_cache.get(msg_id.ledger_id, msg_id.entry_id, payload).seq
+        else:
+            seq = state.cache.get(msg_id.ledger_id, msg_id.entry_id, payload).seq
+        self.tally.record(self.base + message.consumer_id, seq)  # type: ignore[union-attr]
+        ack = wire.CommandAck(consumer_id=message.consumer_id, ack_type=_CUMULATIVE)
+        ack.message_id.add(ledger_id=msg_id.ledger_id, entry_id=msg_id.entry_id)
+        out.append(encode_frame(wrap(ack)))
+        self.stopped = True
+        self.transport.pause_reading()  # type: ignore[union-attr]
+
+    def unread_bytes(self) -> int:
+        """Bytes the broker sent that sit unread in this socket's receive queue (a stalled one's backlog)."""
+        sock = self.transport.get_extra_info("socket") if self.transport is not None else None
+        if sock is None:
+            return 0
+        try:
+            return struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.FIONREAD, b"\0\0\0\0"))[0]
+        except OSError:
+            return 0
 
     # -- setup and the rest ------------------------------------------------------------------
     def _on_control(self, name: str, command: wire.BaseCommand) -> None:
@@ -139,10 +213,14 @@ class LeanConnection(asyncio.BufferedProtocol):
             if self.unsubscribed == 0 and not self.ready.done():
                 self.ready.set_result(None)
         elif name == "ERROR":
-            text = f"{command.error.error}: {command.error.message}"
-            self.state.errors.append(text)
-            if not self.ready.done():
-                self.ready.set_exception(RuntimeError(text))
+            text = f"{wire.ServerError.Name(command.error.error)}: {command.error.message}"
+            if len(self.state.errors) < 20:
+                self.state.errors.append(text)
+            if self.unsubscribed > 0 and command.error.request_id < self.count:
+                self.failed += 1  # refused (e.g. ConsumerBusy): counted, the others go on
+                self.unsubscribed -= 1
+                if self.unsubscribed == 0 and not self.ready.done():
+                    self.ready.set_result(None)
         elif name == "CLOSE_CONSUMER":
             self.state.closed_by_broker += 1
         elif name not in ("PONG", "ACK_RESPONSE"):
@@ -152,15 +230,17 @@ class LeanConnection(asyncio.BufferedProtocol):
         state = self.state
         frames = []
         for local in range(self.count):
+            number = state.first_global + self.first + local
             sub = wire.CommandSubscribe(
                 topic=state.topic,
-                subscription=state.subscription,
+                subscription=state.subscription_of(number),
                 sub_type=wire.CommandSubscribe.Exclusive,
                 consumer_id=local,
                 request_id=local,
-                consumer_name=f"{state.name_prefix}-{state.first_global + self.first + local}",
+                consumer_name=f"{state.name_prefix}-{number}",
             )
-            sub.metadata.add(key=BROADCAST_PROPERTY[0], value=BROADCAST_PROPERTY[1])
+            if not state.exclusive:
+                sub.metadata.add(key=BROADCAST_PROPERTY[0], value=BROADCAST_PROPERTY[1])
             frames.append(encode_frame(wrap(sub)))
         self.transport.writelines(frames)  # type: ignore[union-attr]
 

@@ -1,8 +1,9 @@
 """The coordinator: broker, workers, producer, and the one JSON document out.
 
 Steps, each measured:
-1. start a Magnetar broker (``bench.brokers.make_process``) and an official-client producer
-   (which creates the topic); note the broker's RSS;
+1. start the broker (Magnetar or the peer, ``target.py``) and an official-client producer
+   (which creates the topic; it chunks messages above a small ``max_message_size``); note the
+   broker's RSS;
 2. start the workers (spawned processes) and, once all are ready, tell them to connect at once:
    the *connect time* is from that moment to the last worker's "all subscribed" (and each
    worker's own); RSS again, and the difference over the consumers is RSS per consumer;
@@ -10,6 +11,11 @@ Steps, each measured:
    broker's CPU; the window ends when every worker says each of its consumers has everything
    (or at ``timeout``); CPU per delivery is the window's CPU over the deliveries;
 4. ask each worker for its counts and histograms and merge them, the official slice apart.
+
+``mode`` is ``broadcast`` (one subscription, every consumer with a place of its own) or
+``exclusive`` (an Exclusive subscription per consumer); ``stalled`` percent of the lean
+consumers stop reading after their first message, and the every-consumer-got-everything check
+and the latencies are then over the others.
 """
 
 from __future__ import annotations
@@ -24,11 +30,12 @@ from pathlib import Path
 
 import pulsar
 
-from bench.brokers import SPECS, MagnetarSource, make_process
+from bench.brokers import MagnetarSource, make_process
 from bench.lean.histogram import LatencyHistogram
 from bench.lean.limits import raise_nofile
 from bench.lean.official import official_main
 from bench.lean.stamp import payload
+from bench.lean.target import broker_spec, broker_version
 from bench.lean.worker import WorkerSpec, worker_main
 from bench.machine import describe
 from bench.procs import Usage, UsageSampler, cpu_seconds, memory_kib
@@ -53,6 +60,10 @@ class Settings:
     timeout: float = 120.0
     fsync: str = "always"
     official_first: bool = False
+    mode: str = "broadcast"
+    broker: str = "magnetar"
+    stalled: float = 0.0
+    max_message_size: int = 0
 
 
 @dataclass
@@ -76,9 +87,8 @@ def run(settings: Settings, workdir: Path | None = None) -> dict:
     load_at_start = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="bench-lean-") as tmp:
         base = workdir or Path(tmp)
-        broker = make_process(
-            SPECS[f"magnetar-{'fsync' if settings.fsync == 'always' else 'nofsync'}"], base / "broker", source
-        )
+        spec = broker_spec(settings.broker, settings.fsync, settings.max_message_size)
+        broker = make_process(spec, base / "broker", source)
         broker.start()
         workers: list[Worker] = []
         client = None
@@ -88,9 +98,13 @@ def run(settings: Settings, workdir: Path | None = None) -> dict:
                 operation_timeout_seconds=120,
                 logger=pulsar.FileLogger(pulsar.LoggerLevel.Warn, str(base / "producer.log")),
             )
-            topic = f"persistent://public/default/lean-broadcast-{int(time.time())}"
+            topic = f"persistent://public/default/lean-{settings.mode}-{int(time.time())}"
             producer = client.create_producer(
-                topic, batching_enabled=False, block_if_queue_full=True, send_timeout_millis=0
+                topic,
+                batching_enabled=False,
+                chunking_enabled=settings.max_message_size > 0,
+                block_if_queue_full=True,
+                send_timeout_millis=int(settings.timeout * 1000),  # a broker that refuses ends the run
             )
             time.sleep(SETTLE_S)
             rss_before = memory_kib(broker.pid)["VmRSS"]
@@ -143,6 +157,7 @@ def _start_workers(settings: Settings, port: int, topic: str, base: Path) -> lis
         for i in range(settings.processes)
     ]
     connections = -(-lean // settings.per_connection)
+    stalled = stalled_connections(settings)
     ips = -(-connections // CONNECTIONS_PER_SOURCE_IP)
     source_ips = tuple(f"127.0.0.{2 + i}" for i in range(ips)) if ips > 1 else ()
     workers = []
@@ -165,6 +180,10 @@ def _start_workers(settings: Settings, port: int, topic: str, base: Path) -> lis
             ack_every=settings.ack_every,
             concurrency=settings.concurrency,
             source_ips=source_ips,
+            exclusive=settings.mode == "exclusive",
+            stalled_connections=stalled[index] if kind == "lean" else 0,
+            chunked=settings.max_message_size > 0,
+            size=settings.size,
         )
         first += count
         parent, child = context.Pipe()
@@ -180,6 +199,17 @@ def _start_workers(settings: Settings, port: int, topic: str, base: Path) -> lis
     for worker in workers:
         worker.ready = _receive(worker, "ready", 120)
     return workers
+
+
+def stalled_connections(settings: Settings) -> list[int]:
+    """Per lean worker, how many of its connections stall: ``stalled`` percent of them, rounded."""
+    lean = settings.consumers - settings.official
+    out = []
+    for i in range(settings.processes):
+        share = lean // settings.processes + (1 if i < lean % settings.processes else 0)
+        connections = -(-share // settings.per_connection)
+        out.append(min(connections, round(connections * settings.stalled / 100)))
+    return out
 
 
 def _receive(worker: Worker, name: str, timeout: float) -> dict:
@@ -251,16 +281,26 @@ def _collect(workers: list[Worker]) -> None:
         worker.report = _receive(worker, "report", 120)
 
 
+def _add(into: dict[str, float], part: dict | None, largest: tuple[str, ...] = ()) -> None:
+    for key, value in (part or {}).items():
+        into[key] = max(into.get(key, 0), value) if key in largest else into.get(key, 0) + value
+
+
 def _merge(reports: list[dict]) -> dict:
-    tally: dict[str, int] = {}
+    tally: dict[str, float] = {}
+    stalled: dict[str, float] = {}
+    chunks: dict[str, float] = {}
     broker, publish = LatencyHistogram(), LatencyHistogram()
     for report in reports:
-        for key, value in report["tally"].items():
-            tally[key] = tally.get(key, 0) + value
+        _add(tally, report["tally"])
+        _add(stalled, report.get("stalled"), ("max_received",))
+        _add(chunks, report.get("chunks"))
         broker.merge(LatencyHistogram.from_state(report["from_broker"]))
         publish.merge(LatencyHistogram.from_state(report["from_publish"]))
     return {
         "correctness": tally,
+        "stalled": stalled if stalled.get("consumers") else None,
+        "chunks": chunks or None,
         "latency_ms": {
             "from_broker_timestamp": broker.summary_ms(),
             "from_publish_time": publish.summary_ms(),
@@ -304,16 +344,26 @@ def _document(
         }
         for w in workers
     ]
-    everything = settings.consumers * settings.messages
-    correct = deliveries == everything and all(
-        m is None or (m["correctness"].get("duplicates", 0) == 0 and m["correctness"].get("gaps", 0) == 0)
-        for m in (lean, official)
+    stalled = lean["stalled"] or {}
+    everything = (settings.consumers - stalled.get("consumers", 0)) * settings.messages
+    chunk_faults = sum(
+        v for m in (lean, official) if m and m["chunks"] for k, v in m["chunks"].items() if k != "chunks"
     )
+    correct = (
+        deliveries == everything
+        and chunk_faults == 0
+        and all(
+            m is None or (m["correctness"].get("duplicates", 0) == 0 and m["correctness"].get("gaps", 0) == 0)
+            for m in (lean, official)
+        )
+    )
+    clean = sum(m["correctness"].get("clean", 0) for m in (lean, official) if m)
     return {
         "benchmark": "bench.lean: broadcast subscription, raw-frame consumers",
         "machine": describe(),
         "load_average_at_start": [round(x, 2) for x in load_at_start],
         "magnetar": source.version(),
+        "broker_under_test": broker_version(settings.broker, source),
         "settings": vars(settings),
         "connect": {**connect, "per_process": per_process},
         "broker": {
@@ -332,7 +382,11 @@ def _document(
             "window_s": round(elapsed, 3),
             "deliveries_per_s": round(deliveries / elapsed, 1) if elapsed else None,
             "every_consumer_got_everything_once_in_order": correct,
+            "clean_consumers": clean,
+            "subscribed_consumers": settings.consumers - connect["failed_consumers"],
+            "chunk_faults": chunk_faults,
         },
+        "stalled": stalled if stalled.get("consumers") else None,
         "generator": {
             "lean_cpu_s": round(lean_cpu, 3),
             "lean_cpu_us_per_delivery": round(lean_cpu / lean_deliveries * 1e6, 2)

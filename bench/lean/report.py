@@ -9,11 +9,11 @@ def markdown(doc: dict) -> str:
     s, c, b, d = doc["settings"], doc["connect"], doc["broker"], doc["delivery"]
     m, g = doc["machine"], doc["generator"]
     lines = [
-        f"### bench.lean: {s['consumers']:,} broadcast consumers, "
+        f"### bench.lean: {s['consumers']:,} {s['mode']} consumers on {s['broker']}, "
         f"{s['messages']} x {s['size']} B at {s['rate']} msg/s",
         "",
         f"Machine: {m['cpu']}, {m['cores']} cores, Python {m['python']}; load average at start "
-        f"{doc['load_average_at_start'][0]}. Magnetar {doc['magnetar']}; fsync {s['fsync']}; "
+        f"{doc['load_average_at_start'][0]}. Broker: {doc['broker_under_test']}; fsync {s['fsync']}; "
         f"{s['processes']} generator processes, {s['per_connection']} consumer(s) per connection, "
         f"{s['official']} through the official client.",
         "",
@@ -32,6 +32,19 @@ def markdown(doc: dict) -> str:
         f"| every consumer got everything once, in order | {d[CORRECT]} |",
         f"| generator CPU per delivery (lean processes) | {g['lean_cpu_us_per_delivery']} µs |",
     ]
+    if stalled := doc.get("stalled"):
+        lines.append(
+            f"| stalled ({s['stalled']} %) | {stalled['consumers']:,} consumers got "
+            f"{stalled['deliveries']:,} messages (at most {stalled['max_received']} each); "
+            f"{stalled['unread_kib']} KiB unread in their sockets at the end |"
+        )
+    if s["max_message_size"]:
+        parts = [doc.get(name) or {} for name in ("lean", "official")]
+        chunks = sum((p.get("chunks") or {}).get("chunks", 0) for p in parts)
+        lines.append(
+            f"| chunked (broker max_message_size {s['max_message_size']:,} B) | {chunks:,} chunks to "
+            f"the lean consumers; faults (abandoned, out of place, wrong size): {d['chunk_faults']} |"
+        )
     for name in ("lean", "official"):
         part = doc.get(name)
         if not part:

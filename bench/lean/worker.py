@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 
+from bench.lean.chunks import ChunkCheck
 from bench.lean.connection import LeanConnection, WorkerState
 from bench.lean.limits import raise_nofile
 from bench.lean.tally import Tally
@@ -36,6 +37,33 @@ class WorkerSpec:
     ack_every: int
     concurrency: int
     source_ips: tuple[str, ...]  # local addresses to spread connections over (empty: the kernel's pick)
+    exclusive: bool = False  # one Exclusive subscription per consumer instead of the broadcast one
+    stalled_connections: int = 0  # of this worker's connections, how many stall after one message
+    chunked: bool = False  # messages come in chunks: check each whole before it counts
+    size: int = 0  # bytes per message (the official slice checks what it gets against it)
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One connection of a worker: its consumers, and where they count."""
+
+    first: int  # worker index of its first consumer (for names)
+    count: int
+    stalled: bool
+    base: int  # index of its first consumer in its tally (the stalled one or the other)
+
+
+def layout(spec: WorkerSpec) -> list[Slot]:
+    """The worker's connections in order; the stalled ones spread evenly among them."""
+    starts = range(0, spec.consumers, spec.per_connection)
+    total, stall = len(starts), spec.stalled_connections
+    slots, bases = [], [0, 0]
+    for n, first in enumerate(starts):
+        count = min(spec.per_connection, spec.consumers - first)
+        stalled = (n + 1) * stall // total > n * stall // total
+        slots.append(Slot(first, count, stalled, bases[stalled]))
+        bases[stalled] += count
+    return slots
 
 
 def worker_main(pipe: Connection, spec: WorkerSpec) -> None:
@@ -56,23 +84,30 @@ async def _run(pipe: Connection, spec: WorkerSpec, loop_name: str) -> None:
     inbox: asyncio.Queue[tuple] = asyncio.Queue()
     loop.add_reader(pipe.fileno(), _reader(pipe, inbox))
     done = asyncio.Event()
+    slots = layout(spec)
+    stalled = sum(slot.count for slot in slots if slot.stalled)
     state = WorkerState(
         topic=spec.topic,
         subscription=spec.subscription,
         name_prefix=spec.name_prefix,
         first_global=spec.first_global,
-        tally=Tally(spec.consumers, spec.messages),
+        tally=Tally(spec.consumers - stalled, spec.messages),
         permits=spec.permits,
         ack_every=spec.ack_every,
         on_complete=done.set,
+        exclusive=spec.exclusive,
+        stalled_tally=Tally(stalled, spec.messages),
+        chunks=ChunkCheck(spec.consumers - stalled) if spec.chunked else None,
     )
     pipe.send(("ready", {"loop": loop_name}))
     await _expect(inbox, "go")
     connections: list[LeanConnection] = []
     start = time.monotonic()
-    failed = await _open_all(spec, state, connections)
-    pipe.send(("subscribed", {"connect_s": round(time.monotonic() - start, 3), "failed": failed}))
-    state.target = spec.consumers - failed
+    failed, failed_stalled = await _open_all(spec, slots, state, connections)
+    pipe.send(
+        ("subscribed", {"connect_s": round(time.monotonic() - start, 3), "failed": failed + failed_stalled})
+    )
+    state.target = spec.consumers - stalled - failed
     if spec.messages == 0 or state.tally.complete >= state.target:
         done.set()
     waiter = asyncio.create_task(done.wait())
@@ -84,11 +119,12 @@ async def _run(pipe: Connection, spec: WorkerSpec, loop_name: str) -> None:
     else:
         waiter.cancel()
         command = message.result()
+    backlog = [cnx.unread_bytes() for cnx in connections if cnx.stalled]
     for cnx in connections:
         cnx.close()
     loop.remove_reader(pipe.fileno())
     if command[0] == "report":
-        pipe.send(("report", _report(spec, state, failed)))
+        pipe.send(("report", _report(spec, state, failed + failed_stalled, backlog)))
     # else: the coordinator is gone ("eof"): nobody to report to
 
 
@@ -112,23 +148,23 @@ async def _expect(inbox: asyncio.Queue, name: str) -> tuple:
     return command
 
 
-async def _open_all(spec: WorkerSpec, state: WorkerState, connections: list[LeanConnection]) -> int:
-    """Open every connection, ``concurrency`` at a time; the number of consumers that failed."""
+async def _open_all(
+    spec: WorkerSpec, slots: list[Slot], state: WorkerState, connections: list[LeanConnection]
+) -> tuple[int, int]:
+    """Open every connection, ``concurrency`` at a time; consumers that failed (others, stalled)."""
     loop = asyncio.get_running_loop()
-    starts = list(range(0, spec.consumers, spec.per_connection))
-    cursor = iter(range(len(starts)))
-    failed = 0
+    cursor = iter(range(len(slots)))
+    failed = [0, 0]
 
     async def opener() -> None:
-        nonlocal failed
         for n in cursor:
-            first = starts[n]
-            count = min(spec.per_connection, spec.consumers - first)
+            slot = slots[n]
+            first, count = slot.first, slot.count
             local = (spec.source_ips[n % len(spec.source_ips)], 0) if spec.source_ips else None
             try:
                 _, cnx = await asyncio.wait_for(
                     loop.create_connection(
-                        lambda f=first, c=count: LeanConnection(state, f, c),
+                        lambda s=slot: LeanConnection(state, s.first, s.count, s.base, s.stalled),
                         "127.0.0.1",
                         spec.port,
                         local_addr=local,
@@ -137,20 +173,27 @@ async def _open_all(spec: WorkerSpec, state: WorkerState, connections: list[Lean
                 )
                 connections.append(cnx)
                 await asyncio.wait_for(cnx.ready, CONNECT_TIMEOUT_S)
+                failed[slot.stalled] += cnx.failed
             except (OSError, RuntimeError, TimeoutError, ConnectionError) as exc:
-                failed += count
+                failed[slot.stalled] += count
                 if len(state.errors) < 20:
                     state.errors.append(f"consumers {first}..{first + count - 1}: {exc!r}")
 
     await asyncio.gather(*(opener() for _ in range(max(1, spec.concurrency))))
-    return failed
+    return failed[0], failed[1]
 
 
-def _report(spec: WorkerSpec, state: WorkerState, failed: int) -> dict:
+def _report(spec: WorkerSpec, state: WorkerState, failed: int, backlog: list[int]) -> dict:
     return {
         "worker": spec.index,
         "kind": "lean",
         "tally": state.tally.summary(),
+        "stalled": {
+            **state.stalled_tally.summary(),  # type: ignore[union-attr]
+            "max_received": max(state.stalled_tally.received, default=0),  # type: ignore[union-attr]
+            "unread_kib": round(sum(backlog) / 1024, 1),
+        },
+        "chunks": state.chunks.summary() if state.chunks is not None else None,
         "failed_consumers": failed,
         "closed_by_broker": state.closed_by_broker,
         "errors": state.errors[:20],
