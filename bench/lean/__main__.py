@@ -48,6 +48,8 @@ def main(argv: list[str] | None = None) -> int:
         "after their first message; latency and the all-delivered check are over the others",
         "max_message_size": "set the broker's largest message to BYTES and chunk at the producer "
         "(batching off): --size above it makes each message several chunks, checked whole (0: off)",
+        "no_probe": "no probe producer (by default one sends a small message every 20 ms on another topic "
+        "and its round trips are reported before, during the connect storm, and during the deliveries)",
     }
     choices = {"fsync": ["always", "never"], "mode": list(MODES), "broker": list(BROKERS)}
     for f in fields(Settings):

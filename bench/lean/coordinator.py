@@ -34,6 +34,7 @@ from bench.brokers import MagnetarSource, make_process
 from bench.lean.histogram import LatencyHistogram
 from bench.lean.limits import raise_nofile
 from bench.lean.official import official_main
+from bench.lean.probe import Probe
 from bench.lean.stamp import payload
 from bench.lean.target import broker_spec, broker_version
 from bench.lean.worker import WorkerSpec, worker_main
@@ -64,6 +65,7 @@ class Settings:
     broker: str = "magnetar"
     stalled: float = 0.0
     max_message_size: int = 0
+    no_probe: bool = False
 
 
 @dataclass
@@ -106,10 +108,15 @@ def run(settings: Settings, workdir: Path | None = None) -> dict:
                 block_if_queue_full=True,
                 send_timeout_millis=int(settings.timeout * 1000),  # a broker that refuses ends the run
             )
+            probe = None if settings.no_probe else Probe(client, f"{topic}-probe")
+            if probe is not None:
+                probe.__enter__()
             time.sleep(SETTLE_S)
             rss_before = memory_kib(broker.pid)["VmRSS"]
             workers = _start_workers(settings, broker.port, topic, base)
+            storm_at = time.monotonic()
             connect = _connect(workers, settings.official_first)
+            storm_end = time.monotonic()
             time.sleep(SETTLE_S)
             rss_after = memory_kib(broker.pid)["VmRSS"]
             with UsageSampler(broker.pid) as sampler:
@@ -123,6 +130,14 @@ def run(settings: Settings, workdir: Path | None = None) -> dict:
                 usage = sampler.usage()
                 for worker in workers:
                     worker.cpu_s += cpu_seconds(worker.process.pid)
+            if probe is not None:
+                probe.__exit__(None, None, None)
+                connect["probe"] = {
+                    "before": probe.phase(0.0, storm_at),
+                    "storm": probe.phase(storm_at, storm_end),
+                    "deliveries": probe.phase(start, start + elapsed),
+                    "failed_sends": probe.failures,
+                }
             _collect(workers)
         finally:
             if client is not None:

@@ -32,6 +32,15 @@ def markdown(doc: dict) -> str:
         f"| every consumer got everything once, in order | {d[CORRECT]} |",
         f"| generator CPU per delivery (lean processes) | {g['lean_cpu_us_per_delivery']} µs |",
     ]
+    if probe := c.get("probe"):
+        phases = ", ".join(
+            f"{name} P50 {p['p50']} / P99 {p['p99']} / max {p['max']} ms ({p['count']})"
+            for name, p in probe.items()
+            if isinstance(p, dict)
+        )
+        lines.append(
+            f"| probe producer on another topic, send round trip | {phases}; failed {probe['failed_sends']} |"
+        )
     if stalled := doc.get("stalled"):
         lines.append(
             f"| stalled ({s['stalled']} %) | {stalled['consumers']:,} consumers got "
