@@ -9,11 +9,13 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
 import pytest
 
 from magnetar.storage import ManagedLedger, Position
+from magnetar.storage.cursor_ledger import CursorLedger
 from magnetar.storage.cursor_state import CursorState
 from magnetar.storage.record import scan_records
 
@@ -363,3 +365,37 @@ def test_after_kill_minus_nine_only_acks_since_the_last_flush_are_lost(open_stor
     recovered = {i for i, position in enumerate(positions) if cursor.is_acked(position)}
     assert set(acked[:flushed]) <= recovered  # every flushed ack survived
     assert recovered <= set(acked)  # and nothing that was not acked counts as acked
+
+
+def test_cursor_ledgers_created_at_once_in_a_new_directory_all_succeed(tmp_path):
+    # The broker creates the cursors of one topic on its open threads, so two may find the
+    # cursors directory missing and both make it (a subscriber was refused with EEXIST).
+    previous = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads switch often, so the look and the mkdir interleave
+    try:
+        for attempt in range(30):
+            directory = tmp_path / f"t{attempt}" / "cursors"
+            directory.parent.mkdir()
+            barrier = threading.Barrier(12)
+            errors: list[BaseException] = []
+            made: list[CursorLedger] = []
+
+            def create(
+                ledger_id: int, directory=directory, barrier=barrier, errors=errors, made=made
+            ) -> None:
+                barrier.wait()
+                try:
+                    made.append(CursorLedger.create(directory, ledger_id, f"c{ledger_id}"))
+                except BaseException as exc:
+                    errors.append(exc)
+
+            threads = [threading.Thread(target=create, args=(100 + i,)) for i in range(12)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            assert errors == [] and len(made) == 12
+            for ledger in made:
+                ledger.close()
+    finally:
+        sys.setswitchinterval(previous)

@@ -46,7 +46,9 @@ class CursorLedger:
     def create(cls, directory: Path, ledger_id: int, owner: str | None = None) -> CursorLedger:
         """A new, empty cursor ledger; ``owner`` (the cursor's name) is written next to it first."""
         if not directory.exists():
-            directory.mkdir()
+            # Cursors of one topic may be created at once on the broker's open threads: the
+            # directory may appear between the look and the mkdir (then made by the other).
+            directory.mkdir(exist_ok=True)
             fsync_directory(directory.parent)
         if owner is not None:
             write_owner(directory, ledger_id, owner)

@@ -126,7 +126,7 @@ class Storage:
             record = self.metadata.create_managed_ledger(name, encode_name(name))
         directory = self._ledgers_dir / record.directory
         if not directory.exists():
-            directory.mkdir()
+            directory.mkdir(exist_ok=True)  # as in ``CursorLedger.create``: another open may make it too
             fsync_directory(self._ledgers_dir)
         return ManagedLedger(
             record,
