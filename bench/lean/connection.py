@@ -32,8 +32,10 @@ from bench.lean.chunks import ChunkCache, ChunkCheck
 from bench.lean.histogram import LatencyHistogram
 from bench.lean.stamp import EntryCache
 from bench.lean.tally import Tally
-from magnetar.protocol import FrameDecoder, encode_frame, wire
+from magnetar.protocol import Frame, FrameDecoder, encode_frame, wire
 from magnetar.protocol.commands import wrap
+from magnetar.protocol.hot_acks import HotMessage
+from magnetar.protocol.hot_frames import ack_frame
 
 BROADCAST_PROPERTY = ("magnetar.subscription.type", "Broadcast")
 MAX_FRAME = 6 * 1024 * 1024
@@ -91,7 +93,9 @@ class LeanConnection(asyncio.BufferedProtocol):
         self.base = first if base < 0 else base  # the first consumer's index in ``self.tally``
         self.failed = 0  # consumers the broker refused
         self.stopped = False
-        self.decoder = FrameDecoder(MAX_FRAME, shared=state.shared_buffer)
+        # The usual MESSAGE comes as a ``HotMessage``, read without protobuf (protocol.hot_acks):
+        # the generator's own cost per delivery is part of what shares the machine with the broker.
+        self.decoder = FrameDecoder(MAX_FRAME, shared=state.shared_buffer, hot_messages=True)
         self.transport: asyncio.Transport | None = None
         self.ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.unsubscribed = count
@@ -116,6 +120,11 @@ class LeanConnection(asyncio.BufferedProtocol):
         now_us = time.time_ns() // 1000
         acks: list[bytes] = []
         while not self.stopped and (frame := self.decoder.next_frame()) is not None:
+            if frame.__class__ is HotMessage and not self.stalled and self.state.chunks is None:
+                self._on_hot_message(frame, now_us, acks)  # type: ignore[arg-type]
+                continue
+            if frame.__class__ is HotMessage:  # a stalled or chunk-checking consumer: the full way
+                frame = Frame(_as_command(frame), frame.payload)  # type: ignore[union-attr]
             command = frame.command
             kind = command.type
             if kind == _MESSAGE:
@@ -145,6 +154,18 @@ class LeanConnection(asyncio.BufferedProtocol):
         completed = self.tally.record(self.base + local, times.seq)  # type: ignore[union-attr]
         self._after(local, ledger_id, entry_id, completed, True, out)
 
+    def _on_hot_message(self, message: HotMessage, now_us: int, out: list) -> None:
+        """``_on_message`` for a MESSAGE read without protobuf."""
+        state = self.state
+        ledger_id, entry_id = message.ledger_id, message.entry_id
+        times = state.cache.get(ledger_id, entry_id, message.payload)
+        if times.broker_ms:
+            state.from_broker.record(now_us - times.broker_ms * 1000)
+        state.from_publish.record(now_us - times.publish_ms * 1000)
+        local = message.consumer_id
+        completed = self.tally.record(self.base + local, times.seq)  # type: ignore[union-attr]
+        self._after(local, ledger_id, entry_id, completed, True, out)
+
     def _on_chunk(self, message: wire.CommandMessage, payload: memoryview, now_us: int, out: list) -> None:
         state = self.state
         msg_id = message.message_id
@@ -167,9 +188,7 @@ class LeanConnection(asyncio.BufferedProtocol):
         state = self.state
         tally = self.tally
         if counted and (completed or tally.received[self.base + local] % state.ack_every == 0):  # type: ignore[union-attr]
-            ack = wire.CommandAck(consumer_id=local, ack_type=_CUMULATIVE)
-            ack.message_id.add(ledger_id=ledger_id, entry_id=entry_id)
-            out.append(encode_frame(wrap(ack)))
+            out.append(ack_frame(local, True, ledger_id, entry_id))
         self.since_flow[local] += 1
         if self.since_flow[local] * 2 >= state.permits:
             out.append(self._flow(local, self.since_flow[local]))
@@ -186,9 +205,7 @@ class LeanConnection(asyncio.BufferedProtocol):
         else:
             seq = state.cache.get(msg_id.ledger_id, msg_id.entry_id, payload).seq
         self.tally.record(self.base + message.consumer_id, seq)  # type: ignore[union-attr]
-        ack = wire.CommandAck(consumer_id=message.consumer_id, ack_type=_CUMULATIVE)
-        ack.message_id.add(ledger_id=msg_id.ledger_id, entry_id=msg_id.entry_id)
-        out.append(encode_frame(wrap(ack)))
+        out.append(ack_frame(message.consumer_id, True, msg_id.ledger_id, msg_id.entry_id))
         self.stopped = True
         self.transport.pause_reading()  # type: ignore[union-attr]
 
@@ -254,3 +271,9 @@ class LeanConnection(asyncio.BufferedProtocol):
             if sock is not None:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_OFF)
             self.transport.close()
+
+
+def _as_command(message: HotMessage) -> wire.BaseCommand:
+    """The BaseCommand a ``HotMessage`` was read from."""
+    msg_id = wire.MessageIdData(ledger_id=message.ledger_id, entry_id=message.entry_id)
+    return wrap(wire.CommandMessage(consumer_id=message.consumer_id, message_id=msg_id))

@@ -1,4 +1,4 @@
-"""The usual ACK read without protobuf (hot_acks.py) reads what protobuf reads, or declines."""
+"""The usual ACK and MESSAGE read without protobuf (hot_acks.py) read what protobuf reads, or decline."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from hypothesis import strategies as st
 from magnetar.protocol import FrameDecoder, encode_frame, wire
 from magnetar.protocol.commands import wrap
 from magnetar.protocol.frames import Frame, parse_command
-from magnetar.protocol.hot_acks import HotAck, read_ack
+from magnetar.protocol.hot_acks import HotAck, HotMessage, read_ack
+from magnetar.protocol.hot_frames import ack_frame, message_header
 
 u64 = st.integers(min_value=0, max_value=(1 << 64) - 1)
 ack_types = st.sampled_from([wire.CommandAck.Individual, wire.CommandAck.Cumulative])
@@ -84,3 +85,41 @@ def test_only_a_decoder_asked_for_them_hands_out_hot_acks():
     hot.feed(frames)
     assert all(isinstance(f, Frame) for f in plain.frames())
     assert [type(f) for f in hot.frames()] == [HotAck, HotAck]
+
+
+@given(consumer_id=u64, ack_type=ack_types, ledger_id=u64, entry_id=u64)
+def test_the_hand_encoded_ack_is_what_protobuf_makes(consumer_id, ack_type, ledger_id, entry_id):
+    cumulative = ack_type == wire.CommandAck.Cumulative
+    frame = ack_frame(consumer_id, cumulative, ledger_id, entry_id)
+    assert frame == encode_frame(ack_command(consumer_id, ack_type, ledger_id, entry_id))
+    assert read_ack(frame[4:], 4) == HotAck(consumer_id, cumulative, ledger_id, entry_id, frame[8:])
+
+
+@given(consumer_id=u64, ledger_id=u64, entry_id=u64, payload=st.binary(max_size=64))
+def test_the_usual_message_is_read_as_protobuf_reads_it(consumer_id, ledger_id, entry_id, payload):
+    frame = message_header(consumer_id, ledger_id, entry_id, 0, None, len(payload)) + payload
+    decoder = FrameDecoder(1 << 20, hot_messages=True)
+    decoder.feed(frame)
+    message = decoder.next_frame()
+    assert isinstance(message, HotMessage)
+    assert message[:3] == (consumer_id, ledger_id, entry_id) and bytes(message.payload) == payload
+
+
+@given(
+    consumer_id=u64,
+    ledger_id=u64,
+    entry_id=u64,
+    redelivery=st.integers(min_value=0, max_value=9),
+    ack_set=st.lists(st.integers(min_value=0, max_value=9), max_size=2),
+)
+def test_a_message_sent_again_or_with_an_ack_set_is_parsed_in_full(
+    consumer_id, ledger_id, entry_id, redelivery, ack_set
+):
+    frame = message_header(consumer_id, ledger_id, entry_id, redelivery, ack_set, 3) + b"abc"
+    decoder = FrameDecoder(1 << 20, hot_messages=True)
+    decoder.feed(frame)
+    got = decoder.next_frame()
+    if redelivery or ack_set:
+        assert isinstance(got, Frame) and got.command.message.redelivery_count == redelivery
+    else:
+        assert isinstance(got, HotMessage)

@@ -18,11 +18,13 @@ from typing import NamedTuple, Protocol
 
 from magnetar.protocol import pulsar_wire_pb2 as wire
 from magnetar.protocol.errors import ProtocolError, parse_proto
-from magnetar.protocol.hot_acks import HotAck, read_ack
+from magnetar.protocol.hot_acks import HotAck, HotMessage, read_ack, read_message
 
 _U32 = struct.Struct(">I")
 #: A BaseCommand's first bytes when it is an ACK (type = 10).
 _ACK_TYPE = b"\x08\x0a"
+#: ... a MESSAGE (type = 9).
+_MESSAGE_TYPE = b"\x08\x09"
 _HEADER = struct.Struct(">II")
 
 #: Room a frame may take beyond the largest message: the command and headers.
@@ -149,6 +151,7 @@ class FrameDecoder:
         shared: bytearray | None = None,
         admission: LargeFrameAdmission | None = None,
         hot_acks: bool = False,
+        hot_messages: bool = False,
     ) -> None:
         #: The largest frame accepted (its size field's value); may change between frames.
         self.max_frame_size = max_frame_size
@@ -168,6 +171,8 @@ class FrameDecoder:
         self._broken = False
         #: Hand out the usual ACK as a ``HotAck`` (read without protobuf: ``hot_acks.py``).
         self._hot_acks = hot_acks
+        #: ... and the usual MESSAGE as a ``HotMessage`` (a consumer's side).
+        self._hot_messages = hot_messages
 
     @property
     def buffered(self) -> int:
@@ -259,9 +264,10 @@ class FrameDecoder:
         self._buf, self._pos, self._end = own, 0, pending
 
     # -- frames out ----------------------------------------------------------------------------
-    def next_frame(self) -> Frame | HotAck | None:
+    def next_frame(self) -> Frame | HotAck | HotMessage | None:
         """Return the next complete frame, or None when more bytes are needed (a ``HotAck``
-        for the usual ACK when the decoder was made with ``hot_acks``)."""
+        for the usual ACK when the decoder was made with ``hot_acks``, a ``HotMessage`` for the
+        usual MESSAGE with ``hot_messages``)."""
         if self._broken:
             raise ProtocolError("decoder used after a protocol error")
         try:
@@ -280,7 +286,7 @@ class FrameDecoder:
             out.append(frame)
         return out
 
-    def _next_frame(self) -> Frame | HotAck | None:
+    def _next_frame(self) -> Frame | HotAck | HotMessage | None:
         large = self._large
         if large is not None:
             if self._large_filled < len(large):
@@ -320,6 +326,10 @@ class FrameDecoder:
             self._release_admitted()
         if self._hot_acks and frame_bytes[4:6] == _ACK_TYPE and (ack := read_ack(frame_bytes, 4)) is not None:
             return ack
+        if self._hot_messages and frame_bytes[4:6] == _MESSAGE_TYPE:
+            (cmd_size,) = _U32.unpack_from(frame_bytes, 0)
+            if 4 + cmd_size <= total and (message := read_message(frame_bytes, 4, 4 + cmd_size)) is not None:
+                return message
         return _frame(memoryview(frame_bytes))
 
     @property

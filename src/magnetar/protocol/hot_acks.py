@@ -1,4 +1,4 @@
-"""The usual ACK read without protobuf: one message id, no batch bits, nothing else.
+"""The usual ACK (and MESSAGE) read without protobuf: one message id, no batch bits, nothing else.
 
 A broker with many consumers reads an ACK for nearly every message it sends. Through protobuf
 that is a parse, a required-fields check and a dozen attribute reads on the parsed objects,
@@ -10,8 +10,13 @@ properties, a transaction) does not match, and is parsed in full as before.
         consumer_id (1); ack_type (2) = Individual | Cumulative;
         message_id (3) = MessageIdData { ledgerId (1); entryId (2) } } }
 
-Fields in number order, as every protobuf encoder writes them; varints in their shortest form
-(what the regular expression allows). Ids are the wire's unsigned 64-bit values.
+The same for the usual MESSAGE, which a consumer reads once per message (``read_message``):
+
+    BaseCommand { type = MESSAGE (9); message (field 9) = CommandMessage {
+        consumer_id (1); message_id (2) = MessageIdData { ledgerId (1); entryId (2) } } }
+
+Fields in number order, as every protobuf encoder writes them. Ids are the wire's unsigned
+64-bit values.
 """
 
 from __future__ import annotations
@@ -31,6 +36,24 @@ _ACK = re.compile(
 
 
 _U64 = 1 << 64
+
+
+_MESSAGE = re.compile(
+    rb"\x08\x09"  # type = MESSAGE
+    rb"\x4a([\x00-\x7f])"  # message: field 9, length-delimited, the length in one byte
+    rb"\x08" + _VARINT + rb"\x12([\x00-\x7f])"  # consumer_id, message_id: field 2
+    rb"\x08" + _VARINT + rb"\x10" + _VARINT,  # ledgerId, entryId
+    re.S,
+)
+
+
+class HotMessage(NamedTuple):
+    """A MESSAGE of one entry sent for the first time, read by ``read_message``."""
+
+    consumer_id: int
+    ledger_id: int
+    entry_id: int
+    payload: memoryview
 
 
 class HotAck(NamedTuple):
@@ -66,3 +89,18 @@ def read_ack(frame: bytes, start: int) -> HotAck | None:
     if max(ids) >= _U64:
         return None  # not a 64-bit value: the full parser says what is wrong
     return HotAck(ids[0], ack_type == b"\x01", ids[1], ids[2], frame[start:])
+
+
+def read_message(frame: bytes, start: int, end: int) -> HotMessage | None:
+    """The MESSAGE whose BaseCommand is ``frame[start:end]`` (its payload after it), if it is the
+    usual kind (no redelivery count, no ack set, no epoch); else None."""
+    found = _MESSAGE.fullmatch(frame, start, end)
+    if found is None:
+        return None
+    length, consumer_id, id_length, ledger_id, entry_id = found.groups()
+    if length[0] != end - start - 4 or id_length[0] != len(ledger_id) + len(entry_id) + 2:
+        return None
+    ids = _varint(consumer_id), _varint(ledger_id), _varint(entry_id)
+    if max(ids) >= _U64:
+        return None
+    return HotMessage(ids[0], ids[1], ids[2], memoryview(frame)[end:])
