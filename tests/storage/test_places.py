@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from magnetar.storage import Position
-from magnetar.storage.place_pages import PAGES, decode_page, encode_page, page_of
+from magnetar.storage.place_pages import PAGES, Page, decode_page, encode_page, page_of
 from magnetar.storage.places import Place, decode_place, encode_place
 
 from .conftest import TOPIC, add_durable, payloads
@@ -214,3 +214,20 @@ def ml_id(storage) -> int:
     record = storage.metadata.managed_ledger(TOPIC)
     assert record is not None
     return record.ml_id
+
+
+def test_a_page_encodes_the_same_after_its_places_change_as_a_fresh_one():
+    # A page keeps its names' bytes between flushes; they are made again when a name comes or goes.
+    page = Page({f"car-{i}": encode_place(_place(i)) for i in range(5)})
+    assert page.encode() == encode_page(page.places)
+    page.put("car-2", encode_place(_place(20)))  # a place changes: names kept
+    assert decode_page(page.encode()) == {**page.places, "car-2": encode_place(_place(20))}
+    page.put("car-9", encode_place(_place(9)))  # a name comes
+    assert page.remove("car-0") and not page.remove("car-0")  # and one goes
+    assert page.encode() == encode_page(page.places) and set(decode_page(page.encode())) == {
+        "car-1",
+        "car-2",
+        "car-3",
+        "car-4",
+        "car-9",
+    }

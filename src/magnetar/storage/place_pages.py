@@ -36,19 +36,48 @@ def _u32s(values: list[int]) -> bytes:
     return numbers.tobytes()
 
 
+class Page:
+    """One page's places, ``name -> encoded place``, with its names' part of the bytes kept:
+    most flushes change only the places of names already there, so the names (the larger
+    part) are encoded again only when a name comes or goes."""
+
+    __slots__ = ("_names", "places")
+
+    def __init__(self, places: dict[str, bytes] | None = None) -> None:
+        self.places: dict[str, bytes] = places if places is not None else {}
+        #: The name lengths and the names, as bytes, for the names in ``places`` now (None: to make).
+        self._names: tuple[bytes, bytes] | None = None
+
+    def __len__(self) -> int:
+        return len(self.places)
+
+    def put(self, name: str, place: bytes) -> None:
+        places = self.places
+        if name not in places:
+            self._names = None
+        places[name] = place
+
+    def remove(self, name: str) -> bool:
+        """Whether ``name`` was there."""
+        if self.places.pop(name, None) is None:
+            return False
+        self._names = None
+        return True
+
+    def encode(self) -> bytes:
+        names = self._names
+        if names is None:
+            encoded = [name.encode() for name in self.places]
+            names = self._names = (_u32s([len(n) for n in encoded]), b"".join(encoded))
+        states = list(self.places.values())
+        return b"".join(
+            (_HEAD.pack(_VERSION, len(states)), names[0], _u32s([len(s) for s in states]), names[1], *states)
+        )
+
+
 def encode_page(places: dict[str, bytes]) -> bytes:
     """A page from ``name -> encoded place``."""
-    names = [name.encode() for name in places]
-    states = list(places.values())
-    return b"".join(
-        (
-            _HEAD.pack(_VERSION, len(names)),
-            _u32s([len(n) for n in names]),
-            _u32s([len(s) for s in states]),
-            *names,
-            *states,
-        )
-    )
+    return Page(dict(places)).encode()
 
 
 def decode_page(data: bytes) -> dict[str, bytes]:

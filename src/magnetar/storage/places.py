@@ -121,8 +121,8 @@ class PlaceBook:
         #: The stored places are all to be deleted before the pages are written (``clear``, or
         #: places found stored one per row, as before pages).
         self._cleared = False
-        #: page -> name -> encoded place, with every flushed change (None until read).
-        self._pages: dict[int, dict[str, bytes]] | None = None
+        #: page -> its places (name -> encoded place), with every flushed change (None until read).
+        self._pages: dict[int, place_pages.Page] | None = None
         #: Pages whose last write failed: written at the next flush.
         self._unwritten: set[int] = set()
         # figures
@@ -138,7 +138,7 @@ class PlaceBook:
     def dirty(self) -> bool:
         return self._cleared or bool(self._changes) or bool(self._unwritten)
 
-    def _stored(self) -> dict[int, dict[str, bytes]]:
+    def _stored(self) -> dict[int, place_pages.Page]:
         """The pages as stored, read once. A page that does not decode is left out (logged): its
         places' owners start over from the cursor's own mark-delete position, which is where a
         new one starts. Places stored one per row (before pages) are taken in, to be written as
@@ -149,13 +149,13 @@ class PlaceBook:
         pages = self._pages = {}
         for page, data in self._metadata.place_pages(self._ml_id, self.cursor):
             try:
-                pages[page] = place_pages.decode_page(data)
+                pages[page] = place_pages.Page(place_pages.decode_page(data))
             except ValueError as exc:
                 log.warning("cursor %s: place page %d is damaged and left out: %s", self.cursor, page, exc)
         rows = self._metadata.places(self._ml_id, self.cursor)
         if rows:
             for name, data in rows:
-                pages.setdefault(place_pages.page_of(name), {})[name] = data
+                pages.setdefault(place_pages.page_of(name), place_pages.Page()).put(name, data)
             self._cleared = True
         return pages
 
@@ -166,7 +166,7 @@ class PlaceBook:
         """
         places: dict[str, Place] = {}
         for page in self._stored().values():
-            for name, data in page.items():
+            for name, data in page.places.items():
                 try:
                     places[name] = decode_place(data)
                 except ValueError as exc:
@@ -206,7 +206,7 @@ class PlaceBook:
             page_no = page_of(name)
             page = pages.get(page_no)
             if place is None:
-                if page is not None and page.pop(name, None) is not None:
+                if page is not None and page.remove(name):
                     touched.add(page_no)
                     deletes += 1
                 continue
@@ -214,15 +214,15 @@ class PlaceBook:
             if data is None:
                 data = encoded[id(place)] = encode_place(place)
             if page is None:
-                page = pages[page_no] = {}
-            page[name] = data
+                page = pages[page_no] = place_pages.Page()
+            page.put(name, data)
             touched.add(page_no)
             puts += 1
         write, gone = [], []
         for n in sorted(touched):
             page = pages.get(n)
             if page:
-                write.append((n, place_pages.encode_page(page)))
+                write.append((n, page.encode()))
             else:
                 pages.pop(n, None)
                 gone.append(n)

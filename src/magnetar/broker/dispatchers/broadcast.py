@@ -319,7 +319,10 @@ class BroadcastDispatcher(Dispatcher):
     @staticmethod
     def _drop_pending_through(consumer: Consumer, position: Position) -> None:
         pending = consumer.pending_acks
-        if pending:
+        if len(pending) == 1:  # the usual case: the one message sent since the last ack
+            if next(iter(pending)) <= position:
+                pending.clear()
+        elif pending:
             for stale in [p for p in pending if p <= position]:
                 del pending[stale]
 
