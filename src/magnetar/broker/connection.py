@@ -340,7 +340,8 @@ class ServerCnx(asyncio.BufferedProtocol):
 
     def write_many(self, frames: list[bytes]) -> None:
         self._out.extend(frames)
-        self._schedule_flush()
+        if not self._flush_scheduled:
+            self._schedule_flush()
 
     def _queue_output(self, frame: bytes) -> None:
         self._out.append(frame)

@@ -56,6 +56,8 @@ if TYPE_CHECKING:
     from magnetar.broker.subscription import Subscription
 
 _CUMULATIVE = wire.CommandAck.Cumulative
+#: A consumer in a dispatch round, with its virtual cursor.
+Member = tuple["Consumer", VirtualCursor]
 
 #: Most consumers one dispatch round writes to before the event loop runs other work.
 FANOUT_PER_ROUND = 1000
@@ -440,8 +442,8 @@ class BroadcastDispatcher(Dispatcher):
     # -- dispatch ---------------------------------------------------------------------------
     def dispatch_round(self) -> bool:
         cursors, queue, queued = self.consumers, self._queue, self._queued
-        groups: dict[Position, list[Consumer]] = {}
-        replays: list[Consumer] = []
+        groups: dict[Position, list[Member]] = {}
+        replays: list[Member] = []
         budget = self.fanout_per_round
         while queue and budget > 0:
             consumer = queue.popleft()
@@ -451,14 +453,14 @@ class BroadcastDispatcher(Dispatcher):
                 continue  # a FLOW, a drained socket or a new subscribe queues it again
             budget -= 1
             if vc.replay_queue:
-                replays.append(consumer)
+                replays.append((consumer, vc))
             elif (members := groups.get(vc.read_position)) is not None:
-                members.append(consumer)
+                members.append((consumer, vc))
             else:
-                groups[vc.read_position] = [consumer]
+                groups[vc.read_position] = [(consumer, vc)]
         messages = size = 0
-        for consumer in replays:
-            sent = self._send_replay(consumer, cursors[consumer])
+        for consumer, vc in replays:
+            sent = self._send_replay(consumer, vc)
             messages += sent[0]
             size += sent[1]
         for position, members in groups.items():
@@ -472,7 +474,9 @@ class BroadcastDispatcher(Dispatcher):
         self._window.evict_below(self._read_floor.lowest())
         return bool(queue)
 
-    def _send_group(self, position: Position, members: list[Consumer]) -> tuple[int, int]:
+    def _send_group(
+        self, position: Position, members: list[tuple[Consumer, VirtualCursor]]
+    ) -> tuple[int, int]:
         """One read for every consumer reading at ``position``, then a write to each; the
         messages and bytes sent.
 
@@ -480,18 +484,16 @@ class BroadcastDispatcher(Dispatcher):
         consumers that read through to ``resume`` move there together in the read floor, and
         those that still have permits wait at the tail (or go round again) together.
         """
-        wanted = max(c.permits for c in members)
+        wanted = max(c.permits for c, _ in members)
         entries, resume = self._read(position, wanted)
         at_tail = resume > self.ml.last_confirmed
-        cursors = self.consumers
         outgoing = [OutgoingEntry(e) for e in entries]
         needed = sum(e.num_messages for e in outgoing)
         send = broadcast_send.send
         through: list[VirtualCursor] = []  # read everything, up to ``resume``
         waiting: list[Consumer] = []  # and have permits left for more
         messages = size = 0
-        for consumer in members:
-            vc = cursors[consumer]
+        for consumer, vc in members:
             if vc.restored_until is None and consumer.permits >= needed:
                 if outgoing:
                     sent = send(consumer, vc, outgoing)

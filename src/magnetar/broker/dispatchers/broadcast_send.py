@@ -52,7 +52,7 @@ def send(consumer: Consumer, vc: VirtualCursor, outgoing: list[OutgoingEntry]) -
     """Write ``outgoing`` to ``consumer``, charge its permits, hold the entries as awaiting its
     ack, and count its traffic; the messages and bytes sent (the caller counts them for the
     subscription and topic once per round)."""
-    id_field = id_field_of(consumer)
+    id_field = consumer.id_field or id_field_of(consumer)
     with_meta = consumer.cnx.wants_entry_metadata
     pending = consumer.pending_acks
     frames: list[bytes | memoryview] = []
