@@ -15,12 +15,15 @@ from __future__ import annotations
 import logging
 import os
 import re
+import threading
+from array import array
 from pathlib import Path
 
 from magnetar.storage.ack_marker import Marker, is_marker
 from magnetar.storage.ack_page import is_page
+from magnetar.storage.cursor_files import OPEN_CURSOR_LEDGERS
 from magnetar.storage.damage import Damage
-from magnetar.storage.errors import CorruptionError
+from magnetar.storage.errors import CorruptionError, StorageClosedError
 from magnetar.storage.record import HEADER_SIZE
 from magnetar.storage.segment import Segment, delete_segment_files, fsync_directory, segment_paths
 
@@ -32,12 +35,24 @@ NAME_SUFFIX = ".name"
 
 
 class CursorLedger:
-    """One cursor ledger, open for appending."""
+    """One cursor ledger, open for appending.
+
+    Its files may be closed while it is idle and synced, and are opened again when it is next
+    written or read (``cursor_files``: few cursor ledgers keep descriptors). Safe to use from
+    more than one thread: each call holds the ledger's lock.
+    """
 
     def __init__(self, directory: Path, segment: Segment):
         """Use ``create`` or ``open``."""
         self._dir = directory
-        self._segment = segment
+        self._ledger_id = segment.ledger_id
+        #: The open segment, or None while parked (files closed; ``_parked`` has its offsets and size).
+        self._segment: Segment | None = segment
+        self._parked: tuple[array, int] | None = None
+        self._damage = segment.damage
+        self._lock = threading.RLock()
+        self._gone = False
+        OPEN_CURSOR_LEDGERS.opened(self)
 
     def __repr__(self) -> str:
         return f"CursorLedger({self.ledger_id}, entries={self.entries}, bytes={self.size_bytes})"
@@ -63,39 +78,99 @@ class CursorLedger:
     @property
     def damage(self) -> list[Damage]:
         """What opening found damaged in this cursor ledger (a cut tail, entries past damage)."""
-        return self._segment.damage
+        return self._damage
 
     @property
     def ledger_id(self) -> int:
-        return self._segment.ledger_id
+        return self._ledger_id
 
     @property
     def entries(self) -> int:
-        return self._segment.entries
+        with self._lock:
+            segment, parked = self._segment, self._parked
+            return segment.entries if segment is not None else len(parked[0]) if parked else 0
 
     @property
     def size_bytes(self) -> int:
-        return self._segment.size_bytes
+        with self._lock:
+            segment, parked = self._segment, self._parked
+            return segment.size_bytes if segment is not None else parked[1] if parked else 0
+
+    @property
+    def files_open(self) -> bool:
+        return self._segment is not None
+
+    def _live(self) -> Segment:
+        """The open segment, its files opened again if they were closed (call with the lock)."""
+        segment = self._segment
+        if segment is not None:
+            OPEN_CURSOR_LEDGERS.used(self)
+            return segment
+        if self._gone or self._parked is None:
+            raise StorageClosedError(f"cursor ledger {self._ledger_id} is closed")
+        offsets, size = self._parked
+        segment = self._segment = Segment.reopen(self._dir, self._ledger_id, offsets, size)
+        self._parked = None
+        OPEN_CURSOR_LEDGERS.opened(self)
+        return segment
+
+    def park(self) -> bool:
+        """Close the files if nothing is unsynced and no other thread is using them; True when
+        they are closed (or were)."""
+        if not self._lock.acquire(blocking=False):
+            return False
+        try:
+            segment = self._segment
+            if segment is None:
+                return True
+            if segment.synced_entries < segment.entries:
+                return False
+            segment.close(sync=False)  # the log is synced; the index is derived (rebuilt if lost)
+            self._parked = (segment.offsets, segment.size_bytes)
+            self._segment = None
+            return True
+        finally:
+            self._lock.release()
 
     def append(self, data: bytes) -> int:
         """Write one entry to the OS (not yet fsynced); returns its entry id."""
-        return self._segment.append(data)
+        with self._lock:
+            return self._live().append(data)
 
     def read(self, entry_id: int) -> bytes:
         """One entry's data, crc-checked; raises CorruptionError if it is damaged."""
-        if not 0 <= entry_id < self._segment.entries:
-            raise CorruptionError(f"cursor ledger {self.ledger_id} has no entry {entry_id}")
-        return self._segment.read_range(entry_id, 1)[0]
+        with self._lock:
+            segment = self._live()
+            if not 0 <= entry_id < segment.entries:
+                raise CorruptionError(f"cursor ledger {self.ledger_id} has no entry {entry_id}")
+            return segment.read_range(entry_id, 1)[0]
 
     def sync(self) -> int:
-        return self._segment.sync()
+        with self._lock:
+            segment = self._segment
+            if segment is None:
+                return 0  # parked only once synced
+            OPEN_CURSOR_LEDGERS.used(self)
+            return segment.sync()
 
     def close(self) -> None:
-        self._segment.close()
+        with self._lock:
+            self._gone = True
+            if self._segment is not None:
+                self._segment.close()
+                self._segment = None
+            self._parked = None
+        OPEN_CURSOR_LEDGERS.closed(self)
 
     def delete(self) -> None:
-        self._segment.close(sync=False)
-        delete_cursor_ledger_files(self._dir, self.ledger_id)
+        with self._lock:
+            self._gone = True
+            if self._segment is not None:
+                self._segment.close(sync=False)
+                self._segment = None
+            self._parked = None
+            delete_cursor_ledger_files(self._dir, self.ledger_id)
+        OPEN_CURSOR_LEDGERS.closed(self)
 
     # ---------------------------------------------------------------- recovery
 

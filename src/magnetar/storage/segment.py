@@ -167,6 +167,21 @@ class Segment:
         return segment
 
     @classmethod
+    def reopen(cls, directory: Path, ledger_id: int, offsets: array, size: int) -> Segment:
+        """Open again for appending a ledger this process closed (``close``) with every entry
+        synced: its offsets and size are known, so nothing is read or scanned."""
+        log_path, idx_path = segment_paths(directory, ledger_id)
+        log_fd, idx_fd = _open_pair(log_path, idx_path, os.O_RDWR)
+        segment = cls(ledger_id, log_fd, idx_fd, offsets, size, writable=True)
+        segment.synced_entries = len(offsets)
+        return segment
+
+    @property
+    def offsets(self) -> array:
+        """Each entry's offset in the log (for ``reopen``; not to be changed)."""
+        return self._offsets
+
+    @classmethod
     def open_read(cls, directory: Path, ledger_id: int, entries: int) -> Segment:
         """Open a closed ledger for reading; ``entries`` comes from the metadata store."""
         log_path, idx_path = segment_paths(directory, ledger_id)
