@@ -143,26 +143,21 @@ class LeanConnection(asyncio.BufferedProtocol):
 
     # -- deliveries --------------------------------------------------------------------------
     def _on_message(self, message: wire.CommandMessage, payload: memoryview, now_us: int, out: list) -> None:
-        state = self.state
         msg_id = message.message_id
-        ledger_id, entry_id = msg_id.ledger_id, msg_id.entry_id
+        self._deliver(message.consumer_id, msg_id.ledger_id, msg_id.entry_id, payload, now_us, out)
+
+    def _on_hot_message(self, message: HotMessage, now_us: int, out: list) -> None:
+        """``_on_message`` for a MESSAGE read without protobuf."""
+        self._deliver(message.consumer_id, message.ledger_id, message.entry_id, message.payload, now_us, out)
+
+    def _deliver(
+        self, local: int, ledger_id: int, entry_id: int, payload: memoryview, now_us: int, out: list
+    ) -> None:
+        state = self.state
         times = state.cache.get(ledger_id, entry_id, payload)
         if times.broker_ms:
             state.from_broker.record(now_us - times.broker_ms * 1000)
         state.from_publish.record(now_us - times.publish_ms * 1000)
-        local = message.consumer_id
-        completed = self.tally.record(self.base + local, times.seq)  # type: ignore[union-attr]
-        self._after(local, ledger_id, entry_id, completed, True, out)
-
-    def _on_hot_message(self, message: HotMessage, now_us: int, out: list) -> None:
-        """``_on_message`` for a MESSAGE read without protobuf."""
-        state = self.state
-        ledger_id, entry_id = message.ledger_id, message.entry_id
-        times = state.cache.get(ledger_id, entry_id, message.payload)
-        if times.broker_ms:
-            state.from_broker.record(now_us - times.broker_ms * 1000)
-        state.from_publish.record(now_us - times.publish_ms * 1000)
-        local = message.consumer_id
         completed = self.tally.record(self.base + local, times.seq)  # type: ignore[union-attr]
         self._after(local, ledger_id, entry_id, completed, True, out)
 
