@@ -81,3 +81,26 @@ def test_a_subscription_on_some_partitions_only_and_an_idle_topic():
     total = partitioned_stats(parts)
     assert total["subscriptions"]["s"]["msgBacklog"] == 2
     assert total["averageMsgSize"] == 0.0 and total["publishers"] == []
+
+
+def test_a_broadcast_subscription_sums_its_consumer_counts_and_lists_each_partitions_page():
+    def broadcast(partition: int, connected: int, departed: int) -> dict:
+        sub = _subscription(0, [f"c{partition}-{i}" for i in range(min(connected, 2))])
+        page = (
+            f"/admin/v2/persistent/t/n/t-partition-{partition}/subscription/fans/consumers?offset=0&limit=100"
+        )
+        return {
+            **sub,
+            "consumersCount": connected,
+            "consumersListed": min(connected, 2),
+            "departedCount": departed,
+            "consumersPage": page,
+        }
+
+    parts = {
+        f"t-partition-{n}": _partition(1.0, 10, [], {"fans": broadcast(n, connected, departed)})
+        for n, (connected, departed) in enumerate([(5000, 3), (7000, 0)])
+    }
+    sub = partitioned_stats(parts)["subscriptions"]["fans"]
+    assert (sub["consumersCount"], sub["consumersListed"], sub["departedCount"]) == (12_000, 4, 3)
+    assert [p.split("/")[6] for p in sub["consumersPages"]] == ["t-partition-0", "t-partition-1"]

@@ -173,6 +173,10 @@ def internal_stats(topic: PersistentTopic) -> dict:
     }
 
 
+#: A broadcast subscription's consumer counts (``_listed``), summed over partitions.
+_BROADCAST_COUNTS = ("consumersCount", "consumersListed", "departedCount")
+
+
 def _average_size(stats: dict) -> float:
     return stats["msgThroughputIn"] / stats["msgRateIn"] if stats["msgRateIn"] else 0.0
 
@@ -185,7 +189,8 @@ def _sum_into(total: dict, part: dict, fields: tuple[str, ...]) -> None:
 def partitioned_stats(partitions: dict[str, dict], per_partition: bool = True) -> dict:
     """One partitioned topic's stats from its partitions' ``topic_stats``, as Pulsar sums them:
     rates, counters and storage added up; publishers by name and subscriptions by name merged
-    (backlogs added, consumers listed together)."""
+    (backlogs added, consumers listed together; a broadcast subscription's consumer counts
+    added and each partition's page of consumers listed in ``consumersPages``)."""
     total: dict = {field: 0 for field in (*_IN, *_OUT, "storageSize")}
     publishers: dict[str, dict] = {}
     subscriptions: dict[str, dict] = {}
@@ -202,6 +207,9 @@ def partitioned_stats(partitions: dict[str, dict], per_partition: bool = True) -
             )
             _sum_into(merged, sub, (*_OUT, "msgBacklog"))
             merged["consumers"].extend(sub["consumers"])
+            if "consumersCount" in sub:  # broadcast: each partition lists a few, pages the rest
+                _sum_into(merged, sub, _BROADCAST_COUNTS)
+                merged.setdefault("consumersPages", []).append(sub["consumersPage"])
     for publisher in publishers.values():
         publisher["averageMsgSize"] = _average_size(publisher)
     total["averageMsgSize"] = _average_size(total)
