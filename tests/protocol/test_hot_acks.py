@@ -37,7 +37,7 @@ def test_the_usual_ack_is_read_as_protobuf_reads_it(consumer_id, ack_type, ledge
 def test_any_other_ack_is_declined(consumer_id, ledger_id, entry_id, extra):
     command = ack_command(consumer_id, wire.CommandAck.Individual, ledger_id, entry_id)
     if extra == "ids":
-        command.ack.message_id.add(ledger_id=ledger_id, entry_id=entry_id + 1)
+        command.ack.message_id.add(ledger_id=ledger_id, entry_id=(entry_id + 1) % (1 << 64))
     elif extra == "ack_set":
         command.ack.message_id[0].ack_set.append(5)
     elif extra == "request":
