@@ -1,4 +1,9 @@
+import json
+import os
 import ssl
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -123,3 +128,109 @@ def test_tls_only_settings():
         BrokerConfig.load(None, web_service_port_enabled=False)
     defaults = BrokerConfig()
     assert defaults.broker_service_port_enabled and defaults.web_service_port_enabled
+
+
+# -- types, sources and environment variables (config_sources.py) --------------------------------
+
+
+def test_a_value_of_the_wrong_type_in_the_file_is_refused_naming_the_setting_and_the_file(tmp_path):
+    path = tmp_path / "m.toml"
+    for line, wanted in (
+        ('deduplication_enabled = "false"', "true or false"),  # a string would be taken as true
+        ('port = "6650"', "an integer"),
+        ("port = true", "an integer"),  # a bool is no port number
+        ("host = 1", "text"),
+        ('superuser_roles = ["admin", 1]', "list of str"),
+    ):
+        path.write_text(line + "\n")
+        name = line.split(" = ")[0]
+        with pytest.raises(ValueError, match=rf"setting {name} = .*\(file {path}\) must be .*{wanted}"):
+            BrokerConfig.load(path)
+
+
+def test_numbers_and_paths_are_taken_in_the_forms_toml_writes_them(tmp_path):
+    path = tmp_path / "m.toml"
+    path.write_text('broadcast_reconnect_grace_seconds = 5\ndata_dir = "/tmp/d"\n')
+    config = BrokerConfig.load(path)
+    assert config.broadcast_reconnect_grace_seconds == 5.0 and isinstance(
+        config.broadcast_reconnect_grace_seconds, float
+    )
+    assert config.data_dir == Path("/tmp/d")
+
+
+def test_environment_variables_come_after_the_file_and_before_the_command_line(tmp_path):
+    path = tmp_path / "m.toml"
+    path.write_text('port = 7000\nfsync_policy = "interval"\nhost = "127.0.0.2"\n')
+    environ = {
+        "MAGNETAR_PORT": "7100",
+        "MAGNETAR_FSYNC_POLICY": "never",
+        "MAGNETAR_DEDUPLICATION_ENABLED": "true",
+        "MAGNETAR_SUPERUSER_ROLES": '["admin", "ops"]',
+        "MAGNETAR_BROADCAST_MAX_LAG_SECONDS": "2.5",
+        "PATH": "/usr/bin",  # not ours: left alone
+    }
+    config, sources = BrokerConfig.load_with_sources(path, environ, port=7200)
+    assert config.port == 7200 and sources["port"] == "command line"
+    assert (
+        config.fsync_policy == "never"
+        and sources["fsync_policy"] == "environment variable MAGNETAR_FSYNC_POLICY"
+    )
+    assert config.host == "127.0.0.2" and sources["host"] == f"file {path}"
+    assert config.deduplication_enabled is True and config.superuser_roles == ["admin", "ops"]
+    assert config.broadcast_max_lag_seconds == 2.5
+    assert sources["max_message_size"] == "default"
+    assert BrokerConfig.load(path).port == 7000  # no environment unless one is given
+
+
+@pytest.mark.parametrize(
+    ("variable", "text", "message"),
+    [
+        ("MAGNETAR_PORTT", "1", "unknown setting 'portt'"),
+        ("MAGNETAR_DEDUPLICATION_ENABLED", "maybe", "must be true or false"),
+        ("MAGNETAR_PORT", "66x", "must be a number"),
+        ("MAGNETAR_MAX_MESSAGE_SIZE", "-5", "max_message_size must be positive"),  # the range check
+    ],
+)
+def test_a_wrong_environment_variable_is_refused_naming_it(variable, text, message):
+    with pytest.raises(ValueError, match=message):
+        BrokerConfig.load(None, {variable: text})
+
+
+def test_config_show_prints_each_setting_with_its_source_and_fails_on_a_bad_one(tmp_path):
+    path = tmp_path / "m.toml"
+    path.write_text("port = 7001\n")
+    env = {**os.environ, "MAGNETAR_FSYNC_POLICY": "never"}
+    shown = subprocess.run(
+        [sys.executable, "-m", "magnetar", "config", "show", "--config", str(path), "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert shown.returncode == 0, shown.stderr
+    settings = json.loads(shown.stdout)
+    assert settings["port"] == {"value": 7001, "source": f"file {path}"}
+    assert settings["fsync_policy"] == {
+        "value": "never",
+        "source": "environment variable MAGNETAR_FSYNC_POLICY",
+    }
+    assert settings["host"]["source"] == "default"
+    env["MAGNETAR_DEDUPLICATION_ENABLED"] = "nope"
+    failed = subprocess.run(
+        [sys.executable, "-m", "magnetar", "config", "show"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert failed.returncode == 1
+    assert "deduplication_enabled" in failed.stderr and "MAGNETAR_DEDUPLICATION_ENABLED" in failed.stderr
+
+
+def test_the_broker_refuses_to_start_on_a_wrong_setting_and_names_it(tmp_path):
+    env = {**os.environ, "MAGNETAR_PORT": "six-six-five-zero"}
+    command = [sys.executable, "-m", "magnetar", "standalone", "--data-dir", str(tmp_path / "d")]
+    started = subprocess.run([*command, "--port", "0"], capture_output=True, text=True, env=env, timeout=60)
+    assert started.returncode == 1
+    assert "cannot start" in started.stderr and "MAGNETAR_PORT" in started.stderr
+    assert not (tmp_path / "d").exists()  # nothing was set up

@@ -1,18 +1,21 @@
 """Broker settings: one dataclass, every field with a documented default (docs/configuration.md).
 
 Settings come from defaults, then an optional TOML file (flat keys, same names), then
-command-line flags — later wins.
+``MAGNETAR_<NAME>`` environment variables, then command-line flags — later wins; every value
+is checked against its setting's type (``config_sources.py``).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import tomllib
+import typing
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from magnetar.broker import backlog_quota
+from magnetar.broker import backlog_quota, config_sources
+from magnetar.broker.config_sources import ConfigError
 from magnetar.storage.config import StorageConfig
 
 MIB = 1024 * 1024
@@ -287,19 +290,42 @@ class BrokerConfig:
             load_interceptor_class(name)  # raises ValueError for an unknown or unloadable one
 
     @classmethod
-    def load(cls, path: Path | None = None, **overrides: Any) -> BrokerConfig:
-        """Defaults, then the TOML file at ``path``, then non-None ``overrides``."""
+    def load(
+        cls, path: Path | None = None, environ: Mapping[str, str] | None = None, **overrides: Any
+    ) -> BrokerConfig:
+        """Defaults, then the TOML file at ``path``, then ``MAGNETAR_*`` variables of ``environ``
+        (none unless given), then non-None ``overrides`` (the command line); each value checked
+        against its setting's type (``config_sources.py``), then the whole validated."""
+        return cls.load_with_sources(path, environ, **overrides)[0]
+
+    @classmethod
+    def load_with_sources(
+        cls, path: Path | None = None, environ: Mapping[str, str] | None = None, **overrides: Any
+    ) -> tuple[BrokerConfig, dict[str, str]]:
+        """``load``, and where each setting's value came from (``magnetar config show``)."""
+        hints = typing.get_type_hints(cls)
         values: dict[str, Any] = {}
+        sources = dict.fromkeys(hints, "default")
         if path is not None:
             with open(path, "rb") as f:
-                values.update(tomllib.load(f))
-        values.update({k: v for k, v in overrides.items() if v is not None})
-        known = {f.name: f for f in dataclasses.fields(cls)}
-        unknown = sorted(set(values) - set(known))
-        if unknown:
-            raise ValueError(f"unknown setting(s): {', '.join(unknown)}")
-        if "data_dir" in values:
-            values["data_dir"] = Path(values["data_dir"])
+                from_file = tomllib.load(f)
+            for name, value in from_file.items():
+                where = f"file {path}"
+                if name not in hints:
+                    raise ConfigError(f"unknown setting {name!r} ({where})")
+                values[name] = config_sources.check(name, hints[name], value, where)
+                sources[name] = where
+        if environ is not None:
+            for name, (value, where) in config_sources.env_settings(environ, hints).items():
+                values[name] = config_sources.check(name, hints[name], value, where)
+                sources[name] = where
+        for name, value in overrides.items():
+            if value is None:
+                continue
+            if name not in hints:
+                raise ConfigError(f"unknown setting {name!r} (command line)")
+            values[name] = config_sources.check(name, hints[name], value, "command line")
+            sources[name] = "command line"
         config = cls(**values)
         config.validate()
-        return config
+        return config, sources

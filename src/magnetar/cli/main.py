@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from magnetar import __version__
-from magnetar.cli import repair, tokens
+from magnetar.cli import config_show, repair, tokens
 from magnetar.demo.smart_city import cli as smart_city
 
 
@@ -51,6 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     _standalone_parser(sub)
     repair.add_parser(sub)
     tokens.add_parser(sub)
+    config_show.add_parser(sub)
     smart_city.add_parser(sub)
     args = parser.parse_args(argv)
     logging.basicConfig(
@@ -66,6 +67,8 @@ def main(argv: list[str] | None = None) -> int:
         return repair.run(args)
     if args.command == "tokens":
         return tokens.run(args)
+    if args.command == "config":
+        return config_show.run(args)
     if args.command == "smart-city":
         return smart_city.run(args)
     return 2

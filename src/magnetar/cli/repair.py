@@ -8,6 +8,7 @@ a partitioned topic whose partitions it found) and prints what it did and what i
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -37,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
     from magnetar.broker.data_dir_lock import DataDirInUse, DataDirLock
     from magnetar.storage.repair import repair
 
-    data_dir = BrokerConfig.load(args.config, data_dir=args.data_dir).data_dir
+    data_dir = BrokerConfig.load(args.config, os.environ, data_dir=args.data_dir).data_dir
     if not Path(data_dir).is_dir():
         print(f"magnetar repair: {data_dir} is not a directory", file=sys.stderr)
         return 1

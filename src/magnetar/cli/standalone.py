@@ -11,6 +11,7 @@ import argparse
 import asyncio
 import gc
 import logging
+import os
 import signal
 
 from magnetar import __version__
@@ -68,6 +69,7 @@ async def run(args: argparse.Namespace) -> int:
     try:
         config = BrokerConfig.load(
             args.config,
+            os.environ,
             host=args.host,
             port=args.port,
             http_port=args.http_port,
