@@ -162,3 +162,37 @@ def test_a_wrong_scope_is_an_error_naming_the_option(tmp_path):
     )
     assert result.returncode != 0
     assert "magnetar_broker_scope = 'suite'" in result.stdout + result.stderr
+
+
+SETTINGS_CONFTEST = """
+import pytest
+
+
+@pytest.fixture(scope="session")
+def magnetar_broker_settings():
+    return {"max_message_size": 128 * 1024}
+"""
+
+SETTINGS_TESTS = """
+import pulsar
+import pytest
+from pulsar.exceptions import MessageTooBig
+
+
+def test_the_suites_settings_reach_the_broker(magnetar_broker):
+    client = pulsar.Client(magnetar_broker.service_url)
+    try:
+        producer = client.create_producer("persistent://public/default/limits", batching_enabled=False)
+        producer.send(b"x" * 1024)
+        with pytest.raises(MessageTooBig):
+            producer.send(b"x" * (128 * 1024 + 1))
+    finally:
+        client.close()
+"""
+
+
+def test_a_conftest_overrides_the_settings(tmp_path):
+    (tmp_path / "conftest.py").write_text(SETTINGS_CONFTEST)
+    result = _pytest(tmp_path, "-p", PLUGIN, tests=SETTINGS_TESTS)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "1 passed" in result.stdout
