@@ -3,7 +3,7 @@
 ``BOOST_PLACEMENTS`` is what the official Python client (pulsar-client 3.13, its default
 producer) did on our broker: the partition it sent each key to on a 101- and on a 97-partition
 topic (together they pin the hash modulo 9797). Keys of 1 to 26 bytes take every branch of
-Boost's tail handling; the others are multi-byte UTF-8. tests/interop/test_key_routing.py checks
+Boost's tail handling; the others are multi-byte UTF-8. tests/client/test_key_routing.py checks
 the same live.
 """
 
@@ -93,8 +93,14 @@ def test_java_string_hash_is_string_hashcode_over_utf16_units(key, expected):
 @pytest.mark.parametrize(
     ("key", "expected"),
     # pulsar-client-cpp's HashTest, "same value as Java client"
-    [("k1", 2110152746), ("k2", 1479966664), ("key1", 462881061), ("key2", 1936800180)]
-    + [("key01", 39696932), ("key02", 751761803)],
+    [
+        ("k1", 2110152746),
+        ("k2", 1479966664),
+        ("key1", 462881061),
+        ("key2", 1936800180),
+        ("key01", 39696932),
+        ("key02", 751761803),
+    ],
 )
 def test_murmur3_32_hash_matches_pulsars(key, expected):
     assert murmur3_32_hash(key) == expected
