@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from magnetar.client.compression import CompressionType
 from magnetar.client.errors import InvalidConfiguration
 from magnetar.protocol import pulsar_wire_pb2 as wire
+from magnetar.protocol.key_hash import DEFAULT_HASHING_SCHEME, HashingScheme, hashing_scheme
 
 
 @dataclass(slots=True)
@@ -24,6 +25,9 @@ class ProducerConfig:
     chunking_enabled: bool = False
     properties: dict[str, str] | None = None
     access_mode: int = wire.Shared
+    #: How a partition key picks a partition: a ``HashingScheme`` or its name ("BoostHash",
+    #: "JavaStringHash", "Murmur3_32Hash"); the default is the official Python client's.
+    hashing_scheme: HashingScheme | str = DEFAULT_HASHING_SCHEME
 
     def validate(self) -> None:
         if self.batching_enabled and self.chunking_enabled:
@@ -33,3 +37,7 @@ class ProducerConfig:
             )
         self.compression_type = CompressionType(int(self.compression_type))
         self.access_mode = int(self.access_mode)
+        try:
+            self.hashing_scheme = hashing_scheme(self.hashing_scheme)
+        except ValueError as exc:
+            raise InvalidConfiguration(str(exc)) from None

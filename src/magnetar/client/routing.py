@@ -1,6 +1,7 @@
 """Partitioned topics and several topics at once: one handler per partition behind one face.
 
-``PartitionedProducer`` routes each message to a partition (by key hash, else round robin).
+``PartitionedProducer`` routes each message to a partition: by the hash of its partition key
+(``magnetar.protocol.key_hash``, the official client's schemes and default), else round robin.
 ``MultiTopicsConsumer`` receives from one consumer per partition or topic; each keeps its own
 receiver queue and flow permits, the parent takes from whichever has a message.
 """
@@ -9,13 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import zlib
 from typing import TYPE_CHECKING, Any
 
 from magnetar.client.consumer import Consumer, ConsumerConfig
 from magnetar.client.errors import AlreadyClosed, InvalidConfiguration, Timeout
 from magnetar.client.message import Message, MessageId
 from magnetar.client.producer import Producer, ProducerConfig
+from magnetar.protocol.key_hash import key_partition
 from magnetar.protocol.topic_name import partition_name
 
 if TYPE_CHECKING:
@@ -48,14 +49,6 @@ async def create_consumer(client: Client, topics: list[str], config: ConsumerCon
     return MultiTopicsConsumer(client, topics, config, parts)
 
 
-def key_partition(key: str, partitions: int) -> int:
-    """The partition a message with ``key`` goes to: CRC32 of the key, modulo the partitions.
-
-    Partition routing only (the Spark sink and the smart-city simulator route alike); the
-    broker's Key_Shared dispatch hashes keys its own way (Murmur3, as Pulsar's)."""
-    return zlib.crc32(key.encode()) % partitions
-
-
 class PartitionedProducer:
     """A producer per partition; ``send`` picks one."""
 
@@ -69,6 +62,7 @@ class PartitionedProducer:
             Producer(client, partition_name(topic, i), _copy(config), partition=i) for i in range(partitions)
         ]
         self._round_robin = itertools.cycle(range(partitions))
+        self._scheme = self._producers[0].config.hashing_scheme  # validated by each producer
 
     def topic(self) -> str:
         return self._topic
@@ -91,8 +85,8 @@ class PartitionedProducer:
         key = kwargs.get("partition_key")
         if self._router is not None:
             return self._producers[self._router(content, len(self._producers)) % len(self._producers)]
-        if key is not None:
-            return self._producers[key_partition(key, len(self._producers))]
+        if key:  # as the official client: an empty key is no key
+            return self._producers[key_partition(key, len(self._producers), self._scheme)]
         return self._producers[next(self._round_robin)]
 
     async def send(self, content: bytes, **kwargs: Any) -> MessageId:

@@ -33,7 +33,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import BinaryType, LongType, MapType, StringType, StructType, TimestampType
 
 from magnetar.client.errors import ProducerBusy
-from magnetar.client.routing import key_partition
+from magnetar.protocol.key_hash import key_partition
 from magnetar.protocol.topic_name import TopicName, partition_name
 from magnetar.spark.admin import SparkAdmin
 from magnetar.spark.errors import DeduplicationDisabledError, InvalidOptionError, MagnetarSparkError
@@ -221,8 +221,8 @@ class TaskWriter:
             count = self._partitions[row.topic] = self.admin.partition_count(row.topic)
         if count == 0:
             return row.topic
-        if row.key is not None:
-            # by key hash, as magnetar.client's partitioned producer routes
+        if row.key:
+            # by key hash (an empty key is none), as magnetar.client and the official client route
             return partition_name(row.topic, key_partition(row.key, count))
         n = self._routed.get(row.topic, 0)
         self._routed[row.topic] = n + 1

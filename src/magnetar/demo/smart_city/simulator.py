@@ -20,9 +20,9 @@ import time
 from dataclasses import dataclass, field
 
 from magnetar.client import aio
-from magnetar.client.routing import key_partition
 from magnetar.demo.smart_city.city import TICK, City, FramePlan
 from magnetar.demo.smart_city.settings import CitySettings
+from magnetar.protocol.key_hash import key_partition
 
 log = logging.getLogger(__name__)
 
