@@ -3,9 +3,10 @@
 #   docker build -t magnetar .
 #   docker run --rm -p 6650:6650 -p 8080:8080 -v magnetar-data:/data magnetar
 #
-# Settings: mount a TOML file over /etc/magnetar/magnetar.toml (docs/configuration.md), or add flags
-# after the image name (`magnetar standalone --help`); a flag given later wins over the same one in
-# ENTRYPOINT. Environment variables (MAGNETAR_*) are not read yet.
+# Settings: mount a TOML file over /etc/magnetar/magnetar.toml (docs/configuration.md), set
+# MAGNETAR_<SETTING> environment variables (`-e MAGNETAR_ADVERTISED_ADDRESS=pulsar://magnetar:6650`;
+# they win over the file), or add flags after the image name (`magnetar standalone --help`); a flag
+# given later wins over the same one in ENTRYPOINT, and flags win over the environment.
 FROM python:3.11-slim
 
 ENV PYTHONUNBUFFERED=1 \
