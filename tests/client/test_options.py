@@ -148,6 +148,14 @@ def test_every_supported_option_is_used(entry):
     assert not unused, f"{entry}: options said supported that nothing reads: {unused}"
 
 
+def test_every_option_of_ours_is_in_the_tables():
+    # The internal ConsumerConfig fields a reader sets are not options of subscribe.
+    internal = {"self", "service_url", "options", "subscription_name", "durable", "start_message_id"}
+    for entry in ENTRY_POINTS:
+        missing = USED[entry] - internal - set(ENTRY_POINTS[entry])
+        assert not missing, f"{entry}: options we take that client/options.py does not list: {missing}"
+
+
 def test_the_options_that_change_nothing_are_the_expected_ones():
     ignored = {
         (entry, name)
@@ -229,3 +237,14 @@ def test_values_asking_for_what_we_do_are_accepted():
     check_options("subscribe", {"regex_subscription_mode": pulsar.RegexSubscriptionMode.PersistentOnly})
     check_options("create_reader", {"crypto_failure_action": pulsar.ConsumerCryptoFailureAction.FAIL})
     check_options("Client", {"message_listener_threads": 1, "io_threads": 8})
+
+
+def test_docs_list_every_official_option_with_its_status():
+    from pathlib import Path
+
+    docs = (Path(__file__).parents[2] / "docs" / "client.md").read_text()
+    for entry in OFFICIAL:
+        section = docs.split(f"**`{entry}`**", 1)[1].split("**`", 1)[0]
+        for name in official_options(entry):
+            status = ENTRY_POINTS[entry][name].status
+            assert f"| `{name}` | {status} |" in section, f"docs/client.md: {entry}({name}) as {status}"

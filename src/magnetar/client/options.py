@@ -18,6 +18,7 @@ from typing import Any
 
 from magnetar.client.errors import UnsupportedOption
 
+#: The statuses, as docs/client.md's tables say them.
 SUPPORTED = "supported"
 IGNORED = "accepted, no effect"
 REFUSED = "refused"
@@ -95,7 +96,9 @@ CLIENT_OPTIONS: dict[str, Option] = {
     "tls_trust_certs_file_path": _supported(),
     "tls_allow_insecure_connection": _supported(),
     "tls_validate_hostname": _supported(),
-    "logger": Option(IGNORED, "the client logs with Python logging under the 'magnetar.client' logger"),
+    "logger": Option(
+        IGNORED, "the client's logs go to Python logging's 'magnetar.client' logger: configure that one"
+    ),
     "connection_timeout_ms": _supported(),
     "listener_name": _supported(),
     "tls_private_key_file_path": _supported(),
@@ -179,6 +182,9 @@ CONSUMER_OPTIONS: dict[str, Option] = {
         REFUSED, "dead-letter topics are not implemented by Magnetar's client (messages are redelivered)"
     ),
     "crypto_failure_action": _CRYPTO_FAILURE,
+    "expire_time_of_incomplete_chunked_message_ms": _ours(
+        "how long a chunked message's first chunks wait for the rest"
+    ),
     "subscription_properties": _ours("properties of the subscription itself"),
     "priority_level": _ours("the consumer's priority for Shared dispatch"),
     "ack_group_time_ms": _ours("how long acknowledgements are grouped before they are sent"),
