@@ -18,6 +18,7 @@ from magnetar.client.errors import (
     ProducerQueueIsFull,
     ServerError,
     Timeout,
+    UnsupportedOption,
 )
 from magnetar.client.message import ChunkMessageId, Message, MessageId
 from magnetar.client.sync import Client, Consumer, Producer, Reader, Result
@@ -47,4 +48,5 @@ __all__ = [
     "ServerError",
     "Timeout",
     "TlsError",
+    "UnsupportedOption",
 ]

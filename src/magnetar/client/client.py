@@ -17,6 +17,7 @@ from typing import Any
 from magnetar.client.authentication import Authentication
 from magnetar.client.connection import Connection
 from magnetar.client.errors import AlreadyClosed, ClientError, ConnectError, TopicLookupError
+from magnetar.client.options import check_options
 from magnetar.client.service_url import is_tls_url, parse_service_url
 from magnetar.client.tls import tls_options
 from magnetar.protocol import pulsar_wire_pb2 as wire
@@ -48,8 +49,9 @@ class Client:
         tls_validate_hostname: bool = False,
         tls_certificate_file_path: str | None = None,
         tls_private_key_file_path: str | None = None,
-        **_ignored: Any,
+        **options: Any,
     ) -> None:
+        check_options("Client", options)  # the rest are accepted only when they change nothing
         self.service_url = service_url
         self._hosts = parse_service_url(service_url)
         #: Credentials sent at each CONNECT (``AuthenticationToken``, ``AuthenticationTLS``), as
@@ -190,33 +192,45 @@ class Client:
 
     # --- producers, consumers, readers ------------------------------------------------------------
     async def create_producer(self, topic: str, **options: Any):
-        """A producer for ``topic``; options as the official client's ``create_producer``."""
+        """A producer for ``topic``; options as the official client's ``create_producer``
+        (client/options.py says which are supported)."""
         from magnetar.client.producer import ProducerConfig
         from magnetar.client.routing import create_producer
 
+        check_options("create_producer", options)
         config = ProducerConfig(**_known(ProducerConfig, options))
         return await self._start(await create_producer(self, full_topic_name(topic), config, options))
 
     async def subscribe(self, topic: str | list[str] | re.Pattern, subscription_name: str, **options: Any):
         """A consumer on ``topic``: a name, a list of names, or a compiled regex over the names of
         a namespace's topics (``pattern_auto_discovery_period``, seconds, how often it looks
-        for new ones: 60); options as the official client's."""
+        for new ones: 60); options as the official client's (client/options.py). A
+        ``message_listener(consumer, message)`` runs on the event loop."""
         from magnetar.client.consumer import ConsumerConfig
         from magnetar.client.pattern import pattern_consumer
         from magnetar.client.routing import create_consumer
 
+        check_options("subscribe", options)
         config = ConsumerConfig(subscription_name=subscription_name, **_known(ConsumerConfig, options))
         if isinstance(topic, re.Pattern):
-            return await self._start(pattern_consumer(self, topic, config, options))
-        topics = [topic] if isinstance(topic, str) else list(topic)
-        return await self._start(await create_consumer(self, [full_topic_name(t) for t in topics], config))
+            consumer = await self._start(pattern_consumer(self, topic, config, options))
+        else:
+            topics = [full_topic_name(t) for t in ([topic] if isinstance(topic, str) else topic)]
+            consumer = await self._start(await create_consumer(self, topics, config))
+        _set_listener(consumer, options.get("message_listener"))
+        return consumer
 
     async def create_reader(self, topic: str, start_message_id: Any, **options: Any):
-        """A reader of ``topic`` starting at ``start_message_id`` (a MessageId)."""
-        from magnetar.client.reader import Reader
+        """A reader of ``topic`` starting at ``start_message_id`` (a MessageId); options as the
+        official client's (client/options.py). A ``reader_listener(reader, message)`` runs on
+        the event loop."""
+        from magnetar.client.reader import READER_ARGUMENTS, Reader
 
-        reader = Reader(self, full_topic_name(topic), start_message_id, **options)
-        return await self._start(reader)
+        check_options("create_reader", options)
+        args = {k: v for k, v in options.items() if k in READER_ARGUMENTS and v is not None}
+        reader = await self._start(Reader(self, full_topic_name(topic), start_message_id, **args))
+        _set_listener(reader, options.get("reader_listener"))
+        return reader
 
     async def _start(self, handler: Any) -> Any:
         if self._closed:
@@ -252,6 +266,12 @@ class Client:
 
     async def __aexit__(self, *exc_info: Any) -> None:
         await self.close()
+
+
+def _set_listener(consumer: Any, listener: Any) -> None:
+    """Hand each message to ``listener(consumer, message)`` as the official client's listeners."""
+    if listener is not None:
+        consumer.set_listener(lambda msg: listener(consumer, msg))
 
 
 def _known(cls: type, options: dict[str, Any]) -> dict[str, Any]:

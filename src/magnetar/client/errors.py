@@ -89,3 +89,8 @@ ProducerBlockedQuotaExceededException = SERVER_ERRORS[wire.ProducerBlockedQuotaE
 def server_error(code: int, message: str = "") -> ServerError:
     """The exception for a broker error code."""
     return SERVER_ERRORS.get(code, ServerError)(message, code)
+
+
+class UnsupportedOption(InvalidConfiguration):
+    """An option of the official client that Magnetar's client does not implement, refused by name
+    rather than ignored (code moved from the official client must not run differently unnoticed)."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from magnetar.client.consumer import Consumer
 from magnetar.client.consumer_config import ConsumerConfig, ConsumerType
@@ -11,6 +11,18 @@ from magnetar.client.message import ChunkMessageId, Message, MessageId
 
 if TYPE_CHECKING:
     from magnetar.client.client import Client
+
+
+#: The options ``Reader`` itself takes (the others of create_reader are handled by the client).
+READER_ARGUMENTS = frozenset(
+    (
+        "receiver_queue_size",
+        "reader_name",
+        "subscription_role_prefix",
+        "is_read_compacted",
+        "start_message_id_inclusive",
+    )
+)
 
 
 class Reader(Consumer):
@@ -33,7 +45,6 @@ class Reader(Consumer):
         subscription_role_prefix: str | None = None,
         is_read_compacted: bool = False,
         start_message_id_inclusive: bool = False,
-        **_ignored: Any,
     ) -> None:
         if not isinstance(start_message_id, MessageId):
             start_message_id = MessageId.deserialize(start_message_id.serialize())
