@@ -142,6 +142,10 @@ PRODUCER_OPTIONS: dict[str, Option] = {
     "crypto_key_reader": _CRYPTO,
     "access_mode": _supported("Shared, Exclusive, WaitForExclusive, ExclusiveWithFencing"),
     "message_router": _supported("a callable(message, partitions) -> partition"),
+    "hashing_scheme": _ours(
+        "how a key picks its partition: BoostHash (the official Python client's, its only one), "
+        "JavaStringHash, Murmur3_32Hash"
+    ),
 }
 
 CONSUMER_OPTIONS: dict[str, Option] = {
