@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import socket
+import subprocess
+import sys
 
 import pytest
 
@@ -24,9 +27,18 @@ def ok(*args: str) -> tuple[str, str]:
     return done.stdout, done.stderr
 
 
+def stats_path(topic: str) -> str:
+    return "/admin/v2/" + topic.replace("://", "/") + "/stats"
+
+
+def subscriptions(broker, topic: str) -> dict:
+    """The topic's subscriptions as the admin API lists them ({} while the topic does not exist)."""
+    status, stats = admin_call(broker, "GET", stats_path(topic))
+    return stats["subscriptions"] if status == 200 else {}
+
+
 def backlog(broker, topic: str, sub: str) -> int:
-    path = "/admin/v2/" + topic.replace("://", "/") + "/stats"
-    status, stats = admin_call(broker, "GET", path)
+    status, stats = admin_call(broker, "GET", stats_path(topic))
     assert status == 200, stats
     return stats["subscriptions"][sub]["msgBacklog"]
 
@@ -68,7 +80,7 @@ def test_read_from_earliest_and_after_a_printed_id_leaves_no_backlog_behind(brok
     assert err.strip() == f"3 messages read from {topic}"
     out, _ = ok("read", topic, "--start-message-id", records[0]["id"], "-n", "2", "--hex", "--url", url)
     assert out.splitlines() == [b"b".hex(), b"c".hex()]  # a reader starts after the id it is given
-    status, stats = admin_call(broker, "GET", "/admin/v2/" + topic.replace("://", "/") + "/stats")
+    status, stats = admin_call(broker, "GET", stats_path(topic))
     assert status == 200 and all(
         name.startswith("reader-") for name in stats["subscriptions"]
     )  # no durable one
@@ -116,7 +128,8 @@ def unused_port() -> int:
     ],
 )
 def test_an_unreachable_broker_gives_one_line_and_exit_code_1(command):
-    done = magnetar(*command, "--service-url", f"pulsar://127.0.0.1:{unused_port()}", timeout=60)
+    # well inside the client's 30 s operation timeout: a refused connection is not retried
+    done = magnetar(*command, "--service-url", f"pulsar://127.0.0.1:{unused_port()}", timeout=15)
     assert done.returncode == 1
     assert done.stdout == ""
     lines = done.stderr.strip().splitlines()
@@ -141,3 +154,48 @@ def test_bad_flags_are_usage_errors_with_exit_code_2(command):
     done = magnetar(*command)
     assert done.returncode == 2, done.stderr
     assert "Usage: magnetar" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_an_auth_token_is_passed_and_a_refused_one_is_one_line(broker_factory, topic, tmp_path):
+    from magnetar.security import tokens
+    from tests.interop.test_token_auth import secret_broker
+
+    key = tokens.create_secret_key()
+    broker = secret_broker(broker_factory, key)
+    token_file = tmp_path / "token"
+    token_file.write_text(tokens.create_token(key, "alice") + "\n")
+    url = broker.service_url
+    ok("produce", topic, "-m", "signed", "--auth-token", tokens.create_token(key, "alice"), "--url", url)
+    out, _ = ok("read", topic, "-m", "earliest", "--auth-token", f"file://{token_file}", "--url", url)
+    assert out == "signed\n"
+    refused = magnetar("produce", topic, "-m", "x", "--url", url)  # no token
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+
+
+def test_consume_without_a_count_runs_until_ctrl_c_and_then_exits_cleanly(broker, topic):
+    url = broker.service_url
+    command = [sys.executable, "-m", "magnetar", "consume", topic, "-s", "tail", "-n", "0", "--url", url]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
+        try:
+            # the subscription exists once the broker lists it: produce only then (it starts at latest)
+            eventually(
+                lambda: "tail" in subscriptions(broker, topic), what="the consume command's subscription"
+            )
+            ok("produce", topic, "-m", "a", "-m", "b", "--url", url)
+            assert proc.stdout.readline() == "a\n" and proc.stdout.readline() == "b\n"
+            proc.send_signal(signal.SIGINT)
+            rc = proc.wait(30)
+            err = proc.stderr.read()
+        finally:
+            proc.kill()
+    assert rc == 0, err
+    assert err.strip() == f"2 messages consumed from {topic}"
+
+
+def test_reading_a_partitioned_topic_names_its_partitions(broker, topic):
+    status, _ = admin_call(broker, "PUT", stats_path(topic).replace("/stats", "/partitions"), 2)
+    assert status in (200, 204)
+    done = magnetar("read", topic, "-m", "earliest", "--url", broker.service_url)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert f"has 2 partitions: read one of them ({topic}-partition-0" in done.stderr

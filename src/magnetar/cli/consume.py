@@ -119,6 +119,13 @@ def read(topic: str, start: str, count: int, output: str, connection: Connection
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--start-message-id") from None
     with open_client(connection) as client:
+        # A lookup first: it fails at once when the broker cannot be reached (a Reader would
+        # retry for the operation timeout), and a partitioned topic is named here, not hung on.
+        partitions = client.get_topic_partitions(topic)
+        if len(partitions) > 1:
+            raise click.ClickException(
+                f"{topic} has {len(partitions)} partitions: read one of them ({partitions[0]} ...)"
+            )
         reader = client.create_reader(topic, start_id)
         received = _print_messages(lambda: reader.read_next(POLL_MS), count, output)
         reader.close()
