@@ -12,6 +12,7 @@ from tests.interop.conftest import (  # noqa: F401 - fixtures and the report hoo
     client,
     client_factory,
     pytest_runtest_makereport,
+    tls_files,
     topic,
 )
 

@@ -199,3 +199,18 @@ def test_reading_a_partitioned_topic_names_its_partitions(broker, topic):
     done = magnetar("read", topic, "-m", "earliest", "--url", broker.service_url)
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert f"has 2 partitions: read one of them ({topic}-partition-0" in done.stderr
+
+
+def test_tls_with_the_trusted_ca_and_an_untrusted_certificate_refused(broker_factory, tls_files, topic):
+    from tests.interop.tls_certs import tls_settings
+
+    broker = broker_factory(tls_settings(tls_files))
+    url = broker.service_url_tls
+    ok("produce", topic, "-m", "sealed", "--url", url, "--tls-trust-certs-file-path", str(tls_files.ca))
+    out, _ = ok("read", topic, "-m", "earliest", "--url", url, "--tls-allow-insecure-connection")
+    assert out == "sealed\n"
+    wrong = magnetar(
+        "read", topic, "-m", "earliest", "--url", url, "--tls-trust-certs-file-path", str(tls_files.wrong_ca)
+    )
+    assert wrong.returncode == 1 and "Traceback" not in wrong.stderr
+    assert len(wrong.stderr.strip().splitlines()) == 1, wrong.stderr
