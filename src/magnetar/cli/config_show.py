@@ -15,17 +15,6 @@ import sys
 from pathlib import Path
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("config", help="show the broker's effective settings and where each came from")
-    p.set_defaults(log_level="WARNING")
-    cmds = p.add_subparsers(dest="config_command", required=True)
-    show = cmds.add_parser(
-        "show", help="the effective settings (defaults, --config file, MAGNETAR_* variables)"
-    )
-    show.add_argument("--config", type=Path, help="TOML file with settings, as magnetar standalone takes")
-    show.add_argument("--json", action="store_true", help="one JSON object: {name: {value, source}}")
-
-
 def run(args: argparse.Namespace) -> int:
     from magnetar.broker.config import BrokerConfig  # the broker's modules, for this command only
 

@@ -1,4 +1,10 @@
-"""The ``magnetar`` command."""
+"""The ``magnetar`` command: a click group of the broker's commands and the client tools.
+
+``standalone``, ``repair`` and ``config show`` are click commands; ``tokens`` and ``smart-city``
+keep their argparse parsers (many flags, mutually exclusive groups) and are handed their
+arguments untouched, so their flags, help and errors are as before. ``produce``, ``consume`` and
+``read`` talk to any Pulsar-protocol broker through Magnetar's own client.
+"""
 
 from __future__ import annotations
 
@@ -6,34 +12,37 @@ import argparse
 import asyncio
 import logging
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import click
 
 from magnetar import __version__
 from magnetar.cli import config_show, repair, tokens
+from magnetar.cli.consume import consume, read
+from magnetar.cli.produce import produce
 from magnetar.demo.smart_city import cli as smart_city
 
+_PASS_THROUGH = {"ignore_unknown_options": True, "allow_extra_args": True, "help_option_names": []}
 
-def _standalone_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("standalone", help="run a broker in the foreground")
-    p.add_argument("--host", help="address to listen on (default 127.0.0.1)")
-    p.add_argument("--port", type=int, help="binary protocol port (default 6650; 0 picks a free one)")
-    p.add_argument("--http-port", type=int, help="HTTP admin port (default 8080; 0 picks a free one)")
-    p.add_argument(
-        "--broker-service-port-enabled",
-        action=argparse.BooleanOptionalAction,
-        help="serve the plain binary protocol on --port (default on; off: pulsar+ssl:// only)",
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", prog_name="magnetar", message="%(prog)s %(version)s")
+def cli() -> None:
+    """Magnetar, a small Pulsar-compatible broker, and tools for any Pulsar broker."""
+
+
+def _configure_logging(level: str) -> None:
+    logging.basicConfig(
+        level=getattr(logging, level.upper(), logging.INFO),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
     )
-    p.add_argument(
-        "--web-service-port-enabled",
-        action=argparse.BooleanOptionalAction,
-        help="serve plain HTTP on --http-port (default on; off: HTTPS only)",
-    )
-    p.add_argument("--data-dir", type=Path, help="where ledgers and metadata live (default ./data)")
-    p.add_argument("--config", type=Path, help="TOML file with settings (see docs/configuration.md)")
-    p.add_argument("--log-level", default="INFO")
 
 
-def _event_loop_runner():
+def _event_loop_runner() -> Callable[..., Any]:
     try:
         import uvloop
 
@@ -42,36 +51,98 @@ def _event_loop_runner():
         return asyncio.run
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="magnetar", description="Magnetar, a small Pulsar-compatible broker"
-    )
-    parser.add_argument("--version", action="version", version=f"magnetar {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True)
-    _standalone_parser(sub)
-    repair.add_parser(sub)
-    tokens.add_parser(sub)
-    config_show.add_parser(sub)
-    smart_city.add_parser(sub)
-    args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=getattr(logging, args.log_level.upper(), logging.INFO),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
-    if args.command == "standalone":
-        from magnetar.cli import standalone  # the broker's modules, for this command only
+_PATH = click.Path(path_type=Path)
 
-        return _event_loop_runner()(standalone.run(args))
-    if args.command == "repair":
-        return repair.run(args)
-    if args.command == "tokens":
-        return tokens.run(args)
-    if args.command == "config":
-        return config_show.run(args)
-    if args.command == "smart-city":
-        return smart_city.run(args)
-    return 2
+
+@cli.command()
+@click.option("--host", help="Address to listen on (default 127.0.0.1).")
+@click.option("--port", type=int, help="Binary protocol port (default 6650; 0 picks a free one).")
+@click.option("--http-port", type=int, help="HTTP admin port (default 8080; 0 picks a free one).")
+@click.option(
+    "--broker-service-port-enabled/--no-broker-service-port-enabled",
+    default=None,
+    help="Serve the plain binary protocol on --port (default on; off: pulsar+ssl:// only).",
+)
+@click.option(
+    "--web-service-port-enabled/--no-web-service-port-enabled",
+    default=None,
+    help="Serve plain HTTP on --http-port (default on; off: HTTPS only).",
+)
+@click.option("--data-dir", type=_PATH, help="Where ledgers and metadata live (default ./data).")
+@click.option("--config", type=_PATH, help="TOML file with settings (see docs/configuration.md).")
+@click.option("--log-level", default="INFO", show_default=True)
+def standalone(**options: Any) -> int:
+    """Run a broker in the foreground."""
+    _configure_logging(options["log_level"])
+    from magnetar.cli import standalone as process  # the broker's modules, for this command only
+
+    return _event_loop_runner()(process.run(SimpleNamespace(**options)))
+
+
+@cli.command(help=repair.NOTE, short_help="Rebuild lost metadata from the ledger files (broker stopped).")
+@click.option("--data-dir", type=_PATH, help="The broker's data directory (default ./data).")
+@click.option("--config", type=_PATH, help="The broker's TOML file, to take data_dir from.")
+@click.option("--log-level", default="INFO", show_default=True)
+def repair_command(**options: Any) -> int:
+    _configure_logging(options["log_level"])
+    return repair.run(SimpleNamespace(**options))
+
+
+repair_command.name = "repair"
+
+
+@cli.group()
+def config() -> None:
+    """Show the broker's effective settings and where each came from."""
+
+
+@config.command()
+@click.option("--config", type=_PATH, help="TOML file with settings, as magnetar standalone takes.")
+@click.option("--json", "json_output", is_flag=True, help="One JSON object: {name: {value, source}}.")
+def show(config: Path | None, json_output: bool) -> int:
+    """The effective settings (defaults, --config file, MAGNETAR_* variables)."""
+    _configure_logging("WARNING")
+    return config_show.run(SimpleNamespace(config=config, json=json_output))
+
+
+def _argparse_command(name: str, short_help: str, add_parser: Callable[[Any], Any], run: Callable) -> None:
+    """A click command that hands its arguments to an existing argparse subcommand parser."""
+
+    @cli.command(name, context_settings=_PASS_THROUGH, add_help_option=False, short_help=short_help)
+    @click.pass_context
+    def command(ctx: click.Context) -> int:
+        parser = argparse.ArgumentParser(prog="magnetar")
+        add_parser(parser.add_subparsers(dest="command", required=True))
+        args = parser.parse_args([name, *ctx.args])
+        _configure_logging(args.log_level)
+        return run(args)
+
+
+_argparse_command(
+    "tokens",
+    "Create keys and tokens for token authentication (as pulsar tokens).",
+    tokens.add_parser,
+    tokens.run,
+)
+_argparse_command("smart-city", "Run the smart-city demo job.", smart_city.add_parser, smart_city.run)
+cli.add_command(produce)
+cli.add_command(consume)
+cli.add_command(read)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run ``magnetar``; the exit code (usage errors 2, as before)."""
+    try:
+        result = cli.main(args=argv, prog_name="magnetar", standalone_mode=False)
+    except click.ClickException as exc:
+        exc.show()
+        return exc.exit_code
+    except click.Abort:
+        click.echo("Aborted.", err=True)
+        return 130
+    except SystemExit as exc:  # argparse's usage errors and --help in tokens / smart-city
+        return exc.code if isinstance(exc.code, int) else 1
+    return result if isinstance(result, int) else 0
 
 
 if __name__ == "__main__":

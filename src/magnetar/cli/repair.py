@@ -12,25 +12,13 @@ import os
 import sys
 from pathlib import Path
 
-_NOTE = """\
+NOTE = """\
 Rebuilds the metadata store (metadata.sqlite) of a data directory from its ledger files, e.g.
 after the metadata was deleted or damaged (a broker refuses to start then, and names this
 command). Topic names come from the ledger directories' names, ledgers from the segment files,
 subscriptions from the cursor ledgers. Topics the metadata store already knows are left as they
 are, and nothing is deleted. Stop the broker first: repair refuses to run while one holds the
 data directory. See docs/storage.md, "Lost metadata and magnetar repair"."""
-
-
-def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "repair",
-        help="rebuild lost metadata from the ledger files (broker stopped)",
-        description=_NOTE,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument("--data-dir", type=Path, help="the broker's data directory (default ./data)")
-    p.add_argument("--config", type=Path, help="the broker's TOML file, to take data_dir from")
-    p.add_argument("--log-level", default="INFO")
 
 
 def run(args: argparse.Namespace) -> int:
