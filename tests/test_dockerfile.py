@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 from magnetar.broker.config import BrokerConfig
-from magnetar.cli.main import _standalone_parser
+from magnetar.cli.main import cli
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -44,9 +44,10 @@ def _command_line() -> list[str]:
 
 
 def _standalone_args(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser()
-    _standalone_parser(parser.add_subparsers(dest="command"))
-    return parser.parse_args(argv)
+    """The command line as ``magnetar`` (click) parses it, without running it."""
+    command, *rest = argv
+    context = cli.commands[command].make_context(command, rest)
+    return argparse.Namespace(command=context.info_name, **context.params)
 
 
 def test_instructions_join_continuations_and_drop_comments():
