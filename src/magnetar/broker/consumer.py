@@ -121,5 +121,13 @@ class Consumer:
         if not self.closed:
             self.cnx.send_close_consumer(self.consumer_id)
 
+    def disconnect(self) -> None:
+        """Close this consumer from the broker's side and remove it from its subscription: the
+        client is told (``close_by_broker``), its late commands are ignored, and it may
+        subscribe again."""
+        self.close_by_broker()
+        self.cnx.forget_consumer(self.consumer_id)
+        self.subscription.remove_consumer(self)
+
     def __repr__(self) -> str:
         return f"Consumer({self.name!r}, id={self.consumer_id}, permits={self.permits})"

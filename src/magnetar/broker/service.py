@@ -295,9 +295,7 @@ class BrokerService:
                 topic = consumer.subscription.topic.name
                 if topic.namespace_name == namespace and not authz.can_topic(topic, cnx.role, CONSUME):
                     log.info("%r is not allowed to consume from %s anymore: consumer closed", cnx.role, topic)
-                    consumer.close_by_broker()
-                    cnx.forget_consumer(consumer.consumer_id)
-                    consumer.subscription.remove_consumer(consumer)
+                    consumer.disconnect()
 
 
 def _notifier(loop: asyncio.AbstractEventLoop, passes: loop_pass.PassScheduler):

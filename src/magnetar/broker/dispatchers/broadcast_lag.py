@@ -166,9 +166,7 @@ def sweep_subscription(dispatcher: BroadcastDispatcher, limits: LagLimits, now_s
             consumer.cnx.remote,
             threshold.reason,
         )
-        consumer.close_by_broker()
-        consumer.cnx.forget_consumer(consumer.consumer_id)
-        subscription.remove_consumer(consumer)
+        consumer.disconnect()
     gone = past(((name, vc.mark_delete) for name, (vc, _) in dispatcher.departed.items()), cut)
     for name in gone:
         log.info("%s: place of departed broadcast consumer %r given up: %s", where, name, threshold.reason)
