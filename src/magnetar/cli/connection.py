@@ -18,6 +18,7 @@ from typing import Any
 import click
 
 from magnetar.client import AuthenticationToken, Client, ClientError
+from magnetar.security.tokens import KeyConfigError, read_key_bytes
 
 DEFAULT_SERVICE_URL = "pulsar://127.0.0.1:6650"
 
@@ -44,17 +45,13 @@ class Connection:
 
 
 def _token_text(value: str) -> str:
-    """A token given as itself, or as ``file:///path`` / ``file:path`` (as Pulsar's token params)."""
-    if value.startswith("file://"):
-        value = value[len("file://") :]
-    elif not value.startswith("file:"):
+    """A token given as itself, or as ``file:///path`` / ``file:path`` (as Pulsar's token params;
+    the file URL read as the broker's key settings read theirs)."""
+    if not value.startswith("file:"):
         return value.strip()
-    else:
-        value = value[len("file:") :]
     try:
-        with open(value, encoding="utf-8") as f:
-            return f.read().strip()
-    except OSError as exc:
+        return read_key_bytes(value).decode().strip()
+    except (KeyConfigError, UnicodeDecodeError) as exc:
         raise click.BadParameter(f"cannot read the token file: {exc}", param_hint="--auth-token") from None
 
 
