@@ -9,7 +9,7 @@ from magnetar.broker.entries import DispatchEntry
 from magnetar.broker.traffic import Traffic
 from magnetar.protocol import wire
 from magnetar.protocol.commands import wrap
-from magnetar.protocol.hot_frames import message_header
+from magnetar.protocol.hot_frames import consumer_id_field, message_header
 from magnetar.protocol.message_id import to_u64
 from magnetar.storage.position import Position
 
@@ -63,7 +63,7 @@ class Consumer:
         #: Messages and bytes dispatched to this consumer (its ``_in`` fields stay zero).
         self.traffic = Traffic()
         #: Its id as encoded in a MESSAGE command, for dispatchers that build frames themselves.
-        self.id_field: bytes | None = None
+        self.id_field = consumer_id_field(consumer_id)
 
     @property
     def writable(self) -> bool:

@@ -12,12 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from magnetar.broker.entries import DispatchEntry
-from magnetar.protocol.hot_frames import (
-    consumer_id_field,
-    message_header,
-    message_id_field,
-    plain_message_header,
-)
+from magnetar.protocol.hot_frames import message_header, message_id_field, plain_message_header
 from magnetar.protocol.message_id import to_u64
 
 if TYPE_CHECKING:
@@ -40,19 +35,11 @@ class OutgoingEntry:
         self.without_meta = entry.payload_for(False)
 
 
-def id_field_of(consumer: Consumer) -> bytes:
-    """The consumer's encoded id, kept on it (consumer ids do not change)."""
-    field = consumer.id_field
-    if field is None:
-        field = consumer.id_field = consumer_id_field(consumer.consumer_id)
-    return field
-
-
 def send(consumer: Consumer, vc: VirtualCursor, outgoing: list[OutgoingEntry]) -> tuple[int, int]:
     """Write ``outgoing`` to ``consumer``, charge its permits, hold the entries as awaiting its
     ack, and count its traffic; the messages and bytes sent (the caller counts them for the
     subscription and topic once per round)."""
-    id_field = consumer.id_field or id_field_of(consumer)
+    id_field = consumer.id_field
     with_meta = consumer.cnx.wants_entry_metadata
     pending = consumer.pending_acks
     frames: list[bytes | memoryview] = []
