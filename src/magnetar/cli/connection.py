@@ -36,7 +36,7 @@ class Connection:
         """Keyword arguments for ``magnetar.client.Client`` (the official client's names)."""
         options: dict[str, Any] = {"operation_timeout_seconds": 30, "connection_timeout_ms": 10_000}
         if self.auth_token:
-            options["authentication"] = AuthenticationToken(_token_text(self.auth_token))
+            options["authentication"] = AuthenticationToken(token_text(self.auth_token))
         if self.tls_trust_certs_file_path:
             options["tls_trust_certs_file_path"] = self.tls_trust_certs_file_path
         if self.tls_allow_insecure_connection:
@@ -44,7 +44,7 @@ class Connection:
         return options
 
 
-def _token_text(value: str) -> str:
+def token_text(value: str, flag: str = "--auth-token") -> str:
     """A token given as itself, or as ``file:///path`` / ``file:path`` (as Pulsar's token params;
     the file URL read as the broker's key settings read theirs)."""
     if not value.startswith("file:"):
@@ -52,7 +52,7 @@ def _token_text(value: str) -> str:
     try:
         return read_key_bytes(value).decode().strip()
     except (KeyConfigError, UnicodeDecodeError) as exc:
-        raise click.BadParameter(f"cannot read the token file: {exc}", param_hint="--auth-token") from None
+        raise click.BadParameter(f"cannot read the token file: {exc}", param_hint=flag) from None
 
 
 def connection_options(command: Callable[..., Any]) -> Callable[..., Any]:

@@ -21,6 +21,7 @@ import click
 
 from magnetar import __version__
 from magnetar.cli import config_show, repair, tokens
+from magnetar.cli.admin import admin
 from magnetar.cli.consume import consume, read
 from magnetar.cli.produce import produce
 from magnetar.demo.smart_city import cli as smart_city
@@ -128,6 +129,7 @@ _argparse_command("smart-city", "Run the smart-city demo job.", smart_city.add_p
 cli.add_command(produce)
 cli.add_command(consume)
 cli.add_command(read)
+cli.add_command(admin)
 
 
 def main(argv: list[str] | None = None) -> int:

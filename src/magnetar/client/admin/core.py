@@ -1,4 +1,4 @@
-"""A small blocking client for Magnetar's admin HTTP API: the message index look-ups, topics and
+"""The core of a small blocking client for Magnetar's admin HTTP API: the message index look-ups, topics and
 namespaces, the deduplication policy, and granting, listing and revoking permissions (Pulsar's
 admin v2 paths).
 
@@ -71,34 +71,36 @@ def indexed_topic(topic: str) -> TopicName:
     return parsed
 
 
-def _q(part: str) -> str:
+def quote(part: str) -> str:
+    """One part of a path (a tenant, a role, a subscription), quoted."""
     return urllib.parse.quote(part, safe="")
 
 
-def _topic_path(topic: str, partition: int = -1) -> str:
+def topic_path(topic: str, partition: int = -1) -> str:
     """``/admin/v2/{domain}/{tenant}/{namespace}/{topic}`` of a topic of either domain; given
     ``partition`` (>= 0), of that partition unless ``topic`` names one already."""
     parsed = TopicName.parse(topic)
     local = parsed.local_name
     if partition >= 0 and PARTITION_SUFFIX not in local:
         local = partition_name(local, partition)
-    return f"/admin/v2/{parsed.domain}/" + "/".join(_q(p) for p in (parsed.tenant, parsed.namespace, local))
+    parts = (parsed.tenant, parsed.namespace, local)
+    return f"/admin/v2/{parsed.domain}/" + "/".join(quote(p) for p in parts)
 
 
 def _index_topic_path(topic: str, partition: int = -1) -> str:
-    return _topic_path(str(indexed_topic(topic)), partition)
+    return topic_path(str(indexed_topic(topic)), partition)
 
 
-def _namespace(namespace: str) -> str:
+def namespace_parts(namespace: str) -> str:
     """``tenant/namespace``, each part quoted for a path."""
     tenant, _, name = namespace.partition("/")
     if not tenant or not name or "/" in name:
         raise ValueError(f"a namespace is tenant/namespace, not {namespace!r}")
-    return f"{_q(tenant)}/{_q(name)}"
+    return f"{quote(tenant)}/{quote(name)}"
 
 
-def _namespace_path(namespace: str) -> str:
-    return f"/admin/v2/namespaces/{_namespace(namespace)}"
+def namespace_path(namespace: str) -> str:
+    return f"/admin/v2/namespaces/{namespace_parts(namespace)}"
 
 
 def _message_id_parts(message_id: Any) -> tuple[int, int, int, int]:
@@ -187,22 +189,22 @@ class AdminClient:
     def create_namespace(self, namespace: str, exist_ok: bool = False) -> None:
         """Create ``tenant/namespace`` (``ConflictError`` if it exists, unless ``exist_ok``)."""
         try:
-            self._call("PUT", _namespace_path(namespace))
+            self._call("PUT", namespace_path(namespace))
         except ConflictError:
             if not exist_ok:
                 raise
 
     def create_partitioned_topic(self, topic: str, partitions: int) -> None:
-        self._call("PUT", f"{_topic_path(topic)}/partitions", partitions)
+        self._call("PUT", f"{topic_path(topic)}/partitions", partitions)
 
     def partition_count(self, topic: str) -> int:
         """Partitions of a partitioned topic; 0 for a non-partitioned (or unknown) one."""
-        body = self._get(f"{_topic_path(topic)}/partitions")
+        body = self._get(f"{topic_path(topic)}/partitions")
         return int(body.get("partitions", 0)) if body else 0
 
     def namespace_topics(self, namespace: str) -> list[str]:
         """Every persistent topic of ``tenant/namespace``, partitions included."""
-        return list(self._get(f"/admin/v2/persistent/{_namespace(namespace)}") or [])
+        return list(self._get(f"/admin/v2/persistent/{namespace_parts(namespace)}") or [])
 
     def base_topics(self, namespace: str) -> list[str]:
         """The namespace's topics with partitions folded into their partitioned topic."""
@@ -219,43 +221,51 @@ class AdminClient:
             return str(name) in self.namespace_topics(name.namespace_name)
         except ForbiddenError:
             try:
-                self._get(f"{_topic_path(topic)}/stats")
+                self._get(f"{topic_path(topic)}/stats")
             except NotFoundError:
                 return False
             return True
 
     def deduplication(self, namespace: str) -> bool | None:
         """The namespace's deduplication policy; None when unset (the broker default applies)."""
-        body = self._get(f"{_namespace_path(namespace)}/deduplication")
+        body = self._get(f"{namespace_path(namespace)}/deduplication")
         return None if body is None else bool(body)
 
     def set_deduplication(self, namespace: str, enabled: bool) -> None:
-        self._call("POST", f"{_namespace_path(namespace)}/deduplication", enabled)
+        self._call("POST", f"{namespace_path(namespace)}/deduplication", enabled)
 
     # -- permissions (Pulsar's admin v2 paths; pulsar-admin's namespaces/topics methods) -----------
     def grant_permission_on_namespace(self, namespace: str, role: str, actions: list[str]) -> None:
         """Let ``role`` do ``actions`` (``produce``, ``consume``, ...) on ``tenant/namespace``."""
-        self._call("POST", f"{_namespace_path(namespace)}/permissions/{_q(role)}", actions)
+        self._call("POST", f"{namespace_path(namespace)}/permissions/{quote(role)}", actions)
 
     def revoke_permissions_on_namespace(self, namespace: str, role: str) -> None:
-        self._call("DELETE", f"{_namespace_path(namespace)}/permissions/{_q(role)}")
+        self._call("DELETE", f"{namespace_path(namespace)}/permissions/{quote(role)}")
 
     def get_namespace_permissions(self, namespace: str) -> dict[str, list[str]]:
-        return self._get(f"{_namespace_path(namespace)}/permissions")
+        return self._get(f"{namespace_path(namespace)}/permissions")
 
     def grant_permission(self, topic: str, role: str, actions: list[str]) -> None:
         """Let ``role`` do ``actions`` on this one topic (persistent or non-persistent)."""
-        self._call("POST", f"{_topic_path(topic)}/permissions/{_q(role)}", actions)
+        self._call("POST", f"{topic_path(topic)}/permissions/{quote(role)}", actions)
 
     def revoke_permissions(self, topic: str, role: str) -> None:
         """Remove ``role``'s topic-level grant (412, an ``AdminError``, if there is none)."""
-        self._call("DELETE", f"{_topic_path(topic)}/permissions/{_q(role)}")
+        self._call("DELETE", f"{topic_path(topic)}/permissions/{quote(role)}")
 
     def get_permissions(self, topic: str) -> dict[str, list[str]]:
         """The namespace's grants and the topic's, merged (as Pulsar answers)."""
-        return self._get(f"{_topic_path(topic)}/permissions")
+        return self._get(f"{topic_path(topic)}/permissions")
 
     # -- plumbing ---------------------------------------------------------------------------------
+    def request(self, method: str, path: str, body: Any = None, params: dict[str, Any] | None = None) -> Any:
+        """One call of the admin API (``path`` from ``/admin/v2/...``; ``params`` its query): the
+        JSON answer, None for an empty one. Raises ``AdminError`` (a subclass by status) with the
+        broker's reason, ``OSError`` (``urllib.error.URLError``) when the broker cannot be reached."""
+        if params:
+            path = f"{path}?{urllib.parse.urlencode(params)}"
+        return self._call(method, path, body)
+
     def _get(self, path: str) -> Any:
         return self._call("GET", path)
 

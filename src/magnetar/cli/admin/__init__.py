@@ -1,0 +1,46 @@
+"""``magnetar admin``: pulsar-admin's verbs for what the broker's admin API serves.
+
+Each resource is a click group in its own module, registered here; they share ``common.py``'s
+connection flags, output and exit codes.
+"""
+
+from __future__ import annotations
+
+import click
+
+from magnetar.cli.admin.common import DEFAULT_ADMIN_URL, AdminTarget
+
+
+@click.group("admin")
+@click.option(
+    "--admin-url",
+    "--web-service-url",
+    "admin_url",
+    default=DEFAULT_ADMIN_URL,
+    show_default=True,
+    envvar="MAGNETAR_ADMIN_URL",
+    metavar="URL",
+    help="The broker's admin API: http://host:port or https://host:port (env MAGNETAR_ADMIN_URL).",
+)
+@click.option("--auth-token", metavar="TOKEN", help="A JWT token, or file:///path to one.")
+@click.option(
+    "--tls-trust-certs-file-path",
+    metavar="FILE",
+    type=click.Path(exists=True, dir_okay=False),
+    help="CA certificates (PEM) to trust for https://.",
+)
+@click.option(
+    "--tls-allow-insecure-connection",
+    is_flag=True,
+    help="Accept a broker certificate that is not trusted (testing only).",
+)
+@click.pass_context
+def admin(
+    ctx: click.Context,
+    admin_url: str,
+    auth_token: str | None,
+    tls_trust_certs_file_path: str | None,
+    tls_allow_insecure_connection: bool,
+) -> None:
+    """Administer tenants, namespaces, topics, subscriptions and schemas (pulsar-admin)."""
+    ctx.obj = AdminTarget(admin_url, auth_token, tls_trust_certs_file_path, tls_allow_insecure_connection)
