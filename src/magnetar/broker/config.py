@@ -41,6 +41,9 @@ class BrokerConfig:
     #: Address handed to clients in LOOKUP answers; defaults to pulsar://host:port as bound.
     advertised_address: str | None = None
     data_dir: Path = Path("./data")
+    #: This broker's cluster, as Pulsar's clusterName (standalone's is "standalone"): what the
+    #: admin API's clusters list names, and what geo-replication will call this side.
+    cluster_name: str = "standalone"
 
     #: Serve the plain binary protocol on ``port``. Off: pulsar+ssl:// only (Pulsar expresses this
     #: by an empty brokerServicePort); broker_service_port_tls must then be set.
