@@ -1,3 +1,4 @@
+import dataclasses
 import json
 import os
 import ssl
@@ -136,11 +137,14 @@ def test_tls_only_settings():
 def test_a_value_of_the_wrong_type_in_the_file_is_refused_naming_the_setting_and_the_file(tmp_path):
     path = tmp_path / "m.toml"
     for line, wanted in (
-        ('deduplication_enabled = "false"', "true or false"),  # a string would be taken as true
-        ('port = "6650"', "an integer"),
-        ("port = true", "an integer"),  # a bool is no port number
-        ("host = 1", "text"),
-        ('superuser_roles = ["admin", 1]', "list of str"),
+        ('deduplication_enabled = "false"', "a valid boolean"),  # a string would be taken as true
+        ('port = "6650"', "a valid integer"),
+        ("port = true", "a valid integer"),  # a bool is no port number
+        ("port = 70000", "less than or equal to 65535"),  # a range
+        ("host = 1", "a valid string"),
+        ('superuser_roles = ["admin", 1]', "a valid string at item 1"),
+        ('fsync_policy = "sometimes"', "'always', 'interval' or 'never'"),
+        ("preallocate_bytes = 100_000_000", "less than or equal to 67108864"),  # StorageConfig's range
     ):
         path.write_text(line + "\n")
         name = line.split(" = ")[0]
@@ -188,7 +192,7 @@ def test_environment_variables_come_after_the_file_and_before_the_command_line(t
         ("MAGNETAR_PORTT", "1", "unknown setting 'portt'"),
         ("MAGNETAR_DEDUPLICATION_ENABLED", "maybe", "must be true or false"),
         ("MAGNETAR_PORT", "66x", "must be a number"),
-        ("MAGNETAR_MAX_MESSAGE_SIZE", "-5", "max_message_size must be positive"),  # the range check
+        ("MAGNETAR_MAX_MESSAGE_SIZE", "-5", "max_message_size = -5 .* must be greater than 0"),  # range
     ],
 )
 def test_a_wrong_environment_variable_is_refused_naming_it(variable, text, message):
@@ -234,3 +238,21 @@ def test_the_broker_refuses_to_start_on_a_wrong_setting_and_names_it(tmp_path):
     assert started.returncode == 1
     assert "cannot start" in started.stderr and "MAGNETAR_PORT" in started.stderr
     assert not (tmp_path / "d").exists()  # nothing was set up
+
+
+def test_storage_defaults_and_ranges_are_the_storage_layers():
+    from magnetar.broker.config import STORAGE_SETTINGS
+    from magnetar.storage.config import StorageConfig
+
+    assert BrokerConfig().storage_config() == StorageConfig(data_dir=Path("./data"))
+    assert set(STORAGE_SETTINGS) <= {f.name for f in dataclasses.fields(StorageConfig)}
+    with pytest.raises(ValueError, match="max_ledger_size_bytes"):
+        StorageConfig(data_dir=Path("d"), max_ledger_size_bytes=0)
+    with pytest.raises(ValueError, match=r"max_ledger_size_bytes = 0 .* must be greater than 0"):
+        BrokerConfig.load(None, max_ledger_size_bytes=0)
+
+
+def test_the_model_refuses_a_wrong_type_made_in_python_too():
+    with pytest.raises(ValueError, match="port"):
+        BrokerConfig(port="6650")
+    assert BrokerConfig(data_dir="relative/dir").data_dir == Path("relative/dir")  # text is a path

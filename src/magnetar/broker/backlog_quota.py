@@ -17,8 +17,9 @@ topic and the broker service apply it.
 
 from __future__ import annotations
 
+import typing
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 SIZE = "destination_storage"
 AGE = "message_age"
@@ -26,7 +27,8 @@ KINDS = (SIZE, AGE)
 HOLD = "producer_request_hold"
 EXCEPTION = "producer_exception"
 EVICTION = "consumer_backlog_eviction"
-POLICIES = (HOLD, EXCEPTION, EVICTION)
+RetentionPolicy = Literal["producer_request_hold", "producer_exception", "consumer_backlog_eviction"]
+POLICIES: tuple[str, ...] = typing.get_args(RetentionPolicy)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,24 +1,64 @@
-"""Broker settings: one dataclass, every field with a documented default (docs/configuration.md).
+"""Broker settings: one model, every field with its type, range and documented default
+(docs/configuration.md).
+
+A pydantic dataclass in strict mode: a value of the wrong type (``port = "6650"``,
+``deduplication_enabled = "false"``) or out of its range is refused naming the setting, never
+converted into something else. The storage settings take their types and defaults from
+``storage/config.py``'s ``StorageConfig``, so they are written once. Checks across settings (TLS,
+authentication) are in ``validate()``.
 
 Settings come from defaults, then an optional TOML file (flat keys, same names), then
-``MAGNETAR_<NAME>`` environment variables, then command-line flags — later wins; every value
-is checked against its setting's type (``config_sources.py``).
+``MAGNETAR_<NAME>`` environment variables, then command-line flags — later wins
+(``config_sources.py`` reads the sources and says where each value came from).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import tomllib
 import typing
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, ValidationError
+from pydantic.dataclasses import dataclass
 
 from magnetar.broker import backlog_quota, config_sources
 from magnetar.broker.config_sources import ConfigError
-from magnetar.storage.config import StorageConfig
+from magnetar.storage.config import (
+    MIB,
+    STRICT,
+    Directory,
+    FsyncPolicy,
+    NonNegativeFloat,
+    NonNegativeInt,
+    PositiveFloat,
+    PositiveInt,
+    PreallocateBytes,
+    StorageConfig,
+)
 
-MIB = 1024 * 1024
+#: A TCP port; 0 picks a free one.
+Port = Annotated[int, Field(ge=0, le=65535)]
+#: A backlog quota's limit: -1 for none.
+QuotaLimit = Annotated[int, Field(ge=-1)]
+#: The storage settings a broker passes on (all of StorageConfig's but data_dir and the internal ones).
+STORAGE_SETTINGS = (
+    "fsync_policy",
+    "fsync_interval_ms",
+    "fsync_inline_max_ms",
+    "preallocate_bytes",
+    "min_free_disk_bytes",
+    "max_ledger_size_bytes",
+    "max_ledger_age_seconds",
+    "retention_time_seconds",
+    "retention_size_bytes",
+    "entry_cache_bytes",
+    "max_individual_ack_cache_bytes_per_cursor",
+)
+_STORAGE_DEFAULTS = {f.name: f.default for f in dataclasses.fields(StorageConfig)}
 #: The settings of broker/limits.py (0: no limit).
 LIMIT_SETTINGS = (
     "broker_max_connections",
@@ -32,15 +72,15 @@ LIMIT_SETTINGS = (
 )
 
 
-@dataclass
+@dataclass(config=STRICT)
 class BrokerConfig:
     # Where clients connect.
     host: str = "127.0.0.1"
-    port: int = 6650
-    http_port: int = 8080
+    port: Port = 6650
+    http_port: Port = 8080
     #: Address handed to clients in LOOKUP answers; defaults to pulsar://host:port as bound.
     advertised_address: str | None = None
-    data_dir: Path = Path("./data")
+    data_dir: Directory = Path("./data")
     #: This broker's cluster, as Pulsar's clusterName (standalone's is "standalone"): what the
     #: admin API's clusters list names, and what geo-replication will call this side.
     cluster_name: str = "standalone"
@@ -73,104 +113,106 @@ class BrokerConfig:
     tls_ciphers: list[str] = field(default_factory=list)
 
     # Protocol.
-    max_message_size: int = 5 * MIB
+    max_message_size: PositiveInt = 5 * MIB
     #: Most messages one batch may hold; a SEND of a batch with more (or whose structure does not
     #: add up) is refused with SEND_ERROR. Ten times the official clients' default
     #: (``batchingMaxMessages`` = 1000); it also bounds the broker's check of one batch.
-    max_messages_per_batch: int = 10_000
+    max_messages_per_batch: PositiveInt = 10_000
     #: Check each batch's structure at SEND (``protocol/batch.check_message``). Off: batches are
     #: stored unchecked, as Pulsar's broker stores them; only where every producer is trusted.
     validate_batches_on_publish: bool = True
-    keepalive_interval_seconds: float = 30.0
+    keepalive_interval_seconds: PositiveFloat = 30.0
     #: Messages a dispatcher reads from storage in one go.
-    dispatcher_max_read_batch: int = 100
+    dispatcher_max_read_batch: PositiveInt = 100
     #: How long a broadcast consumer whose connection was lost keeps its place (its virtual
     #: cursor, which goes on holding the subscription's messages): a consumer of the same name
     #: subscribing within it resumes there. 0: its place is given up at once.
-    broadcast_reconnect_grace_seconds: float = 60.0
+    broadcast_reconnect_grace_seconds: NonNegativeFloat = 60.0
     #: The broadcast lag policy (docs/topics-and-subscriptions.md): a broadcast consumer with more
     #: than this many messages (entries, as msgBacklog counts them) left to acknowledge is closed
     #: and its place given up. 0: off.
-    broadcast_max_lag_messages: int = 0
+    broadcast_max_lag_messages: NonNegativeInt = 0
     #: The same for a consumer that has not acknowledged a message older than this. 0: off.
-    broadcast_max_lag_seconds: float = 0.0
+    broadcast_max_lag_seconds: NonNegativeFloat = 0.0
     #: How often the lag policy is checked (and the coarse clock of last-ack times ticks).
-    broadcast_lag_check_interval_seconds: float = 1.0
+    broadcast_lag_check_interval_seconds: PositiveFloat = 1.0
 
     # Flow control (docs/configuration.md): a connection is not read while these are reached.
     #: Sends of one connection awaiting their receipts; read again at half. 0: no limit.
-    max_pending_publish_requests_per_connection: int = 1000
+    max_pending_publish_requests_per_connection: NonNegativeInt = 1000
     #: Bytes of the sends awaiting receipts on all connections; read again at half. 0: no limit.
-    max_message_publish_buffer_bytes: int = 256 * MIB
+    max_message_publish_buffer_bytes: NonNegativeInt = 256 * MIB
     #: Bytes of large frames being received on all connections (each takes a buffer of its
     #: declared size): one beyond it waits, unread, for room. 0: no limit.
-    max_incomplete_frame_bytes: int = 128 * MIB
+    max_incomplete_frame_bytes: NonNegativeInt = 128 * MIB
     #: A large frame incomplete for this long while others wait for room: its connection is closed.
-    incomplete_frame_timeout_seconds: float = 10.0
+    incomplete_frame_timeout_seconds: PositiveFloat = 10.0
 
     # Limits (docs/configuration.md, Limits; broker/limits.py). 0: no limit, as Pulsar's defaults.
     #: Pulsar's brokerMaxConnections: connections open at once; one more is refused (NotAllowedError).
-    broker_max_connections: int = 0
+    broker_max_connections: NonNegativeInt = 0
     #: Pulsar's brokerMaxConnectionsPerIp: connections open at once from one client IP address.
-    broker_max_connections_per_ip: int = 0
+    broker_max_connections_per_ip: NonNegativeInt = 0
     #: Pulsar's maxProducersPerTopic (a namespace's max_producers_per_topic overrides it): ProducerBusy.
-    max_producers_per_topic: int = 0
+    max_producers_per_topic: NonNegativeInt = 0
     #: Pulsar's maxConsumersPerTopic, all subscriptions together (namespaces may override): ConsumerBusy.
-    max_consumers_per_topic: int = 0
+    max_consumers_per_topic: NonNegativeInt = 0
     #: Pulsar's maxConsumersPerSubscription (namespaces may override): ConsumerBusy.
-    max_consumers_per_subscription: int = 0
+    max_consumers_per_subscription: NonNegativeInt = 0
     #: Producers one connection may have open (no Pulsar setting): ProducerBusy.
-    max_producers_per_connection: int = 0
+    max_producers_per_connection: NonNegativeInt = 0
     #: Consumers one connection may have open (no Pulsar setting): ConsumerBusy.
-    max_consumers_per_connection: int = 0
+    max_consumers_per_connection: NonNegativeInt = 0
     #: Pulsar's maxTopicsPerNamespace: persistent topics (each partition counts) in one namespace
     #: (a namespace's max_topics_per_namespace overrides it); one more is refused (NotAllowedError).
-    max_topics_per_namespace: int = 0
+    max_topics_per_namespace: NonNegativeInt = 0
 
-    # Durability (see docs/storage.md).
-    fsync_policy: str = "always"
-    fsync_interval_ms: float = 10.0
+    # Durability (see docs/storage.md; types and defaults are StorageConfig's).
+    fsync_policy: FsyncPolicy = _STORAGE_DEFAULTS["fsync_policy"]
+    fsync_interval_ms: NonNegativeFloat = _STORAGE_DEFAULTS["fsync_interval_ms"]
     #: ``always``: fsync on the event loop at the end of each pass while fsyncs average under
     #: this, on the fsync thread above it (a slow disk must not hold up dispatch); 0: the thread.
-    fsync_inline_max_ms: float = 2.0
+    fsync_inline_max_ms: NonNegativeFloat = _STORAGE_DEFAULTS["fsync_inline_max_ms"]
     #: Zeros written ahead of a ledger's end, so fsyncs of small appends skip the metadata commit.
-    preallocate_bytes: int = 4 * MIB
+    preallocate_bytes: PreallocateBytes = _STORAGE_DEFAULTS["preallocate_bytes"]
     #: Sends are refused while the data directory has less free space than this (0: only when
     #: the disk is actually full); writes resume by themselves once there is room again.
-    min_free_disk_bytes: int = 0
-    max_ledger_size_bytes: int = 128 * MIB
-    max_ledger_age_seconds: float = 4 * 3600.0
-    retention_time_seconds: float = 0.0
-    retention_size_bytes: int = 0
-    entry_cache_bytes: int = 32 * MIB
-    cursor_flush_interval_seconds: float = 1.0
+    min_free_disk_bytes: NonNegativeInt = _STORAGE_DEFAULTS["min_free_disk_bytes"]
+    max_ledger_size_bytes: PositiveInt = _STORAGE_DEFAULTS["max_ledger_size_bytes"]
+    max_ledger_age_seconds: PositiveFloat = _STORAGE_DEFAULTS["max_ledger_age_seconds"]
+    retention_time_seconds: float = _STORAGE_DEFAULTS["retention_time_seconds"]
+    retention_size_bytes: int = _STORAGE_DEFAULTS["retention_size_bytes"]
+    entry_cache_bytes: NonNegativeInt = _STORAGE_DEFAULTS["entry_cache_bytes"]
+    cursor_flush_interval_seconds: PositiveFloat = 1.0
     #: PIP 81: memory for one durable subscription's ack pages; the rest stay on disk until needed.
-    max_individual_ack_cache_bytes_per_cursor: int = 3 * MIB
-    retention_check_interval_seconds: float = 60.0
+    max_individual_ack_cache_bytes_per_cursor: NonNegativeInt = _STORAGE_DEFAULTS[
+        "max_individual_ack_cache_bytes_per_cursor"
+    ]
+    retention_check_interval_seconds: PositiveFloat = 60.0
     #: How often namespaces' message TTL is applied.
-    message_expiry_check_interval_seconds: float = 60.0
+    message_expiry_check_interval_seconds: PositiveFloat = 60.0
     #: How often the message and byte rates in topic stats and /metrics are worked out (each is
     #: the average over the interval just ended), as Pulsar's statsUpdateFrequencyInSecs.
-    stats_update_frequency_seconds: float = 60.0
+    stats_update_frequency_seconds: PositiveFloat = 60.0
 
     # Backlog quotas (see backlog_quota.py; namespaces may set their own).
     #: Largest backlog per topic, in bytes from the slowest subscription on (-1: no limit).
-    backlog_quota_default_limit_bytes: int = -1
+    backlog_quota_default_limit_bytes: QuotaLimit = -1
     #: Oldest unacknowledged message per topic, in seconds (-1: no limit).
-    backlog_quota_default_limit_seconds: int = -1
+    backlog_quota_default_limit_seconds: QuotaLimit = -1
     #: producer_request_hold, producer_exception or consumer_backlog_eviction.
-    backlog_quota_default_retention_policy: str = "producer_request_hold"
+    backlog_quota_default_retention_policy: backlog_quota.RetentionPolicy = backlog_quota.HOLD
     #: How often topics are checked against their backlog quotas.
-    backlog_quota_check_interval_seconds: float = 60.0
+    backlog_quota_check_interval_seconds: PositiveFloat = 60.0
 
     # Topics.
     #: Broker-side deduplication by producer name and sequence id (namespaces may override).
     deduplication_enabled: bool = False
     allow_auto_topic_creation: bool = True
     #: Type of auto-created topics: "non-partitioned" or "partitioned" (namespaces may override).
-    auto_topic_creation_type: str = "non-partitioned"
+    auto_topic_creation_type: Literal["non-partitioned", "partitioned"] = "non-partitioned"
     #: Partitions of an auto-created partitioned topic.
-    default_num_partitions: int = 1
+    default_num_partitions: PositiveInt = 1
 
     # Broker entry metadata (PIP 70).
     broker_entry_metadata_interceptors: list[str] = field(
@@ -193,7 +235,7 @@ class BrokerConfig:
     token_auth_claim: str = "sub"
     #: How often open connections' credentials are checked for expiry; an expired one is
     #: challenged (AUTH_CHALLENGE) and closed if it does not answer with valid ones by the next check.
-    authentication_refresh_check_seconds: float = 60.0
+    authentication_refresh_check_seconds: PositiveFloat = 60.0
     #: With authentication on, /metrics (and the health check) need credentials too; false leaves
     #: them open for Prometheus.
     authenticate_metrics_endpoint: bool = True
@@ -208,20 +250,9 @@ class BrokerConfig:
     authorization_allow_wildcards_matching: bool = False
 
     def storage_config(self) -> StorageConfig:
-        return StorageConfig(
-            data_dir=Path(self.data_dir),
-            fsync_policy=self.fsync_policy,
-            fsync_interval_ms=self.fsync_interval_ms,
-            fsync_inline_max_ms=self.fsync_inline_max_ms,
-            preallocate_bytes=self.preallocate_bytes,
-            max_ledger_size_bytes=self.max_ledger_size_bytes,
-            max_ledger_age_seconds=self.max_ledger_age_seconds,
-            retention_time_seconds=self.retention_time_seconds,
-            retention_size_bytes=self.retention_size_bytes,
-            entry_cache_bytes=self.entry_cache_bytes,
-            max_individual_ack_cache_bytes_per_cursor=self.max_individual_ack_cache_bytes_per_cursor,
-            min_free_disk_bytes=self.min_free_disk_bytes,
-        )
+        """The storage layer's settings, as this broker's."""
+        passed = {name: getattr(self, name) for name in STORAGE_SETTINGS}
+        return StorageConfig(data_dir=Path(self.data_dir), **passed)
 
     def default_backlog_quotas(self) -> dict[str, backlog_quota.BacklogQuota]:
         policy = self.backlog_quota_default_retention_policy
@@ -238,45 +269,6 @@ class BrokerConfig:
         from magnetar.broker.tls import check_settings
 
         check_settings(self)  # raises TlsConfigError, a ValueError
-        if self.fsync_policy not in ("always", "interval", "never"):
-            raise ValueError(f"fsync_policy must be always, interval or never, not {self.fsync_policy!r}")
-        if self.auto_topic_creation_type not in ("non-partitioned", "partitioned"):
-            raise ValueError("auto_topic_creation_type must be non-partitioned or partitioned")
-        if self.backlog_quota_default_retention_policy not in backlog_quota.POLICIES:
-            raise ValueError(
-                f"backlog_quota_default_retention_policy must be one of {backlog_quota.POLICIES}"
-            )
-        if min(self.backlog_quota_default_limit_bytes, self.backlog_quota_default_limit_seconds) < -1:
-            raise ValueError("backlog quota default limits must be -1 (none) or more")
-        if self.backlog_quota_check_interval_seconds <= 0:
-            raise ValueError("backlog_quota_check_interval_seconds must be positive")
-        if self.stats_update_frequency_seconds <= 0:
-            raise ValueError("stats_update_frequency_seconds must be positive")
-        if self.max_message_size <= 0:
-            raise ValueError("max_message_size must be positive")
-        if self.max_messages_per_batch <= 0:
-            raise ValueError("max_messages_per_batch must be positive")
-        if self.broadcast_reconnect_grace_seconds < 0:
-            raise ValueError("broadcast_reconnect_grace_seconds must be 0 or more")
-        if self.broadcast_max_lag_messages < 0:
-            raise ValueError("broadcast_max_lag_messages must be 0 (off) or more")
-        if self.broadcast_max_lag_seconds < 0:
-            raise ValueError("broadcast_max_lag_seconds must be 0 (off) or more")
-        if self.broadcast_lag_check_interval_seconds <= 0:
-            raise ValueError("broadcast_lag_check_interval_seconds must be positive")
-        if self.max_pending_publish_requests_per_connection < 0:
-            raise ValueError("max_pending_publish_requests_per_connection must be 0 (no limit) or more")
-        if self.max_message_publish_buffer_bytes < 0:
-            raise ValueError("max_message_publish_buffer_bytes must be 0 (no limit) or more")
-        if self.max_incomplete_frame_bytes < 0:
-            raise ValueError("max_incomplete_frame_bytes must be 0 (no limit) or more")
-        for name in LIMIT_SETTINGS:
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must be 0 (no limit) or more")
-        if self.incomplete_frame_timeout_seconds <= 0:
-            raise ValueError("incomplete_frame_timeout_seconds must be positive")
-        if self.authentication_refresh_check_seconds <= 0:
-            raise ValueError("authentication_refresh_check_seconds must be positive")
         from magnetar.broker.authentication import Authentication
 
         Authentication.from_config(self)  # raises ValueError: never an open broker by mistake
@@ -284,9 +276,6 @@ class BrokerConfig:
             raise ValueError(
                 "authorization_enabled needs authentication_enabled: without a proved role no grant can apply"
             )
-        roles = self.superuser_roles
-        if not isinstance(roles, list) or not all(isinstance(r, str) for r in roles):
-            raise ValueError("superuser_roles must be a list of role names")
         from magnetar.broker.entry_metadata import load_interceptor_class
 
         for name in self.broker_entry_metadata_interceptors:
@@ -306,7 +295,8 @@ class BrokerConfig:
         cls, path: Path | None = None, environ: Mapping[str, str] | None = None, **overrides: Any
     ) -> tuple[BrokerConfig, dict[str, str]]:
         """``load``, and where each setting's value came from (``magnetar config show``)."""
-        hints = typing.get_type_hints(cls)
+        every_hint = typing.get_type_hints(cls)
+        hints = {f.name: every_hint[f.name] for f in dataclasses.fields(cls)}
         values: dict[str, Any] = {}
         sources = dict.fromkeys(hints, "default")
         if path is not None:
@@ -316,19 +306,22 @@ class BrokerConfig:
                 where = f"file {path}"
                 if name not in hints:
                     raise ConfigError(f"unknown setting {name!r} ({where})")
-                values[name] = config_sources.check(name, hints[name], value, where)
+                values[name] = value
                 sources[name] = where
         if environ is not None:
             for name, (value, where) in config_sources.env_settings(environ, hints).items():
-                values[name] = config_sources.check(name, hints[name], value, where)
+                values[name] = value
                 sources[name] = where
         for name, value in overrides.items():
             if value is None:
                 continue
             if name not in hints:
                 raise ConfigError(f"unknown setting {name!r} (command line)")
-            values[name] = config_sources.check(name, hints[name], value, "command line")
+            values[name] = value
             sources[name] = "command line"
-        config = cls(**values)
+        try:
+            config = cls(**values)
+        except ValidationError as exc:
+            raise config_sources.refusal(exc, values, sources) from None
         config.validate()
         return config, sources

@@ -1,10 +1,10 @@
-"""Where each broker setting comes from, and the check that its value has the setting's type.
+"""Where each broker setting comes from, and how the model's refusal of one is worded.
 
 Settings come, each later source winning, from the defaults, a TOML file, environment variables
-``MAGNETAR_<NAME>`` (as Pulsar's images take ``PULSAR_PREFIX_<name>``), and the command line. A
-value of the wrong type is refused with the setting's name and where it came from, instead of
-being taken for what it looks like: TOML's ``deduplication_enabled = "false"`` is a string, and a
-non-empty string would be true; ``port = "6650"`` would stay a string.
+``MAGNETAR_<NAME>`` (as Pulsar's images take ``PULSAR_PREFIX_<name>``), and the command line. The
+model (``BrokerConfig``, strict) refuses a value of the wrong type instead of taking it for what it
+looks like (TOML's ``deduplication_enabled = "false"`` is a string, and a non-empty string would be
+true); ``refusal`` names the setting, the value and where it came from.
 
 Environment variables are text, so they are read as the setting's type: ``true``/``false`` (also
 ``1``/``0``, ``yes``/``no``, ``on``/``off``) for a flag, a number for a number, a TOML value (a
@@ -17,8 +17,9 @@ import tomllib
 import types
 import typing
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
+
+from pydantic import ValidationError
 
 ENV_PREFIX = "MAGNETAR_"
 _TRUE = {"true", "1", "yes", "on"}
@@ -74,33 +75,17 @@ def from_text(name: str, hint: Any, text: str, source: str) -> Any:
     return text
 
 
-def check(name: str, hint: Any, value: Any, source: str) -> Any:
-    """``value`` if it has the setting's type (an int where a float is wanted, text where a path
-    is, are taken as such); else a ConfigError naming the setting and the source."""
-    kinds = _kinds(hint)
-    if value is None:
-        if type(None) in kinds:
-            return None
-        raise ConfigError(f"setting {name} ({source}) must not be empty")
-    if bool in kinds and isinstance(value, bool):
-        return value
-    if int in kinds and isinstance(value, int) and not isinstance(value, bool):
-        return value
-    if float in kinds and isinstance(value, int | float) and not isinstance(value, bool):
-        return float(value)
-    if Path in kinds and isinstance(value, str | Path):
-        return Path(value)
-    if str in kinds and isinstance(value, str):
-        return value
-    if list in kinds and isinstance(value, list):
-        item = _item_kind(hint)
-        if item is not None and not all(isinstance(v, item) for v in value):
-            raise ConfigError(f"setting {name} = {value!r} ({source}) must be a list of {item.__name__}")
-        return value
-    if dict in kinds and isinstance(value, dict):
-        return value
-    wanted = " or ".join(_name(k) for k in kinds)
-    raise ConfigError(f"setting {name} = {value!r} ({source}) must be {wanted}, not {_name(type(value))}")
+def refusal(exc: ValidationError, values: Mapping[str, Any], sources: Mapping[str, str]) -> ConfigError:
+    """The model's first complaint as one line naming the setting, its value and its source:
+    ``setting port = '6650' (file m.toml) must be a valid integer``."""
+    error = exc.errors()[0]
+    name, *inside = (str(part) for part in error["loc"])
+    message = str(error["msg"]).removeprefix("Input should be ").removeprefix("Value should be ")
+    if inside:
+        message += f" at item {'.'.join(inside)}"
+    more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+    shown = repr(values.get(name, error["input"]))
+    return ConfigError(f"setting {name} = {shown} ({sources.get(name, 'default')}) must be {message}{more}")
 
 
 def _kinds(hint: Any) -> tuple[type, ...]:
@@ -111,26 +96,3 @@ def _kinds(hint: Any) -> tuple[type, ...]:
     if origin is not None:
         return (origin,)
     return (hint,)
-
-
-def _item_kind(hint: Any) -> type | None:
-    for arg in typing.get_args(hint) or ():
-        if typing.get_origin(arg) is list or arg is list:
-            return _item_kind(arg)
-    if typing.get_origin(hint) is list:
-        (item,) = typing.get_args(hint) or (None,)
-        return item if isinstance(item, type) else None
-    return None
-
-
-def _name(kind: type) -> str:
-    return {
-        bool: "true or false",
-        int: "an integer",
-        float: "a number",
-        str: "text",
-        Path: "a path",
-        list: "a list",
-        dict: "a table",
-        type(None): "empty",
-    }.get(kind, kind.__name__)

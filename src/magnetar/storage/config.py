@@ -1,14 +1,39 @@
-"""Settings of the storage layer; docs/storage.md explains each one."""
+"""Settings of the storage layer; docs/storage.md explains each one.
+
+A pydantic dataclass in strict mode: each setting's type and range are declared beside it and
+checked when the settings are made (a ``ValidationError``, a ``ValueError``, naming the setting).
+The broker's settings (``broker/config.py``) take these settings' types and defaults from here, so
+they are written once.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import typing
 from pathlib import Path
+from typing import Annotated, Literal
 
-FSYNC_POLICIES = ("always", "interval", "never")
+from pydantic import ConfigDict, Field, Strict
+from pydantic.dataclasses import dataclass
+
+MIB = 1024 * 1024
+
+#: Checked, not converted: a string is no number, a number no flag (``"false"`` would be true).
+STRICT = ConfigDict(strict=True)
+
+FsyncPolicy = Literal["always", "interval", "never"]
+FSYNC_POLICIES: tuple[str, ...] = typing.get_args(FsyncPolicy)
+#: A directory, given as a path or as text (TOML and environment variables write text).
+Directory = Annotated[Path, Strict(False)]
+#: Bytes, seconds and milliseconds that may be 0 (0 usually means "off" or "no limit").
+NonNegativeInt = Annotated[int, Field(ge=0)]
+NonNegativeFloat = Annotated[float, Field(ge=0)]
+PositiveInt = Annotated[int, Field(gt=0)]
+PositiveFloat = Annotated[float, Field(gt=0)]
+#: Preallocation is bounded: the zeros are written at once when a ledger opens.
+PreallocateBytes = Annotated[int, Field(ge=0, le=64 * MIB)]
 
 
-@dataclass
+@dataclass(config=STRICT)
 class StorageConfig:
     """Where data lives, when it is fsynced, when ledgers roll over and how long consumed data stays.
 
@@ -17,49 +42,24 @@ class StorageConfig:
     a negative value means "no limit" on that dimension.
     """
 
-    data_dir: Path
-    fsync_policy: str = "always"
-    fsync_interval_ms: float = 10.0
+    data_dir: Directory
+    fsync_policy: FsyncPolicy = "always"
+    fsync_interval_ms: NonNegativeFloat = 10.0
     #: ``always``: group-commit rounds run on the owner's event loop (when it offers a hook)
     #: while they take less than this on average, on the fsync thread above it; 0: always the thread.
-    fsync_inline_max_ms: float = 2.0
+    fsync_inline_max_ms: NonNegativeFloat = 2.0
     #: Zeros written ahead of a ledger's end so that fsyncs of small appends need no metadata
-    #: commit (``always`` policy only: elsewhere fsyncs are rare or absent).
-    preallocate_bytes: int = 4 * 1024 * 1024
-    max_ledger_size_bytes: int = 128 * 1024 * 1024
-    max_ledger_age_seconds: float = 4 * 3600
+    #: commit (``always`` policy only: elsewhere fsyncs are rare or absent). At most 64 MiB.
+    preallocate_bytes: PreallocateBytes = 4 * MIB
+    max_ledger_size_bytes: PositiveInt = 128 * MIB
+    max_ledger_age_seconds: PositiveFloat = 4 * 3600.0
     retention_time_seconds: float = 0.0
     retention_size_bytes: int = 0
-    entry_cache_bytes: int = 32 * 1024 * 1024
+    entry_cache_bytes: NonNegativeInt = 32 * MIB
     #: PIP 81: memory for one durable cursor's ack pages; least recently used pages are swapped out past it.
-    max_individual_ack_cache_bytes_per_cursor: int = 3 * 1024 * 1024
+    max_individual_ack_cache_bytes_per_cursor: NonNegativeInt = 3 * MIB
     #: A cursor ledger is rolled once it is past this size and holds over twice its live data.
-    cursor_ledger_min_roll_bytes: int = 4 * 1024 * 1024
+    cursor_ledger_min_roll_bytes: NonNegativeInt = 4 * MIB
     #: Adds are refused (StorageFullError) while the data directory's filesystem has less
     #: free than this, before it is actually full; 0: only a real "no space" refuses them.
-    min_free_disk_bytes: int = 0
-
-    def __post_init__(self) -> None:
-        if self.preallocate_bytes > 64 * 1024 * 1024:
-            raise ValueError("preallocate_bytes must be at most 64 MiB")
-        self.data_dir = Path(self.data_dir)
-        if self.fsync_policy not in FSYNC_POLICIES:
-            raise ValueError(f"fsync_policy must be one of {FSYNC_POLICIES}, not {self.fsync_policy!r}")
-        if self.fsync_interval_ms < 0:
-            raise ValueError("fsync_interval_ms must not be negative")
-        if self.fsync_inline_max_ms < 0:
-            raise ValueError("fsync_inline_max_ms must not be negative")
-        if self.preallocate_bytes < 0:
-            raise ValueError("preallocate_bytes must not be negative")
-        if self.max_ledger_size_bytes <= 0:
-            raise ValueError("max_ledger_size_bytes must be positive")
-        if self.max_ledger_age_seconds <= 0:
-            raise ValueError("max_ledger_age_seconds must be positive")
-        if self.entry_cache_bytes < 0:
-            raise ValueError("entry_cache_bytes must not be negative")
-        if self.max_individual_ack_cache_bytes_per_cursor < 0:
-            raise ValueError("max_individual_ack_cache_bytes_per_cursor must not be negative")
-        if self.min_free_disk_bytes < 0:
-            raise ValueError("min_free_disk_bytes must not be negative")
-        if self.cursor_ledger_min_roll_bytes < 0:
-            raise ValueError("cursor_ledger_min_roll_bytes must not be negative")
+    min_free_disk_bytes: NonNegativeInt = 0
