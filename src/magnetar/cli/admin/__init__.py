@@ -9,6 +9,8 @@ from __future__ import annotations
 import click
 
 from magnetar.cli.admin.common import DEFAULT_ADMIN_URL, AdminTarget
+from magnetar.cli.admin.subscriptions import subscriptions
+from magnetar.cli.admin.topics import topics
 
 
 @click.group("admin")
@@ -44,3 +46,7 @@ def admin(
 ) -> None:
     """Administer tenants, namespaces, topics, subscriptions and schemas (pulsar-admin)."""
     ctx.obj = AdminTarget(admin_url, auth_token, tls_trust_certs_file_path, tls_allow_insecure_connection)
+
+
+admin.add_command(topics)
+admin.add_command(subscriptions)

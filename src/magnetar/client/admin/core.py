@@ -25,12 +25,15 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from magnetar.client.message import MessageId
 from magnetar.client.tls import TlsOptions
 from magnetar.protocol.message_id import message_id_fields
 from magnetar.protocol.topic_name import PARTITION_SUFFIX, TopicName, partition_name, split_partition
+
+if TYPE_CHECKING:
+    from magnetar.client.admin.topics import Topics
 
 
 class AdminError(Exception):
@@ -266,11 +269,32 @@ class AdminClient:
             path = f"{path}?{urllib.parse.urlencode(params)}"
         return self._call(method, path, body)
 
+    def request_bytes(
+        self, method: str, path: str, params: dict[str, Any] | None = None
+    ) -> tuple[bytes, dict[str, str]]:
+        """One call whose answer is not JSON (a stored message: its payload as the body, its
+        metadata as ``X-Pulsar-*`` headers): the body and the headers. Failures as ``request()``."""
+        if params:
+            path = f"{path}?{urllib.parse.urlencode(params)}"
+        return self._send(method, path)
+
+    @property
+    def topics(self) -> Topics:
+        """Typed calls for topics and their subscriptions (the Java client's ``admin.topics()``)."""
+        from magnetar.client.admin.topics import Topics
+
+        return Topics(self)
+
     def _get(self, path: str) -> Any:
         return self._call("GET", path)
 
     def _call(self, method: str, path: str, body: Any = None) -> Any:
         """JSON in and out; None for an empty answer (204)."""
+        text, _ = self._send(method, path, body)
+        return json.loads(text) if text.strip() else None
+
+    def _send(self, method: str, path: str, body: Any = None) -> tuple[bytes, dict[str, str]]:
+        """The answer's body and headers (``body`` sent as JSON); ``AdminError`` for a refusal."""
         url = self.http_url + path
         headers = self._headers()
         data = None
@@ -280,10 +304,9 @@ class AdminClient:
         request = urllib.request.Request(url, data=data, headers=headers, method=method)
         try:
             with urllib.request.urlopen(request, timeout=self.timeout, context=self._ssl) as response:
-                text = response.read()
+                return response.read(), dict(response.headers.items())
         except urllib.error.HTTPError as exc:
             raise self._refused(exc.code, _reason(exc), url) from None
-        return json.loads(text) if text.strip() else None
 
     def _refused(self, status: int, reason: str, url: str) -> AdminError:
         """The error for an HTTP refusal (subclasses may say more about its cause)."""
