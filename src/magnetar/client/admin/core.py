@@ -19,18 +19,25 @@ runs anywhere, in Spark executors too.
 
 from __future__ import annotations
 
+import functools
 import json
 import ssl
 import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from magnetar.client.message import MessageId
 from magnetar.client.tls import TlsOptions
 from magnetar.protocol.message_id import message_id_fields
 from magnetar.protocol.topic_name import PARTITION_SUFFIX, TopicName, partition_name, split_partition
+
+if TYPE_CHECKING:
+    from magnetar.client.admin.clusters import Clusters
+    from magnetar.client.admin.namespaces import Namespaces
+    from magnetar.client.admin.schemas import Schemas
+    from magnetar.client.admin.tenants import Tenants
 
 
 class AdminError(Exception):
@@ -160,6 +167,32 @@ class AdminClient:
             token = self.token() if callable(self.token) else self.token
             headers["Authorization"] = f"Bearer {token.strip()}"
         return headers
+
+    # -- resources, as the Java PulsarAdmin's tenants(), namespaces(), ... -------------------------
+    # Imported when first used: those modules import this one's path helpers.
+    @functools.cached_property
+    def tenants(self) -> Tenants:
+        from magnetar.client.admin.tenants import Tenants
+
+        return Tenants(self)
+
+    @functools.cached_property
+    def namespaces(self) -> Namespaces:
+        from magnetar.client.admin.namespaces import Namespaces
+
+        return Namespaces(self)
+
+    @functools.cached_property
+    def clusters(self) -> Clusters:
+        from magnetar.client.admin.clusters import Clusters
+
+        return Clusters(self)
+
+    @functools.cached_property
+    def schemas(self) -> Schemas:
+        from magnetar.client.admin.schemas import Schemas
+
+        return Schemas(self)
 
     # -- the message index (per topic partition) -------------------------------------------------
     def message_id_for_index(self, topic: str, index: int) -> MessageId:
