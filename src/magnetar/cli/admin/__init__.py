@@ -8,7 +8,11 @@ from __future__ import annotations
 
 import click
 
+from magnetar.cli.admin.clusters import clusters
 from magnetar.cli.admin.common import DEFAULT_ADMIN_URL, AdminTarget
+from magnetar.cli.admin.namespaces import namespaces
+from magnetar.cli.admin.schemas import schemas
+from magnetar.cli.admin.tenants import tenants
 
 
 @click.group("admin")
@@ -44,3 +48,7 @@ def admin(
 ) -> None:
     """Administer tenants, namespaces, topics, subscriptions and schemas (pulsar-admin)."""
     ctx.obj = AdminTarget(admin_url, auth_token, tls_trust_certs_file_path, tls_allow_insecure_connection)
+
+
+for _group in (tenants, namespaces, clusters, schemas):
+    admin.add_command(_group)
