@@ -3,11 +3,15 @@
 
 from __future__ import annotations
 
+import base64
+
 import pytest
 
-from magnetar.client.admin import AdminClient, ConflictError, NotFoundError
+from magnetar.client.admin import AdminClient, ConflictError, ForbiddenError, NotFoundError
 from magnetar.client.admin.namespaces import MAX_PRODUCERS_PER_TOPIC, MESSAGE_AGE
 from magnetar.client.admin.schemas import schema_payload
+from magnetar.security import tokens
+from tests.interop.tls_certs import tls_settings
 
 AVRO = '{"type": "record", "name": "R", "fields": [{"name": "a", "type": "int"}]}'
 
@@ -87,3 +91,33 @@ def test_tenants_namespaces_clusters_and_schemas(broker) -> None:
     admin.tenants.delete("acme")
     with pytest.raises(NotFoundError):
         admin.tenants.get("acme")
+
+
+def test_cluster_data_names_the_tls_urls_served_and_only_superusers_read_it(broker_factory, tls_files):
+    key = tokens.create_secret_key()
+    settings = tls_settings(
+        tls_files,
+        authentication_enabled=True,
+        token_secret_key="data:;base64," + base64.b64encode(key).decode(),
+        authorization_enabled=True,
+        superuser_roles=["root"],
+        cluster_name="east",
+    )
+    broker = broker_factory(settings)
+    trust = str(tls_files.ca)
+    root = AdminClient(
+        broker.https_url, token=tokens.create_token(key, "root", 600), tls_trust_certs_file_path=trust
+    )
+
+    assert root.clusters.list() == ["east"]
+    assert root.clusters.get("east") == {
+        "serviceUrl": broker.http_url,
+        "serviceUrlTls": broker.https_url,
+        "brokerServiceUrl": broker.service_url,
+        "brokerServiceUrlTls": broker.service_url_tls,
+    }
+    with pytest.raises(NotFoundError):
+        root.clusters.get("standalone")
+    someone = AdminClient(broker.http_url, token=tokens.create_token(key, "someone", 600))
+    with pytest.raises(ForbiddenError, match="super-user"):
+        someone.clusters.list()
