@@ -149,6 +149,8 @@ def test_parse_actions_takes_pulsars_auth_actions_only():
         ("GET", "/admin/v2/tenants", SUPERUSER),
         ("PUT", "/admin/v2/tenants/{tenant}", SUPERUSER),
         ("GET", "/admin/v2/brokers/health", SUPERUSER),
+        ("GET", "/admin/v2/clusters", SUPERUSER),
+        ("GET", "/admin/v2/clusters/{cluster}", SUPERUSER),
         ("GET", "/admin/v2/namespaces/{tenant}", TENANT_ADMIN),
         ("POST", "/admin/v2/namespaces/{tenant}/{namespace}/permissions/{role}", TENANT_ADMIN),
         ("GET", "/admin/v2/persistent/{tenant}/{namespace}", LIST_TOPICS),

@@ -2,10 +2,11 @@
 path needs, as Pulsar's admin resources ask it, and 403 with Pulsar's ``{"reason": ...}`` when the
 request's role lacks it.
 
-Superusers may call everything; tenants are the superusers' (list, create, update, delete); a
-tenant's admins may call everything on its namespaces and topics (grants included); other roles
-may read a topic's stats and metadata with ``produce`` or ``consume``, list a namespace's topics
-with either on the namespace, and use subscriptions and peek messages with ``consume``.
+Superusers may call everything; tenants are the superusers' (list, create, update, delete), and so
+are clusters (list, get); a tenant's admins may call everything on its namespaces and topics (grants
+included); other roles may read a topic's stats and metadata with ``produce`` or ``consume``, list a
+namespace's topics with either on the namespace, and use subscriptions and peek messages with
+``consume``.
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ def requirement(method: str, canonical: str) -> tuple[str, str | None]:
     if parts[:2] != ["admin", "v2"] or len(parts) < 3:
         return SUPERUSER, None
     area, rest = parts[2], parts[3:]
-    if area == "tenants" or area == "brokers":
+    if area in ("tenants", "brokers", "clusters"):
         return SUPERUSER, None
     if area == "namespaces" and rest:
         return TENANT_ADMIN, None

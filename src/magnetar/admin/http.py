@@ -9,6 +9,7 @@ from aiohttp import web
 from magnetar.admin import (
     auth,
     authz,
+    clusters_api,
     consumers_api,
     index_api,
     messages_api,
@@ -24,7 +25,8 @@ if TYPE_CHECKING:
     from magnetar.broker.service import BrokerService
 
 
-def build_app(service: BrokerService) -> web.Application:
+def build_app(service: BrokerService, web_urls: clusters_api.WebUrls | None = None) -> web.Application:
+    """``web_urls``: the admin API's URLs as bound (the clusters endpoint names them)."""
     app = web.Application(
         middlewares=[
             auth.middleware(
@@ -49,6 +51,7 @@ def build_app(service: BrokerService) -> web.Application:
     messages_api.add_routes(app, service)
     index_api.add_routes(app, service)
     schemas_api.add_routes(app, service)
+    clusters_api.add_routes(app, service, web_urls or (lambda: (None, None)))
     registry = []  # built at the first scrape (metrics.py)
 
     async def metrics_page(request: web.Request) -> web.Response:
@@ -80,7 +83,7 @@ class AdminServer:
         """Serve plain HTTP on ``http_port`` unless ``web_service_port_enabled`` is off, and HTTPS
         on ``web_service_port_tls`` when set, with the broker's TLS context."""
         config = self.service.config
-        self._runner = web.AppRunner(build_app(self.service), access_log=None)
+        self._runner = web.AppRunner(build_app(self.service, self.web_urls), access_log=None)
         await self._runner.setup()
         if config.web_service_port_enabled:
             self.http_port = await self._serve(web.TCPSite(self._runner, config.host, config.http_port))
@@ -89,6 +92,13 @@ class AdminServer:
                 self._runner, config.host, config.web_service_port_tls, ssl_context=self.service.ssl_context
             )
             self.https_port = await self._serve(site)
+
+    def web_urls(self) -> tuple[str | None, str | None]:
+        """(http://host:port, https://host:port) as bound; None for a port not served."""
+        host = self.service.config.host
+        http = f"http://{host}:{self.http_port}" if self.http_port is not None else None
+        https = f"https://{host}:{self.https_port}" if self.https_port is not None else None
+        return http, https
 
     async def _serve(self, site: web.TCPSite) -> int:
         """Start ``site``; the port it bound (the runner's addresses that are new)."""

@@ -8,8 +8,12 @@ from __future__ import annotations
 
 import click
 
+from magnetar.cli.admin.clusters import clusters
 from magnetar.cli.admin.common import DEFAULT_ADMIN_URL, AdminTarget
+from magnetar.cli.admin.namespaces import namespaces
+from magnetar.cli.admin.schemas import schemas
 from magnetar.cli.admin.subscriptions import subscriptions
+from magnetar.cli.admin.tenants import tenants
 from magnetar.cli.admin.topics import topics
 
 
@@ -48,5 +52,5 @@ def admin(
     ctx.obj = AdminTarget(admin_url, auth_token, tls_trust_certs_file_path, tls_allow_insecure_connection)
 
 
-admin.add_command(topics)
-admin.add_command(subscriptions)
+for _group in (tenants, namespaces, topics, subscriptions, clusters, schemas):
+    admin.add_command(_group)

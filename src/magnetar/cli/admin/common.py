@@ -180,3 +180,23 @@ def _cell(value: Any) -> str:
 def done(message: str) -> None:
     """A one-line confirmation of a change, on stderr so that stdout stays the data."""
     click.echo(message, err=True)
+
+
+def print_value(value: Any, as_json: bool) -> None:
+    """One policy's value: as is (a mapping as a table), or JSON; one not set says so on stderr
+    (``null`` with ``--json``), so that stdout holds only values."""
+    if as_json:
+        print_json(value)
+    elif value is None:
+        done("not set (the broker's setting applies)")
+    elif isinstance(value, Mapping):
+        print_mapping(value, as_json=False)
+    else:
+        click.echo(_cell(value))
+
+
+def comma_list(value: str | None) -> list[str] | None:
+    """``a,b,c`` as pulsar-admin's list flags take it (blanks dropped); None stays None."""
+    if value is None:
+        return None
+    return [part.strip() for part in value.split(",") if part.strip()]

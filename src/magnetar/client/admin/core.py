@@ -19,6 +19,7 @@ runs anywhere, in Spark executors too.
 
 from __future__ import annotations
 
+import functools
 import json
 import ssl
 import urllib.error
@@ -33,6 +34,10 @@ from magnetar.protocol.message_id import message_id_fields
 from magnetar.protocol.topic_name import PARTITION_SUFFIX, TopicName, partition_name, split_partition
 
 if TYPE_CHECKING:
+    from magnetar.client.admin.clusters import Clusters
+    from magnetar.client.admin.namespaces import Namespaces
+    from magnetar.client.admin.schemas import Schemas
+    from magnetar.client.admin.tenants import Tenants
     from magnetar.client.admin.topics import Topics
 
 
@@ -163,6 +168,32 @@ class AdminClient:
             token = self.token() if callable(self.token) else self.token
             headers["Authorization"] = f"Bearer {token.strip()}"
         return headers
+
+    # -- resources, as the Java PulsarAdmin's tenants(), namespaces(), ... -------------------------
+    # Imported when first used: those modules import this one's path helpers.
+    @functools.cached_property
+    def tenants(self) -> Tenants:
+        from magnetar.client.admin.tenants import Tenants
+
+        return Tenants(self)
+
+    @functools.cached_property
+    def namespaces(self) -> Namespaces:
+        from magnetar.client.admin.namespaces import Namespaces
+
+        return Namespaces(self)
+
+    @functools.cached_property
+    def clusters(self) -> Clusters:
+        from magnetar.client.admin.clusters import Clusters
+
+        return Clusters(self)
+
+    @functools.cached_property
+    def schemas(self) -> Schemas:
+        from magnetar.client.admin.schemas import Schemas
+
+        return Schemas(self)
 
     # -- the message index (per topic partition) -------------------------------------------------
     def message_id_for_index(self, topic: str, index: int) -> MessageId:

@@ -1,0 +1,145 @@
+"""Namespaces and their policies through the admin API (``admin.namespaces``, as the Java
+PulsarAdmin's ``namespaces()``).
+
+A policy that is not set answers None (the broker's setting applies); ``remove_*`` unsets it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from magnetar.client.admin.core import namespace_path, quote
+
+if TYPE_CHECKING:
+    from magnetar.client.admin.core import AdminClient
+
+#: The policies of one value each, by the path the broker serves them at (namespaces_api.POLICIES).
+MESSAGE_TTL = "messageTTL"
+DEDUPLICATION = "deduplication"
+SCHEMA_COMPATIBILITY_STRATEGY = "schemaCompatibilityStrategy"
+AUTO_TOPIC_CREATION = "autoTopicCreation"
+MAX_PRODUCERS_PER_TOPIC = "maxProducersPerTopic"
+MAX_CONSUMERS_PER_TOPIC = "maxConsumersPerTopic"
+MAX_CONSUMERS_PER_SUBSCRIPTION = "maxConsumersPerSubscription"
+MAX_TOPICS_PER_NAMESPACE = "maxTopicsPerNamespace"
+
+#: Backlog quota kinds and policies (Pulsar's names).
+DESTINATION_STORAGE = "destination_storage"
+MESSAGE_AGE = "message_age"
+PRODUCER_REQUEST_HOLD = "producer_request_hold"
+
+
+class Namespaces:
+    """Namespaces of a tenant, their policies and the grants on them."""
+
+    def __init__(self, admin: AdminClient) -> None:
+        self._admin = admin
+
+    def _call(self, method: str, namespace: str, tail: str = "", body: Any = None, **params: Any) -> Any:
+        return self._admin.request(method, namespace_path(namespace) + tail, body, params or None)
+
+    # -- namespaces -------------------------------------------------------------------------------
+    def list(self, tenant: str) -> list[str]:
+        """``tenant/namespace`` names of the tenant's namespaces."""
+        return list(self._admin.request("GET", f"/admin/v2/namespaces/{quote(tenant)}") or [])
+
+    def create(self, namespace: str) -> None:
+        """Create ``tenant/namespace`` (``ConflictError`` if it exists)."""
+        self._call("PUT", namespace)
+
+    def delete(self, namespace: str) -> None:
+        """Delete an empty namespace (``ConflictError`` while it has topics)."""
+        self._call("DELETE", namespace)
+
+    def policies(self, namespace: str) -> dict[str, Any]:
+        """Every policy of the namespace, None for those not set."""
+        return self._call("GET", namespace)
+
+    # -- one-value policies -----------------------------------------------------------------------
+    def get_policy(self, namespace: str, policy: str) -> Any:
+        """The value of ``policy`` (a path such as ``MESSAGE_TTL``); None when not set."""
+        return self._call("GET", namespace, f"/{policy}")
+
+    def set_policy(self, namespace: str, policy: str, value: Any) -> None:
+        self._call("POST", namespace, f"/{policy}", value)
+
+    def remove_policy(self, namespace: str, policy: str) -> None:
+        self._call("DELETE", namespace, f"/{policy}")
+
+    def get_message_ttl(self, namespace: str) -> int | None:
+        return self.get_policy(namespace, MESSAGE_TTL)
+
+    def set_message_ttl(self, namespace: str, seconds: int) -> None:
+        self.set_policy(namespace, MESSAGE_TTL, int(seconds))
+
+    def remove_message_ttl(self, namespace: str) -> None:
+        self.remove_policy(namespace, MESSAGE_TTL)
+
+    def get_deduplication(self, namespace: str) -> bool | None:
+        return self.get_policy(namespace, DEDUPLICATION)
+
+    def set_deduplication(self, namespace: str, enabled: bool) -> None:
+        self.set_policy(namespace, DEDUPLICATION, bool(enabled))
+
+    def remove_deduplication(self, namespace: str) -> None:
+        self.remove_policy(namespace, DEDUPLICATION)
+
+    def get_schema_compatibility_strategy(self, namespace: str) -> str | None:
+        return self.get_policy(namespace, SCHEMA_COMPATIBILITY_STRATEGY)
+
+    def set_schema_compatibility_strategy(self, namespace: str, strategy: str) -> None:
+        self.set_policy(namespace, SCHEMA_COMPATIBILITY_STRATEGY, strategy)
+
+    def get_auto_topic_creation(self, namespace: str) -> dict[str, Any] | None:
+        return self.get_policy(namespace, AUTO_TOPIC_CREATION)
+
+    def set_auto_topic_creation(
+        self, namespace: str, allow: bool, topic_type: str = "non-partitioned", partitions: int = 1
+    ) -> None:
+        """Pulsar's AutoTopicCreationOverride: ``topic_type`` "partitioned" or "non-partitioned"."""
+        value = {"allowAutoTopicCreation": allow, "topicType": topic_type, "defaultNumPartitions": partitions}
+        self.set_policy(namespace, AUTO_TOPIC_CREATION, value)
+
+    # -- retention and backlog quotas -------------------------------------------------------------
+    def get_retention(self, namespace: str) -> dict[str, int] | None:
+        """``{"retentionTimeInMinutes": m, "retentionSizeInMB": s}``; None when not set."""
+        return self._call("GET", namespace, "/retention")
+
+    def set_retention(self, namespace: str, time_minutes: int, size_mb: int) -> None:
+        """Keep acknowledged messages ``time_minutes`` and up to ``size_mb`` (-1: no limit)."""
+        body = {"retentionTimeInMinutes": int(time_minutes), "retentionSizeInMB": int(size_mb)}
+        self._call("POST", namespace, "/retention", body)
+
+    def remove_retention(self, namespace: str) -> None:
+        self._call("DELETE", namespace, "/retention")
+
+    def get_backlog_quotas(self, namespace: str) -> dict[str, dict[str, Any]]:
+        """The quotas by kind: ``{"destination_storage": {"limitSize", "limitTime", "policy"}}``."""
+        return self._call("GET", namespace, "/backlogQuotaMap") or {}
+
+    def set_backlog_quota(
+        self,
+        namespace: str,
+        limit_size: int = -1,
+        limit_time: int = -1,
+        policy: str = PRODUCER_REQUEST_HOLD,
+        quota_type: str = DESTINATION_STORAGE,
+    ) -> None:
+        """A quota of ``quota_type``: ``limit_size`` bytes or ``limit_time`` seconds (-1: none)."""
+        body = {"limitSize": int(limit_size), "limitTime": int(limit_time), "policy": policy}
+        self._call("POST", namespace, "/backlogQuota", body, backlogQuotaType=quota_type)
+
+    def remove_backlog_quota(self, namespace: str, quota_type: str = DESTINATION_STORAGE) -> None:
+        self._call("DELETE", namespace, "/backlogQuota", backlogQuotaType=quota_type)
+
+    # -- permissions ------------------------------------------------------------------------------
+    def get_permissions(self, namespace: str) -> dict[str, list[str]]:
+        """Each role granted on the namespace and its actions."""
+        return self._call("GET", namespace, "/permissions") or {}
+
+    def grant_permission(self, namespace: str, role: str, actions: list[str]) -> None:
+        """Let ``role`` do ``actions`` (``produce``, ``consume``, ...) on the namespace."""
+        self._call("POST", namespace, f"/permissions/{quote(role)}", list(actions))
+
+    def revoke_permission(self, namespace: str, role: str) -> None:
+        self._call("DELETE", namespace, f"/permissions/{quote(role)}")
