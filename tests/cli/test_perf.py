@@ -248,3 +248,15 @@ def test_an_unreachable_broker_is_one_line_and_exit_1():
         assert done.returncode == 1
         assert done.stderr.startswith(f"Error: pulsar://127.0.0.1:{port}: ") and done.stderr.count("\n") == 1
         assert done.stdout == ""
+
+
+@pytest.mark.interop
+def test_perf_produce_of_messages_over_the_limit_fails_unless_chunked(broker, topic):
+    url = broker.service_url
+    done = magnetar("perf", "produce", topic, "-s", "6000000", "-m", "1", "-r", "0", "--quiet", "--url", url)
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.startswith("Error: no message was stored; the first failure: MessageTooBig")
+    assert SENT_TOTAL.match(done.stdout).groups() == ("0", "1")
+    done = magnetar("perf", "produce", topic, "-s", "6000000", "-m", "2", "-r", "0", "-ch", "--url", url)
+    assert done.returncode == 0, done.stderr
+    assert SENT_TOTAL.match(done.stdout).groups() == ("2", "0")

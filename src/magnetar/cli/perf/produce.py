@@ -158,7 +158,9 @@ def key_function(mode: str | None, rng: random.Random) -> Callable[[int], str | 
     show_default=True,
     type=click.Choice([c.name for c in CompressionType], case_sensitive=False),
 )
-@click.option("--chunking", is_flag=True, help="Split messages larger than the broker's limit (no batching).")
+@click.option(
+    "-ch", "--chunking", is_flag=True, help="Split messages larger than the broker's limit (no batching)."
+)
 @click.option(
     "-o",
     "--max-outstanding",
@@ -190,8 +192,13 @@ def produce(topics: tuple[str, ...], num_topics: int, connection: Connection, **
     settings = ProduceSettings(
         topics=all_topics(topics, num_topics), producers_per_topic=flags.pop("num_producers"), **flags
     )
-    for line in run_with_client(connection, lambda client: _produce(client, settings)):
+    lines, sent, first_failure = run_with_client(connection, lambda client: _produce(client, settings))
+    for line in lines:
         click.echo(line)
+    if first_failure is not None:
+        if sent == 0:
+            raise click.ClickException(f"no message was stored; the first failure: {first_failure}")
+        click.echo(f"Some messages were not stored; the first failure: {first_failure}", err=True)
     return 0
 
 
@@ -216,7 +223,8 @@ class _Tickets:
         return None if self._run.stop.is_set() else index
 
 
-async def _produce(client: Client, settings: ProduceSettings) -> list[str]:
+async def _produce(client: Client, settings: ProduceSettings) -> tuple[list[str], int, str | None]:
+    """The summary's lines, the messages stored, and the first failure (None: there was none)."""
     for topic in settings.topics:  # a lookup first: an unreachable broker fails here, at once
         await client.get_topic_partitions(topic)
     options = settings.producer_options()
@@ -231,12 +239,15 @@ async def _produce(client: Client, settings: ProduceSettings) -> list[str]:
     run = Run(settings.interval, settings.duration, produced_line, settings.quiet)
     tickets = _Tickets(run, settings.rate, settings.num_messages)
     outstanding: set[asyncio.Future[Any]] = set()
+    failures: list[str] = []
 
     def settled(sent: float) -> Callable[[asyncio.Future[Any]], None]:
         def done(future: asyncio.Future[Any]) -> None:
             outstanding.discard(future)
             if future.cancelled() or future.exception() is not None:
                 run.recorder.failure()
+                if not failures:
+                    failures.append(repr(future.exception()) if not future.cancelled() else "cancelled")
             else:
                 run.recorder.success(len(payload), (time.perf_counter() - sent) * 1e6)
 
@@ -254,4 +265,5 @@ async def _produce(client: Client, settings: ProduceSettings) -> list[str]:
     await senders
     await asyncio.gather(*(p.flush() for p in producers))
     await asyncio.gather(*list(outstanding), return_exceptions=True)
-    return produced_summary(run.recorder.total(run.now()))
+    total = run.recorder.total(run.now())
+    return produced_summary(total), total.messages, failures[0] if failures else None
