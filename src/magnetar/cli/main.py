@@ -23,6 +23,7 @@ from magnetar import __version__
 from magnetar.cli import config_show, repair, tokens
 from magnetar.cli.admin import admin
 from magnetar.cli.consume import consume, read
+from magnetar.cli.perf import perf
 from magnetar.cli.produce import produce
 from magnetar.demo.smart_city import cli as smart_city
 
@@ -130,6 +131,7 @@ cli.add_command(produce)
 cli.add_command(consume)
 cli.add_command(read)
 cli.add_command(admin)
+cli.add_command(perf)
 
 
 def main(argv: list[str] | None = None) -> int:
