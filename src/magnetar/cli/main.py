@@ -22,6 +22,7 @@ import click
 from magnetar import __version__
 from magnetar.cli import config_show, repair, tokens
 from magnetar.cli.admin import admin
+from magnetar.cli.completion import completion
 from magnetar.cli.consume import consume, read
 from magnetar.cli.produce import produce
 from magnetar.demo.smart_city import cli as smart_city
@@ -130,6 +131,7 @@ cli.add_command(produce)
 cli.add_command(consume)
 cli.add_command(read)
 cli.add_command(admin)
+cli.add_command(completion)
 
 
 def main(argv: list[str] | None = None) -> int:
