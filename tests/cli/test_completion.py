@@ -63,7 +63,7 @@ def test_bash_completes_with_the_printed_script(tmp_path: Path):
     program.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m magnetar "$@"\n')
     program.chmod(0o755)
     script = (
-        'eval "$(magnetar completion bash)"; COMP_WORDS=(magnetar con); COMP_CWORD=1; '
+        'eval "$(magnetar completion bash)"; COMP_WORDS=(magnetar co); COMP_CWORD=1; '
         '_magnetar_completion magnetar; printf "%s\\n" "${COMPREPLY[@]}"'
     )
     env = {**os.environ, "PATH": f"{tmp_path}{os.pathsep}{os.environ['PATH']}"}
