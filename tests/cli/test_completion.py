@@ -48,6 +48,8 @@ def complete(words: str, cword: int) -> list[str]:
 def test_completion_requests_answer_subcommands_and_flags():
     assert complete("magnetar pro", 1) == ["produce"]
     assert complete("magnetar tok", 1) == ["tokens"]
+    assert complete("magnetar tokens cre", 2) == ["create", "create-key-pair", "create-secret-key"]
+    assert complete("magnetar tokens create -", 3)[:2] == ["-sk", "--secret-key"]
     assert complete("magnetar produce --qu", 2) == ["--quiet"]
     assert complete("magnetar consume my-topic --sub", 3) == [
         "--subscription-name",
