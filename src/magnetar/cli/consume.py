@@ -14,6 +14,7 @@ import click
 
 from magnetar.cli.connection import Connection, connection_options, open_client
 from magnetar.cli.formatting import parse_message_id, render
+from magnetar.cli.progress import live_progress
 from magnetar.client import ConsumerType, InitialPosition, Message, MessageId, Timeout
 
 #: How long one receive waits before looking again (so Ctrl-C is seen promptly).
@@ -28,7 +29,11 @@ SUBSCRIPTION_TYPES = {
 
 
 def output_options(command: Callable[..., object]) -> Callable[..., object]:
-    """``-n``, ``--hex`` and ``--json``, shared by both commands."""
+    """``-n``, ``--hex``, ``--json`` and ``--quiet``, shared by both commands. ``--quiet`` has no
+    ``-q``: pulsar-client's consume and read take ``-q`` for the receiver queue size."""
+    command = click.option(
+        "--quiet", is_flag=True, help="No progress line and no count at the end (standard error)."
+    )(command)
     command = click.option(
         "--json",
         "output",
@@ -79,6 +84,7 @@ def consume(
     position: str,
     count: int,
     output: str,
+    quiet: bool,
     connection: Connection,
 ) -> int:
     """Receive and acknowledge messages of TOPIC (pulsar-client consume)."""
@@ -93,9 +99,10 @@ def consume(
             consumer.acknowledge(message)
             return message
 
-        received = _print_messages(take, count, output)
+        received = _print_messages(take, count, output, "consumed", quiet)
         consumer.close()
-    click.echo(f"{received} messages consumed from {topic}", err=True)
+    if not quiet:
+        click.echo(f"{received} messages consumed from {topic}", err=True)
     return 0
 
 
@@ -112,7 +119,7 @@ def consume(
 )
 @output_options
 @connection_options
-def read(topic: str, start: str, count: int, output: str, connection: Connection) -> int:
+def read(topic: str, start: str, count: int, output: str, quiet: bool, connection: Connection) -> int:
     """Read messages of TOPIC with a Reader, acknowledging nothing (pulsar-client read)."""
     try:
         start_id: MessageId = parse_message_id(start)
@@ -127,23 +134,27 @@ def read(topic: str, start: str, count: int, output: str, connection: Connection
                 f"{topic} has {len(partitions)} partitions: read one of them ({partitions[0]} ...)"
             )
         reader = client.create_reader(topic, start_id)
-        received = _print_messages(lambda: reader.read_next(POLL_MS), count, output)
+        received = _print_messages(lambda: reader.read_next(POLL_MS), count, output, "read", quiet)
         reader.close()
-    click.echo(f"{received} messages read from {topic}", err=True)
+    if not quiet:
+        click.echo(f"{received} messages read from {topic}", err=True)
     return 0
 
 
-def _print_messages(take: Callable[[], Message], count: int, output: str) -> int:
-    """Print ``count`` messages (0: until Ctrl-C) as ``take`` returns them; how many were printed."""
+def _print_messages(take: Callable[[], Message], count: int, output: str, verb: str, quiet: bool) -> int:
+    """Print ``count`` messages (0: until Ctrl-C) as ``take`` returns them, with a live progress
+    line on a terminal's standard error; how many were printed."""
     printed = 0
-    try:
-        while count == 0 or printed < count:
-            try:
-                message = take()
-            except Timeout:
-                continue
-            click.echo(render(message, output))
-            printed += 1
-    except KeyboardInterrupt:
-        pass
+    with live_progress(verb, quiet=quiet) as progress:
+        try:
+            while count == 0 or printed < count:
+                try:
+                    message = take()
+                except Timeout:
+                    continue
+                click.echo(render(message, output))
+                printed += 1
+                progress.advance()
+        except KeyboardInterrupt:
+            pass
     return printed

@@ -1,14 +1,12 @@
 """The ``magnetar`` command: a click group of the broker's commands and the client tools.
 
-``standalone``, ``repair`` and ``config show`` are click commands; ``tokens`` and ``smart-city``
-keep their argparse parsers (many flags, mutually exclusive groups) and are handed their
-arguments untouched, so their flags, help and errors are as before. ``produce``, ``consume`` and
-``read`` talk to any Pulsar-protocol broker through Magnetar's own client.
+Every command is a click command (``smart-city``'s lives with the demo, which does not import
+this package). ``produce``, ``consume`` and ``read`` talk to any Pulsar-protocol broker through
+Magnetar's own client; ``completion`` prints the shell script for click's completion.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import logging
 import sys
@@ -20,14 +18,14 @@ from typing import Any
 import click
 
 from magnetar import __version__
-from magnetar.cli import config_show, repair, tokens
+from magnetar.cli import config_show, repair
 from magnetar.cli.admin import admin
+from magnetar.cli.completion import completion
 from magnetar.cli.consume import consume, read
 from magnetar.cli.perf import perf
 from magnetar.cli.produce import produce
-from magnetar.demo.smart_city import cli as smart_city
-
-_PASS_THROUGH = {"ignore_unknown_options": True, "allow_extra_args": True, "help_option_names": []}
+from magnetar.cli.tokens import tokens_group
+from magnetar.demo.smart_city.cli import smart_city
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -107,31 +105,14 @@ def show(config: Path | None, json_output: bool) -> int:
     return config_show.run(SimpleNamespace(config=config, json=json_output))
 
 
-def _argparse_command(name: str, short_help: str, add_parser: Callable[[Any], Any], run: Callable) -> None:
-    """A click command that hands its arguments to an existing argparse subcommand parser."""
-
-    @cli.command(name, context_settings=_PASS_THROUGH, add_help_option=False, short_help=short_help)
-    @click.pass_context
-    def command(ctx: click.Context) -> int:
-        parser = argparse.ArgumentParser(prog="magnetar")
-        add_parser(parser.add_subparsers(dest="command", required=True))
-        args = parser.parse_args([name, *ctx.args])
-        _configure_logging(args.log_level)
-        return run(args)
-
-
-_argparse_command(
-    "tokens",
-    "Create keys and tokens for token authentication (as pulsar tokens).",
-    tokens.add_parser,
-    tokens.run,
-)
-_argparse_command("smart-city", "Run the smart-city demo job.", smart_city.add_parser, smart_city.run)
+cli.add_command(tokens_group)
+cli.add_command(smart_city)
 cli.add_command(produce)
 cli.add_command(consume)
 cli.add_command(read)
 cli.add_command(admin)
 cli.add_command(perf)
+cli.add_command(completion)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -144,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     except click.Abort:
         click.echo("Aborted.", err=True)
         return 130
-    except SystemExit as exc:  # argparse's usage errors and --help in tokens / smart-city
+    except SystemExit as exc:  # click's shell completion answers and exits
         return exc.code if isinstance(exc.code, int) else 1
     return result if isinstance(result, int) else 0
 

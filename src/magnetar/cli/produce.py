@@ -16,6 +16,7 @@ import click
 
 from magnetar.cli.connection import Connection, connection_options, open_client
 from magnetar.cli.formatting import due_time, parse_properties, produce_summary
+from magnetar.cli.progress import Progress, live_progress
 from magnetar.client import Result
 
 
@@ -52,6 +53,7 @@ from magnetar.client import Result
     "-p", "--property", "properties", multiple=True, metavar="KEY=VALUE", help="A property (repeat)."
 )
 @click.option("--chunking", is_flag=True, help="Split messages larger than the broker's limit into chunks.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress line and no summary line.")
 @connection_options
 def produce(
     topic: str,
@@ -62,6 +64,7 @@ def produce(
     key: str | None,
     properties: tuple[str, ...],
     chunking: bool,
+    quiet: bool,
     connection: Connection,
 ) -> int:
     """Send messages to TOPIC (pulsar-client produce)."""
@@ -81,15 +84,20 @@ def produce(
         producer = client.create_producer(
             topic, chunking_enabled=chunking, batching_enabled=False, block_if_queue_full=True
         )
-        sent, seconds = _send_all(producer, payloads, count, rate, send_options)
+        with live_progress("produced", quiet=quiet) as progress:
+            sent, seconds = _send_all(producer, payloads, count, rate, send_options, progress)
         producer.close()
-    click.echo(produce_summary(sent, topic, seconds))
+    if not quiet:
+        click.echo(produce_summary(sent, topic, seconds))
     return 0
 
 
-def _send_all(producer, payloads: list[bytes], count: int, rate: float, options: dict) -> tuple[int, float]:
-    """Send ``count`` rounds of ``payloads`` paced at ``rate``; every receipt waited for. Raises
-    ClickException with the first failure the broker or client reported."""
+def _send_all(
+    producer, payloads: list[bytes], count: int, rate: float, options: dict, progress: Progress
+) -> tuple[int, float]:
+    """Send ``count`` rounds of ``payloads`` paced at ``rate``; every receipt waited for (and
+    counted on ``progress`` as it comes). Raises ClickException with the first failure the
+    broker or client reported."""
     total = count * len(payloads)
     done = threading.Semaphore(0)
     failures: list[str] = []
@@ -97,6 +105,8 @@ def _send_all(producer, payloads: list[bytes], count: int, rate: float, options:
     def settled(result: Result, _msg_id: object) -> None:
         if result != Result.Ok:
             failures.append(result.name)
+        else:
+            progress.advance()
         done.release()
 
     start = time.monotonic()

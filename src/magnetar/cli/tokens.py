@@ -12,69 +12,203 @@ Pulsar's forms (``file:///path``, ``data:;base64,...``, a plain path).
 
 from __future__ import annotations
 
-import argparse
 import base64
 import os
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
+
+import click
 
 _NOTE = """\
 Makes what token authentication needs (see docs/configuration.md, authentication_enabled):
+
+\b
   magnetar tokens create-secret-key --output secret.key
   magnetar tokens create --secret-key file:///path/secret.key --subject my-role
+
 and the broker's token_secret_key = "file:///path/secret.key". A client then passes the token
 (pulsar.AuthenticationToken(token) with the official client)."""
 
-
-def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "tokens",
-        help="create keys and tokens for token authentication (as pulsar tokens)",
-        description=_NOTE,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.set_defaults(log_level="WARNING")
-    cmds = p.add_subparsers(dest="tokens_command", required=True)
-
-    c = cmds.add_parser("create-secret-key", help="a new secret key (HS256 by default)")
-    c.add_argument("-a", "--signature-algorithm", default="HS256", choices=("HS256", "HS384", "HS512"))
-    c.add_argument("-o", "--output", type=Path, help="file to write the key to (default: standard output)")
-    c.add_argument("-b", "--base64", action="store_true", help="write the key in base64")
-
-    c = cmds.add_parser("create-key-pair", help="a new private/public key pair (RS256 by default)")
-    c.add_argument(
-        "-a", "--signature-algorithm", default="RS256", choices=("RS256", "ES256", "ES384", "ES512")
-    )
-    c.add_argument("--output-private-key", type=Path, required=True, help="file for the private key (DER)")
-    c.add_argument("--output-public-key", type=Path, required=True, help="file for the public key (DER)")
-
-    c = cmds.add_parser("create", help="a new token for a role")
-    keys = c.add_mutually_exclusive_group(required=True)
-    keys.add_argument("-sk", "--secret-key", help="secret key: file:///path, data:;base64,... or a path")
-    keys.add_argument("-pk", "--private-key", help="private key: file:///path, data:;base64,... or a path")
-    c.add_argument("-s", "--subject", required=True, help="the role the token proves")
-    c.add_argument("-e", "--expiry-time", help="relative expiry, e.g. 30s, 10m, 1h, 3d, 1y (default: never)")
-    c.add_argument("-sa", "--signature-algorithm", help="HS256/384/512 for a secret key (default HS256)")
-
-    for name, help_text in (("show", "print a token's header and claims"), ("validate", "check a token")):
-        c = cmds.add_parser(name, help=help_text)
-        c.add_argument("token", nargs="?", help="the token (or --token-file, or $TOKEN)")
-        c.add_argument("-f", "--token-file", type=Path)
-        if name == "validate":
-            vk = c.add_mutually_exclusive_group(required=True)
-            vk.add_argument("-sk", "--secret-key")
-            vk.add_argument("-pk", "--public-key")
-            c.add_argument("--token-public-alg", default="RS256", help="with --public-key: RS256 or ES256...")
+_PATH = click.Path(dir_okay=False, path_type=Path)
 
 
-def run(args: argparse.Namespace) -> int:
+@click.group(
+    "tokens", help=_NOTE, short_help="Create keys and tokens for token authentication (as pulsar tokens)."
+)
+def tokens_group() -> None:
+    pass
+
+
+@contextmanager
+def _token_errors() -> Iterator[None]:
+    """A bad key, token or duration is one line and exit 1, never a traceback."""
     from magnetar.security import tokens
 
     try:
-        return _COMMANDS[args.tokens_command](args, tokens)
+        yield
     except (ValueError, tokens.InvalidToken) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+        raise click.ClickException(str(exc)) from None
+
+
+def one_of(ctx: click.Context, **values: Any) -> None:
+    """Exactly one of the options named in ``values`` (as argparse's required mutually exclusive
+    group): a usage error (exit 2) naming them otherwise."""
+    given = [name for name, value in values.items() if value is not None]
+    if len(given) != 1:
+        flags = " / ".join(_flag(ctx, name) for name in values)
+        said = "both" if given else "neither"
+        raise click.UsageError(f"give exactly one of {flags} ({said} given)", ctx=ctx)
+
+
+def _flag(ctx: click.Context, name: str) -> str:
+    param = next(p for p in ctx.command.params if p.name == name)
+    return "/".join(param.opts)
+
+
+@tokens_group.command("create-secret-key")
+@click.option(
+    "-a",
+    "--signature-algorithm",
+    default="HS256",
+    show_default=True,
+    type=click.Choice(("HS256", "HS384", "HS512")),
+)
+@click.option("-o", "--output", type=_PATH, help="File to write the key to (default: standard output).")
+@click.option("-b", "--base64", "as_base64", is_flag=True, help="Write the key in base64.")
+def create_secret_key(signature_algorithm: str, output: Path | None, as_base64: bool) -> int:
+    """A new secret key (HS256 by default)."""
+    from magnetar.security import tokens
+
+    key = tokens.create_secret_key(signature_algorithm)
+    data = base64.b64encode(key) if as_base64 else key
+    if output is not None:
+        _write(output, data)
+    elif as_base64:
+        click.echo(data.decode())
+    else:
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
+    return 0
+
+
+@tokens_group.command("create-key-pair")
+@click.option(
+    "-a",
+    "--signature-algorithm",
+    default="RS256",
+    show_default=True,
+    type=click.Choice(("RS256", "ES256", "ES384", "ES512")),
+)
+@click.option("--output-private-key", type=_PATH, required=True, help="File for the private key (DER).")
+@click.option("--output-public-key", type=_PATH, required=True, help="File for the public key (DER).")
+def create_key_pair(signature_algorithm: str, output_private_key: Path, output_public_key: Path) -> int:
+    """A new private/public key pair (RS256 by default)."""
+    from magnetar.security import tokens
+
+    private, public = tokens.create_key_pair(signature_algorithm)
+    _write(output_private_key, private)
+    _write(output_public_key, public)
+    return 0
+
+
+@tokens_group.command("create")
+@click.option("-sk", "--secret-key", help="Secret key: file:///path, data:;base64,... or a path.")
+@click.option("-pk", "--private-key", help="Private key: file:///path, data:;base64,... or a path.")
+@click.option("-s", "--subject", required=True, help="The role the token proves.")
+@click.option("-e", "--expiry-time", help="Relative expiry, e.g. 30s, 10m, 1h, 3d, 1y (default: never).")
+@click.option("-sa", "--signature-algorithm", help="HS256/384/512 for a secret key (default HS256).")
+@click.pass_context
+def create(
+    ctx: click.Context,
+    secret_key: str | None,
+    private_key: str | None,
+    subject: str,
+    expiry_time: str | None,
+    signature_algorithm: str | None,
+) -> int:
+    """A new token for a role.
+
+    Signed with a secret key (-sk) or a private key (-pk): one of the two.
+    """
+    one_of(ctx, secret_key=secret_key, private_key=private_key)
+    from magnetar.security import tokens
+
+    with _token_errors():
+        key = (
+            tokens.load_secret_key(secret_key)
+            if secret_key is not None
+            else tokens.load_private_key(private_key)
+        )
+        expires_in = tokens.parse_duration(expiry_time) if expiry_time else None
+        click.echo(tokens.create_token(key, subject, expires_in, signature_algorithm))
+    return 0
+
+
+def _token_input(command: Callable[..., Any]) -> Callable[..., Any]:
+    """The token as an argument, ``--token-file`` or ``$TOKEN`` (show and validate)."""
+    command = click.option(
+        "-f",
+        "--token-file",
+        type=click.Path(exists=True, dir_okay=False, path_type=Path),
+        help="A file holding the token.",
+    )(command)
+    return click.argument("token", required=False)(command)
+
+
+@tokens_group.command("show")
+@_token_input
+def show(token: str | None, token_file: Path | None) -> int:
+    """Print a token's header and claims.
+
+    The token is TOKEN, the file --token-file, or $TOKEN.
+    """
+    from magnetar.security import tokens
+
+    with _token_errors():
+        header, claims = tokens.show_token(_token_of(token, token_file))
+    click.echo(tokens.to_json(header))
+    click.echo("---")
+    click.echo(tokens.to_json(claims))
+    return 0
+
+
+@tokens_group.command("validate")
+@_token_input
+@click.option("-sk", "--secret-key", help="Secret key: file:///path, data:;base64,... or a path.")
+@click.option("-pk", "--public-key", help="Public key: file:///path, data:;base64,... or a path.")
+@click.option(
+    "--token-public-alg", default="RS256", show_default=True, help="With --public-key: RS256 or ES256..."
+)
+@click.pass_context
+def validate(
+    ctx: click.Context,
+    token: str | None,
+    token_file: Path | None,
+    secret_key: str | None,
+    public_key: str | None,
+    token_public_alg: str,
+) -> int:
+    """Check a token and print its claims.
+
+    The signature (with -sk or -pk, one of the two) and the expiry are checked. The token is
+    TOKEN, the file --token-file, or $TOKEN.
+    """
+    one_of(ctx, secret_key=secret_key, public_key=public_key)
+    from magnetar.security import tokens
+
+    with _token_errors():
+        text = _token_of(token, token_file)
+        if secret_key is not None:
+            key, algorithms = tokens.load_secret_key(secret_key), list(tokens.SECRET_ALGORITHMS)
+        else:
+            key = tokens.load_public_key(public_key)
+            algorithms = tokens.algorithms_for_public_key(key, token_public_alg)
+        verified = tokens.verify_token(text, key, algorithms)
+    click.echo(tokens.to_json(verified.claims))
+    return 0
 
 
 def _write(path: Path, data: bytes) -> None:
@@ -86,70 +220,11 @@ def _write(path: Path, data: bytes) -> None:
         os.fsync(f.fileno())
 
 
-def _create_secret_key(args: argparse.Namespace, tokens) -> int:
-    key = tokens.create_secret_key(args.signature_algorithm)
-    data = base64.b64encode(key) if args.base64 else key
-    if args.output is not None:
-        _write(args.output, data)
-    elif args.base64:
-        print(data.decode())
-    else:
-        sys.stdout.buffer.write(data)
-        sys.stdout.buffer.flush()
-    return 0
-
-
-def _create_key_pair(args: argparse.Namespace, tokens) -> int:
-    private, public = tokens.create_key_pair(args.signature_algorithm)
-    _write(args.output_private_key, private)
-    _write(args.output_public_key, public)
-    return 0
-
-
-def _create(args: argparse.Namespace, tokens) -> int:
-    if args.secret_key is not None:
-        key = tokens.load_secret_key(args.secret_key)
-    else:
-        key = tokens.load_private_key(args.private_key)
-    expires_in = tokens.parse_duration(args.expiry_time) if args.expiry_time else None
-    print(tokens.create_token(key, args.subject, expires_in, args.signature_algorithm))
-    return 0
-
-
-def _token_of(args: argparse.Namespace) -> str:
-    if args.token:
-        return args.token.strip()
-    if args.token_file is not None:
-        return args.token_file.read_text().strip()
+def _token_of(token: str | None, token_file: Path | None) -> str:
+    if token:
+        return token.strip()
+    if token_file is not None:
+        return token_file.read_text().strip()
     if os.environ.get("TOKEN"):
         return os.environ["TOKEN"].strip()
     raise ValueError("give the token as an argument, with --token-file, or in $TOKEN")
-
-
-def _show(args: argparse.Namespace, tokens) -> int:
-    header, claims = tokens.show_token(_token_of(args))
-    print(tokens.to_json(header))
-    print("---")
-    print(tokens.to_json(claims))
-    return 0
-
-
-def _validate(args: argparse.Namespace, tokens) -> int:
-    token = _token_of(args)
-    if args.secret_key is not None:
-        key, algorithms = tokens.load_secret_key(args.secret_key), list(tokens.SECRET_ALGORITHMS)
-    else:
-        key = tokens.load_public_key(args.public_key)
-        algorithms = tokens.algorithms_for_public_key(key, args.token_public_alg)
-    verified = tokens.verify_token(token, key, algorithms)
-    print(tokens.to_json(verified.claims))
-    return 0
-
-
-_COMMANDS = {
-    "create-secret-key": _create_secret_key,
-    "create-key-pair": _create_key_pair,
-    "create": _create,
-    "show": _show,
-    "validate": _validate,
-}

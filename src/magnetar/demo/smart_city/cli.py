@@ -1,12 +1,21 @@
-"""``magnetar smart-city`` and ``python -m magnetar.demo.smart_city``."""
+"""``magnetar smart-city`` and ``python -m magnetar.demo.smart_city``: one click command whose
+flags are ``CitySettings``' fields.
+
+The command lives here, not in ``magnetar.cli`` (the demo does not import the CLI package);
+``magnetar``'s group adds it. ``run(settings)`` is the same job for Python callers.
+"""
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import logging
 import os
 import shutil
 import sys
+from collections.abc import Callable
+from typing import Any
+
+import click
 
 from magnetar.demo.smart_city.settings import CitySettings
 
@@ -16,20 +25,46 @@ DESCRIPTION = (
     "and every vehicle in the area receives them. Ends with a summary."
 )
 
-
-def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    parser = sub.add_parser("smart-city", help="run the smart-city demo job", description=DESCRIPTION)
-    CitySettings.add_arguments(parser)
-    parser.add_argument("--log-level", default="WARNING")
-    return parser
+_TYPES: dict[str, type] = {"int": int, "float": float, "str": str}
 
 
-def run(args: argparse.Namespace) -> int:
+def settings_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """One flag per ``CitySettings`` field (``vehicles_per_area`` is ``--vehicles-per-area``), each
+    defaulting to ``None`` so that only the flags given override the dataclass's defaults."""
+    for field in reversed(dataclasses.fields(CitySettings)):
+        flag = "--" + field.name.replace("_", "-")
+        help_text = field.metadata["help"]
+        if field.type in ("bool", bool):
+            option = click.option(flag, is_flag=True, default=None, help=help_text)
+        else:
+            kind = _TYPES[str(field.type)]
+            option = click.option(
+                flag, type=kind, default=None, help=f"{help_text} (default {field.default})"
+            )
+        command = option(command)
+    return command
+
+
+@click.command("smart-city", help=DESCRIPTION, short_help="Run the smart-city demo job.")
+@settings_options
+@click.option("--log-level", default="WARNING", show_default=True)
+@click.pass_context
+def smart_city(ctx: click.Context, log_level: str, **values: Any) -> None:
+    logging.basicConfig(
+        level=getattr(logging, log_level.upper(), logging.WARNING),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
     try:
-        settings = CitySettings.from_args(args)
+        settings = CitySettings.from_values(values)
     except ValueError as exc:
-        print(f"magnetar smart-city: {exc}", file=sys.stderr)
-        return 2
+        raise click.UsageError(str(exc), ctx=ctx) from None
+    ctx.exit(run(settings))  # the job's exit code, under click's standalone mode too (python -m ...)
+
+
+def run(settings: CitySettings) -> int:
+    """Run the job with ``settings``: 0 when it met its checks, 1 when not, 2 when Spark or Java
+    is missing (said on standard error)."""
     try:
         import pyspark  # noqa: F401
     except ImportError:
@@ -47,13 +82,5 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m magnetar.demo.smart_city", description=DESCRIPTION)
-    CitySettings.add_arguments(parser)
-    parser.add_argument("--log-level", default="WARNING")
-    args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=getattr(logging, args.log_level.upper(), logging.WARNING),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
-    return run(args)
+    """``python -m magnetar.demo.smart_city``: the command under its module name (exits)."""
+    return smart_city.main(args=argv, prog_name="python -m magnetar.demo.smart_city")

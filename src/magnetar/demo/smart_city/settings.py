@@ -1,13 +1,13 @@
 """The smart-city job's settings: one dataclass; every field is also a command-line flag.
 
 ``--vehicles-per-area 8`` sets ``vehicles_per_area``; the help text is the field's ``help``
-metadata. Defaults are sized to finish in a few minutes on a 2-core machine.
+metadata (cli.py makes the flags). Defaults are sized to finish in a few minutes on a 2-core machine.
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -97,23 +97,12 @@ class CitySettings:
     def alerts_topic(self, area: str) -> str:
         return self.topic(f"city-alerts-{area}")
 
-    # Command line.
+    # Command line (the flags themselves are made in cli.py).
     @classmethod
-    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        for f in dataclasses.fields(cls):
-            flag = "--" + f.name.replace("_", "-")
-            if f.type in ("bool", bool):
-                parser.add_argument(flag, action="store_true", default=None, help=f.metadata["help"])
-            else:
-                kind = {"int": int, "float": float, "str": str}[str(f.type)]
-                parser.add_argument(
-                    flag, type=kind, default=None, help=f"{f.metadata['help']} (default {f.default})"
-                )
-
-    @classmethod
-    def from_args(cls, args: argparse.Namespace) -> CitySettings:
-        values = {f.name: getattr(args, f.name) for f in dataclasses.fields(cls)}
-        settings = cls(**{k: v for k, v in values.items() if v is not None})
+    def from_values(cls, values: Mapping[str, Any]) -> CitySettings:
+        """Settings from flag values by field name; ``None`` (a flag not given) keeps the default."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        settings = cls(**{k: v for k, v in values.items() if k in names and v is not None})
         settings.validate()
         return settings
 
