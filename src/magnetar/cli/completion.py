@@ -24,7 +24,7 @@ def completion_script(root: click.Command, shell: str, prog_name: str = "magneta
     return completion_class(root, {}, prog_name, COMPLETE_VAR).source()
 
 
-@click.command("completion")
+@click.command("completion", short_help="Print the shell completion script (bash, zsh, fish).")
 @click.argument("shell", type=click.Choice(SHELLS))
 @click.pass_context
 def completion(ctx: click.Context, shell: str) -> int:

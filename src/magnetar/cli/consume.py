@@ -55,7 +55,7 @@ def output_options(command: Callable[..., object]) -> Callable[..., object]:
     )(command)
 
 
-@click.command("consume")
+@click.command("consume", short_help="Receive and acknowledge messages (pulsar-client consume).")
 @click.argument("topic")
 @click.option("-s", "--subscription-name", "subscription", required=True, help="The subscription.")
 @click.option(
@@ -106,7 +106,7 @@ def consume(
     return 0
 
 
-@click.command("read")
+@click.command("read", short_help="Read messages with a Reader, acknowledging nothing (pulsar-client read).")
 @click.argument("topic")
 @click.option(
     "-m",

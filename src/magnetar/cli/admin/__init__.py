@@ -17,7 +17,7 @@ from magnetar.cli.admin.tenants import tenants
 from magnetar.cli.admin.topics import topics
 
 
-@click.group("admin")
+@click.group("admin", short_help="Tenants, namespaces, topics, subscriptions, schemas (pulsar-admin).")
 @click.option(
     "--admin-url",
     "--web-service-url",

@@ -13,7 +13,7 @@ from magnetar.cli.perf.consume import consume
 from magnetar.cli.perf.produce import produce
 
 
-@click.group()
+@click.group(short_help="Throughput and latency percentiles of a broker (pulsar-perf).")
 def perf() -> None:
     """Measure a broker's throughput and latency (pulsar-perf produce / consume)."""
 
