@@ -2,7 +2,8 @@
 
 One ``BrokerView`` per batch or stream reader, created lazily (the readers are pickled, the
 view is not). It keeps one client and, per partition, one reader parked at the end of the
-topic to ask for the last message id cheaply on every trigger.
+topic to ask for the last message id cheaply on every trigger. Every broker call is retried
+across a broker restart (the options' ``RetryPolicy``; the admin calls inside ``SparkAdmin``).
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ log = logging.getLogger(__name__)
 class BrokerView:
     def __init__(self, options: ReadOptions) -> None:
         self.options = options
-        self.admin = SparkAdmin.connect(options.admin_url, options.security)
+        self.retry = options.retry
+        self.admin = SparkAdmin.connect(options.admin_url, options.security, self.retry)
         self._client: Client | None = None
         self._tail_readers: dict[str, object] = {}
 
@@ -38,17 +40,28 @@ class BrokerView:
     # -- indexes ---------------------------------------------------------------------------------
     def latest(self, topic: str) -> int | None:
         """Index the next message of ``topic`` will get; None when no message is retained."""
+        last_id = self.retry.call(
+            lambda: self._tail_reader(topic).get_last_message_id(), f"last message id of {topic}"
+        )
+        return probes.next_index(self.admin, topic, last_id)
+
+    def _tail_reader(self, topic: str):  # -> magnetar.client Reader; it reconnects by itself
         reader = self._tail_readers.get(topic)
         if reader is None:
             reader = self.client.create_reader(topic, MessageId.latest, receiver_queue_size=1)
             self._tail_readers[topic] = reader
-        return probes.next_index(self.admin, topic, reader.get_last_message_id())
+        return reader
 
     def earliest(self, topic: str) -> int | None:
-        return probes.first_index(self.client, self.admin, topic)
+        return self.retry.call(
+            lambda: probes.first_index(self.client, self.admin, topic), f"first index of {topic}"
+        )
 
     def at_time(self, topic: str, timestamp_ms: int) -> int | None:
-        return probes.index_at_time(self.client, self.admin, topic, timestamp_ms)
+        return self.retry.call(
+            lambda: probes.index_at_time(self.client, self.admin, topic, timestamp_ms),
+            f"index of {topic} at {timestamp_ms}",
+        )
 
     def latest_all(self, topics: Iterable[str]) -> dict[str, int]:
         """Latest offsets; a partition with nothing retained says EARLIEST (read it from its first)."""

@@ -17,6 +17,7 @@ from magnetar.client.admin import indexed_topic
 from magnetar.protocol.topic_name import split_topic_pattern
 from magnetar.spark.errors import InvalidOptionError
 from magnetar.spark.offsets import EARLIEST, LATEST
+from magnetar.spark.retry import DEFAULT_RETRY_TIMEOUT_MS, RetryPolicy
 from magnetar.spark.security import ConnectionSecurity, option_flag, parse_security
 
 DEFAULT_SERVICE_URL = "pulsar://localhost:6650"
@@ -45,6 +46,13 @@ def _int(options: dict[str, str], name: str, default: int | None = None, minimum
         raise InvalidOptionError(f"option {name} must be an integer, not {raw!r}") from None
     if value < minimum:
         raise InvalidOptionError(f"option {name} must be at least {minimum}, not {value}")
+    return value
+
+
+def _retry_timeout_ms(options: dict[str, str]) -> int:
+    """How long broker calls are retried across a broker restart; 0: tried once."""
+    value = _int(options, "retryTimeoutMs", DEFAULT_RETRY_TIMEOUT_MS, minimum=0)
+    assert value is not None
     return value
 
 
@@ -158,7 +166,12 @@ class ReadOptions:
     min_partitions: int | None
     read_timeout_ms: int
     records_per_batch: int
+    retry_timeout_ms: int = DEFAULT_RETRY_TIMEOUT_MS
     security: ConnectionSecurity = field(default_factory=ConnectionSecurity)
+
+    @property
+    def retry(self) -> RetryPolicy:
+        return RetryPolicy.of_ms(self.retry_timeout_ms)
 
     @classmethod
     def parse(cls, raw: Mapping[str, str], streaming: bool) -> ReadOptions:
@@ -188,6 +201,7 @@ class ReadOptions:
             min_partitions=_int(options, "minPartitions", minimum=1),
             read_timeout_ms=_int(options, "readTimeoutMs", 30_000, minimum=1),
             records_per_batch=_int(options, "recordsPerBatch", 10_000, minimum=1),
+            retry_timeout_ms=_retry_timeout_ms(options),
             security=parse_security(options),
         )
 
@@ -202,7 +216,12 @@ class WriteOptions:
     sort_before_write: bool
     chunking_enabled: bool
     send_timeout_ms: int
+    retry_timeout_ms: int = DEFAULT_RETRY_TIMEOUT_MS
     security: ConnectionSecurity = field(default_factory=ConnectionSecurity)
+
+    @property
+    def retry(self) -> RetryPolicy:
+        return RetryPolicy.of_ms(self.retry_timeout_ms)
 
     @classmethod
     def parse(cls, raw: Mapping[str, str]) -> WriteOptions:
@@ -222,5 +241,6 @@ class WriteOptions:
             sort_before_write=option_flag(options, "sortBeforeWrite", False),
             chunking_enabled=option_flag(options, "chunkingEnabled", False),
             send_timeout_ms=_int(options, "sendTimeoutMs", 30_000, minimum=1),
+            retry_timeout_ms=_retry_timeout_ms(options),
             security=parse_security(options),
         )

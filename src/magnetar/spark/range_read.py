@@ -10,6 +10,11 @@ rows are a function of the range alone, so a replayed micro-batch yields exactly
 
 The reader starts at the message id of ``start`` (looked up over HTTP) and stops once it has
 passed the entry of ``end - 1`` with no chunked message begun before ``end`` still incomplete.
+
+A broker restart does not fail the task: look-ups and the reader's creation are retried
+(``RetryPolicy``, option ``retryTimeoutMs``), and while the reader is disconnected (it
+reconnects by itself, from the last message it handed out) the wait counts against
+``retryTimeoutMs``, not ``readTimeoutMs``.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from magnetar.protocol.topic_name import split_partition
 from magnetar.spark import probes
 from magnetar.spark.admin import SparkAdmin
 from magnetar.spark.errors import IndexNotEnabledError, OffsetOutOfRangeError, ReadStalledError
+from magnetar.spark.retry import DEFAULT_RETRY_TIMEOUT_MS, RetryPolicy
 from magnetar.spark.schema import RecordBatchBuilder
 from magnetar.spark.security import ConnectionSecurity
 
@@ -52,13 +58,19 @@ class ReadTask:
     fail_on_data_loss: bool = True
     read_timeout_ms: int = 30_000
     records_per_batch: int = 10_000
+    retry_timeout_ms: int = DEFAULT_RETRY_TIMEOUT_MS
     security: ConnectionSecurity = field(default_factory=ConnectionSecurity)
+
+    @property
+    def retry(self) -> RetryPolicy:
+        return RetryPolicy.of_ms(self.retry_timeout_ms)
 
 
 def read_range(task: ReadTask) -> Iterator[pa.RecordBatch]:
     if task.end <= task.start:
         return
-    admin = SparkAdmin.connect(task.admin_url, task.security)
+    retry = task.retry
+    admin = SparkAdmin.connect(task.admin_url, task.security, retry)
     base, partition = split_partition(task.topic)
     client = task.security.client(task.service_url)
     try:
@@ -70,7 +82,10 @@ def read_range(task: ReadTask) -> Iterator[pa.RecordBatch]:
         def on_loop(coro: Coroutine[Any, Any, R]) -> R:  # the scan runs on the client's event loop
             return asyncio.run_coroutine_threadsafe(coro, client.loop).result()
 
-        reader = on_loop(client.aio.create_reader(task.topic, start_id, start_message_id_inclusive=True))
+        reader = retry.call(
+            lambda: on_loop(client.aio.create_reader(task.topic, start_id, start_message_id_inclusive=True)),
+            f"reader of {task.topic}",
+        )
         try:
             scan = RangeScan(reader, task, start, last_id)
             builder = RecordBatchBuilder(base, partition)
@@ -90,7 +105,9 @@ def _bounds(client: Client, admin: SparkAdmin, task: ReadTask) -> tuple[int, Mes
     start = task.start
     start_id = probes.message_id_at(admin, task.topic, start)
     if start_id is None:
-        first = probes.first_index(client, admin, task.topic)
+        first = task.retry.call(
+            lambda: probes.first_index(client, admin, task.topic), f"first index of {task.topic}"
+        )
         if first is not None and first <= start:
             _data_loss(task, f"index {start} of {task.topic} is not written yet")
             return None
@@ -133,6 +150,7 @@ class RangeScan:
         self.reached = False
         self.finished = False
         self._idle_since = time.monotonic()
+        self._away_since: float | None = None
 
     async def take(self, max_rows: int) -> list[Message] | None:
         """Up to ``max_rows`` more messages of the range; None once it is done."""
@@ -152,6 +170,8 @@ class RangeScan:
         try:
             msg = await self.reader.read_next(POLL_MS)
         except Timeout:
+            if self._waiting_for_reconnect():
+                return None
             if time.monotonic() - self._idle_since > self.task.read_timeout_ms / 1000:
                 raise ReadStalledError(
                     f"reading [{self.task.start}, {self.task.end}) of {self.task.topic}: no message for "
@@ -160,6 +180,21 @@ class RangeScan:
             return None
         self._idle_since = time.monotonic()
         return msg
+
+    def _waiting_for_reconnect(self) -> bool:
+        """Whether the reader is disconnected (the broker restarting) for less than retryTimeoutMs;
+        the readTimeoutMs stall is then counted from the reconnection."""
+        if self.reader.is_connected():
+            self._away_since = None
+            return False
+        now = time.monotonic()
+        if self._away_since is None:
+            self._away_since = now
+            log.warning("reading %s: the broker is away, waiting for a reconnection", self.task.topic)
+        if now - self._away_since >= self.task.retry.timeout_s:
+            return False  # given up: the stall rule decides
+        self._idle_since = now
+        return True
 
     def _belongs(self, msg: Message) -> bool:
         index = msg.index()

@@ -158,7 +158,7 @@ class TaskWriter:
         self.options = options
         self.producer_name = producer_name
         self.batch_id = batch_id
-        self.admin = SparkAdmin.connect(options.admin_url, options.security)
+        self.admin = SparkAdmin.connect(options.admin_url, options.security, options.retry)
         self.client = options.security.client(options.service_url)
         self._partitions: dict[str, int] = {}
         self._checked: set[str] = set()
@@ -233,15 +233,18 @@ class TaskWriter:
             deadline = time.monotonic() + PRODUCER_BUSY_RETRY_S
             while True:
                 try:
-                    producer = self._on_loop(
-                        self.client.aio.create_producer(
-                            topic,
-                            producer_name=self.producer_name,
-                            batching_enabled=False,  # batch boundaries differ between attempts
-                            chunking_enabled=self.options.chunking_enabled,
-                            block_if_queue_full=True,
-                            send_timeout_millis=self.options.send_timeout_ms,
-                        )
+                    producer = self.options.retry.call(  # across a broker restart
+                        lambda: self._on_loop(
+                            self.client.aio.create_producer(
+                                topic,
+                                producer_name=self.producer_name,
+                                batching_enabled=False,  # batch boundaries differ between attempts
+                                chunking_enabled=self.options.chunking_enabled,
+                                block_if_queue_full=True,
+                                send_timeout_millis=self.options.send_timeout_ms,
+                            )
+                        ),
+                        f"producer on {topic}",
                     )
                     break
                 except ProducerBusy:  # an earlier attempt of this task still holds the name
@@ -294,7 +297,7 @@ class _SinkSetup:
         check_input_schema(schema, options)
         self.options = options
         if options.topic is not None:
-            admin = SparkAdmin.connect(options.admin_url, options.security)
+            admin = SparkAdmin.connect(options.admin_url, options.security, options.retry)
             ensure_deduplication(
                 admin, TopicName.parse(options.topic).namespace_name, options.enable_deduplication
             )

@@ -48,12 +48,15 @@ class CommitSubscription:
     def hold(self, topic: str) -> None:
         """Make sure the subscription exists on ``topic`` (at the earliest message when new)."""
         if topic not in self._consumers:
-            self._consumers[topic] = self.client.subscribe(
-                topic,
-                self.name,
-                consumer_type=ConsumerType.Failover,  # a restarted query's planner may overlap the old one
-                initial_position=InitialPosition.Earliest,
-                receiver_queue_size=1,
+            self._consumers[topic] = self.admin.retry.call(  # the options' policy, across broker restarts
+                lambda: self.client.subscribe(
+                    topic,
+                    self.name,
+                    consumer_type=ConsumerType.Failover,  # a restarted query's planner may overlap
+                    initial_position=InitialPosition.Earliest,
+                    receiver_queue_size=1,
+                ),
+                f"subscription {self.name} on {topic}",
             )
 
     def advance(self, topic: str, next_index: int) -> None:
