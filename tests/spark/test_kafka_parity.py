@@ -1,4 +1,4 @@
-"""Kafka-source parity in real Spark: reads bounded by broker time, minOffsetsPerTrigger with maxTriggerDelay."""
+"""Kafka-source parity in real Spark: reads bounded by broker time; minOffsetsPerTrigger, maxTriggerDelay."""
 
 from __future__ import annotations
 
