@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from magnetar.spark.broker_view import by_time
 from magnetar.spark.errors import InvalidOptionError
 from magnetar.spark.lag import offsets_behind_latest, source_lag
 from magnetar.spark.offsets import EARLIEST
@@ -132,3 +133,9 @@ def test_offsets_behind_latest_as_kafka_reports_them():
     progress = {"endOffset": json.dumps({T0: 1}), "latestOffset": json.dumps({T0: 6})}
     assert source_lag(progress)["maxOffsetsBehindLatest"] == "5"
     assert source_lag({"endOffset": None, "latestOffset": None}) == {}
+
+
+def test_timestamps_place_every_partition_or_those_named():
+    assert by_time([T0, T1], 7, {T0: 1}) == {T0: 7, T1: 7}  # one timestamp for all wins
+    assert by_time([T0, T1], None, {T0: 1}) == {T0: 1}  # T1 is left to startingOffsets
+    assert by_time([T0, T1], None, None) == {}

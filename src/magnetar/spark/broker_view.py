@@ -59,28 +59,28 @@ class BrokerView:
         wins over startingOffsetsByTimestamp, which wins over startingOffsets; a partition left
         out of startingOffsetsByTimestamp starts as startingOffsets says."""
         opts = self.options
-        by_time = _by_time(topics, opts.starting_timestamp, opts.starting_by_timestamp)
+        placed = by_time(topics, opts.starting_timestamp, opts.starting_by_timestamp)
         spec = opts.starting
-        rest = [tp for tp in topics if tp not in by_time]
+        rest = [tp for tp in topics if tp not in placed]
         if isinstance(spec, dict):
             offsets = {tp: self.resolve(tp, spec.get(tp, EARLIEST)) for tp in rest}
         else:
             offsets = {tp: self.resolve(tp, EARLIEST if spec == "earliest" else LATEST) for tp in rest}
-        offsets.update({tp: _or_earliest(self.at_time(tp, ts)) for tp, ts in by_time.items()})
+        offsets.update({tp: _or_earliest(self.at_time(tp, ts)) for tp, ts in placed.items()})
         return {tp: offsets[tp] for tp in topics}
 
     def ending_offsets(self, topics: list[str]) -> dict[str, int]:
         """Exclusive end offsets of a batch read: endingTimestamp, then endingOffsetsByTimestamp
         (the first message at or after the time is not read), then endingOffsets."""
         opts = self.options
-        by_time = _by_time(topics, opts.ending_timestamp, opts.ending_by_timestamp)
+        placed = by_time(topics, opts.ending_timestamp, opts.ending_by_timestamp)
         spec = opts.ending
-        rest = [tp for tp in topics if tp not in by_time]
+        rest = [tp for tp in topics if tp not in placed]
         if isinstance(spec, dict):
             offsets = {tp: self.resolve(tp, spec.get(tp, LATEST)) for tp in rest}
         else:
             offsets = self.latest_all(rest)
-        offsets.update({tp: _or_earliest(self.at_time(tp, ts)) for tp, ts in by_time.items()})
+        offsets.update({tp: _or_earliest(self.at_time(tp, ts)) for tp, ts in placed.items()})
         return {tp: offsets[tp] for tp in topics}
 
     def resolve(self, topic: str, offset: int) -> int:
@@ -101,7 +101,7 @@ class BrokerView:
             self._tail_readers.clear()
 
 
-def _by_time(
+def by_time(
     topics: list[str], everywhere: int | None, per_partition: dict[str, int] | None
 ) -> dict[str, int]:
     """The timestamp each partition is placed by: one for all, else those the JSON names."""
