@@ -68,20 +68,33 @@ class BrokerView:
         return {tp: _or_earliest(self.latest(tp)) for tp in topics}
 
     def starting_offsets(self, topics: list[str]) -> dict[str, int]:
-        """Concrete start offsets from startingTimestamp / startingOffsets (EARLIEST where unknown)."""
+        """Concrete start offsets (EARLIEST where unknown). As Kafka's source: startingTimestamp
+        wins over startingOffsetsByTimestamp, which wins over startingOffsets; a partition left
+        out of startingOffsetsByTimestamp starts as startingOffsets says."""
         opts = self.options
-        if opts.starting_timestamp is not None:
-            return {tp: _or_earliest(self.at_time(tp, opts.starting_timestamp)) for tp in topics}
+        placed = by_time(topics, opts.starting_timestamp, opts.starting_by_timestamp)
         spec = opts.starting
+        rest = [tp for tp in topics if tp not in placed]
         if isinstance(spec, dict):
-            return {tp: self.resolve(tp, spec.get(tp, EARLIEST)) for tp in topics}
-        return {tp: self.resolve(tp, EARLIEST if spec == "earliest" else LATEST) for tp in topics}
+            offsets = {tp: self.resolve(tp, spec.get(tp, EARLIEST)) for tp in rest}
+        else:
+            offsets = {tp: self.resolve(tp, EARLIEST if spec == "earliest" else LATEST) for tp in rest}
+        offsets.update({tp: _or_earliest(self.at_time(tp, ts)) for tp, ts in placed.items()})
+        return {tp: offsets[tp] for tp in topics}
 
     def ending_offsets(self, topics: list[str]) -> dict[str, int]:
-        spec = self.options.ending
+        """Exclusive end offsets of a batch read: endingTimestamp, then endingOffsetsByTimestamp
+        (the first message at or after the time is not read), then endingOffsets."""
+        opts = self.options
+        placed = by_time(topics, opts.ending_timestamp, opts.ending_by_timestamp)
+        spec = opts.ending
+        rest = [tp for tp in topics if tp not in placed]
         if isinstance(spec, dict):
-            return {tp: self.resolve(tp, spec.get(tp, LATEST)) for tp in topics}
-        return self.latest_all(topics)
+            offsets = {tp: self.resolve(tp, spec.get(tp, LATEST)) for tp in rest}
+        else:
+            offsets = self.latest_all(rest)
+        offsets.update({tp: _or_earliest(self.at_time(tp, ts)) for tp, ts in placed.items()})
+        return {tp: offsets[tp] for tp in topics}
 
     def resolve(self, topic: str, offset: int) -> int:
         """An offset with EARLIEST / LATEST replaced by the index it means now, where known."""
@@ -99,6 +112,15 @@ class BrokerView:
                 log.debug("closing the planning client failed", exc_info=True)
             self._client = None
             self._tail_readers.clear()
+
+
+def by_time(
+    topics: list[str], everywhere: int | None, per_partition: dict[str, int] | None
+) -> dict[str, int]:
+    """The timestamp each partition is placed by: one for all, else those the JSON names."""
+    if everywhere is not None:
+        return dict.fromkeys(topics, everywhere)
+    return {tp: per_partition[tp] for tp in topics if per_partition and tp in per_partition}
 
 
 def _or_earliest(index: int | None) -> int:

@@ -19,6 +19,7 @@ from magnetar.spark.errors import InvalidOptionError
 from magnetar.spark.offsets import EARLIEST, LATEST
 from magnetar.spark.retry import DEFAULT_RETRY_TIMEOUT_MS, RetryPolicy
 from magnetar.spark.security import ConnectionSecurity, option_flag, parse_security
+from magnetar.spark.trigger import DEFAULT_MAX_TRIGGER_DELAY_MS, parse_duration_ms
 
 DEFAULT_SERVICE_URL = "pulsar://localhost:6650"
 DEFAULT_ADMIN_PORT = 8080
@@ -54,6 +55,11 @@ def _retry_timeout_ms(options: dict[str, str]) -> int:
     value = _int(options, "retryTimeoutMs", DEFAULT_RETRY_TIMEOUT_MS, minimum=0)
     assert value is not None
     return value
+
+
+def _duration_ms(options: dict[str, str], name: str, default: int) -> int:
+    raw = options.get(name.lower())
+    return default if raw is None or raw.strip() == "" else parse_duration_ms(raw, name)
 
 
 def _urls(options: dict[str, str]) -> tuple[str, str]:
@@ -96,6 +102,31 @@ def parse_offsets_spec(raw: str | None, name: str, default: str) -> str | dict[s
         except ValueError as exc:
             raise InvalidOptionError(f"option {name}: {exc}") from None
     return offsets
+
+
+def parse_timestamps_spec(raw: str | None, name: str) -> dict[str, int] | None:
+    """JSON ``{"<topic partition>": ms since the epoch}`` (Kafka's ``...ByTimestamp`` options,
+    keyed by partition name as ``startingOffsets`` is); None when not given."""
+    if raw is None or raw.strip() == "":
+        return None
+    try:
+        parsed = json.loads(raw)
+    except ValueError:
+        parsed = None
+    if not isinstance(parsed, dict) or not parsed:
+        raise InvalidOptionError(
+            f"option {name} must be a JSON object of topic partition to timestamp (ms), such as "
+            f'{{"persistent://public/default/t-partition-0": 1700000000000}}, not {raw!r}'
+        )
+    stamps: dict[str, int] = {}
+    for key, ts in parsed.items():
+        if not isinstance(ts, int) or isinstance(ts, bool) or ts < 0:
+            raise InvalidOptionError(f"option {name}: {key!r} must map to a timestamp (ms) >= 0, not {ts!r}")
+        try:
+            stamps[full_name(key)] = ts
+        except ValueError as exc:
+            raise InvalidOptionError(f"option {name}: {exc}") from None
+    return stamps
 
 
 @dataclass(frozen=True)
@@ -168,6 +199,11 @@ class ReadOptions:
     records_per_batch: int
     retry_timeout_ms: int = DEFAULT_RETRY_TIMEOUT_MS
     security: ConnectionSecurity = field(default_factory=ConnectionSecurity)
+    ending_timestamp: int | None = None
+    starting_by_timestamp: dict[str, int] | None = None
+    ending_by_timestamp: dict[str, int] | None = None
+    min_offsets_per_trigger: int | None = None
+    max_trigger_delay_ms: int = DEFAULT_MAX_TRIGGER_DELAY_MS
 
     @property
     def retry(self) -> RetryPolicy:
@@ -185,16 +221,36 @@ class ReadOptions:
             raise InvalidOptionError('startingOffsets "latest" reads nothing in a batch query')
         if ending == "earliest" or (isinstance(ending, dict) and EARLIEST in ending.values()):
             raise InvalidOptionError("endingOffsets cannot be earliest")
-        if streaming and "endingoffsets" in options:
-            raise InvalidOptionError("endingOffsets is for batch queries; a stream has no end")
+        for name in ("endingOffsets", "endingTimestamp", "endingOffsetsByTimestamp"):
+            if streaming and name.lower() in options:
+                raise InvalidOptionError(f"{name} is for batch queries; a stream has no end")
+        starting_timestamp = _int(options, "startingTimestamp")
+        ending_timestamp = _int(options, "endingTimestamp")
+        if (
+            starting_timestamp is not None
+            and ending_timestamp is not None
+            and ending_timestamp < starting_timestamp
+        ):
+            raise InvalidOptionError(
+                f"endingTimestamp {ending_timestamp} is before startingTimestamp {starting_timestamp}"
+            )
         return cls(
             service_url=service_url,
             admin_url=admin_url,
             selection=_selection(options),
             starting=starting,
             ending=ending,
-            starting_timestamp=_int(options, "startingTimestamp"),
+            starting_timestamp=starting_timestamp,
+            ending_timestamp=ending_timestamp,
+            starting_by_timestamp=parse_timestamps_spec(
+                options.get("startingoffsetsbytimestamp"), "startingOffsetsByTimestamp"
+            ),
+            ending_by_timestamp=parse_timestamps_spec(
+                options.get("endingoffsetsbytimestamp"), "endingOffsetsByTimestamp"
+            ),
             max_offsets_per_trigger=_int(options, "maxOffsetsPerTrigger", minimum=1),
+            min_offsets_per_trigger=_int(options, "minOffsetsPerTrigger", minimum=1),
+            max_trigger_delay_ms=_duration_ms(options, "maxTriggerDelay", DEFAULT_MAX_TRIGGER_DELAY_MS),
             fail_on_data_loss=option_flag(options, "failOnDataLoss", True),
             subscription_name=options.get("subscriptionname") or None,
             max_records_per_partition=_int(options, "maxRecordsPerPartition", 100_000, minimum=1),

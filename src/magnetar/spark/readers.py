@@ -11,6 +11,7 @@ from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadLimit,
     ReadMaxRows,
+    ReadMinRows,
     SupportsTriggerAvailableNow,
 )
 
@@ -20,6 +21,7 @@ from magnetar.spark.offsets import EARLIEST, IndexRange, rate_limit, split
 from magnetar.spark.options import ReadOptions
 from magnetar.spark.range_read import ReadTask, read_range
 from magnetar.spark.subscription import CommitSubscription, default_subscription_name
+from magnetar.spark.trigger import TriggerGate, new_offsets
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +101,9 @@ class MagnetarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._subscription: CommitSubscription | None = None
         self._target: dict[str, int] | None = None
         self._latest: dict[str, int] | None = None
+        self._gate: TriggerGate | None = None
+        if options.min_offsets_per_trigger:
+            self._gate = TriggerGate(options.min_offsets_per_trigger, options.max_trigger_delay_ms)
 
     def __getstate__(self) -> dict:  # tasks get the options, never the driver's connections
         return {**self.__dict__, "_view": None, "_subscription": None}
@@ -125,8 +130,12 @@ class MagnetarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return start
 
     def getDefaultReadLimit(self) -> ReadLimit:
+        """ReadMaxRows, else ReadMinRows, else all. PySpark 4.3 has no composite limit, so with
+        both options set the minimum (and maxTriggerDelay) is applied from the options."""
         if self.options.max_offsets_per_trigger:
             return ReadMaxRows(self.options.max_offsets_per_trigger)
+        if self.options.min_offsets_per_trigger:
+            return ReadMinRows(self.options.min_offsets_per_trigger)
         return ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
@@ -143,12 +152,25 @@ class MagnetarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self._target is not None:  # AvailableNow: nothing past what was there when the query started
             latest = {t: _capped(i, self._target.get(t, -1)) for t, i in latest.items()}
         end = {t: latest[t] if latest.get(t, -1) > at else at for t, at in begin.items()}
+        if not self._admitted(begin, end, limit):
+            return dict(start)  # the same offset: Spark plans no batch this trigger
         if isinstance(limit, ReadMaxRows):
             end.update(self._limited(begin, end, limit.max_rows))
         return end
 
+    def _admitted(self, begin: dict[str, int], end: dict[str, int], limit: ReadLimit) -> bool:
+        """minOffsetsPerTrigger / maxTriggerDelay; not under AvailableNow (it could wait for
+        data that never comes) nor where Spark asks for all available."""
+        if self._gate is None or self._target is not None or isinstance(limit, ReadAllAvailable):
+            return True
+        return self._gate.admit(new_offsets(self._resolved(begin, end), end))
+
+    def _resolved(self, begin: dict[str, int], end: dict[str, int]) -> dict[str, int]:
+        """Starts with EARLIEST replaced by the first retained index where the end is known."""
+        return {t: self.view.resolve(t, EARLIEST) if at < 0 <= end[t] else at for t, at in begin.items()}
+
     def _limited(self, begin: dict[str, int], end: dict[str, int], max_rows: int) -> dict[str, int]:
-        resolved = {t: self.view.resolve(t, EARLIEST) if at < 0 <= end[t] else at for t, at in begin.items()}
+        resolved = self._resolved(begin, end)
         movable = [t for t in begin if 0 <= resolved[t] <= end[t]]
         return rate_limit({t: resolved[t] for t in movable}, {t: end[t] for t in movable}, max_rows)
 
