@@ -11,6 +11,7 @@ import pytest
 from magnetar.spark.errors import InvalidOptionError
 from magnetar.spark.known_options import SINK_OPTIONS, SOURCE_OPTIONS, SPARK_PASSED
 from magnetar.spark.options import ReadOptions, WriteOptions
+from tests.spark.support import produce, source_options
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "spark.md"
 
@@ -126,3 +127,11 @@ def test_unknown_sink_option_fails_the_write(spark):
     refused = r"InvalidOptionError: unknown option 'compressiontype' for the magnetar sink"
     with pytest.raises(Exception, match=refused):
         writer.option("compressionType", "lz4").save()
+
+
+def test_service_url_at_the_http_port_says_so(spark, broker, client, topic):
+    produce(client, topic, ["v"])
+    options = source_options(broker, topic=topic, service_url=f"pulsar://127.0.0.1:{broker.http_port}")
+    reader = spark.read.format("magnetar").options(**options)
+    with pytest.raises(Exception, match=r"HttpPortError: .*answered with HTTP .*is this the admin port\?"):
+        reader.load().collect()
