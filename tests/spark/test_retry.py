@@ -17,6 +17,7 @@ from magnetar.client.admin import AdminError, ConflictError, NotFoundError, Unau
 from magnetar.client.errors import (
     ConnectError,
     ConnectionClosed,
+    HttpPortError,
     ProducerBusy,
     ServiceNotReady,
     Timeout,
@@ -67,6 +68,7 @@ def test_what_can_heal_is_retried(error):
         socket.gaierror(-2, "Name or service not known"),
         AdminUnreachableError("already retried"),
         InvalidOptionError("bad option"),
+        HttpPortError("pulsar://127.0.0.1:8080 answered with HTTP"),
         ValueError("a bug"),
     ],
     ids=repr,

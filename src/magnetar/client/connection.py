@@ -20,7 +20,7 @@ import ssl
 import time
 from typing import TYPE_CHECKING, Any, Protocol
 
-from magnetar.client.errors import ConnectError, ConnectionClosed, Timeout, server_error
+from magnetar.client.errors import ConnectError, ConnectionClosed, HttpPortError, Timeout, server_error
 from magnetar.client.tls import TlsError
 from magnetar.protocol import commands
 from magnetar.protocol import pulsar_wire_pb2 as wire
@@ -95,6 +95,18 @@ def _tls_reason(exc: ssl.SSLError) -> str:
     """OpenSSL's reason (``certificate verify failed: unable to get local issuer certificate``)."""
     verify_message = getattr(exc, "verify_message", None)
     return f"{exc.reason}: {verify_message}" if verify_message else str(exc)
+
+
+_HTTP = b"HTTP/"  # read as a frame length, b"HTTP" is 1213486160 bytes
+
+
+def _http_answer(address: str, head: bytes) -> str:
+    """Why a CONNECT answered with HTTP failed, with the status line the server sent."""
+    status = head.split(b"\r\n", 1)[0][:80].decode("latin-1")
+    return (
+        f"{address} answered with HTTP ({status!r}): is this the admin port? The binary protocol "
+        "is usually on 6650 (pulsar://host:6650; pulsar+ssl://host:6651 for TLS)"
+    )
 
 
 class Connection:
@@ -199,6 +211,7 @@ class Connection:
         if proxy_to_broker_url:
             connect.proxy_to_broker_url = proxy_to_broker_url
         self._writer.write(encode_frame(commands.wrap(connect)))
+        head: bytes | None = b""  # the answer's first bytes, held until they show it is not HTTP
         while True:
             data = await self._reader.read(_READ_SIZE)
             if not data:
@@ -212,6 +225,13 @@ class Connection:
                     f"{self.address} closed the connection during the handshake "
                     "(if that is the broker's TLS port, use a pulsar+ssl:// URL)"
                 )
+            if head is not None:
+                head += data
+                if len(head) < len(_HTTP) and _HTTP.startswith(head):
+                    continue
+                if head.startswith(_HTTP):
+                    raise HttpPortError(_http_answer(self.address, head))
+                data, head = head, None
             self._decoder.feed(data)
             frame = self._decoder.next_frame()
             if frame is None:

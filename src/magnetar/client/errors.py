@@ -21,6 +21,13 @@ class ConnectError(ClientError):
     retriable = True
 
 
+class HttpPortError(ConnectError):
+    """The service URL's port answered in HTTP: it is the admin port, not the binary protocol's.
+    Not retried: another try gets the same answer."""
+
+    retriable = False
+
+
 class ConnectionClosed(ConnectError):
     """The connection closed while a request was waiting for its answer."""
 

@@ -16,6 +16,7 @@ from functools import lru_cache
 from magnetar.client.admin import indexed_topic
 from magnetar.protocol.topic_name import split_topic_pattern
 from magnetar.spark.errors import InvalidOptionError
+from magnetar.spark.known_options import SINK_OPTIONS, SOURCE_OPTIONS, check_known
 from magnetar.spark.offsets import EARLIEST, LATEST
 from magnetar.spark.retry import DEFAULT_RETRY_TIMEOUT_MS, RetryPolicy
 from magnetar.spark.security import ConnectionSecurity, option_flag, parse_security
@@ -210,14 +211,17 @@ class ReadOptions:
         return RetryPolicy.of_ms(self.retry_timeout_ms)
 
     @classmethod
-    def parse(cls, raw: Mapping[str, str], streaming: bool) -> ReadOptions:
+    def parse(cls, raw: Mapping[str, str], streaming: bool | None) -> ReadOptions:
+        """Checked options; ``streaming=None`` (``DataSource.schema()``, which Spark calls before it
+        knows whether the read is a stream) checks all but what depends on the kind of read."""
+        check_known(raw, SOURCE_OPTIONS, "source")
         options = _lower(raw)
         service_url, admin_url = _urls(options)
         starting = parse_offsets_spec(
             options.get("startingoffsets"), "startingOffsets", "latest" if streaming else "earliest"
         )
         ending = parse_offsets_spec(options.get("endingoffsets"), "endingOffsets", "latest")
-        if not streaming and starting == "latest":
+        if streaming is False and starting == "latest":
             raise InvalidOptionError('startingOffsets "latest" reads nothing in a batch query')
         if ending == "earliest" or (isinstance(ending, dict) and EARLIEST in ending.values()):
             raise InvalidOptionError("endingOffsets cannot be earliest")
@@ -281,6 +285,7 @@ class WriteOptions:
 
     @classmethod
     def parse(cls, raw: Mapping[str, str]) -> WriteOptions:
+        check_known(raw, SINK_OPTIONS, "sink")
         options = _lower(raw)
         service_url, admin_url = _urls(options)
         topic = options.get("topic")

@@ -24,7 +24,7 @@ from typing import TypeVar
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_before_delay, wait_random_exponential
 
 from magnetar.client.admin import AdminError
-from magnetar.client.errors import ClientError, ConnectError, Timeout
+from magnetar.client.errors import ClientError, Timeout
 from magnetar.spark.errors import MagnetarSparkError
 
 log = logging.getLogger(__name__)
@@ -43,7 +43,9 @@ def is_transient(exc: BaseException) -> bool:
     if isinstance(exc, AdminError):
         return exc.status >= 500
     if isinstance(exc, ClientError):
-        return isinstance(exc, ConnectError | Timeout) or exc.retriable
+        # A connection that failed heals, unless the client says it will not (HttpPortError,
+        # TlsError: another try gets the same answer); a timeout may heal.
+        return exc.retriable or isinstance(exc, Timeout)
     if isinstance(exc, urllib.error.URLError) and not isinstance(exc, urllib.error.HTTPError):
         reason = exc.reason
         return isinstance(reason, BaseException) and is_transient(reason)

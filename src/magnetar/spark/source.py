@@ -5,9 +5,10 @@ from __future__ import annotations
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader
 from pyspark.sql.types import StructType
 
-from magnetar.spark.errors import InvalidOptionError
+from magnetar.spark.errors import InvalidOptionError, MagnetarSparkError
 from magnetar.spark.options import ReadOptions, WriteOptions
 from magnetar.spark.readers import MagnetarBatchReader, MagnetarStreamReader
+from magnetar.spark.refused_stream import RefusedStreamReader
 from magnetar.spark.schema import READ_SCHEMA
 from magnetar.spark.sink import MagnetarBatchWriter, MagnetarStreamWriter
 
@@ -20,6 +21,9 @@ class MagnetarDataSource(DataSource):
         return "magnetar"
 
     def schema(self) -> StructType:
+        # Spark asks for the schema at load(), for batch and stream reads alike (never for writes):
+        # refusing bad options here fails the user's own load() line, before any query starts.
+        ReadOptions.parse(self.options, streaming=None)
         return READ_SCHEMA
 
     def reader(self, schema: StructType) -> DataSourceReader:
@@ -27,8 +31,12 @@ class MagnetarDataSource(DataSource):
         return MagnetarBatchReader(ReadOptions.parse(self.options, streaming=False))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        _check_read_schema(schema)
-        return MagnetarStreamReader(ReadOptions.parse(self.options, streaming=True))
+        try:
+            _check_read_schema(schema)
+            options = ReadOptions.parse(self.options, streaming=True)
+        except MagnetarSparkError as exc:  # raised here, PySpark would report an UnboundLocalError
+            return RefusedStreamReader(exc)
+        return MagnetarStreamReader(options)
 
     def writer(self, schema: StructType, overwrite: bool) -> MagnetarBatchWriter:
         return MagnetarBatchWriter(WriteOptions.parse(self.options), schema)
