@@ -256,3 +256,12 @@ def test_the_model_refuses_a_wrong_type_made_in_python_too():
     with pytest.raises(ValueError, match="port"):
         BrokerConfig(port="6650")
     assert BrokerConfig(data_dir="relative/dir").data_dir == Path("relative/dir")  # text is a path
+
+
+def test_zero_turns_keepalive_off_and_is_taken(tmp_path):
+    path = tmp_path / "m.toml"
+    path.write_text("keepalive_interval_seconds = 0\n")  # the smart-city job's broker.toml has it
+    assert BrokerConfig.load(path).keepalive_interval_seconds == 0.0
+    path.write_text("keepalive_interval_seconds = -1\n")
+    with pytest.raises(ValueError, match=r"keepalive_interval_seconds = -1 .* greater than or equal to 0"):
+        BrokerConfig.load(path)

@@ -121,7 +121,8 @@ class BrokerConfig:
     #: Check each batch's structure at SEND (``protocol/batch.check_message``). Off: batches are
     #: stored unchecked, as Pulsar's broker stores them; only where every producer is trusted.
     validate_batches_on_publish: bool = True
-    keepalive_interval_seconds: PositiveFloat = 30.0
+    #: The broker PINGs idle connections this often; 0: off.
+    keepalive_interval_seconds: NonNegativeFloat = 30.0
     #: Messages a dispatcher reads from storage in one go.
     dispatcher_max_read_batch: PositiveInt = 100
     #: How long a broadcast consumer whose connection was lost keeps its place (its virtual
