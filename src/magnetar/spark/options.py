@@ -17,6 +17,7 @@ from magnetar.client.admin import indexed_topic
 from magnetar.protocol.topic_name import split_topic_pattern
 from magnetar.spark.errors import InvalidOptionError
 from magnetar.spark.offsets import EARLIEST, LATEST
+from magnetar.spark.schema import DEFAULT_BYTES_PER_BATCH
 from magnetar.spark.security import ConnectionSecurity, option_flag, parse_security
 
 DEFAULT_SERVICE_URL = "pulsar://localhost:6650"
@@ -158,6 +159,7 @@ class ReadOptions:
     min_partitions: int | None
     read_timeout_ms: int
     records_per_batch: int
+    bytes_per_batch: int
     security: ConnectionSecurity = field(default_factory=ConnectionSecurity)
 
     @classmethod
@@ -188,6 +190,7 @@ class ReadOptions:
             min_partitions=_int(options, "minPartitions", minimum=1),
             read_timeout_ms=_int(options, "readTimeoutMs", 30_000, minimum=1),
             records_per_batch=_int(options, "recordsPerBatch", 10_000, minimum=1),
+            bytes_per_batch=_int(options, "bytesPerBatch", DEFAULT_BYTES_PER_BATCH, minimum=1),
             security=parse_security(options),
         )
 

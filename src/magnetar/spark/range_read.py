@@ -28,7 +28,7 @@ from magnetar.protocol.topic_name import split_partition
 from magnetar.spark import probes
 from magnetar.spark.admin import SparkAdmin
 from magnetar.spark.errors import IndexNotEnabledError, OffsetOutOfRangeError, ReadStalledError
-from magnetar.spark.schema import RecordBatchBuilder
+from magnetar.spark.schema import DEFAULT_BYTES_PER_BATCH, RecordBatchBuilder
 from magnetar.spark.security import ConnectionSecurity
 
 if TYPE_CHECKING:
@@ -52,6 +52,7 @@ class ReadTask:
     fail_on_data_loss: bool = True
     read_timeout_ms: int = 30_000
     records_per_batch: int = 10_000
+    bytes_per_batch: int = DEFAULT_BYTES_PER_BATCH
     security: ConnectionSecurity = field(default_factory=ConnectionSecurity)
 
 
@@ -73,10 +74,8 @@ def read_range(task: ReadTask) -> Iterator[pa.RecordBatch]:
         reader = on_loop(client.aio.create_reader(task.topic, start_id, start_message_id_inclusive=True))
         try:
             scan = RangeScan(reader, task, start, last_id)
-            builder = RecordBatchBuilder(base, partition)
-            while (messages := on_loop(scan.take(task.records_per_batch))) is not None:
-                for msg in messages:
-                    builder.add(msg)
+            builder = RecordBatchBuilder(base, partition, task.records_per_batch, task.bytes_per_batch)
+            while on_loop(scan.fill(builder)):
                 if len(builder):
                     yield builder.build()
         finally:
@@ -134,19 +133,19 @@ class RangeScan:
         self.finished = False
         self._idle_since = time.monotonic()
 
-    async def take(self, max_rows: int) -> list[Message] | None:
-        """Up to ``max_rows`` more messages of the range; None once it is done."""
+    async def fill(self, builder: RecordBatchBuilder) -> bool:
+        """Adds the range's next messages to ``builder`` until it is full or the range is done
+        (the batch then holds what was left); False once the range was done before the call."""
         if self.finished:
-            return None
-        taken: list[Message] = []
-        while len(taken) < max_rows:
+            return False
+        while not builder.full:
             if self._done():
                 self.finished = True
                 break
             msg = await self._next()
             if msg is not None and self._belongs(msg):
-                taken.append(msg)
-        return taken
+                builder.add(msg)
+        return True
 
     async def _next(self) -> Message | None:
         try:

@@ -66,6 +66,7 @@ def _task(opts: ReadOptions, r: IndexRange) -> ReadTask:
         fail_on_data_loss=opts.fail_on_data_loss,
         read_timeout_ms=opts.read_timeout_ms,
         records_per_batch=opts.records_per_batch,
+        bytes_per_batch=opts.bytes_per_batch,
         security=opts.security,
     )
 

@@ -45,12 +45,24 @@ def _micros(ms: int | None) -> int | None:
     return None if not ms else ms * 1000
 
 
-class RecordBatchBuilder:
-    """Collects messages of one topic partition column by column."""
+#: Default of the bytesPerBatch option: far below Arrow's 2 GiB per binary array, and small enough
+#: that a task's Python worker holds a few of them at most.
+DEFAULT_BYTES_PER_BATCH = 64 * 1024 * 1024
 
-    def __init__(self, topic: str, partition: int) -> None:
+
+class RecordBatchBuilder:
+    """Collects messages of one topic partition column by column, until ``max_rows`` rows or
+    ``max_bytes`` of values, keys and properties: a batch bounded by bytes keeps the worker's
+    memory bounded and every binary column under Arrow's 2 GiB (past it, ``pa.array`` returns a
+    ChunkedArray that a RecordBatch cannot hold)."""
+
+    def __init__(
+        self, topic: str, partition: int, max_rows: int = 10_000, max_bytes: int = DEFAULT_BYTES_PER_BATCH
+    ) -> None:
         self.topic = topic
         self.partition = partition
+        self.max_rows = max_rows
+        self.max_bytes = max_bytes
         self._entry: tuple[int, int, int, int] | None = None
         self._entry_proto = None
         self._reset()
@@ -64,19 +76,31 @@ class RecordBatchBuilder:
         self._event: list[int | None] = []
         self._broker: list[int | None] = []
         self._properties: list[list[tuple[str, str]]] = []
+        self.nbytes = 0
+
+    @property
+    def full(self) -> bool:
+        """Whether the batch has reached either limit: build it before adding more."""
+        return len(self._value) >= self.max_rows or self.nbytes >= self.max_bytes
 
     def __len__(self) -> int:
         return len(self._value)
 
     def add(self, msg: Message) -> None:
-        self._key.append(msg.partition_key())
-        self._value.append(msg.data())
+        key = msg.partition_key()
+        value = msg.data()
+        properties = msg.properties()
+        self._key.append(key)
+        self._value.append(value)
         self._offset.append(msg.index())
         self._message_id.append(self._serialized_id(msg.message_id()))
         self._publish.append(_micros(msg.publish_timestamp()))
         self._event.append(_micros(msg.event_timestamp()))
         self._broker.append(_micros(msg.broker_publish_time()))
-        self._properties.append(list(msg.properties().items()))
+        self._properties.append(list(properties.items()))
+        self.nbytes += len(value) + (len(key) if key else 0)
+        if properties:
+            self.nbytes += sum(len(k) + len(v) for k, v in properties.items())
 
     def _serialized_id(self, msg_id: MessageId) -> bytes:
         """``msg_id.serialize()``; members of one batch entry share a proto, only the batch index
