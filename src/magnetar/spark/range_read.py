@@ -194,7 +194,12 @@ class ChunkWatch:
 
     def passed(self, last_key: tuple[int, int]) -> bool:
         """Whether a chunk at or after ``last_key`` was taken in and every message completed
-        before it has been handed out (the receive queue is empty)."""
+        before it has been handed out (the receive queue is empty).
+
+        The progress lists the queue's chunked ids, so it costs as much as the queue is long:
+        asked for only once the queue is empty (it was 97% of a scan's time asked per message)."""
+        if self._reader.queued_messages:
+            return False
         progress = self._reader.chunk_progress()
         newest = progress.newest_chunk
         return newest is not None and probes.entry_key(newest) >= last_key and progress.queue_empty
