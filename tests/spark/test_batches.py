@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from magnetar.client import Message, MessageId
+import pyarrow as pa
+import pytest
+
+from magnetar.client import ChunkMessageId, Message, MessageId
 from magnetar.spark.options import ReadOptions
 from magnetar.spark.schema import DEFAULT_BYTES_PER_BATCH, RecordBatchBuilder, arrow_schema
 
@@ -65,3 +68,35 @@ def test_bytes_per_batch_option():
     base = {"topic": "t"}
     assert ReadOptions.parse(base, streaming=False).bytes_per_batch == DEFAULT_BYTES_PER_BATCH == 64 << 20
     assert ReadOptions.parse({**base, "bytesPerBatch": "1000"}, streaming=False).bytes_per_batch == 1000
+
+
+@pytest.mark.parametrize("partition", [-1, 0, 7, 300])
+@pytest.mark.parametrize("batch_size", [0, 1, 5000])
+def test_message_ids_are_the_clients_serialized_bytes(partition, batch_size):
+    builder = RecordBatchBuilder(TOPIC, partition)
+    ids = [
+        MessageId(partition, ledger, entry, index, batch_size)
+        for ledger, entry in ((1, 2), (1, 3), (2**40, 2**33))
+        for index in (0, 1, 127, 128, 4095, 4096, 70_000)
+    ]
+    ids += [
+        MessageId(partition, 9, 9),
+        ChunkMessageId([MessageId(partition, 9, 1), MessageId(partition, 9, 4)]),
+    ]
+    for i, msg_id in enumerate(ids):
+        builder.add(Message(b"v", msg_id, topic=TOPIC, index=i))
+    assert builder.build().column("message_id").to_pylist() == [i.serialize() for i in ids]
+
+
+def test_timestamps_are_microseconds_and_zero_is_null():
+    builder = RecordBatchBuilder(TOPIC, -1)
+    msg_id = MessageId(-1, 1, 1)
+    builder.add(Message(b"a", msg_id, topic=TOPIC, publish_time=1_700_000_000_123, event_time=0, index=0))
+    builder.add(Message(b"b", msg_id, topic=TOPIC, event_time=5, broker_publish_time=7, index=1))
+    batch = builder.build()
+    micros = {name: batch.column(name).cast(pa.int64()).to_pylist() for name in batch.schema.names[6:9]}
+    assert micros == {
+        "publish_time": [1_700_000_000_123_000, None],
+        "event_time": [None, 5000],
+        "broker_publish_time": [None, 7000],
+    }
