@@ -113,6 +113,7 @@ def session(cores: int, local_dir: Path):
         SparkSession.builder.master(f"local[{cores}]")
         .appName("magnetar-bench-spark-read")
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.driver.memory", "2g")
