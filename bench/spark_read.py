@@ -1,12 +1,13 @@
 """Benchmark: the Spark connector's read speed next to the official client's raw Reader drain.
 
-Starts one Magnetar broker (``fsync_policy = "never"``), fills one topic per case with the official
-client (100 B messages batched; 100 KB messages one per entry), then on the same broker and topic,
-for each case: drains it with the official client's ``Reader`` from the earliest message (msg/s,
-MB/s), reads it with ``read_range`` in this process (the code a Spark task runs, without Spark), and
-reads it with ``spark.read.format("magnetar")`` in a local[N] session (rows/s, MB/s; the count and the
-summed value lengths are checked). Spark's fixed costs (session start, the first job's Python
-workers) are paid by a warm-up read before any timing. Prints one JSON object.
+Starts one Magnetar broker (``fsync_policy = "never"``, retention unlimited), fills one topic per
+case with the official client (100 B messages batched; 100 KB messages one per entry), then on the
+same broker and topic, for each case: drains it with the official client's ``Reader`` from the
+earliest message (msg/s, MB/s), reads it with ``read_range`` in this process (the code a Spark task
+runs, without Spark), and reads it with ``spark.read.format("magnetar")`` in a local[N] session
+(rows/s, MB/s; the count and the summed value lengths are checked). Spark's fixed costs (session
+start, the first job's Python workers) are paid by a warm-up read before any timing. Prints one
+JSON object.
 
     .venv/bin/python -m bench.spark_read                         # 1M x 100 B and 20k x 100 KB
     .venv/bin/python -m bench.spark_read --small 200000 --large 5000 --repeat 1
@@ -152,7 +153,10 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="magnetar-bench-spark-") as tmp:
         work = Path(tmp)
         log_client_to(work / "client.log")
-        broker = BrokerProcess(work, {"fsync_policy": "never"}).start()
+        # retention off: with no subscription on them, the topics' closed ledgers (128 MB) count
+        # as consumed and the retention check (every 60 s) would delete them between the readers
+        keep = {"retention_time_seconds": -1, "retention_size_bytes": -1}
+        broker = BrokerProcess(work, {"fsync_policy": "never", **keep}).start()
         spark = None
         try:
             client = make_client(broker.service_url)
