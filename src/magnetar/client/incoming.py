@@ -128,9 +128,14 @@ class EntryReceiver:
 
     def _deliver_all(self, messages: list[Message], permits_used: int) -> None:
         skipped = permits_used - len(messages)
+        # ``messages`` are one entry's; an ack waiting to be sent covers an entry as a whole
+        # (looked up by entry position), so one look-up answers for all of them
+        if messages and self._acks.is_duplicate(messages[0].message_id()):
+            self._flow.increase(permits_used)
+            return
         for msg in messages:
             msg_id = msg.message_id()
-            if self._acks.is_duplicate(msg_id) or self._start.is_prior(msg_id):
+            if self._start.is_prior(msg_id):
                 skipped += 1
                 continue
             self._queue.deliver(msg)

@@ -52,6 +52,7 @@ SOURCE_OPTIONS = (
     "minPartitions",
     "readTimeoutMs",
     "recordsPerBatch",
+    "bytesPerBatch",
     "retryTimeoutMs",
 )
 

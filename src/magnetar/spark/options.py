@@ -19,6 +19,7 @@ from magnetar.spark.errors import InvalidOptionError
 from magnetar.spark.known_options import SINK_OPTIONS, SOURCE_OPTIONS, check_known
 from magnetar.spark.offsets import EARLIEST, LATEST
 from magnetar.spark.retry import DEFAULT_RETRY_TIMEOUT_MS, RetryPolicy
+from magnetar.spark.schema import DEFAULT_BYTES_PER_BATCH
 from magnetar.spark.security import ConnectionSecurity, option_flag, parse_security
 from magnetar.spark.trigger import DEFAULT_MAX_TRIGGER_DELAY_MS, parse_duration_ms
 
@@ -199,6 +200,7 @@ class ReadOptions:
     read_timeout_ms: int
     records_per_batch: int
     retry_timeout_ms: int = DEFAULT_RETRY_TIMEOUT_MS
+    bytes_per_batch: int = DEFAULT_BYTES_PER_BATCH
     security: ConnectionSecurity = field(default_factory=ConnectionSecurity)
     ending_timestamp: int | None = None
     starting_by_timestamp: dict[str, int] | None = None
@@ -262,6 +264,7 @@ class ReadOptions:
             read_timeout_ms=_int(options, "readTimeoutMs", 30_000, minimum=1),
             records_per_batch=_int(options, "recordsPerBatch", 10_000, minimum=1),
             retry_timeout_ms=_retry_timeout_ms(options),
+            bytes_per_batch=_int(options, "bytesPerBatch", DEFAULT_BYTES_PER_BATCH, minimum=1),
             security=parse_security(options),
         )
 

@@ -69,6 +69,7 @@ def _task(opts: ReadOptions, r: IndexRange) -> ReadTask:
         read_timeout_ms=opts.read_timeout_ms,
         records_per_batch=opts.records_per_batch,
         retry_timeout_ms=opts.retry_timeout_ms,
+        bytes_per_batch=opts.bytes_per_batch,
         security=opts.security,
     )
 
