@@ -19,7 +19,7 @@ import click
 
 from magnetar.cli.connection import Connection, connection_options
 from magnetar.cli.perf.report import all_topics, received_line, received_summary
-from magnetar.cli.perf.runner import Run, run_with_client
+from magnetar.cli.perf.runner import Run, run_options, run_with_client
 from magnetar.client.aio import Client, ConsumerType, InitialPosition
 
 SUBSCRIPTION_TYPES = {
@@ -97,42 +97,7 @@ class ConsumeSettings:
     type=click.IntRange(min=1),
     help="Messages each consumer may have queued.",
 )
-@click.option(
-    "-t",
-    "--num-topics",
-    "num_topics",
-    default=1,
-    show_default=True,
-    type=click.IntRange(min=1),
-    help="Topics per TOPIC given: TOPIC-0, TOPIC-1, ... when more than 1.",
-)
-@click.option(
-    "-m",
-    "--num-messages",
-    default=0,
-    show_default=True,
-    type=click.IntRange(min=0),
-    help="Messages to receive in all; 0: no limit.",
-)
-@click.option(
-    "-time",
-    "--test-duration",
-    "duration",
-    default=0.0,
-    show_default=True,
-    type=click.FloatRange(min=0),
-    help="Seconds to run; 0: no limit.",
-)
-@click.option(
-    "-i",
-    "--stats-interval-seconds",
-    "interval",
-    default=10.0,
-    show_default=True,
-    type=click.FloatRange(min=0.1),
-    help="Seconds between printed lines.",
-)
-@click.option("--quiet", is_flag=True, help="Print only the summary at the end.")
+@run_options("receive")
 @connection_options
 def consume(topics: tuple[str, ...], num_topics: int, connection: Connection, **flags: Any) -> int:
     """Receive from TOPIC... and print throughput and end-to-end latency (pulsar-perf consume)."""

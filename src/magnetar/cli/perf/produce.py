@@ -23,7 +23,7 @@ import click
 from magnetar.cli.connection import Connection, connection_options
 from magnetar.cli.formatting import due_time
 from magnetar.cli.perf.report import all_topics, produced_line, produced_summary
-from magnetar.cli.perf.runner import Run, run_with_client
+from magnetar.cli.perf.runner import Run, run_options, run_with_client
 from magnetar.client.aio import Client, CompressionType
 
 KEY_MODES = ("autoIncrement", "random")
@@ -93,38 +93,12 @@ def key_function(mode: str | None, rng: random.Random) -> Callable[[int], str | 
     "-s", "--size", default=1024, show_default=True, type=click.IntRange(min=0), help="Message size in bytes."
 )
 @click.option(
-    "-m",
-    "--num-messages",
-    default=0,
-    show_default=True,
-    type=click.IntRange(min=0),
-    help="Messages to send in all; 0: no limit.",
-)
-@click.option(
-    "-time",
-    "--test-duration",
-    "duration",
-    default=0.0,
-    show_default=True,
-    type=click.FloatRange(min=0),
-    help="Seconds to run; 0: no limit.",
-)
-@click.option(
     "-n",
     "--num-producers",
     default=1,
     show_default=True,
     type=click.IntRange(min=1),
     help="Producers per topic.",
-)
-@click.option(
-    "-t",
-    "--num-topic",
-    "num_topics",
-    default=1,
-    show_default=True,
-    type=click.IntRange(min=1),
-    help="Topics per TOPIC given: TOPIC-0, TOPIC-1, ... when more than 1.",
 )
 @click.option(
     "-b",
@@ -170,22 +144,13 @@ def key_function(mode: str | None, rng: random.Random) -> Callable[[int], str | 
     help="Messages in flight per producer at most.",
 )
 @click.option(
-    "-i",
-    "--stats-interval-seconds",
-    "interval",
-    default=10.0,
-    show_default=True,
-    type=click.FloatRange(min=0.1),
-    help="Seconds between printed lines.",
-)
-@click.option(
     "-mk",
     "--message-key-generation-mode",
     "key_mode",
     type=click.Choice(KEY_MODES),
     help="Give each message a key: its number, or a random number.",
 )
-@click.option("--quiet", is_flag=True, help="Print only the summary at the end.")
+@run_options("send")
 @connection_options
 def produce(topics: tuple[str, ...], num_topics: int, connection: Connection, **flags: Any) -> int:
     """Publish to TOPIC... at a rate and print throughput and latency (pulsar-perf produce)."""

@@ -25,6 +25,57 @@ from magnetar.client.aio import Client
 T = TypeVar("T")
 
 
+def run_options(verb: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """The flags of a run that both commands take (pulsar-perf's names): topics, limits, the
+    printing interval and ``--quiet``; ``verb`` says what ``-m`` counts ("send", "receive")."""
+    options = (
+        click.option(
+            "-t",
+            "--num-topics",
+            "--num-topic",
+            "num_topics",
+            default=1,
+            show_default=True,
+            type=click.IntRange(min=1),
+            help="Topics per TOPIC given: TOPIC-0, TOPIC-1, ... when more than 1.",
+        ),
+        click.option(
+            "-m",
+            "--num-messages",
+            default=0,
+            show_default=True,
+            type=click.IntRange(min=0),
+            help=f"Messages to {verb} in all; 0: no limit.",
+        ),
+        click.option(
+            "-time",
+            "--test-duration",
+            "duration",
+            default=0.0,
+            show_default=True,
+            type=click.FloatRange(min=0),
+            help="Seconds to run; 0: no limit.",
+        ),
+        click.option(
+            "-i",
+            "--stats-interval-seconds",
+            "interval",
+            default=10.0,
+            show_default=True,
+            type=click.FloatRange(min=0.1),
+            help="Seconds between printed lines.",
+        ),
+        click.option("--quiet", is_flag=True, help="Print only the summary at the end."),
+    )
+
+    def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
+        for option in reversed(options):
+            command = option(command)
+        return command
+
+    return decorate
+
+
 def run_with_client(connection: Connection, body: Callable[[Client], Coroutine[Any, Any, T]]) -> T:
     """Run ``body(client)`` on a new event loop with an asyncio client, closed on the way out;
     client errors become one ``Error: ...`` line and exit code 1."""
