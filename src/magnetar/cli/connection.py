@@ -55,6 +55,29 @@ def token_text(value: str, flag: str = "--auth-token") -> str:
         raise click.BadParameter(f"cannot read the token file: {exc}", param_hint=flag) from None
 
 
+def credential_options(scheme: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """``--auth-token`` and the TLS flags, as the client tools and ``magnetar admin`` take them
+    (``scheme``: the URL kind the trusted certificates are for, in the help)."""
+
+    def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
+        command = click.option(
+            "--tls-allow-insecure-connection",
+            is_flag=True,
+            help="Accept a broker certificate that is not trusted (testing only).",
+        )(command)
+        command = click.option(
+            "--tls-trust-certs-file-path",
+            metavar="FILE",
+            type=click.Path(exists=True, dir_okay=False),
+            help=f"CA certificates (PEM) to trust for {scheme}.",
+        )(command)
+        return click.option("--auth-token", metavar="TOKEN", help="A JWT token, or file:///path to one.")(
+            command
+        )
+
+    return decorate
+
+
 def connection_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """Add the connection flags to a command, which receives them as one ``connection`` argument."""
 
@@ -67,18 +90,7 @@ def connection_options(command: Callable[..., Any]) -> Callable[..., Any]:
         metavar="URL",
         help="The broker: pulsar://host:port or pulsar+ssl://host:port.",
     )
-    @click.option("--auth-token", metavar="TOKEN", help="A JWT token, or file:///path to one.")
-    @click.option(
-        "--tls-trust-certs-file-path",
-        metavar="FILE",
-        type=click.Path(exists=True, dir_okay=False),
-        help="CA certificates (PEM) to trust for pulsar+ssl://.",
-    )
-    @click.option(
-        "--tls-allow-insecure-connection",
-        is_flag=True,
-        help="Accept a broker certificate that is not trusted (testing only).",
-    )
+    @credential_options("pulsar+ssl://")
     @functools.wraps(command)
     def wrapper(
         *args: Any,

@@ -15,6 +15,7 @@ from magnetar.cli.admin.schemas import schemas
 from magnetar.cli.admin.subscriptions import subscriptions
 from magnetar.cli.admin.tenants import tenants
 from magnetar.cli.admin.topics import topics
+from magnetar.cli.connection import credential_options
 
 
 @click.group("admin", short_help="Tenants, namespaces, topics, subscriptions, schemas (pulsar-admin).")
@@ -28,18 +29,7 @@ from magnetar.cli.admin.topics import topics
     metavar="URL",
     help="The broker's admin API: http://host:port or https://host:port (env MAGNETAR_ADMIN_URL).",
 )
-@click.option("--auth-token", metavar="TOKEN", help="A JWT token, or file:///path to one.")
-@click.option(
-    "--tls-trust-certs-file-path",
-    metavar="FILE",
-    type=click.Path(exists=True, dir_okay=False),
-    help="CA certificates (PEM) to trust for https://.",
-)
-@click.option(
-    "--tls-allow-insecure-connection",
-    is_flag=True,
-    help="Accept a broker certificate that is not trusted (testing only).",
-)
+@credential_options("https://")
 @click.pass_context
 def admin(
     ctx: click.Context,
