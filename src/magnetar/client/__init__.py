@@ -41,6 +41,7 @@ __all__ = [
     "InitialPosition",
     "InvalidConfiguration",
     "Message",
+    "MessageColumns",
     "MessageId",
     "MessageTooBig",
     "Producer",

@@ -232,6 +232,19 @@ class Client:
         _set_listener(reader, options.get("reader_listener"))
         return reader
 
+    async def create_column_reader(self, topic: str, start_message_id: Any, **options: Any):
+        """A ``ColumnReader`` of ``topic`` (one partition) from ``start_message_id``: messages come
+        as columns (``receive_columns``), for bulk reads. Options as ``create_reader``'s, less
+        the listener."""
+        from magnetar.client.column_reader import ColumnReader
+        from magnetar.client.reader import READER_ARGUMENTS
+
+        check_options("create_reader", options)
+        if options.get("reader_listener") is not None:
+            raise ValueError("a ColumnReader takes no reader_listener")
+        args = {k: v for k, v in options.items() if k in READER_ARGUMENTS and v is not None}
+        return await self._start(ColumnReader(self, full_topic_name(topic), start_message_id, **args))
+
     async def _start(self, handler: Any) -> Any:
         if self._closed:
             raise AlreadyClosed("client is closed")

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from magnetar.client.acknowledger import Acknowledger
 from magnetar.client.chunks import ChunkAssembler, ChunkOutcome
+from magnetar.client.columns import MessageColumns, entry_columns
 from magnetar.client.compression import DecompressionError
 from magnetar.client.decode import (
     Entry,
@@ -62,6 +63,8 @@ class EntryReceiver:
         self._acks = acks
         self._redelivery = redelivery
         self._start = start
+        #: Queue one ``MessageColumns`` per entry instead of its ``Message``s (a ColumnReader).
+        self.columnar = False
 
     def receive(self, command: wire.CommandMessage, payload: memoryview) -> None:
         consumer = self._consumer
@@ -82,7 +85,7 @@ class EntryReceiver:
             return
         try:
             data = uncompressed_payload(entry.metadata, entry.payload)
-            messages = expand(entry, data, consumer.topic(), consumer.cnx_generation)
+            messages = self._expand(entry, data)
         except DecompressionError:
             self._discard(command.message_id, _ValidationError.DecompressionError, entry.batch_size)
             return
@@ -116,8 +119,23 @@ class EntryReceiver:
             self._flow.increase(1)
             return
         del assembled.payload
+        self._deliver_all(self._expand(entry, data, msg_id), 1)
+
+    def _expand(
+        self, entry: Entry, data: bytes, chunk_id: ChunkMessageId | None = None
+    ) -> list[Message] | MessageColumns:
         consumer = self._consumer
-        self._deliver_all(expand(entry, data, consumer.topic(), consumer.cnx_generation, msg_id), 1)
+        if self.columnar:
+            return entry_columns(
+                entry.message_id,
+                entry.metadata,
+                entry.broker_metadata,
+                data,
+                consumer.cnx_generation,
+                chunk_id,
+                entry.unacked,
+            )
+        return expand(entry, data, consumer.topic(), consumer.cnx_generation, chunk_id)
 
     def _apply(self, outcome: ChunkOutcome) -> None:
         if outcome.ack:
@@ -126,7 +144,10 @@ class EntryReceiver:
         if outcome.permits:
             self._flow.increase(outcome.permits)
 
-    def _deliver_all(self, messages: list[Message], permits_used: int) -> None:
+    def _deliver_all(self, messages: list[Message] | MessageColumns, permits_used: int) -> None:
+        if isinstance(messages, MessageColumns):
+            self._deliver_columns(messages, permits_used)
+            return
         skipped = permits_used - len(messages)
         # ``messages`` are one entry's; an ack waiting to be sent covers an entry as a whole
         # (looked up by entry position), so one look-up answers for all of them
@@ -139,6 +160,24 @@ class EntryReceiver:
                 skipped += 1
                 continue
             self._queue.deliver(msg)
+        if skipped > 0:
+            self._flow.increase(skipped)
+
+    def _deliver_columns(self, cols: MessageColumns, permits_used: int) -> None:
+        """As ``_deliver_all``, for an entry's columns: queued as one item. The start skips a
+        prefix of an entry at most, so only an entry that straddles it is looked at row by row."""
+        n = len(cols)
+        if n and self._acks.is_duplicate(cols.message_id(0)):
+            self._flow.increase(permits_used)
+            return
+        if n and self._start.is_prior(cols.message_id(0)):
+            if self._start.is_prior(cols.message_id(n - 1)):
+                cols = cols.take([])
+            else:
+                cols = cols.take([i for i in range(n) if not self._start.is_prior(cols.message_id(i))])
+        if len(cols):
+            self._queue.deliver(cols)
+        skipped = permits_used - len(cols)
         if skipped > 0:
             self._flow.increase(skipped)
 

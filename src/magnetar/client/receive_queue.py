@@ -21,6 +21,7 @@ import contextlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from magnetar.client.columns import MessageColumns
 from magnetar.client.errors import AlreadyClosed, Timeout
 from magnetar.client.message import Message
 from magnetar.protocol import commands
@@ -111,7 +112,7 @@ class ReceiveQueue:
 
     def clear(self, generation: int | None = None) -> int:
         """Drop every queued message; returns how many came on connection ``generation``."""
-        same = sum(1 for m in self._messages if m.cnx_generation == generation)
+        same = sum(_rows(m) for m in self._messages if m.cnx_generation == generation)
         self._messages.clear()
         return same
 
@@ -184,3 +185,8 @@ class FlowPermits:
         flow = wire.CommandFlow(consumer_id=self._consumer_id, message_permits=1 - self._broker_permits)
         if self._send(commands.wrap(flow)):
             self._broker_permits = 1
+
+
+def _rows(item: Message | MessageColumns) -> int:
+    """How many messages (flow permits) a queued item holds: a ColumnReader queues columns."""
+    return len(item) if isinstance(item, MessageColumns) else 1

@@ -1,0 +1,134 @@
+"""ColumnReader.receive_columns against Reader.read_next on a real broker: the same messages,
+ids, keys, properties, times and indexes, for plain, batched, chunked and compressed entries."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from magnetar.client import CompressionType, MessageId, Timeout, aio
+from magnetar.client.columns import MessageColumns
+
+SMALL = 64 * 1024  # a small broker limit makes chunks of a 200 KB message
+
+
+def rows_of(cols: MessageColumns) -> list[tuple]:
+    return [
+        (
+            cols.payloads[i],
+            cols.message_id(i),
+            cols.keys[i],
+            cols.properties[i],
+            cols.publish_times[i],
+            cols.event_times[i],
+            cols.broker_publish_times[i],
+            cols.indexes[i],
+        )
+        for i in range(len(cols))
+    ]
+
+
+def row_of(msg) -> tuple:
+    return (
+        msg.data(),
+        msg.message_id(),
+        msg.partition_key(),
+        msg.properties(),
+        msg.publish_timestamp(),
+        msg.event_timestamp(),
+        msg.broker_publish_time(),
+        msg.index(),
+    )
+
+
+async def produce(client: aio.Client, topic: str) -> int:
+    """Plain, batched (with and without keys/properties), compressed and chunked messages."""
+    sent = 0
+    plain = await client.create_producer(topic, batching_enabled=False)
+    for i in range(3):
+        await plain.send(
+            b"plain-%d" % i, properties={"n": str(i)}, partition_key=f"k{i}", event_timestamp=1000 + i
+        )
+        sent += 1
+    for compression in (CompressionType.NONE, CompressionType.LZ4, CompressionType.ZSTD):
+        batched = await client.create_producer(
+            topic, batching_enabled=True, batching_max_messages=50, compression_type=compression
+        )
+        futures = [
+            await batched.send_async(
+                b"b-%d" % i,
+                properties={"i": str(i)} if i % 2 else None,
+                partition_key=f"key{i}" if i % 3 else None,
+            )
+            for i in range(120)
+        ]
+        await batched.flush()
+        for f in futures:
+            await f
+        sent += 120
+    chunked = await client.create_producer(
+        topic, batching_enabled=False, chunking_enabled=True, compression_type=CompressionType.ZLIB
+    )
+    for k in range(2):
+        await chunked.send(os.urandom(200_000 + k), properties={"big": str(k)})
+        sent += 1
+    await plain.send(b"after-the-chunks")
+    return sent + 1
+
+
+@pytest.mark.parametrize("max_messages", [1, 37, 10_000])
+def test_receive_columns_equals_read_next(broker_factory, topic, max_messages):
+    broker = broker_factory({"max_message_size": SMALL})
+
+    async def main():
+        async with aio.Client(broker.service_url, operation_timeout_seconds=10) as client:
+            sent = await produce(client, topic)
+            reader = await client.create_reader(topic, MessageId.earliest)
+            expected = [row_of(await reader.read_next(5000)) for _ in range(sent)]
+            columns = await client.create_column_reader(topic, MessageId.earliest)
+            got: list[tuple] = []
+            calls = 0
+            while len(got) < sent:
+                cols = await columns.receive_columns(max_messages=max_messages, timeout_millis=5000)
+                assert len(cols) > 0
+                got += rows_of(cols)
+                calls += 1
+            assert got == expected
+            assert any(r[7] is not None for r in got), "the broker sends indexes"
+            if max_messages == 10_000:
+                assert calls < sent / 10, "entries come many at a time"
+            with pytest.raises(Timeout):
+                await columns.receive_columns(timeout_millis=300)
+            with pytest.raises(TypeError):
+                await columns.read_next(100)
+
+    import asyncio
+
+    asyncio.run(main())
+
+
+def test_starts_inside_a_batch_and_resumes_after_a_reconnect(broker_factory, topic):
+    """Inclusive start at a batch member: the members before it are skipped; after the
+    broker drops the connection the reader resumes after the last row handed out."""
+    broker = broker_factory()
+
+    async def main():
+        async with aio.Client(broker.service_url, operation_timeout_seconds=10) as client:
+            producer = await client.create_producer(topic, batching_enabled=True, batching_max_messages=10)
+            futures = [await producer.send_async(b"%d" % i) for i in range(40)]
+            await producer.flush()
+            ids = [await f for f in futures]
+            reader = await client.create_column_reader(topic, ids[13], start_message_id_inclusive=True)
+            first = await reader.receive_columns(max_messages=1, timeout_millis=5000)
+            assert first.payloads == [b"%d" % i for i in range(13, 20)]
+            assert [first.message_id(i) for i in range(len(first))] == ids[13:20]
+            await reader.cnx.close()  # the broker sends everything not handed out again
+            rest: list[bytes] = []
+            while len(rest) < 20:
+                rest += (await reader.receive_columns(timeout_millis=5000)).payloads
+            assert rest == [b"%d" % i for i in range(20, 40)]
+
+    import asyncio
+
+    asyncio.run(main())
