@@ -7,6 +7,7 @@
 """
 
 from magnetar.client.authentication import Authentication, AuthenticationToken
+from magnetar.client.columns import MessageColumns
 from magnetar.client.compression import CompressionType
 from magnetar.client.consumer import ConsumerType, InitialPosition
 from magnetar.client.errors import (

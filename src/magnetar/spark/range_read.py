@@ -20,6 +20,7 @@ reconnects by itself, from the last message it handed out) the wait counts again
 from __future__ import annotations
 
 import asyncio
+import bisect
 import logging
 import time
 from collections.abc import Coroutine, Iterator
@@ -28,7 +29,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import pyarrow as pa
 
-from magnetar.client import ChunkMessageId, Client, Message, MessageId, Timeout
+from magnetar.client import Client, MessageColumns, MessageId, Timeout
 from magnetar.protocol.topic_name import split_partition
 from magnetar.spark import probes
 from magnetar.spark.admin import SparkAdmin
@@ -38,7 +39,7 @@ from magnetar.spark.schema import DEFAULT_BYTES_PER_BATCH, RecordBatchBuilder
 from magnetar.spark.security import ConnectionSecurity
 
 if TYPE_CHECKING:
-    from magnetar.client.reader import Reader
+    from magnetar.client.column_reader import ColumnReader
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +85,9 @@ def read_range(task: ReadTask) -> Iterator[pa.RecordBatch]:
             return asyncio.run_coroutine_threadsafe(coro, client.loop).result()
 
         reader = retry.call(
-            lambda: on_loop(client.aio.create_reader(task.topic, start_id, start_message_id_inclusive=True)),
+            lambda: on_loop(
+                client.aio.create_column_reader(task.topic, start_id, start_message_id_inclusive=True)
+            ),
             f"reader of {task.topic}",
         )
         try:
@@ -93,6 +96,8 @@ def read_range(task: ReadTask) -> Iterator[pa.RecordBatch]:
             while on_loop(scan.fill(builder)):
                 if len(builder):
                     yield builder.build()
+            while len(builder):  # rows past max_rows that the last entries brought
+                yield builder.build()
         finally:
             on_loop(reader.close())
     finally:
@@ -137,10 +142,10 @@ def _data_loss(task: ReadTask, what: str) -> None:
 
 
 class RangeScan:
-    """Drives an asyncio reader over one range and decides, message by message, what belongs
-    to it. Runs on the client's event loop, so taking a message costs no thread hop."""
+    """Drives an asyncio column reader over one range and decides, entry by entry, what belongs
+    to it. Runs on the client's event loop, so taking messages costs no thread hop."""
 
-    def __init__(self, reader: Reader, task: ReadTask, start: int, last_id: MessageId) -> None:
+    def __init__(self, reader: ColumnReader, task: ReadTask, start: int, last_id: MessageId) -> None:
         self.reader = reader
         self.task = task
         self.start = start
@@ -160,14 +165,15 @@ class RangeScan:
             if self._done():
                 self.finished = True
                 break
-            msg = await self._next()
-            if msg is not None and self._belongs(msg):
-                builder.add(msg)
+            rows, nbytes = builder.room
+            cols = await self._next(rows, nbytes)
+            if cols is not None:
+                builder.add_columns(self._belonging(cols))
         return True
 
-    async def _next(self) -> Message | None:
+    async def _next(self, max_messages: int, max_bytes: int) -> MessageColumns | None:
         try:
-            msg = await self.reader.read_next(POLL_MS)
+            cols = await self.reader.receive_columns(max_messages, max_bytes, POLL_MS)
         except Timeout:
             if self._waiting_for_reconnect():
                 return None
@@ -178,7 +184,7 @@ class RangeScan:
                 ) from None
             return None
         self._idle_since = time.monotonic()
-        return msg
+        return cols
 
     def _waiting_for_reconnect(self) -> bool:
         """Whether the reader is disconnected (the broker restarting) for less than retryTimeoutMs;
@@ -195,18 +201,33 @@ class RangeScan:
         self._idle_since = now
         return True
 
-    def _belongs(self, msg: Message) -> bool:
-        index = msg.index()
-        if index is None:
+    def _belonging(self, cols: MessageColumns) -> MessageColumns:
+        """The rows of ``cols`` that belong to the range (and whether its end is reached).
+
+        Without chunked messages the indexes rise row by row, so the range is one slice found
+        by bisection; a chunked message belongs where its first chunk is."""
+        indexes = cols.indexes
+        if None in indexes:
             raise IndexNotEnabledError(self.task.topic, "messages arrive without an index")
-        msg_id = msg.message_id()
-        if isinstance(msg_id, ChunkMessageId):
-            if probes.entry_key(msg_id) >= self.last_key:
+        start, end = self.start, self.task.end
+        if not any(cols.chunk_ids):
+            if indexes[-1] >= end - 1:
                 self.reached = True
-            return probes.entry_key(msg_id.first_chunk_message_id()) <= self.last_key
-        if index >= self.task.end - 1:
-            self.reached = True
-        return self.start <= index < self.task.end
+            lo, hi = bisect.bisect_left(indexes, start), bisect.bisect_left(indexes, end)
+            return cols if (lo, hi) == (0, len(cols)) else cols.take(list(range(lo, hi)))
+        keep = []
+        for i, (index, chunk) in enumerate(zip(indexes, cols.chunk_ids, strict=True)):
+            if chunk is not None:
+                if probes.entry_key(chunk) >= self.last_key:
+                    self.reached = True
+                if probes.entry_key(chunk.first_chunk_message_id()) <= self.last_key:
+                    keep.append(i)
+                continue
+            if index >= end - 1:
+                self.reached = True
+            if start <= index < end:
+                keep.append(i)
+        return cols.take(keep)
 
     def _done(self) -> bool:
         if not self.reached:
@@ -224,7 +245,7 @@ class ChunkWatch:
     the range is still incomplete or not handed out yet.
     """
 
-    def __init__(self, reader: Reader) -> None:
+    def __init__(self, reader: ColumnReader) -> None:
         self._reader = reader
 
     def passed(self, last_key: tuple[int, int]) -> bool:

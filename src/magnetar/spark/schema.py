@@ -18,7 +18,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from magnetar.client import Message, MessageId
+from magnetar.client import Message, MessageColumns, MessageId
 
 READ_SCHEMA = StructType(
     [
@@ -74,7 +74,11 @@ class RecordBatchBuilder:
     """Collects messages of one topic partition column by column, until ``max_rows`` rows or
     ``max_bytes`` of values, keys and properties: a batch bounded by bytes keeps the worker's
     memory bounded and every binary column under Arrow's 2 GiB (past it, ``pa.array`` returns a
-    ChunkedArray that a RecordBatch cannot hold)."""
+    ChunkedArray that a RecordBatch cannot hold).
+
+    Rows come as a client's ``MessageColumns`` (``add_columns``: whole entries, so the last one
+    may pass the byte limit, and rows past ``max_rows`` wait for the next build) or one
+    ``Message`` at a time (``add``)."""
 
     def __init__(
         self, topic: str, partition: int, max_rows: int = 10_000, max_bytes: int = DEFAULT_BYTES_PER_BATCH
@@ -83,82 +87,111 @@ class RecordBatchBuilder:
         self.partition = partition
         self.max_rows = max_rows
         self.max_bytes = max_bytes
-        self._entry: tuple[int, int, int, int] | None = None
-        self._entry_bytes = (b"", b"")
-        self._reset()
-
-    def _reset(self) -> None:
-        self._key: list[str | None] = []
-        self._value: list[bytes] = []
-        self._offset: list[int] = []
-        self._message_id: list[bytes] = []
-        self._publish: list[int] = []
-        self._event: list[int] = []
-        self._broker: list[int | None] = []
-        self._properties: list[dict[str, str]] = []
+        self._rows = MessageColumns(topic, partition)
         self.nbytes = 0
 
     @property
     def full(self) -> bool:
         """Whether the batch has reached either limit: build it before adding more."""
-        return len(self._value) >= self.max_rows or self.nbytes >= self.max_bytes
+        return len(self._rows) >= self.max_rows or self.nbytes >= self.max_bytes
+
+    @property
+    def room(self) -> tuple[int, int]:
+        """(rows, bytes) still to fill before the batch is full."""
+        return self.max_rows - len(self._rows), self.max_bytes - self.nbytes
 
     def __len__(self) -> int:
-        return len(self._value)
+        return len(self._rows)
 
     def add(self, msg: Message) -> None:
-        key = msg.partition_key()
-        value = msg.data()
-        properties = msg.properties()
-        self._key.append(key)
-        self._value.append(value)
-        self._offset.append(msg.index())
-        self._message_id.append(self._serialized_id(msg.message_id()))
-        self._publish.append(msg.publish_timestamp())  # milliseconds: microseconds in bulk at build
-        self._event.append(msg.event_timestamp())
-        self._broker.append(msg.broker_publish_time())
-        self._properties.append(properties)
-        self.nbytes += len(value) + (len(key) if key else 0)
-        if properties:
-            self.nbytes += sum(map(len, properties)) + sum(map(len, properties.values()))
+        rows = self._rows
+        msg_id = msg.message_id()
+        plain = type(msg_id) is MessageId
+        rows.payloads.append(msg.data())
+        rows.keys.append(msg.partition_key())
+        rows.properties.append(msg.properties())
+        rows.indexes.append(msg.index())
+        rows.publish_times.append(msg.publish_timestamp())
+        rows.event_times.append(msg.event_timestamp())
+        rows.broker_publish_times.append(msg.broker_publish_time())
+        rows.ledger_ids.append(msg_id.ledger_id())
+        rows.entry_ids.append(msg_id.entry_id())
+        rows.batch_indexes.append(msg_id.batch_index())
+        rows.batch_sizes.append(msg_id.batch_size())
+        rows.chunk_ids.append(None if plain else msg_id)  # type: ignore[arg-type]
+        self.nbytes += _nbytes(rows.payloads[-1:], rows.keys[-1:], rows.properties[-1:])
+        self._id_partition = msg_id.partition()
 
-    def _serialized_id(self, msg_id: MessageId) -> bytes:
-        """``msg_id.serialize()``. Members of one batch entry differ only in the batch index,
-        which protobuf writes between the entry's fields (ledger, entry, partition: numbers 1-3)
-        and its batch size (6): the entry's bytes before and after it are made once per entry
-        (serializing each id from scratch was a third of the read time)."""
-        if type(msg_id) is not MessageId:
-            return msg_id.serialize()
-        index = msg_id.batch_index()
-        if index < 0:
-            return msg_id.serialize()
-        entry = (msg_id.ledger_id(), msg_id.entry_id(), msg_id.partition(), msg_id.batch_size())
-        if entry != self._entry:
-            self._entry = entry
-            self._entry_bytes = _around_batch_index(msg_id)
-        before, after = self._entry_bytes
-        tagged = _SMALL_BATCH_INDEX[index] if index < 4096 else bytes((_BATCH_INDEX_TAG,)) + _varint(index)
-        return before + tagged + after
+    def add_columns(self, cols: MessageColumns) -> None:
+        self._rows.extend(cols)
+        self._id_partition = cols.partition
+        self.nbytes += _nbytes(cols.payloads, cols.keys, cols.properties)
 
     def build(self) -> pa.RecordBatch:
-        """The rows added since the last build, as one record batch."""
+        """The rows added since the last build (``max_rows`` of them at most), as one record batch."""
+        rows = self._rows
+        if len(rows) > self.max_rows:
+            rest = rows.take(list(range(self.max_rows, len(rows))))
+            rows = rows.take(list(range(self.max_rows)))
+            self._rows = rest
+            self.nbytes = _nbytes(rest.payloads, rest.keys, rest.properties)
+        else:
+            self._rows = MessageColumns(self.topic, self.partition)
+            self.nbytes = 0
         schema = arrow_schema()
-        n = len(self)
+        n = len(rows)
         columns = [
-            self._key,
-            self._value,
+            rows.keys,
+            rows.payloads,
             [self.topic] * n,
             [self.partition] * n,
-            self._offset,
-            self._message_id,
-            self._properties,
+            rows.indexes,
+            serialized_ids(rows, getattr(self, "_id_partition", self.partition)),
+            rows.properties,
         ]
         fields = [f for f in schema if f.name not in _TIMESTAMPS]
         arrays = {f.name: pa.array(values, type=f.type) for values, f in zip(columns, fields, strict=True)}
-        for name, values in zip(_TIMESTAMPS, (self._publish, self._event, self._broker), strict=True):
+        times = (rows.publish_times, rows.event_times, rows.broker_publish_times)
+        for name, values in zip(_TIMESTAMPS, times, strict=True):
             arrays[name] = _timestamps(values, schema.field(name))
-        self._reset()
         return pa.RecordBatch.from_arrays([arrays[f.name] for f in schema], schema=schema)
+
+
+def _nbytes(values: list[bytes], keys: list[str | None], properties: list[dict[str, str]]) -> int:
+    """What the byte limit counts: values, keys and properties (names and values)."""
+    total = sum(map(len, values)) + sum(len(k) for k in keys if k)
+    for props in properties:
+        if props:
+            total += sum(map(len, props)) + sum(map(len, props.values()))
+    return total
+
+
+def serialized_ids(rows: MessageColumns, partition: int) -> list[bytes]:
+    """Each row's ``MessageId.serialize()``, made from the id columns. Members of one batch
+    entry differ only in the batch index, which protobuf writes between the entry's fields
+    (ledger, entry, partition: numbers 1-3) and its batch size (6): the bytes before and after
+    it are made once per entry (serializing each id from scratch was a third of the read time)."""
+    out: list[bytes] = []
+    last: tuple[int, int, int] | None = None
+    before = after = b""
+    ids = zip(
+        rows.ledger_ids, rows.entry_ids, rows.batch_indexes, rows.batch_sizes, rows.chunk_ids, strict=True
+    )
+    for ledger, entry, index, size, chunk in ids:
+        if chunk is not None:
+            out.append(chunk.serialize())
+            continue
+        if (ledger, entry, size) != last:
+            last = (ledger, entry, size)
+            before, after = _around_batch_index(MessageId(partition, ledger, entry, -1, size))
+        if index < 0:
+            out.append(before + after)
+        else:
+            tagged = (
+                _SMALL_BATCH_INDEX[index] if index < 4096 else bytes((_BATCH_INDEX_TAG,)) + _varint(index)
+            )
+            out.append(before + tagged + after)
+    return out
 
 
 _TIMESTAMPS = ("publish_time", "event_time", "broker_publish_time")
