@@ -66,7 +66,7 @@ def test_built_batch_matches_the_schema_and_counts_every_byte():
 
 def test_bytes_per_batch_option():
     base = {"topic": "t"}
-    assert ReadOptions.parse(base, streaming=False).bytes_per_batch == DEFAULT_BYTES_PER_BATCH == 64 << 20
+    assert ReadOptions.parse(base, streaming=False).bytes_per_batch == DEFAULT_BYTES_PER_BATCH == 16 << 20
     assert ReadOptions.parse({**base, "bytesPerBatch": "1000"}, streaming=False).bytes_per_batch == 1000
 
 
