@@ -5,9 +5,9 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from magnetar.client import ChunkMessageId, Message, MessageId
+from magnetar.client import ChunkMessageId, Message, MessageColumns, MessageId
 from magnetar.spark.options import ReadOptions
-from magnetar.spark.schema import DEFAULT_BYTES_PER_BATCH, RecordBatchBuilder, arrow_schema
+from magnetar.spark.schema import DEFAULT_BYTES_PER_BATCH, RecordBatchBuilder, arrow_schema, binary_array
 
 TOPIC = "persistent://public/default/t"
 
@@ -100,3 +100,54 @@ def test_timestamps_are_microseconds_and_zero_is_null():
         "event_time": [None, 5000],
         "broker_publish_time": [None, 7000],
     }
+
+
+def columns(first: int, count: int, size: int = 10) -> MessageColumns:
+    """``count`` messages of one batch entry, indexes from ``first``, as a ColumnReader gives them."""
+    return MessageColumns(
+        TOPIC,
+        -1,
+        payloads=[bytes([i % 256]) * size for i in range(first, first + count)],
+        keys=[None] * count,
+        properties=[{}] * count,
+        publish_times=[1] * count,
+        event_times=[0] * count,
+        broker_publish_times=[None] * count,
+        indexes=list(range(first, first + count)),
+        ledger_ids=[1] * count,
+        entry_ids=[first] * count,
+        batch_indexes=list(range(count)),
+        batch_sizes=[count] * count,
+        chunk_ids=[None] * count,
+    )
+
+
+def test_rows_past_max_rows_wait_for_the_next_batch():
+    builder = RecordBatchBuilder(TOPIC, -1, max_rows=4, max_bytes=1 << 20)
+    builder.add_columns(columns(0, 10))  # one entry of 10 messages: more than a batch
+    assert builder.full
+    offsets = []
+    while len(builder):
+        offsets.append(builder.build().column("offset").to_pylist())
+    assert offsets == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]
+    assert builder.nbytes == 0
+
+
+def test_columns_and_messages_make_the_same_batch():
+    cols = columns(5, 3)
+    by_columns = RecordBatchBuilder(TOPIC, -1)
+    by_columns.add_columns(cols)
+    by_messages = RecordBatchBuilder(TOPIC, -1)
+    for i in range(len(cols)):
+        by_messages.add(
+            Message(cols.payloads[i], cols.message_id(i), topic=TOPIC, publish_time=1, index=cols.indexes[i])
+        )
+    assert by_columns.nbytes == by_messages.nbytes == 30
+    assert by_columns.build().equals(by_messages.build())
+
+
+@pytest.mark.parametrize("values", [[], [b""], [b"a", b"", b"bc" * 1000, bytes(range(256))]])
+def test_binary_array_is_pa_array(values):
+    made = binary_array(values)
+    made.validate(full=True)
+    assert made.equals(pa.array(values, type=pa.binary()))
