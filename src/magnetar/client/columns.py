@@ -74,6 +74,13 @@ class MessageColumns:
         for name in _LISTS:
             getattr(self, name).extend(getattr(other, name))
 
+    def slice(self, start: int, stop: int | None = None) -> MessageColumns:
+        """Rows ``start`` to ``stop`` (None: the end) as new columns."""
+        out = MessageColumns(self.topic, self.partition, cnx_generation=self.cnx_generation)
+        for name in _LISTS:
+            setattr(out, name, getattr(self, name)[start:stop])
+        return out
+
     def take(self, rows: list[int]) -> MessageColumns:
         """The rows at ``rows``, in that order, as new columns."""
         out = MessageColumns(self.topic, self.partition, cnx_generation=self.cnx_generation)
@@ -144,9 +151,14 @@ def entry_columns(
             keys.append(single.partition_key if single.HasField("partition_key") else None)
             props.append({kv.key: kv.value for kv in single.properties} if single.properties else {})
             events.append(single.event_time)
-            indexes.append(first_index + i if first_index is not None else None)
             batch.append(i)
         count = len(payloads)
+        if first_index is None:
+            indexes.extend([None] * count)
+        elif count == size:
+            indexes.extend(range(first_index, first_index + size))
+        else:
+            indexes.extend([first_index + i for i in batch])
         cols.batch_sizes = [size] * count
         cols.chunk_ids = [None] * count
     cols.publish_times = [meta.publish_time] * count

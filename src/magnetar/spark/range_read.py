@@ -214,7 +214,7 @@ class RangeScan:
             if indexes[-1] >= end - 1:
                 self.reached = True
             lo, hi = bisect.bisect_left(indexes, start), bisect.bisect_left(indexes, end)
-            return cols if (lo, hi) == (0, len(cols)) else cols.take(list(range(lo, hi)))
+            return cols if (lo, hi) == (0, len(cols)) else cols.slice(lo, hi)
         keep = []
         for i, (index, chunk) in enumerate(zip(indexes, cols.chunk_ids, strict=True)):
             if chunk is not None:

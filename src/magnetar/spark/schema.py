@@ -135,8 +135,8 @@ class RecordBatchBuilder:
         """The rows added since the last build (``max_rows`` of them at most), as one record batch."""
         rows = self._rows
         if len(rows) > self.max_rows:
-            rest = rows.take(list(range(self.max_rows, len(rows))))
-            rows = rows.take(list(range(self.max_rows)))
+            rest = rows.slice(self.max_rows)
+            rows = rows.slice(0, self.max_rows)
             self._rows = rest
             self.nbytes = _nbytes(rest.payloads, rest.keys, rest.properties)
         else:
