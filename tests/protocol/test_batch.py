@@ -8,7 +8,7 @@ import lz4.block
 import pytest
 
 from magnetar.protocol import ProtocolError, wire
-from magnetar.protocol.batch import encode_batch, iter_batch
+from magnetar.protocol.batch import encode_batch, iter_batch, iter_batch_reused
 from magnetar.protocol.headers import parse_metadata, verify_checksum
 
 from .support import client_send_payload
@@ -97,3 +97,31 @@ def test_single_metadata_missing_payload_size():
     raw = wire.SingleMessageMetadata(partition_key="k").SerializePartialToString()
     with pytest.raises(ProtocolError, match="missing required"):
         list(iter_batch(struct.pack(">I", len(raw)) + raw + b"payload", 1))
+
+
+def test_reused_metadata_reads_as_iter_batch():
+    batch = encode_batch(singles(6))
+    fresh = [(s.SerializeToString(), bytes(p)) for s, p in iter_batch(batch, 6)]
+    reused = [(s.SerializeToString(), bytes(p)) for s, p in iter_batch_reused(batch, 6)]
+    assert reused == fresh and len({s for s, _ in reused}) == 6
+
+
+_MISSING_SIZE = wire.SingleMessageMetadata(partition_key="k").SerializePartialToString()
+_NEGATIVE_SIZE = wire.SingleMessageMetadata(payload_size=-1).SerializeToString()
+
+
+@pytest.mark.parametrize(
+    ("data", "count", "error"),
+    [
+        (encode_batch(singles(2)), 3, "before its declared message count"),
+        (struct.pack(">I", 50) + b"\x18\x00", 1, "runs past the end"),
+        (encode_batch(singles(3))[:-1], 3, "runs past the end"),
+        (struct.pack(">I", len(_NEGATIVE_SIZE)) + _NEGATIVE_SIZE + b"xyz", 1, "runs past the end"),
+        (struct.pack(">I", 2) + b"\xff\xff", 1, "malformed"),
+        (struct.pack(">I", len(_MISSING_SIZE)) + _MISSING_SIZE + b"payload", 1, "missing required"),
+    ],
+)
+def test_reused_metadata_refuses_what_iter_batch_refuses(data, count, error):
+    for iterate in (iter_batch, iter_batch_reused):
+        with pytest.raises(ProtocolError, match=error):
+            list(iterate(data, count))

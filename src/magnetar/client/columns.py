@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from magnetar.client.message import ChunkMessageId, MessageId
 from magnetar.protocol import pulsar_wire_pb2 as wire
-from magnetar.protocol.batch import iter_batch
+from magnetar.protocol.batch import iter_batch_reused
 
 
 @dataclass(slots=True)
@@ -144,7 +144,7 @@ def entry_columns(
             cols.indexes,
             cols.batch_indexes,
         )
-        for i, (single, payload) in enumerate(iter_batch(data, size)):
+        for i, (single, payload) in enumerate(iter_batch_reused(data, size)):
             if (unacked is not None and i not in unacked) or single.compacted_out:
                 continue
             payloads.append(bytes(payload))

@@ -41,6 +41,39 @@ def iter_batch(
         pos = end
 
 
+def iter_batch_reused(
+    payload: bytes | memoryview, count: int
+) -> Iterator[tuple[wire.SingleMessageMetadata, memoryview]]:
+    """As ``iter_batch``, with one metadata object parsed into again for every message: read
+    what you need of it before the next. A new object per message and its full initialization
+    check were most of a bulk reader's cost per message (1.1 against 0.4 us)."""
+    view = memoryview(payload)
+    end_of_batch = len(view)
+    single = wire.SingleMessageMetadata()
+    parse = single.ParseFromString
+    has = single.HasField
+    pos = 0
+    for _ in range(count):
+        if pos + 4 > end_of_batch:
+            raise ProtocolError("batch ends before its declared message count")
+        (size,) = _U32.unpack_from(view, pos)
+        pos += 4
+        if pos + size > end_of_batch:
+            raise ProtocolError("single message metadata runs past the end of the batch")
+        try:
+            parse(view[pos : pos + size])
+        except (DecodeError, ValueError, RuntimeError) as exc:
+            raise ProtocolError(f"malformed single message metadata: {exc}") from None
+        if not has("payload_size"):
+            raise ProtocolError("single message metadata is missing required fields: payload_size")
+        pos += size
+        end = pos + single.payload_size
+        if single.payload_size < 0 or end > end_of_batch:
+            raise ProtocolError("message payload runs past the end of the batch")
+        yield single, view[pos:end]
+        pos = end
+
+
 class InvalidMessage(ProtocolError):
     """A message whose structure is wrong (a batch that does not add up, say).
 
