@@ -26,3 +26,16 @@ def magnetar(*args: str, timeout: float = 60, stdin: str | None = None) -> subpr
         timeout=timeout,
         input=stdin,
     )
+
+
+def admin(target, *args: str) -> subprocess.CompletedProcess[str]:
+    """``magnetar admin --admin-url <target's admin URL> ARGS`` in a child process."""
+    return magnetar("admin", "--admin-url", target.http_url, *args)
+
+
+def admin_ok(target, *args: str) -> str:
+    """stdout of an admin command that must succeed (exit 0, no traceback)."""
+    done = admin(target, *args)
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    return done.stdout

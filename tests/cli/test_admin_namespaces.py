@@ -6,27 +6,15 @@ from __future__ import annotations
 
 import json
 import socket
-import subprocess
 
 import pytest
 
-from .conftest import magnetar
+from .conftest import admin, magnetar
+from .conftest import admin_ok as ok
 
 pytestmark = pytest.mark.interop
 
 AVRO = '{"type": "record", "name": "Reading", "fields": [{"name": "t", "type": "double"}]}'
-
-
-def admin(broker, *args: str) -> subprocess.CompletedProcess[str]:
-    return magnetar("admin", "--admin-url", broker.http_url, *args)
-
-
-def ok(broker, *args: str) -> str:
-    """stdout of a command that must succeed."""
-    done = admin(broker, *args)
-    assert done.returncode == 0, done.stderr
-    assert "Traceback" not in done.stderr
-    return done.stdout
 
 
 def as_json(broker, *args: str):

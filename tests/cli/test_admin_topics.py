@@ -15,18 +15,8 @@ from magnetar.protocol import pulsar_wire_pb2 as wire
 from magnetar.protocol.batch import encode_batch
 from tests.interop.support import admin_call
 
-from .conftest import magnetar
-
-
-def admin(broker, *args: str):
-    return magnetar("admin", "--admin-url", broker.http_url, *args)
-
-
-def ok(broker, *args: str) -> str:
-    done = admin(broker, *args)
-    assert done.returncode == 0, done.stderr
-    assert "Traceback" not in done.stderr
-    return done.stdout
+from .conftest import admin
+from .conftest import admin_ok as ok
 
 
 def fails(broker, code: int, *args: str) -> str:
