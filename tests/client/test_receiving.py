@@ -46,8 +46,8 @@ def payload_of(entry: int, size: int) -> bytes:
     return (b"%d:" % entry + bytes(range(256)) * (size // 256 + 1))[:size]
 
 
-#: 100 B, 100 KB and 1 MB payloads (a 1 MB frame never fits one read of the shared buffer).
-SIZES = [100, 100_000, 100, 1_000_000, 300, 100_000, 100_000, 50, 1_000_000, 100]
+#: 100 B, 100 KB and 3 MB payloads (a 3 MB frame never fits one read of the shared buffer).
+SIZES = [100, 100_000, 100, 3_000_000, 300, 100_000, 100_000, 50, 3_000_000, 100]
 
 
 class StreamingServer:
@@ -125,8 +125,8 @@ def test_two_connections_sharing_the_loop_buffer_get_every_frame_whole(chunk):
                 assert [bytes(p) for p in handler.payloads] == [
                     payload_of(i + 100 * n, size) for i, size in enumerate(sizes)
                 ]
-                # a 1 MB frame spans reads: it is read into a buffer of its own, its payload a view of it
-                large = [p for p, size in zip(handler.payloads, sizes, strict=True) if size == 1_000_000]
+                # a 3 MB frame spans reads: it is read into a buffer of its own, its payload a view of it
+                large = [p for p, size in zip(handler.payloads, sizes, strict=True) if size == 3_000_000]
                 assert large and all(isinstance(p.obj, FrameBuffer) for p in large)
             for cnx in cnxs:
                 await cnx.close()
@@ -157,7 +157,7 @@ def test_drain_waits_while_the_peer_does_not_read_and_fails_when_it_goes():
             ping = commands.ping()
             drain = None
             for _ in range(1000):  # until the socket buffers are full and the transport pauses
-                cnx.send_command(ping, b"x" * 1_000_000)
+                cnx.send_command(ping, b"x" * 3_000_000)
                 drain = asyncio.ensure_future(cnx.drain())
                 await asyncio.sleep(0)
                 if not drain.done():
