@@ -96,6 +96,9 @@ def test_receive_columns_equals_read_next(broker_factory, topic, max_messages):
                 calls += 1
             assert got == expected
             assert any(r[7] is not None for r in got), "the broker sends indexes"
+            # an unbatched, uncompressed payload is the received frame's view, not a copy
+            assert [type(r[0]) for r in got[:3]] == [memoryview] * 3
+            assert all(type(r[0]) is bytes for r in got[3:-1])
             if max_messages == 10_000:
                 assert calls < sent / 10, "entries come many at a time"
             with pytest.raises(Timeout):

@@ -3,7 +3,10 @@
 A ``ColumnReader`` (``column_reader.py``) queues one ``MessageColumns`` per entry (or per
 completed chunked message) instead of one ``Message`` and ``MessageId`` per message: for small
 batched messages those objects were most of a reader's time. A batched entry is parsed once
-and its members become slices of its payload; the entry-wide fields are shared.
+and its members become slices of its payload; the entry-wide fields are shared. The payload of
+an uncompressed message that is not batched stays a view of the frame it came in (a
+``memoryview``, read-only or not): the reader that turns it into bytes (Arrow's buffer) copies
+it once.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ class MessageColumns:
 
     topic: str
     partition: int
-    payloads: list[bytes] = field(default_factory=list)
+    payloads: list[bytes | memoryview] = field(default_factory=list)
     keys: list[str | None] = field(default_factory=list)
     properties: list[dict[str, str]] = field(default_factory=list)
     publish_times: list[int] = field(default_factory=list)
@@ -110,7 +113,7 @@ def entry_columns(
     msg_id: MessageId,
     meta: wire.MessageMetadata,
     broker: wire.BrokerEntryMetadata | None,
-    data: bytes,
+    data: bytes | memoryview,
     generation: int,
     chunk_id: ChunkMessageId | None = None,
     unacked: set[int] | None = None,

@@ -3,7 +3,8 @@
 Framing goes through the sans-IO ``FrameDecoder``; this module only moves bytes and routes
 commands: answers to requests (matched by request id) complete pending futures; SEND_RECEIPT
 / SEND_ERROR / CLOSE_PRODUCER go to the registered producer, MESSAGE / CLOSE_CONSUMER /
-ACTIVE_CONSUMER_CHANGE to the registered consumer. A read-loop task feeds the decoder; a
+ACTIVE_CONSUMER_CHANGE to the registered consumer. The socket is read straight into the
+decoder (``receiving.ReceiveProtocol``), whose frames are dispatched as each read comes; a
 keep-alive task PINGs every ``keepalive_interval`` and, checking at each, closes a connection
 from which nothing (not even a PONG) has come for over two intervals. When the connection
 closes, for whatever reason, every pending request fails with ``ConnectionClosed`` and every
@@ -21,6 +22,7 @@ import time
 from typing import TYPE_CHECKING, Any, Protocol
 
 from magnetar.client.errors import ConnectError, ConnectionClosed, HttpPortError, Timeout, server_error
+from magnetar.client.receiving import ReceiveProtocol, shared_read_buffer
 from magnetar.client.tls import TlsError
 from magnetar.protocol import commands
 from magnetar.protocol import pulsar_wire_pb2 as wire
@@ -38,7 +40,6 @@ PROTOCOL_VERSION = 20
 DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024 - 10 * 1024
 
 T = wire.BaseCommand
-_READ_SIZE = 1 << 20
 
 
 class ProducerHandler(Protocol):
@@ -114,8 +115,8 @@ class Connection:
 
     def __init__(
         self,
-        reader: asyncio.StreamReader,
-        writer: asyncio.StreamWriter,
+        receiver: ReceiveProtocol,
+        transport: asyncio.Transport,
         *,
         address: str,
         operation_timeout: float = 30.0,
@@ -129,9 +130,9 @@ class Connection:
         self.max_message_size = DEFAULT_MAX_MESSAGE_SIZE
         self.server_version = ""
         self.server_protocol_version = 0
-        self._reader = reader
-        self._writer = writer
-        self._decoder = FrameDecoder(DEFAULT_MAX_MESSAGE_SIZE + FRAME_OVERHEAD)
+        self._receiver = receiver
+        self._transport = transport
+        self._decoder = receiver.decoder
         self._request_ids = itertools.count()
         self._pending: dict[int, asyncio.Future] = {}
         self._producers: dict[int, ProducerHandler] = {}
@@ -161,17 +162,21 @@ class Connection:
         ``authentication`` (``auth_method_name``, ``auth_data()``) fills CONNECT's auth fields.
         """
         tls = {} if ssl_context is None else {"ssl": ssl_context, "server_hostname": host}
+        loop = asyncio.get_running_loop()
+        receiver = ReceiveProtocol(
+            FrameDecoder(DEFAULT_MAX_MESSAGE_SIZE + FRAME_OVERHEAD, shared_read_buffer(loop))
+        )
         try:
-            reader, writer = await asyncio.wait_for(
-                asyncio.open_connection(host, port, limit=_READ_SIZE, **tls), connection_timeout
+            transport, _ = await asyncio.wait_for(
+                loop.create_connection(lambda: receiver, host, port, **tls), connection_timeout
             )
         except ssl.SSLError as exc:
             raise TlsError(f"TLS handshake with {host}:{port} failed: {_tls_reason(exc)}") from None
         except (TimeoutError, OSError) as exc:
             raise ConnectError(f"cannot connect to {host}:{port}: {exc!r}") from None
         cnx = cls(
-            reader,
-            writer,
+            receiver,
+            transport,  # type: ignore[arg-type]
             address=address or f"pulsar://{host}:{port}",
             operation_timeout=operation_timeout,
             keepalive_interval=keepalive_interval,
@@ -193,8 +198,8 @@ class Connection:
                     "certificate its CAs trust (authentication=AuthenticationTLS(...))"
                 ) from None
             raise
+        receiver.start(cnx._frames_received, cnx._connection_lost)
         cnx._tasks = [
-            asyncio.create_task(cnx._read_loop(), name=f"magnetar-read-{cnx.address}"),
             asyncio.create_task(cnx._keepalive_loop(), name=f"magnetar-keepalive-{cnx.address}"),
         ]
         return cnx
@@ -210,12 +215,12 @@ class Connection:
             connect.feature_flags.supports_auth_refresh = True
         if proxy_to_broker_url:
             connect.proxy_to_broker_url = proxy_to_broker_url
-        self._writer.write(encode_frame(commands.wrap(connect)))
+        self._transport.write(encode_frame(commands.wrap(connect)))
         head: bytes | None = b""  # the answer's first bytes, held until they show it is not HTTP
         while True:
-            data = await self._reader.read(_READ_SIZE)
+            data = await self._receiver.read()
             if not data:
-                if self._writer.get_extra_info("sslcontext") is not None:
+                if self._transport.get_extra_info("sslcontext") is not None:
                     # TLS 1.3: a broker that wants a trusted client certificate closes here.
                     raise TlsError(
                         f"{self.address} refused the TLS connection after the handshake: it may require "
@@ -242,7 +247,7 @@ class Connection:
             if frame.type != T.CONNECTED:
                 raise ConnectError(f"{self.address} answered CONNECT with {frame.type_name}")
             self._connected(frame.body())
-            # Anything after CONNECTED in the same read is dispatched once the read loop runs.
+            # Anything after CONNECTED is dispatched once the receiver starts (``open``).
             return
 
     def _connected(self, body: wire.CommandConnected) -> None:
@@ -274,8 +279,9 @@ class Connection:
             return
         self.close_reason = reason
         self._closed.set_result(None)
+        self._receiver.stop()
         with contextlib.suppress(Exception):
-            self._writer.close()
+            self._transport.close()
         error = (
             reason
             if isinstance(reason, ConnectionClosed)
@@ -306,14 +312,14 @@ class Connection:
             raise ConnectionClosed(f"connection to {self.address} is closed")
         if payload is not None and len(payload) > 64 * 1024:
             head, body = encode_frame_parts(command, payload)
-            self._writer.writelines((head, body))
+            self._transport.writelines((head, body))
         else:
-            self._writer.write(encode_frame(command, payload))
+            self._transport.write(encode_frame(command, payload))
 
     async def drain(self) -> None:
         """Wait until the transport's write buffer is below its high-water mark."""
         try:
-            await self._writer.drain()
+            await self._receiver.drain()
         except (ConnectionError, OSError) as exc:
             self._abort(exc)
             raise ConnectionClosed(f"connection to {self.address} lost: {exc!r}") from None
@@ -353,30 +359,25 @@ class Connection:
         self._consumers.pop(consumer_id, None)
 
     # --- receiving --------------------------------------------------------------------------------
-    async def _read_loop(self) -> None:
-        reason: BaseException = ConnectionClosed(f"{self.address} closed the connection")
+    def _frames_received(self) -> None:
+        """A read came: dispatch every complete frame (the decoder's shared buffer needs them
+        all out before the loop's next read)."""
+        self._last_received = time.monotonic()
+        decoder = self._decoder
         try:
-            for frame in self._decoder.frames():
+            while not self._closed.done() and (frame := decoder.next_frame()) is not None:
                 self._dispatch(frame)
-            while True:
-                data = await self._reader.read(_READ_SIZE)
-                if not data:
-                    break
-                self._last_received = time.monotonic()
-                self._decoder.feed(data)
-                while (frame := self._decoder.next_frame()) is not None:
-                    self._dispatch(frame)
-        except asyncio.CancelledError:
-            raise
         except ProtocolError as exc:
             log.warning("protocol error from %s: %s", self.address, exc)
-            reason = exc
+            self._abort(exc)
         except (ConnectionError, OSError) as exc:
-            reason = exc
+            self._abort(exc)
         except Exception as exc:
             log.exception("unexpected error reading from %s", self.address)
-            reason = exc
-        self._abort(reason)
+            self._abort(exc)
+
+    def _connection_lost(self, exc: BaseException | None) -> None:
+        self._abort(exc if exc is not None else ConnectionClosed(f"{self.address} closed the connection"))
 
     async def _keepalive_loop(self) -> None:
         while not self._closed.done():

@@ -89,6 +89,14 @@ def uncompressed_payload(metadata: wire.MessageMetadata, payload: bytes | bytear
     return decompress(metadata.compression, payload, metadata.uncompressed_size)
 
 
+def payload_view(metadata: wire.MessageMetadata, payload: memoryview) -> bytes | memoryview:
+    """As ``uncompressed_payload``, but an uncompressed payload stays the view of the received
+    frame it is: for readers that copy it once themselves (columns, joined into an Arrow buffer)."""
+    if not metadata.compression:
+        return payload
+    return decompress(metadata.compression, payload, metadata.uncompressed_size)
+
+
 def expand(
     entry: Entry, data: bytes, topic: str, generation: int, message_id: MessageId | None = None
 ) -> list[Message]:

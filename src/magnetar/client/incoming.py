@@ -25,6 +25,7 @@ from magnetar.client.decode import (
     counted_messages,
     expand,
     parse_entry,
+    payload_view,
     uncompressed_payload,
 )
 from magnetar.client.message import ChunkMessageId, Message
@@ -84,7 +85,10 @@ class EntryReceiver:
                 self._chunk(entry)
             return
         try:
-            data = uncompressed_payload(entry.metadata, entry.payload)
+            if self.columnar:  # an unbatched payload is kept as the frame's view (not copied)
+                data: bytes | memoryview = payload_view(entry.metadata, entry.payload)
+            else:
+                data = uncompressed_payload(entry.metadata, entry.payload)
             messages = self._expand(entry, data)
         except DecompressionError:
             self._discard(command.message_id, _ValidationError.DecompressionError, entry.batch_size)
@@ -122,7 +126,7 @@ class EntryReceiver:
         self._deliver_all(self._expand(entry, data, msg_id), 1)
 
     def _expand(
-        self, entry: Entry, data: bytes, chunk_id: ChunkMessageId | None = None
+        self, entry: Entry, data: bytes | memoryview, chunk_id: ChunkMessageId | None = None
     ) -> list[Message] | MessageColumns:
         consumer = self._consumer
         if self.columnar:
@@ -135,7 +139,7 @@ class EntryReceiver:
                 chunk_id,
                 entry.unacked,
             )
-        return expand(entry, data, consumer.topic(), consumer.cnx_generation, chunk_id)
+        return expand(entry, bytes(data), consumer.topic(), consumer.cnx_generation, chunk_id)
 
     def _apply(self, outcome: ChunkOutcome) -> None:
         if outcome.ack:
