@@ -151,6 +151,9 @@ def test_parse_actions_takes_pulsars_auth_actions_only():
         ("GET", "/admin/v2/brokers/health", SUPERUSER),
         ("GET", "/admin/v2/clusters", SUPERUSER),
         ("GET", "/admin/v2/clusters/{cluster}", SUPERUSER),
+        ("PUT", "/admin/v2/clusters/{cluster}", SUPERUSER),
+        ("DELETE", "/admin/v2/clusters/{cluster}", SUPERUSER),
+        ("POST", "/admin/v2/namespaces/{tenant}/{namespace}/replication", TENANT_ADMIN),
         ("GET", "/admin/v2/namespaces/{tenant}", TENANT_ADMIN),
         ("POST", "/admin/v2/namespaces/{tenant}/{namespace}/permissions/{role}", TENANT_ADMIN),
         ("GET", "/admin/v2/persistent/{tenant}/{namespace}", LIST_TOPICS),
@@ -160,6 +163,8 @@ def test_parse_actions_takes_pulsars_auth_actions_only():
         ("PUT", "/admin/v2/persistent/{tenant}/{namespace}/{topic}/partitions", ADMIN),
         ("DELETE", "/admin/v2/persistent/{tenant}/{namespace}/{topic}", ADMIN),
         ("POST", "/admin/v2/persistent/{tenant}/{namespace}/{topic}/terminate", ADMIN),
+        ("POST", "/admin/v2/persistent/{tenant}/{namespace}/{topic}/replication", ADMIN),
+        ("GET", "/admin/v2/persistent/{tenant}/{namespace}/{topic}/replication", ADMIN),
         ("POST", "/admin/v2/persistent/{tenant}/{namespace}/{topic}/permissions/{role}", ADMIN),
         ("GET", "/admin/v2/persistent/{tenant}/{namespace}/{topic}/subscriptions", CONSUME),
         (

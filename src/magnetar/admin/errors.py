@@ -11,6 +11,7 @@ from aiohttp import web
 
 from magnetar.broker.errors import BrokerError, NotAllowed, SubscriptionNotFound, TopicNotFound
 from magnetar.broker.namespaces import AlreadyExists, NotEmpty
+from magnetar.broker.replication import ClusterNotAllowed
 from magnetar.protocol.topic_name import InvalidTopicName, TopicName
 
 if TYPE_CHECKING:
@@ -34,6 +35,8 @@ def translate_errors(handler: Handler) -> Handler:
             raise reason_error(web.HTTPConflict, str(exc)) from None
         except (InvalidTopicName, ValueError, json.JSONDecodeError) as exc:
             raise reason_error(web.HTTPBadRequest, str(exc)) from None
+        except ClusterNotAllowed as exc:
+            raise reason_error(web.HTTPForbidden, str(exc)) from None
         except BrokerError as exc:
             raise reason_error(web.HTTPPreconditionFailed, str(exc)) from None
 

@@ -15,6 +15,7 @@ from magnetar.admin import (
     messages_api,
     namespaces_api,
     permissions_api,
+    replication_api,
     schemas_api,
     stats_api,
     subscriptions_api,
@@ -52,6 +53,7 @@ def build_app(service: BrokerService, web_urls: clusters_api.WebUrls | None = No
     index_api.add_routes(app, service)
     schemas_api.add_routes(app, service)
     clusters_api.add_routes(app, service, web_urls or (lambda: (None, None)))
+    replication_api.add_routes(app, service)
     registry = []  # built at the first scrape (metrics.py)
 
     async def metrics_page(request: web.Request) -> web.Response:

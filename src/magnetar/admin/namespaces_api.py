@@ -9,6 +9,7 @@ from aiohttp import web
 from magnetar.admin.errors import json_body, no_content, translate_errors
 from magnetar.broker import backlog_quota
 from magnetar.broker.authorization import check_tenant_info
+from magnetar.broker.errors import NotAllowed
 from magnetar.broker.namespaces import AutoTopicCreation, NamespacePolicies
 from magnetar.broker.schemas.compatibility import STRATEGIES as SCHEMA_STRATEGIES
 
@@ -43,15 +44,34 @@ def _tenant_routes(app: web.Application, service: BrokerService) -> None:
     async def get_tenant(request):
         return web.json_response(registry().tenant(request.match_info["tenant"]))
 
+    def checked(info) -> dict:
+        """TenantInfo whose allowedClusters are known clusters (412 otherwise, as Pulsar);
+        none given: the local cluster."""
+        info = check_tenant_info(info)
+        info.setdefault("allowedClusters", [service.config.cluster_name])
+        unknown = service.clusters.unknown(info["allowedClusters"])
+        if unknown:
+            raise NotAllowed(f"Clusters {unknown} do not exist")
+        return info
+
     @translate_errors
     async def put_tenant(request):
-        info = await json_body(request, default={"adminRoles": [], "allowedClusters": ["standalone"]})
-        registry().create_tenant(request.match_info["tenant"], check_tenant_info(info))
+        info = await json_body(request, default={"adminRoles": []})
+        registry().create_tenant(request.match_info["tenant"], checked(info))
         return no_content()
 
     @translate_errors
     async def post_tenant(request):
-        registry().update_tenant(request.match_info["tenant"], check_tenant_info(await json_body(request)))
+        tenant = request.match_info["tenant"]
+        info = checked(await json_body(request))
+        registry().tenant(tenant)
+        for namespace in registry().namespaces(tenant):
+            dropped = set(registry().policies(namespace).replication_clusters or ()) - set(
+                info["allowedClusters"]
+            )
+            if dropped:
+                raise NotAllowed(f"Cluster {sorted(dropped)} is used by namespace {namespace}'s replication")
+        registry().update_tenant(tenant, info)
         return no_content()
 
     @translate_errors
@@ -78,7 +98,10 @@ def _namespace_routes(app: web.Application, service: BrokerService) -> None:
 
     @translate_errors
     async def get_namespace(request):
-        return web.json_response(registry().policies(_ns(request)).to_json())
+        policies = registry().policies(_ns(request)).to_json()
+        if policies["replication_clusters"] is None:
+            policies["replication_clusters"] = [service.config.cluster_name]  # as Pulsar shows it
+        return web.json_response(policies)
 
     @translate_errors
     async def put_namespace(request):

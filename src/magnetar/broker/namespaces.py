@@ -71,6 +71,8 @@ class NamespacePolicies:
     max_topics_per_namespace: int | None = None
     #: Grants to roles, Pulsar's ``auth_policies`` JSON (authorization.AuthPolicies); None: none.
     auth_policies: dict[str, Any] | None = None
+    #: Clusters the namespace replicates to (Pulsar's name); None: the local cluster only.
+    replication_clusters: list[str] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
@@ -85,11 +87,11 @@ class NamespacePolicies:
 class NamespaceRegistry:
     """Durable tenants, namespaces, policies and partition counts (in the storage's key/value store)."""
 
-    def __init__(self, metadata) -> None:
+    def __init__(self, metadata, local_cluster: str = "standalone") -> None:
         self._kv = metadata
         self._cache: dict[str, NamespacePolicies] = {}
         if self._kv.get("tenant/public") is None:
-            self._kv.put("tenant/public", json.dumps({"adminRoles": [], "allowedClusters": ["standalone"]}))
+            self._kv.put("tenant/public", json.dumps({"adminRoles": [], "allowedClusters": [local_cluster]}))
         if self._kv.get("namespace/public/default") is None:
             self._kv.put("namespace/public/default", json.dumps(NamespacePolicies().to_json()))
 
@@ -161,6 +163,15 @@ class NamespaceRegistry:
             setattr(policies, key, value)
         self.set_policies(namespace, policies)
         return policies
+
+    def replication_users(self, cluster: str) -> list[str]:
+        """The namespaces whose replication clusters name ``cluster``."""
+        return [
+            ns
+            for tenant in self.tenants()
+            for ns in self.namespaces(tenant)
+            if cluster in (self.policies(ns).replication_clusters or ())
+        ]
 
     # -- grants (authorization.py) -------------------------------------------------------------
     def auth_policies(self, namespace: str) -> AuthPolicies:

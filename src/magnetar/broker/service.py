@@ -22,6 +22,7 @@ from functools import partial
 from magnetar.broker import frame_room, housekeeping, loop_pass, tls
 from magnetar.broker.authentication import Authentication
 from magnetar.broker.authorization import CONSUME, PRODUCE, Authorizer
+from magnetar.broker.clusters import ClusterRegistry
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.connection import ServerCnx
 from magnetar.broker.data_dir_lock import DataDirLock
@@ -32,6 +33,7 @@ from magnetar.broker.keepalive import KeepaliveWheel
 from magnetar.broker.limits import Limits
 from magnetar.broker.namespaces import AutoTopicCreation, NamespaceRegistry
 from magnetar.broker.nonpersistent import NonPersistentTopic
+from magnetar.broker.replication import TopicReplication, effective_clusters
 from magnetar.broker.schemas.registry import SchemaRegistry
 from magnetar.broker.topic import PersistentTopic
 from magnetar.broker.topic_catalog import TopicCatalog
@@ -86,6 +88,8 @@ class BrokerService:
         self.authorization_failures: Counter[str] = Counter()
         self.storage: Storage | None = None
         self.namespaces: NamespaceRegistry | None = None
+        self.clusters: ClusterRegistry | None = None
+        self.topic_replication: TopicReplication | None = None
         self.schemas: SchemaRegistry | None = None
         self.port: int | None = None
         #: The pulsar+ssl:// port as bound; None while TLS is off (broker/tls.py).
@@ -151,7 +155,9 @@ class BrokerService:
             notify=_notifier(loop, passes),
             defer=lambda callback: passes.defer(loop_pass.SYNC, callback),
         )
-        self.namespaces = NamespaceRegistry(self.storage.metadata)
+        self.namespaces = NamespaceRegistry(self.storage.metadata, self.config.cluster_name)
+        self.clusters = ClusterRegistry(self.storage.metadata, self.config.cluster_name)
+        self.topic_replication = TopicReplication(self.storage.metadata)
         self.schemas = SchemaRegistry(self.storage.metadata, self.namespaces)
         if self.config.broker_service_port_enabled:
             self._server = await loop.create_server(
@@ -241,6 +247,12 @@ class BrokerService:
         """Open the persistent topic ``name`` (and create its durable ``subscription``) on the open
         threads; None when there is nothing to do (``TopicLoader.preparing``)."""
         return self.loader.preparing(name, subscription)
+
+    def replication_clusters_of(self, name: TopicName) -> list[str]:
+        """The remote clusters ``name`` replicates to (replication.effective_clusters)."""
+        namespace = self.namespaces.policies(name.namespace_name).replication_clusters
+        override = self.topic_replication.get(name)
+        return effective_clusters(override, namespace, self.config.cluster_name)
 
     def check_namespace(self, name: TopicName) -> None:
         self.catalog.check_namespace(name)

@@ -14,12 +14,12 @@ TENANTS = "/admin/v2/tenants"
 
 
 def tenant_info(allowed_clusters: Sequence[str] | None, admin_roles: Sequence[str] | None) -> dict[str, Any]:
-    """Pulsar's TenantInfo; a tenant with no allowed clusters may hold no namespace, so None names
-    the broker's default cluster ("standalone") as Pulsar's standalone does."""
-    return {
-        "adminRoles": list(admin_roles or []),
-        "allowedClusters": list(allowed_clusters) if allowed_clusters is not None else ["standalone"],
-    }
+    """Pulsar's TenantInfo; None for ``allowed_clusters`` leaves them out, and the broker allows
+    its own cluster (its ``cluster_name``)."""
+    info: dict[str, Any] = {"adminRoles": list(admin_roles or [])}
+    if allowed_clusters is not None:
+        info["allowedClusters"] = list(allowed_clusters)
+    return info
 
 
 class Tenants:

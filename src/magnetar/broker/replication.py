@@ -1,0 +1,92 @@
+"""Which clusters a namespace, a topic and one message are replicated to (Pulsar's geo-replication
+model; the replicator itself is not built yet).
+
+A namespace's ``replication_clusters`` (its policies), a topic's override (kept here, in the
+metadata store under ``topic-replication/{topic}``; a partition follows its partitioned topic), and
+a message's ``MessageMetadata.replicate_to`` (the client's ``replication_clusters`` on send),
+which narrows the topic's clusters for that message.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from magnetar.broker.errors import BrokerError, NotAllowed
+from magnetar.protocol import wire
+from magnetar.protocol.topic_name import TopicName
+
+
+class ClusterNotAllowed(BrokerError):
+    """A cluster the tenant's ``allowedClusters`` does not name (Pulsar answers 403)."""
+
+    code = wire.AuthorizationError
+
+
+def effective_clusters(
+    topic_override: Sequence[str] | None, namespace_clusters: Sequence[str] | None, local: str
+) -> list[str]:
+    """The remote clusters a topic replicates to: its override if set, else its namespace's, without
+    the local cluster; in the order given, once each."""
+    chosen = topic_override if topic_override is not None else namespace_clusters or ()
+    return list(dict.fromkeys(c for c in chosen if c != local))
+
+
+def message_clusters(effective: Sequence[str], replicate_to: Iterable[str]) -> list[str]:
+    """The clusters one message goes to: the topic's ``effective`` ones, narrowed to the message's
+    ``replicate_to`` when it names any (empty: all of them)."""
+    wanted = set(replicate_to)
+    if not wanted:
+        return list(effective)
+    return [c for c in effective if c in wanted]
+
+
+def check_clusters(value: Any, known: Iterable[str], allowed: Iterable[str]) -> list[str]:
+    """A replication-clusters body: a JSON list of known cluster names the tenant allows.
+
+    ValueError (400) if not a list of names; NotAllowed (412) for an empty list, ``global`` or an
+    unknown cluster; ClusterNotAllowed (403) for one the tenant does not allow."""
+    if not isinstance(value, list) or not all(isinstance(c, str) for c in value):
+        raise ValueError("replication clusters must be a JSON list of cluster names")
+    if not value:
+        raise NotAllowed("ClusterIds should not be null or empty")
+    if "global" in value:
+        raise NotAllowed("Cannot specify global in the list of replication clusters")
+    known, allowed = set(known), set(allowed)
+    for cluster in value:
+        if cluster not in known:
+            raise NotAllowed(f"Invalid cluster id: {cluster}")
+    for cluster in value:
+        if cluster not in allowed:
+            raise ClusterNotAllowed(
+                f"Cluster {cluster} is not in the list of allowed clusters list for tenant"
+            )
+    return list(dict.fromkeys(value))
+
+
+def _key(topic: TopicName) -> str:
+    return f"topic-replication/{topic.partitioned_base() or topic}"
+
+
+class TopicReplication:
+    """Topics' replication-cluster overrides, durable in the metadata store."""
+
+    def __init__(self, metadata) -> None:
+        self._kv = metadata
+
+    def get(self, topic: TopicName) -> list[str] | None:
+        """The override of ``topic`` (or of its partitioned topic); None if not set."""
+        raw = self._kv.get(_key(topic))
+        return json.loads(raw) if raw is not None else None
+
+    def set(self, topic: TopicName, clusters: list[str]) -> None:
+        self._kv.put(_key(topic), json.dumps(clusters))
+
+    def remove(self, topic: TopicName) -> None:
+        self._kv.delete(_key(topic))
+
+    def all(self) -> dict[str, list[str]]:
+        """Every override, by topic name."""
+        prefix = "topic-replication/"
+        return {k.removeprefix(prefix): json.loads(self._kv.get(k)) for k in self._kv.keys(prefix)}
