@@ -46,6 +46,26 @@ def namespaces() -> None:
     """Namespaces, their policies and the permissions granted on them."""
 
 
+# -- replication clusters ---------------------------------------------------------------------------
+@namespaces.command("set-clusters")
+@_NAMESPACE
+@click.option("-c", "--clusters", required=True, help="Comma-separated cluster names: a,b.")
+@pass_admin
+def set_clusters(admin: AdminClient, namespace: str, clusters: str) -> None:
+    """Set the clusters the namespace replicates to."""
+    admin.namespaces.set_namespace_replication_clusters(namespace, comma_list(clusters) or [])
+    done(f"Set replication clusters of {namespace}")
+
+
+@namespaces.command("get-clusters")
+@_NAMESPACE
+@json_option
+@pass_admin
+def get_clusters(admin: AdminClient, namespace: str, as_json: bool) -> None:
+    """The clusters the namespace replicates to, one per line."""
+    print_names(admin.namespaces.get_namespace_replication_clusters(namespace), as_json)
+
+
 # -- namespaces -------------------------------------------------------------------------------------
 @namespaces.command("list")
 @click.argument("tenant")

@@ -6,6 +6,7 @@ A policy that is not set answers None (the broker's setting applies); ``remove_*
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from magnetar.client.admin.core import namespace_path, quote
@@ -54,6 +55,15 @@ class Namespaces:
     def policies(self, namespace: str) -> dict[str, Any]:
         """Every policy of the namespace, None for those not set."""
         return self._call("GET", namespace)
+
+    # -- replication --------------------------------------------------------------------------------
+    def get_namespace_replication_clusters(self, namespace: str) -> list[str]:
+        """The clusters the namespace replicates to (the local cluster alone when not set)."""
+        return list(self._call("GET", namespace, "/replication") or [])
+
+    def set_namespace_replication_clusters(self, namespace: str, clusters: Sequence[str]) -> None:
+        """Known clusters (412 otherwise) that the tenant allows (403 otherwise)."""
+        self._call("POST", namespace, "/replication", list(clusters))
 
     # -- one-value policies -----------------------------------------------------------------------
     def get_policy(self, namespace: str, policy: str) -> Any:

@@ -14,7 +14,7 @@ a ``(ledger, entry)`` tuple or Pulsar's JSON (``{"ledgerId": .., "entryId": ..}`
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -129,6 +129,19 @@ class Topics:
     def terminate_topic(self, topic: str) -> dict[str, int]:
         """Refuse further messages; the id of the last one stored (Pulsar's JSON)."""
         return self._request("POST", f"{topic_path(topic)}/terminate")
+
+    # -- replication (a topic's override of its namespace's clusters) ---------------------------------
+    def get_replication_clusters(self, topic: str, applied: bool = False) -> list[str] | None:
+        """The topic's own replication clusters, None if not set; ``applied``: what applies
+        (the override, else the namespace's)."""
+        params = {"applied": "true"} if applied else None
+        return self._request("GET", f"{topic_path(topic)}/replication", params=params)
+
+    def set_replication_clusters(self, topic: str, clusters: Sequence[str]) -> None:
+        self._request("POST", f"{topic_path(topic)}/replication", list(clusters))
+
+    def remove_replication_clusters(self, topic: str) -> None:
+        self._request("DELETE", f"{topic_path(topic)}/replication")
 
     # -- stats ---------------------------------------------------------------------------------------
     def stats(self, topic: str) -> dict[str, Any]:
