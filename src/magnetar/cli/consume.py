@@ -26,6 +26,10 @@ SUBSCRIPTION_TYPES = {
     "failover": ConsumerType.Failover,
     "key_shared": ConsumerType.KeyShared,
 }
+#: The ``--subscription-type`` values (any case), as Pulsar's tools spell them.
+SUBSCRIPTION_TYPE_CHOICE = click.Choice(
+    ["Exclusive", "Shared", "Failover", "Key_Shared"], case_sensitive=False
+)
 
 
 def output_options(command: Callable[..., object]) -> Callable[..., object]:
@@ -64,7 +68,7 @@ def output_options(command: Callable[..., object]) -> Callable[..., object]:
     "sub_type",
     default="exclusive",
     show_default=True,
-    type=click.Choice(["Exclusive", "Shared", "Failover", "Key_Shared"], case_sensitive=False),
+    type=SUBSCRIPTION_TYPE_CHOICE,
 )
 @click.option(
     "--from",

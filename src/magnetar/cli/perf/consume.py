@@ -18,16 +18,10 @@ from typing import Any
 import click
 
 from magnetar.cli.connection import Connection, connection_options
+from magnetar.cli.consume import SUBSCRIPTION_TYPE_CHOICE, SUBSCRIPTION_TYPES
 from magnetar.cli.perf.report import all_topics, received_line, received_summary
 from magnetar.cli.perf.runner import Run, run_options, run_with_client
-from magnetar.client.aio import Client, ConsumerType, InitialPosition
-
-SUBSCRIPTION_TYPES = {
-    "exclusive": ConsumerType.Exclusive,
-    "shared": ConsumerType.Shared,
-    "failover": ConsumerType.Failover,
-    "key_shared": ConsumerType.KeyShared,
-}
+from magnetar.client.aio import Client, InitialPosition
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +64,7 @@ class ConsumeSettings:
     "--subscription-type",
     default="Exclusive",
     show_default=True,
-    type=click.Choice(["Exclusive", "Shared", "Failover", "Key_Shared"], case_sensitive=False),
+    type=SUBSCRIPTION_TYPE_CHOICE,
 )
 @click.option(
     "-sp",
