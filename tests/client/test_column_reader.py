@@ -135,3 +135,55 @@ def test_starts_inside_a_batch_and_resumes_after_a_reconnect(broker_factory, top
     import asyncio
 
     asyncio.run(main())
+
+
+def test_receive_columns_reads_what_the_official_client_wrote(broker_factory, topic):
+    """Cross-check: the official client's plain, LZ4-batched and chunked messages come out of
+    receive_columns whole, in order, with their keys and properties."""
+    import asyncio
+
+    import pulsar
+
+    from tests.interop.conftest import CLIENT_LOGGER
+
+    broker = broker_factory({"max_message_size": SMALL})
+    official = pulsar.Client(broker.service_url, logger=CLIENT_LOGGER)
+    sent: list[tuple[bytes, str | None, dict[str, str]]] = []
+    try:
+        plain = official.create_producer(topic, batching_enabled=False)
+        for i in range(3):
+            plain.send(b"plain-%d" % i, properties={"n": str(i)}, partition_key=f"k{i}")
+            sent.append((b"plain-%d" % i, f"k{i}", {"n": str(i)}))
+        batched = official.create_producer(
+            topic,
+            batching_enabled=True,
+            batching_max_messages=40,
+            batching_max_publish_delay_ms=50,
+            compression_type=pulsar.CompressionType.LZ4,
+        )
+        for i in range(100):
+            batched.send_async(b"b-%d" % i, None, partition_key=f"key{i}")
+            sent.append((b"b-%d" % i, f"key{i}", {}))
+        batched.flush()
+        chunked = official.create_producer(topic, batching_enabled=False, chunking_enabled=True)
+        big = os.urandom(200_000)
+        chunked.send(big, properties={"big": "1"})
+        sent.append((big, None, {"big": "1"}))
+    finally:
+        official.close()
+
+    async def main() -> list[tuple[bytes, str | None, dict[str, str]]]:
+        async with aio.Client(broker.service_url, operation_timeout_seconds=10) as client:
+            columns = await client.create_column_reader(topic, MessageId.earliest)
+            got: list[tuple[bytes, str | None, dict[str, str]]] = []
+            while len(got) < len(sent):
+                cols = await columns.receive_columns(timeout_millis=5000)
+                got += [
+                    (bytes(cols.payloads[i]), cols.keys[i] or None, dict(cols.properties[i]))
+                    for i in range(len(cols))
+                ]
+            with pytest.raises(Timeout):
+                await columns.receive_columns(timeout_millis=300)  # nothing more, nothing twice
+            return got
+
+    assert asyncio.run(main()) == sent
