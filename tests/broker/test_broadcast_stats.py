@@ -102,7 +102,7 @@ def test_broadcast_metrics_per_subscription(on_topic):
         ack(a, *stored)
         samples = {
             (metric.name, sample.labels["subscription"]): sample.value
-            for metric in broadcast_metrics({str(topic.name): topic})
+            for metric in broadcast_metrics({str(topic.name): topic}, "standalone")
             for sample in metric.samples
         }
         assert samples[("magnetar_broadcast_consumers", "fans")] == 2

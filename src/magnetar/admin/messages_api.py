@@ -52,6 +52,9 @@ def entry_headers(
             str(metadata.num_messages_in_batch) if metadata.HasField("num_messages_in_batch") else None
         ),
         "X-Pulsar-partition-key": metadata.partition_key if metadata.HasField("partition_key") else None,
+        "X-Pulsar-replicated-from": (
+            metadata.replicated_from if metadata.HasField("replicated_from") else None
+        ),
         "X-Pulsar-Base64-ordering-key": (
             base64.b64encode(metadata.ordering_key).decode() if metadata.HasField("ordering_key") else None
         ),

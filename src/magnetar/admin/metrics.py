@@ -23,11 +23,11 @@ from magnetar.broker.descriptors import EXHAUSTION
 from magnetar.broker.dispatchers.broadcast_lag import broadcast_dispatchers
 from magnetar.broker.dispatchers.broadcast_stats import largest_lag
 from magnetar.broker.flow_control import Hold, no_holds
+from magnetar.broker.replication import replication_stats
 
 if TYPE_CHECKING:
     from magnetar.broker.service import BrokerService
 
-CLUSTER = "standalone"
 #: A topic's traffic (broker/traffic.py), metric: (Traffic field, help). The rates are gauges over
 #: the last stats interval; the counters are totals since the topic was loaded.
 _RATES = {
@@ -59,7 +59,8 @@ class BrokerCollector(Collector):
         yield from self._connections()
         yield from self._disk()
         yield from self._topics()
-        yield from broadcast_metrics(self.service.topics)
+        yield from broadcast_metrics(self.service.topics, self.service.config.cluster_name)
+        yield from replication_metrics(self.service.topics, self.service.config.cluster_name)
 
     def _disk(self) -> Iterator[Metric]:
         try:
@@ -185,8 +186,9 @@ class BrokerCollector(Collector):
             (kind(name, text, labels=labels), value, persistent_only)
             for kind, name, text, value, persistent_only in _TOPIC_METRICS
         ]
+        cluster = self.service.config.cluster_name
         for name, topic in list(self.service.topics.items()):
-            values = [CLUSTER, str(topic.name.namespace_name), name]
+            values = [cluster, str(topic.name.namespace_name), name]
             for family, value, persistent_only in families:
                 if topic.ml is not None or not persistent_only:
                     family.add_metric(values, value(topic))
@@ -312,7 +314,7 @@ _BROADCAST_METRICS = [
 ]
 
 
-def broadcast_metrics(topics) -> Iterator[Metric]:
+def broadcast_metrics(topics, cluster: str) -> Iterator[Metric]:
     """``magnetar_broadcast_*`` per persistent broadcast subscription, read from its dispatcher at
     scrape time (the largest lag: one comparison per consumer and one ledger-list count)."""
     labels = ["cluster", "namespace", "topic", "subscription"]
@@ -326,7 +328,7 @@ def broadcast_metrics(topics) -> Iterator[Metric]:
         labels=labels,
     )
     for topic, name, dispatcher in broadcast_dispatchers(topics):
-        values = [CLUSTER, str(topic.name.namespace_name), str(topic.name), name]
+        values = [cluster, str(topic.name.namespace_name), str(topic.name), name]
         stats = dispatcher.stats()
         for family, field in families:
             family.add_metric(values, stats.get(field, 0))
@@ -336,6 +338,54 @@ def broadcast_metrics(topics) -> Iterator[Metric]:
         yield family
     yield out
     yield lag
+
+
+#: A replicator's metrics, Pulsar's names: (family, name, help, its stats() field).
+_REPLICATION_METRICS = [
+    (
+        GaugeMetricFamily,
+        "pulsar_replication_rate_out",
+        "Messages per second sent to the remote",
+        "msgRateOut",
+    ),
+    (
+        GaugeMetricFamily,
+        "pulsar_replication_throughput_out",
+        "Bytes per second sent to the remote",
+        "msgThroughputOut",
+    ),
+    (GaugeMetricFamily, "pulsar_replication_backlog", "Messages not yet replicated", "replicationBacklog"),
+    (
+        GaugeMetricFamily,
+        "pulsar_replication_connected_count",
+        "1 while the replicator's producer is connected to the remote",
+        "connected",
+    ),
+    (
+        GaugeMetricFamily,
+        "pulsar_replication_delay_in_seconds",
+        "Age of the oldest message not yet replicated",
+        "replicationDelayInSeconds",
+    ),
+    (CounterMetricFamily, "magnetar_replication_out_messages", "Messages the remote stored", "msgOutCount"),
+    (CounterMetricFamily, "magnetar_replication_out_bytes", "Bytes the remote stored", "bytesOutCount"),
+]
+
+
+def replication_metrics(topics, cluster: str) -> Iterator[Metric]:
+    """``pulsar_replication_*`` per persistent topic and remote cluster (label
+    ``remote_cluster``), read from the topic's replicators' stats at scrape time."""
+    labels = ["cluster", "namespace", "topic", "remote_cluster"]
+    families = [(kind(name, text, labels=labels), field) for kind, name, text, field in _REPLICATION_METRICS]
+    for name, topic in list(topics.items()):
+        if not topic.replication_cursors:
+            continue
+        for remote, stats in replication_stats(topic).items():
+            values = [cluster, str(topic.name.namespace_name), name, remote]
+            for family, field in families:
+                family.add_metric(values, float(stats.get(field, 0)))
+    for family, _ in families:
+        yield family
 
 
 def counts_by(name: str, documentation: str, label: str, counts: Mapping[str, int]) -> CounterMetricFamily:

@@ -44,6 +44,7 @@ def add_routes(app: web.Application, service: BrokerService) -> None:
         service.namespaces.policies(name)  # 404 first
         clusters = _checked(service, request.match_info["tenant"], await json_body(request))
         service.namespaces.update_policy(name, replication_clusters=clusters)
+        service.apply_policies(name)
         return no_content()
 
     @translate_errors
@@ -63,6 +64,7 @@ def add_routes(app: web.Application, service: BrokerService) -> None:
         service.namespaces.policies(topic.namespace_name)
         clusters = _checked(service, topic.tenant, await json_body(request))
         service.topic_replication.set(topic, clusters)
+        service.apply_policies(topic.namespace_name)
         return no_content()
 
     @translate_errors
@@ -70,6 +72,7 @@ def add_routes(app: web.Application, service: BrokerService) -> None:
         topic = topic_of(request, "persistent")
         service.namespaces.policies(topic.namespace_name)
         service.topic_replication.remove(topic)
+        service.apply_policies(topic.namespace_name)
         return no_content()
 
     app.router.add_get(NAMESPACE, get_namespace)

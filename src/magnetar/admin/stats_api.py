@@ -17,6 +17,7 @@ from aiohttp import web
 from magnetar.admin.consumers_api import page_path
 from magnetar.admin.errors import partitions_of, single_topic, translate_errors
 from magnetar.broker.dispatchers.broadcast_stats import PAGE_LIMIT, STATS_CONSUMERS, is_broadcast
+from magnetar.broker.replication import replication_stats
 
 if TYPE_CHECKING:
     from magnetar.broker.nonpersistent import NonPersistentTopic
@@ -118,6 +119,7 @@ def topic_stats(topic: PersistentTopic | NonPersistentTopic) -> dict:
             for info in (ml.ledgers() if ml is not None else [])
         ],
         "lastConfirmedEntry": str(ml.last_confirmed) if ml is not None else None,
+        "replication": replication_stats(topic) if ml is not None else {},
     }
     if ml is None:  # non-persistent, as Pulsar's: the subscriptions' drop rates added up
         stats["msgDropRate"] = sum(sub["msgDropRate"] for sub in stats["subscriptions"].values())
@@ -151,6 +153,14 @@ def internal_stats(topic: PersistentTopic) -> dict:
             "totalNonContiguousDeletedMessagesRange": len(ranges),
             "numberOfEntriesSinceFirstNotAckedMessage": unacked_span,
             "durable": sub.durable,
+        }
+    for remote, cursor in topic.replication_cursors.items():
+        mark_delete, read = cursor.mark_delete_position, cursor.read_position
+        cursors[f"pulsar.repl.{remote}"] = {
+            "markDeletePosition": str(mark_delete),
+            "readPosition": str(read),
+            "individuallyDeletedMessages": _deleted_ranges(cursor.individually_deleted_ranges()),
+            "durable": True,
         }
     created = datetime.fromtimestamp(current.created_at, tz=UTC)
     return {

@@ -37,6 +37,8 @@ def update_rates(topics: Topics) -> None:
         topic.traffic.update_rates(now)
         for producer in topic.producers.values():
             producer.traffic.update_rates(now)
+        for replicator in topic.replicators.values():
+            replicator.traffic.update_rates(now)
         for subscription in topic.subscriptions.values():
             subscription.traffic.update_rates(now)
             for consumer in subscription.consumers:

@@ -154,6 +154,9 @@ class NonPersistentTopic:
         self.producers: dict[tuple[int, int], Producer] = {}
         self.subscriptions: dict[str, NonPersistentSubscription] = {}
         self.traffic = Traffic()
+        #: Non-persistent topics are not geo-replicated (yet): no cursors, no replicators.
+        self.replication_cursors: dict = {}
+        self.replicators: dict = {}
         self._ids = itertools.count()
 
     topic_epoch = 0

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from magnetar.broker.replication import is_replicator_producer
 from magnetar.broker.traffic import Traffic
 from magnetar.protocol import wire
 from magnetar.protocol.commands import wrap
@@ -55,6 +56,8 @@ class Producer:
         self.topic = topic
         self.producer_id = producer_id
         self.name = name
+        #: A geo-replicator's producer: deduplicated whatever the namespace says.
+        self.replicator = is_replicator_producer(name)
         self.user_provided_name = user_provided_name
         self.access_mode = access_mode
         self.closed = False

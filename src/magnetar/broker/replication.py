@@ -1,5 +1,5 @@
 """Which clusters a namespace, a topic and one message are replicated to (Pulsar's geo-replication
-model; the replicator itself is not built yet).
+model), and the names the replication of a topic uses on either side.
 
 A namespace's ``replication_clusters`` (its policies), a topic's override (kept here, in the
 metadata store under ``topic-replication/{topic}``; a partition follows its partitioned topic), and
@@ -11,11 +11,52 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from magnetar.broker.errors import BrokerError, NotAllowed
+from magnetar.broker.traffic import Traffic
 from magnetar.protocol import wire
 from magnetar.protocol.topic_name import TopicName
+
+#: A topic's durable cursor for a remote cluster is ``pulsar.repl.{remote}`` (Pulsar's name).
+CURSOR_PREFIX = "pulsar.repl."
+#: A replicator's producer on the remote: ``magnetar.repl.{local}-->{remote}`` (then ``.{epoch}``
+#: after a refusal, see magnetar.replication). Not Pulsar's ``pulsar.repl.`` prefix: a Pulsar
+#: broker deduplicates such a producer by each message's original producer name and sequence id,
+#: which two edges' producers of one name would share; under this name it deduplicates by the
+#: replicator's own sequence ids, which come from the local index and never repeat.
+PRODUCER_PREFIX = "magnetar.repl."
+
+
+def cursor_name(remote: str) -> str:
+    return CURSOR_PREFIX + remote
+
+
+def remote_of_cursor(name: str) -> str | None:
+    """The remote cluster a replication cursor's ``name`` is for; None for a subscription's."""
+    return name[len(CURSOR_PREFIX) :] if name.startswith(CURSOR_PREFIX) else None
+
+
+def producer_name(local: str, remote: str, epoch: int = 0) -> str:
+    name = f"{PRODUCER_PREFIX}{local}-->{remote}"
+    return name if epoch == 0 else f"{name}.{epoch}"
+
+
+def is_replicator_producer(name: str) -> bool:
+    """A geo-replicator's producer: always deduplicated (its exactly-once rests on it)."""
+    return name.startswith(PRODUCER_PREFIX)
+
+
+class ReplicatorLink(Protocol):
+    """What a topic knows of a replicator attached to it (the replicator lives in
+    magnetar.replication, above the broker): it is woken by new entries and reports its stats."""
+
+    #: Messages and bytes sent to the remote, and their rates (the broker's stats task updates them).
+    traffic: Traffic
+
+    def notify_new_entries(self) -> None: ...
+
+    def stats(self) -> dict[str, Any]: ...
 
 
 class ClusterNotAllowed(BrokerError):
@@ -90,3 +131,22 @@ class TopicReplication:
         """Every override, by topic name."""
         prefix = "topic-replication/"
         return {k.removeprefix(prefix): json.loads(self._kv.get(k)) for k in self._kv.keys(prefix)}
+
+
+def replication_stats(topic) -> dict[str, dict]:
+    """Pulsar's ``replication`` section: per remote cluster, its replicator's stats, or (no
+    replicator running yet) what its cursor tells."""
+    out = {}
+    for remote, cursor in list(topic.replication_cursors.items()):
+        replicator = topic.replicators.get(remote)
+        if replicator is not None:
+            out[remote] = replicator.stats()
+        else:
+            out[remote] = {
+                "msgRateOut": 0.0,
+                "msgThroughputOut": 0.0,
+                "replicationBacklog": cursor.backlog(),
+                "connected": False,
+                "replicationDelayInSeconds": 0,
+            }
+    return out

@@ -106,6 +106,9 @@ class BrokerService:
         self.catalog = TopicCatalog(self)
         #: Opens topics, on the open threads where the command can wait (topic_loader.py).
         self.loader = TopicLoader(self)
+        #: Called with each persistent topic loaded and each namespace whose policies changed:
+        #: geo-replication (magnetar.replication, a layer above) attaches its replicators.
+        self.replication_listeners: list[Callable[[], None]] = []
 
     def _hold_all(self, reason: int) -> None:
         log.debug("publish buffer over %d bytes: not reading any connection", self.publish_buffer.limit)
@@ -288,7 +291,28 @@ class BrokerService:
         return self.catalog.topic_list(namespace, mode)
 
     def apply_policies(self, namespace: str) -> None:
-        """Policies are read when used; nothing is cached that would need refreshing."""
+        """Policies are read when used; nothing is cached that would need refreshing, but a change
+        of replication clusters opens the new remotes' cursors at once (a message published
+        next is replicated) and tells the replication layer."""
+        for topic in list(self.topics.values()):
+            if isinstance(topic, PersistentTopic) and topic.name.namespace_name == namespace:
+                self.open_replication_cursors(topic)
+        self.replication_changed()
+
+    def open_replication_cursors(self, topic: PersistentTopic) -> None:
+        """The cursor of each remote cluster ``topic`` replicates to, made before any message is
+        published to it (on load and on a policy change): nothing is missed while the
+        replicator itself starts."""
+        try:
+            remotes = self.replication_clusters_of(topic.name)
+            if remotes:
+                topic.open_replication_cursors(remotes)
+        except Exception:
+            log.exception("%s: cannot open its replication cursors", topic.name)
+
+    def replication_changed(self) -> None:
+        for listener in list(self.replication_listeners):
+            listener()
 
     def recheck_permissions(self, namespace: str) -> None:
         """After the namespace's grants changed, close the producers and consumers whose role lost

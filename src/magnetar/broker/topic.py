@@ -20,6 +20,7 @@ from magnetar.broker.entry_search import EntryReader, message_count
 from magnetar.broker.errors import BrokerError, NotAllowed, SubscriptionNotFound
 from magnetar.broker.producer import DUPLICATE, Producer
 from magnetar.broker.producer_access import ProducerAccess
+from magnetar.broker.replication import ReplicatorLink, cursor_name, remote_of_cursor
 from magnetar.broker.seek import last_message_position, position_for_message_id, position_for_time
 from magnetar.broker.store_waiters import StoreWaiters
 from magnetar.broker.stored_chunks import StoredChunks
@@ -32,6 +33,7 @@ from magnetar.protocol.chunks import chunk_ref
 from magnetar.protocol.entry import prepend_entry_metadata, stored_form
 from magnetar.protocol.headers import parse_metadata
 from magnetar.protocol.topic_name import TopicName
+from magnetar.storage.cursor import ManagedCursor
 from magnetar.storage.errors import ManagedLedgerFencedError, StorageFullError
 from magnetar.storage.managed_ledger import ManagedLedger
 from magnetar.storage.position import Position
@@ -91,8 +93,16 @@ class PersistentTopic:
         #: Last position whose durable callback ran: what the sequence snapshot covers.
         self._last_published = recovered.last_published
         self._sequences_dirty = recovered.dirty
-        for cursor_name, cursor in ml.cursors().items():
-            self.subscriptions[cursor_name] = Subscription(self, cursor_name, cursor, durable=True)
+        #: Geo-replication: a durable cursor per remote cluster (not a subscription), and the
+        #: replicators attached to them (magnetar.replication), by remote cluster name.
+        self.replication_cursors: dict[str, ManagedCursor] = {}
+        self.replicators: dict[str, ReplicatorLink] = {}
+        for name_of_cursor, cursor in ml.cursors().items():
+            remote = remote_of_cursor(name_of_cursor)
+            if remote is not None:
+                self.replication_cursors[remote] = cursor
+            else:
+                self.subscriptions[name_of_cursor] = Subscription(self, name_of_cursor, cursor, durable=True)
 
     @property
     def index_enabled(self) -> bool:
@@ -164,7 +174,7 @@ class PersistentTopic:
             return
         highest = max(send.sequence_id, send.highest_sequence_id)
         records_sequence = chunk is None or chunk.last
-        if self.deduplication_enabled():
+        if producer.replicator or self.deduplication_enabled():
             if highest <= self._pushed_sequences.get(producer.name, self.last_sequence_id(producer.name)):
                 callback(DUPLICATE, None)
                 return
@@ -238,6 +248,27 @@ class PersistentTopic:
         self._notify_scheduled = False
         for subscription in list(self.subscriptions.values()):
             subscription.notify_new_entries()
+        for replicator in list(self.replicators.values()):
+            replicator.notify_new_entries()
+
+    # -- geo-replication ----------------------------------------------------------------------
+    def open_replication_cursors(self, remotes: list[str]) -> list[str]:
+        """Make sure a durable ``pulsar.repl.{remote}`` cursor exists for each of ``remotes`` (a new
+        one starts at the end, as Pulsar's: what is published from now on is replicated); the
+        remotes whose cursor is new."""
+        new = []
+        for remote in remotes:
+            if remote not in self.replication_cursors:
+                self.replication_cursors[remote] = self.ml.open_cursor(cursor_name(remote), "latest")
+                new.append(remote)
+        return new
+
+    def drop_replication_cursor(self, remote: str) -> None:
+        """Forget replication to ``remote`` (no longer among the topic's clusters): its cursor goes,
+        and with it what it held back from trimming."""
+        self.replicators.pop(remote, None)
+        if self.replication_cursors.pop(remote, None) is not None:
+            self.ml.delete_cursor(cursor_name(remote))
 
     def _release_store_waiters(self, failed: bool) -> None:
         self._store_waiters.release(failed)

@@ -129,4 +129,6 @@ class TopicLoader:
             name, ml, service.config, policies=lambda: service.namespaces.policies(namespace)
         )
         service.topics[key] = topic
+        service.open_replication_cursors(topic)
+        service.replication_changed()
         return topic

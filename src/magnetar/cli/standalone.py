@@ -22,31 +22,37 @@ from magnetar.broker.descriptors import raise_soft_limit
 from magnetar.broker.service import BrokerService
 from magnetar.broker.tls import TlsConfigError
 from magnetar.broker_process import listening_addresses
+from magnetar.replication.manager import ReplicationManager
 from magnetar.storage.errors import MetadataMissingError
 
 log = logging.getLogger("magnetar")
 
 
 class Standalone:
-    """A ``BrokerService`` and its ``AdminServer``, started and stopped together (in this
-    process: the command below, and tests that want a broker without a child process)."""
+    """A ``BrokerService``, its ``AdminServer`` and its geo-replication (``ReplicationManager``),
+    started and stopped together (in this process: the command below, and tests that want a
+    broker without a child process)."""
 
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         self.broker = BrokerService(config)
         self.admin = AdminServer(self.broker)
+        self.replication = ReplicationManager(self.broker)
 
     async def start(self) -> None:
-        """Start the broker, then its HTTP port; if that fails, the broker is stopped again."""
+        """Start the broker, then its HTTP port and replication; if that fails, the broker is
+        stopped again."""
         await self.broker.start()
         try:
             await self.admin.start()
+            await self.replication.start()
         except BaseException:
             await self.stop()
             raise
 
     async def stop(self) -> None:
-        """Stop answering HTTP, then stop the broker (connections, cursors, storage)."""
+        """Stop replicating and answering HTTP, then stop the broker (connections, cursors, storage)."""
+        await self.replication.stop()
         await self.admin.stop()
         await self.broker.stop()
 

@@ -115,6 +115,7 @@ def expand(
         schema_version=meta.schema_version if meta.HasField("schema_version") else None,
         broker_publish_time=broker_time,
         cnx_generation=generation,
+        replicated_from=meta.replicated_from if meta.HasField("replicated_from") else None,
     )
     if not entry.is_batch:
         return [

@@ -188,6 +188,7 @@ class Message:
         "_properties",
         "_publish_time",
         "_redelivery_count",
+        "_replicated_from",
         "_schema_version",
         "_topic",
         "cnx_generation",
@@ -210,6 +211,7 @@ class Message:
         index: int | None = None,
         broker_publish_time: int | None = None,
         cnx_generation: int = 0,
+        replicated_from: str | None = None,
     ) -> None:
         self._data = data
         self._message_id = message_id
@@ -224,6 +226,7 @@ class Message:
         self._schema_version = schema_version
         self._index = index
         self._broker_publish_time = broker_publish_time
+        self._replicated_from = replicated_from
         #: Which connection delivered it: a flow permit goes back only to the same one.
         self.cnx_generation = cnx_generation
 
@@ -274,6 +277,14 @@ class Message:
     def broker_publish_time(self) -> int | None:
         """When the broker stored it (PIP 70), or None when the broker sends none."""
         return self._broker_publish_time
+
+    def replicated_from(self) -> str | None:
+        """The cluster a geo-replicator copied it from, None when it was produced here (the
+        Java client's ``getReplicatedFrom``)."""
+        return self._replicated_from
+
+    def is_replicated(self) -> bool:
+        return self._replicated_from is not None
 
     def __len__(self) -> int:
         return len(self._data)

@@ -146,6 +146,10 @@ PRODUCER_OPTIONS: dict[str, Option] = {
         "how a key picks its partition: BoostHash (the official Python client's, its only one), "
         "JavaStringHash, Murmur3_32Hash"
     ),
+    "fail_refused_sends": _ours(
+        "a send the broker refuses fails that message's future (the later ones go on) instead of "
+        "being sent again after a reconnect; for a sender that must know, as a geo-replicator"
+    ),
 }
 
 CONSUMER_OPTIONS: dict[str, Option] = {

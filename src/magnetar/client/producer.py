@@ -36,8 +36,9 @@ from magnetar.client.message import MessageId
 from magnetar.client.pending_sends import PendingSends
 from magnetar.client.producer_config import ProducerConfig
 from magnetar.client.send_ops import MessageOps, SendOp, batch_op, callback_adapter, outgoing_message
+from magnetar.protocol import commands
 from magnetar.protocol import pulsar_wire_pb2 as wire
-from magnetar.protocol.headers import encode_headers_and_payload
+from magnetar.protocol.headers import encode_headers_and_payload, metadata_span
 
 if TYPE_CHECKING:
     from magnetar.client.client import Client
@@ -169,6 +170,56 @@ class Producer(HandlerBase):
             future.add_done_callback(callback_adapter(callback))
         return future
 
+    async def send_stored(
+        self,
+        metadata: wire.MessageMetadata,
+        payload: bytes | memoryview,
+        *,
+        sequence_id: int,
+        highest_sequence_id: int | None = None,
+        num_messages: int = 1,
+        is_chunk: bool = False,
+    ) -> asyncio.Future:
+        """Queue one message whose metadata is built already and whose payload goes as it is: not
+        batched, compressed or chunked again (a stored entry a geo-replicator copies, with its
+        batch, compression and chunk fields). The caller picks the SEND's sequence ids, the ones
+        the broker deduplicates by; ``metadata`` keeps its own producer name and sequence id.
+
+        The future resolves to the MessageId, which is (-1, -1) where the broker dropped the
+        message as a duplicate. A message over the broker's size limit fails at once with
+        MessageTooBig, before anything later is sent.
+        """
+        headers_and_payload = encode_headers_and_payload(metadata, payload)
+        async with self._send_lock:
+            self._check_open()
+            limit = self.config.max_pending_messages
+            if limit > 0 and self._pending.messages >= limit:
+                await self._pending.reserve(
+                    limit, self.config.block_if_queue_full, self.name, self._check_open
+                )
+                self._check_open()
+            msg = OutgoingMessage(payload=b"", sequence_id=sequence_id)
+            msg.future = asyncio.get_running_loop().create_future()
+            size = len(headers_and_payload) - metadata_span(headers_and_payload)[0]
+            if size > self.max_message_size:
+                raise MessageTooBig(
+                    f"message of {size} bytes exceeds the broker's limit of {self.max_message_size}"
+                )
+            highest = max(sequence_id, highest_sequence_id if highest_sequence_id is not None else -1)
+            self._next_sequence_id = max(self._next_sequence_id, highest + 1)
+            send = wire.CommandSend(
+                producer_id=self.producer_id, sequence_id=sequence_id, num_messages=num_messages
+            )
+            if highest_sequence_id is not None:
+                send.highest_sequence_id = highest_sequence_id
+            if is_chunk:
+                send.is_chunk = True
+            self._pending.messages += 1
+            self._flush_batch()
+            self._push(SendOp(sequence_id, commands.wrap(send), headers_and_payload, [msg], self._deadline()))
+            await self._drain()
+            return msg.future
+
     async def _enqueue(self, msg: OutgoingMessage) -> asyncio.Future:
         # One message at a time per producer, in call order: a chunked message is written chunk
         # by chunk (waiting for the socket between chunks) and nothing may slip in between.
@@ -291,7 +342,9 @@ class Producer(HandlerBase):
         if cnx is not self.cnx:
             return
         exc = server_error(error.error, error.message)
-        if error.error == wire.ChecksumError:
+        if error.error == wire.ChecksumError or (
+            self.config.fail_refused_sends and error.error != wire.TopicTerminatedError
+        ):
             self._pending.drop_message_of(error.sequence_id, exc)
         elif error.error == wire.TopicTerminatedError:
             self._pending.fail_all(exc)

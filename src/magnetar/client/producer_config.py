@@ -28,6 +28,10 @@ class ProducerConfig:
     #: How a partition key picks a partition: a ``HashingScheme`` or its name ("BoostHash",
     #: "JavaStringHash", "Murmur3_32Hash"); the default is the official Python client's.
     hashing_scheme: HashingScheme | str = DEFAULT_HASHING_SCHEME
+    #: A SEND the broker refuses (SendError) fails its message's future and the later sends go on,
+    #: instead of the client reconnecting and sending it again (the official client's way, kept
+    #: by default). A geo-replicator wants to know which message the remote refused.
+    fail_refused_sends: bool = False
 
     def validate(self) -> None:
         if self.batching_enabled and self.chunking_enabled:

@@ -1,0 +1,156 @@
+"""Which replicators run: one per loaded persistent topic (partition) and remote cluster it
+replicates to, as the topic's and its namespace's replication clusters say.
+
+The broker tells the manager when a topic is loaded or replication policies change
+(``BrokerService.replication_listeners``); the manager then looks at every loaded topic once
+(soon after, many changes together), and again every ``SWEEP_INTERVAL_S`` for what no event
+announces (a deleted topic, a cluster's data changed). A remote cluster dropped from a topic's
+clusters has its replicator stopped and its cursor deleted, as in Pulsar.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import TYPE_CHECKING
+
+from magnetar.broker.topic import PersistentTopic
+from magnetar.replication.remote import Remote
+from magnetar.replication.replicator import Replicator
+from magnetar.replication.replicator_state import ReplicatorState
+
+if TYPE_CHECKING:
+    from magnetar.broker.service import BrokerService
+
+log = logging.getLogger(__name__)
+
+#: A pass over every loaded topic at least this often.
+SWEEP_INTERVAL_S = 5.0
+#: After an event, wait this long for more before the pass (a storm of topic loads: one pass).
+SETTLE_S = 0.05
+
+
+class ReplicationManager:
+    def __init__(self, service: BrokerService) -> None:
+        self.service = service
+        #: Remote clusters in use, by name.
+        self.remotes: dict[str, Remote] = {}
+        #: Running replicators by (topic name, remote cluster).
+        self.replicators: dict[tuple[str, str], Replicator] = {}
+        self._changed = asyncio.Event()
+        self._task: asyncio.Task | None = None
+        #: Errors already logged (a cluster's bad data), so each is said once.
+        self._said: set[str] = set()
+
+    async def start(self) -> None:
+        self.service.replication_listeners.append(self._changed.set)
+        self._changed.set()
+        self._task = asyncio.get_running_loop().create_task(self._loop(), name="replication manager")
+
+    async def stop(self) -> None:
+        with contextlib.suppress(ValueError):
+            self.service.replication_listeners.remove(self._changed.set)
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        await asyncio.gather(*(r.stop() for r in self.replicators.values()), return_exceptions=True)
+        self.replicators.clear()
+        await asyncio.gather(*(remote.close() for remote in self.remotes.values()), return_exceptions=True)
+        self.remotes.clear()
+
+    async def _loop(self) -> None:
+        while True:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), SWEEP_INTERVAL_S)
+            await asyncio.sleep(SETTLE_S)
+            self._changed.clear()
+            try:
+                await self.reconcile()
+            except Exception:
+                log.exception("replication: a pass over the topics failed")
+
+    def _say_once(self, key: str, message: str, *args: object) -> None:
+        if key not in self._said:
+            self._said.add(key)
+            log.warning(message, *args)
+
+    async def reconcile(self) -> None:
+        """Start the replicators that should run and stop those that should not."""
+        service = self.service
+        if service.clusters is None:
+            return
+        wanted: dict[tuple[str, str], PersistentTopic] = {}
+        if len(service.clusters.names()) > 1 or self.replicators:
+            for key, topic in list(service.topics.items()):
+                if isinstance(topic, PersistentTopic) and not topic.ml.closed:
+                    for remote in await self._remotes_of(topic):
+                        wanted[(key, remote)] = topic
+        await self._refresh_remotes({remote for _, remote in wanted})
+        for pair, replicator in list(self.replicators.items()):
+            topic = wanted.get(pair)
+            current = self.remotes.get(pair[1])
+            if topic is not replicator.topic or current is not replicator.remote:
+                del self.replicators[pair]
+                await replicator.stop()
+        for pair, topic in wanted.items():
+            remote = self.remotes.get(pair[1])
+            if pair in self.replicators or remote is None:
+                continue
+            replicator = Replicator(topic, remote, service.config.cluster_name, self._partitions(topic))
+            self.replicators[pair] = replicator
+            replicator.start()
+            log.info("replicating %s to cluster %s", topic.name, remote.name)
+
+    async def _remotes_of(self, topic: PersistentTopic) -> list[str]:
+        """The topic's remote clusters now; its cursors for remotes no longer among them go."""
+        try:
+            remotes = self.service.replication_clusters_of(topic.name)
+        except Exception as exc:
+            self._say_once(f"clusters {topic.name}", "%s: cannot tell its clusters: %s", topic.name, exc)
+            return []
+        if remotes:
+            topic.open_replication_cursors(remotes)
+        for stale in set(topic.replication_cursors) - set(remotes):
+            replicator = self.replicators.pop((str(topic.name), stale), None)
+            if replicator is not None:
+                await replicator.stop()
+            topic.drop_replication_cursor(stale)
+            ReplicatorState.delete(topic.ml, stale)
+            log.info("%s: no longer replicated to cluster %s", topic.name, stale)
+        return remotes
+
+    def _partitions(self, topic: PersistentTopic) -> int:
+        base = topic.name.partitioned_base()
+        if base is None:
+            return 0
+        try:
+            return self.service.partitions_of(base, auto_create=False)
+        except Exception:
+            return 0
+
+    async def _refresh_remotes(self, names: set[str]) -> None:
+        """A Remote for each cluster in ``names``, made again when its data changed."""
+        clusters = self.service.clusters
+        assert clusters is not None
+        for name in names | set(self.remotes):
+            old = self.remotes.get(name)
+            try:
+                data = clusters.get(name) if name in names else None
+            except Exception as exc:  # unknown cluster: named by a policy, then deleted
+                self._say_once(f"cluster {name}", "replication to cluster %s: %s", name, exc)
+                data = None
+            if old is not None and (data is None or data != old.data):
+                del self.remotes[name]
+                for pair in [p for p in self.replicators if p[1] == name]:
+                    await self.replicators.pop(pair).stop()
+                await old.close()
+                old = None
+            if data is not None and old is None:
+                try:
+                    self.remotes[name] = Remote(name, data)
+                    self._said.discard(f"cluster {name}")
+                except Exception as exc:
+                    self._say_once(f"cluster {name}", "cannot replicate to cluster %s: %s", name, exc)
