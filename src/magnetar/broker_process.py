@@ -216,10 +216,14 @@ class BrokerProcess:
             self.proc.wait(10)
 
     def restart(self, same_port: bool = True, timeout: float = START_TIMEOUT_S) -> Self:
-        """Start again on the same data directory (and binary port) after a stop or kill."""
+        """Start again on the same data directory (and, ``same_port``, the same binary and HTTP
+        ports: what other brokers were told, a geo-replication remote's URLs say) after a stop
+        or kill."""
         if self.running:
             raise BrokerProcessError("stop or kill the broker before restarting it")
-        return self.start(port=(self.port or 0) if same_port else 0, timeout=timeout)
+        if not same_port:
+            return self.start(timeout=timeout)
+        return self.start(port=self.port or 0, http_port=self.http_port or 0, timeout=timeout)
 
     def __enter__(self) -> Self:
         return self.start()

@@ -83,6 +83,18 @@ def broker_factory(request, tmp_path) -> Iterator[Callable[..., BrokerProcess]]:
 
 
 @pytest.fixture
+def clusters(request, tmp_path):
+    """Brokers as geo-replication clusters (replication_support.Clusters), killed at teardown."""
+    from .replication_support import Clusters
+
+    brokers: list[BrokerProcess] = []
+    request.node.stash[_BROKERS] = brokers
+    yield Clusters(tmp_path, brokers)
+    for broker in brokers:
+        broker.close()
+
+
+@pytest.fixture
 def broker(broker_factory) -> BrokerProcess:
     return broker_factory()
 

@@ -1,0 +1,80 @@
+"""Clusters of real broker processes for the geo-replication tests: each broker is one cluster
+(its ``cluster_name``), registered with the others through the admin API as Pulsar's clusters
+are, and a namespace set to replicate between them.
+
+    edge, central = clusters.start("edge", "central")
+    clusters.link("edge", "central")            # edge knows central as a remote cluster
+    clusters.replicate("edge", ["edge", "central"])   # public/default on edge replicates to central
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+from .conftest import BrokerProcess
+from .support import admin_call
+
+NAMESPACE = "public/default"
+
+
+def cluster_data(broker: BrokerProcess) -> dict[str, object]:
+    """The ClusterData another broker needs to replicate to ``broker``."""
+    return {"serviceUrl": broker.http_url, "brokerServiceUrl": broker.service_url}
+
+
+class Clusters:
+    """Brokers by cluster name, started on ``root/{name}``; all killed at teardown."""
+
+    def __init__(self, root: Path, brokers: list[BrokerProcess]) -> None:
+        self.root = root
+        #: The fixture's list: every broker in it is killed at teardown, and its log goes into a
+        #: failing test's report.
+        self._all = brokers
+        self.brokers: dict[str, BrokerProcess] = {}
+
+    def __getitem__(self, name: str) -> BrokerProcess:
+        return self.brokers[name]
+
+    def start(self, *names: str, config: dict[str, object] | None = None) -> list[BrokerProcess]:
+        """One broker per name, ``cluster_name`` set (plus ``config``)."""
+        out = []
+        for name in names:
+            broker = BrokerProcess(self.root / name, {"cluster_name": name, **(config or {})})
+            self._all.append(broker)
+            self.brokers[name] = broker.start()
+            out.append(broker)
+        return out
+
+    def link(self, at: str, *remotes: str, data: dict[str, object] | None = None) -> None:
+        """Register ``remotes`` as clusters on ``at`` (``data`` replaces their ClusterData)."""
+        for remote in remotes:
+            body = data if data is not None else cluster_data(self.brokers[remote])
+            status, answer = admin_call(self.brokers[at], "PUT", f"/admin/v2/clusters/{remote}", body)
+            assert status == 204, (status, answer)
+
+    def replicate(self, at: str, clusters: Iterable[str], namespace: str = NAMESPACE) -> None:
+        """On ``at``: let ``namespace``'s tenant use ``clusters`` and replicate the namespace to them."""
+        clusters = list(clusters)
+        tenant = namespace.split("/")[0]
+        body = {"adminRoles": [], "allowedClusters": clusters}
+        status, answer = admin_call(self.brokers[at], "POST", f"/admin/v2/tenants/{tenant}", body)
+        assert status == 204, (status, answer)
+        status, answer = admin_call(
+            self.brokers[at], "POST", f"/admin/v2/namespaces/{namespace}/replication", clusters
+        )
+        assert status == 204, (status, answer)
+
+    def mesh(self, *names: str, namespace: str = NAMESPACE) -> None:
+        """Every broker in ``names`` knows the others and replicates ``namespace`` to all of them."""
+        for name in names:
+            self.link(name, *(other for other in names if other != name))
+            self.replicate(name, names, namespace)
+
+
+def replication_stats(broker: BrokerProcess, topic: str) -> dict[str, dict]:
+    """The ``replication`` section of ``topic``'s stats on ``broker``, by remote cluster."""
+    path = "/admin/v2/" + topic.replace("://", "/") + "/stats"
+    status, stats = admin_call(broker, "GET", path)
+    assert status == 200, (status, stats)
+    return stats["replication"]
