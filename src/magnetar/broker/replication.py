@@ -20,11 +20,11 @@ from magnetar.protocol.topic_name import TopicName
 
 #: A topic's durable cursor for a remote cluster is ``pulsar.repl.{remote}`` (Pulsar's name).
 CURSOR_PREFIX = "pulsar.repl."
-#: A replicator's producer on the remote: ``magnetar.repl.{local}-->{remote}`` (then ``.{epoch}``
-#: after a refusal, see magnetar.replication). Not Pulsar's ``pulsar.repl.`` prefix: a Pulsar
-#: broker deduplicates such a producer by each message's original producer name and sequence id,
-#: which two edges' producers of one name would share; under this name it deduplicates by the
-#: replicator's own sequence ids, which come from the local index and never repeat.
+#: A replicator's producer on the remote: ``magnetar.repl.{local}-->{remote}``. Not Pulsar's
+#: ``pulsar.repl.`` prefix: a Pulsar broker deduplicates such a producer by each message's
+#: original producer name alone, which two edges' producers of one name would share; under this
+#: name it deduplicates by the replicator's own sequence ids, which come from the local index and
+#: never repeat.
 PRODUCER_PREFIX = "magnetar.repl."
 
 
@@ -37,14 +37,34 @@ def remote_of_cursor(name: str) -> str | None:
     return name[len(CURSOR_PREFIX) :] if name.startswith(CURSOR_PREFIX) else None
 
 
-def producer_name(local: str, remote: str, epoch: int = 0) -> str:
-    name = f"{PRODUCER_PREFIX}{local}-->{remote}"
-    return name if epoch == 0 else f"{name}.{epoch}"
+def producer_name(local: str, remote: str) -> str:
+    return f"{PRODUCER_PREFIX}{local}-->{remote}"
 
 
 def is_replicator_producer(name: str) -> bool:
     """A geo-replicator's producer: always deduplicated (its exactly-once rests on it)."""
     return name.startswith(PRODUCER_PREFIX)
+
+
+def replicated_sequence(metadata: wire.MessageMetadata) -> tuple[str, int] | None:
+    """How a message copied here by a geo-replicator is deduplicated: (key, highest sequence id),
+    or None for a message produced here.
+
+    The key is its source cluster and original producer name, and the sequence ids are those in
+    its metadata: a Magnetar replicator writes its own there (from the source's broker index,
+    growing for every producer), a Pulsar replicator keeps the original producer's (Pulsar
+    deduplicates such messages by those too). Both are in the stored entry, so recovery after a
+    crash rebuilds exactly what deduplication knew, whichever connection sent it. Chunks are
+    left to the topic's stored-chunks record (a chunked message's chunks share its sequence id).
+    """
+    if not metadata.HasField("replicated_from") or metadata.num_chunks_from_msg > 1:
+        return None
+    key = f"replicated-from:{metadata.replicated_from}:{metadata.producer_name}"
+    return key, max(metadata.sequence_id, metadata.highest_sequence_id)
+
+
+def is_replicated_chunk(metadata: wire.MessageMetadata) -> bool:
+    return metadata.HasField("replicated_from") and metadata.num_chunks_from_msg > 1
 
 
 class ReplicatorLink(Protocol):

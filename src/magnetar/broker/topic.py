@@ -20,7 +20,13 @@ from magnetar.broker.entry_search import EntryReader, message_count
 from magnetar.broker.errors import BrokerError, NotAllowed, SubscriptionNotFound
 from magnetar.broker.producer import DUPLICATE, Producer
 from magnetar.broker.producer_access import ProducerAccess
-from magnetar.broker.replication import ReplicatorLink, cursor_name, remote_of_cursor
+from magnetar.broker.replication import (
+    ReplicatorLink,
+    cursor_name,
+    is_replicated_chunk,
+    remote_of_cursor,
+    replicated_sequence,
+)
 from magnetar.broker.seek import last_message_position, position_for_message_id, position_for_time
 from magnetar.broker.store_waiters import StoreWaiters
 from magnetar.broker.stored_chunks import StoredChunks
@@ -163,6 +169,8 @@ class PersistentTopic:
         one stored or in flight is not stored again: it is answered as a duplicate. Every chunk
         of a chunked message carries the message's sequence id, so (as in Pulsar's
         MessageDeduplication) only the last chunk records it; the others are only checked.
+        A message a geo-replicator copied here is deduplicated by its source cluster, original
+        producer and the sequence ids in its metadata (``replication.replicated_sequence``).
         """
         if metadata is None:
             try:
@@ -173,13 +181,20 @@ class PersistentTopic:
         if chunk is not None and self.stored_chunks.answer_resend(metadata, chunk, callback):
             return
         highest = max(send.sequence_id, send.highest_sequence_id)
+        dedup_name = producer.name
         records_sequence = chunk is None or chunk.last
-        if producer.replicator or self.deduplication_enabled():
-            if highest <= self._pushed_sequences.get(producer.name, self.last_sequence_id(producer.name)):
+        checks_sequence = True
+        replicated = replicated_sequence(metadata) if metadata is not None else None
+        if replicated is not None:
+            dedup_name, highest = replicated
+        elif chunk is not None and is_replicated_chunk(metadata):
+            records_sequence = checks_sequence = False  # stored_chunks above knows it
+        if checks_sequence and (producer.replicator or self.deduplication_enabled()):
+            if highest <= self._pushed_sequences.get(dedup_name, self.last_sequence_id(dedup_name)):
                 callback(DUPLICATE, None)
                 return
             if records_sequence:
-                self._pushed_sequences[producer.name] = highest
+                self._pushed_sequences[dedup_name] = highest
         chunk_record = self.stored_chunks.storing(metadata, chunk) if chunk is not None else None
         if metadata is not None:
             num_messages = message_count(metadata)  # what consumers count: the batch's own size
@@ -205,12 +220,12 @@ class PersistentTopic:
                 if meta is not None:
                     _keep_newest(self._stored, meta)
                 self._sequences_dirty = True
-                if records_sequence and highest > self.producer_sequences.get(producer.name, -1):
-                    self.producer_sequences[producer.name] = highest
+                if records_sequence and highest > self.producer_sequences.get(dedup_name, -1):
+                    self.producer_sequences[dedup_name] = highest
             else:
-                if producer.name in self._pushed_sequences:
+                if dedup_name in self._pushed_sequences:
                     # Not stored: a resend of this sequence id must not count as a duplicate.
-                    self._pushed_sequences[producer.name] = self.last_sequence_id(producer.name)
+                    self._pushed_sequences[dedup_name] = self.last_sequence_id(dedup_name)
                 if self._index is not None:
                     # A failed fsync drops every unconfirmed entry: the index goes on from the last stored.
                     self._index.last_index = self._stored.index if self._stored.HasField("index") else -1
@@ -227,7 +242,7 @@ class PersistentTopic:
         except Exception as exc:
             if previous_index is not None:  # nothing was stored: the index is not used up
                 self._index.last_index = previous_index
-            self._pushed_sequences.pop(producer.name, None)
+            self._pushed_sequences.pop(dedup_name, None)
             if chunk_record is not None:
                 self.stored_chunks.stored(chunk_record, chunk, None, exc)
             raise

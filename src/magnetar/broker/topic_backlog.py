@@ -23,8 +23,13 @@ def quotas(topic: PersistentTopic) -> dict[str, backlog_quota.BacklogQuota]:
 
 
 def _slowest_position(topic: PersistentTopic) -> Position | None:
-    """The mark-delete position of the subscription furthest behind (None: no subscription)."""
-    return min((sub.cursor.mark_delete_position for sub in topic.subscriptions.values()), default=None)
+    """The mark-delete position of the subscription or geo-replication cursor furthest behind
+    (None: neither). A remote that is away grows the backlog as a slow subscription does, so a
+    quota's hold or refuse policy applies to it; eviction acknowledges for subscriptions only:
+    what is not yet replicated is never dropped."""
+    cursors = [sub.cursor for sub in topic.subscriptions.values()]
+    cursors += topic.replication_cursors.values()
+    return min((cursor.mark_delete_position for cursor in cursors), default=None)
 
 
 def size(topic: PersistentTopic) -> int:

@@ -127,6 +127,7 @@ class TopicCatalog:
             if self.exists(str(partition)):
                 self.delete_topic(partition)
         namespaces.delete_partitions(str(name))
+        self._forget_replication(name)
 
     # -- topics -----------------------------------------------------------------------------
     def create_topic(self, name: TopicName) -> None:
@@ -147,9 +148,17 @@ class TopicCatalog:
                 raise NotEmpty(f"Topic {key} has connected producers or consumers")
             topic.close()
             del service.topics[key]
+            service.replication_changed()  # its replicators stop
             if topic.ml is None:
                 return
         service.storage.delete_managed_ledger(key)
+        if name.partitioned_base() is None:
+            self._forget_replication(name)
+
+    def _forget_replication(self, name: TopicName) -> None:
+        """A deleted topic's replication-clusters override goes with it (Pulsar's topic policies do)."""
+        if self._service.topic_replication is not None:
+            self._service.topic_replication.remove(name)
 
     def topics_of_namespace(self, namespace: str) -> list[str]:
         """Every topic (partitions included) stored or loaded in ``namespace``."""

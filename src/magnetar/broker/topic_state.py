@@ -8,6 +8,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from magnetar.broker.replication import is_replicated_chunk, replicated_sequence
 from magnetar.broker.stored_chunks import StoredChunks
 from magnetar.protocol import ProtocolError, wire
 from magnetar.protocol.chunks import chunk_ref
@@ -90,7 +91,13 @@ def _replay_entry(
     if chunk is not None:
         stored_chunks.recover(metadata, chunk, position)
     name = metadata.producer_name
-    if (chunk is None or chunk.last) and highest > state.producer_sequences.get(name, -1):
+    records = chunk is None or chunk.last
+    replicated = replicated_sequence(metadata)
+    if replicated is not None:
+        name, highest = replicated  # what publish keyed it by (a geo-replicator's copy)
+    elif is_replicated_chunk(metadata):
+        records = False
+    if records and highest > state.producer_sequences.get(name, -1):
         state.producer_sequences[name] = highest
 
 

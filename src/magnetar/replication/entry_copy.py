@@ -4,7 +4,15 @@ chunk stays a chunk), and the SEND's sequence ids taken from the entry's broker 
 
 The index (PIP 70) numbers every message of a topic partition, so an entry's sequence ids never
 repeat and always grow: the remote's deduplication drops what a replicator sends again after a
-crash or a lost connection, whoever the original producers were.
+crash or a lost connection, whoever the original producers were. They go into the copy's metadata
+too (a Magnetar remote deduplicates a copied message by its source cluster, original producer and
+metadata sequence ids, which recovery finds in the stored entry), except for a chunk, whose
+metadata keeps the message's own sequence id shared by all its chunks (chunks are recognised by
+their uuid and chunk id there). The producer name and every other field are kept.
+
+An epoch (replicator_state.py) is added above the index, ``epoch << EPOCH_SHIFT``: after the
+remote refused an entry and stored later ones, the entry is sent again with sequence ids above
+everything sent before.
 """
 
 from __future__ import annotations
@@ -41,12 +49,16 @@ class Skip:
     why: str
 
 
+#: Where the epoch sits in a sequence id: indexes up to 2**40 (a trillion messages a partition).
+EPOCH_SHIFT = 40
+
+
 class Unreplicable(Exception):
     """An entry that cannot be copied as it is (no index, unreadable metadata). It is never
     skipped: the replicator holds at it and reports why."""
 
 
-def copy_of(data: bytes | memoryview, local: str, remote: str) -> Copy | Skip:
+def copy_of(data: bytes | memoryview, local: str, remote: str, epoch: int = 0) -> Copy | Skip:
     """What the stored entry ``data`` (broker entry metadata in front) becomes on ``remote``."""
     try:
         broker_meta, headers_and_payload = split_entry_metadata(data)
@@ -62,14 +74,20 @@ def copy_of(data: bytes | memoryview, local: str, remote: str) -> Copy | Skip:
             "the replicator's sequence ids come from it)"
         )
     count = message_count(metadata)
+    base = epoch << EPOCH_SHIFT
+    first, last = base + broker_meta.index - count + 1, base + broker_meta.index
+    is_chunk = metadata.num_chunks_from_msg > 1
     metadata.replicated_from = local
+    if not is_chunk:
+        metadata.sequence_id = first
+        metadata.highest_sequence_id = last
     return Copy(
         metadata=metadata,
         payload=payload,
-        sequence_id=broker_meta.index - count + 1,
-        highest_sequence_id=broker_meta.index,
+        sequence_id=first,
+        highest_sequence_id=last,
         num_messages=count,
-        is_chunk=metadata.num_chunks_from_msg > 1,
+        is_chunk=is_chunk,
     )
 
 

@@ -83,7 +83,7 @@ class Held(Exception):
 
 
 class NewEpoch(Exception):
-    """The remote took a refused entry for a duplicate: go on under the next producer name."""
+    """The remote took a refused entry for a duplicate: go on in the next epoch (higher sequence ids)."""
 
 
 def is_refusal(exc: BaseException) -> bool:
@@ -137,7 +137,8 @@ class Replicator:
             "inboundConnectedSince": "",
             "outboundConnection": self.remote.client.service_url if connected else "",
             "outboundConnectedSince": self.connected_since if connected else "",
-            "producerName": producer_name(self.local, self.remote.name, self.state.epoch),
+            "producerName": producer_name(self.local, self.remote.name),
+            "epoch": self.state.epoch,
             "refusedEntries": len(self.state.refused),
             "lastError": self.last_error,
         }
@@ -195,7 +196,9 @@ class Replicator:
             except NewEpoch:
                 self.state.epoch += 1
                 self.state.save(self.topic.ml, self.remote.name)
-                log.warning("%s: moving to producer %s", self, self._producer_name())
+                log.warning(
+                    "%s: the remote took a refused entry for a duplicate; epoch %d", self, self.state.epoch
+                )
                 backoff = FIRST_BACKOFF_S
             except Exception as exc:
                 self.last_error = f"{type(exc).__name__}: {exc}"
@@ -205,15 +208,12 @@ class Replicator:
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, MAX_BACKOFF_S)
 
-    def _producer_name(self) -> str:
-        return producer_name(self.local, self.remote.name, self.state.epoch)
-
     async def _open_producer(self) -> None:
         if self.partitions:
             await self.remote.ensure_partitions(self.topic.name, self.partitions)
         producer = await self.remote.client.create_producer(
             str(self.topic.name),
-            producer_name=self._producer_name(),
+            producer_name=producer_name(self.local, self.remote.name),
             batching_enabled=False,
             chunking_enabled=False,
             send_timeout_millis=0,
@@ -270,7 +270,7 @@ class Replicator:
 
     async def _send(self, producer: Producer, position: Position, data) -> InFlight:
         try:
-            copy = copy_of(data, self.local, self.remote.name)
+            copy = copy_of(data, self.local, self.remote.name, self.state.epoch)
         except Unreplicable as exc:
             raise Held(position, f"entry cannot be replicated: {exc}") from None
         if isinstance(copy, Skip):
@@ -332,7 +332,7 @@ class Replicator:
             if exc is None:
                 duplicate = future.result().ledger_id() < 0
                 if duplicate and sent.position in self.state.refused:
-                    continue  # sent again under the next epoch's name
+                    continue  # sent again in the next epoch
                 with contextlib.suppress(NewEpoch):
                     self._stored(sent, duplicate)
                 self.cursor.delete([sent.position])

@@ -1,13 +1,13 @@
 """A replicator's durable state, a property of the topic's managed ledger
-(``replicator.{remote}``): its producer-name epoch and the entries the remote refused.
+(``replicator.{remote}``): its epoch and the entries the remote refused.
 
-Why it is needed: the remote deduplicates by producer name and sequence id, so once it has
-stored an entry it drops any lower sequence id under that name. If it refused entry k (a send
-error) but stored k+1, sending k again under the same name would be taken for a duplicate and
-lost, as apache/pulsar#26113 loses it. So a refused entry is remembered, across restarts too;
-when the remote answers "duplicate" to a refused entry the replicator moves to the next epoch's
-producer name (``magnetar.repl.{local}-->{remote}.{epoch}``), whose sequence ids start afresh,
-and sends it again there. Such an entry arrives after those the remote took past it.
+Why it is needed: the remote deduplicates by sequence id, so once it has stored an entry it
+drops a lower sequence id from the same source (and producer). If it refused entry k (a send
+error) but stored k+1, sending k again with its own sequence id would be taken for a duplicate
+and lost, as apache/pulsar#26113 loses it. So a refused entry is remembered, across restarts
+too; when the remote answers "duplicate" to a refused entry the replicator moves to the next
+epoch, which puts every sequence id from then on above all earlier ones (entry_copy.EPOCH_SHIFT),
+and sends it again. Such an entry arrives after those the remote took past it.
 """
 
 from __future__ import annotations
