@@ -30,6 +30,7 @@ TOPIC = "persistent://public/default/entry-meta"
 @dataclass
 class FakeProducer:  # all PersistentTopic.publish reads of a producer
     name: str = "prod"
+    replicator: bool = False
 
 
 def message(
