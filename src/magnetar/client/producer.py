@@ -39,6 +39,7 @@ from magnetar.client.send_ops import MessageOps, SendOp, batch_op, callback_adap
 from magnetar.protocol import commands
 from magnetar.protocol import pulsar_wire_pb2 as wire
 from magnetar.protocol.headers import encode_headers_and_payload, metadata_span
+from magnetar.protocol.message_id import to_signed
 
 if TYPE_CHECKING:
     from magnetar.client.client import Client
@@ -330,7 +331,12 @@ class Producer(HandlerBase):
             return
         self._pending.pop_first()
         data = receipt.message_id
-        ledger, entry = (data.ledger_id, data.entry_id) if receipt.HasField("message_id") else (-1, -1)
+        # A duplicate's receipt carries (-1, -1) as u64 (2**64 - 1): read it back as -1.
+        ledger, entry = (
+            (to_signed(data.ledger_id), to_signed(data.entry_id))
+            if receipt.HasField("message_id")
+            else (-1, -1)
+        )
         self._last_sequence_id_published = max(
             self._last_sequence_id_published,
             receipt.highest_sequence_id or receipt.sequence_id,

@@ -83,8 +83,12 @@ def admin_options(data: dict[str, Any]) -> tuple[str | None, dict[str, Any]]:
     if url and url.startswith("https://"):
         options["tls_trust_certs_file_path"] = data.get("brokerClientTrustCertsFilePath")
         options["tls_allow_insecure_connection"] = bool(data.get("tlsAllowInsecureConnection"))
-    if data.get("authenticationPlugin") in TOKEN_PLUGINS:
-        options["token"] = token_of(data.get("authenticationParameters", ""))
+    plugin = data.get("authenticationPlugin")
+    parameters = data.get("authenticationParameters", "")
+    if plugin in TOKEN_PLUGINS:
+        options["token"] = token_of(parameters)
+    elif plugin in TLS_PLUGINS:  # the remote authenticates its HTTP callers by certificate too
+        options["tls_certificate_file_path"], options["tls_key_file_path"] = tls_files_of(parameters)
     return url, options
 
 
