@@ -50,7 +50,8 @@ def test_single_message_keeps_its_metadata_and_gets_replicated_from():
     expected = wire.MessageMetadata()
     expected.CopyFrom(meta)
     expected.replicated_from = "edge"
-    assert c.metadata == expected  # producer name, its own sequence id, key, properties... kept
+    expected.sequence_id = expected.highest_sequence_id = 99  # the index's, deduplication's
+    assert c.metadata == expected  # producer name, key, properties, times... kept
 
 
 def test_batch_takes_the_index_range_of_its_messages():
@@ -69,6 +70,14 @@ def test_chunk_stays_a_chunk():
     c = copied(stored(meta, b"c" * 10, index=7))
     assert c.is_chunk and (c.sequence_id, c.highest_sequence_id, c.num_messages) == (7, 7, 1)
     assert (c.metadata.uuid, c.metadata.chunk_id, c.metadata.num_chunks_from_msg) == ("sensor-7-41", 1, 3)
+    # every chunk of a message keeps the message's own sequence id (the remote matches chunks by it)
+    assert c.metadata.sequence_id == 41 and not c.metadata.HasField("highest_sequence_id")
+
+
+def test_an_epoch_lifts_the_sequence_ids_above_every_earlier_one():
+    first = copied(stored(metadata(), b"x", index=2**40 - 1))
+    lifted = copy_of(stored(metadata(), b"x", index=0), "edge", "central", epoch=1)
+    assert lifted.sequence_id == lifted.metadata.sequence_id == 2**40 > first.sequence_id
 
 
 def test_a_single_chunk_message_is_not_a_chunk():
@@ -150,7 +159,7 @@ names = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_si
     batch=st.integers(1, 50),
     schema_version=st.binary(max_size=8),
     payload=st.binary(max_size=300),
-    index=st.integers(50, 2**62),
+    index=st.integers(50, 2**40 - 1),
 )
 def test_random_metadata_survives_the_copy(
     producer,
@@ -182,6 +191,7 @@ def test_random_metadata_survives_the_copy(
     expected = wire.MessageMetadata()
     expected.CopyFrom(meta)
     expected.replicated_from = "edge-1"
+    expected.sequence_id, expected.highest_sequence_id = index - batch + 1, index
     assert c.metadata == expected
     assert c.metadata.SerializeToString(deterministic=True) == expected.SerializeToString(deterministic=True)
     assert bytes(c.payload) == payload
