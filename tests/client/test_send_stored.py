@@ -138,3 +138,37 @@ def test_fail_refused_sends_fails_the_refused_message_only(broker, topic):
             assert [(await consumer.receive(10_000)).data() for _ in range(2)] == [b"one", b"four"]
 
     asyncio.run(main())
+
+
+def test_a_copy_is_still_known_after_the_remote_is_killed(broker, topic):
+    """A copied message is deduplicated by its source cluster, original producer and metadata
+    sequence ids, which recovery reads back from the stored entries: after a kill -9 (no state
+    snapshot written since), sending the same copies again stores nothing new."""
+
+    def copies(first: int, count: int):
+        return [
+            (stored_metadata(i, replicated_from="edge", highest_sequence_id=i), f"r{i}".encode())
+            for i in range(first, first + count)
+        ]
+
+    async def send_all(batch) -> list:
+        async with aio.Client(broker.service_url, operation_timeout_seconds=10) as client:
+            producer = await client.create_producer(topic, producer_name=REPLICATOR)
+            return [await sent(producer, meta, payload, sequence_id=meta.sequence_id) for meta, payload in batch]
+
+    async def stored() -> list[bytes]:
+        async with aio.Client(broker.service_url, operation_timeout_seconds=10) as client:
+            reader = await client.create_reader(topic, aio.MessageId.earliest)
+            out = []
+            while await reader.has_message_available():
+                out.append((await reader.read_next(5_000)).data())
+            return out
+
+    first = asyncio.run(send_all(copies(0, 20)))
+    assert all(msg_id.ledger_id() >= 0 for msg_id in first)
+    broker.kill()
+    broker.restart()
+    again = asyncio.run(send_all(copies(10, 20)))  # 10..19 sent before, 20..29 new
+    assert [msg_id.ledger_id() for msg_id in again[:10]] == [-1] * 10
+    assert all(msg_id.ledger_id() >= 0 for msg_id in again[10:])
+    assert asyncio.run(stored()) == [f"r{i}".encode() for i in range(30)]
