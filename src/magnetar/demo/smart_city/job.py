@@ -323,7 +323,12 @@ async def _try_subscribe(client: aio.Client, topic: str, subscription: str) -> o
 
 def run_job(settings: CitySettings, out: TextIO = sys.stdout) -> Summary:
     """Run the whole job and print its progress and summary to ``out``; returns the summary."""
-    job = Job(settings, out)
+    if settings.districts > 1:
+        from magnetar.demo.smart_city.district_job import DistrictJob  # it builds on this module
+
+        job: Job = DistrictJob(settings, out)
+    else:
+        job = Job(settings, out)
     summary = job.run()
     job.say(summary.render())
     return summary

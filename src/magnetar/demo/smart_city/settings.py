@@ -65,6 +65,11 @@ class CitySettings:
         "run secured: the broker on TLS ports only, token authentication and authorization; "
         "each vehicle has its own role, allowed to consume only its area's alerts topic",
     )
+    districts: int = _setting(
+        1,
+        "districts: with 2 or more, each district runs its own edge broker (cluster district-K) whose raw "
+        "telemetry replicates to a central broker where Spark reads; alerts replicate back to the districts",
+    )
 
     def validate(self) -> None:
         if self.areas < 1 or not 0 <= self.damaged_areas <= self.areas:
@@ -77,6 +82,10 @@ class CitySettings:
             raise ValueError("max_lateness_s must be below watermark_s, or late events would be dropped")
         if self.window_s <= 0 or self.duration_s <= 0 or self.partitions < 1:
             raise ValueError("window_s, duration_s and partitions must be positive")
+        if not 1 <= self.districts <= self.areas:
+            raise ValueError("districts must be between 1 and areas (each district has an area)")
+        if self.districts > 1 and self.secure:
+            raise ValueError("--districts above 1 does not run --secure")
 
     @property
     def window_ms(self) -> int:

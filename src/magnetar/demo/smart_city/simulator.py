@@ -82,9 +82,14 @@ class Simulator:
         try:
             await asyncio.gather(self._telemetry(self._telemetry_producer), self._frames(self._cameras))
             await self._telemetry_producer.flush()
+            await self.before_closing_ticks()
             await self.send_ticks(self.closing_tick_ms)
         finally:
             self.counters.done = True
+
+    async def before_closing_ticks(self) -> None:
+        """Called once every event is sent, before the ticks that close every window: a subclass
+        whose events reach the pipeline later (replicated) waits for them here."""
 
     async def close(self) -> None:
         for producer in [self._telemetry_producer, *self._cameras.values()]:

@@ -6,6 +6,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from magnetar.demo.smart_city.districts import DistrictReport
+
 
 def percentile(values: Sequence[float], p: float) -> float | None:
     """Nearest-rank percentile (p in 0..100) of ``values``; None when there are none."""
@@ -91,6 +93,8 @@ class Summary:
     security: str = ""
     refusal: str = ""
     refused: bool = False
+    #: ``--districts`` (2 or more): each district's replication to central and alerts back.
+    districts: list[DistrictReport] = field(default_factory=list)
 
     @property
     def clean_area_alerts(self) -> int:
@@ -109,6 +113,7 @@ class Summary:
             and all(self.alerts_by_area.get(a) for a in self.damaged_areas)
             and self.frames_intact == self.frames_planned == self.frames_sent
             and (not self.security or self.refused)
+            and all(d.ok for d in self.districts)
         )
 
     def render(self) -> str:
@@ -148,6 +153,8 @@ class Summary:
         if self.security:
             lines.insert(-1, f"  secured             {self.security}")
             lines.insert(-1, f"  access check        {self.refusal}")
+        for district in self.districts:
+            lines[-1:-1] = district.lines()
         if not self.drained:
             lines.append("  WARNING: the pipeline did not catch up before the drain timeout")
         lines += [f"  error: {e}" for e in self.errors[:10]]
