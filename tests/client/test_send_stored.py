@@ -154,7 +154,7 @@ def test_a_copy_is_still_known_after_the_remote_is_killed(broker, topic):
     async def send_all(batch) -> list:
         async with aio.Client(broker.service_url, operation_timeout_seconds=10) as client:
             producer = await client.create_producer(topic, producer_name=REPLICATOR)
-            return [await sent(producer, meta, payload, sequence_id=meta.sequence_id) for meta, payload in batch]
+            return [await sent(producer, meta, data, sequence_id=meta.sequence_id) for meta, data in batch]
 
     async def stored() -> list[bytes]:
         async with aio.Client(broker.service_url, operation_timeout_seconds=10) as client:
