@@ -179,9 +179,14 @@ def test_a_partitioned_topic_replicates_partition_by_partition(clusters, client_
     producer = client_factory(edge.service_url).create_producer(topic, batching_enabled=False)
     for i in range(30):
         producer.send(f"m{i}".encode(), partition_key=f"key-{i}")
-    for index in range(3):
-        partition = f"{topic}-partition-{index}"
-        eventually(lambda p=partition: replication_stats(edge, p)["central"]["replicationBacklog"] == 0)
+    partitions = [f"{topic}-partition-{index}" for index in range(3)]
+
+    def all_replicated() -> bool:
+        sent = [replication_stats(edge, p).get("central", {}) for p in partitions]
+        assert sum(s.get("msgOutCount", 0) for s in sent) == 30, sent
+        return all(s["replicationBacklog"] == 0 for s in sent)
+
+    eventually(all_replicated, what="30 messages replicated over the 3 partitions")
 
     status, metadata = admin_call(central, "GET", f"/admin/v2/{topic_path(topic)}/partitions")
     assert (status, metadata["partitions"]) == (200, 3)
