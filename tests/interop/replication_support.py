@@ -113,3 +113,10 @@ def replicated_from(broker: BrokerProcess, topic: str, count: int) -> list[tuple
         return [(msg.data(), msg.replicated_from()) for msg in messages]
     finally:
         client.close()
+
+
+def set_namespace_clusters(broker: BrokerProcess, clusters: list[str], namespace: str = NAMESPACE) -> None:
+    """The namespace's replication clusters alone (the tenant's ``allowedClusters`` unchanged: a
+    tenant may not drop a cluster its namespaces replicate to, Pulsar answers 412)."""
+    status, answer = admin_call(broker, "POST", f"/admin/v2/namespaces/{namespace}/replication", clusters)
+    assert status == 204, (status, answer)
