@@ -127,6 +127,7 @@ def fields(msg: pulsar.Message) -> tuple:
         msg.properties(),
         msg.event_timestamp(),
         msg.publish_timestamp(),
+        msg.message_id().batch_index(),  # a batch stays a batch
     )
 
 
@@ -162,8 +163,10 @@ def test_fields_are_kept(clusters, client_factory, topic, batching):
         "order-3",
         {"sensor": "s0", "unit": "km/h"},
         1_700_000_000_003,
+        at_edge[3][-2],
         at_edge[3][-1],
     )
+    assert (max(f[-1] for f in at_edge) > 0) == batching
     assert read_everything(central) == at_edge
 
 
