@@ -78,3 +78,45 @@ def replication_stats(broker: BrokerProcess, topic: str) -> dict[str, dict]:
     status, stats = admin_call(broker, "GET", path)
     assert status == 200, (status, stats)
     return stats["replication"]
+
+
+def topic_path(topic: str) -> str:
+    """``persistent://t/ns/name`` as the admin API's ``persistent/t/ns/name``."""
+    return topic.replace("://", "/")
+
+
+def set_topic_clusters(broker: BrokerProcess, topic: str, clusters: list[str]) -> None:
+    """The topic-level override of the replication clusters (narrows one topic of a namespace)."""
+    status, answer = admin_call(broker, "POST", f"/admin/v2/{topic_path(topic)}/replication", clusters)
+    assert status == 204, (status, answer)
+
+
+def replicated(broker: BrokerProcess, topic: str, remote: str, count: int) -> bool:
+    """``count`` messages of ``topic`` stored by ``remote`` and nothing left to send: a check for
+    ``eventually``. Once true, what the remote has of ``topic`` from ``broker`` is final."""
+    stats = replication_stats(broker, topic).get(remote)
+    assert stats is not None, f"no replicator to {remote}"
+    # .get: before its replicator starts, a remote's stats come from its cursor alone
+    assert (stats.get("msgOutCount"), stats["replicationBacklog"]) == (count, 0), stats
+    return True
+
+
+def replicated_from(broker: BrokerProcess, topic: str, count: int) -> list[tuple[bytes, str | None]]:
+    """(payload, ``replicated_from``) of the first ``count`` messages of ``topic`` on ``broker``,
+    read with Magnetar's own client (the official one does not expose ``replicated_from``)."""
+    from magnetar.client import Client, MessageId
+
+    client = Client(broker.service_url, operation_timeout_seconds=10)
+    try:
+        reader = client.create_reader(topic, MessageId.earliest)
+        messages = [reader.read_next(10_000) for _ in range(count)]
+        return [(msg.data(), msg.replicated_from()) for msg in messages]
+    finally:
+        client.close()
+
+
+def set_namespace_clusters(broker: BrokerProcess, clusters: list[str], namespace: str = NAMESPACE) -> None:
+    """The namespace's replication clusters alone (the tenant's ``allowedClusters`` unchanged: a
+    tenant may not drop a cluster its namespaces replicate to, Pulsar answers 412)."""
+    status, answer = admin_call(broker, "POST", f"/admin/v2/namespaces/{namespace}/replication", clusters)
+    assert status == 204, (status, answer)

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Iterator
 from magnetar.client.accumulator import OutgoingMessage
 from magnetar.client.errors import MessageTooBig, ProducerQueueIsFull
 from magnetar.client.message import ChunkMessageId, MessageId
-from magnetar.client.send_ops import SendOp
+from magnetar.client.send_ops import SendOp, stored_size_limit
 from magnetar.protocol.headers import metadata_span
 
 
@@ -111,10 +111,11 @@ class PendingSends:
         for op in [op for op in self._ops if op.chunk is None]:
             # metadata and payload, as the broker counts them
             size = len(op.headers_and_payload) - metadata_span(op.headers_and_payload)[0]
-            if size > max_size:
+            limit = stored_size_limit(max_size, op.command.send.is_chunk)
+            if size > limit:
                 self.drop_message_of(
                     op.sequence_id,
-                    MessageTooBig(f"message of {size} bytes exceeds the broker's limit of {max_size}"),
+                    MessageTooBig(f"message of {size} bytes exceeds the broker's limit of {limit}"),
                 )
 
     def futures(self) -> list[asyncio.Future]:

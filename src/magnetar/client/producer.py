@@ -35,7 +35,14 @@ from magnetar.client.handler import HandlerBase, State
 from magnetar.client.message import MessageId
 from magnetar.client.pending_sends import PendingSends
 from magnetar.client.producer_config import ProducerConfig
-from magnetar.client.send_ops import MessageOps, SendOp, batch_op, callback_adapter, outgoing_message
+from magnetar.client.send_ops import (
+    MessageOps,
+    SendOp,
+    batch_op,
+    callback_adapter,
+    outgoing_message,
+    stored_size_limit,
+)
 from magnetar.protocol import commands
 from magnetar.protocol import pulsar_wire_pb2 as wire
 from magnetar.protocol.headers import encode_headers_and_payload, metadata_span
@@ -202,10 +209,8 @@ class Producer(HandlerBase):
             msg = OutgoingMessage(payload=b"", sequence_id=sequence_id)
             msg.future = asyncio.get_running_loop().create_future()
             size = len(headers_and_payload) - metadata_span(headers_and_payload)[0]
-            if size > self.max_message_size:
-                raise MessageTooBig(
-                    f"message of {size} bytes exceeds the broker's limit of {self.max_message_size}"
-                )
+            if size > (limit := stored_size_limit(self.max_message_size, is_chunk)):
+                raise MessageTooBig(f"message of {size} bytes exceeds the broker's limit of {limit}")
             highest = max(sequence_id, highest_sequence_id if highest_sequence_id is not None else -1)
             self._next_sequence_id = max(self._next_sequence_id, highest + 1)
             send = wire.CommandSend(

@@ -15,6 +15,7 @@ from magnetar.client.errors import AlreadyClosed, MessageTooBig
 from magnetar.client.message import MessageId
 from magnetar.protocol import commands
 from magnetar.protocol import pulsar_wire_pb2 as wire
+from magnetar.protocol.frames import FRAME_OVERHEAD
 from magnetar.protocol.headers import encode_headers_and_payload
 
 #: Room kept for the chunk fields added to a chunk's metadata.
@@ -22,6 +23,14 @@ CHUNK_METADATA_ROOM = 64
 
 #: When a SEND made now times out (``time.monotonic()``; inf without a send timeout).
 Deadline = Callable[[], float]
+
+
+def stored_size_limit(max_message_size: int, is_chunk: bool) -> int:
+    """The most metadata + payload bytes a broker takes in one SEND of a stored message, as it
+    counts them: ``max_message_size``, but a chunk is bounded by the frame limit alone (a chunk
+    sized to the limit by its producer grows by its ``replicated_from`` when a geo-replicator
+    copies it)."""
+    return max_message_size + FRAME_OVERHEAD if is_chunk else max_message_size
 
 
 @dataclass(slots=True)

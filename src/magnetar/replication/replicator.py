@@ -64,6 +64,16 @@ MAX_BACKOFF_S = 30.0
 SETTLE_TIMEOUT_S = 30.0
 
 
+def next_backoff(previous: float, progressed: bool) -> float:
+    """The wait before trying again after a failure: ``FIRST_BACKOFF_S`` when the copy got on
+    since the last failure (or none came before), else twice the last wait, up to
+    ``MAX_BACKOFF_S``. Progress, not a producer opened, starts it over: an entry the remote
+    refuses fails right after the producer opens, and must not be retried ten times a second."""
+    if progressed or previous <= 0:
+        return FIRST_BACKOFF_S
+    return min(previous * 2, MAX_BACKOFF_S)
+
+
 @dataclass(slots=True)
 class InFlight:
     """An entry read and sent (or skipped: no future), waiting for the remote's receipt."""
@@ -184,11 +194,11 @@ class Replicator:
 
     # -- the copy ---------------------------------------------------------------------------------
     async def _run(self) -> None:
-        backoff = FIRST_BACKOFF_S
+        backoff = 0.0
         while True:
+            start = self.cursor.mark_delete_position
             try:
                 await self._open_producer()
-                backoff = FIRST_BACKOFF_S
                 assert self.producer is not None
                 await self._copy(self.producer)
             except asyncio.CancelledError:
@@ -201,12 +211,12 @@ class Replicator:
                 )
                 backoff = FIRST_BACKOFF_S
             except Exception as exc:
+                backoff = next_backoff(backoff, progressed=self.cursor.mark_delete_position != start)
                 self.last_error = f"{type(exc).__name__}: {exc}"
                 log.warning("%s: %s; trying again in %.1f s", self, self.last_error, backoff)
             await self._close_producer()
             self.cursor.rewind()
             await asyncio.sleep(backoff)
-            backoff = min(backoff * 2, MAX_BACKOFF_S)
 
     async def _open_producer(self) -> None:
         if self.partitions:
