@@ -97,7 +97,7 @@ def replicated(broker: BrokerProcess, topic: str, remote: str, count: int) -> bo
     stats = replication_stats(broker, topic).get(remote)
     assert stats is not None, f"no replicator to {remote}"
     # .get: before its replicator starts, a remote's stats come from its cursor alone
-    assert (stats.get("msgOutCount"), stats["replicationBacklog"]) == (count, 0), stats
+    assert (stats["msgOutCount"], stats["replicationBacklog"]) == (count, 0), stats
     return True
 
 

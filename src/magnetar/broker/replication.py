@@ -10,12 +10,14 @@ which narrows the topic's clusters for that message.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
+from magnetar.broker.entry_search import entry_time
 from magnetar.broker.errors import BrokerError, NotAllowed
 from magnetar.broker.traffic import Traffic
-from magnetar.protocol import wire
+from magnetar.protocol import ProtocolError, wire
 from magnetar.protocol.topic_name import TopicName
 
 #: A topic's durable cursor for a remote cluster is ``pulsar.repl.{remote}`` (Pulsar's name).
@@ -76,7 +78,10 @@ class ReplicatorLink(Protocol):
 
     def notify_new_entries(self) -> None: ...
 
-    def stats(self) -> dict[str, Any]: ...
+    def stats(self) -> dict[str, Any]:
+        """What the replicator knows (rates, counts, connection, errors), over
+        ``IDLE_REPLICATOR_STATS``; the backlog and delay come from the cursor."""
+        ...
 
 
 class ClusterNotAllowed(BrokerError):
@@ -153,20 +158,56 @@ class TopicReplication:
         return {k.removeprefix(prefix): json.loads(self._kv.get(k)) for k in self._kv.keys(prefix)}
 
 
+#: Pulsar's ReplicatorStats fields (and ours), as they read while no replicator runs.
+IDLE_REPLICATOR_STATS: dict[str, Any] = {
+    "msgRateIn": 0.0,
+    "msgThroughputIn": 0.0,
+    "msgRateOut": 0.0,
+    "msgThroughputOut": 0.0,
+    "msgRateExpired": 0.0,
+    "msgOutCount": 0,
+    "bytesOutCount": 0,
+    "replicationBacklog": 0,
+    "connected": False,
+    "replicationDelayInSeconds": 0,
+    "inboundConnection": "",
+    "inboundConnectedSince": "",
+    "outboundConnection": "",
+    "outboundConnectedSince": "",
+    "producerName": "",
+    "epoch": 0,
+    "refusedEntries": 0,
+    "lastError": "",
+}
+
+
+def replication_delay_seconds(ml, cursor, now: float | None = None) -> int:
+    """Age of the oldest entry ``cursor`` has not yet replicated (by broker time, else publish
+    time); 0 when none is waiting."""
+    first = ml.next_position(cursor.mark_delete_position)
+    if first > ml.last_confirmed:
+        return 0
+    try:
+        stamp = entry_time(ml.read_entry(first).data)
+    except (ProtocolError, OSError, ValueError):
+        return 0
+    if stamp <= 0:
+        return 0
+    return max(0, int((time.time() if now is None else now) - stamp / 1000))
+
+
 def replication_stats(topic) -> dict[str, dict]:
-    """Pulsar's ``replication`` section: per remote cluster, its replicator's stats, or (no
-    replicator running yet) what its cursor tells."""
+    """Pulsar's ``replication`` section: per remote cluster, the same fields whether or not its
+    replicator runs yet: the cursor's backlog and delay, and what the replicator reports."""
     out = {}
     for remote, cursor in list(topic.replication_cursors.items()):
+        stats = {
+            **IDLE_REPLICATOR_STATS,
+            "replicationBacklog": cursor.backlog(),
+            "replicationDelayInSeconds": replication_delay_seconds(topic.ml, cursor),
+        }
         replicator = topic.replicators.get(remote)
         if replicator is not None:
-            out[remote] = replicator.stats()
-        else:
-            out[remote] = {
-                "msgRateOut": 0.0,
-                "msgThroughputOut": 0.0,
-                "replicationBacklog": cursor.backlog(),
-                "connected": False,
-                "replicationDelayInSeconds": 0,
-            }
+            stats.update(replicator.stats())
+        out[remote] = stats
     return out

@@ -38,9 +38,6 @@ from magnetar.client.errors import (
     ServerError,
 )
 from magnetar.client.producer import Producer
-from magnetar.protocol import ProtocolError
-from magnetar.protocol.entry import split_entry_metadata
-from magnetar.protocol.headers import parse_metadata
 from magnetar.replication.entry_copy import Copy, Skip, Unreplicable, copy_of
 from magnetar.replication.replicator_state import ReplicatorState
 from magnetar.storage.position import Position
@@ -128,23 +125,18 @@ class Replicator:
         self._wake.set()
 
     def stats(self) -> dict[str, Any]:
-        """Pulsar's ReplicatorStats, with the producer's name and the last error besides."""
+        """Its part of Pulsar's ReplicatorStats (the topic adds the cursor's backlog and delay:
+        broker.replication.replication_stats), with the producer's name, the epoch, the entries
+        the remote refused and the last error besides."""
         producer = self.producer
         connected = producer is not None and producer.is_connected()
         traffic = self.traffic
         return {
-            "msgRateIn": 0.0,
-            "msgThroughputIn": 0.0,
             "msgRateOut": traffic.rate_out,
             "msgThroughputOut": traffic.throughput_out,
-            "msgRateExpired": 0.0,
             "msgOutCount": traffic.messages_out,
             "bytesOutCount": traffic.bytes_out,
-            "replicationBacklog": self.cursor.backlog(),
             "connected": connected,
-            "replicationDelayInSeconds": self.delay_seconds(),
-            "inboundConnection": "",
-            "inboundConnectedSince": "",
             "outboundConnection": self.remote.client.service_url if connected else "",
             "outboundConnectedSince": self.connected_since if connected else "",
             "producerName": producer_name(self.local, self.remote.name),
@@ -152,23 +144,6 @@ class Replicator:
             "refusedEntries": len(self.state.refused),
             "lastError": self.last_error,
         }
-
-    def delay_seconds(self) -> int:
-        """Age of the oldest entry not yet replicated (by broker time, else publish time); 0 when
-        none is waiting."""
-        ml = self.topic.ml
-        first = ml.next_position(self.cursor.mark_delete_position)
-        if first > ml.last_confirmed:
-            return 0
-        try:
-            broker_meta, rest = split_entry_metadata(ml.read_entry(first).data)
-            if broker_meta is not None and broker_meta.HasField("broker_timestamp"):
-                stamp = broker_meta.broker_timestamp
-            else:
-                stamp = parse_metadata(rest)[0].publish_time
-        except (ProtocolError, OSError, ValueError):
-            return 0
-        return max(0, int(time.time() - stamp / 1000))
 
     # -- lifecycle --------------------------------------------------------------------------------
     def start(self) -> None:
