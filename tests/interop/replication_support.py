@@ -96,7 +96,6 @@ def replicated(broker: BrokerProcess, topic: str, remote: str, count: int) -> bo
     ``eventually``. Once true, what the remote has of ``topic`` from ``broker`` is final."""
     stats = replication_stats(broker, topic).get(remote)
     assert stats is not None, f"no replicator to {remote}"
-    # .get: before its replicator starts, a remote's stats come from its cursor alone
     assert (stats["msgOutCount"], stats["replicationBacklog"]) == (count, 0), stats
     return True
 
