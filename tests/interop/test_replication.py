@@ -203,3 +203,25 @@ def test_a_partitioned_topic_replicates_partition_by_partition(clusters, client_
     at_edge = placement(edge)
     assert len(set(at_edge.values())) == 3, "the keys did not spread over the partitions"
     assert placement(central) == at_edge
+
+
+def test_a_restarted_edge_sends_its_backlog_without_a_client_touching_the_topic(
+    clusters, client_factory, topic
+):
+    """What a topic still owes a remote goes after a restart of the edge: the broker loads the
+    topics that replicate, rather than waiting for a client to open each one."""
+    edge, central = edge_to_centre(clusters)
+    central.stop()
+    producer = client_factory(edge.service_url).create_producer(topic)
+    for i in range(30):
+        producer.send(f"owed-{i}".encode())
+    producer.close()
+    eventually(lambda: replication_stats(edge, topic)["central"]["replicationBacklog"] == 30)
+    edge.stop()
+    central.restart()
+    consumer = client_factory(central.service_url).subscribe(
+        topic, "city", initial_position=pulsar.InitialPosition.Earliest
+    )
+    edge.restart()  # nothing opens the topic on the edge from here on
+    got = receive_n(consumer, 30, timeout_ms=20_000, ack=True)
+    assert [m.data() for m in got] == [f"owed-{i}".encode() for i in range(30)]

@@ -16,6 +16,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from magnetar.broker.topic import PersistentTopic
+from magnetar.protocol.topic_name import TopicName
 from magnetar.replication.remote import Remote
 from magnetar.replication.replicator import Replicator
 from magnetar.replication.replicator_state import ReplicatorState
@@ -40,6 +41,7 @@ class ReplicationManager:
         self.replicators: dict[tuple[str, str], Replicator] = {}
         self._changed = asyncio.Event()
         self._task: asyncio.Task | None = None
+        self._loading: asyncio.Task | None = None
         #: Errors already logged (a cluster's bad data), so each is said once.
         self._said: set[str] = set()
 
@@ -47,15 +49,53 @@ class ReplicationManager:
         self.service.replication_listeners.append(self._changed.set)
         self._changed.set()
         self._task = asyncio.get_running_loop().create_task(self._loop(), name="replication manager")
+        self._loading = asyncio.get_running_loop().create_task(
+            self._load_replicated_topics(), name="replication: loading topics"
+        )
+
+    def replicated_topics(self) -> list[str]:
+        """The stored topics that replicate somewhere: those of the namespaces replicating to a
+        remote cluster, and those with an override of their own."""
+        service = self.service
+        assert service.clusters is not None and service.namespaces is not None
+        remotes = [c for c in service.clusters.names() if c != service.config.cluster_name]
+        namespaces = {ns for remote in remotes for ns in service.namespaces.replication_users(remote)}
+        names = {name for ns in namespaces for name in service.topics_of_namespace(ns)}
+        assert service.topic_replication is not None
+        overridden = set(service.topic_replication.all())
+        stored = set(service.storage.managed_ledger_names()) if service.storage is not None else set()
+        for name in stored:
+            topic = TopicName.parse(name)
+            if str(topic.partitioned_base() or topic) in overridden:
+                names.add(name)
+        return sorted(names)
+
+    async def _load_replicated_topics(self) -> None:
+        """Open, after a restart, every stored topic that replicates: a topic is replicated while
+        it is loaded, and what it still owes a remote must go without waiting for a client to
+        touch it (on the open threads, as a client's first use would)."""
+        try:
+            for name in self.replicated_topics():
+                if name in self.service.topics:
+                    continue
+                opening = self.service.preparing(TopicName.parse(name))
+                if opening is not None:
+                    try:
+                        await opening
+                    except Exception as exc:
+                        log.warning("replication: cannot load %s: %s", name, exc)
+        except Exception:
+            log.exception("replication: loading the replicated topics failed")
 
     async def stop(self) -> None:
         with contextlib.suppress(ValueError):
             self.service.replication_listeners.remove(self._changed.set)
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        for task in (self._loading, self._task):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        self._task = self._loading = None
         await asyncio.gather(*(r.stop() for r in self.replicators.values()), return_exceptions=True)
         self.replicators.clear()
         await asyncio.gather(*(remote.close() for remote in self.remotes.values()), return_exceptions=True)
