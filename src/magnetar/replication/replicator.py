@@ -185,9 +185,11 @@ class Replicator:
     async def _run(self) -> None:
         backoff = FIRST_BACKOFF_S
         while True:
+            # The backoff starts afresh only after progress: a refused entry, or a remote that
+            # takes the producer and then fails every send, must not be retried every 0.1 s.
+            start = self.cursor.mark_delete_position
             try:
                 await self._open_producer()
-                backoff = FIRST_BACKOFF_S
                 assert self.producer is not None
                 await self._copy(self.producer)
             except asyncio.CancelledError:
@@ -198,6 +200,8 @@ class Replicator:
                 log.warning("%s: moving to producer %s", self, self._producer_name())
                 backoff = FIRST_BACKOFF_S
             except Exception as exc:
+                if self.cursor.mark_delete_position != start:
+                    backoff = FIRST_BACKOFF_S
                 self.last_error = f"{type(exc).__name__}: {exc}"
                 log.warning("%s: %s; trying again in %.1f s", self, self.last_error, backoff)
             await self._close_producer()
