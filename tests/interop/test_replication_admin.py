@@ -5,6 +5,8 @@ replication to it and deletes its cursor. The official client produces and consu
 
 from __future__ import annotations
 
+import urllib.request
+
 import pytest
 
 from tests.waiting import eventually
@@ -112,3 +114,20 @@ def test_a_topic_override_narrows_one_topic(clusters, client_factory, topic):
     assert status == 204, (status, answer)
     to_narrowed.send(b"narrowed, then widened")
     assert [m.data() for m in receive_n(at_c, 1, ack=True)] == [b"narrowed, then widened"]
+
+
+def test_peek_at_the_centre_names_the_cluster_a_message_came_from(clusters, client_factory, topic):
+    edge, central = clusters.start("edge", "central")
+    clusters.link("edge", "central")
+    clusters.replicate("edge", ["edge", "central"])
+    client_factory(central.service_url).subscribe(topic, "city")
+    client_factory(central.service_url).create_producer(topic).send(b"local")
+    client_factory(edge.service_url).create_producer(topic).send(b"copied")
+    eventually(lambda: replicated(edge, topic, "central", 1), what="the copy stored at the centre")
+
+    def peek(n: int) -> tuple[bytes, str | None]:
+        url = f"{central.http_url}/admin/v2/{topic_path(topic)}/subscription/city/position/{n}"
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return response.read(), response.headers.get("X-Pulsar-replicated-from")
+
+    assert [peek(1), peek(2)] == [(b"local", None), (b"copied", "edge")]

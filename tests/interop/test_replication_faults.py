@@ -18,11 +18,12 @@ from collections.abc import Iterable
 
 import pulsar
 import pytest
+from pulsar.exceptions import ProducerBlockedQuotaExceededException
 
 from tests.waiting import eventually
 
 from .replication_support import replication_stats
-from .support import read_all
+from .support import admin_call, read_all
 
 pytestmark = pytest.mark.interop
 
@@ -285,3 +286,34 @@ def test_a_message_the_centre_refuses_holds_replication_until_it_is_taken(cluste
     assert got == expected
     stats = replication_stats(edge, topic)["central"]
     assert stats["refusedEntries"] == 0 and stats["lastError"] == "", stats
+
+
+def test_a_backlog_quota_counts_what_the_centre_is_still_owed(clusters, client_factory, topic):
+    """Local producers are held back by the remote's absence only where a backlog quota says so:
+    the replication cursor counts for a size quota as a slow subscription does."""
+    (edge,) = clusters.start("edge", config={"backlog_quota_check_interval_seconds": 0.2})
+    (central,) = clusters.start("central")
+    clusters.link("edge", "central")
+    clusters.replicate("edge", ["edge", "central"])
+    quota = {"limitSize": 20_000, "policy": "producer_exception"}
+    assert admin_call(edge, "POST", "/admin/v2/namespaces/public/default/backlogQuota", quota)[0] == 204
+    central.stop()
+    client = client_factory(edge.service_url)
+    producer = client.create_producer(topic, batching_enabled=False)
+    for n in range(30):  # ~30 KB owed to the centre, no subscription at all
+        producer.send(b"%04d" % n + b"x" * 996)
+    eventually(lambda: backlog(edge, topic) == 30)
+
+    def refused() -> bool:
+        try:
+            client.create_producer(topic).close()
+        except ProducerBlockedQuotaExceededException:
+            return True
+        return False
+
+    eventually(refused, what="new producers refused by the quota")
+    central.restart()
+    wait_drained([edge], topic, timeout=30)
+    client.create_producer(topic).send(b"after")  # within the quota again
+    got = read_centre(client_factory(central.service_url), topic)
+    assert got == [f"{n:04d}" + "x" * 996 for n in range(30)] + ["after"]
