@@ -199,13 +199,7 @@ class Producer(HandlerBase):
         """
         headers_and_payload = encode_headers_and_payload(metadata, payload)
         async with self._send_lock:
-            self._check_open()
-            limit = self.config.max_pending_messages
-            if limit > 0 and self._pending.messages >= limit:
-                await self._pending.reserve(
-                    limit, self.config.block_if_queue_full, self.name, self._check_open
-                )
-                self._check_open()
+            await self._room_for_one()
             msg = OutgoingMessage(payload=b"", sequence_id=sequence_id)
             msg.future = asyncio.get_running_loop().create_future()
             size = len(headers_and_payload) - metadata_span(headers_and_payload)[0]
@@ -230,13 +224,7 @@ class Producer(HandlerBase):
         # One message at a time per producer, in call order: a chunked message is written chunk
         # by chunk (waiting for the socket between chunks) and nothing may slip in between.
         async with self._send_lock:
-            self._check_open()
-            limit = self.config.max_pending_messages
-            if limit > 0 and self._pending.messages >= limit:
-                await self._pending.reserve(
-                    limit, self.config.block_if_queue_full, self.name, self._check_open
-                )
-                self._check_open()
+            await self._room_for_one()
             pushes = self._pushes
             msg.future = asyncio.get_running_loop().create_future()
             if msg.sequence_id is None:
@@ -272,6 +260,15 @@ class Producer(HandlerBase):
             if self._pushes != pushes:
                 await self._drain()
             return msg.future
+
+    async def _room_for_one(self) -> None:
+        """Open, with room for one more message under ``max_pending_messages`` (waiting for it
+        when ``block_if_queue_full``, else ProducerQueueIsFull)."""
+        self._check_open()
+        limit = self.config.max_pending_messages
+        if limit > 0 and self._pending.messages >= limit:
+            await self._pending.reserve(limit, self.config.block_if_queue_full, self.name, self._check_open)
+            self._check_open()
 
     async def _drain(self) -> None:
         if self.state is State.READY and self.cnx is not None:
