@@ -103,8 +103,11 @@ class ReplicationManager:
 
     async def _loop(self) -> None:
         while True:
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._changed.wait(), SWEEP_INTERVAL_S)
+            # asyncio.timeout, not wait_for: on 3.11 wait_for swallows a cancel that comes as
+            # the event is set, and stop() would wait for this loop for ever.
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(SWEEP_INTERVAL_S):
+                    await self._changed.wait()
             await asyncio.sleep(SETTLE_S)
             self._changed.clear()
             try:
