@@ -160,7 +160,9 @@ def test_pulsar_lite_does_not_deduplicate_by_producer_name_and_sequence_id(peer,
 def test_an_edge_killed_mid_stream_resends_and_pulsar_lite_keeps_the_duplicates(
     clusters, peer, client_factory, topic
 ):
-    edge = edge_replicating_to(clusters, peer)
+    # The edge flushes no cursor by time: after the kill it replays from the start of the topic,
+    # so what pulsar-lite had before it is sent again.
+    edge = edge_replicating_to(clusters, peer, {"cursor_flush_interval_seconds": 3600.0})
     at_peer = client_factory(peer.service_url)
     producer = client_factory(edge.service_url).create_producer(
         topic, producer_name="sensor", batching_enabled=False, max_pending_messages=2000
@@ -172,23 +174,19 @@ def test_an_edge_killed_mid_stream_resends_and_pulsar_lite_keeps_the_duplicates(
     at_peer.create_reader(topic, pulsar.MessageId.earliest).read_next(10_000)  # replication under way
     edge.kill9()
     edge.start()
-    # A topic is replicated once it is loaded: a producer at the edge loads it again.
+    eventually(lambda: replication_stats(edge, topic)["central"]["replicationBacklog"] == 0)
     client_factory(edge.service_url).create_producer(topic, producer_name="after").send(b"m-end")
-    eventually(lambda: replication_stats(edge, topic)["central"].get("replicationBacklog") == 0)
+    eventually(lambda: replication_stats(edge, topic)["central"]["replicationBacklog"] == 0)
 
     values = [m.data().decode() for m in stored_at(at_peer, topic)]
     assert values[-1] == "m-end"
     values = values[:-1]
     sent = [f"m{i}" for i in range(count)]
+    # At least once, in order of first arrival: nothing lost, nothing out of order ...
     assert list(dict.fromkeys(values)) == sent, "a message lost or out of order"
-    # What it holds is what was sent before the kill, then a replay from the replication cursor's
-    # last durable position to the end: each message at least once, the replayed ones twice.
-    k = next(
-        (i for i, (a, b) in enumerate(zip(values, sent, strict=False)) if a != b), min(len(values), count)
-    )
-    before, replay = values[:k], values[k:]
-    assert before == sent[:k]
-    assert len(replay) <= count and replay == sent[count - len(replay) :]
+    # ... but what was sent again is stored again: pulsar-lite does not deduplicate (a Magnetar
+    # centre drops these, test_replication_faults.py). Each resend is a run of the stream again.
+    assert len(values) > count and values[0] == "m0" and values.count("m0") >= 2
 
 
 def test_a_partitioned_topic_is_held_at_the_edge_without_the_remotes_admin_api(

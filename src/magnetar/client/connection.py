@@ -167,9 +167,8 @@ class Connection:
             FrameDecoder(DEFAULT_MAX_MESSAGE_SIZE + FRAME_OVERHEAD, shared_read_buffer(loop))
         )
         try:
-            transport, _ = await asyncio.wait_for(
-                loop.create_connection(lambda: receiver, host, port, **tls), connection_timeout
-            )
+            async with asyncio.timeout(connection_timeout):
+                transport, _ = await loop.create_connection(lambda: receiver, host, port, **tls)
         except ssl.SSLError as exc:
             raise TlsError(f"TLS handshake with {host}:{port} failed: {_tls_reason(exc)}") from None
         except (TimeoutError, OSError) as exc:
@@ -183,7 +182,8 @@ class Connection:
             authentication=authentication,
         )
         try:
-            await asyncio.wait_for(cnx._handshake(proxy_to_broker_url), connection_timeout)
+            async with asyncio.timeout(connection_timeout):
+                await cnx._handshake(proxy_to_broker_url)
         except BaseException as exc:
             cnx._abort(exc)
             if isinstance(exc, asyncio.TimeoutError):
@@ -339,7 +339,8 @@ class Connection:
         self._pending[request_id] = future
         try:
             self.send_command(commands.wrap(body))
-            return await asyncio.wait_for(future, timeout or self.operation_timeout)
+            async with asyncio.timeout(timeout or self.operation_timeout):
+                return await future
         except TimeoutError:
             raise Timeout(f"no answer from {self.address} to {type(body).__name__} in time") from None
         finally:

@@ -181,7 +181,8 @@ class HandlerBase:
             raise AlreadyClosed(f"{self.name} is closed")
         if not self._ready.is_set():
             try:
-                await asyncio.wait_for(self._ready.wait(), timeout or self.client.operation_timeout)
+                async with asyncio.timeout(timeout or self.client.operation_timeout):
+                    await self._ready.wait()
             except TimeoutError:
                 raise Timeout(f"{self.name} is not connected") from None
         assert self.cnx is not None

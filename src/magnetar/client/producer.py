@@ -394,8 +394,9 @@ class Producer(HandlerBase):
         if self.state in (State.CLOSED, State.CLOSING):
             return
         if self.state is State.READY:
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self.flush(), self.client.operation_timeout)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.client.operation_timeout):
+                    await self.flush()
         else:
             self._flush_batch()
         self.state = State.CLOSING

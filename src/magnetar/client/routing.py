@@ -200,7 +200,8 @@ class MultiTopicsConsumer:
             if remaining is not None and remaining <= 0:
                 raise Timeout(f"no message within {timeout_millis} ms")
             try:
-                await asyncio.wait_for(self._ready.wait(), remaining)
+                async with asyncio.timeout(remaining):
+                    await self._ready.wait()
             except TimeoutError:
                 raise Timeout(f"no message within {timeout_millis} ms") from None
 

@@ -77,7 +77,8 @@ class StartPosition:
             self.last_dequeued = None
             if accepted():
                 self._seek_done.set_result(None)
-            await asyncio.wait_for(asyncio.shield(self._seek_done), timeout)
+            async with asyncio.timeout(timeout):
+                await asyncio.shield(self._seek_done)
         except TimeoutError:
             raise
         except BaseException:

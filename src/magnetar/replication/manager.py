@@ -30,6 +30,8 @@ log = logging.getLogger(__name__)
 SWEEP_INTERVAL_S = 5.0
 #: After an event, wait this long for more before the pass (a storm of topic loads: one pass).
 SETTLE_S = 0.05
+#: How long ``stop`` waits for its tasks and the remotes' clients to end.
+STOP_TIMEOUT_S = 10.0
 
 
 class ReplicationManager:
@@ -42,6 +44,7 @@ class ReplicationManager:
         self._changed = asyncio.Event()
         self._task: asyncio.Task | None = None
         self._loading: asyncio.Task | None = None
+        self._stopped = False
         #: Errors already logged (a cluster's bad data), so each is said once.
         self._said: set[str] = set()
 
@@ -88,21 +91,25 @@ class ReplicationManager:
             log.exception("replication: loading the replicated topics failed")
 
     async def stop(self) -> None:
+        self._stopped = True
         with contextlib.suppress(ValueError):
             self.service.replication_listeners.remove(self._changed.set)
-        for task in (self._loading, self._task):
-            if task is not None:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+        tasks = [task for task in (self._loading, self._task) if task is not None]
+        for task in tasks:
+            task.cancel()
+        self._changed.set()  # the loop sees _stopped even if a cancel is lost
+        if tasks:
+            await asyncio.wait(tasks, timeout=STOP_TIMEOUT_S)
         self._task = self._loading = None
         await asyncio.gather(*(r.stop() for r in self.replicators.values()), return_exceptions=True)
         self.replicators.clear()
-        await asyncio.gather(*(remote.close() for remote in self.remotes.values()), return_exceptions=True)
+        remotes = [asyncio.ensure_future(remote.close()) for remote in self.remotes.values()]
+        if remotes:
+            await asyncio.wait(remotes, timeout=STOP_TIMEOUT_S)
         self.remotes.clear()
 
     async def _loop(self) -> None:
-        while True:
+        while not self._stopped:
             # asyncio.timeout, not wait_for: on 3.11 wait_for swallows a cancel that comes as
             # the event is set, and stop() would wait for this loop for ever.
             with contextlib.suppress(TimeoutError):
@@ -110,6 +117,8 @@ class ReplicationManager:
                     await self._changed.wait()
             await asyncio.sleep(SETTLE_S)
             self._changed.clear()
+            if self._stopped:
+                return
             try:
                 await self.reconcile()
             except Exception:

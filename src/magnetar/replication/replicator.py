@@ -59,6 +59,8 @@ FIRST_BACKOFF_S = 0.1
 MAX_BACKOFF_S = 30.0
 #: How long the sends behind a refused one are waited for before trying again.
 SETTLE_TIMEOUT_S = 30.0
+#: How long ``stop`` waits for the copy to end.
+STOP_TIMEOUT_S = 10.0
 
 
 def next_backoff(previous: float, progressed: bool) -> float:
@@ -119,6 +121,8 @@ class Replicator:
         self.last_error: str = ""
         self._wake = asyncio.Event()
         self._task: asyncio.Task | None = None
+        #: Set by ``stop``: the loops end at their next turn even if a cancel was lost on the way.
+        self._stopped = False
 
     # -- the topic's side (broker.replication.ReplicatorLink) -------------------------------------
     def notify_new_entries(self) -> None:
@@ -151,12 +155,15 @@ class Replicator:
         self._task = asyncio.get_running_loop().create_task(self._run(), name=f"replicator {self}")
 
     async def stop(self) -> None:
+        self._stopped = True
         if self.topic.replicators.get(self.remote.name) is self:
             del self.topic.replicators[self.remote.name]
         if self._task is not None:
             self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            self._wake.set()
+            await asyncio.wait([self._task], timeout=STOP_TIMEOUT_S)
+            if not self._task.done():
+                log.warning("%s: still stopping after %.0f s", self, STOP_TIMEOUT_S)
             self._task = None
         await self._close_producer()
 
@@ -170,7 +177,7 @@ class Replicator:
     # -- the copy ---------------------------------------------------------------------------------
     async def _run(self) -> None:
         backoff = 0.0
-        while True:
+        while not self._stopped:
             start = self.cursor.mark_delete_position
             try:
                 await self._open_producer()
@@ -216,13 +223,14 @@ class Replicator:
         producer, self.producer = self.producer, None
         if producer is not None:
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(producer.close(), 5)
+                async with asyncio.timeout(5):
+                    await producer.close()
 
     async def _copy(self, producer: Producer) -> None:
         in_flight: deque[InFlight] = deque()
         window_bytes = 0
         try:
-            while True:
+            while not self._stopped:
                 while in_flight and (in_flight[0].future is None or in_flight[0].future.done()):
                     sent = in_flight.popleft()
                     window_bytes -= sent.size
