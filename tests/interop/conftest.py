@@ -103,8 +103,10 @@ def broker(broker_factory) -> BrokerProcess:
 def client_factory() -> Iterator[Callable[[str], pulsar.Client]]:
     clients: list[pulsar.Client] = []
 
-    def make(service_url: str) -> pulsar.Client:
-        client = pulsar.Client(service_url, operation_timeout_seconds=10, logger=CLIENT_LOGGER)
+    def make(service_url: str, operation_timeout_seconds: int = 10) -> pulsar.Client:
+        client = pulsar.Client(
+            service_url, operation_timeout_seconds=operation_timeout_seconds, logger=CLIENT_LOGGER
+        )
         clients.append(client)
         return client
 
