@@ -383,7 +383,7 @@ def replication_metrics(topics, cluster: str) -> Iterator[Metric]:
         for remote, stats in replication_stats(topic).items():
             values = [cluster, str(topic.name.namespace_name), name, remote]
             for family, field in families:
-                family.add_metric(values, float(stats.get(field, 0)))
+                family.add_metric(values, float(stats[field]))
     for family, _ in families:
         yield family
 

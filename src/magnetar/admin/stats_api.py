@@ -17,7 +17,7 @@ from aiohttp import web
 from magnetar.admin.consumers_api import page_path
 from magnetar.admin.errors import partitions_of, single_topic, translate_errors
 from magnetar.broker.dispatchers.broadcast_stats import PAGE_LIMIT, STATS_CONSUMERS, is_broadcast
-from magnetar.broker.replication import replication_stats
+from magnetar.broker.replication import cursor_name, replication_stats
 
 if TYPE_CHECKING:
     from magnetar.broker.nonpersistent import NonPersistentTopic
@@ -156,7 +156,7 @@ def internal_stats(topic: PersistentTopic) -> dict:
         }
     for remote, cursor in topic.replication_cursors.items():
         mark_delete, read = cursor.mark_delete_position, cursor.read_position
-        cursors[f"pulsar.repl.{remote}"] = {
+        cursors[cursor_name(remote)] = {
             "markDeletePosition": str(mark_delete),
             "readPosition": str(read),
             "individuallyDeletedMessages": _deleted_ranges(cursor.individually_deleted_ranges()),

@@ -9,10 +9,9 @@ import collections
 from collections.abc import Callable, Iterable, Iterator
 
 from magnetar.client.accumulator import OutgoingMessage
-from magnetar.client.errors import MessageTooBig, ProducerQueueIsFull
+from magnetar.client.errors import ProducerQueueIsFull
 from magnetar.client.message import ChunkMessageId, MessageId
-from magnetar.client.send_ops import SendOp, stored_size_limit
-from magnetar.protocol.headers import metadata_span
+from magnetar.client.send_ops import SendOp, stored_too_big
 
 
 class PendingSends:
@@ -109,14 +108,9 @@ class PendingSends:
         """Fail the queued messages a broker's limit refuses (it may be lower than the last
         one's): sent anyway, each would close the connection again, for ever."""
         for op in [op for op in self._ops if op.chunk is None]:
-            # metadata and payload, as the broker counts them
-            size = len(op.headers_and_payload) - metadata_span(op.headers_and_payload)[0]
-            limit = stored_size_limit(max_size, op.command.send.is_chunk)
-            if size > limit:
-                self.drop_message_of(
-                    op.sequence_id,
-                    MessageTooBig(f"message of {size} bytes exceeds the broker's limit of {limit}"),
-                )
+            too_big = stored_too_big(op.headers_and_payload, max_size, op.command.send.is_chunk)
+            if too_big is not None:
+                self.drop_message_of(op.sequence_id, too_big)
 
     def futures(self) -> list[asyncio.Future]:
         """The futures of the messages pending now (``flush`` waits for them)."""

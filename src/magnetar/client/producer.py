@@ -41,11 +41,11 @@ from magnetar.client.send_ops import (
     batch_op,
     callback_adapter,
     outgoing_message,
-    stored_size_limit,
+    stored_too_big,
 )
 from magnetar.protocol import commands
 from magnetar.protocol import pulsar_wire_pb2 as wire
-from magnetar.protocol.headers import encode_headers_and_payload, metadata_span
+from magnetar.protocol.headers import encode_headers_and_payload
 from magnetar.protocol.message_id import to_signed
 
 if TYPE_CHECKING:
@@ -202,9 +202,9 @@ class Producer(HandlerBase):
             await self._room_for_one()
             msg = OutgoingMessage(payload=b"", sequence_id=sequence_id)
             msg.future = asyncio.get_running_loop().create_future()
-            size = len(headers_and_payload) - metadata_span(headers_and_payload)[0]
-            if size > (limit := stored_size_limit(self.max_message_size, is_chunk)):
-                raise MessageTooBig(f"message of {size} bytes exceeds the broker's limit of {limit}")
+            too_big = stored_too_big(headers_and_payload, self.max_message_size, is_chunk)
+            if too_big is not None:
+                raise too_big
             highest = max(sequence_id, highest_sequence_id if highest_sequence_id is not None else -1)
             self._next_sequence_id = max(self._next_sequence_id, highest + 1)
             send = wire.CommandSend(

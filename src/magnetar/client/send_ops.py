@@ -16,7 +16,7 @@ from magnetar.client.message import MessageId
 from magnetar.protocol import commands
 from magnetar.protocol import pulsar_wire_pb2 as wire
 from magnetar.protocol.frames import FRAME_OVERHEAD
-from magnetar.protocol.headers import encode_headers_and_payload
+from magnetar.protocol.headers import encode_headers_and_payload, metadata_span
 
 #: Room kept for the chunk fields added to a chunk's metadata.
 CHUNK_METADATA_ROOM = 64
@@ -31,6 +31,16 @@ def stored_size_limit(max_message_size: int, is_chunk: bool) -> int:
     sized to the limit by its producer grows by its ``replicated_from`` when a geo-replicator
     copies it)."""
     return max_message_size + FRAME_OVERHEAD if is_chunk else max_message_size
+
+
+def stored_too_big(headers_and_payload: bytes, max_message_size: int, is_chunk: bool) -> MessageTooBig | None:
+    """The error for a stored message (metadata and payload, as the broker counts them) over
+    ``stored_size_limit``; None when it fits."""
+    size = len(headers_and_payload) - metadata_span(headers_and_payload)[0]
+    limit = stored_size_limit(max_message_size, is_chunk)
+    if size <= limit:
+        return None
+    return MessageTooBig(f"message of {size} bytes exceeds the broker's limit of {limit}")
 
 
 @dataclass(slots=True)

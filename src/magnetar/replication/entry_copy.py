@@ -17,10 +17,10 @@ everything sent before.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from magnetar.broker.entry_search import message_count
+from magnetar.broker.replication import message_clusters
 from magnetar.protocol import ProtocolError, wire
 from magnetar.protocol.entry import split_entry_metadata
 from magnetar.protocol.headers import parse_metadata
@@ -96,12 +96,7 @@ def skip_reason(metadata: wire.MessageMetadata, remote: str) -> str | None:
     (no loops, as Pulsar's replicators), or its ``replicate_to`` leaves ``remote`` out."""
     if metadata.HasField("replicated_from"):
         return f"replicated from {metadata.replicated_from}"
-    if not wanted_by(metadata.replicate_to, remote):
+    # The official client's disable_replication sends ["__local__"], which names no remote.
+    if not message_clusters([remote], metadata.replicate_to):
         return "its replicate_to leaves this cluster out"
     return None
-
-
-def wanted_by(replicate_to: Sequence[str], remote: str) -> bool:
-    """A message's ``replicate_to`` (empty: every cluster of its topic) lets it go to ``remote``;
-    the official client's ``disable_replication`` sends ``["__local__"]``, which names none."""
-    return not replicate_to or remote in replicate_to
