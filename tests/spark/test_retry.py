@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from magnetar.client.admin import AdminError, ConflictError, NotFoundError, UnauthorizedError
+from magnetar.client.admin import AdminClient, AdminError, ConflictError, NotFoundError, UnauthorizedError
 from magnetar.client.errors import (
     ConnectError,
     ConnectionClosed,
@@ -23,7 +23,7 @@ from magnetar.client.errors import (
     Timeout,
     TopicNotFound,
 )
-from magnetar.spark.admin import AdminUnreachableError, SparkAdmin
+from magnetar.spark.admin import AdminUnreachableError, connect_admin
 from magnetar.spark.errors import InvalidOptionError
 from magnetar.spark.offsets import IndexRange
 from magnetar.spark.options import ReadOptions, WriteOptions
@@ -172,8 +172,8 @@ def http_answers() -> Iterator[type[Answers]]:
     thread.join(5)
 
 
-def admin_for(url: str, timeout_s: float) -> SparkAdmin:
-    return SparkAdmin.connect(url, ConnectionSecurity(), RetryPolicy(timeout_s=timeout_s, **FAST))
+def admin_for(url: str, timeout_s: float) -> AdminClient:
+    return connect_admin(url, ConnectionSecurity(), RetryPolicy(timeout_s=timeout_s, **FAST))
 
 
 def test_admin_retries_503_then_answers(http_answers):

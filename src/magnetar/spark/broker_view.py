@@ -3,7 +3,7 @@
 One ``BrokerView`` per batch or stream reader, created lazily (the readers are pickled, the
 view is not). It keeps one client and, per partition, one reader parked at the end of the
 topic to ask for the last message id cheaply on every trigger. Every broker call is retried
-across a broker restart (the options' ``RetryPolicy``; the admin calls inside ``SparkAdmin``).
+across a broker restart (the options' ``RetryPolicy``; the admin calls through ``ConnectorCalls``).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections.abc import Iterable
 
 from magnetar.client import Client, MessageId
 from magnetar.spark import probes
-from magnetar.spark.admin import SparkAdmin
+from magnetar.spark.admin import connect_admin
 from magnetar.spark.offsets import EARLIEST, LATEST
 from magnetar.spark.options import ReadOptions
 
@@ -24,7 +24,7 @@ class BrokerView:
     def __init__(self, options: ReadOptions) -> None:
         self.options = options
         self.retry = options.retry
-        self.admin = SparkAdmin.connect(options.admin_url, options.security, self.retry)
+        self.admin = connect_admin(options.admin_url, options.security, self.retry)
         self._client: Client | None = None
         self._tail_readers: dict[str, object] = {}
 

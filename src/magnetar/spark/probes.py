@@ -1,7 +1,7 @@
 """Where a topic partition's indexes are: first retained, next to be written, first at a time.
 
-The functions take a blocking ``magnetar.client.Client`` and a ``SparkAdmin``, so executors
-(data-loss checks) and the driver (``BrokerView``, planning) share them. A partition with no
+The functions take a blocking ``magnetar.client.Client`` and an ``AdminClient`` (``connect_admin``),
+so executors (data-loss checks) and the driver (``BrokerView``, planning) share them. A partition with no
 retained message answers None: its indexes are not knowable until a message arrives.
 """
 
@@ -10,9 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from magnetar.client import ChunkMessageId, Client, Message, MessageId, Timeout
-from magnetar.client.admin import ConflictError, NotFoundError
+from magnetar.client.admin import AdminClient, ConflictError, NotFoundError
 from magnetar.protocol.topic_name import partition_name
-from magnetar.spark.admin import SparkAdmin
 from magnetar.spark.errors import IndexNotEnabledError, UnknownTopicError
 from magnetar.spark.options import TopicSelection
 
@@ -25,7 +24,7 @@ def entry_key(msg_id: MessageId) -> tuple[int, int]:
     return msg_id.ledger_id(), msg_id.entry_id()
 
 
-def index_of_id(admin: SparkAdmin, topic: str, msg_id: MessageId) -> int | None:
+def index_of_id(admin: AdminClient, topic: str, msg_id: MessageId) -> int | None:
     """Index of the entry ``msg_id`` (its last message for a batch); None if no longer retained."""
     try:
         return admin.index_for_message_id(topic, (msg_id.ledger_id(), msg_id.entry_id()))
@@ -35,7 +34,7 @@ def index_of_id(admin: SparkAdmin, topic: str, msg_id: MessageId) -> int | None:
         raise IndexNotEnabledError(topic, exc.reason) from None
 
 
-def message_id_at(admin: SparkAdmin, topic: str, index: int) -> MessageId | None:
+def message_id_at(admin: AdminClient, topic: str, index: int) -> MessageId | None:
     """Id of the message with ``index``; None when it is not retained or not written yet."""
     try:
         return admin.message_id_for_index(topic, index)
@@ -45,7 +44,7 @@ def message_id_at(admin: SparkAdmin, topic: str, index: int) -> MessageId | None
         raise IndexNotEnabledError(topic, exc.reason) from None
 
 
-def first_index_of(admin: SparkAdmin, topic: str, msg: Message) -> int:
+def first_index_of(admin: AdminClient, topic: str, msg: Message) -> int:
     """Index where ``msg`` starts: a chunked message starts at its first chunk."""
     msg_id = msg.message_id()
     if isinstance(msg_id, ChunkMessageId):
@@ -57,7 +56,7 @@ def first_index_of(admin: SparkAdmin, topic: str, msg: Message) -> int:
     return msg.index()
 
 
-def next_index(admin: SparkAdmin, topic: str, last_id: MessageId) -> int | None:
+def next_index(admin: AdminClient, topic: str, last_id: MessageId) -> int | None:
     """The index the next message will get, from the partition's last message id."""
     if last_id.entry_id() < 0:
         return None
@@ -65,7 +64,7 @@ def next_index(admin: SparkAdmin, topic: str, last_id: MessageId) -> int | None:
     return None if last is None else last + 1
 
 
-def first_index(client: Client, admin: SparkAdmin, topic: str) -> int | None:
+def first_index(client: Client, admin: AdminClient, topic: str) -> int | None:
     """Index of the first retained message; None when none is retained."""
     reader = client.create_reader(topic, MessageId.earliest, receiver_queue_size=10)
     try:
@@ -80,7 +79,7 @@ def first_index(client: Client, admin: SparkAdmin, topic: str) -> int | None:
         reader.close()
 
 
-def index_at_time(client: Client, admin: SparkAdmin, topic: str, timestamp_ms: int) -> int | None:
+def index_at_time(client: Client, admin: AdminClient, topic: str, timestamp_ms: int) -> int | None:
     """Index of the first message the broker stored at or after ``timestamp_ms`` (broker time);
     the next index to be written when there is none; None when nothing is retained."""
     reader = client.create_reader(topic, MessageId.earliest, receiver_queue_size=10)
@@ -98,7 +97,7 @@ def index_at_time(client: Client, admin: SparkAdmin, topic: str, timestamp_ms: i
         reader.close()
 
 
-def resolve_partitions(admin: SparkAdmin, selection: TopicSelection) -> list[str]:
+def resolve_partitions(admin: AdminClient, selection: TopicSelection) -> list[str]:
     """The topic partitions (full names) a selection reads, sorted; unknown topics are errors."""
     if selection.pattern is not None:
         pattern = selection.compiled_pattern
@@ -107,7 +106,7 @@ def resolve_partitions(admin: SparkAdmin, selection: TopicSelection) -> list[str
     return sorted(_partitions_of(admin, selection.topics, must_exist=True))
 
 
-def _partitions_of(admin: SparkAdmin, topics: Iterable[str], must_exist: bool) -> list[str]:
+def _partitions_of(admin: AdminClient, topics: Iterable[str], must_exist: bool) -> list[str]:
     found: list[str] = []
     for topic in topics:
         try:

@@ -30,9 +30,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import pyarrow as pa
 
 from magnetar.client import Client, MessageColumns, MessageId, Timeout
+from magnetar.client.admin import AdminClient
 from magnetar.protocol.topic_name import split_partition
 from magnetar.spark import probes
-from magnetar.spark.admin import SparkAdmin
+from magnetar.spark.admin import connect_admin
 from magnetar.spark.errors import IndexNotEnabledError, OffsetOutOfRangeError, ReadStalledError
 from magnetar.spark.retry import DEFAULT_RETRY_TIMEOUT_MS, RetryPolicy
 from magnetar.spark.schema import DEFAULT_BYTES_PER_BATCH, RecordBatchBuilder
@@ -72,7 +73,7 @@ def read_range(task: ReadTask) -> Iterator[pa.RecordBatch]:
     if task.end <= task.start:
         return
     retry = task.retry
-    admin = SparkAdmin.connect(task.admin_url, task.security, retry)
+    admin = connect_admin(task.admin_url, task.security, retry)
     base, partition = split_partition(task.topic)
     client = task.security.client(task.service_url)
     try:
@@ -104,7 +105,7 @@ def read_range(task: ReadTask) -> Iterator[pa.RecordBatch]:
         client.close()
 
 
-def _bounds(client: Client, admin: SparkAdmin, task: ReadTask) -> tuple[int, MessageId, MessageId] | None:
+def _bounds(client: Client, admin: AdminClient, task: ReadTask) -> tuple[int, MessageId, MessageId] | None:
     """(start, id of start, id of end - 1), after the data-loss rules; None: nothing to read."""
     start = task.start
     start_id = probes.message_id_at(admin, task.topic, start)

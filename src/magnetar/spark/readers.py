@@ -118,7 +118,9 @@ class MagnetarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     @property
     def subscription(self) -> CommitSubscription:
         if self._subscription is None:
-            self._subscription = CommitSubscription(self.view.client, self.view.admin, self.subscription_name)
+            self._subscription = CommitSubscription(
+                self.view.client, self.view.admin, self.options.retry, self.subscription_name
+            )
         return self._subscription
 
     def initialOffset(self) -> dict[str, int]:

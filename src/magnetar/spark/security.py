@@ -74,7 +74,7 @@ class ConnectionSecurity:
         )
 
     def admin_kwargs(self) -> dict:
-        """Keyword arguments of ``AdminClient`` (and ``SparkAdmin``) for an ``https://`` admin URL."""
+        """Keyword arguments of ``AdminClient`` for an ``https://`` admin URL."""
         kwargs: dict = {
             "tls_trust_certs_file_path": self.tls_trust_certs_file_path,
             "tls_validate_hostname": self.tls_hostname_verification,

@@ -32,10 +32,11 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import BinaryType, LongType, MapType, StringType, StructType, TimestampType
 
+from magnetar.client.admin import AdminClient
 from magnetar.client.errors import ProducerBusy
 from magnetar.protocol.key_hash import key_partition
 from magnetar.protocol.topic_name import TopicName, partition_name
-from magnetar.spark.admin import SparkAdmin
+from magnetar.spark.admin import connect_admin
 from magnetar.spark.errors import DeduplicationDisabledError, InvalidOptionError, MagnetarSparkError
 from magnetar.spark.options import WriteOptions, full_name
 
@@ -130,7 +131,7 @@ def _column(batch: pa.RecordBatch, name: str) -> list:
 # -- deduplication -----------------------------------------------------------------------------------
 
 
-def ensure_deduplication(admin: SparkAdmin, namespace: str, enable: bool) -> None:
+def ensure_deduplication(admin: AdminClient, namespace: str, enable: bool) -> None:
     if admin.deduplication(namespace) is True:
         return
     if enable:
@@ -158,7 +159,7 @@ class TaskWriter:
         self.options = options
         self.producer_name = producer_name
         self.batch_id = batch_id
-        self.admin = SparkAdmin.connect(options.admin_url, options.security, options.retry)
+        self.admin = connect_admin(options.admin_url, options.security, options.retry)
         self.client = options.security.client(options.service_url)
         self._partitions: dict[str, int] = {}
         self._checked: set[str] = set()
@@ -297,7 +298,7 @@ class _SinkSetup:
         check_input_schema(schema, options)
         self.options = options
         if options.topic is not None:
-            admin = SparkAdmin.connect(options.admin_url, options.security, options.retry)
+            admin = connect_admin(options.admin_url, options.security, options.retry)
             ensure_deduplication(
                 admin, TopicName.parse(options.topic).namespace_name, options.enable_deduplication
             )

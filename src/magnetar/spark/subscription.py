@@ -14,9 +14,10 @@ import json
 import logging
 
 from magnetar.client import Client, ConsumerType, InitialPosition, MessageId
+from magnetar.client.admin import AdminClient
 from magnetar.spark import probes
-from magnetar.spark.admin import SparkAdmin
 from magnetar.spark.options import ReadOptions
+from magnetar.spark.retry import RetryPolicy
 
 log = logging.getLogger(__name__)
 
@@ -39,16 +40,17 @@ def default_subscription_name(options: ReadOptions) -> str:
 
 
 class CommitSubscription:
-    def __init__(self, client: Client, admin: SparkAdmin, name: str) -> None:
+    def __init__(self, client: Client, admin: AdminClient, retry: RetryPolicy, name: str) -> None:
         self.client = client
         self.admin = admin
+        self.retry = retry
         self.name = name
         self._consumers: dict[str, object] = {}
 
     def hold(self, topic: str) -> None:
         """Make sure the subscription exists on ``topic`` (at the earliest message when new)."""
         if topic not in self._consumers:
-            self._consumers[topic] = self.admin.retry.call(  # the options' policy, across broker restarts
+            self._consumers[topic] = self.retry.call(  # the options' policy, across broker restarts
                 lambda: self.client.subscribe(
                     topic,
                     self.name,

@@ -8,6 +8,7 @@ magnetar's client and protocol, so it runs anywhere, Spark executors included.
 from magnetar.client.admin.core import (
     AdminClient,
     AdminError,
+    CallRunner,
     ConflictError,
     ForbiddenError,
     NotFoundError,
@@ -15,12 +16,14 @@ from magnetar.client.admin.core import (
     indexed_topic,
     namespace_path,
     quote,
+    refusal,
     topic_path,
 )
 
 __all__ = [
     "AdminClient",
     "AdminError",
+    "CallRunner",
     "ConflictError",
     "ForbiddenError",
     "NotFoundError",
@@ -28,5 +31,6 @@ __all__ = [
     "indexed_topic",
     "namespace_path",
     "quote",
+    "refusal",
     "topic_path",
 ]

@@ -26,7 +26,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from magnetar.client.message import MessageId
 from magnetar.client.tls import TlsOptions
@@ -127,13 +127,27 @@ def _message_id_parts(message_id: Any) -> tuple[int, int, int, int]:
     )
 
 
+T = TypeVar("T")
+
+
+class CallRunner(Protocol):
+    """Runs each HTTP exchange of an ``AdminClient``: ``runner(exchange, what)`` returns
+    ``exchange()``'s answer. ``what`` names the call (``"GET /admin/v2/..."``). A runner may try
+    the exchange again (a retry policy across broker restarts), or raise a clearer error in place
+    of the one the exchange raised (``AdminError`` for an HTTP refusal, ``OSError`` when nothing
+    answers)."""
+
+    def __call__(self, exchange: Callable[[], T], what: str) -> T: ...
+
+
 class AdminClient:
     """Blocking calls to a broker's admin HTTP port (``http_url``, e.g. ``http://host:8080``), or
     its HTTPS port (``https://host:8443``): the broker's certificate is checked against
     ``tls_trust_certs_file_path`` (the system's CAs without it) and must name the URL's host unless
     ``tls_validate_hostname`` is off; ``tls_allow_insecure_connection`` checks nothing. With
     ``tls_certificate_file_path`` and ``tls_key_file_path`` the client presents its certificate
-    (a broker requiring trusted client certificates wants one)."""
+    (a broker requiring trusted client certificates wants one). ``runner`` (a ``CallRunner``) runs
+    every HTTP exchange; without one each is tried once."""
 
     def __init__(
         self,
@@ -146,12 +160,14 @@ class AdminClient:
         tls_allow_insecure_connection: bool = False,
         tls_certificate_file_path: str | None = None,
         tls_key_file_path: str | None = None,
+        runner: CallRunner | None = None,
     ) -> None:
         """``token``: sent as ``Authorization: Bearer <token>`` when the broker authenticates
         (the token text, or a function returning a fresh one for each call)."""
         self.http_url = http_url.rstrip("/")
         self.timeout = timeout
         self.token = token
+        self.runner = runner
         self._ssl: ssl.SSLContext | None = None
         if self.http_url.startswith("https://"):
             self._ssl = TlsOptions(
@@ -325,7 +341,13 @@ class AdminClient:
         return json.loads(text) if text.strip() else None
 
     def _send(self, method: str, path: str, body: Any = None) -> tuple[bytes, dict[str, str]]:
-        """The answer's body and headers (``body`` sent as JSON); ``AdminError`` for a refusal."""
+        """The answer's body and headers (``body`` sent as JSON); ``AdminError`` for a refusal.
+        Through the runner, when there is one."""
+        if self.runner is None:
+            return self._exchange(method, path, body)
+        return self.runner(lambda: self._exchange(method, path, body), f"{method} {path}")
+
+    def _exchange(self, method: str, path: str, body: Any) -> tuple[bytes, dict[str, str]]:
         url = self.http_url + path
         headers = self._headers()
         data = None
@@ -337,11 +359,12 @@ class AdminClient:
             with urllib.request.urlopen(request, timeout=self.timeout, context=self._ssl) as response:
                 return response.read(), dict(response.headers.items())
         except urllib.error.HTTPError as exc:
-            raise self._refused(exc.code, _reason(exc), url) from None
+            raise refusal(exc.code, _reason(exc), url) from None
 
-    def _refused(self, status: int, reason: str, url: str) -> AdminError:
-        """The error for an HTTP refusal (subclasses may say more about its cause)."""
-        return _ERRORS.get(status, AdminError)(status, reason, url)
+
+def refusal(status: int, reason: str, url: str = "") -> AdminError:
+    """The error for an HTTP refusal: the ``AdminError`` subclass for its status."""
+    return _ERRORS.get(status, AdminError)(status, reason, url)
 
 
 def _reason(exc: urllib.error.HTTPError) -> str:
