@@ -5,9 +5,11 @@ case with the official client (100 B messages batched; 100 KB messages one per e
 same broker and topic, for each case: drains it with the official client's ``Reader`` from the
 earliest message (msg/s, MB/s), reads it with ``read_range`` in this process (the code a Spark task
 runs, without Spark), and reads it with ``spark.read.format("magnetar")`` in a local[N] session
-(rows/s, MB/s; the count and the summed value lengths are checked). Spark's fixed costs (session
-start, the first job's Python workers) are paid by a warm-up read before any timing. Prints one
-JSON object.
+(rows/s, MB/s; the count and the summed value lengths are checked), and, as Spark's own ceiling,
+the same query over a Python data source that yields the same rows from batches built once in
+memory (``bench/spark_ceiling.py``: no broker, no socket, no decoding). Spark's fixed costs
+(session start, the first job's Python workers) are paid by a warm-up read before any timing.
+Prints one JSON object.
 
     .venv/bin/python -m bench.spark_read                         # 1M x 100 B and 20k x 100 KB
     .venv/bin/python -m bench.spark_read --small 200000 --large 5000 --repeat 1
@@ -104,6 +106,20 @@ def spark_read(spark, broker: BrokerProcess, case: Case) -> float:
     return seconds
 
 
+def spark_ceiling(spark, case: Case) -> float:
+    """Seconds for the same query over ``CeilingSource``: Spark's part of ``spark_read`` alone."""
+    from pyspark.sql import functions as F
+
+    from bench.spark_ceiling import NAME
+
+    start = time.perf_counter()
+    df = spark.read.format(NAME).options(rows=str(case.count), size=str(case.size)).load()
+    (row,) = df.agg(F.count("*").alias("n"), F.sum(F.length("value")).alias("bytes")).collect()
+    seconds = time.perf_counter() - start
+    assert (row.n, row.bytes) == (case.count, case.count * case.size), f"ceiling read {row}"
+    return seconds
+
+
 def session(cores: int, local_dir: Path):
     from pyspark.sql import SparkSession
 
@@ -123,6 +139,12 @@ def session(cores: int, local_dir: Path):
     )
     spark.sparkContext.setLogLevel("ERROR")
     magnetar.spark.register(spark)
+    from pyspark import cloudpickle
+
+    import bench.spark_ceiling
+
+    cloudpickle.register_pickle_by_value(bench.spark_ceiling)  # the workers need not import bench
+    spark.dataSource.register(bench.spark_ceiling.CeilingSource)
     return spark
 
 
@@ -142,7 +164,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--large", type=int, default=20_000, help="100 KB messages (one per entry)")
     p.add_argument("--repeat", type=int, default=3, help="timed runs of each reader (the median is shown)")
     p.add_argument("--cores", type=int, default=2, help="local[N]")
-    p.add_argument("--skip", default="", help="comma list of readers to leave out: raw, range_read, spark")
+    p.add_argument(
+        "--skip", default="", help="comma list of readers to leave out: raw, range_read, spark, ceiling"
+    )
     p.add_argument("--out", type=Path, help="also write the JSON here")
     args = p.parse_args(argv)
     skip = {s.strip() for s in args.skip.split(",") if s.strip()}
@@ -166,8 +190,10 @@ def main(argv: list[str] | None = None) -> int:
                 warm = Case("warm", 1000, 100, True)
                 fill(client, warm)
                 spark_read(spark, broker, warm)  # session and Python workers started before timing
+                if "ceiling" not in skip:
+                    spark_ceiling(spark, warm)
             for case in cases:
-                runs: dict[str, list[float]] = {"raw": [], "range_read": [], "spark": []}
+                runs: dict[str, list[float]] = {"raw": [], "range_read": [], "spark": [], "spark_ceiling": []}
                 for _ in range(args.repeat):
                     if "raw" not in skip:
                         runs["raw"].append(raw_drain(client, case))
@@ -175,10 +201,18 @@ def main(argv: list[str] | None = None) -> int:
                         runs["range_read"].append(range_read(broker, case))
                     if spark is not None:
                         runs["spark"].append(spark_read(spark, broker, case))
+                        if "ceiling" not in skip:
+                            runs["spark_ceiling"].append(spark_ceiling(spark, case))
                 figures = {name: rates(case, s) for name, s in runs.items() if s}
                 if "raw" in figures and "spark" in figures:
                     share = figures["spark"]["mb_s"] / figures["raw"]["mb_s"]
                     figures["spark_over_raw_mb_s"] = round(share, 2)
+                if "spark_ceiling" in figures and "spark" in figures:
+                    share = figures["spark"]["mb_s"] / figures["spark_ceiling"]["mb_s"]
+                    figures["spark_over_ceiling_mb_s"] = round(share, 2)
+                if "spark_ceiling" in figures and "raw" in figures:
+                    share = figures["spark_ceiling"]["mb_s"] / figures["raw"]["mb_s"]
+                    figures["ceiling_over_raw_mb_s"] = round(share, 2)
                 results[case.name] = {
                     "messages": case.count,
                     "size": case.size,
