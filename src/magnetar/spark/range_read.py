@@ -23,7 +23,7 @@ import asyncio
 import bisect
 import logging
 import time
-from collections.abc import Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -94,15 +94,26 @@ def read_range(task: ReadTask) -> Iterator[pa.RecordBatch]:
         try:
             scan = RangeScan(reader, task, start, last_id)
             builder = RecordBatchBuilder(base, partition, task.records_per_batch, task.bytes_per_batch)
-            while on_loop(scan.fill(builder)):
-                if len(builder):
-                    yield builder.build()
-            while len(builder):  # rows past max_rows that the last entries brought
-                yield builder.build()
+            yield from _ahead(lambda: scan.next_batch(builder), client.loop)
         finally:
             on_loop(reader.close())
     finally:
         client.close()
+
+
+def _ahead(
+    next_batch: Callable[[], Coroutine[Any, Any, pa.RecordBatch | None]], loop: asyncio.AbstractEventLoop
+) -> Iterator[pa.RecordBatch]:
+    """The batches ``next_batch()`` makes on ``loop`` until it answers None, one ahead: the next
+    batch is read and built on the loop's thread while the caller hands this one to Spark, whose
+    write to the JVM waits for the JVM to take it in (and lets go of the GIL meanwhile)."""
+    pending = asyncio.run_coroutine_threadsafe(next_batch(), loop)
+    try:
+        while (batch := pending.result()) is not None:
+            pending = asyncio.run_coroutine_threadsafe(next_batch(), loop)
+            yield batch
+    finally:
+        pending.cancel()  # a batch nobody will take: its read stops before the reader is closed
 
 
 def _bounds(client: Client, admin: AdminClient, task: ReadTask) -> tuple[int, MessageId, MessageId] | None:
@@ -156,6 +167,12 @@ class RangeScan:
         self.finished = False
         self._idle_since = time.monotonic()
         self._away_since: float | None = None
+
+    async def next_batch(self, builder: RecordBatchBuilder) -> pa.RecordBatch | None:
+        """The range's next record batch, built once ``builder`` is full or the range done
+        (rows past ``max_rows`` wait in it for the next); None when nothing is left."""
+        await self.fill(builder)
+        return builder.build() if len(builder) else None
 
     async def fill(self, builder: RecordBatchBuilder) -> bool:
         """Adds the range's next messages to ``builder`` until it is full or the range is done
