@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from magnetar.client import CompressionType, MessageId, Timeout, aio
+from magnetar.client import Client, CompressionType, MessageId, Timeout, aio
 from magnetar.client.columns import MessageColumns
 
 SMALL = 64 * 1024  # a small broker limit makes chunks of a 200 KB message
@@ -187,3 +187,32 @@ def test_receive_columns_reads_what_the_official_client_wrote(broker_factory, to
             return got
 
     assert asyncio.run(main()) == sent
+
+
+def test_the_blocking_column_reader(broker_factory, topic):
+    """``Client.create_column_reader``: the same rows as the asyncio reader, whole chunked
+    messages, the queue and chunk progress read from the caller's thread, and a Timeout."""
+    broker = broker_factory({"max_message_size": SMALL})
+    big = os.urandom(200_000)  # chunked: four chunks under a 64 KB limit
+    with Client(broker.service_url, operation_timeout_seconds=10) as client:
+        producer = client.create_producer(topic, batching_enabled=False, chunking_enabled=True)
+        ids = [producer.send(b"before"), producer.send(big), producer.send(b"after")]
+        reader = client.create_column_reader(topic, MessageId.earliest)
+        got: list[bytes] = []
+        got_ids: list[MessageId] = []
+        while len(got) < 3:
+            cols = reader.receive_columns(timeout_millis=5000)
+            got += [bytes(p) for p in cols.payloads]
+            got_ids += [cols.message_id(i) for i in range(len(cols))]
+        assert got == [b"before", big, b"after"]
+        assert got_ids == ids
+        assert reader.queued_messages() == 0
+        progress = reader.chunk_progress()
+        assert progress.newest_chunk is not None and progress.newest_chunk.entry_id() == ids[1].entry_id()
+        assert progress.unfinished_first_chunks == () and progress.queue_empty
+        assert not reader.has_message_available()
+        with pytest.raises(Timeout):
+            reader.receive_columns(timeout_millis=300)
+        reader.seek(MessageId.earliest)
+        assert bytes(reader.receive_columns(max_messages=1, timeout_millis=5000).payloads[0]) == b"before"
+        reader.close()

@@ -23,7 +23,7 @@ from magnetar.client.errors import (
     UnsupportedOption,
 )
 from magnetar.client.message import ChunkMessageId, Message, MessageId
-from magnetar.client.sync import Client, Consumer, Producer, Reader, Result
+from magnetar.client.sync import Client, ColumnReader, Consumer, Producer, Reader, Result
 from magnetar.client.tls import AuthenticationTLS, TlsError
 
 __all__ = [
@@ -34,6 +34,7 @@ __all__ = [
     "ChunkMessageId",
     "Client",
     "ClientError",
+    "ColumnReader",
     "CompressionType",
     "ConnectError",
     "Consumer",
