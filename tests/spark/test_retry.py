@@ -115,6 +115,16 @@ def test_retries_stop_at_the_deadline_with_the_last_error():
     assert flaky.calls > 3
 
 
+def test_a_caller_may_say_what_else_heals():
+    """The sink waits out ProducerBusy (an earlier attempt of its task still holds the producer
+    name) under its own policy; the default policy fails it at once."""
+    busy = Flaky(2, ProducerBusy("taken"))
+    with pytest.raises(ProducerBusy):
+        RetryPolicy(timeout_s=5, **FAST).call(busy, "test")
+    assert RetryPolicy(timeout_s=5, **FAST).call(busy, "test", transient=lambda e: isinstance(e, ProducerBusy))
+    assert busy.calls == 3
+
+
 def test_zero_means_one_attempt():
     flaky = Flaky(1, ConnectionRefusedError(111, "refused"))
     with pytest.raises(ConnectionRefusedError):

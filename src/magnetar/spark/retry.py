@@ -66,15 +66,17 @@ class RetryPolicy:
     def of_ms(cls, timeout_ms: int) -> RetryPolicy:
         return cls(timeout_s=timeout_ms / 1000)
 
-    def call(self, fn: Callable[[], T], what: str) -> T:
-        """``fn()``, tried again after transient failures until the deadline; the last error
-        propagates. ``what`` names the call in the log."""
+    def call(
+        self, fn: Callable[[], T], what: str, transient: Callable[[BaseException], bool] = is_transient
+    ) -> T:
+        """``fn()``, tried again after failures ``transient`` says may heal, until the deadline;
+        the last error propagates. ``what`` names the call in the log."""
         if self.timeout_s <= 0:
             return fn()
         retrying = Retrying(
             stop=stop_before_delay(self.timeout_s),
             wait=wait_random_exponential(multiplier=self.first_wait_s, max=self.longest_wait_s),
-            retry=retry_if_exception(is_transient),
+            retry=retry_if_exception(transient),
             before_sleep=_logger(what),
             reraise=True,
         )

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 import uuid
 from collections.abc import Coroutine, Iterable, Iterator
 from dataclasses import dataclass
@@ -39,6 +38,7 @@ from magnetar.protocol.topic_name import TopicName, partition_name
 from magnetar.spark.admin import connect_admin
 from magnetar.spark.errors import DeduplicationDisabledError, InvalidOptionError, MagnetarSparkError
 from magnetar.spark.options import WriteOptions, full_name
+from magnetar.spark.retry import RetryPolicy
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +46,8 @@ ROW_BITS = 32
 SEND_CHUNK = 500
 R = TypeVar("R")
 MAX_ROWS_PER_BATCH = 1 << ROW_BITS
-PRODUCER_BUSY_RETRY_S = 30.0
+#: How long a task waits for an earlier attempt of itself to let go of its producer name.
+PRODUCER_BUSY_RETRY = RetryPolicy(timeout_s=30.0, first_wait_s=0.25, longest_wait_s=2.0)
 BATCH_ID_PROPERTY = "streaming.sql.batchId"
 QUERY_ID_PROPERTY = "sql.streaming.queryId"
 
@@ -231,27 +232,25 @@ class TaskWriter:
 
     def _producer(self, topic: str) -> tuple[Any, int]:
         if topic not in self._producers:
-            deadline = time.monotonic() + PRODUCER_BUSY_RETRY_S
-            while True:
-                try:
-                    producer = self.options.retry.call(  # across a broker restart
-                        lambda: self._on_loop(
-                            self.client.aio.create_producer(
-                                topic,
-                                producer_name=self.producer_name,
-                                batching_enabled=False,  # batch boundaries differ between attempts
-                                chunking_enabled=self.options.chunking_enabled,
-                                block_if_queue_full=True,
-                                send_timeout_millis=self.options.send_timeout_ms,
-                            )
-                        ),
-                        f"producer on {topic}",
+
+            def create() -> Any:
+                return self._on_loop(
+                    self.client.aio.create_producer(
+                        topic,
+                        producer_name=self.producer_name,
+                        batching_enabled=False,  # batch boundaries differ between attempts
+                        chunking_enabled=self.options.chunking_enabled,
+                        block_if_queue_full=True,
+                        send_timeout_millis=self.options.send_timeout_ms,
                     )
-                    break
-                except ProducerBusy:  # an earlier attempt of this task still holds the name
-                    if time.monotonic() > deadline:
-                        raise
-                    time.sleep(0.5)
+                )
+
+            what = f"producer on {topic}"
+            producer = PRODUCER_BUSY_RETRY.call(  # an earlier attempt of this task still holds the name
+                lambda: self.options.retry.call(create, what),  # across a broker restart
+                what,
+                transient=lambda exc: isinstance(exc, ProducerBusy),
+            )
             self._producers[topic] = (producer, producer.last_sequence_id())
         return self._producers[topic]
 
