@@ -217,15 +217,21 @@ class BrokerService:
         for cnx in list(self.connections):
             cnx.check_credentials(now)
 
-    async def stop(self) -> None:
-        """Stop accepting, close every connection, flush cursors and state, close storage."""
-        for task in self._tasks:
-            task.cancel()
+    def stop_serving(self) -> None:
+        """Stop accepting and close every connection: no SEND is taken while the rest of the
+        process shuts down (replication, the HTTP server), so the clients know at once what was
+        stored and what they must send again."""
         for server in (self._server, self._tls_server):
             if server is not None:
                 server.close()
         for cnx in list(self.connections):
             cnx.close()
+
+    async def stop(self) -> None:
+        """Stop serving, flush cursors and state, close storage."""
+        for task in self._tasks:
+            task.cancel()
+        self.stop_serving()
         self.loader.executor.shutdown(wait=True)  # opens under way finish before storage closes
         # Let receipts already on their way out reach the clients.
         await asyncio.sleep(0)

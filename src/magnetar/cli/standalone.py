@@ -51,7 +51,10 @@ class Standalone:
             raise
 
     async def stop(self) -> None:
-        """Stop replicating and answering HTTP, then stop the broker (connections, cursors, storage)."""
+        """Stop serving clients, stop replicating and answering HTTP, then stop the broker (cursors,
+        storage). Connections go first: while replicators and the HTTP server wind down (seconds at
+        worst), producers would otherwise go on storing messages."""
+        self.broker.stop_serving()
         await self.replication.stop()
         await self.admin.stop()
         await self.broker.stop()
