@@ -11,21 +11,9 @@ import pytest
 from magnetar.client import InitialPosition, MessageTooBig, aio
 from magnetar.protocol import wire
 from magnetar.protocol.batch import encode_batch
+from tests.stored_metadata import stored_metadata
 
 REPLICATOR = "magnetar.repl.x-->y"
-
-
-def stored_metadata(sequence_id: int, **fields) -> wire.MessageMetadata:
-    """Metadata as an edge cluster stored it: another producer's name and sequence id."""
-    meta = wire.MessageMetadata(
-        producer_name="sensor-7", sequence_id=sequence_id, publish_time=1_700_000_000_000
-    )
-    for name, value in fields.items():
-        if isinstance(value, list):
-            getattr(meta, name).extend(value)
-        else:
-            setattr(meta, name, value)
-    return meta
 
 
 async def sent(producer, metadata: wire.MessageMetadata, payload: bytes, sequence_id: int, **send):

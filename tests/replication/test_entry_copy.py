@@ -11,16 +11,7 @@ from magnetar.protocol import wire
 from magnetar.protocol.entry import prepend_entry_metadata
 from magnetar.protocol.headers import encode_headers_and_payload
 from magnetar.replication.entry_copy import Copy, Skip, Unreplicable, copy_of
-
-
-def metadata(**fields) -> wire.MessageMetadata:
-    meta = wire.MessageMetadata(producer_name="sensor-7", sequence_id=41, publish_time=1_700_000_000_000)
-    for name, value in fields.items():
-        if isinstance(value, list):
-            getattr(meta, name).extend(value)
-        else:
-            setattr(meta, name, value)
-    return meta
+from tests.stored_metadata import stored_metadata
 
 
 def stored(meta: wire.MessageMetadata, payload: bytes = b"p", index: int | None = 99) -> bytes:
@@ -37,7 +28,7 @@ def copied(data: bytes, local: str = "edge", remote: str = "centre") -> Copy:
 
 
 def test_single_message_keeps_its_metadata_and_gets_replicated_from():
-    meta = metadata(
+    meta = stored_metadata(
         partition_key="k1",
         ordering_key=b"ord",
         event_time=123,
@@ -55,18 +46,20 @@ def test_single_message_keeps_its_metadata_and_gets_replicated_from():
 
 
 def test_batch_takes_the_index_range_of_its_messages():
-    c = copied(stored(metadata(num_messages_in_batch=5, compression=wire.LZ4), b"\x01" * 40, index=104))
+    c = copied(
+        stored(stored_metadata(num_messages_in_batch=5, compression=wire.LZ4), b"\x01" * 40, index=104)
+    )
     assert (c.sequence_id, c.highest_sequence_id, c.num_messages) == (100, 104, 5)
     assert c.metadata.compression == wire.LZ4 and bytes(c.payload) == b"\x01" * 40
 
 
 def test_first_batch_of_a_topic_starts_at_sequence_id_zero():
-    c = copied(stored(metadata(num_messages_in_batch=3), b"xyz", index=2))
+    c = copied(stored(stored_metadata(num_messages_in_batch=3), b"xyz", index=2))
     assert (c.sequence_id, c.highest_sequence_id) == (0, 2)
 
 
 def test_chunk_stays_a_chunk():
-    meta = metadata(uuid="sensor-7-41", num_chunks_from_msg=3, total_chunk_msg_size=30, chunk_id=1)
+    meta = stored_metadata(uuid="sensor-7-41", num_chunks_from_msg=3, total_chunk_msg_size=30, chunk_id=1)
     c = copied(stored(meta, b"c" * 10, index=7))
     assert c.is_chunk and (c.sequence_id, c.highest_sequence_id, c.num_messages) == (7, 7, 1)
     assert (c.metadata.uuid, c.metadata.chunk_id, c.metadata.num_chunks_from_msg) == ("sensor-7-41", 1, 3)
@@ -75,18 +68,18 @@ def test_chunk_stays_a_chunk():
 
 
 def test_an_epoch_lifts_the_sequence_ids_above_every_earlier_one():
-    first = copied(stored(metadata(), b"x", index=2**40 - 1))
-    lifted = copy_of(stored(metadata(), b"x", index=0), "edge", "central", epoch=1)
+    first = copied(stored(stored_metadata(), b"x", index=2**40 - 1))
+    lifted = copy_of(stored(stored_metadata(), b"x", index=0), "edge", "central", epoch=1)
     assert lifted.sequence_id == lifted.metadata.sequence_id == 2**40 > first.sequence_id
 
 
 def test_a_single_chunk_message_is_not_a_chunk():
-    assert not copied(stored(metadata(num_chunks_from_msg=1, uuid="u"), b"x")).is_chunk
+    assert not copied(stored(stored_metadata(num_chunks_from_msg=1, uuid="u"), b"x")).is_chunk
 
 
 def test_payload_bytes_identical_and_copy_does_not_change_the_stored_entry():
     payload = bytes(range(256)) * 4
-    data = stored(metadata(), payload)
+    data = stored(stored_metadata(), payload)
     before = bytes(data)
     c = copied(data)
     assert bytes(c.payload) == payload
@@ -94,34 +87,34 @@ def test_payload_bytes_identical_and_copy_does_not_change_the_stored_entry():
 
 
 def test_message_replicated_from_another_cluster_is_skipped():
-    result = copy_of(stored(metadata(replicated_from="other")), "edge", "centre")
+    result = copy_of(stored(stored_metadata(replicated_from="other")), "edge", "centre")
     assert isinstance(result, Skip) and "other" in result.why
 
 
 @pytest.mark.parametrize("replicate_to", [["elsewhere"], ["__local__"], ["edge"]])
 def test_replicate_to_without_the_remote_is_skipped(replicate_to):
-    result = copy_of(stored(metadata(replicate_to=replicate_to)), "edge", "centre")
+    result = copy_of(stored(stored_metadata(replicate_to=replicate_to)), "edge", "centre")
     assert isinstance(result, Skip)
 
 
 def test_replicate_to_naming_the_remote_is_copied():
-    c = copied(stored(metadata(replicate_to=["elsewhere", "centre"]), b"p"))
+    c = copied(stored(stored_metadata(replicate_to=["elsewhere", "centre"]), b"p"))
     assert list(c.metadata.replicate_to) == ["elsewhere", "centre"]
 
 
 def test_skip_does_not_need_an_index():
-    result = copy_of(stored(metadata(replicated_from="other"), index=None), "edge", "centre")
+    result = copy_of(stored(stored_metadata(replicated_from="other"), index=None), "edge", "centre")
     assert isinstance(result, Skip)
 
 
 def test_no_index_is_unreplicable():
     with pytest.raises(Unreplicable, match="index"):
-        copy_of(stored(metadata(), index=None), "edge", "centre")
+        copy_of(stored(stored_metadata(), index=None), "edge", "centre")
 
 
 def test_no_broker_entry_metadata_at_all_is_unreplicable():
     with pytest.raises(Unreplicable, match="index"):
-        copy_of(encode_headers_and_payload(metadata(), b"p"), "edge", "centre")
+        copy_of(encode_headers_and_payload(stored_metadata(), b"p"), "edge", "centre")
 
 
 @pytest.mark.parametrize(
@@ -133,7 +126,7 @@ def test_no_broker_entry_metadata_at_all_is_unreplicable():
     ],
 )
 def test_damaged_metadata_is_unreplicable(damage):
-    data = stored(metadata(), b"hello")
+    data = stored(stored_metadata(), b"hello")
     with pytest.raises(Unreplicable):
         copy_of(damage(data), "edge", "centre")
 
