@@ -10,8 +10,9 @@ pulsar-lite has no admin API, so it is registered on the edge with its broker UR
 - it does **not** deduplicate by producer name and sequence id, so a resend after the edge is
   killed is stored again: into pulsar-lite replication is at least once, not exactly once;
 - a consumer subscribed while messages arrive may get some of them more than once (pulsar-lite's
-  dispatch, with its own producer as much as with the replicator; a reader of what it stored sees
-  each once), so these tests read what it stored, after the edge's replication backlog drained;
+  dispatch, with its own producer as much as with the replicator), and so, now and then, may a
+  reader of what it stored (the same message id twice: seen in 1 run of 25 with 2,000 messages),
+  so these tests read what it stored, after the edge's replication backlog drained, once per id;
 - a partitioned topic needs the remote's admin API (the replicator creates the partitioned
   topic there first): without one its partitions are held at the edge, never sent as topics of
   their own, and their backlog stays.
@@ -59,13 +60,15 @@ def edge_replicating_to(clusters, peer: PeerProcess, config: dict[str, object] |
 
 
 def stored_at(client, topic: str) -> list:
-    """Every message ``topic`` holds, from the first (``client``: official or Magnetar's)."""
+    """Every message ``topic`` holds, from the first, each once (``client``: official or
+    Magnetar's): pulsar-lite's reader may hand one message id out twice."""
     reader = client.create_reader(topic, pulsar.MessageId.earliest)
-    out = []
+    out = {}
     while reader.has_message_available():
-        out.append(reader.read_next(10_000))
+        message = reader.read_next(10_000)
+        out.setdefault(str(message.message_id()), message)
     reader.close()
-    return out
+    return list(out.values())
 
 
 def drained(edge, topic: str, messages: int) -> dict:
@@ -180,13 +183,12 @@ def test_an_edge_killed_mid_stream_resends_and_pulsar_lite_keeps_the_duplicates(
 
     values = [m.data().decode() for m in stored_at(at_peer, topic)]
     assert values[-1] == "m-end"
-    values = values[:-1]
-    sent = [f"m{i}" for i in range(count)]
+    sent = [f"m{i}" for i in range(count)] + ["m-end"]
     # At least once, in order of first arrival: nothing lost, nothing out of order ...
     assert list(dict.fromkeys(values)) == sent, "a message lost or out of order"
     # ... but what was sent again is stored again: pulsar-lite does not deduplicate (a Magnetar
     # centre drops these, test_replication_faults.py). Each resend is a run of the stream again.
-    assert len(values) > count and values[0] == "m0" and values.count("m0") >= 2
+    assert len(values) > len(sent) and values[0] == "m0" and values.count("m0") >= 2
 
 
 def test_a_partitioned_topic_is_held_at_the_edge_without_the_remotes_admin_api(
