@@ -175,7 +175,9 @@ def test_an_auth_token_is_passed_and_a_refused_one_is_one_line(broker_factory, t
 
 def test_consume_without_a_count_runs_until_ctrl_c_and_then_exits_cleanly(broker, topic):
     url = broker.service_url
-    command = [sys.executable, "-m", "magnetar", "consume", topic, "-s", "tail", "-n", "0", "--url", url]
+    # -X faulthandler: should it hang after Ctrl-C, SIGABRT makes it print where each thread is.
+    command = [sys.executable, "-X", "faulthandler", "-m", "magnetar", "consume", topic, "-s", "tail"]
+    command += ["-n", "0", "--url", url]
     with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
         try:
             # the subscription exists once the broker lists it: produce only then (it starts at latest)
@@ -185,7 +187,12 @@ def test_consume_without_a_count_runs_until_ctrl_c_and_then_exits_cleanly(broker
             ok("produce", topic, "-m", "a", "-m", "b", "--url", url)
             assert proc.stdout.readline() == "a\n" and proc.stdout.readline() == "b\n"
             proc.send_signal(signal.SIGINT)
-            rc = proc.wait(30)
+            try:
+                rc = proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.send_signal(signal.SIGABRT)
+                _, stacks = proc.communicate(timeout=10)
+                pytest.fail(f"still running 30 s after Ctrl-C; its threads:\n{stacks[-8000:]}")
             err = proc.stderr.read()
         finally:
             proc.kill()
