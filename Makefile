@@ -28,15 +28,16 @@ run: $(STAMP_RUN)
 broker: $(STAMP_RUN)
 	$(BIN)/magnetar standalone $(ARGS)
 
-## Lint and run the whole test suite.
+## Lint and run the whole test suite, on two workers (XDIST= runs it in one process).
+XDIST ?= -n 2 --dist loadfile
 test: $(STAMP_DEV)
 	$(BIN)/ruff check src tests bench
-	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q $(XDIST) $(PYTEST_ARGS)
 
 ## The suite RUNS times in a row with every core busy (flakes show there): docs/testing.md.
 RUNS ?= 20
 test-under-load: $(STAMP_DEV)
-	.ci/under-load $(RUNS) -q $(PYTEST_ARGS)
+	.ci/under-load $(RUNS) -q $(XDIST) $(PYTEST_ARGS)
 
 lint: $(STAMP_DEV)
 	$(BIN)/ruff check src tests bench

@@ -2,15 +2,54 @@
 
 Under ``CI=true`` a skip is a failure: a test that cannot run on the CI machine (no Java, no
 pyspark, ...) must not let the run pass without it. Locally a skip stays a skip.
+
+``make test`` runs the suite on two pytest-xdist workers, a test file at a time
+(``-n 2 --dist loadfile``). A process has one SparkSession, and the demos stop theirs when they
+end, so the files that run Spark in the test process (``tests/spark/`` and the modules marked
+``spark``) go to one worker together, as one unit, in the serial run's order.
 """
 
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import pytest
 
 CI = os.environ.get("CI", "").strip().lower() in {"1", "true", "yes"}
+
+
+#: The files that run Spark in the test process; a module marked ``spark`` must be one of them.
+SPARK_IN_PROCESS = ("tests/spark/", "tests/demo/test_pipeline_spark.py", "tests/demo/test_smart_city")
+
+
+def runs_spark(nodeid: str) -> bool:
+    return nodeid.startswith(SPARK_IN_PROCESS)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    unlisted = {
+        i.nodeid.split("::")[0] for i in items if i.get_closest_marker("spark") and not runs_spark(i.nodeid)
+    }
+    if unlisted:
+        raise pytest.UsageError(
+            f"marked spark, missing from tests/conftest.py SPARK_IN_PROCESS: {sorted(unlisted)}"
+        )
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadfile``, with every Spark file in one unit (xdist's loadgroup does not group
+    under pytest 9.2, whose node ids it can no longer rename)."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SparkTogether(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return "spark" if runs_spark(nodeid) else nodeid.split("::", 1)[0]
+
+    return SparkTogether(config, log)
 
 
 def _reason(longrepr: object) -> str:

@@ -14,6 +14,7 @@ from magnetar.demo.smart_city.settings import CitySettings
 from tests.needs import need_spark
 
 need_spark()
+pytestmark = pytest.mark.spark  # Spark in this process: one xdist worker for all (tests/conftest.py)
 
 T0 = 1_700_000_001_234
 

@@ -12,6 +12,7 @@ from magnetar.demo.smart_city.settings import MIB, CitySettings
 from tests.needs import need_spark
 
 need_spark()
+pytestmark = pytest.mark.spark  # Spark in this process: one xdist worker for all (tests/conftest.py)
 
 SMALL = CitySettings(
     seed=7,

@@ -14,6 +14,7 @@ from magnetar.demo.smart_city.settings import CitySettings
 from tests.needs import need_spark
 
 need_spark()
+pytestmark = pytest.mark.spark  # Spark in this process: one xdist worker for all (tests/conftest.py)
 
 # Two areas, both damaged: area-1 in district-1, area-2 in district-2, so each district has alerts.
 SMALL = CitySettings(
