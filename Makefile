@@ -37,7 +37,7 @@ test: $(STAMP_DEV)
 ## The suite RUNS times in a row with every core busy (flakes show there): docs/testing.md.
 RUNS ?= 20
 test-under-load: $(STAMP_DEV)
-	.ci/under-load $(RUNS) -q $(XDIST) $(PYTEST_ARGS)
+	.ci/under-load $(RUNS) $(XDIST) $(PYTEST_ARGS)
 
 lint: $(STAMP_DEV)
 	$(BIN)/ruff check src tests bench
