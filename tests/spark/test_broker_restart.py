@@ -9,6 +9,12 @@ from tests.spark.support import admin, produce, read_back, source_options
 from tests.waiting import eventually
 
 
+def restart(broker) -> None:
+    port, http_port = broker.port, broker.http_port
+    broker.kill()  # SIGKILL: nothing is flushed or closed
+    broker.start(port=port, http_port=http_port)  # the same data directory and ports
+
+
 def test_stream_survives_a_broker_kill_and_restart_exactly_once(spark, broker_factory_session, tmp_path):
     broker = broker_factory_session()  # its own: the session's broker stays up for the other tests
     topic = f"persistent://public/default/blip-{uuid.uuid4().hex[:8]}"
@@ -30,9 +36,7 @@ def test_stream_survives_a_broker_kill_and_restart_exactly_once(spark, broker_fa
     )
     try:
         eventually(lambda: len(seen) >= 40, timeout=60, what="the first 40 messages")
-        port, http_port = broker.port, broker.http_port
-        broker.kill()  # SIGKILL: the planner's next trigger finds no broker
-        broker.start(port=port, http_port=http_port)  # the same data directory and ports
+        restart(broker)  # the planner's next trigger finds no broker
         with Client(broker.service_url, operation_timeout_seconds=10) as client:
             produce(client, topic, [f"b{i}" for i in range(40)])
         eventually(lambda: len(seen) >= 80, timeout=60, what="the 40 messages sent after the restart")
@@ -40,12 +44,6 @@ def test_stream_survives_a_broker_kill_and_restart_exactly_once(spark, broker_fa
     finally:
         query.stop()
     assert sorted(seen) == sorted([f"a{i}" for i in range(40)] + [f"b{i}" for i in range(40)])  # exactly once
-
-
-def restart(broker) -> None:
-    port, http_port = broker.port, broker.http_port
-    broker.kill()  # SIGKILL: nothing is flushed or closed
-    broker.start(port=port, http_port=http_port)  # the same data directory and ports
 
 
 def test_sink_survives_a_broker_kill_and_restart_exactly_once(spark, broker_factory_session, tmp_path):

@@ -169,17 +169,10 @@ class RangeScan:
         self._away_since: float | None = None
 
     async def next_batch(self, builder: RecordBatchBuilder) -> pa.RecordBatch | None:
-        """The range's next record batch, built once ``builder`` is full or the range done
-        (rows past ``max_rows`` wait in it for the next); None when nothing is left."""
-        await self.fill(builder)
-        return builder.build() if len(builder) else None
-
-    async def fill(self, builder: RecordBatchBuilder) -> bool:
-        """Adds the range's next messages to ``builder`` until it is full or the range is done
-        (the batch then holds what was left); False once the range was done before the call."""
-        if self.finished:
-            return False
-        while not builder.full:
+        """The range's next record batch: ``builder`` takes the range's next messages until it is
+        full or the range is done (rows past ``max_rows`` wait in it for the next); None when
+        nothing is left."""
+        while not (self.finished or builder.full):
             if self._done():
                 self.finished = True
                 break
@@ -187,7 +180,7 @@ class RangeScan:
             cols = await self._next(rows, nbytes)
             if cols is not None:
                 builder.add_columns(self._belonging(cols))
-        return True
+        return builder.build() if len(builder) else None
 
     async def _next(self, max_messages: int, max_bytes: int) -> MessageColumns | None:
         try:
