@@ -57,7 +57,7 @@ bench: $(STAMP_BENCH)
 
 ## Regenerate the protobuf module from src/magnetar/protocol/pulsar_wire.proto.
 proto: $(STAMP_DEV)
-	cd src && ../$(BIN)/python -m grpc_tools.protoc -I. --python_out=. --pyi_out=. magnetar/protocol/pulsar_wire.proto
+	cd src && PATH=../$(BIN):$$PATH ../$(BIN)/python -m grpc_tools.protoc -I. --python_out=. --mypy_out=. magnetar/protocol/pulsar_wire.proto
 
 clean:
 	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache .ruff_cache
