@@ -155,7 +155,7 @@ class ManagedLedger:
         with self._lock:
             self._check_writable()
 
-    def add_entry(self, data: EntryData, on_durable: DurableCallback | None = None) -> Position:
+    def add_entry(self, data: EntryData | bytearray, on_durable: DurableCallback | None = None) -> Position:
         """Append ``data`` now and return its position; ``on_durable`` fires once it is durable.
 
         ``data`` is kept (in the entry cache) as given when it is ``bytes`` or a read-only
