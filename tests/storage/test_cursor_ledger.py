@@ -20,6 +20,7 @@ from magnetar.storage.cursor_state import CursorState
 from magnetar.storage.record import scan_records
 
 from .conftest import TOPIC, add_durable, payloads
+from .json_cursors import save_json_cursors
 
 PER_LEDGER = 100
 SMALL_LEDGERS = {"max_ledger_size_bytes": PER_LEDGER * 18, "fsync_policy": "never"}  # 100 entries of 10 bytes
@@ -160,7 +161,7 @@ def check_legacy(cursor, p: list[Position]) -> None:
 def test_a_cursor_in_the_json_form_is_read_and_migrated(filled, open_storage, tmp_path):
     ml, p = filled
     ml_id = ml._id
-    ml._metadata.save_cursors(ml_id, [("old", legacy_state(p))])
+    save_json_cursors(ml._metadata, ml_id, [("old", legacy_state(p))])
     assert cursor_files(tmp_path) == []
 
     migrated = reopen(open_storage)

@@ -23,11 +23,13 @@ def test_writes_waiting_together_commit_together_and_a_failing_one_fails_alone(t
             outcomes[name] = exc
 
     names = [f"t{i}" for i in range(8)] + ["taken"]
-    with store._lock:  # a commit in progress: the writes queue behind it
+    with store._commits._lock:  # a commit in progress: the writes queue behind it
         threads = [threading.Thread(target=create, args=(name,)) for name in names]
         for thread in threads:
             thread.start()
-        eventually(lambda: len(store._queue) == len(names), interval=0.001, what="every write queued")
+        eventually(
+            lambda: len(store._commits._queue) == len(names), interval=0.001, what="every write queued"
+        )
     for thread in threads:
         thread.join(5)
     assert isinstance(outcomes.pop("taken"), sqlite3.IntegrityError)

@@ -169,7 +169,7 @@ def test_places_stored_one_per_row_are_taken_in_and_rewritten_as_pages(open_stor
     storage = open_storage()
     ml = storage.open_managed_ledger(TOPIC)
     ml.open_cursor("fans")
-    with storage.metadata._tx() as db:
+    with storage.metadata._commits.transaction() as db:
         db.executemany(
             "INSERT INTO places (ml_id, cursor, name, state) VALUES (?, ?, ?, ?)",
             [(ml_id(storage), "fans", f"car-{i}", encode_place(_place(i))) for i in range(3)],

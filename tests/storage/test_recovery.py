@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
 import pytest
@@ -128,31 +129,37 @@ def test_segment_files_a_trim_left_are_removed_and_unknown_data_is_moved_aside(o
 _WRITER = textwrap.dedent(
     """
     import sys
-    import time
+    import threading
     from magnetar.storage import Storage, StorageConfig
 
     storage = Storage(StorageConfig(sys.argv[1], max_ledger_size_bytes=8192))
     ml = storage.open_managed_ledger("persistent://public/default/crash")
     cursor = ml.open_cursor("sub", "earliest")
 
+    first_durable = threading.Event()  # set after last_confirmed has reached entry 0
+
     def acked(i):
         def on_durable(position, error):
             if error is None:
                 print(i, position.ledger_id, position.entry_id, flush=True)
+                if i == 0:
+                    first_durable.set()
         return on_durable
 
-    first = ml.add_entry(b"entry-0" * 4, acked(0))
+    ml.add_entry(b"entry-0" * 4, acked(0))
     i = 1
-    while True:
+    while True:  # until the test kills it
         ml.add_entry(b"entry-%d" % i * 4, acked(i))
         i += 1
         if i == 300:
-            while ml.last_confirmed < first:
-                time.sleep(0.001)
+            if not first_durable.wait(30):
+                sys.exit("entry 0 was not durable within 30 s")
             cursor.mark_delete(ml.last_confirmed)
             cursor.flush()
     """
 )
+#: How long the writer may take to acknowledge its 2000 entries (0.2 s here): a bound on a hang.
+_WRITER_DEADLINE = 60.0
 
 
 def test_kill_minus_nine_loses_nothing_that_was_acknowledged(open_storage, tmp_path):
@@ -164,11 +171,17 @@ def test_kill_minus_nine_loses_nothing_that_was_acknowledged(open_storage, tmp_p
     )
     acked: list[tuple[int, Position]] = []
     assert proc.stdout is not None
-    for line in proc.stdout:
-        i, ledger_id, entry_id = map(int, line.split())
-        acked.append((i, Position(ledger_id, entry_id)))
-        if len(acked) >= 2000:
-            break
+    watchdog = threading.Timer(_WRITER_DEADLINE, proc.kill)  # a stalled writer ends the read loop
+    watchdog.start()
+    try:
+        for line in proc.stdout:
+            i, ledger_id, entry_id = map(int, line.split())
+            acked.append((i, Position(ledger_id, entry_id)))
+            if len(acked) >= 2000:
+                break
+    finally:
+        watchdog.cancel()
+    assert len(acked) >= 2000, f"the writer stopped (or stalled {_WRITER_DEADLINE} s) after {len(acked)} acks"
     os.kill(proc.pid, signal.SIGKILL)
     rest = proc.stdout.read()  # through the same buffered reader, so no line is skipped
     proc.wait(timeout=10)

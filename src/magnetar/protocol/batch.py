@@ -61,7 +61,7 @@ def iter_batch_reused(
         if pos + size > end_of_batch:
             raise ProtocolError("single message metadata runs past the end of the batch")
         try:
-            parse(view[pos : pos + size])
+            parse(view[pos : pos + size])  # type: ignore[arg-type]  # upb parses any buffer (stub: bytes)
         except (DecodeError, ValueError, RuntimeError) as exc:
             raise ProtocolError(f"malformed single message metadata: {exc}") from None
         if not has("payload_size"):
@@ -130,7 +130,7 @@ def _walk(view: memoryview, count: int) -> int:
         if pos + size > limit:
             raise InvalidMessage("single message metadata runs past the end of the batch")
         try:
-            parse(view[pos : pos + size])
+            parse(view[pos : pos + size])  # type: ignore[arg-type]  # upb parses any buffer (stub: bytes)
         except (DecodeError, ValueError, RuntimeError) as exc:
             raise InvalidMessage(f"malformed single message metadata: {exc}") from None
         if not single.HasField("payload_size"):
@@ -143,7 +143,7 @@ def _walk(view: memoryview, count: int) -> int:
 
 
 def encode_batch(messages: list[tuple[wire.SingleMessageMetadata, bytes]]) -> bytes:
-    parts = []
+    parts: list[bytes] = []
     for single, payload in messages:
         single.payload_size = len(payload)
         raw = single.SerializeToString()

@@ -10,7 +10,7 @@ from google.protobuf.message import Message
 
 from magnetar.protocol import pulsar_wire_pb2 as wire
 
-_ENVELOPE: dict[str, tuple[int, str]] = {}
+_ENVELOPE: dict[str, tuple[wire.BaseCommand.Type.ValueType, str]] = {}
 for _field in wire.BaseCommand.DESCRIPTOR.fields:
     if _field.message_type is not None:
         _ENVELOPE[_field.message_type.full_name] = (
@@ -39,7 +39,7 @@ def success(request_id: int) -> wire.BaseCommand:
     return wrap(wire.CommandSuccess(request_id=request_id))
 
 
-def error(request_id: int, code: int, message: str) -> wire.BaseCommand:
+def error(request_id: int, code: wire.ServerError.ValueType, message: str) -> wire.BaseCommand:
     return wrap(wire.CommandError(request_id=request_id, error=code, message=message))
 
 

@@ -49,12 +49,14 @@ def compress(kind: int, data: bytes | memoryview) -> bytes:
     if kind is CompressionType.NONE:
         return bytes(data)
     if kind is CompressionType.LZ4:
-        return lz4.block.compress(data, store_size=False)
+        packed: bytes = lz4.block.compress(data, store_size=False)
+        return packed
     if kind is CompressionType.ZLIB:
         return zlib.compress(data)
     if kind is CompressionType.ZSTD:
         return _zstd_compressor.compress(data)
-    return snappy.compress(bytes(data))
+    snapped: bytes = snappy.compress(bytes(data))
+    return snapped
 
 
 def decompress(kind: int, data: bytes | memoryview, uncompressed_size: int) -> bytes:
@@ -86,7 +88,8 @@ def _decode(kind: CompressionType, data: bytes | memoryview, size: int) -> bytes
     if kind is CompressionType.LZ4:
         if size == 0:
             return b""
-        return lz4.block.decompress(data, uncompressed_size=size)
+        unpacked: bytes = lz4.block.decompress(data, uncompressed_size=size)
+        return unpacked
     if kind is CompressionType.ZLIB:
         inflater = zlib.decompressobj()
         out = inflater.decompress(data, size + 1)
@@ -101,7 +104,8 @@ def _decode(kind: CompressionType, data: bytes | memoryview, size: int) -> bytes
     declared = _snappy_length(data)
     if declared != size:
         raise DecompressionError(f"SNAPPY payload holds {declared} bytes, metadata says {size}")
-    return snappy.uncompress(bytes(data))
+    unsnapped: bytes = snappy.uncompress(bytes(data))
+    return unsnapped
 
 
 def _snappy_length(data: bytes | memoryview) -> int:

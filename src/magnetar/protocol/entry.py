@@ -30,10 +30,10 @@ def prepend_entry_metadata(
     """
     raw = meta.SerializeToString()
     head = _MAGIC_BYTES + _U32.pack(len(raw)) + raw
-    start = _room_in_front(headers_and_payload, len(head))
-    if start is None:
+    room = _room_in_front(headers_and_payload, len(head))
+    if room is None:
         return b"".join((head, headers_and_payload))
-    buf = headers_and_payload.obj  # type: ignore[union-attr]
+    buf, start = room
     whole = memoryview(buf)
     whole[start : start + len(head)] = head
     buf.payload_start = -1  # the room is used up: a second call copies
@@ -42,19 +42,23 @@ def prepend_entry_metadata(
 
 def stored_form(headers_and_payload: bytes | memoryview) -> bytes | memoryview:
     """The producer's bytes to store as they are: a read-only view of a frame's own buffer, else a copy."""
-    if _room_in_front(headers_and_payload, 0) is not None:
-        return headers_and_payload.toreadonly()  # type: ignore[union-attr]
+    if isinstance(headers_and_payload, memoryview) and _room_in_front(headers_and_payload, 0) is not None:
+        return headers_and_payload.toreadonly()
     return bytes(headers_and_payload)
 
 
-def _room_in_front(view: bytes | memoryview, need: int) -> int | None:
-    """Where ``need`` bytes would start right in front of a FrameBuffer's payload; None if not there."""
-    if not isinstance(view, memoryview) or type(view.obj) is not FrameBuffer:
+def _room_in_front(view: bytes | memoryview, need: int) -> tuple[FrameBuffer, int] | None:
+    """The FrameBuffer under ``view`` and where ``need`` bytes would start right in front of its
+    payload; None if ``view`` is no such payload or the room is not there."""
+    if not isinstance(view, memoryview):
         return None
-    payload_start = getattr(view.obj, "payload_start", -1)
-    if payload_start < need or len(view) != len(view.obj) - payload_start:
+    buf = view.obj
+    if type(buf) is not FrameBuffer:
+        return None
+    payload_start: int = getattr(buf, "payload_start", -1)  # unset until the frame is handed out
+    if payload_start < need or len(view) != len(buf) - payload_start:
         return None  # not the payload the decoder handed out, or its room is used
-    return payload_start - need
+    return buf, payload_start - need
 
 
 def split_entry_metadata(

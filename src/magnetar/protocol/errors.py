@@ -29,10 +29,11 @@ def parse_proto(message: M, data: bytes | memoryview, what: str) -> M:
     """``message`` read from ``data``; ProtocolError naming ``what`` when the bytes do not parse
     or leave required fields unset."""
     try:
-        message.ParseFromString(data)
+        message.ParseFromString(data)  # type: ignore[arg-type]  # upb parses any buffer (stub: bytes)
     except (DecodeError, ValueError, RuntimeError) as exc:
         raise ProtocolError(f"malformed {what}: {exc}") from None
     if not message.IsInitialized():
-        missing = ", ".join(message.FindInitializationErrors())
+        # upb's messages have FindInitializationErrors; the stub leaves it out.
+        missing = ", ".join(message.FindInitializationErrors())  # type: ignore[attr-defined]
         raise ProtocolError(f"{what} is missing required fields: {missing}")
     return message

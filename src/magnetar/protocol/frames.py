@@ -14,7 +14,7 @@ out as a memoryview without copying or interpreting them.
 from __future__ import annotations
 
 import struct
-from typing import NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from magnetar.protocol import pulsar_wire_pb2 as wire
 from magnetar.protocol.errors import ProtocolError, parse_proto
@@ -61,8 +61,11 @@ class Frame(NamedTuple):
     def type_name(self) -> str:
         return command_type_name(self.command.type)
 
-    def body(self):
-        """The type-specific command message (e.g. ``CommandSend``), or None if unknown to us."""
+    def body(self) -> Any:
+        """The type-specific command message (e.g. ``CommandSend``), or None if unknown to us.
+
+        ``Any``: which message it is follows from the frame's type at run time, and each caller
+        reads the fields of the one its type test chose."""
         field = _BODY_FIELD.get(self.command.type)
         if field is None:
             return None
@@ -97,6 +100,7 @@ class FrameBuffer(bytearray):
     """
 
     __slots__ = ("payload_start",)
+    payload_start: int
 
 
 class FrameTooLarge(ProtocolError):
@@ -279,9 +283,9 @@ class FrameDecoder:
             self.keep_pending()
         return frame
 
-    def frames(self) -> list[Frame]:
+    def frames(self) -> list[Frame | HotAck | HotMessage]:
         """All complete frames buffered now."""
-        out = []
+        out: list[Frame | HotAck | HotMessage] = []
         while (frame := self.next_frame()) is not None:
             out.append(frame)
         return out
@@ -352,7 +356,7 @@ def _missing(buf: bytearray, pos: int, end: int) -> int:
     pending = end - pos
     if pending < 4:
         return 4 - pending
-    size = _U32.unpack_from(buf, pos)[0]
+    size: int = _U32.unpack_from(buf, pos)[0]
     own_after = _own_buffer_after(size)
     if own_after is not None:
         return own_after - pending

@@ -11,6 +11,8 @@ from __future__ import annotations
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
+from magnetar.protocol import pulsar_wire_pb2 as wire
+
 _STRING = FieldDescriptor.TYPE_STRING
 _MESSAGE = FieldDescriptor.TYPE_MESSAGE
 
@@ -30,7 +32,7 @@ def undecodable_field(message: Message) -> str | None:
     return None
 
 
-def undecodable_metadata(metadata: Message) -> str | None:
+def undecodable_metadata(metadata: wire.MessageMetadata) -> str | None:
     """Like ``undecodable_field`` for a SEND's MessageMetadata, on the broker's hot path: only the
     string fields the broker reads or shows (producer name, key, chunk uuid, properties)."""
     for name in ("producer_name", "partition_key", "uuid", "replicated_from"):
@@ -38,6 +40,8 @@ def undecodable_metadata(metadata: Message) -> str | None:
             return name
     if metadata.properties:
         for kv in metadata.properties:
-            if isinstance(kv.key, bytes) or isinstance(kv.value, bytes):
+            key: object = kv.key  # object: the stub says str, upb may hand bytes
+            value: object = kv.value
+            if isinstance(key, bytes) or isinstance(value, bytes):
                 return "properties"
     return None

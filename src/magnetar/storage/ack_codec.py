@@ -71,7 +71,7 @@ def unzigzag(value: int) -> int:
 # ------------------------------------------------------------------ columns
 
 
-def put_column(out: bytearray, values: array) -> None:
+def put_column(out: bytearray, values: array[int]) -> None:
     """Append ``values`` (non-negative) as ``[u8 width][width * len bytes]``; the count is the caller's."""
     top = max(values) if len(values) else 0
     if len(values) and min(values) < 0:
@@ -84,7 +84,7 @@ def put_column(out: bytearray, values: array) -> None:
     out += packed.tobytes()
 
 
-def get_column(buf: bytes | memoryview, pos: int, count: int, typecode: str = "q") -> tuple[array, int]:
+def get_column(buf: bytes | memoryview, pos: int, count: int, typecode: str = "q") -> tuple[array[int], int]:
     """Read a column of ``count`` values written by ``put_column``; returns ``(array, next pos)``."""
     if pos >= len(buf):
         raise ValueError("column runs past the end")

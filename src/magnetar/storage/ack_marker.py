@@ -22,6 +22,7 @@ as by the record checksum around it.
 from __future__ import annotations
 
 from array import array
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from itertools import accumulate, chain
 from operator import sub
@@ -45,7 +46,7 @@ _COLUMNS = ("entry_id", "size", "acked", "ranges", "batches", "first", "last")
 _HEADER = len(MARKER_TAG) + 4
 
 
-def is_marker(data: bytes) -> bool:
+def is_marker(data: bytes | memoryview) -> bool:
     return data[: len(MARKER_TAG)] == MARKER_TAG
 
 
@@ -84,7 +85,7 @@ class Marker:
         return MARKER_TAG + crc32c.crc32c(payload).to_bytes(4, "big") + payload
 
     @classmethod
-    def decode(cls, data: bytes) -> Marker:
+    def decode(cls, data: bytes | memoryview) -> Marker:
         """Parse a marker; raises ValueError when it is torn, corrupt or not a marker."""
         if not is_marker(data) or len(data) < _HEADER:
             raise ValueError("not a marker entry")
@@ -101,7 +102,7 @@ class Marker:
             deltas, pos = get_column(body, pos, count)
             if 0 in deltas[1:]:
                 raise ValueError("marker lists a ledger twice")
-            columns = [accumulate(deltas)]
+            columns: list[Iterable[int]] = [accumulate(deltas)]
             for _ in _COLUMNS:
                 column, pos = get_column(body, pos, count)
                 columns.append(column)

@@ -38,7 +38,7 @@ BATCH_WORD_BYTES = 44  # a pointer and an int of up to 64 bits
 _BIG_ENDIAN = sys.byteorder == "big"
 
 
-def is_page(data: bytes) -> bool:
+def is_page(data: bytes | memoryview) -> bool:
     return data[:4] == PAGE_TAG
 
 
@@ -161,7 +161,7 @@ class AckPage:
         return PAGE_TAG + compress(body)
 
     @classmethod
-    def decode(cls, data: bytes) -> AckPage:
+    def decode(cls, data: bytes | memoryview) -> AckPage:
         """Parse a page; raises ValueError when it is not a well-formed page."""
         if not is_page(data):
             raise ValueError("not a page entry")

@@ -30,7 +30,7 @@ class RangeSet:
         self._count = 0
 
     @classmethod
-    def from_arrays(cls, starts: array, ends: array) -> RangeSet:
+    def from_arrays(cls, starts: array[int], ends: array[int]) -> RangeSet:
         """Adopt two columns; they must already be sorted, disjoint and non-adjacent (checked)."""
         if len(starts) != len(ends):
             raise ValueError("starts and ends differ in length")
@@ -59,7 +59,7 @@ class RangeSet:
     def range_count(self) -> int:
         return len(self._starts)
 
-    def columns(self) -> tuple[array, array]:
+    def columns(self) -> tuple[array[int], array[int]]:
         """The ``starts`` and ``ends`` arrays themselves (read-only use)."""
         return self._starts, self._ends
 

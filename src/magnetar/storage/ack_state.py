@@ -32,7 +32,7 @@ class Pager(Protocol):
         """Store a page; returns where it went (an entry id of the cursor ledger)."""
         ...
 
-    def read_page(self, entry_id: int) -> bytes: ...
+    def read_page(self, entry_id: int) -> bytes | memoryview: ...
 
 
 @dataclass(slots=True)
@@ -145,7 +145,7 @@ class IndividualAcks:
 
     def add(self, position: Position) -> bool:
         """Individually delete one entry (dropping its batch set); False if it already was."""
-        page = self._page(position.ledger_id, create=True)
+        page = self._page_to_change(position.ledger_id)
         had_batch = page.batch(position.entry_id) is not None
         added = page.add(position.entry_id)
         if added or had_batch:
@@ -153,18 +153,18 @@ class IndividualAcks:
         return added
 
     def add_range(self, ledger_id: int, start: int, end: int) -> int:
-        page = self._page(ledger_id, create=True)
+        page = self._page_to_change(ledger_id)
         added = page.add_range(start, end)
         self._changed(ledger_id)
         return added
 
     def set_batch(self, position: Position, words: list[int]) -> None:
-        self._page(position.ledger_id, create=True).set_batch(position.entry_id, to_unsigned(words))
+        self._page_to_change(position.ledger_id).set_batch(position.entry_id, to_unsigned(words))
         self._changed(position.ledger_id)
 
     def apply_batch(self, position: Position, unacked: list[int], batch_size: int) -> tuple[bool, bool]:
         """AND ``unacked`` into the entry's set; ``(all acked, changed)``. All acked drops the set."""
-        page = self._page(position.ledger_id, create=True)
+        page = self._page_to_change(position.ledger_id)
         all_acked, changed = page.apply_batch(position.entry_id, unacked, batch_size)
         self._changed(position.ledger_id, dirty=changed)
         return all_acked, changed
@@ -283,16 +283,22 @@ class IndividualAcks:
             return None
         return self._page(position.ledger_id)
 
-    def _page(self, ledger_id: int, create: bool = False) -> AckPage | None:
+    def _page_to_change(self, ledger_id: int) -> AckPage:
+        """The ledger's page, as ``_page``; a new, empty one if the ledger has none yet."""
+        page = self._page(ledger_id)
+        if page is not None:
+            return page
+        page = AckPage(ledger_id)
+        ref = self._add_ref(ledger_id, _Ref(page=page, dirty=True))
+        self._resident[ledger_id] = None
+        self._refresh(ref)
+        return page
+
+    def _page(self, ledger_id: int) -> AckPage | None:
         """The ledger's page, swapped in if needed (and made most recently used)."""
         ref = self._refs.get(ledger_id)
         if ref is None:
-            if not create:
-                return None
-            ref = self._add_ref(ledger_id, _Ref(page=AckPage(ledger_id), dirty=True))
-            self._resident[ledger_id] = None
-            self._refresh(ref)
-            return ref.page
+            return None
         if ref.page is None:
             ref.page = self._read(ledger_id, ref)
             self._resident[ledger_id] = None

@@ -23,6 +23,7 @@ from magnetar.storage.ack_marker import Marker, is_marker
 from magnetar.storage.ack_page import is_page
 from magnetar.storage.cursor_files import OPEN_CURSOR_LEDGERS
 from magnetar.storage.damage import Damage
+from magnetar.storage.entry import EntryData
 from magnetar.storage.errors import CorruptionError, StorageClosedError
 from magnetar.storage.record import HEADER_SIZE
 from magnetar.storage.segment import Segment, delete_segment_files, fsync_directory, segment_paths
@@ -48,7 +49,7 @@ class CursorLedger:
         self._ledger_id = segment.ledger_id
         #: The open segment, or None while parked (files closed; ``_parked`` has its offsets and size).
         self._segment: Segment | None = segment
-        self._parked: tuple[array, int] | None = None
+        self._parked: tuple[array[int], int] | None = None
         self._damage = segment.damage
         self._lock = threading.RLock()
         self._gone = False
@@ -132,12 +133,12 @@ class CursorLedger:
         finally:
             self._lock.release()
 
-    def append(self, data: bytes) -> int:
+    def append(self, data: EntryData) -> int:
         """Write one entry to the OS (not yet fsynced); returns its entry id."""
         with self._lock:
             return self._live().append(data)
 
-    def read(self, entry_id: int) -> bytes:
+    def read(self, entry_id: int) -> memoryview:
         """One entry's data, crc-checked; raises CorruptionError if it is damaged."""
         with self._lock:
             segment = self._live()

@@ -90,12 +90,21 @@ class CursorStore:
         allocate_id: AllocateId,
         commit: CommitLedger,
         owner: str | None = None,
-        **limits: int,
+        *,
+        memory_limit: int,
+        min_roll_bytes: int,
     ) -> CursorStore:
         """A store on a new, empty cursor ledger; ``commit`` runs after its first flush."""
         ledger = CursorLedger.create(directory, allocate_id(), owner)
         return cls(
-            directory, ledger, allocate_id=allocate_id, commit=commit, committed=False, owner=owner, **limits
+            directory,
+            ledger,
+            memory_limit=memory_limit,
+            min_roll_bytes=min_roll_bytes,
+            allocate_id=allocate_id,
+            commit=commit,
+            committed=False,
+            owner=owner,
         )
 
     @classmethod
@@ -106,7 +115,9 @@ class CursorStore:
         allocate_id: AllocateId,
         commit: CommitLedger,
         owner: str | None = None,
-        **limits: int,
+        *,
+        memory_limit: int,
+        min_roll_bytes: int,
     ) -> CursorStore:
         """Reopen a cursor ledger and find its newest valid marker (``recovered``, None if there is none)."""
         ledger = CursorLedger.open(directory, ledger_id)
@@ -119,7 +130,14 @@ class CursorStore:
                 ledger.entries,
             )
         return cls(
-            directory, ledger, allocate_id=allocate_id, commit=commit, recovered=found, owner=owner, **limits
+            directory,
+            ledger,
+            memory_limit=memory_limit,
+            min_roll_bytes=min_roll_bytes,
+            allocate_id=allocate_id,
+            commit=commit,
+            recovered=found,
+            owner=owner,
         )
 
     @property
@@ -134,7 +152,7 @@ class CursorStore:
         self._pending_pages += 1
         return entry_id
 
-    def read_page(self, entry_id: int) -> bytes:
+    def read_page(self, entry_id: int) -> memoryview:
         return self._ledger.read(entry_id)
 
     # ------------------------------------------------------------------ flush

@@ -97,7 +97,8 @@ class CursorStores:
             self._metadata.allocate_ledger_id,
             self._committer(cursor),
             owner=cursor,
-            **self._limits(),
+            memory_limit=self._config.max_individual_ack_cache_bytes_per_cursor,
+            min_roll_bytes=self._config.cursor_ledger_min_roll_bytes,
         )
 
     def open(self, cursor: str, row: StoredCursor) -> CursorStore:
@@ -111,7 +112,8 @@ class CursorStores:
             self._metadata.allocate_ledger_id,
             self._committer(cursor),
             owner=cursor,
-            **self._limits(),
+            memory_limit=self._config.max_individual_ack_cache_bytes_per_cursor,
+            min_roll_bytes=self._config.cursor_ledger_min_roll_bytes,
         )
         if store.damage:
             self._report_damage(cursor, row, store)
@@ -147,9 +149,3 @@ class CursorStores:
             self._metadata.put_cursor(self._ml_id, cursor, mark_delete, cursor_ledger)
 
         return commit
-
-    def _limits(self) -> dict[str, int]:
-        return {
-            "memory_limit": self._config.max_individual_ack_cache_bytes_per_cursor,
-            "min_roll_bytes": self._config.cursor_ledger_min_roll_bytes,
-        }

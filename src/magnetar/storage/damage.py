@@ -53,7 +53,7 @@ class Damage:
             f" (a torn or damaged tail; {self.entries} indexed entries in it); {kept}"
         )
 
-    def as_json(self) -> dict:
+    def as_json(self) -> dict[str, object]:
         return {
             "kind": self.kind,
             "ledgerId": self.ledger_id,
@@ -95,20 +95,22 @@ class DamageLog:
         """Count and log (once each) damage found in ``owner``'s files; a run of damaged entries
         in one ledger is one log line."""
         run: list[Damage] = []
+        next_entry = -1  # the entry that would continue the run
         for place in places:
             if not self.add(place):
                 continue
             if place.entry_id is None:
                 log.warning("%s: %s", owner, place.describe())
                 continue
-            if run and (run[-1].ledger_id, run[-1].entry_id + 1) != (place.ledger_id, place.entry_id):
+            if run and (run[-1].ledger_id, next_entry) != (place.ledger_id, place.entry_id):
                 _log_run(owner, run)
                 run = []
             run.append(place)
+            next_entry = place.entry_id + 1
         if run:
             _log_run(owner, run)
 
-    def stats(self) -> dict:
+    def stats(self) -> dict[str, object]:
         return {
             "damagedEntries": self.damaged_entries,
             "droppedTails": self.dropped_tails,

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from magnetar.storage.position import Position
+
 
 @dataclass(frozen=True, slots=True)
 class LedgerInfo:
@@ -20,3 +22,16 @@ class LedgerInfo:
     created_at: float
     closed: bool
     closed_at: float | None = None
+
+
+def bytes_after(infos: list[LedgerInfo], position: Position) -> int:
+    """Estimated bytes of the entries after ``position`` in ``infos``' ledgers: whole ledgers
+    after its own, and of its own ledger the share of entries after it."""
+    total = 0
+    for info in infos:
+        if info.ledger_id > position.ledger_id:
+            total += info.size_bytes
+        elif info.ledger_id == position.ledger_id and info.entries:
+            after = info.entries - (position.entry_id + 1)
+            total += info.size_bytes * max(after, 0) // info.entries
+    return total

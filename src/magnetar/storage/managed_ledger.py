@@ -1,9 +1,9 @@
 """ManagedLedger: one topic's log, a sequence of ledgers with cursors over it.
 
-Here are adds, rollover, group-commit rounds, positions, cursors, trimming and closing; the
-ledger list is rebuilt on open by ``ledger_recovery.py``, cursor ledgers are made and opened by
-``cursor_stores.py``, whether adds are accepted is ``write_gate.py``'s, and reads (with salvage
-of damaged spans) are ``ledger_reads.py``'s.
+Here are adds, rollover, group-commit rounds, positions, trimming and closing; the ledger list
+is rebuilt on open by ``ledger_recovery.py``, the cursors are ``cursor_container.py``'s, whether
+adds are accepted is ``write_gate.py``'s, and reads (with salvage of damaged spans) are
+``ledger_reads.py``'s.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 from pathlib import Path
@@ -19,20 +18,19 @@ from pathlib import Path
 from magnetar.storage.callbacks import DurableCallback, Notify, dispatch
 from magnetar.storage.config import StorageConfig
 from magnetar.storage.cursor import ManagedCursor
-from magnetar.storage.cursor_state import CursorState
-from magnetar.storage.cursor_stores import CursorStores
+from magnetar.storage.cursor_container import ManagedCursorContainer
 from magnetar.storage.damage import Damage, DamageLog
 from magnetar.storage.disk_space import DiskSpace
 from magnetar.storage.entry import Entry, EntryData
 from magnetar.storage.entry_cache import EntryCache
 from magnetar.storage.errors import EntryNotFoundError, StorageClosedError, StorageError
-from magnetar.storage.ledger_info import LedgerInfo
+from magnetar.storage.ledger_info import LedgerInfo, bytes_after
 from magnetar.storage.ledger_reads import LedgerReader
 from magnetar.storage.ledger_recovery import recover_ledgers, remove_orphan_segments
 from magnetar.storage.metadata_store import ManagedLedgerRecord, MetadataStore
-from magnetar.storage.places import PlaceBook, PlaceBooks
+from magnetar.storage.places import PlaceBook
 from magnetar.storage.position import Position
-from magnetar.storage.retention import consumed_ledgers, past_retention
+from magnetar.storage.retention import deletable_ledgers
 from magnetar.storage.segment import Segment, SegmentReaders, delete_segment_files
 from magnetar.storage.syncer import Syncer
 from magnetar.storage.write_gate import WriteGate
@@ -87,12 +85,10 @@ class ManagedLedger:
         #: A rollover whose metadata is committed but whose new segment is not created yet.
         self._next_ledger: tuple[int, LedgerInfo, float] | None = None
         self._closed = False
-        self._cursors: dict[str, ManagedCursor] = {}
-        self._non_durable: weakref.WeakSet[ManagedCursor] = weakref.WeakSet()  # told of damaged entries too
-        self._non_durable_seq = 0
         self.damage = DamageLog()
-        self._stores = CursorStores(self.name, self._id, directory, config, metadata, self.damage)
-        self._places = PlaceBooks(metadata, self._id, self.name)
+        self._cursors = ManagedCursorContainer(
+            self, self._id, directory, config, metadata, self.damage, self._lock, self._check_open
+        )
         self._reader = LedgerReader(self._id, cache, self._segment_for, self._damaged_read)
         #: The managed ledger's properties, read once here: reads need no metadata query (and no
         #: wait for its lock behind another thread's commit); writes go through to the store.
@@ -102,21 +98,10 @@ class ManagedLedger:
         )
         remove_orphan_segments(directory, self._ledgers, config.data_dir, self.name)
         self._last_added = self._last_confirmed = self._ledgers.last_position()
-        self._load_cursors()
+        self._cursors.load()
 
     def __repr__(self) -> str:
         return f"ManagedLedger({self.name!r}, last_confirmed={self._last_confirmed})"
-
-    # ---------------------------------------------------------------- recovery
-
-    def _load_cursors(self) -> None:
-        """Recover each durable cursor from its cursor ledger (those in the earlier JSON form are
-        migrated); cursor ledgers no cursor names are removed (``CursorStores.remove_orphans``)."""
-        stored = self._metadata.cursors(self._id)
-        self._stores.remove_orphans(stored)
-        for name, row in stored.items():
-            self._cursors[name] = ManagedCursor(self, name, True, row.state, self._stores.open(name, row))
-        self.flush_cursors()  # writes migrated cursors' first markers and keeps any clamping recovery did
 
     # ------------------------------------------------------------------ writes
 
@@ -155,7 +140,7 @@ class ManagedLedger:
         with self._lock:
             self._check_writable()
 
-    def add_entry(self, data: EntryData, on_durable: DurableCallback | None = None) -> Position:
+    def add_entry(self, data: EntryData | bytearray, on_durable: DurableCallback | None = None) -> Position:
         """Append ``data`` now and return its position; ``on_durable`` fires once it is durable.
 
         ``data`` is kept (in the entry cache) as given when it is ``bytes`` or a read-only
@@ -229,13 +214,11 @@ class ManagedLedger:
             raise StorageClosedError(f"managed ledger {self.name} is closed")
 
     def _should_roll_over(self) -> bool:
-        segment = self._current
+        segment, config = self._current, self._config
         if segment.entries == 0:
             return False
-        if segment.size_bytes >= self._config.max_ledger_size_bytes:
-            return True
         age = time.time() - self._infos[segment.ledger_id].created_at
-        return age >= self._config.max_ledger_age_seconds
+        return segment.size_bytes >= config.max_ledger_size_bytes or age >= config.max_ledger_age_seconds
 
     def _roll_over(self) -> None:
         """Close the current ledger and start a new one, committed before its first write.
@@ -253,13 +236,8 @@ class ManagedLedger:
                 self._gate.fence(exc)
                 raise
             now = time.time()
-            closed = replace(
-                self._infos[old.ledger_id],
-                entries=old.entries,
-                size_bytes=old.size_bytes,
-                closed=True,
-                closed_at=now,
-            )
+            info = self._infos[old.ledger_id]
+            closed = replace(info, entries=old.entries, size_bytes=old.size_bytes, closed=True, closed_at=now)
             new_id = self._metadata.create_ledger(self._id, now, close=closed)
             self._infos[old.ledger_id] = closed
             self._next_ledger = (new_id, closed, now)
@@ -321,7 +299,7 @@ class ManagedLedger:
         but returns at least one entry when any is readable (unless ``at_least_one``
         is False, which callers that already hold entries use). A damaged entry is
         left out, as if it was not there, and counts against neither limit; every
-        cursor is told it is gone (``_skip_damaged``).
+        cursor is told it is gone (``ManagedCursorContainer.skip_damaged``).
         """
         with self._lock:
             self._check_open()
@@ -346,14 +324,8 @@ class ManagedLedger:
     def _damaged_read(self, damaged: list[Damage]) -> None:
         """A read passed over damaged entries: reported, and skipped by every cursor."""
         self._note_damage(damaged)
-        self._skip_damaged([Position(d.ledger_id, d.entry_id) for d in damaged if d.entry_id is not None])
-
-    def _skip_damaged(self, positions: list[Position]) -> None:
-        """Damaged entries cannot be delivered: every cursor takes them as acknowledged, so no
-        subscription waits on them and backlogs count only what can still arrive."""
-        if positions:
-            for cursor in [*self._cursors.values(), *self._non_durable]:
-                cursor.delete(positions)
+        positions = [Position(d.ledger_id, d.entry_id) for d in damaged if d.entry_id is not None]
+        self._cursors.skip_damaged(positions)
 
     # --------------------------------------------------------------- positions
 
@@ -402,126 +374,50 @@ class ManagedLedger:
         return sum(info.size_bytes for info in self.ledgers())
 
     def size_after(self, position: Position) -> int:
-        """Estimated bytes of the entries after ``position`` (Pulsar's estimated backlog size):
-        whole ledgers after its own, and of its own ledger the share of entries after it."""
-        total = 0
-        for info in self.ledgers():
-            if info.ledger_id > position.ledger_id:
-                total += info.size_bytes
-            elif info.ledger_id == position.ledger_id and info.entries:
-                after = info.entries - (position.entry_id + 1)
-                total += info.size_bytes * max(after, 0) // info.entries
-        return total
+        """Estimated bytes of the entries after ``position`` (Pulsar's estimated backlog size)."""
+        return bytes_after(self.ledgers(), position)
 
     @property
     def current_ledger_id(self) -> int:
         return self._current.ledger_id
 
-    # ----------------------------------------------------------------- cursors
+    # ------------------------------------------------ cursors (ManagedCursorContainer's)
 
     def open_cursor(self, name: str, initial_position: str = "latest") -> ManagedCursor:
-        """The durable cursor ``name``, created at the latest or earliest entry if it is new.
-
-        A new cursor's cursor ledger and row are committed at once, so it holds
-        retention from the start.
-        """
-        with self._lock:
-            self._check_open()
-            cursor = self._cursors.get(name)
-            if cursor is not None:
-                return cursor
-            return self.adopt_cursor(self.prepare_cursor(name, initial_position))
+        """The durable cursor ``name``, created at the latest or earliest entry if it is new."""
+        return self._cursors.open(name, initial_position)
 
     def prepare_cursor(self, name: str, initial_position: str = "latest") -> ManagedCursor:
-        """A new durable cursor, stored (cursor ledger, first marker, row committed) but not yet in use.
-
-        The slow half of ``open_cursor`` (files, fsyncs, a commit), safe on another thread than
-        the owner's and without holding this managed ledger's lock over the I/O, so adds and
-        reads go on meanwhile; the owner then calls ``adopt_cursor``.
-        """
-        if initial_position not in ("earliest", "latest"):
-            raise ValueError(f"initial_position must be 'earliest' or 'latest', not {initial_position!r}")
-        with self._lock:
-            self._check_open()
-            if initial_position == "latest":
-                mark_delete = self._last_confirmed
-            else:
-                mark_delete = self._ledgers.previous_position(self._ledgers.ceil(Position.EARLIEST))
-        cursor = ManagedCursor(self, name, True, CursorState(mark_delete), self._stores.create(name))
-        try:
-            cursor.persist()  # the first marker, then the row that points at the cursor ledger
-        except BaseException:
-            cursor.release(delete=True)
-            raise
-        return cursor
+        """A new durable cursor, stored but not yet in use (off the owner's thread; then ``adopt_cursor``)."""
+        return self._cursors.prepare(name, initial_position)
 
     def adopt_cursor(self, cursor: ManagedCursor) -> ManagedCursor:
-        """Put a cursor from ``prepare_cursor`` in use (owner's thread); returns the one in use.
-
-        If a cursor of that name came into use meanwhile, that one stays: its cursor ledger is
-        committed again (the prepared one's commit may have come later) and the prepared one
-        is deleted.
-        """
-        with self._lock:
-            try:
-                self._check_open()
-            except StorageClosedError:
-                cursor.release()
-                raise
-            existing = self._cursors.get(cursor.name)
-            if existing is None:
-                self._cursors[cursor.name] = cursor
-                return cursor
-            existing.recommit()
-        cursor.release(delete=True)
-        return existing
+        """Put a cursor from ``prepare_cursor`` in use (owner's thread); returns the one in use."""
+        return self._cursors.adopt(cursor)
 
     def new_non_durable_cursor(self, start: Position, name: str | None = None) -> ManagedCursor:
         """A cursor whose first read is at ``start``; never persisted, holds no retention."""
-        with self._lock:
-            self._check_open()
-            if name is None:
-                self._non_durable_seq += 1
-                name = f"non-durable-{self._non_durable_seq}"
-            first = self._ledgers.ceil(start)
-            cursor = ManagedCursor(self, name, False, CursorState(self._ledgers.previous_position(first)))
-            self._non_durable.add(cursor)
-            return cursor
+        return self._cursors.new_non_durable(start, name)
 
     def cursors(self) -> dict[str, ManagedCursor]:
         """The durable cursors, by name."""
-        with self._lock:
-            return dict(self._cursors)
+        return self._cursors.durable()
 
     def delete_cursor(self, name: str) -> None:
         """Forget a durable cursor (no-op when unknown); it stops holding retention."""
-        with self._lock:
-            self._check_open()
-            cursor = self._cursors.pop(name, None)
-            self._metadata.delete_cursor(self._id, name)  # its places too
-            self._places.forget(name)
-            if cursor is not None:
-                cursor.release(delete=True)
+        self._cursors.delete(name)
 
     def flush_cursors(self) -> None:
-        """Persist every durable cursor whose state changed (each to its cursor ledger, one fsync each),
-        then the changed places of every cursor (``places.py``: one write for all of them)."""
-        with self._lock:
-            try:
-                self.persist_cursors(list(self._cursors.values()))
-            finally:
-                self._places.flush()
+        """Persist every durable cursor whose state changed, then the changed places of every cursor."""
+        self._cursors.flush()
 
     def places(self, cursor: str) -> PlaceBook:
         """The named places kept on the cursor ``cursor`` (written by ``flush_cursors``)."""
-        with self._lock:
-            self._check_open()
-            return self._places.book(cursor)
+        return self._cursors.places(cursor)
 
     def persist_cursors(self, cursors: Iterable[ManagedCursor]) -> None:
         """Flush each dirty cursor; one that fails does not stop the others (its error is raised after)."""
-        with self._lock:
-            self._stores.persist(cursors, self._cursors)
+        self._cursors.persist(cursors)
 
     # --------------------------------------------------------------- retention
 
@@ -536,22 +432,16 @@ class ManagedLedger:
         """
         with self._lock:
             self._check_open()
-            if self._cursors:
-                slowest = min(c.mark_delete_position for c in self._cursors.values())
-            else:
-                slowest = self._last_confirmed
+            slowest = self._cursors.slowest_mark_delete()
             closed = [self._infos[ledger_id] for ledger_id in self._ledgers.ids()[:-1]]
-            consumed = consumed_ledgers(closed, slowest)
             cfg = self._config
-            doomed = [
-                info.ledger_id
-                for info in past_retention(
-                    consumed,
-                    cfg.retention_time_seconds if retention_time_seconds is None else retention_time_seconds,
-                    cfg.retention_size_bytes if retention_size_bytes is None else retention_size_bytes,
-                    time.time(),
-                )
-            ]
+            doomed = deletable_ledgers(
+                closed,
+                self._last_confirmed if slowest is None else slowest,
+                cfg.retention_time_seconds if retention_time_seconds is None else retention_time_seconds,
+                cfg.retention_size_bytes if retention_size_bytes is None else retention_size_bytes,
+                time.time(),
+            )
             if not doomed:
                 return []
             self._metadata.delete_ledgers(doomed)
@@ -591,11 +481,7 @@ class ManagedLedger:
                 return
             self._closed = True
         try:
-            try:
-                self.flush_cursors()
-            finally:
-                for cursor in self._cursors.values():
-                    cursor.release()
+            self._cursors.close()
             self._syncer.count(self.sync_round())
         finally:
             with self._lock:
@@ -605,9 +491,9 @@ class ManagedLedger:
                 except OSError as exc:
                     log.error("%s: closing ledger %d failed: %s", self.name, current.ledger_id, exc)
                 self._readers.close_all()
-                info = self._infos[current.ledger_id]
-                self._metadata.update_ledger(
-                    replace(info, entries=current.entries, size_bytes=current.size_bytes)
+                info = replace(
+                    self._infos[current.ledger_id], entries=current.entries, size_bytes=current.size_bytes
                 )
+                self._metadata.update_ledger(info)
             self._cache.invalidate(self._id)
             self._on_close(self)

@@ -54,11 +54,17 @@ def parse_records(buf: bytes, count: int) -> list[memoryview]:
     return out
 
 
+def read_header(fd: int, offset: int) -> tuple[int, int]:
+    """``(length, crc)`` from the header of the record at ``offset``."""
+    length, crc = HEADER.unpack(os.pread(fd, HEADER_SIZE, offset))
+    return length, crc
+
+
 def record_end_at(fd: int, offset: int, file_size: int) -> int | None:
     """End offset of the intact record starting at ``offset``, or None if it is torn or corrupt."""
     if offset < 0 or offset + HEADER_SIZE > file_size:
         return None
-    length, crc = HEADER.unpack(os.pread(fd, HEADER_SIZE, offset))
+    length, crc = read_header(fd, offset)
     end = offset + HEADER_SIZE + length
     if end > file_size:
         return None

@@ -42,3 +42,18 @@ def past_retention(
         doomed.append(info)
         kept_bytes -= info.size_bytes
     return doomed
+
+
+def deletable_ledgers(
+    closed: list[LedgerInfo],
+    slowest: Position,
+    retention_time_seconds: float,
+    retention_size_bytes: int,
+    now: float,
+) -> list[int]:
+    """The ids of the closed ledgers (oldest first) that are consumed up to ``slowest`` and that
+    retention lets go of."""
+    consumed = consumed_ledgers(closed, slowest)
+    return [
+        info.ledger_id for info in past_retention(consumed, retention_time_seconds, retention_size_bytes, now)
+    ]

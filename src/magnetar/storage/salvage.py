@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 from pathlib import Path
 
-from magnetar.storage.record import HEADER, HEADER_SIZE, checksum, record_end_at, scan_records
+from magnetar.storage.record import HEADER, HEADER_SIZE, checksum, read_header, record_end_at, scan_records
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +72,7 @@ def find_next_record(fd: int, bad: int, file_size: int) -> int | None:
     then every offset, skipping runs of zeros at C speed.
     """
     if bad + HEADER_SIZE <= file_size:
-        (length, _) = HEADER.unpack(os.pread(fd, HEADER_SIZE, bad))
+        (length, _) = read_header(fd, bad)
         candidate = bad + HEADER_SIZE + length
         if candidate < file_size and _starts_chain(fd, candidate, file_size):
             return candidate

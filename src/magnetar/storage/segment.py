@@ -83,7 +83,7 @@ class Segment:
         ledger_id: int,
         log_fd: int,
         idx_fd: int,
-        offsets: array,
+        offsets: array[int],
         size: int,
         writable: bool,
         preallocate: int = 0,
@@ -167,7 +167,7 @@ class Segment:
         return segment
 
     @classmethod
-    def reopen(cls, directory: Path, ledger_id: int, offsets: array, size: int) -> Segment:
+    def reopen(cls, directory: Path, ledger_id: int, offsets: array[int], size: int) -> Segment:
         """Open again for appending a ledger this process closed (``close``) with every entry
         synced: its offsets and size are known, so nothing is read or scanned."""
         log_path, idx_path = segment_paths(directory, ledger_id)
@@ -177,7 +177,7 @@ class Segment:
         return segment
 
     @property
-    def offsets(self) -> array:
+    def offsets(self) -> array[int]:
         """Each entry's offset in the log (for ``reopen``; not to be changed)."""
         return self._offsets
 
@@ -429,7 +429,7 @@ def _read_all(fd: int) -> bytes:
     return os.pread(fd, size, 0) if size else b""
 
 
-def _offsets_from(raw: bytes) -> array:
+def _offsets_from(raw: bytes) -> array[int]:
     offsets = array("Q")
     offsets.frombytes(raw[: len(raw) - len(raw) % 8])
     if sys.byteorder == "big":
@@ -437,14 +437,14 @@ def _offsets_from(raw: bytes) -> array:
     return offsets
 
 
-def _offsets_bytes(offsets: array) -> bytes:
+def _offsets_bytes(offsets: array[int]) -> bytes:
     if sys.byteorder == "big":
         offsets = array("Q", offsets)
         offsets.byteswap()
     return offsets.tobytes()
 
 
-def _plausible_prefix(offsets: array, log_size: int) -> int:
+def _plausible_prefix(offsets: array[int], log_size: int) -> int:
     """How many leading index entries could be real: start at 0, strictly increasing, inside the log."""
     previous = -HEADER_SIZE
     for n, offset in enumerate(offsets):

@@ -8,10 +8,11 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+from magnetar.storage.callbacks import Notify
 from magnetar.storage.config import StorageConfig
 from magnetar.storage.entry_cache import EntryCache
 from magnetar.storage.errors import MetadataMissingError, StorageClosedError
-from magnetar.storage.managed_ledger import ManagedLedger, Notify
+from magnetar.storage.managed_ledger import ManagedLedger
 from magnetar.storage.metadata_store import MetadataStore
 from magnetar.storage.names import encode_name
 from magnetar.storage.orphans import move_aside

@@ -1,0 +1,96 @@
+"""The ``managed_ledgers`` table: each managed ledger's id, name and directory."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from dataclasses import dataclass
+
+from magnetar.storage.group_commit import GroupCommit
+from magnetar.storage.ledger_info import LedgerInfo
+from magnetar.storage.metadata_ledgers import closed_at, raise_counter
+from magnetar.storage.position import Position
+
+
+@dataclass(frozen=True, slots=True)
+class ManagedLedgerRecord:
+    ml_id: int
+    name: str
+    directory: str
+
+
+#: Tables whose rows hang off a managed ledger (by ``ml_id``): forgotten with it.
+_OWNED_TABLES = ("ledgers", "cursors", "properties", "places", "place_pages")
+
+
+class ManagedLedgerTable:
+    """The metadata store's managed-ledger rows (a part of ``MetadataStore``)."""
+
+    _commits: GroupCommit
+
+    def managed_ledger(self, name: str) -> ManagedLedgerRecord | None:
+        sql = "SELECT id, name, directory FROM managed_ledgers WHERE name = ?"
+        rows = self._commits.query(sql, (name,))
+        return ManagedLedgerRecord(*rows[0]) if rows else None
+
+    def create_managed_ledger(self, name: str, directory: str) -> ManagedLedgerRecord:
+        def write(db: sqlite3.Connection) -> ManagedLedgerRecord:
+            cur = db.execute(
+                "INSERT INTO managed_ledgers (name, directory, created_at) VALUES (?, ?, ?)",
+                (name, directory, time.time()),
+            )
+            return ManagedLedgerRecord(int(cur.lastrowid or 0), name, directory)
+
+        return self._commits.grouped(write)
+
+    def managed_ledger_by_directory(self, directory: str) -> ManagedLedgerRecord | None:
+        sql = "SELECT id, name, directory FROM managed_ledgers WHERE directory = ?"
+        rows = self._commits.query(sql, (directory,))
+        return ManagedLedgerRecord(*rows[0]) if rows else None
+
+    def managed_ledger_names(self) -> list[str]:
+        return [row[0] for row in self._commits.query("SELECT name FROM managed_ledgers ORDER BY name")]
+
+    def managed_ledger_directories(self) -> set[str]:
+        return {row[0] for row in self._commits.query("SELECT directory FROM managed_ledgers")}
+
+    def delete_managed_ledger(self, ml_id: int) -> None:
+        """Forget a managed ledger and everything that hangs off it, in one commit."""
+        with self._commits.transaction() as db:
+            for table in _OWNED_TABLES:
+                db.execute(f"DELETE FROM {table} WHERE ml_id = ?", (ml_id,))
+            db.execute("DELETE FROM managed_ledgers WHERE id = ?", (ml_id,))
+
+    def import_managed_ledger(
+        self,
+        name: str,
+        directory: str,
+        ledgers: list[LedgerInfo],
+        cursors: dict[str, tuple[Position, int]],
+    ) -> ManagedLedgerRecord:
+        """Record a managed ledger found on disk (``magnetar repair``), in one commit.
+
+        ``ledgers`` keep their ids; ``cursors`` map a name to (mark-delete, cursor ledger id). The
+        ledger-id counter is raised past every id given, so no id is handed out twice.
+        """
+        with self._commits.transaction() as db:
+            cur = db.execute(
+                "INSERT INTO managed_ledgers (name, directory, created_at) VALUES (?, ?, ?)",
+                (name, directory, time.time()),
+            )
+            ml_id = int(cur.lastrowid or 0)
+            db.executemany(
+                "INSERT INTO ledgers (ledger_id, ml_id, entries, size_bytes, created_at, closed_at)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                [(i.ledger_id, ml_id, i.entries, i.size_bytes, i.created_at, closed_at(i)) for i in ledgers],
+            )
+            for cursor_name, (mark_delete, cursor_ledger) in cursors.items():
+                db.execute(
+                    "INSERT INTO cursors (ml_id, name, md_ledger, md_entry, individually_deleted,"
+                    " batch_acks, cursor_ledger) VALUES (?, ?, ?, ?, '[]', '[]', ?)",
+                    (ml_id, cursor_name, mark_delete.ledger_id, mark_delete.entry_id, cursor_ledger),
+                )
+            ids = [i.ledger_id for i in ledgers] + [c for _, c in cursors.values()]
+            if ids:
+                raise_counter(db, max(ids))
+            return ManagedLedgerRecord(ml_id, name, directory)

@@ -1,0 +1,56 @@
+"""The two small key/value tables: ``properties`` (per managed ledger) and ``kv`` (the broker's)."""
+
+from __future__ import annotations
+
+from magnetar.storage.group_commit import GroupCommit
+
+
+class PropertyTable:
+    """A managed ledger's properties (a part of ``MetadataStore``)."""
+
+    _commits: GroupCommit
+
+    def get_property(self, ml_id: int, key: str) -> str | None:
+        sql = "SELECT value FROM properties WHERE ml_id = ? AND key = ?"
+        rows = self._commits.query(sql, (ml_id, key))
+        value: str | None = rows[0][0] if rows else None
+        return value
+
+    def set_property(self, ml_id: int, key: str, value: str) -> None:
+        self._commits.grouped(
+            lambda db: db.execute(
+                "INSERT OR REPLACE INTO properties (ml_id, key, value) VALUES (?, ?, ?)", (ml_id, key, value)
+            )
+        )
+
+    def delete_property(self, ml_id: int, key: str) -> None:
+        with self._commits.transaction() as db:
+            db.execute("DELETE FROM properties WHERE ml_id = ? AND key = ?", (ml_id, key))
+
+    def properties(self, ml_id: int) -> dict[str, str]:
+        rows = self._commits.query("SELECT key, value FROM properties WHERE ml_id = ?", (ml_id,))
+        return {key: value for key, value in rows}
+
+
+class BrokerValueTable:
+    """Small durable values for the broker itself, not tied to a managed ledger (a part of
+    ``MetadataStore``)."""
+
+    _commits: GroupCommit
+
+    def get(self, key: str) -> str | None:
+        rows = self._commits.query("SELECT value FROM kv WHERE key = ?", (key,))
+        value: str | None = rows[0][0] if rows else None
+        return value
+
+    def put(self, key: str, value: str) -> None:
+        with self._commits.transaction() as db:
+            db.execute("INSERT OR REPLACE INTO kv (key, value) VALUES (?, ?)", (key, value))
+
+    def delete(self, key: str) -> None:
+        with self._commits.transaction() as db:
+            db.execute("DELETE FROM kv WHERE key = ?", (key,))
+
+    def keys(self, prefix: str = "") -> list[str]:
+        sql = "SELECT key FROM kv WHERE substr(key, 1, ?) = ? ORDER BY key"
+        return [row[0] for row in self._commits.query(sql, (len(prefix), prefix))]
