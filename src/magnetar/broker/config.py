@@ -4,8 +4,9 @@
 A pydantic dataclass in strict mode: a value of the wrong type (``port = "6650"``,
 ``deduplication_enabled = "false"``) or out of its range is refused naming the setting, never
 converted into something else. The storage settings take their types and defaults from
-``storage/config.py``'s ``StorageConfig``, so they are written once. Checks across settings (TLS,
-authentication) are in ``validate()``.
+``storage/config.py``'s ``StorageConfig``, so they are written once. Whether the settings can
+work together (TLS files, authentication keys, interceptors) is checked at start-up
+(``startup.py``, which calls ``validate()`` for the checks that need no other module).
 
 Settings come from defaults, then an optional TOML file (flat keys, same names), then
 ``MAGNETAR_<NAME>`` environment variables, then command-line flags — later wins
@@ -267,20 +268,11 @@ class BrokerConfig:
         }
 
     def validate(self) -> None:
-        from magnetar.broker.tls import check_settings
-
-        check_settings(self)  # raises TlsConfigError, a ValueError
-        from magnetar.broker.authentication import Authentication
-
-        Authentication.from_config(self)  # raises ValueError: never an open broker by mistake
+        """The checks across settings that need no other module (the rest: ``startup.prepare``)."""
         if self.authorization_enabled and not self.authentication_enabled:
             raise ValueError(
                 "authorization_enabled needs authentication_enabled: without a proved role no grant can apply"
             )
-        from magnetar.broker.entry_metadata import load_interceptor_class
-
-        for name in self.broker_entry_metadata_interceptors:
-            load_interceptor_class(name)  # raises ValueError for an unknown or unloadable one
 
     @classmethod
     def load(
@@ -288,7 +280,8 @@ class BrokerConfig:
     ) -> BrokerConfig:
         """Defaults, then the TOML file at ``path``, then ``MAGNETAR_*`` variables of ``environ``
         (none unless given), then non-None ``overrides`` (the command line); each value checked
-        against its setting's type (``config_sources.py``), then the whole validated."""
+        against its setting's type (``config_sources.py``), then ``validate``d; ``startup.load``
+        checks the rest."""
         return cls.load_with_sources(path, environ, **overrides)[0]
 
     @classmethod

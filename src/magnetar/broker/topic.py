@@ -10,13 +10,13 @@ store_waiters.py (``terminate`` waiting for the adds before it), message_dedupli
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from magnetar.broker import backlog_quota, loop_pass, topic_backlog, topic_state
 from magnetar.broker.consumer import Consumer
 from magnetar.broker.entries import RecentEntries
-from magnetar.broker.entry_metadata import IndexInterceptor, load_interceptors
+from magnetar.broker.entry_metadata import EntryMetadataInterceptor, IndexInterceptor, load_interceptors
 from magnetar.broker.entry_search import EntryReader, message_count
 from magnetar.broker.errors import BrokerError, NotAllowed, SubscriptionNotFound
 from magnetar.broker.message_deduplication import MessageDeduplication, SequenceKey, sequence_key
@@ -60,7 +60,10 @@ class PersistentTopic:
         ml: ManagedLedger,
         config: BrokerConfig,
         policies: Callable[[], NamespacePolicies] | None = None,
+        interceptors: Sequence[Callable[[], EntryMetadataInterceptor]] | None = None,
     ) -> None:
+        """``interceptors`` make the topic's broker entry metadata interceptors (start-up loads
+        them once, ``startup.BrokerSetup``); None: loaded by the names in ``config``."""
         self.name = name
         #: The namespace's current policies (None: broker settings only).
         self.policies = policies
@@ -70,7 +73,10 @@ class PersistentTopic:
         self.producers: dict[tuple[int, int], Producer] = {}
         self.subscriptions: dict[str, Subscription] = {}
         self.traffic = Traffic()
-        self.interceptors = load_interceptors(config.broker_entry_metadata_interceptors)
+        if interceptors is None:
+            self.interceptors = load_interceptors(config.broker_entry_metadata_interceptors)
+        else:
+            self.interceptors = [make() for make in interceptors]
         self._index = next((i for i in self.interceptors if isinstance(i, IndexInterceptor)), None)
         #: Producer access modes: the exclusive holder, WaitForExclusive producers in line, the epoch.
         self._access = ProducerAccess(name)
