@@ -30,6 +30,7 @@ import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import TypeVar
 
 STRATEGIES = (
     "ALWAYS_COMPATIBLE",
@@ -170,6 +171,8 @@ class Union:
 
 
 AvroType = Primitive | Record | Enum | Fixed | Array | Map | Union
+#: A named type being defined (``_Parser._define`` gives back what it is given).
+_N = TypeVar("_N", bound=Named)
 
 
 def parse_avro(data: bytes | str) -> AvroType:
@@ -217,8 +220,7 @@ class _Parser:
             size = doc.get("size")
             if not isinstance(size, int) or isinstance(size, bool) or size < 0:
                 raise InvalidSchema(f"fixed {doc.get('name')!r} needs a non-negative integer 'size'")
-            fixed = Fixed(*self._name(doc, namespace), size=size)
-            return self._define(fixed)
+            return self._define(Fixed(*self._name(doc, namespace), size=size))
         if kind == "array":
             if "items" not in doc:
                 raise InvalidSchema("array without 'items'")
@@ -254,7 +256,7 @@ class _Parser:
         space = full.rpartition(".")[0]
         return full, frozenset(_full(a, space) for a in _aliases(doc, name))
 
-    def _define(self, named: Named) -> Named:
+    def _define(self, named: _N) -> _N:
         if named.fullname in self.names:
             raise InvalidSchema(f"type {named.fullname!r} is defined twice")
         self.names[named.fullname] = named
@@ -321,7 +323,9 @@ def _at(path: str) -> str:
     return f"field '{path}'" if path else "the top-level schema"
 
 
-def _resolve(reader: AvroType, writer: AvroType, path: str, out: list[str], seen: set) -> None:
+def _resolve(
+    reader: AvroType, writer: AvroType, path: str, out: list[str], seen: set[tuple[int, int]]
+) -> None:
     if isinstance(writer, Union):
         # Any branch may have been written: each one must be readable.
         for branch in writer.branches:
@@ -351,22 +355,7 @@ def _resolve(reader: AvroType, writer: AvroType, path: str, out: list[str], seen
             return
     if isinstance(reader, Record):
         assert isinstance(writer, Record)
-        key = (id(reader), id(writer))
-        if key in seen:  # a recursive record: this pair is being checked already
-            return
-        seen.add(key)
-        by_name = {f.name: f for f in writer.fields}
-        for rf in reader.fields:
-            fpath = f"{path}.{rf.name}" if path else rf.name
-            wf = by_name.get(rf.name) or next((by_name[a] for a in rf.aliases if a in by_name), None)
-            if wf is None:
-                if not rf.has_default:
-                    out.append(
-                        f"field '{fpath}': the reader has it without a default and the writer's schema "
-                        "lacks it (a field a reader adds needs a default)"
-                    )
-                continue
-            _resolve(rf.type, wf.type, fpath, out, seen)
+        _resolve_record(reader, writer, path, out, seen)
     elif isinstance(reader, Enum):
         assert isinstance(writer, Enum)
         missing = [s for s in writer.symbols if s not in reader.symbols]
@@ -387,7 +376,29 @@ def _resolve(reader: AvroType, writer: AvroType, path: str, out: list[str], seen
         _resolve(reader.values, writer.values, f"{path}{{}}", out, seen)
 
 
-def _readable(reader: AvroType, writer: AvroType, seen: set) -> bool:
+def _resolve_record(
+    reader: Record, writer: Record, path: str, out: list[str], seen: set[tuple[int, int]]
+) -> None:
+    """Each of the reader's fields from the writer's of the same name (or an alias), or its default."""
+    key = (id(reader), id(writer))
+    if key in seen:  # a recursive record: this pair is being checked already
+        return
+    seen.add(key)
+    by_name = {f.name: f for f in writer.fields}
+    for rf in reader.fields:
+        fpath = f"{path}.{rf.name}" if path else rf.name
+        wf = by_name.get(rf.name) or next((by_name[a] for a in rf.aliases if a in by_name), None)
+        if wf is None:
+            if not rf.has_default:
+                out.append(
+                    f"field '{fpath}': the reader has it without a default and the writer's schema "
+                    "lacks it (a field a reader adds needs a default)"
+                )
+            continue
+        _resolve(rf.type, wf.type, fpath, out, seen)
+
+
+def _readable(reader: AvroType, writer: AvroType, seen: set[tuple[int, int]]) -> bool:
     problems: list[str] = []
     _resolve(reader, writer, "", problems, set(seen))
     return not problems
