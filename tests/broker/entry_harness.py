@@ -14,6 +14,7 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
+from magnetar.broker import startup
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.topic import PersistentTopic
 from magnetar.protocol import wire
@@ -91,7 +92,7 @@ class Harness:
     def __init__(self, data_dir: Path, **config) -> None:
         config.setdefault("fsync_policy", "never")
         self.config = BrokerConfig(data_dir=data_dir, **config)
-        self.config.validate()
+        startup.prepare(self.config)
         self.loop = asyncio.new_event_loop()
         self.storage = Storage(self.config.storage_config(), notify=self.loop.call_soon_threadsafe)
         self.topics: dict[str, PersistentTopic] = {}

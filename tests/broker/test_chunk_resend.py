@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 
 from magnetar.broker.producer import DUPLICATE
+from magnetar.broker.stored_chunks import StoredChunks
 from magnetar.protocol.chunks import chunk_ref
 from magnetar.protocol.headers import parse_metadata
 
@@ -88,6 +89,6 @@ def test_with_deduplication_a_resent_chunk_of_a_message_already_stored_is_not_st
     h = harnesses(deduplication_enabled=True)
     send_all(h, parts(seq=0), sequence_id=0)
     send_all(h, [message(b"next", seq=1)], sequence_id=1)
-    h.topic().stored_chunks = type(h.topic().stored_chunks)()  # forget every chunk
+    h.topic().deduplication.stored_chunks = StoredChunks()  # forget every chunk
     assert send_all(h, parts(seq=0)[:3], sequence_id=0) == [DUPLICATE] * 3
     assert len(stored_chunk_ids(h)) == N + 1

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from magnetar.broker import startup
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.tls import TlsConfigError, server_context
 from magnetar.broker_process import listening_addresses, parse_listening
@@ -67,7 +68,7 @@ def test_tls_settings_that_cannot_work(settings, message):
     if "is not" not in message:
         settings = {**files, **settings}
     with pytest.raises(TlsConfigError, match=message):
-        BrokerConfig.load(None, **settings)
+        startup.load(None, **settings)
 
 
 def test_tls_server_context_from_the_files(tmp_path):
@@ -124,9 +125,9 @@ def test_listening_line_for_each_combination_of_ports(ports, text):
 def test_tls_only_settings():
     """A plain port may be turned off only where its TLS twin is served (else nothing would listen)."""
     with pytest.raises(TlsConfigError, match="broker_service_port_enabled is false"):
-        BrokerConfig.load(None, broker_service_port_enabled=False)
+        startup.load(None, broker_service_port_enabled=False)
     with pytest.raises(TlsConfigError, match="web_service_port_enabled is false"):
-        BrokerConfig.load(None, web_service_port_enabled=False)
+        startup.load(None, web_service_port_enabled=False)
     defaults = BrokerConfig()
     assert defaults.broker_service_port_enabled and defaults.web_service_port_enabled
 

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from magnetar.broker import entry_metadata
+from magnetar.broker import entry_metadata, startup
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.entries import DispatchEntry
 from magnetar.broker.entry_search import CountingReader
@@ -111,7 +111,7 @@ def test_interceptor_by_dotted_class_path(harnesses):
 @pytest.mark.parametrize("name", ["nope", "no.such.module.Cls", f"{__name__}.Missing", "math.pi"])
 def test_unknown_interceptor_is_a_config_error(name):
     with pytest.raises(ValueError, match="interceptor"):
-        BrokerConfig(broker_entry_metadata_interceptors=[name]).validate()
+        startup.prepare(BrokerConfig(broker_entry_metadata_interceptors=[name]))
 
 
 def test_broker_timestamp_never_goes_back(harnesses, monkeypatch):

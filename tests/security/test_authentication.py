@@ -6,6 +6,7 @@ import base64
 
 import pytest
 
+from magnetar.broker import startup
 from magnetar.broker.authentication import (
     PROVIDERS,
     Authentication,
@@ -42,7 +43,7 @@ def test_off_by_default():
 )
 def test_unusable_settings_refuse_to_start(values, message):
     with pytest.raises(ValueError, match=message):
-        config(authentication_enabled=True, **values).validate()
+        startup.prepare(config(authentication_enabled=True, **values))
 
 
 def test_token_provider_roles_and_refusals():

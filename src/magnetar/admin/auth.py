@@ -18,7 +18,7 @@ from magnetar.broker.authentication import Authentication, AuthenticationFailed
 log = logging.getLogger(__name__)
 
 #: Where a request's authenticated role is kept (None while authentication is off).
-ROLE = web.RequestKey("magnetar.role", str | None)
+ROLE: web.RequestKey[str | None] = web.RequestKey("magnetar.role")
 #: Paths left open when ``authenticate_metrics_endpoint`` is false (Prometheus, health probes).
 SCRAPE_PATHS = frozenset({"/metrics", "/metrics/", "/admin/v2/brokers/health"})
 

@@ -12,9 +12,11 @@ from aiohttp import web
 from magnetar.broker.errors import BrokerError, NotAllowed, SubscriptionNotFound, TopicNotFound
 from magnetar.broker.namespaces import AlreadyExists, NotEmpty
 from magnetar.broker.replication import ClusterNotAllowed
+from magnetar.broker.topic import PersistentTopic
 from magnetar.protocol.topic_name import InvalidTopicName, TopicName
 
 if TYPE_CHECKING:
+    from magnetar.broker.nonpersistent import NonPersistentTopic
     from magnetar.broker.service import BrokerService
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -62,13 +64,22 @@ def topic_of(request: web.Request, domain: str) -> TopicName:
     return TopicName.parse(f"{domain}://{m['tenant']}/{m['namespace']}/{m['topic']}")
 
 
-def single_topic(service: BrokerService, request: web.Request, domain: str, advice: str):
+def single_topic(
+    service: BrokerService, request: web.Request, domain: str, advice: str
+) -> PersistentTopic | NonPersistentTopic:
     """The one topic (or partition) a path names, loaded if stored (404 if none); a partitioned
     topic's own name is refused (412) with ``advice`` on what to ask instead."""
     name = topic_of(request, domain)
     if service.namespaces.partitions(str(name)):
         raise NotAllowed(f"{name} is a partitioned topic: {advice}")
     return service.get_topic(name, create=False)
+
+
+def persistent(topic: PersistentTopic | NonPersistentTopic) -> PersistentTopic:
+    """``topic`` as the persistent topic a ``persistent://`` path names (412 for any other)."""
+    if not isinstance(topic, PersistentTopic):
+        raise NotAllowed(f"{topic.name} is not a persistent topic")
+    return topic
 
 
 def partitions_of(service: BrokerService, request: web.Request, domain: str) -> list[TopicName]:

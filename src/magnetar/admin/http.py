@@ -23,6 +23,8 @@ from magnetar.admin import (
 )
 
 if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
+
     from magnetar.broker.service import BrokerService
 
 
@@ -54,7 +56,7 @@ def build_app(service: BrokerService, web_urls: clusters_api.WebUrls | None = No
     schemas_api.add_routes(app, service)
     clusters_api.add_routes(app, service, web_urls or (lambda: (None, None)))
     replication_api.add_routes(app, service)
-    registry = []  # built at the first scrape (metrics.py)
+    registry: list[CollectorRegistry] = []  # built at the first scrape (metrics.py)
 
     async def metrics_page(request: web.Request) -> web.Response:
         # Imported here: prometheus_client takes 2 MiB that a broker nobody scrapes need not hold.

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from magnetar.admin.errors import translate_errors
+from magnetar.admin.errors import persistent, translate_errors
 from magnetar.broker.index_lookup import (
     IndexLookupError,
     index_for_message_id,
@@ -57,7 +57,7 @@ def add_routes(app: web.Application, service: BrokerService) -> None:
         name = TopicName.parse(f"persistent://{m['tenant']}/{m['namespace']}/{m['topic']}")
         if name.partition_index < 0 and service.namespaces.partitions(str(name)):
             raise _reason(400, f"{name} is a partitioned topic: ask its partitions ({name}-partition-N)")
-        return service.get_topic(name, create=False)  # TopicNotFound -> 404
+        return persistent(service.get_topic(name, create=False))  # TopicNotFound -> 404
 
     @translate_errors
     async def message_id(request: web.Request) -> web.Response:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from magnetar.admin.errors import reason_error, single_topic, translate_errors
+from magnetar.admin.errors import persistent, reason_error, single_topic, translate_errors
 from magnetar.protocol import ProtocolError, wire
 from magnetar.protocol.compression import decompress
 from magnetar.protocol.entry import split_entry_metadata
@@ -102,7 +102,7 @@ def entry_response(topic: PersistentTopic, position: Position) -> web.Response:
 
 def add_routes(app: web.Application, service: BrokerService) -> None:
     def one_topic(request: web.Request) -> PersistentTopic:
-        return single_topic(service, request, "persistent", "read its partitions")
+        return persistent(single_topic(service, request, "persistent", "read its partitions"))
 
     @translate_errors
     async def peek(request: web.Request) -> web.Response:

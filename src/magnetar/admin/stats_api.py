@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from magnetar.admin.consumers_api import page_path
-from magnetar.admin.errors import partitions_of, single_topic, translate_errors
+from magnetar.admin.errors import partitions_of, persistent, single_topic, translate_errors
 from magnetar.broker.dispatchers.broadcast_stats import PAGE_LIMIT, STATS_CONSUMERS, is_broadcast
 from magnetar.broker.replication import cursor_name, replication_stats
 
 if TYPE_CHECKING:
-    from magnetar.broker.nonpersistent import NonPersistentTopic
+    from magnetar.broker.nonpersistent import NonPersistentSubscription, NonPersistentTopic
     from magnetar.broker.service import BrokerService
     from magnetar.broker.subscription import Subscription
     from magnetar.broker.topic import PersistentTopic
@@ -50,7 +50,7 @@ def _out(traffic: Traffic) -> dict:
     }
 
 
-def _listed(sub: Subscription) -> tuple[list, dict]:
+def _listed(sub: Subscription | NonPersistentSubscription) -> tuple[list, dict]:
     """The consumers topic stats list, and for a broadcast subscription (maybe 100K consumers)
     only the first ``STATS_CONSUMERS`` and where to page the rest (consumers_api.py)."""
     consumers = sub.consumers
@@ -68,7 +68,7 @@ def _listed(sub: Subscription) -> tuple[list, dict]:
     }
 
 
-def _subscription_stats(sub: Subscription) -> dict:
+def _subscription_stats(sub: Subscription | NonPersistentSubscription) -> dict:
     cursor = sub.cursor  # None on a non-persistent topic: nothing is kept, so no backlog
     dispatcher = sub.dispatcher
     listed, paging = _listed(sub)
@@ -254,7 +254,7 @@ def add_routes(app: web.Application, service: BrokerService) -> None:
     @translate_errors
     async def internal(request: web.Request) -> web.Response:
         return web.json_response(
-            internal_stats(single_topic(service, request, "persistent", "ask each partition"))
+            internal_stats(persistent(single_topic(service, request, "persistent", "ask each partition")))
         )
 
     app.router.add_get("/admin/v2/persistent/{tenant}/{namespace}/{topic}/internalStats", internal)

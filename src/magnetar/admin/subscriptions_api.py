@@ -14,12 +14,13 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from magnetar.admin.errors import json_body, no_content, topic_of, translate_errors
+from magnetar.admin.errors import json_body, no_content, persistent, topic_of, translate_errors
 from magnetar.broker.names import check_name
 from magnetar.protocol import wire
 from magnetar.protocol.message_id import to_u64
 
 if TYPE_CHECKING:
+    from magnetar.broker.nonpersistent import NonPersistentTopic
     from magnetar.broker.service import BrokerService
     from magnetar.broker.subscription import Subscription
     from magnetar.broker.topic import PersistentTopic
@@ -50,7 +51,7 @@ def add_routes(app: web.Application, service: BrokerService) -> None:
 
 def _topics(
     service: BrokerService, request: web.Request, domain: str, partition: int = -1
-) -> list[PersistentTopic]:
+) -> list[PersistentTopic | NonPersistentTopic]:
     """The topic, or every partition of a partitioned one (only ``partition`` if given: a
     message id names one), loaded on the way."""
     name = topic_of(request, domain)
@@ -61,6 +62,12 @@ def _topics(
     chosen = [partition] if partition >= 0 else range(count)
     names = [name.partition(i) for i in chosen] if count else [name]
     return [service.get_topic(n, create=False) for n in names]
+
+
+def _persistent_topics(
+    service: BrokerService, request: web.Request, partition: int = -1
+) -> list[PersistentTopic]:
+    return [persistent(topic) for topic in _topics(service, request, "persistent", partition)]
 
 
 def _list_routes(app: web.Application, service: BrokerService) -> None:
@@ -82,14 +89,14 @@ def _lifecycle_routes(app: web.Application, service: BrokerService) -> None:
         msg_id, partition = message_id_data(await json_body(request, default=_LATEST))
         # Refused (400) as the binary protocol refuses it.
         check_name(request.match_info["subscription"], "subscription name")
-        for topic in _topics(service, request, "persistent", partition):
+        for topic in _persistent_topics(service, request, partition):
             topic.create_subscription(request.match_info["subscription"], topic.seek_position(msg_id))
         return no_content()
 
     @translate_errors
     async def delete(request: web.Request) -> web.Response:
         force = request.query.get("force", "false").lower() == "true"
-        for topic in _topics(service, request, "persistent"):
+        for topic in _persistent_topics(service, request):
             topic.drop_subscription(request.match_info["subscription"], force=force)
         return no_content()
 
@@ -105,7 +112,7 @@ def _on_each(service: BrokerService, action: Action):
 
     @translate_errors
     async def handler(request: web.Request) -> web.Response:
-        for topic in _topics(service, request, "persistent"):
+        for topic in _persistent_topics(service, request):
             action(topic, topic.subscription(request.match_info["subscription"]), request)
         return no_content()
 
@@ -136,7 +143,7 @@ def _cursor_routes(app: web.Application, service: BrokerService) -> None:
     async def reset_to_message(request: web.Request) -> web.Response:
         msg_id, partition = message_id_data(await json_body(request))
         excluded = request.query.get("isExcluded", "false").lower() == "true"
-        for topic in _topics(service, request, "persistent", partition):
+        for topic in _persistent_topics(service, request, partition):
             subscription = topic.subscription(request.match_info["subscription"])
             position = topic.seek_position(msg_id)
             if excluded:
@@ -146,7 +153,7 @@ def _cursor_routes(app: web.Application, service: BrokerService) -> None:
 
     @translate_errors
     async def expire_all(request: web.Request) -> web.Response:
-        for topic in _topics(service, request, "persistent"):
+        for topic in _persistent_topics(service, request):
             topic.expire_older_than(int(request.match_info["seconds"]))
         return no_content()
 

@@ -11,6 +11,7 @@ from magnetar.admin.errors import (
     json_body,
     no_content,
     partitions_of,
+    persistent,
     single_topic,
     topic_of,
     translate_errors,
@@ -116,15 +117,17 @@ def _message_id_json(position, partition: int) -> dict:
 def _termination_routes(app: web.Application, service: BrokerService) -> None:
     @translate_errors
     async def terminate(request):
-        topic = single_topic(
-            service, request, "persistent", "terminate its partitions (.../terminate/partitions)"
+        topic = persistent(
+            single_topic(
+                service, request, "persistent", "terminate its partitions (.../terminate/partitions)"
+            )
         )
         return web.json_response(_message_id_json(await topic.terminate(), topic.name.partition_index))
 
     @translate_errors
     async def terminate_partitions(request):
         topics = [
-            service.get_topic(partition, create=False)
+            persistent(service.get_topic(partition, create=False))
             for partition in partitions_of(service, request, "persistent")
         ]
         positions = await asyncio.gather(*(topic.terminate() for topic in topics))

@@ -19,14 +19,14 @@ from __future__ import annotations
 
 import typing
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 SIZE = "destination_storage"
 AGE = "message_age"
 KINDS = (SIZE, AGE)
-HOLD = "producer_request_hold"
-EXCEPTION = "producer_exception"
-EVICTION = "consumer_backlog_eviction"
+HOLD: Final = "producer_request_hold"
+EXCEPTION: Final = "producer_exception"
+EVICTION: Final = "consumer_backlog_eviction"
 RetentionPolicy = Literal["producer_request_hold", "producer_exception", "consumer_backlog_eviction"]
 POLICIES: tuple[str, ...] = typing.get_args(RetentionPolicy)
 

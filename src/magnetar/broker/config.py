@@ -4,8 +4,9 @@
 A pydantic dataclass in strict mode: a value of the wrong type (``port = "6650"``,
 ``deduplication_enabled = "false"``) or out of its range is refused naming the setting, never
 converted into something else. The storage settings take their types and defaults from
-``storage/config.py``'s ``StorageConfig``, so they are written once. Checks across settings (TLS,
-authentication) are in ``validate()``.
+``storage/config.py``'s ``StorageConfig``, so they are written once. Whether the settings can
+work together (TLS files, authentication keys, interceptors) is checked at start-up
+(``startup.py``, which calls ``validate()`` for the checks that need no other module).
 
 Settings come from defaults, then an optional TOML file (flat keys, same names), then
 ``MAGNETAR_<NAME>`` environment variables, then command-line flags — later wins
@@ -58,7 +59,8 @@ STORAGE_SETTINGS = (
     "entry_cache_bytes",
     "max_individual_ack_cache_bytes_per_cursor",
 )
-_STORAGE_DEFAULTS = {f.name: f.default for f in dataclasses.fields(StorageConfig)}
+#: The storage layer's defaults, as its settings model holds them (data_dir aside).
+_STORAGE_DEFAULTS = StorageConfig(data_dir=Path("./data"))
 #: The settings of broker/limits.py (0: no limit).
 LIMIT_SETTINGS = (
     "broker_max_connections",
@@ -169,26 +171,26 @@ class BrokerConfig:
     max_topics_per_namespace: NonNegativeInt = 0
 
     # Durability (see docs/storage.md; types and defaults are StorageConfig's).
-    fsync_policy: FsyncPolicy = _STORAGE_DEFAULTS["fsync_policy"]
-    fsync_interval_ms: NonNegativeFloat = _STORAGE_DEFAULTS["fsync_interval_ms"]
+    fsync_policy: FsyncPolicy = _STORAGE_DEFAULTS.fsync_policy
+    fsync_interval_ms: NonNegativeFloat = _STORAGE_DEFAULTS.fsync_interval_ms
     #: ``always``: fsync on the event loop at the end of each pass while fsyncs average under
     #: this, on the fsync thread above it (a slow disk must not hold up dispatch); 0: the thread.
-    fsync_inline_max_ms: NonNegativeFloat = _STORAGE_DEFAULTS["fsync_inline_max_ms"]
+    fsync_inline_max_ms: NonNegativeFloat = _STORAGE_DEFAULTS.fsync_inline_max_ms
     #: Zeros written ahead of a ledger's end, so fsyncs of small appends skip the metadata commit.
-    preallocate_bytes: PreallocateBytes = _STORAGE_DEFAULTS["preallocate_bytes"]
+    preallocate_bytes: PreallocateBytes = _STORAGE_DEFAULTS.preallocate_bytes
     #: Sends are refused while the data directory has less free space than this (0: only when
     #: the disk is actually full); writes resume by themselves once there is room again.
-    min_free_disk_bytes: NonNegativeInt = _STORAGE_DEFAULTS["min_free_disk_bytes"]
-    max_ledger_size_bytes: PositiveInt = _STORAGE_DEFAULTS["max_ledger_size_bytes"]
-    max_ledger_age_seconds: PositiveFloat = _STORAGE_DEFAULTS["max_ledger_age_seconds"]
-    retention_time_seconds: float = _STORAGE_DEFAULTS["retention_time_seconds"]
-    retention_size_bytes: int = _STORAGE_DEFAULTS["retention_size_bytes"]
-    entry_cache_bytes: NonNegativeInt = _STORAGE_DEFAULTS["entry_cache_bytes"]
+    min_free_disk_bytes: NonNegativeInt = _STORAGE_DEFAULTS.min_free_disk_bytes
+    max_ledger_size_bytes: PositiveInt = _STORAGE_DEFAULTS.max_ledger_size_bytes
+    max_ledger_age_seconds: PositiveFloat = _STORAGE_DEFAULTS.max_ledger_age_seconds
+    retention_time_seconds: float = _STORAGE_DEFAULTS.retention_time_seconds
+    retention_size_bytes: int = _STORAGE_DEFAULTS.retention_size_bytes
+    entry_cache_bytes: NonNegativeInt = _STORAGE_DEFAULTS.entry_cache_bytes
     cursor_flush_interval_seconds: PositiveFloat = 1.0
     #: PIP 81: memory for one durable subscription's ack pages; the rest stay on disk until needed.
-    max_individual_ack_cache_bytes_per_cursor: NonNegativeInt = _STORAGE_DEFAULTS[
-        "max_individual_ack_cache_bytes_per_cursor"
-    ]
+    max_individual_ack_cache_bytes_per_cursor: NonNegativeInt = (
+        _STORAGE_DEFAULTS.max_individual_ack_cache_bytes_per_cursor
+    )
     retention_check_interval_seconds: PositiveFloat = 60.0
     #: How often namespaces' message TTL is applied.
     message_expiry_check_interval_seconds: PositiveFloat = 60.0
@@ -267,20 +269,11 @@ class BrokerConfig:
         }
 
     def validate(self) -> None:
-        from magnetar.broker.tls import check_settings
-
-        check_settings(self)  # raises TlsConfigError, a ValueError
-        from magnetar.broker.authentication import Authentication
-
-        Authentication.from_config(self)  # raises ValueError: never an open broker by mistake
+        """The checks across settings that need no other module (the rest: ``startup.prepare``)."""
         if self.authorization_enabled and not self.authentication_enabled:
             raise ValueError(
                 "authorization_enabled needs authentication_enabled: without a proved role no grant can apply"
             )
-        from magnetar.broker.entry_metadata import load_interceptor_class
-
-        for name in self.broker_entry_metadata_interceptors:
-            load_interceptor_class(name)  # raises ValueError for an unknown or unloadable one
 
     @classmethod
     def load(
@@ -288,7 +281,8 @@ class BrokerConfig:
     ) -> BrokerConfig:
         """Defaults, then the TOML file at ``path``, then ``MAGNETAR_*`` variables of ``environ``
         (none unless given), then non-None ``overrides`` (the command line); each value checked
-        against its setting's type (``config_sources.py``), then the whole validated."""
+        against its setting's type (``config_sources.py``), then ``validate``d; ``startup.load``
+        checks the rest."""
         return cls.load_with_sources(path, environ, **overrides)[0]
 
     @classmethod

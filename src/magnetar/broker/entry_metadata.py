@@ -69,10 +69,13 @@ class IndexInterceptor:
         self.last_index = last.index if last.HasField("index") else -1
 
 
-BUILT_IN = {"broker_timestamp": BrokerTimestampInterceptor, "index": IndexInterceptor}
+BUILT_IN: dict[str, type[EntryMetadataInterceptor]] = {
+    "broker_timestamp": BrokerTimestampInterceptor,
+    "index": IndexInterceptor,
+}
 
 
-def load_interceptor_class(name: str) -> type:
+def load_interceptor_class(name: str) -> type[EntryMetadataInterceptor]:
     if name in BUILT_IN:
         return BUILT_IN[name]
     module_name, _, cls_name = name.rpartition(".")

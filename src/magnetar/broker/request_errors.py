@@ -29,22 +29,25 @@ TEXT_CHECKED = frozenset(
 )
 
 
-#: Requests answered by a reply of their own that says Failed (its error and message fields) ...
-_FAILED_REPLIES = {
-    T.LOOKUP: wire.CommandLookupTopicResponse,
-    T.PARTITIONED_METADATA: wire.CommandPartitionedTopicMetadataResponse,
-}
-#: ... and those answered by a reply of their own with error_code and error_message.
-_ERROR_CODE_REPLIES = {
+#: Requests answered by a reply of their own with error_code and error_message.
+_ERROR_CODE_REPLIES: dict[
+    int, type[wire.CommandGetSchemaResponse | wire.CommandGetOrCreateSchemaResponse]
+] = {
     T.GET_SCHEMA: wire.CommandGetSchemaResponse,
     T.GET_OR_CREATE_SCHEMA: wire.CommandGetOrCreateSchemaResponse,
 }
 
 
 def error_reply(cmd_type: int, request_id: int, code: int, message: str) -> Message:
-    """The error answer to request ``cmd_type`` in the form its client waits for."""
-    if (failed := _FAILED_REPLIES.get(cmd_type)) is not None:
-        return failed(request_id=request_id, response=failed.Failed, error=code, message=message)
+    """The error answer to request ``cmd_type`` in the form its client waits for (``code``: a
+    ServerError, as ``BrokerError.code`` holds it)."""
+    error = wire.ServerError.ValueType(code)
+    if cmd_type == T.LOOKUP:  # answered by a reply of their own that says Failed
+        lookup = wire.CommandLookupTopicResponse
+        return lookup(request_id=request_id, response=lookup.Failed, error=error, message=message)
+    if cmd_type == T.PARTITIONED_METADATA:
+        metadata = wire.CommandPartitionedTopicMetadataResponse
+        return metadata(request_id=request_id, response=metadata.Failed, error=error, message=message)
     if (reply := _ERROR_CODE_REPLIES.get(cmd_type)) is not None:
-        return reply(request_id=request_id, error_code=code, error_message=message)
-    return wire.CommandError(request_id=request_id, error=code, message=message)
+        return reply(request_id=request_id, error_code=error, error_message=message)
+    return wire.CommandError(request_id=request_id, error=error, message=message)

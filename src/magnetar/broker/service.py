@@ -1,9 +1,11 @@
 """The broker process's service: storage, the binary-protocol server, topics, background work.
 
 ``BrokerService`` is the façade the connections' handlers and the admin API call; it composes
+resources.py (storage and the registries in its metadata store, opened at start),
 topic_catalog.py (which topics there are, partitioned topics' metadata, topic counts),
 topic_loader.py (opening topics, off the loop where the command can wait), housekeeping.py (the
-background work) and frame_room.py (room for large frames being received).
+background work) and frame_room.py (room for large frames being received). What it is made from
+is checked and built at start-up (startup.py).
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ from collections.abc import Callable
 from functools import partial
 
 from magnetar.broker import frame_room, housekeeping, loop_pass, tls
-from magnetar.broker.authentication import Authentication
 from magnetar.broker.authorization import CONSUME, PRODUCE, Authorizer
 from magnetar.broker.clusters import ClusterRegistry
 from magnetar.broker.config import BrokerConfig
@@ -34,9 +35,11 @@ from magnetar.broker.limits import Limits
 from magnetar.broker.namespaces import AutoTopicCreation, NamespaceRegistry
 from magnetar.broker.nonpersistent import NonPersistentTopic
 from magnetar.broker.replication import TopicReplication, effective_clusters
+from magnetar.broker.resources import BrokerNotStarted, BrokerResources
 from magnetar.broker.schemas.registry import SchemaRegistry
+from magnetar.broker.startup import BrokerSetup
 from magnetar.broker.topic import PersistentTopic
-from magnetar.broker.topic_catalog import TopicCatalog
+from magnetar.broker.topic_catalog import TopicCatalog, Topics
 from magnetar.broker.topic_loader import TopicLoader
 from magnetar.protocol.frames import SHARED_READ_SIZE
 from magnetar.protocol.topic_name import TopicName
@@ -46,11 +49,39 @@ log = logging.getLogger(__name__)
 
 
 class BrokerService:
-    def __init__(self, config: BrokerConfig) -> None:
-        self.config = config
+    """The broker; made from what start-up checked and built (``startup.BrokerSetup``)."""
+
+    def __init__(self, setup: BrokerSetup) -> None:
+        config = self.config = setup.config
         self.broker_name = f"magnetar-{secrets.token_hex(3)}"
-        self.topics: dict[str, PersistentTopic] = {}
+        self.topics: Topics = {}
         self.connections: set[ServerCnx] = set()
+        self._flow_control(config)
+        #: Connections, producers, consumers and topics past the configured limits are refused.
+        self.limits = Limits(config)
+        self._security(setup)
+        #: Broker entry metadata interceptors for each topic loaded (entry_metadata.py).
+        self._interceptors = setup.interceptors
+        self._resources: BrokerResources | None = None
+        self._catalog: TopicCatalog | None = None
+        self._loader: TopicLoader | None = None
+        self.port: int | None = None
+        #: The pulsar+ssl:// port as bound; None while TLS is off (broker/tls.py).
+        self.tls_port: int | None = None
+        #: The server side of TLS (broker/tls.py), made at start; the HTTPS port serves with it too.
+        self.ssl_context: ssl.SSLContext | None = None
+        self._server: asyncio.base_events.Server | None = None
+        self._tls_server: asyncio.base_events.Server | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        #: Every connection's keepalive, one wheel for all (keepalive.py).
+        self.keepalive = KeepaliveWheel(config.keepalive_interval_seconds)
+        self._lock = DataDirLock(config.data_dir)
+        #: Called with each persistent topic loaded and each namespace whose policies changed:
+        #: geo-replication (magnetar.replication, a layer above) attaches its replicators.
+        self.replication_listeners: list[Callable[[], None]] = []
+
+    def _flow_control(self, config: BrokerConfig) -> None:
+        """What connections share: the read buffer, the publish buffer, room for large frames."""
         #: Every connection reads the socket into this buffer (one loop, one read at a time) and
         #: keeps only the bytes of an incomplete frame: an idle connection holds no read buffer.
         self.read_buffer = bytearray(SHARED_READ_SIZE)
@@ -68,10 +99,12 @@ class BrokerService:
         self.frame_closes: dict[str, int] = dict.fromkeys(
             ("too_large_before_connect", "too_large", "stalled"), 0
         )
-        #: Connections, producers, consumers and topics past the configured limits are refused.
-        self.limits = Limits(config)
+
+    def _security(self, setup: BrokerSetup) -> None:
+        """Authentication (as start-up built it), authorization, and their counts for /metrics."""
+        config = setup.config
         #: The authentication providers, None while authentication is off (authentication.py).
-        self.authentication = Authentication.from_config(config)
+        self.authentication = setup.authentication
         #: Credentials accepted and refused (CONNECT, AUTH_RESPONSE, expiry), by auth method (/metrics).
         self.authentication_successes: Counter[str] = Counter()
         self.authentication_failures: Counter[str] = Counter()
@@ -86,29 +119,66 @@ class BrokerService:
             )
         #: Requests refused for want of a permission, by operation (/metrics).
         self.authorization_failures: Counter[str] = Counter()
-        self.storage: Storage | None = None
-        self.namespaces: NamespaceRegistry | None = None
-        self.clusters: ClusterRegistry | None = None
-        self.topic_replication: TopicReplication | None = None
-        self.schemas: SchemaRegistry | None = None
-        self.port: int | None = None
-        #: The pulsar+ssl:// port as bound; None while TLS is off (broker/tls.py).
-        self.tls_port: int | None = None
-        #: The server side of TLS (broker/tls.py), made at start; the HTTPS port serves with it too.
-        self.ssl_context: ssl.SSLContext | None = None
-        self._server: asyncio.base_events.Server | None = None
-        self._tls_server: asyncio.base_events.Server | None = None
-        self._tasks: list[asyncio.Task] = []
-        #: Every connection's keepalive, one wheel for all (keepalive.py).
-        self.keepalive = KeepaliveWheel(config.keepalive_interval_seconds)
-        self._lock = DataDirLock(config.data_dir)
-        #: Which topics there are, may one be created, partitioned topics (topic_catalog.py).
-        self.catalog = TopicCatalog(self)
-        #: Opens topics, on the open threads where the command can wait (topic_loader.py).
-        self.loader = TopicLoader(self)
-        #: Called with each persistent topic loaded and each namespace whose policies changed:
-        #: geo-replication (magnetar.replication, a layer above) attaches its replicators.
-        self.replication_listeners: list[Callable[[], None]] = []
+
+    # -- what start opens (resources.py, topic_catalog.py, topic_loader.py) -----------------
+    @property
+    def resources(self) -> BrokerResources:
+        """Storage and the registries in its metadata store; BrokerNotStarted before ``start``."""
+        if self._resources is None:
+            raise BrokerNotStarted("the broker is not started: its storage is not open")
+        return self._resources
+
+    @property
+    def storage(self) -> Storage:
+        return self.resources.storage
+
+    @property
+    def namespaces(self) -> NamespaceRegistry:
+        return self.resources.namespaces
+
+    @property
+    def clusters(self) -> ClusterRegistry:
+        return self.resources.clusters
+
+    @property
+    def topic_replication(self) -> TopicReplication:
+        return self.resources.topic_replication
+
+    @property
+    def schemas(self) -> SchemaRegistry:
+        return self.resources.schemas
+
+    @property
+    def catalog(self) -> TopicCatalog:
+        """Which topics there are, may one be created, partitioned topics (topic_catalog.py)."""
+        if self._catalog is None:
+            raise BrokerNotStarted("the broker is not started: no topic can be looked up")
+        return self._catalog
+
+    @property
+    def loader(self) -> TopicLoader:
+        """Opens topics, on the open threads where the command can wait (topic_loader.py)."""
+        if self._loader is None:
+            raise BrokerNotStarted("the broker is not started: no topic can be opened")
+        return self._loader
+
+    def _open_resources(self, storage: Storage) -> None:
+        config = self.config
+        resources = self._resources = BrokerResources.open(storage, config.cluster_name)
+        auto_creation = AutoTopicCreation(
+            allow_auto_topic_creation=config.allow_auto_topic_creation,
+            topic_type=config.auto_topic_creation_type,
+            default_num_partitions=config.default_num_partitions,
+        )
+        catalog = TopicCatalog(self.topics, resources, self.limits, auto_creation, self.replication_changed)
+        self._catalog = catalog
+        self._loader = TopicLoader(
+            self.topics, resources, catalog, config, self._interceptors, self._topic_loaded
+        )
+
+    def _topic_loaded(self, topic: PersistentTopic) -> None:
+        self.open_replication_cursors(topic)
+        self.replication_changed()
 
     def _hold_all(self, reason: int) -> None:
         log.debug("publish buffer over %d bytes: not reading any connection", self.publish_buffer.limit)
@@ -153,15 +223,12 @@ class BrokerService:
         self.ssl_context = ssl_context
         self._lock.acquire()
         passes = loop_pass.for_loop(loop)
-        self.storage = Storage(
+        storage = Storage(
             self.config.storage_config(),
             notify=_notifier(loop, passes),
             defer=lambda callback: passes.defer(loop_pass.SYNC, callback),
         )
-        self.namespaces = NamespaceRegistry(self.storage.metadata, self.config.cluster_name)
-        self.clusters = ClusterRegistry(self.storage.metadata, self.config.cluster_name)
-        self.topic_replication = TopicReplication(self.storage.metadata)
-        self.schemas = SchemaRegistry(self.storage.metadata, self.namespaces)
+        self._open_resources(storage)
         if self.config.broker_service_port_enabled:
             self._server = await loop.create_server(
                 lambda: ServerCnx(self), self.config.host, self.config.port, backlog=4096
@@ -186,7 +253,7 @@ class BrokerService:
         config, topics, namespaces = self.config, self.topics, self.namespaces
         timeout = config.incomplete_frame_timeout_seconds
         lag_limits = LagLimits(config.broadcast_max_lag_messages, config.broadcast_max_lag_seconds)
-        work = [
+        work: list[tuple[float, Callable[[], None]]] = [
             (config.cursor_flush_interval_seconds, partial(housekeeping.flush_all, topics)),
             (config.retention_check_interval_seconds, partial(housekeeping.trim_all, topics, namespaces)),
             (
@@ -232,7 +299,8 @@ class BrokerService:
         for task in self._tasks:
             task.cancel()
         self.stop_serving()
-        self.loader.executor.shutdown(wait=True)  # opens under way finish before storage closes
+        if self._loader is not None:  # opens under way finish before storage closes
+            self._loader.executor.shutdown(wait=True)
         # Let receipts already on their way out reach the clients.
         await asyncio.sleep(0)
         for topic in list(self.topics.values()):
@@ -241,9 +309,10 @@ class BrokerService:
             except Exception:
                 log.exception("closing topic %s failed", topic.name)
         self.topics.clear()
-        if self.storage is not None:
-            self.storage.close()
-            self.storage = None
+        if self._resources is not None:
+            self._resources.storage.close()
+        if self._loader is not None:
+            self._loader.storage_closed = True
         self._lock.release()
 
     # -- topics (topic_loader.py, topic_catalog.py) ---------------------------------------
@@ -285,7 +354,8 @@ class BrokerService:
         self.catalog.delete_partitioned_topic(name)
 
     def create_topic(self, name: TopicName) -> None:
-        self.catalog.create_topic(name)
+        self.catalog.check_new_topic(name)
+        self.get_topic(name, create=True)
 
     def delete_topic(self, name: TopicName) -> None:
         self.catalog.delete_topic(name)

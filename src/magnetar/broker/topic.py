@@ -3,30 +3,26 @@
 The topic keeps the publish path and the state it updates; it composes the rest:
 topic_state.py (the durable snapshot and its recovery), producer_access.py (access modes),
 topic_subscriptions.py (opening subscriptions), topic_backlog.py (backlog quotas, expiry),
-store_waiters.py (``terminate`` waiting for the adds before it).
+store_waiters.py (``terminate`` waiting for the adds before it), message_deduplication.py
+(sequence ids per producer and recent chunks: what is not stored twice).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from magnetar.broker import backlog_quota, loop_pass, topic_backlog, topic_state
 from magnetar.broker.consumer import Consumer
 from magnetar.broker.entries import RecentEntries
-from magnetar.broker.entry_metadata import IndexInterceptor, load_interceptors
+from magnetar.broker.entry_metadata import EntryMetadataInterceptor, IndexInterceptor, load_interceptors
 from magnetar.broker.entry_search import EntryReader, message_count
 from magnetar.broker.errors import BrokerError, NotAllowed, SubscriptionNotFound
+from magnetar.broker.message_deduplication import MessageDeduplication, SequenceKey, sequence_key
 from magnetar.broker.producer import DUPLICATE, Producer
 from magnetar.broker.producer_access import ProducerAccess
-from magnetar.broker.replication import (
-    ReplicatorLink,
-    cursor_name,
-    is_replicated_chunk,
-    remote_of_cursor,
-    replicated_sequence,
-)
+from magnetar.broker.replication import ReplicatorLink, cursor_name, remote_of_cursor
 from magnetar.broker.seek import last_message_position, position_for_message_id, position_for_time
 from magnetar.broker.store_waiters import StoreWaiters
 from magnetar.broker.stored_chunks import StoredChunks
@@ -64,7 +60,10 @@ class PersistentTopic:
         ml: ManagedLedger,
         config: BrokerConfig,
         policies: Callable[[], NamespacePolicies] | None = None,
+        interceptors: Sequence[Callable[[], EntryMetadataInterceptor]] | None = None,
     ) -> None:
+        """``interceptors`` make the topic's broker entry metadata interceptors (start-up loads
+        them once, ``startup.BrokerSetup``); None: loaded by the names in ``config``."""
         self.name = name
         #: The namespace's current policies (None: broker settings only).
         self.policies = policies
@@ -74,16 +73,15 @@ class PersistentTopic:
         self.producers: dict[tuple[int, int], Producer] = {}
         self.subscriptions: dict[str, Subscription] = {}
         self.traffic = Traffic()
-        self.interceptors = load_interceptors(config.broker_entry_metadata_interceptors)
+        if interceptors is None:
+            self.interceptors = load_interceptors(config.broker_entry_metadata_interceptors)
+        else:
+            self.interceptors = [make() for make in interceptors]
         self._index = next((i for i in self.interceptors if isinstance(i, IndexInterceptor)), None)
-        #: Chunks of recent chunked messages, so a chunk sent again is not stored again.
-        self.stored_chunks = StoredChunks()
         #: Producer access modes: the exclusive holder, WaitForExclusive producers in line, the epoch.
         self._access = ProducerAccess(name)
         #: Sealed by ``terminate``: no message is accepted any more (survives restarts).
         self.terminated = ml.get_property(_TERMINATED_KEY) is not None
-        #: Highest sequence id accepted per producer, stored or still in flight (deduplication).
-        self._pushed_sequences: dict[str, int] = {}
         self._notify_scheduled = False
         self._passes: loop_pass.PassScheduler | None = None
         #: ``terminate`` calls waiting until the adds up to a position are stored.
@@ -91,9 +89,12 @@ class PersistentTopic:
         #: Parsed facts of the last 1024 entries published, so dispatch at the tail skips a re-parse.
         self.recent_entries = RecentEntries()
         self._opener = SubscriptionOpener(self)
-        recovered = topic_state.recover(ml, self.stored_chunks, self.interceptors)
-        #: Highest sequence id stored per producer name (survives restarts).
-        self.producer_sequences: dict[str, int] = recovered.producer_sequences
+        stored_chunks = StoredChunks()
+        recovered = topic_state.recover(ml, stored_chunks, self.interceptors)
+        #: Sequence ids per producer and recent chunks: what is not stored twice.
+        self.deduplication = MessageDeduplication(
+            self.deduplication_enabled, recovered.producer_sequences, stored_chunks
+        )
         #: The newest index and broker timestamp stored (what the snapshot records).
         self._stored = recovered.stored
         #: Last position whose durable callback ran: what the sequence snapshot covers.
@@ -150,7 +151,7 @@ class PersistentTopic:
         self._access.release(self.producers, producer)
 
     def last_sequence_id(self, producer_name: str) -> int:
-        return self.producer_sequences.get(producer_name, -1)
+        return self.deduplication.last_sequence_id(producer_name)
 
     def publish(
         self,
@@ -163,75 +164,39 @@ class PersistentTopic:
         """Store the producer's bytes (with broker entry metadata in front) and call back once durable.
 
         A chunk of a chunked message that is stored already (or being stored) is not stored
-        again: it is answered with that copy's position (``stored_chunks``).
-
-        With deduplication on, a send whose sequence id is not above the producer's highest
-        one stored or in flight is not stored again: it is answered as a duplicate. Every chunk
-        of a chunked message carries the message's sequence id, so (as in Pulsar's
-        MessageDeduplication) only the last chunk records it; the others are only checked.
-        A message a geo-replicator copied here is deduplicated by its source cluster, original
-        producer and the sequence ids in its metadata (``replication.replicated_sequence``).
+        again: it is answered with that copy's position (``StoredChunks``). With deduplication
+        on, a send whose sequence id the topic has taken already is answered as a duplicate
+        (``MessageDeduplication``, which says which sequence id a message counts under).
         """
         if metadata is None:
-            try:
-                metadata, _ = parse_metadata(headers_and_payload)
-            except ProtocolError:
-                metadata = None
+            metadata = _metadata_or_none(headers_and_payload)
         chunk = chunk_ref(metadata)
-        if chunk is not None and self.stored_chunks.answer_resend(metadata, chunk, callback):
+        chunks = self.deduplication.stored_chunks
+        if chunk is not None and metadata is not None and chunks.answer_resend(metadata, chunk, callback):
             return
-        highest = max(send.sequence_id, send.highest_sequence_id)
-        dedup_name = producer.name
-        records_sequence = chunk is None or chunk.last
-        checks_sequence = True
-        replicated = replicated_sequence(metadata) if metadata is not None else None
-        if replicated is not None:
-            dedup_name, highest = replicated
-        elif chunk is not None and is_replicated_chunk(metadata):
-            records_sequence = checks_sequence = False  # stored_chunks above knows it
-        if checks_sequence and (producer.replicator or self.deduplication_enabled()):
-            if highest <= self._pushed_sequences.get(dedup_name, self.last_sequence_id(dedup_name)):
-                callback(DUPLICATE, None)
-                return
-            if records_sequence:
-                self._pushed_sequences[dedup_name] = highest
-        chunk_record = self.stored_chunks.storing(metadata, chunk) if chunk is not None else None
+        key = sequence_key(producer.name, max(send.sequence_id, send.highest_sequence_id), metadata, chunk)
+        if self.deduplication.is_duplicate(key, producer.replicator):
+            callback(DUPLICATE, None)
+            return
+        storing = (
+            (chunks.storing(metadata, chunk), chunk) if chunk is not None and metadata is not None else None
+        )
         if metadata is not None:
             num_messages = message_count(metadata)  # what consumers count: the batch's own size
         else:
             num_messages = send.num_messages if send.HasField("num_messages") else 1
-        meta = None
         previous_index = self._index.last_index if self._index is not None else None
-        if self.interceptors:  # PIP 70: metadata in front, producer's bytes untouched
-            meta = wire.BrokerEntryMetadata()
-            for interceptor in self.interceptors:
-                interceptor.intercept(meta, num_messages)
-            data = prepend_entry_metadata(meta, headers_and_payload)
-        else:
-            data = stored_form(headers_and_payload)
+        data, meta = self._entry_data(headers_and_payload, num_messages)
         producer_offset = len(data) - len(headers_and_payload)
 
         def on_durable(position: Position | None, exc: Exception | None) -> None:
             if exc is None and position is not None:
-                if metadata is not None:
-                    self.recent_entries.remember(position, producer_offset, metadata)
-                # max: completions of different group-commit rounds may arrive out of order
-                self._last_published = max(self._last_published, position)
-                if meta is not None:
-                    _keep_newest(self._stored, meta)
-                self._sequences_dirty = True
-                if records_sequence and highest > self.producer_sequences.get(dedup_name, -1):
-                    self.producer_sequences[dedup_name] = highest
+                self._entry_stored(position, producer_offset, metadata, meta, key)
             else:
-                if dedup_name in self._pushed_sequences:
-                    # Not stored: a resend of this sequence id must not count as a duplicate.
-                    self._pushed_sequences[dedup_name] = self.last_sequence_id(dedup_name)
-                if self._index is not None:
-                    # A failed fsync drops every unconfirmed entry: the index goes on from the last stored.
-                    self._index.last_index = self._stored.index if self._stored.HasField("index") else -1
+                self._entry_not_stored(key)
             callback(position, exc)
-            if chunk_record is not None:
-                self.stored_chunks.stored(chunk_record, chunk, position, exc)
+            if storing is not None:
+                chunks.stored(*storing, position, exc)
             if exc is None:
                 self._notify_subscriptions()
             if self._store_waiters:
@@ -240,12 +205,47 @@ class PersistentTopic:
         try:
             self.ml.add_entry(data, on_durable)
         except Exception as exc:
-            if previous_index is not None:  # nothing was stored: the index is not used up
+            if self._index is not None and previous_index is not None:  # nothing stored: index not used up
                 self._index.last_index = previous_index
-            self._pushed_sequences.pop(dedup_name, None)
-            if chunk_record is not None:
-                self.stored_chunks.stored(chunk_record, chunk, None, exc)
+            self.deduplication.not_pushed(key)
+            if storing is not None:
+                chunks.stored(*storing, None, exc)
             raise
+
+    def _entry_data(
+        self, headers_and_payload: memoryview, num_messages: int
+    ) -> tuple[bytes | memoryview, wire.BrokerEntryMetadata | None]:
+        """What is stored: PIP 70's broker entry metadata in front (when any interceptor is on) of
+        the producer's bytes, which stay untouched."""
+        if not self.interceptors:
+            return stored_form(headers_and_payload), None
+        meta = wire.BrokerEntryMetadata()
+        for interceptor in self.interceptors:
+            interceptor.intercept(meta, num_messages)
+        return prepend_entry_metadata(meta, headers_and_payload), meta
+
+    def _entry_stored(
+        self,
+        position: Position,
+        producer_offset: int,
+        metadata: wire.MessageMetadata | None,
+        meta: wire.BrokerEntryMetadata | None,
+        key: SequenceKey,
+    ) -> None:
+        if metadata is not None:
+            self.recent_entries.remember(position, producer_offset, metadata)
+        # max: completions of different group-commit rounds may arrive out of order
+        self._last_published = max(self._last_published, position)
+        if meta is not None:
+            _keep_newest(self._stored, meta)
+        self._sequences_dirty = True
+        self.deduplication.persisted(key)
+
+    def _entry_not_stored(self, key: SequenceKey) -> None:
+        self.deduplication.not_persisted(key)
+        if self._index is not None:
+            # A failed fsync drops every unconfirmed entry: the index goes on from the last stored.
+            self._index.last_index = self._stored.index if self._stored.HasField("index") else -1
 
     def deduplication_enabled(self) -> bool:
         policy = self.policies().deduplication_enabled if self.policies is not None else None
@@ -384,8 +384,9 @@ class PersistentTopic:
         self.ml.flush_cursors()
         if self._sequences_dirty:
             self._sequences_dirty = False
+            dedup = self.deduplication
             saved = topic_state.snapshot(
-                self._last_published, self.producer_sequences, self._stored, self.stored_chunks
+                self._last_published, dedup.highest_persisted, self._stored, dedup.stored_chunks
             )
             self.ml.set_property(topic_state.SEQUENCES_KEY, saved)
 
@@ -405,3 +406,10 @@ class PersistentTopic:
             subscription.close()
         self.flush()
         self.ml.close()
+
+
+def _metadata_or_none(headers_and_payload: memoryview) -> wire.MessageMetadata | None:
+    try:
+        return parse_metadata(headers_and_payload)[0]
+    except ProtocolError:
+        return None

@@ -1,9 +1,11 @@
 """Which topics there are: namespaces' auto-creation, may a topic be loaded or created, topic
-counts against max_topics_per_namespace, partitioned topics' metadata, creating and deleting
-topics, and the topics of a namespace."""
+counts against max_topics_per_namespace, partitioned topics' metadata, deleting topics, and the
+topics of a namespace."""
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from magnetar.broker.errors import NotAllowed, TopicNotFound
@@ -11,38 +13,54 @@ from magnetar.broker.namespaces import AlreadyExists, AutoTopicCreation, NotEmpt
 from magnetar.protocol.topic_name import TopicName, partition_name
 
 if TYPE_CHECKING:
-    from magnetar.broker.service import BrokerService
+    from magnetar.broker.limits import Limits
+    from magnetar.broker.nonpersistent import NonPersistentTopic
+    from magnetar.broker.resources import BrokerResources
+    from magnetar.broker.topic import PersistentTopic
+
+#: The topics loaded, by name (the broker's ``topics``).
+Topics = dict[str, "PersistentTopic | NonPersistentTopic"]
 
 
 class TopicCatalog:
-    """Reads the service's public ``topics``, ``storage``, ``namespaces``, ``config`` and ``limits``."""
+    """Answers from the loaded ``topics`` and the stored ``resources`` (storage, namespaces,
+    replication overrides); ``auto_creation`` is the broker's setting where a namespace has
+    none, and ``topics_changed`` is called when a loaded topic is deleted (its replicators stop)."""
 
-    def __init__(self, service: BrokerService) -> None:
-        self._service = service
+    def __init__(
+        self,
+        topics: Topics,
+        resources: BrokerResources,
+        limits: Limits,
+        auto_creation: AutoTopicCreation,
+        topics_changed: Callable[[], None],
+    ) -> None:
+        self._topics = topics
+        self._storage = resources.storage
+        self._namespaces = resources.namespaces
+        self._topic_replication = resources.topic_replication
+        self._limits = limits
+        self._auto_creation = auto_creation
+        self._topics_changed = topics_changed
 
     def check_namespace(self, name: TopicName) -> None:
-        self._service.namespaces.policies(name.namespace_name)  # raises NamespaceNotFound
+        self._namespaces.policies(name.namespace_name)  # raises NamespaceNotFound
 
     def auto_topic_creation(self, namespace: str) -> AutoTopicCreation:
-        config = self._service.config
-        policy = self._service.namespaces.policies(namespace).auto_topic_creation
+        policy = self._namespaces.policies(namespace).auto_topic_creation
         if policy is not None:
             return AutoTopicCreation.from_json(policy)
-        return AutoTopicCreation(
-            allow_auto_topic_creation=config.allow_auto_topic_creation,
-            topic_type=config.auto_topic_creation_type,
-            default_num_partitions=config.default_num_partitions,
-        )
+        return dataclasses.replace(self._auto_creation)
 
     def exists(self, key: str) -> bool:
-        return key in self._service.topics or self._service.storage.has_managed_ledger(key)
+        return key in self._topics or self._storage.has_managed_ledger(key)
 
     def check_creatable(self, name: TopicName, create: bool) -> None:
         """Raise why the persistent topic ``name`` may not be loaded (or created) now."""
         key = str(name)
         if self.exists(key):
             return
-        namespaces = self._service.namespaces
+        namespaces = self._namespaces
         base = name.partitioned_base()
         partition_of_known = base is not None and 0 <= name.partition_index < namespaces.partitions(str(base))
         allowed = create and self.auto_topic_creation(name.namespace_name).allow_auto_topic_creation
@@ -54,22 +72,20 @@ class TopicCatalog:
             self.check_topic_count(name.namespace_name, 1)
 
     def topics_limited(self, namespace: str) -> bool:
-        service = self._service
-        return service.limits.topics_limited(service.namespaces.policies(namespace).max_topics_per_namespace)
+        return self._limits.topics_limited(self._namespaces.policies(namespace).max_topics_per_namespace)
 
     def check_topic_count(self, namespace: str, new: int) -> None:
         """Raise LimitReached when ``new`` more persistent topics (partitions each count) would put
         ``namespace`` past its max_topics_per_namespace. Counted as Pulsar does: the persistent
         topics stored, and every partition of its partitioned topics."""
-        service = self._service
-        namespace_max = service.namespaces.policies(namespace).max_topics_per_namespace
-        if not service.limits.topics_limited(namespace_max):
+        namespace_max = self._namespaces.policies(namespace).max_topics_per_namespace
+        if not self._limits.topics_limited(namespace_max):
             return
         prefix = f"persistent://{namespace}/"
-        names = {n for n in service.storage.managed_ledger_names() if n.startswith(prefix)}
-        for base in service.namespaces.partitioned_topics(namespace, "persistent"):
-            names.update(partition_name(base, i) for i in range(service.namespaces.partitions(base)))
-        service.limits.check_topics(namespace, len(names), new, namespace_max)
+        names = {n for n in self._storage.managed_ledger_names() if n.startswith(prefix)}
+        for base in self._namespaces.partitioned_topics(namespace, "persistent"):
+            names.update(partition_name(base, i) for i in range(self._namespaces.partitions(base)))
+        self._limits.check_topics(namespace, len(names), new, namespace_max)
 
     # -- partitioned topics -----------------------------------------------------------------
     def partitions_of(self, name: TopicName, auto_create: bool = True) -> int:
@@ -79,7 +95,7 @@ class TopicCatalog:
         when the namespace's auto-creation says so.
         """
         self.check_namespace(name)
-        namespaces = self._service.namespaces
+        namespaces = self._namespaces
         key = str(name)
         count = namespaces.partitions(key)
         if count or not auto_create or name.partition_index >= 0 or self.exists(key):
@@ -94,7 +110,7 @@ class TopicCatalog:
 
     def create_partitioned_topic(self, name: TopicName, count: int) -> None:
         self.check_namespace(name)
-        namespaces = self._service.namespaces
+        namespaces = self._namespaces
         key = str(name)
         if name.partition_index >= 0:
             raise NotAllowed(f"{key} is already a partition name")
@@ -107,7 +123,7 @@ class TopicCatalog:
         namespaces.set_partitions(key, count)
 
     def update_partitioned_topic(self, name: TopicName, count: int) -> None:
-        namespaces = self._service.namespaces
+        namespaces = self._namespaces
         current = namespaces.partitions(str(name))
         if not current:
             raise TopicNotFound(f"Partitioned topic {name} does not exist")
@@ -118,7 +134,7 @@ class TopicCatalog:
         namespaces.set_partitions(str(name), count)
 
     def delete_partitioned_topic(self, name: TopicName) -> None:
-        namespaces = self._service.namespaces
+        namespaces = self._namespaces
         count = namespaces.partitions(str(name))
         if not count:
             raise TopicNotFound(f"Partitioned topic {name} does not exist")
@@ -130,40 +146,37 @@ class TopicCatalog:
         self._forget_replication(name)
 
     # -- topics -----------------------------------------------------------------------------
-    def create_topic(self, name: TopicName) -> None:
+    def check_new_topic(self, name: TopicName) -> None:
+        """Raise why ``name`` cannot be created (the admin API's create): it exists already."""
         self.check_namespace(name)
         key = str(name)
-        if self.exists(key) or self._service.namespaces.partitions(key):
+        if self.exists(key) or self._namespaces.partitions(key):
             raise AlreadyExists(f"Topic {key} already exists")
-        self._service.get_topic(name, create=True)
 
     def delete_topic(self, name: TopicName) -> None:
-        service = self._service
         key = str(name)
         if not self.exists(key):
             raise TopicNotFound(f"Topic {key} does not exist")
-        topic = service.topics.get(key)
+        topic = self._topics.get(key)
         if topic is not None:
             if topic.producers or any(s.consumers for s in topic.subscriptions.values()):
                 raise NotEmpty(f"Topic {key} has connected producers or consumers")
             topic.close()
-            del service.topics[key]
-            service.replication_changed()  # its replicators stop
+            del self._topics[key]
+            self._topics_changed()  # its replicators stop
             if topic.ml is None:
                 return
-        service.storage.delete_managed_ledger(key)
+        self._storage.delete_managed_ledger(key)
         if name.partitioned_base() is None:
             self._forget_replication(name)
 
     def _forget_replication(self, name: TopicName) -> None:
         """A deleted topic's replication-clusters override goes with it (Pulsar's topic policies do)."""
-        if self._service.topic_replication is not None:
-            self._service.topic_replication.remove(name)
+        self._topic_replication.remove(name)
 
     def topics_of_namespace(self, namespace: str) -> list[str]:
         """Every topic (partitions included) stored or loaded in ``namespace``."""
-        service = self._service
-        names = set(service.storage.managed_ledger_names()) | set(service.topics)
+        names = set(self._storage.managed_ledger_names()) | set(self._topics)
         out = []
         for key in names:
             try:
@@ -176,7 +189,7 @@ class TopicCatalog:
     def topic_list(self, namespace: str, mode: int = 0) -> list[str]:
         """Topics of a namespace for GET_TOPICS_OF_NAMESPACE: stored ones and every partition
         of its partitioned topics. ``mode``: 0 persistent, 1 non-persistent, 2 all."""
-        namespaces = self._service.namespaces
+        namespaces = self._namespaces
         namespaces.policies(namespace)
         names = set(self.topics_of_namespace(namespace))
         for domain in ("persistent", "non-persistent"):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
@@ -14,9 +15,13 @@ from magnetar.broker.errors import TopicNotFound
 from magnetar.broker.nonpersistent import NonPersistentTopic
 from magnetar.broker.topic import PersistentTopic
 from magnetar.protocol.topic_name import TopicName
+from magnetar.storage.managed_ledger import ManagedLedger
 
 if TYPE_CHECKING:
-    from magnetar.broker.service import BrokerService
+    from magnetar.broker.config import BrokerConfig
+    from magnetar.broker.resources import BrokerResources
+    from magnetar.broker.startup import InterceptorFactory
+    from magnetar.broker.topic_catalog import TopicCatalog, Topics
 
 #: Threads that open topics and create subscriptions (files, fsyncs, metadata commits) off the
 #: loop. Their work is mostly waiting for the disk, so a few overlap it (and their metadata
@@ -25,11 +30,28 @@ OPEN_THREADS = 4
 
 
 class TopicLoader:
-    """Puts topics in ``service.topics``; reads the service's public ``topics``, ``storage``,
-    ``namespaces``, ``config``, ``limits`` and ``catalog`` (the checks)."""
+    """Puts topics in ``topics`` once ``catalog`` allows them, over ``resources``' storage, each
+    persistent one with its ``interceptors``; tells ``loaded`` of each (geo-replication opens its
+    cursors)."""
 
-    def __init__(self, service: BrokerService) -> None:
-        self._service = service
+    def __init__(
+        self,
+        topics: Topics,
+        resources: BrokerResources,
+        catalog: TopicCatalog,
+        config: BrokerConfig,
+        interceptors: Sequence[InterceptorFactory],
+        loaded: Callable[[PersistentTopic], None],
+    ) -> None:
+        self._topics = topics
+        self._storage = resources.storage
+        self._namespaces = resources.namespaces
+        self._catalog = catalog
+        self._config = config
+        self._interceptors = interceptors
+        self._loaded = loaded
+        #: Set once storage is closed: a topic whose open finishes after that is not added.
+        self.storage_closed = False
         self.executor = ThreadPoolExecutor(OPEN_THREADS, thread_name_prefix="magnetar-open")
         #: Topics being opened on ``executor``: the future of their managed ledger.
         self._opening: dict[str, asyncio.Future] = {}
@@ -37,21 +59,18 @@ class TopicLoader:
         self._topic_count_lock = threading.Lock()
 
     def get(self, name: TopicName, create: bool = True) -> PersistentTopic | NonPersistentTopic:
-        service = self._service
         key = str(name)
-        topic = service.topics.get(key)
+        topic = self._topics.get(key)
         if topic is not None:
             return topic
-        service.catalog.check_namespace(name)
+        catalog = self._catalog
+        catalog.check_namespace(name)
         if not name.persistent:
-            if not (
-                create and service.catalog.auto_topic_creation(name.namespace_name).allow_auto_topic_creation
-            ):
+            if not (create and catalog.auto_topic_creation(name.namespace_name).allow_auto_topic_creation):
                 raise TopicNotFound(f"Topic {key} does not exist")
-            topic = NonPersistentTopic(name, service.config)
-            service.topics[key] = topic
+            topic = self._topics[key] = NonPersistentTopic(name, self._config)
             return topic
-        service.catalog.check_creatable(name, create)
+        catalog.check_creatable(name, create)
         return self._add_topic(name, self._open_managed_ledger(key))
 
     def preparing(
@@ -67,7 +86,7 @@ class TopicLoader:
         once stalled unrelated producers for seconds). The caller answers its client when the
         future is done, so a topic or subscription is durable before a client hears it exists.
         """
-        topic = self._service.topics.get(str(name))
+        topic = self._topics.get(str(name))
         if topic is None:
             if not name.persistent:
                 return None
@@ -77,7 +96,7 @@ class TopicLoader:
 
     async def _prepare(self, name: TopicName, subscription: tuple[str, str] | None) -> None:
         key = str(name)
-        topics = self._service.topics
+        topics = self._topics
         if key not in topics:
             opening = self._opening.get(key)
             if opening is None:
@@ -90,9 +109,9 @@ class TopicLoader:
         if subscription is not None and isinstance(topic, PersistentTopic):
             await topic.prepare_subscription(*subscription, executor=self.executor)
 
-    def _check_and_open(self, name: TopicName):
+    def _check_and_open(self, name: TopicName) -> ManagedLedger:
         """On an open thread: may ``name`` be loaded (raises why not), then its managed ledger."""
-        catalog = self._service.catalog
+        catalog = self._catalog
         catalog.check_namespace(name)
         if not catalog.topics_limited(name.namespace_name):
             catalog.check_creatable(name, True)
@@ -101,34 +120,32 @@ class TopicLoader:
             catalog.check_creatable(name, True)
             return self._open_managed_ledger(str(name))
 
-    def _open_managed_ledger(self, key: str):
+    def _open_managed_ledger(self, key: str) -> ManagedLedger:
         """The topic's managed ledger; PersistenceError when its files cannot be opened (the
         descriptors left are the reserve, EMFILE, another I/O error)."""
         try:
             descriptors.check_reserve("topic", key)
-            return self._service.storage.open_managed_ledger(key)
+            return self._storage.open_managed_ledger(key)
         except OSError as exc:
             raise descriptors.storage_error("topic", key, exc) from None
 
-    def _opened(self, name: TopicName, done: asyncio.Future) -> None:
+    def _opened(self, name: TopicName, done: asyncio.Future[ManagedLedger]) -> None:
         key = str(name)
         del self._opening[key]
-        if done.cancelled() or done.exception() is not None or self._service.storage is None:
+        if done.cancelled() or done.exception() is not None or self.storage_closed:
             return
-        if key not in self._service.topics:
+        if key not in self._topics:
             self._add_topic(name, done.result())
 
-    def _add_topic(self, name: TopicName, ml) -> PersistentTopic:
-        service = self._service
+    def _add_topic(self, name: TopicName, ml: ManagedLedger) -> PersistentTopic:
         key = str(name)
-        topic = service.topics.get(key)
+        topic = self._topics.get(key)
         if isinstance(topic, PersistentTopic):
             return topic  # opened meanwhile by another path, on the same managed ledger
-        namespace = name.namespace_name
+        namespace, namespaces = name.namespace_name, self._namespaces
         topic = PersistentTopic(
-            name, ml, service.config, policies=lambda: service.namespaces.policies(namespace)
+            name, ml, self._config, lambda: namespaces.policies(namespace), self._interceptors
         )
-        service.topics[key] = topic
-        service.open_replication_cursors(topic)
-        service.replication_changed()
+        self._topics[key] = topic
+        self._loaded(topic)
         return topic

@@ -8,7 +8,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from magnetar.broker.replication import is_replicated_chunk, replicated_sequence
+from magnetar.broker.message_deduplication import record_persisted, sequence_key
 from magnetar.broker.stored_chunks import StoredChunks
 from magnetar.protocol import ProtocolError, wire
 from magnetar.protocol.chunks import chunk_ref
@@ -86,19 +86,11 @@ def _replay_entry(
         metadata, _ = parse_metadata(producer_bytes)
     except ProtocolError:
         return
-    highest = max(metadata.sequence_id, metadata.highest_sequence_id)
     chunk = chunk_ref(metadata)
     if chunk is not None:
         stored_chunks.recover(metadata, chunk, position)
-    name = metadata.producer_name
-    records = chunk is None or chunk.last
-    replicated = replicated_sequence(metadata)
-    if replicated is not None:
-        name, highest = replicated  # what publish keyed it by (a geo-replicator's copy)
-    elif is_replicated_chunk(metadata):
-        records = False
-    if records and highest > state.producer_sequences.get(name, -1):
-        state.producer_sequences[name] = highest
+    highest = max(metadata.sequence_id, metadata.highest_sequence_id)
+    record_persisted(state.producer_sequences, sequence_key(metadata.producer_name, highest, metadata, chunk))
 
 
 def snapshot(

@@ -16,14 +16,14 @@ from pathlib import Path
 
 
 def run(args: argparse.Namespace) -> int:
-    from magnetar.broker.config import BrokerConfig  # the broker's modules, for this command only
+    from magnetar.broker import startup  # the broker's modules, for this command only
 
     try:
-        config, sources = BrokerConfig.load_with_sources(args.config, os.environ)
+        setup, sources = startup.load_with_sources(args.config, os.environ)
     except (ValueError, OSError) as exc:
         print(f"magnetar config: {exc}", file=sys.stderr)
         return 1
-    values = {name: getattr(config, name) for name in sources}
+    values = {name: getattr(setup.config, name) for name in sources}
     if args.json:
         shown = {name: {"value": _plain(v), "source": sources[name]} for name, v in values.items()}
         print(json.dumps(shown, indent=2))

@@ -22,11 +22,11 @@ data directory. See docs/storage.md, "Lost metadata and magnetar repair"."""
 
 
 def run(args: argparse.Namespace) -> int:
-    from magnetar.broker.config import BrokerConfig
+    from magnetar.broker import startup
     from magnetar.broker.data_dir_lock import DataDirInUse, DataDirLock
     from magnetar.storage.repair import repair
 
-    data_dir = BrokerConfig.load(args.config, os.environ, data_dir=args.data_dir).data_dir
+    data_dir = startup.load(args.config, os.environ, data_dir=args.data_dir).config.data_dir
     if not Path(data_dir).is_dir():
         print(f"magnetar repair: {data_dir} is not a directory", file=sys.stderr)
         return 1

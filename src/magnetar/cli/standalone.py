@@ -16,10 +16,12 @@ import signal
 
 from magnetar import __version__
 from magnetar.admin.http import AdminServer
+from magnetar.broker import startup
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.data_dir_lock import DataDirInUse
 from magnetar.broker.descriptors import raise_soft_limit
 from magnetar.broker.service import BrokerService
+from magnetar.broker.startup import BrokerSetup
 from magnetar.broker.tls import TlsConfigError
 from magnetar.broker_process import listening_addresses
 from magnetar.replication.manager import ReplicationManager
@@ -33,9 +35,11 @@ class Standalone:
     started and stopped together (in this process: the command below, and tests that want a
     broker without a child process)."""
 
-    def __init__(self, config: BrokerConfig) -> None:
-        self.config = config
-        self.broker = BrokerService(config)
+    def __init__(self, config: BrokerConfig | BrokerSetup) -> None:
+        """``config``: checked and built at start-up (``startup.load``), or settings to check here."""
+        setup = config if isinstance(config, BrokerSetup) else startup.prepare(config)
+        self.config = setup.config
+        self.broker = BrokerService(setup)
         self.admin = AdminServer(self.broker)
         self.replication = ReplicationManager(self.broker)
 
@@ -76,7 +80,7 @@ def _tune_gc() -> None:
 async def run(args: argparse.Namespace) -> int:
     """Run until SIGTERM or SIGINT; 1 when the broker cannot start."""
     try:
-        config = BrokerConfig.load(
+        setup = startup.load(
             args.config,
             os.environ,
             host=args.host,
@@ -91,7 +95,8 @@ async def run(args: argparse.Namespace) -> int:
         return 1
     soft, hard = raise_soft_limit()
     log.info("file descriptor limit %d (hard limit %d)", soft, hard)
-    standalone = Standalone(config)
+    standalone = Standalone(setup)
+    config = setup.config
     try:
         await standalone.start()
     except (DataDirInUse, MetadataMissingError, TlsConfigError) as exc:

@@ -60,13 +60,11 @@ class ReplicationManager:
         """The stored topics that replicate somewhere: those of the namespaces replicating to a
         remote cluster, and those with an override of their own."""
         service = self.service
-        assert service.clusters is not None and service.namespaces is not None
         remotes = [c for c in service.clusters.names() if c != service.config.cluster_name]
         namespaces = {ns for remote in remotes for ns in service.namespaces.replication_users(remote)}
         names = {name for ns in namespaces for name in service.topics_of_namespace(ns)}
-        assert service.topic_replication is not None
         overridden = set(service.topic_replication.all())
-        stored = set(service.storage.managed_ledger_names()) if service.storage is not None else set()
+        stored = set(service.storage.managed_ledger_names())
         for name in stored:
             topic = TopicName.parse(name)
             if str(topic.partitioned_base() or topic) in overridden:
@@ -136,10 +134,10 @@ class ReplicationManager:
             return
         wanted: dict[tuple[str, str], PersistentTopic] = {}
         if len(service.clusters.names()) > 1 or self.replicators:
-            for key, topic in list(service.topics.items()):
-                if isinstance(topic, PersistentTopic) and not topic.ml.closed:
-                    for remote in await self._remotes_of(topic):
-                        wanted[(key, remote)] = topic
+            for key, loaded in list(service.topics.items()):
+                if isinstance(loaded, PersistentTopic) and not loaded.ml.closed:
+                    for remote in await self._remotes_of(loaded):
+                        wanted[(key, remote)] = loaded
         await self._refresh_remotes({remote for _, remote in wanted})
         for pair, replicator in list(self.replicators.items()):
             topic = wanted.get(pair)

@@ -20,16 +20,44 @@ FORWARD — the latest reads data written with the new one; FULL — both; the `
 ones the same against every version (since the last delete); ALWAYS_COMPATIBLE accepts
 anything; ALWAYS_INCOMPATIBLE refuses any change. Other schema types (STRING, NONE/bytes,
 INT32, PROTOBUF, ...) are compatible only with the same type. KEY_VALUE schemas are checked
-part by part (key schema, value schema).
+part by part (key schema, value schema). The Avro definitions are parsed by avro.py.
 """
 
 from __future__ import annotations
 
-import json
 import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
+
+from magnetar.broker.schemas.avro import (
+    Array,
+    AvroType,
+    Enum,
+    Fixed,
+    Map,
+    Named,
+    Primitive,
+    Record,
+    Union,
+    parse_avro,
+    parse_cached,
+)
+from magnetar.broker.schemas.errors import IncompatibleSchema, InvalidSchema, SchemaError
+
+__all__ = [
+    "DEFAULT_STRATEGY",
+    "STRATEGIES",
+    "IncompatibleSchema",
+    "InvalidSchema",
+    "SchemaData",
+    "SchemaError",
+    "check",
+    "check_consumer",
+    "parse_avro",
+    "read_problems",
+    "split_key_value",
+    "validate",
+]
 
 STRATEGIES = (
     "ALWAYS_COMPATIBLE",
@@ -45,18 +73,6 @@ DEFAULT_STRATEGY = "BACKWARD"
 
 #: Schema types whose data is an Avro schema definition.
 STRUCT_TYPES = frozenset({"AVRO", "JSON"})
-
-
-class SchemaError(Exception):
-    """Base of the errors below; the message is meant for the client."""
-
-
-class InvalidSchema(SchemaError):
-    """The schema data cannot be understood (not JSON, not an Avro schema...)."""
-
-
-class IncompatibleSchema(SchemaError):
-    """The schema breaks the compatibility strategy."""
 
 
 @dataclass(frozen=True)
@@ -75,10 +91,6 @@ class SchemaData:
         )
 
 
-# -- Avro schemas --------------------------------------------------------------------------------------------
-
-PRIMITIVES = frozenset({"null", "boolean", "int", "long", "float", "double", "bytes", "string"})
-
 #: (writer, reader) pairs Avro resolves by promotion.
 PROMOTIONS = frozenset(
     {
@@ -92,218 +104,6 @@ PROMOTIONS = frozenset(
         ("bytes", "string"),
     }
 )
-
-
-@dataclass(eq=False)
-class Primitive:
-    name: str
-
-    def describe(self) -> str:
-        return self.name
-
-
-@dataclass(eq=False)
-class Field:
-    name: str
-    type: AvroType
-    has_default: bool
-    aliases: tuple[str, ...] = ()
-
-
-@dataclass(eq=False)
-class Named:
-    fullname: str
-    aliases: frozenset[str]
-
-    @property
-    def name(self) -> str:
-        return self.fullname.rpartition(".")[2]
-
-
-@dataclass(eq=False)
-class Record(Named):
-    fields: list[Field] = field(default_factory=list)
-
-    def describe(self) -> str:
-        return f"record {self.fullname}"
-
-
-@dataclass(eq=False)
-class Enum(Named):
-    symbols: tuple[str, ...] = ()
-    default: str | None = None
-
-    def describe(self) -> str:
-        return f"enum {self.fullname}"
-
-
-@dataclass(eq=False)
-class Fixed(Named):
-    size: int = 0
-
-    def describe(self) -> str:
-        return f"fixed {self.fullname}({self.size})"
-
-
-@dataclass(eq=False)
-class Array:
-    items: AvroType
-
-    def describe(self) -> str:
-        return f"array<{self.items.describe()}>"
-
-
-@dataclass(eq=False)
-class Map:
-    values: AvroType
-
-    def describe(self) -> str:
-        return f"map<{self.values.describe()}>"
-
-
-@dataclass(eq=False)
-class Union:
-    branches: list[AvroType]
-
-    def describe(self) -> str:
-        return "[" + ", ".join(b.describe() for b in self.branches) + "]"
-
-
-AvroType = Primitive | Record | Enum | Fixed | Array | Map | Union
-
-
-def parse_avro(data: bytes | str) -> AvroType:
-    """Parse an Avro schema definition; :class:`InvalidSchema` says what is wrong with it."""
-    try:
-        doc = json.loads(data.decode("utf-8") if isinstance(data, bytes | bytearray) else data)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise InvalidSchema(f"schema data is not valid JSON: {exc}") from None
-    return _Parser().parse(doc, "")
-
-
-@lru_cache(maxsize=512)
-def _parse_cached(data: bytes) -> AvroType:
-    return parse_avro(data)
-
-
-class _Parser:
-    def __init__(self) -> None:
-        self.names: dict[str, Named] = {}
-
-    def parse(self, doc: object, namespace: str) -> AvroType:
-        if isinstance(doc, str):
-            return self._reference(doc, namespace)
-        if isinstance(doc, list):
-            branches = [self.parse(b, namespace) for b in doc]
-            if any(isinstance(b, Union) for b in branches):
-                raise InvalidSchema("a union cannot directly contain another union")
-            return Union(branches)
-        if not isinstance(doc, dict):
-            raise InvalidSchema(f"not an Avro schema: {json.dumps(doc)[:80]}")
-        kind = doc.get("type")
-        if kind is None:
-            raise InvalidSchema(f"schema object without a 'type': {json.dumps(doc)[:80]}")
-        if isinstance(kind, list | dict):
-            return self.parse(kind, namespace)
-        if not isinstance(kind, str):
-            raise InvalidSchema(f"'type' must be a string, got {kind!r}")
-        if kind in PRIMITIVES:  # {"type": "long", "logicalType": "timestamp-millis"} is a long
-            return Primitive(kind)
-        if kind in ("record", "error"):
-            return self._record(doc, namespace)
-        if kind == "enum":
-            return self._enum(doc, namespace)
-        if kind == "fixed":
-            size = doc.get("size")
-            if not isinstance(size, int) or isinstance(size, bool) or size < 0:
-                raise InvalidSchema(f"fixed {doc.get('name')!r} needs a non-negative integer 'size'")
-            fixed = Fixed(*self._name(doc, namespace), size=size)
-            return self._define(fixed)
-        if kind == "array":
-            if "items" not in doc:
-                raise InvalidSchema("array without 'items'")
-            return Array(self.parse(doc["items"], namespace))
-        if kind == "map":
-            if "values" not in doc:
-                raise InvalidSchema("map without 'values'")
-            return Map(self.parse(doc["values"], namespace))
-        # {"type": "SomeNamedType"} refers to a named type.
-        return self._reference(kind, namespace)
-
-    def _reference(self, name: str, namespace: str) -> AvroType:
-        if name in PRIMITIVES:
-            return Primitive(name)
-        full = name if "." in name or not namespace else f"{namespace}.{name}"
-        found = self.names.get(full) or self.names.get(name)
-        if found is None:
-            raise InvalidSchema(f"unknown type {name!r}")
-        return found  # type: ignore[return-value]
-
-    def _name(self, doc: dict, namespace: str) -> tuple[str, frozenset[str]]:
-        name = doc.get("name")
-        if not isinstance(name, str) or not name:
-            raise InvalidSchema(f"{doc.get('type')} without a 'name'")
-        ns = doc.get("namespace")
-        if ns is not None and not isinstance(ns, str):
-            raise InvalidSchema(f"namespace of {name!r} must be a string")
-        if "." in name:
-            full = name
-        else:
-            ns = namespace if ns is None else ns
-            full = f"{ns}.{name}" if ns else name
-        space = full.rpartition(".")[0]
-        return full, frozenset(_full(a, space) for a in _aliases(doc, name))
-
-    def _define(self, named: Named) -> Named:
-        if named.fullname in self.names:
-            raise InvalidSchema(f"type {named.fullname!r} is defined twice")
-        self.names[named.fullname] = named
-        return named
-
-    def _record(self, doc: dict, namespace: str) -> Record:
-        record = Record(*self._name(doc, namespace))
-        self._define(record)  # before the fields: a record may refer to itself
-        fields = doc.get("fields")
-        if not isinstance(fields, list):
-            raise InvalidSchema(f"record {record.fullname!r} needs a 'fields' list")
-        space = record.fullname.rpartition(".")[0]
-        seen: set[str] = set()
-        for f in fields:
-            if not isinstance(f, dict) or not isinstance(f.get("name"), str):
-                raise InvalidSchema(f"record {record.fullname!r} has a field without a name")
-            if "type" not in f:
-                raise InvalidSchema(f"field {record.fullname}.{f['name']} has no 'type'")
-            if f["name"] in seen:
-                raise InvalidSchema(f"record {record.fullname!r} has two fields named {f['name']!r}")
-            seen.add(f["name"])
-            ftype = self.parse(f["type"], space)
-            record.fields.append(Field(f["name"], ftype, "default" in f, tuple(_aliases(f, f["name"]))))
-        return record
-
-    def _enum(self, doc: dict, namespace: str) -> Enum:
-        full, aliases = self._name(doc, namespace)
-        symbols = doc.get("symbols")
-        if not isinstance(symbols, list) or not all(isinstance(s, str) for s in symbols):
-            raise InvalidSchema(f"enum {full!r} needs a 'symbols' list of strings")
-        if len(set(symbols)) != len(symbols):
-            raise InvalidSchema(f"enum {full!r} has duplicate symbols")
-        default = doc.get("default")
-        if default is not None and default not in symbols:
-            raise InvalidSchema(f"enum {full!r}: default {default!r} is not one of its symbols")
-        enum = Enum(full, aliases, tuple(symbols), default)
-        self._define(enum)
-        return enum
-
-
-def _aliases(doc: dict, owner: str) -> list[str]:
-    aliases = doc.get("aliases", [])
-    if not isinstance(aliases, list) or not all(isinstance(a, str) for a in aliases):
-        raise InvalidSchema(f"aliases of {owner!r} must be a list of strings")
-    return aliases
-
-
-def _full(name: str, namespace: str) -> str:
-    return name if "." in name or not namespace else f"{namespace}.{name}"
 
 
 # -- schema resolution ---------------------------------------------------------------------------------------
@@ -321,7 +121,9 @@ def _at(path: str) -> str:
     return f"field '{path}'" if path else "the top-level schema"
 
 
-def _resolve(reader: AvroType, writer: AvroType, path: str, out: list[str], seen: set) -> None:
+def _resolve(
+    reader: AvroType, writer: AvroType, path: str, out: list[str], seen: set[tuple[int, int]]
+) -> None:
     if isinstance(writer, Union):
         # Any branch may have been written: each one must be readable.
         for branch in writer.branches:
@@ -351,22 +153,7 @@ def _resolve(reader: AvroType, writer: AvroType, path: str, out: list[str], seen
             return
     if isinstance(reader, Record):
         assert isinstance(writer, Record)
-        key = (id(reader), id(writer))
-        if key in seen:  # a recursive record: this pair is being checked already
-            return
-        seen.add(key)
-        by_name = {f.name: f for f in writer.fields}
-        for rf in reader.fields:
-            fpath = f"{path}.{rf.name}" if path else rf.name
-            wf = by_name.get(rf.name) or next((by_name[a] for a in rf.aliases if a in by_name), None)
-            if wf is None:
-                if not rf.has_default:
-                    out.append(
-                        f"field '{fpath}': the reader has it without a default and the writer's schema "
-                        "lacks it (a field a reader adds needs a default)"
-                    )
-                continue
-            _resolve(rf.type, wf.type, fpath, out, seen)
+        _resolve_record(reader, writer, path, out, seen)
     elif isinstance(reader, Enum):
         assert isinstance(writer, Enum)
         missing = [s for s in writer.symbols if s not in reader.symbols]
@@ -387,7 +174,29 @@ def _resolve(reader: AvroType, writer: AvroType, path: str, out: list[str], seen
         _resolve(reader.values, writer.values, f"{path}{{}}", out, seen)
 
 
-def _readable(reader: AvroType, writer: AvroType, seen: set) -> bool:
+def _resolve_record(
+    reader: Record, writer: Record, path: str, out: list[str], seen: set[tuple[int, int]]
+) -> None:
+    """Each of the reader's fields from the writer's of the same name (or an alias), or its default."""
+    key = (id(reader), id(writer))
+    if key in seen:  # a recursive record: this pair is being checked already
+        return
+    seen.add(key)
+    by_name = {f.name: f for f in writer.fields}
+    for rf in reader.fields:
+        fpath = f"{path}.{rf.name}" if path else rf.name
+        wf = by_name.get(rf.name) or next((by_name[a] for a in rf.aliases if a in by_name), None)
+        if wf is None:
+            if not rf.has_default:
+                out.append(
+                    f"field '{fpath}': the reader has it without a default and the writer's schema "
+                    "lacks it (a field a reader adds needs a default)"
+                )
+            continue
+        _resolve(rf.type, wf.type, fpath, out, seen)
+
+
+def _readable(reader: AvroType, writer: AvroType, seen: set[tuple[int, int]]) -> bool:
     problems: list[str] = []
     _resolve(reader, writer, "", problems, set(seen))
     return not problems
@@ -400,7 +209,7 @@ def validate(schema: SchemaData) -> None:
     """Refuse schema data the broker could not check later (unparsable AVRO/JSON/KEY_VALUE)."""
     if schema.type in STRUCT_TYPES:
         try:
-            _parse_cached(bytes(schema.data))
+            parse_cached(bytes(schema.data))
         except InvalidSchema as exc:
             raise InvalidSchema(f"invalid {schema.type} schema: {exc}") from None
     elif schema.type == "KEY_VALUE":
@@ -439,8 +248,8 @@ def _pair_problems(new: SchemaData, old: SchemaData, reader_is_new: bool) -> lis
     if new.type in STRUCT_TYPES:
         if new.data == old.data:
             return []
-        new_avro = _parse_cached(bytes(new.data))
-        old_avro = _parse_cached(bytes(old.data))
+        new_avro = parse_cached(bytes(new.data))
+        old_avro = parse_cached(bytes(old.data))
         return read_problems(new_avro, old_avro) if reader_is_new else read_problems(old_avro, new_avro)
     if new.type == "KEY_VALUE":
         new_key, new_value = split_key_value(new)

@@ -137,7 +137,9 @@ def from_wire(schema: wire.Schema) -> SchemaData:
 
 
 def to_wire(schema_id: str, stored: StoredSchema) -> wire.Schema:
-    out = wire.Schema(name=schema_id, schema_data=stored.data, type=_NAME_TO_WIRE.get(stored.type, 0))
+    out = wire.Schema(
+        name=schema_id, schema_data=stored.data, type=_NAME_TO_WIRE.get(stored.type, _NAME_TO_WIRE["BYTES"])
+    )
     for key, value in sorted(stored.properties.items()):
         out.properties.add(key=key, value=value)
     return out
@@ -295,7 +297,7 @@ class SchemaRegistry:
             reply.error_message = str(exc)
             return reply
         except BrokerError as exc:
-            reply.error_code = exc.code
+            reply.error_code = wire.ServerError.ValueType(exc.code)
             reply.error_message = str(exc)
             return reply
         stored = self.get(topic, version)

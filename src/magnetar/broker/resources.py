@@ -1,0 +1,42 @@
+"""The broker's stored resources (Pulsar's ``PulsarResources``): the storage and the registries
+kept in its metadata store, made together once storage is open (it needs the running loop), so
+whoever holds them holds every one of them, never a half-started broker's ``None``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from magnetar.broker.clusters import ClusterRegistry
+from magnetar.broker.namespaces import NamespaceRegistry
+from magnetar.broker.replication import TopicReplication
+from magnetar.broker.schemas.registry import SchemaRegistry
+from magnetar.storage.store import Storage
+
+
+class BrokerNotStarted(RuntimeError):
+    """A resource asked for before ``BrokerService.start`` opened storage."""
+
+
+@dataclass(frozen=True)
+class BrokerResources:
+    storage: Storage
+    #: Tenants, namespaces, their policies and partitioned topics' metadata.
+    namespaces: NamespaceRegistry
+    #: The clusters geo-replication knows (this one included).
+    clusters: ClusterRegistry
+    #: Topics' own replication-clusters overrides.
+    topic_replication: TopicReplication
+    schemas: SchemaRegistry
+
+    @classmethod
+    def open(cls, storage: Storage, cluster_name: str) -> BrokerResources:
+        """The registries over ``storage``'s metadata store (``public/default`` made if new)."""
+        metadata = storage.metadata
+        namespaces = NamespaceRegistry(metadata, cluster_name)
+        return cls(
+            storage=storage,
+            namespaces=namespaces,
+            clusters=ClusterRegistry(metadata, cluster_name),
+            topic_replication=TopicReplication(metadata),
+            schemas=SchemaRegistry(metadata, namespaces),
+        )
