@@ -56,7 +56,7 @@ def connected_entry(consumer: Consumer, vc: VirtualCursor | None, ml: ManagedLed
     traffic = consumer.traffic
     entry = {
         "consumerName": consumer.name,
-        "address": consumer.cnx.remote,
+        "address": consumer.address,
         "departed": False,
         "msgRateOut": traffic.rate_out,
         "msgThroughputOut": traffic.throughput_out,

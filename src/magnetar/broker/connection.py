@@ -18,6 +18,7 @@ import time
 from typing import TYPE_CHECKING
 
 from magnetar.broker import descriptors, loop_pass
+from magnetar.broker.auth_session import AuthSession
 from magnetar.broker.consumer import Consumer
 from magnetar.broker.errors import BrokerError
 from magnetar.broker.flow_control import Hold, PendingSends, ReadHolds
@@ -59,10 +60,7 @@ class ServerCnx(asyncio.BufferedProtocol):
         "_refusal",
         "_since",
         "_waiting_for_pong",
-        "auth_attempted_method",
-        "auth_challenge_pending",
-        "auth_expires_at",
-        "auth_method",
+        "auth",
         "close_request_ids",
         "closed",
         "config",
@@ -72,16 +70,12 @@ class ServerCnx(asyncio.BufferedProtocol):
         "gone_consumers",
         "gone_producers",
         "holds",
-        "peer_certificate",
         "pending_sends",
         "producers",
         "protocol_version",
         "remote",
         "rerun",
-        "role",
         "service",
-        "supports_auth_refresh",
-        "tls",
         "transport",
         "wants_entry_metadata",
         "writable",
@@ -101,7 +95,7 @@ class ServerCnx(asyncio.BufferedProtocol):
         #: Why the connection is not read right now (flow control, see flow_control.py).
         self.holds = ReadHolds(self._pause_reading, self._resume_reading, service.hold_times)
         self.pending_sends = PendingSends(self.config.max_pending_publish_requests_per_connection)
-        self._out: list[bytes] = []
+        self._out: list[bytes | memoryview] = []
         self._flush_scheduled = False
         self._passes: loop_pass.PassScheduler | None = None
         self.protocol_version = 0
@@ -125,23 +119,13 @@ class ServerCnx(asyncio.BufferedProtocol):
         self._refusal: str | None = None
         #: The client IP this connection is counted under (broker_max_connections...), if counted.
         self._counted_ip: str | None = None
-        #: Whether the client came over TLS (the pulsar+ssl:// port), and the certificate it
-        #: presented, as ``ssl.SSLSocket.getpeercert()`` gives it: only one the broker verified
-        #: against ``tls_trust_certs_file_path``, else None. ``tls_identity.role_from_certificate``
-        #: reads the role from it.
-        self.tls = False
-        self.peer_certificate: dict | None = None
-        #: The role its credentials proved (authentication.py, handlers/handshake.py); None while
-        #: authentication is off.
-        self.role: str | None = None
-        self.auth_method: str | None = None
-        #: When the credentials stop being valid (Unix time), None if never.
-        self.auth_expires_at: float | None = None
-        self.supports_auth_refresh = False
-        #: An AUTH_CHALLENGE is out and not yet answered with valid credentials.
-        self.auth_challenge_pending = False
-        #: The auth method the client named last (the metrics' label of a refusal).
-        self.auth_attempted_method: str | bytes = ""
+        #: The credentials' state: TLS identity, proved role, refresh (auth_session.py).
+        self.auth = AuthSession()
+
+    @property
+    def role(self) -> str | None:
+        """The role its credentials proved; None while authentication is off."""
+        return self.auth.role
 
     # -- asyncio.Protocol ---------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -151,8 +135,7 @@ class ServerCnx(asyncio.BufferedProtocol):
         if self._over_connection_limit(peer[0] if peer else "?"):
             return
         if transport.get_extra_info("sslcontext") is not None:
-            self.tls = True
-            self.peer_certificate = transport.get_extra_info("peercert") or None
+            self.auth.over_tls(transport.get_extra_info("peercert") or None)
         self.service.connections.add(self)
         sock = transport.get_extra_info("socket")
         if sock is not None and descriptors.in_reserve(sock.fileno(), descriptors.CONNECTION_RESERVE):
@@ -338,7 +321,7 @@ class ServerCnx(asyncio.BufferedProtocol):
     def send_command(self, command: wire.BaseCommand) -> None:
         self._queue_output(encode_frame(command))
 
-    def write_many(self, frames: list[bytes]) -> None:
+    def write_many(self, frames: list[bytes | memoryview]) -> None:
         self._out.extend(frames)
         if not self._flush_scheduled:
             self._schedule_flush()
@@ -459,5 +442,5 @@ class ServerCnx(asyncio.BufferedProtocol):
         for fresh ones; a challenge not answered since the last check closes the connection."""
         handshake.check_credentials(self, now)
 
-    def close_producer_by_broker(self, producer: Producer) -> None:
-        producers.close_by_broker(self, producer)
+    def close_producer_by_broker(self, producer_id: int, producer: object) -> None:
+        producers.close_by_broker(self, producer_id, producer)

@@ -1,4 +1,8 @@
-"""A consumer attached to a subscription through one client connection (Pulsar's ``Consumer``)."""
+"""A consumer attached to a subscription through one client connection (Pulsar's ``Consumer``).
+
+Dispatchers reach the connection only through the consumer (``writable``, ``write_frames`` ...);
+the consumer holds it as a ``TransportCnx``.
+"""
 
 from __future__ import annotations
 
@@ -14,8 +18,8 @@ from magnetar.protocol.message_id import to_u64
 from magnetar.storage.position import Position
 
 if TYPE_CHECKING:
-    from magnetar.broker.connection import ServerCnx
     from magnetar.broker.subscription import Subscription
+    from magnetar.broker.transport_cnx import TransportCnx
 
 
 class Consumer:
@@ -41,7 +45,7 @@ class Consumer:
 
     def __init__(
         self,
-        cnx: ServerCnx,
+        cnx: TransportCnx,
         subscription: Subscription,
         consumer_id: int,
         name: str,
@@ -69,6 +73,28 @@ class Consumer:
     def writable(self) -> bool:
         return not self.closed and self.cnx.writable
 
+    @property
+    def connection_lost(self) -> bool:
+        """Its connection is closed (lost, or the broker stopping), not the consumer alone."""
+        return self.cnx.closed
+
+    @property
+    def address(self) -> str:
+        """The client's address, ``host:port``."""
+        return self.cnx.remote
+
+    @property
+    def wants_entry_metadata(self) -> bool:
+        return self.cnx.wants_entry_metadata
+
+    def write_frames(self, frames: list[bytes | memoryview]) -> None:
+        """MESSAGE frames built by a dispatcher (``broadcast_send``), written in this loop pass."""
+        self.cnx.write_many(frames)
+
+    def notify_active_consumer_change(self, is_active: bool) -> None:
+        """Tell a Failover consumer whether it is now the one receiving."""
+        self.cnx.send_active_consumer_change(self.consumer_id, is_active)
+
     def send_entries(
         self,
         entries: list[DispatchEntry],
@@ -84,7 +110,7 @@ class Consumer:
         cursor = self.subscription.cursor
         if ack_sets is None and cursor is not None:
             ack_sets = cursor.batch_ack_set
-        frames = []
+        frames: list[bytes | memoryview] = []
         messages = size = 0
         for item in entries:
             position = item.position

@@ -21,8 +21,8 @@ from magnetar.protocol.message_id import to_u64
 from magnetar.storage.position import Position
 
 if TYPE_CHECKING:
-    from magnetar.broker.connection import ServerCnx
     from magnetar.broker.topic import PersistentTopic
+    from magnetar.broker.transport_cnx import TransportCnx
 
 #: The message id a duplicate send is answered with (Pulsar's choice).
 DUPLICATE = Position(-1, -1)
@@ -45,7 +45,7 @@ class PendingSend:
 class Producer:
     def __init__(
         self,
-        cnx: ServerCnx,
+        cnx: TransportCnx,
         topic: PersistentTopic,
         producer_id: int,
         name: str,
@@ -80,7 +80,7 @@ class Producer:
         """Drop this producer from the broker's side; its client reconnects (and may be refused)."""
         self.topic.remove_producer(self)
         self.closed = True
-        self.cnx.close_producer_by_broker(self)
+        self.cnx.close_producer_by_broker(self.producer_id, self)
 
     def expect(self, sequence_id: int, highest_sequence_id: int) -> PendingSend:
         """Reserve the receipt slot of a send, in arrival order."""

@@ -173,7 +173,7 @@ class BroadcastDispatcher(Dispatcher):
         self._queued.discard(consumer)
         self._at_tail.pop(consumer, None)
         self._read_floor.remove(vc.read_position)
-        if consumer.cnx.closed and self.reconnect_grace > 0 and not self._closed:
+        if consumer.connection_lost and self.reconnect_grace > 0 and not self._closed:
             # Its connection was lost: keep its place for a while. What it was sent and had not
             # acknowledged is sent again first if it comes back.
             for position in consumer.pending_acks:
@@ -185,7 +185,7 @@ class BroadcastDispatcher(Dispatcher):
         self._floor.remove(vc.mark_delete)
         if self._book is not None and not self._closed:
             self._changed[consumer.name] = None  # its place is given up
-        if not consumer.cnx.closed:
+        if not consumer.connection_lost:
             # Closed by its client: what only it held is released now. A lost connection without
             # a grace period (a broker shutting down loses them all, in any order) releases it at
             # the next ack.
@@ -449,7 +449,7 @@ class BroadcastDispatcher(Dispatcher):
             consumer = queue.popleft()
             queued.discard(consumer)
             vc = cursors.get(consumer)
-            if vc is None or consumer.permits <= 0 or consumer.closed or not consumer.cnx.writable:
+            if vc is None or consumer.permits <= 0 or not consumer.writable:
                 continue  # a FLOW, a drained socket or a new subscribe queues it again
             budget -= 1
             if vc.replay_queue:

@@ -163,7 +163,7 @@ def sweep_subscription(dispatcher: BroadcastDispatcher, limits: LagLimits, now_s
             where,
             consumer.name,
             dispatcher.consumers[consumer].mark_delete,
-            consumer.cnx.remote,
+            consumer.address,
             threshold.reason,
         )
         consumer.disconnect()

@@ -16,10 +16,10 @@ from magnetar.protocol.message_id import to_u64
 from magnetar.protocol.topic_name import InvalidTopicName, TopicName
 
 if TYPE_CHECKING:
-    from magnetar.broker.connection import ServerCnx
+    from magnetar.broker.handlers.cnx import HandlerCnx
 
 
-def handle_subscribe(cnx: ServerCnx, frame: Frame) -> None:
+def handle_subscribe(cnx: HandlerCnx, frame: Frame) -> None:
     cmd = frame.command.subscribe
     if cmd.consumer_id in cnx.consumers:
         # The client retried a subscribe that already succeeded.
@@ -58,7 +58,7 @@ def handle_subscribe(cnx: ServerCnx, frame: Frame) -> None:
         consumer.subscription.check_end_of_topic()
 
 
-def _check_consumer_limits(cnx: ServerCnx, topic_name: str, subscription: str) -> None:
+def _check_consumer_limits(cnx: HandlerCnx, topic_name: str, subscription: str) -> None:
     """Raise LimitReached (ConsumerBusy) when one more consumer is past a limit (limits.py);
     a topic not loaded has no consumer yet."""
     try:
@@ -78,7 +78,7 @@ def _check_consumer_limits(cnx: ServerCnx, topic_name: str, subscription: str) -
     cnx.service.limits.check_consumer(str(name), subscription, counts, namespace_max, cnx.remote)
 
 
-def _live_consumer(cnx: ServerCnx, consumer_id: int) -> Consumer | None:
+def _live_consumer(cnx: HandlerCnx, consumer_id: int) -> Consumer | None:
     """The consumer, None if it was closed (late commands are normal), else a protocol error."""
     consumer = cnx.consumers.get(consumer_id)
     if consumer is None and consumer_id not in cnx.gone_consumers:
@@ -86,7 +86,7 @@ def _live_consumer(cnx: ServerCnx, consumer_id: int) -> Consumer | None:
     return consumer
 
 
-def _known_consumer(cnx: ServerCnx, consumer_id: int, request_id: int) -> Consumer | None:
+def _known_consumer(cnx: HandlerCnx, consumer_id: int, request_id: int) -> Consumer | None:
     """The consumer a request names; None (ConsumerNotFound answered) if there is none."""
     consumer = cnx.consumers.get(consumer_id)
     if consumer is None:
@@ -94,7 +94,7 @@ def _known_consumer(cnx: ServerCnx, consumer_id: int, request_id: int) -> Consum
     return consumer
 
 
-def handle_flow(cnx: ServerCnx, frame: Frame) -> None:
+def handle_flow(cnx: HandlerCnx, frame: Frame) -> None:
     cmd = frame.command.flow
     consumer = _live_consumer(cnx, cmd.consumer_id)
     if consumer is None:
@@ -102,7 +102,7 @@ def handle_flow(cnx: ServerCnx, frame: Frame) -> None:
     consumer.subscription.flow(consumer, cmd.message_permits)
 
 
-def handle_ack(cnx: ServerCnx, frame: Frame) -> None:
+def handle_ack(cnx: HandlerCnx, frame: Frame) -> None:
     cmd = frame.command.ack
     consumer = _live_consumer(cnx, cmd.consumer_id)
     error: BrokerError | None = None
@@ -122,14 +122,14 @@ def handle_ack(cnx: ServerCnx, frame: Frame) -> None:
         cnx.send_command(wrap(reply))
 
 
-def handle_redeliver_unacknowledged_messages(cnx: ServerCnx, frame: Frame) -> None:
+def handle_redeliver_unacknowledged_messages(cnx: HandlerCnx, frame: Frame) -> None:
     cmd = frame.command.redeliver_unacknowledged_messages
     consumer = _live_consumer(cnx, cmd.consumer_id)
     if consumer is not None:
         consumer.subscription.redeliver(consumer, list(cmd.message_ids))
 
 
-def handle_close_consumer(cnx: ServerCnx, frame: Frame) -> None:
+def handle_close_consumer(cnx: HandlerCnx, frame: Frame) -> None:
     cmd = frame.command.close_consumer
     consumer = cnx.consumers.pop(cmd.consumer_id, None)
     cnx.forget_consumer(cmd.consumer_id)
@@ -138,7 +138,7 @@ def handle_close_consumer(cnx: ServerCnx, frame: Frame) -> None:
     cnx.send_command(wrap(wire.CommandSuccess(request_id=cmd.request_id)))
 
 
-def handle_unsubscribe(cnx: ServerCnx, frame: Frame) -> None:
+def handle_unsubscribe(cnx: HandlerCnx, frame: Frame) -> None:
     cmd = frame.command.unsubscribe
     if (consumer := _known_consumer(cnx, cmd.consumer_id, cmd.request_id)) is None:
         return
@@ -151,7 +151,7 @@ def handle_unsubscribe(cnx: ServerCnx, frame: Frame) -> None:
     cnx.send_command(wrap(wire.CommandSuccess(request_id=cmd.request_id)))
 
 
-def handle_get_last_message_id(cnx: ServerCnx, frame: Frame) -> None:
+def handle_get_last_message_id(cnx: HandlerCnx, frame: Frame) -> None:
     cmd = frame.command.get_last_message_id
     if (consumer := _known_consumer(cnx, cmd.consumer_id, cmd.request_id)) is None:
         return
@@ -173,7 +173,7 @@ def handle_get_last_message_id(cnx: ServerCnx, frame: Frame) -> None:
     cnx.send_command(wrap(reply))
 
 
-def handle_seek(cnx: ServerCnx, frame: Frame) -> None:
+def handle_seek(cnx: HandlerCnx, frame: Frame) -> None:
     cmd = frame.command.seek
     if (consumer := _known_consumer(cnx, cmd.consumer_id, cmd.request_id)) is None:
         return
@@ -193,7 +193,7 @@ def handle_seek(cnx: ServerCnx, frame: Frame) -> None:
     cnx.send_command(wrap(wire.CommandSuccess(request_id=cmd.request_id)))
 
 
-def handle_consumer_stats(cnx: ServerCnx, frame: Frame) -> None:
+def handle_consumer_stats(cnx: HandlerCnx, frame: Frame) -> None:
     cmd = frame.command.consumer_stats
     reply = wire.CommandConsumerStatsResponse(request_id=cmd.request_id)
     consumer = cnx.consumers.get(cmd.consumer_id)
