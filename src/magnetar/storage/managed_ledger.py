@@ -30,11 +30,11 @@ from magnetar.storage.ledger_info import LedgerInfo
 from magnetar.storage.ledger_reads import LedgerReader
 from magnetar.storage.ledger_recovery import recover_ledgers, remove_orphan_segments
 from magnetar.storage.metadata_store import ManagedLedgerRecord, MetadataStore
-from magnetar.storage.places import PlaceBook, PlaceBooks
 from magnetar.storage.position import Position
 from magnetar.storage.retention import consumed_ledgers, past_retention
 from magnetar.storage.segment import Segment, SegmentReaders, delete_segment_files
 from magnetar.storage.syncer import Syncer
+from magnetar.storage.virtual_cursors import VirtualCursorStore, VirtualCursorStores
 from magnetar.storage.write_gate import WriteGate
 
 log = logging.getLogger(__name__)
@@ -92,7 +92,7 @@ class ManagedLedger:
         self._non_durable_seq = 0
         self.damage = DamageLog()
         self._stores = CursorStores(self.name, self._id, directory, config, metadata, self.damage)
-        self._places = PlaceBooks(metadata, self._id, self.name)
+        self._virtual_cursors = VirtualCursorStores(metadata, self._id, self.name)
         self._reader = LedgerReader(self._id, cache, self._segment_for, self._damaged_read)
         #: The managed ledger's properties, read once here: reads need no metadata query (and no
         #: wait for its lock behind another thread's commit); writes go through to the store.
@@ -498,25 +498,25 @@ class ManagedLedger:
         with self._lock:
             self._check_open()
             cursor = self._cursors.pop(name, None)
-            self._metadata.delete_cursor(self._id, name)  # its places too
-            self._places.forget(name)
+            self._metadata.delete_cursor(self._id, name)  # its virtual cursors too
+            self._virtual_cursors.forget(name)
             if cursor is not None:
                 cursor.release(delete=True)
 
     def flush_cursors(self) -> None:
         """Persist every durable cursor whose state changed (each to its cursor ledger, one fsync each),
-        then the changed places of every cursor (``places.py``: one write for all of them)."""
+        then the changed virtual cursors of every cursor (``virtual_cursors.py``: one write for all)."""
         with self._lock:
             try:
                 self.persist_cursors(list(self._cursors.values()))
             finally:
-                self._places.flush()
+                self._virtual_cursors.flush()
 
-    def places(self, cursor: str) -> PlaceBook:
-        """The named places kept on the cursor ``cursor`` (written by ``flush_cursors``)."""
+    def virtual_cursors(self, cursor: str) -> VirtualCursorStore:
+        """The virtual cursors kept on the cursor ``cursor`` (written by ``flush_cursors``)."""
         with self._lock:
             self._check_open()
-            return self._places.book(cursor)
+            return self._virtual_cursors.store(cursor)
 
     def persist_cursors(self, cursors: Iterable[ManagedCursor]) -> None:
         """Flush each dirty cursor; one that fails does not stop the others (its error is raised after)."""
