@@ -15,7 +15,7 @@ import asyncio
 import itertools
 import logging
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from magnetar.broker import descriptors, loop_pass
 from magnetar.broker.auth_session import AuthSession
@@ -129,10 +129,11 @@ class ServerCnx(asyncio.BufferedProtocol):
 
     # -- asyncio.Protocol ---------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+        # A stream server's transport: asyncio's and uvloop's read and write.
+        self.transport = stream = cast(asyncio.Transport, transport)
         peer = transport.get_extra_info("peername")
         self.remote = f"{peer[0]}:{peer[1]}" if peer else "?"
-        if self._over_connection_limit(peer[0] if peer else "?"):
+        if self._over_connection_limit(stream, peer[0] if peer else "?"):
             return
         if transport.get_extra_info("sslcontext") is not None:
             self.auth.over_tls(transport.get_extra_info("peercert") or None)
@@ -153,7 +154,7 @@ class ServerCnx(asyncio.BufferedProtocol):
             self._since = asyncio.get_running_loop().time()
             self._keepalive_slot = wheel.add(self)
 
-    def _over_connection_limit(self, ip: str) -> bool:
+    def _over_connection_limit(self, transport: asyncio.Transport, ip: str) -> bool:
         """Past broker_max_connections(_per_ip): refused as Pulsar does, before anything is set up
         for it (an ERROR NotAllowedError at once, then closed); nothing else is affected."""
         refused = self.service.limits.admit_connection(ip)
@@ -161,9 +162,10 @@ class ServerCnx(asyncio.BufferedProtocol):
             if self.service.limits.connections.enabled:
                 self._counted_ip = ip
             return False
-        error = wire.CommandError(request_id=0, error=refused.code, message=str(refused))
-        self.transport.write(encode_frame(wrap(error)))
-        self.transport.close()
+        code = wire.ServerError.ValueType(refused.code)
+        error = wire.CommandError(request_id=0, error=code, message=str(refused))
+        transport.write(encode_frame(wrap(error)))
+        transport.close()
         return True
 
     def get_buffer(self, sizehint: int) -> memoryview:
@@ -200,8 +202,9 @@ class ServerCnx(asyncio.BufferedProtocol):
                 if frame is None:
                     return
                 if frame.__class__ is HotAck:
-                    self._handle_hot_ack(frame)  # type: ignore[arg-type]
+                    self._handle_hot_ack(frame)
                 else:
+                    # Never a HotMessage: this decoder is not made with ``hot_messages``.
                     self._handle(frame)  # type: ignore[arg-type]
         except ProtocolError as exc:
             self.protocol_error(exc)
@@ -213,7 +216,7 @@ class ServerCnx(asyncio.BufferedProtocol):
             self.service.frame_closes["too_large" if self.connected else "too_large_before_connect"] += 1
         self._close_with_error(wire.UnknownError, str(exc))
 
-    def _close_with_error(self, code: int, message: str) -> None:
+    def _close_with_error(self, code: wire.ServerError.ValueType, message: str) -> None:
         """An ERROR for the whole connection (request id 0), then closed."""
         self.send_command(wrap(wire.CommandError(request_id=0, error=code, message=message)))
         self.close()
@@ -349,7 +352,7 @@ class ServerCnx(asyncio.BufferedProtocol):
             transport.close()
 
     def send_error(self, request_id: int, exc: BrokerError | Exception) -> None:
-        code = exc.code if isinstance(exc, BrokerError) else wire.UnknownError
+        code = wire.ServerError.ValueType(exc.code) if isinstance(exc, BrokerError) else wire.UnknownError
         self.send_command(wrap(wire.CommandError(request_id=request_id, error=code, message=str(exc))))
 
     def send_active_consumer_change(self, consumer_id: int, is_active: bool) -> None:

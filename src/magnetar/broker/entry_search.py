@@ -92,7 +92,7 @@ def first_true(count: int, predicate: Callable[[int], bool]) -> int:
 # -- what an entry says about itself, without touching its payload ------------------------------
 
 
-def entry_time(data: bytes) -> int:
+def entry_time(data: EntryData) -> int:
     """Broker timestamp when the entry has one, else the producer's publish time (0 if unreadable)."""
     try:
         meta, producer_bytes = split_entry_metadata(data)
@@ -104,7 +104,7 @@ def entry_time(data: bytes) -> int:
         return 0
 
 
-def entry_broker_metadata(data: bytes) -> wire.BrokerEntryMetadata | None:
+def entry_broker_metadata(data: EntryData) -> wire.BrokerEntryMetadata | None:
     try:
         meta, _ = split_entry_metadata(data)
     except ProtocolError:
@@ -112,7 +112,7 @@ def entry_broker_metadata(data: bytes) -> wire.BrokerEntryMetadata | None:
     return meta
 
 
-def entry_index(data: bytes) -> int | None:
+def entry_index(data: EntryData) -> int | None:
     """The index of the entry's last message, None when stored without one."""
     meta = entry_broker_metadata(data)
     return meta.index if meta is not None and meta.HasField("index") else None

@@ -95,6 +95,15 @@ class NonPersistentSubscription:
     def acknowledge(self, ack: wire.CommandAck, consumer: Consumer | None = None) -> None:
         """Nothing is kept, so there is nothing to acknowledge."""
 
+    def acknowledge_one(self, consumer: Consumer, cumulative: bool, ledger_id: int, entry_id: int) -> bool:
+        """The usual ACK read without protobuf (``ServerCnx._handle_hot_ack``): not taken here, it
+        goes the full way (``acknowledge``), as on a persistent subscription without a broadcast
+        dispatcher."""
+        return False
+
+    def check_end_of_topic(self) -> None:
+        """A non-persistent topic is never terminated."""
+
     def redeliver(self, consumer: Consumer, msg_ids: list[wire.MessageIdData]) -> None:
         """Nothing is kept, so nothing can be delivered again."""
 

@@ -21,6 +21,7 @@ from magnetar.protocol.message_id import to_u64
 from magnetar.storage.position import Position
 
 if TYPE_CHECKING:
+    from magnetar.broker.nonpersistent import NonPersistentTopic
     from magnetar.broker.topic import PersistentTopic
     from magnetar.broker.transport_cnx import TransportCnx
 
@@ -46,7 +47,7 @@ class Producer:
     def __init__(
         self,
         cnx: TransportCnx,
-        topic: PersistentTopic,
+        topic: PersistentTopic | NonPersistentTopic,
         producer_id: int,
         name: str,
         user_provided_name: bool,
@@ -124,11 +125,15 @@ class Producer:
         if pending.error is not None:
             code, message = pending.error
             reply = wire.CommandSendError(
-                producer_id=self.producer_id, sequence_id=pending.sequence_id, error=code, message=message
+                producer_id=self.producer_id,
+                sequence_id=pending.sequence_id,
+                error=wire.ServerError.ValueType(code),
+                message=message,
             )
             self.cnx.send_command(wrap(reply))
             return
         position = pending.position
+        assert position is not None  # done, neither failed nor unstored: stored
         self.cnx.write_many(
             [
                 send_receipt_frame(

@@ -141,7 +141,7 @@ def broadcast_dispatchers(
             continue
         for name, sub in list(topic.subscriptions.items()):
             if isinstance(sub.dispatcher, BroadcastDispatcher):
-                yield topic, name, sub.dispatcher  # type: ignore[misc]
+                yield topic, name, sub.dispatcher
 
 
 def sweep_subscription(dispatcher: BroadcastDispatcher, limits: LagLimits, now_s: float) -> int:

@@ -77,13 +77,13 @@ def _opened(cnx: HandlerCnx, future, frame: Frame, topic: str, request_id: int) 
     """The open that ``opened_first`` waited for is done: handle ``frame`` again."""
     if cnx.closed:
         return
-    exc = None if future.cancelled() else future.exception()
-    if isinstance(exc, (PersistenceError, LimitReached)) or (
-        exc is not None and not isinstance(exc, BrokerError)
+    failure = None if future.cancelled() else future.exception()
+    if isinstance(failure, (PersistenceError, LimitReached)) or (
+        failure is not None and not isinstance(failure, BrokerError)
     ):
         # Storage failed (a full disk, no descriptors left): answered here, not opened again
         # on the loop. Other refusals (no such topic ...) the handler answers on its rerun.
-        failed = as_broker_error(exc, f"opening {topic}")
+        failed = as_broker_error(failure, f"opening {topic}")
         cnx.send_command(wrap(error_reply(frame.type, request_id, failed.code, str(failed))))
         return
     cnx.rerun = frame

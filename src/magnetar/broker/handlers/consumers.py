@@ -10,6 +10,7 @@ from magnetar.broker.consumer import Consumer
 from magnetar.broker.errors import REQUEST_ERRORS, BrokerError, NotAllowed, as_broker_error
 from magnetar.broker.handlers.access import authorize_name, opened_first, topic_name
 from magnetar.broker.names import check_name
+from magnetar.broker.nonpersistent import NonPersistentTopic
 from magnetar.protocol import Frame, ProtocolError, wire
 from magnetar.protocol.commands import wrap
 from magnetar.protocol.message_id import to_u64
@@ -114,7 +115,7 @@ def handle_ack(cnx: HandlerCnx, frame: Frame) -> None:
     if cmd.HasField("request_id"):
         reply = wire.CommandAckResponse(consumer_id=cmd.consumer_id, request_id=cmd.request_id)
         if error is not None:
-            reply.error = error.code
+            reply.error = wire.ServerError.ValueType(error.code)
             reply.message = str(error)
         elif consumer is None:
             reply.error = wire.ConsumerNotFound
@@ -156,7 +157,8 @@ def handle_get_last_message_id(cnx: HandlerCnx, frame: Frame) -> None:
     if (consumer := _known_consumer(cnx, cmd.consumer_id, cmd.request_id)) is None:
         return
     topic = consumer.subscription.topic
-    if topic.ml is None:
+    cursor = consumer.subscription.cursor
+    if isinstance(topic, NonPersistentTopic) or cursor is None:
         cnx.send_error(cmd.request_id, NotAllowed("non-persistent topics keep no last message id"))
         return
     position, batch_index = topic.last_message_position()
@@ -166,7 +168,7 @@ def handle_get_last_message_id(cnx: HandlerCnx, frame: Frame) -> None:
     if topic.partition_index >= 0:
         last.partition = topic.partition_index
     reply = wire.CommandGetLastMessageIdResponse(request_id=cmd.request_id, last_message_id=last)
-    mark = consumer.subscription.cursor.mark_delete_position
+    mark = cursor.mark_delete_position
     reply.consumer_mark_delete_position.CopyFrom(
         wire.MessageIdData(ledger_id=to_u64(mark.ledger_id), entry_id=to_u64(mark.entry_id))
     )
@@ -180,6 +182,8 @@ def handle_seek(cnx: HandlerCnx, frame: Frame) -> None:
     subscription = consumer.subscription
     topic = subscription.topic
     try:
+        if isinstance(topic, NonPersistentTopic):  # nothing stored to seek in
+            raise NotAllowed("seek is not supported on non-persistent topics")
         if cmd.HasField("message_id"):
             position = topic.seek_position(cmd.message_id)
         elif cmd.HasField("message_publish_time"):

@@ -32,7 +32,8 @@ def handle_partitioned_metadata(cnx: HandlerCnx, frame: Frame) -> None:
         reply.partitions = cnx.service.partitions_of(topic, cmd.metadata_auto_creation_enabled)
         reply.response = wire.CommandPartitionedTopicMetadataResponse.Success
     except BrokerError as exc:
-        reply = error_reply(frame.type, cmd.request_id, exc.code, str(exc))
+        cnx.send_command(wrap(error_reply(frame.type, cmd.request_id, exc.code, str(exc))))
+        return
     cnx.send_command(wrap(reply))
 
 
@@ -51,7 +52,8 @@ def handle_lookup(cnx: HandlerCnx, frame: Frame) -> None:
         reply.authoritative = True
         reply.proxy_through_service_url = False
     except BrokerError as exc:
-        reply = error_reply(frame.type, cmd.request_id, exc.code, str(exc))
+        cnx.send_command(wrap(error_reply(frame.type, cmd.request_id, exc.code, str(exc))))
+        return
     cnx.send_command(wrap(reply))
 
 
@@ -88,7 +90,7 @@ def handle_get_or_create_schema(cnx: HandlerCnx, frame: Frame) -> None:
         # creates the topic, so only a role that may produce there may ask.
         authorize_name(cnx, cmd.topic, authorization.PRODUCE, "produce", "Produce")
     except BrokerError as exc:
-        reply.error_code = exc.code
+        reply.error_code = wire.ServerError.ValueType(exc.code)
         reply.error_message = str(exc)
         cnx.send_command(wrap(reply))
         return
@@ -98,6 +100,6 @@ def handle_get_or_create_schema(cnx: HandlerCnx, frame: Frame) -> None:
         topic = cnx.service.get_topic(topic_name(cmd.topic), create=True)
         reply.schema_version = cnx.service.schemas.for_producer(topic.name, cmd.schema) or b""
     except BrokerError as exc:
-        reply.error_code = exc.code
+        reply.error_code = wire.ServerError.ValueType(exc.code)
         reply.error_message = str(exc)
     cnx.send_command(wrap(reply))
