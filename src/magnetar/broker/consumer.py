@@ -42,6 +42,7 @@ class Consumer:
         "priority_level",
         "subscription",
         "traffic",
+        "wants_entry_metadata",
     )
 
     def __init__(
@@ -69,6 +70,9 @@ class Consumer:
         self.traffic = Traffic()
         #: Its id as encoded in a MESSAGE command, for dispatchers that build frames themselves.
         self.id_field = consumer_id_field(consumer_id)
+        #: Its client asked for broker entry metadata (at CONNECT, so before any consumer: it
+        #: stays as it is; kept here, read once per entry sent).
+        self.wants_entry_metadata = cnx.wants_entry_metadata
 
     @property
     def writable(self) -> bool:
@@ -83,10 +87,6 @@ class Consumer:
     def address(self) -> str:
         """The client's address, ``host:port``."""
         return self.cnx.remote
-
-    @property
-    def wants_entry_metadata(self) -> bool:
-        return self.cnx.wants_entry_metadata
 
     def write_frames(self, frames: list[bytes | memoryview]) -> None:
         """MESSAGE frames built by a dispatcher (``broadcast_send``), written in this loop pass."""
@@ -107,7 +107,7 @@ class Consumer:
         ``ack_sets`` gives a batch's messages already acknowledged (the subscription cursor's
         record by default; a broadcast consumer's own).
         """
-        with_meta = self.cnx.wants_entry_metadata
+        with_meta = self.wants_entry_metadata
         cursor = self.subscription.cursor
         if ack_sets is None and cursor is not None:
             ack_sets = cursor.batch_ack_set
