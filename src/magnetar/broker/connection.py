@@ -204,8 +204,7 @@ class ServerCnx(asyncio.BufferedProtocol):
                 if frame.__class__ is HotAck:
                     self._handle_hot_ack(frame)
                 else:
-                    # Never a HotMessage: this decoder is not made with ``hot_messages``.
-                    self._handle(frame)  # type: ignore[arg-type]
+                    self._handle(frame)  # type: ignore[arg-type]  # no HotMessage: not asked for
         except ProtocolError as exc:
             self.protocol_error(exc)
 
