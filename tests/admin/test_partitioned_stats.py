@@ -84,7 +84,7 @@ def test_a_subscription_on_some_partitions_only_and_an_idle_topic():
 
 
 def test_a_broadcast_subscription_sums_its_consumer_counts_and_lists_each_partitions_page():
-    def broadcast(partition: int, connected: int, departed: int) -> dict:
+    def broadcast(partition: int, connected: int, detached: int) -> dict:
         sub = _subscription(0, [f"c{partition}-{i}" for i in range(min(connected, 2))])
         page = (
             f"/admin/v2/persistent/t/n/t-partition-{partition}/subscription/fans/consumers?offset=0&limit=100"
@@ -93,14 +93,14 @@ def test_a_broadcast_subscription_sums_its_consumer_counts_and_lists_each_partit
             **sub,
             "consumersCount": connected,
             "consumersListed": min(connected, 2),
-            "departedCount": departed,
+            "detachedCount": detached,
             "consumersPage": page,
         }
 
     parts = {
-        f"t-partition-{n}": _partition(1.0, 10, [], {"fans": broadcast(n, connected, departed)})
-        for n, (connected, departed) in enumerate([(5000, 3), (7000, 0)])
+        f"t-partition-{n}": _partition(1.0, 10, [], {"fans": broadcast(n, connected, detached)})
+        for n, (connected, detached) in enumerate([(5000, 3), (7000, 0)])
     }
     sub = partitioned_stats(parts)["subscriptions"]["fans"]
-    assert (sub["consumersCount"], sub["consumersListed"], sub["departedCount"]) == (12_000, 4, 3)
+    assert (sub["consumersCount"], sub["consumersListed"], sub["detachedCount"]) == (12_000, 4, 3)
     assert [p.split("/")[6] for p in sub["consumersPages"]] == ["t-partition-0", "t-partition-1"]

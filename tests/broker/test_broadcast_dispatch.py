@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from magnetar.broker.consumer import Consumer
-from magnetar.broker.dispatchers import BROADCAST
 from magnetar.broker.dispatchers.broadcast import BroadcastDispatcher, wants_broadcast
 from magnetar.broker.errors import ConsumerBusy
+from magnetar.broker.subscription_type import SubscriptionType
 from magnetar.protocol import wire
 from magnetar.protocol.broadcast import BROADCAST_PROPERTY, BROADCAST_VALUE
 from magnetar.storage.position import Position
@@ -45,7 +45,7 @@ async def publish_numbered(h, n: int, *receivers: Consumer) -> list[Position]:
     return stored
 
 
-def test_the_property_asks_for_broadcast_in_either_place():
+def test_the_property_asks_for_broadcast_in_either_field():
     cmd = wire.CommandSubscribe(topic="t", subscription="s", sub_type=SHARED, consumer_id=1, request_id=1)
     assert not wants_broadcast(cmd)
     cmd.metadata.add(key=BROADCAST_PROPERTY, value=BROADCAST_VALUE)
@@ -62,7 +62,7 @@ def test_every_consumer_gets_every_entry_from_one_read_each(on_topic):
         consumers = subscribe_many(topic, 2500)
         sub = topic.subscriptions["fans"]
         dispatcher = sub.dispatcher
-        assert isinstance(dispatcher, BroadcastDispatcher) and sub.kind == BROADCAST
+        assert isinstance(dispatcher, BroadcastDispatcher) and sub.kind is SubscriptionType.Broadcast
         stored = [(await publish(h, message(b"m%d" % i, seq=i)))[0] for i in range(5)]
         for c in consumers:
             assert await sent_to(c, len(stored)) == stored
@@ -135,7 +135,7 @@ def test_without_a_grace_period_a_lost_connection_releases_nothing_until_the_nex
     on_topic(scenario, broadcast_reconnect_grace_seconds=0)
 
 
-def test_a_lost_consumer_keeps_its_place_until_the_grace_period_ends(on_topic):
+def test_a_lost_consumer_keeps_its_virtual_cursor_until_the_grace_period_ends(on_topic):
     async def scenario(h, topic) -> None:
         slow, fast = subscribe_many(topic, 2)
         stored = await publish_numbered(h, 3, slow, fast)
@@ -146,15 +146,17 @@ def test_a_lost_consumer_keeps_its_place_until_the_grace_period_ends(on_topic):
         lose_connection(slow)
         ack(fast, *stored)  # acks of the others move nothing it holds
         assert sub.cursor.backlog() == 2
-        assert sub.dispatcher.stats()["departedCursors"] == 1
+        assert sub.dispatcher.stats()["detachedCursors"] == 1
         # Given up once the grace period is over: the subscription moves on.
-        await eventually_async(lambda: sub.cursor.backlog() == 0, what="the lost consumer's place given up")
-        assert sub.dispatcher.stats()["departedCursors"] == 0
+        await eventually_async(
+            lambda: sub.cursor.backlog() == 0, what="the lost consumer's virtual cursor given up"
+        )
+        assert sub.dispatcher.stats()["detachedCursors"] == 0
 
     on_topic(scenario, broadcast_reconnect_grace_seconds=0.2)
 
 
-def test_a_consumer_back_within_the_grace_period_resumes_at_its_place(on_topic):
+def test_a_consumer_back_within_the_grace_period_resumes_at_its_virtual_cursor(on_topic):
     async def scenario(h, topic) -> None:
         slow, fast = subscribe_many(topic, 2)
         stored = await publish_numbered(h, 4, slow, fast)
@@ -177,7 +179,7 @@ def test_a_consumer_back_within_the_grace_period_resumes_at_its_place(on_topic):
     on_topic(scenario)
 
 
-def test_a_consumer_closed_by_its_client_gives_up_its_place_at_once(on_topic):
+def test_a_consumer_closed_by_its_client_gives_up_its_virtual_cursor_at_once(on_topic):
     async def scenario(h, topic) -> None:
         slow, fast = subscribe_many(topic, 2)
         stored = await publish_numbered(h, 2, slow, fast)
@@ -194,21 +196,21 @@ def test_a_consumer_closed_by_its_client_gives_up_its_place_at_once(on_topic):
     on_topic(scenario)
 
 
-def test_skips_and_seeks_reach_the_places_kept_for_lost_consumers(on_topic):
+def test_skips_and_seeks_reach_the_virtual_cursors_kept_for_lost_consumers(on_topic):
     async def scenario(h, topic) -> None:
         slow, fast = subscribe_many(topic, 2)
         stored = await publish_numbered(h, 2, slow, fast)
         lose_connection(slow)
         sub = topic.subscriptions["fans"]
-        sub.clear_backlog()  # acknowledged for everyone, the departed one included
+        sub.clear_backlog()  # acknowledged for everyone, the detached one included
         ack(fast, *stored)
         more = await publish_numbered(h, 1, fast)
         back = join(topic, slow.name, 50)
         assert await sent_to(back, 1) == more
         lose_connection(back)
-        assert sub.dispatcher.stats()["departedCursors"] == 1
+        assert sub.dispatcher.stats()["detachedCursors"] == 1
         sub.dispatcher.on_cursor_reset()  # what a seek does after moving the cursor
-        assert sub.dispatcher.stats()["departedCursors"] == 0
+        assert sub.dispatcher.stats()["detachedCursors"] == 0
 
     on_topic(scenario)
 

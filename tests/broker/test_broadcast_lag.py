@@ -119,7 +119,7 @@ def test_a_sweep_closes_the_consumers_past_the_limit_and_frees_the_backlog(on_to
         assert sweep_subscription(dispatcher, LagLimits(max_messages=3), 0.0) == 1
         assert slow.cnx.closed_consumers == [slow.consumer_id] and slow not in dispatcher.consumers
         assert not fast.cnx.closed_consumers and not middling.cnx.closed_consumers
-        # Its place is given up: the subscription now waits only for the middling one.
+        # Its virtual cursor is given up: the subscription now waits only for the middling one.
         assert sub.cursor.backlog() == 3
         assert dispatcher.stats()["lagDisconnects"] == 1
         # Subscribing again, it starts where the subscription is: what it missed is gone for it.
@@ -130,17 +130,19 @@ def test_a_sweep_closes_the_consumers_past_the_limit_and_frees_the_backlog(on_to
     on_topic(scenario)
 
 
-def test_a_departed_place_past_the_limit_is_given_up(on_topic):
+def test_a_detached_virtual_cursor_past_the_limit_is_given_up(on_topic):
     async def scenario(h, topic) -> None:
         gone, fast = subscribe_many(topic, 2)
         stored = await publish_numbered(h, 6, gone, fast)
         ack(fast, *stored)
-        gone.cnx.closed = True  # its connection was lost: its place is kept for the grace period
+        gone.cnx.closed = (
+            True  # its connection was lost: its virtual cursor is kept detached for the grace period
+        )
         topic.subscriptions["fans"].remove_consumer(gone)
         dispatcher = topic.subscriptions["fans"].dispatcher
-        assert list(dispatcher.departed) == ["c0"]
+        assert list(dispatcher.detached) == ["c0"]
         assert sweep({"t": topic}, LagLimits(max_messages=2), 0.0) == 1
-        assert not dispatcher.departed and topic.subscriptions["fans"].cursor.backlog() == 0
+        assert not dispatcher.detached and topic.subscriptions["fans"].cursor.backlog() == 0
 
     on_topic(scenario, broadcast_reconnect_grace_seconds=60)
 

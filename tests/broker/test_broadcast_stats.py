@@ -32,13 +32,17 @@ def test_page_bounds_cap_the_limit_and_refuse_nonsense():
         page_bounds(0, 0)
 
 
-def test_pages_list_connected_consumers_in_subscribe_order_then_departed_places(on_topic, monkeypatch):
+def test_pages_list_connected_consumers_in_subscribe_order_then_detached_virtual_cursors(
+    on_topic, monkeypatch
+):
     async def scenario(h, topic) -> None:
         consumers = subscribe_many(topic, 5)
         stored = await publish_numbered(h, 4, *consumers)
         monkeypatch.setattr(CLOCK, "now", 1_800_000_000.0)
         ack(consumers[1], *stored[:3])
-        consumers[4].cnx.closed = True  # lost: its place is kept, listed after the connected ones
+        consumers[
+            4
+        ].cnx.closed = True  # lost: its virtual cursor is kept detached, listed after the connected ones
         sub = topic.subscriptions["fans"]
         sub.remove_consumer(consumers[4])
         now = asyncio.get_running_loop().time()
@@ -47,7 +51,7 @@ def test_pages_list_connected_consumers_in_subscribe_order_then_departed_places(
         assert first["total"] == 5 and first["limit"] == 2
         assert [e["consumerName"] for e in first["consumers"]] == ["c0", "c1"]
         c0, c1 = first["consumers"]
-        assert c0["msgBacklog"] == 4 and c0["lastAckedTimestamp"] == 0 and not c0["departed"]
+        assert c0["msgBacklog"] == 4 and c0["lastAckedTimestamp"] == 0 and not c0["detached"]
         assert c1["msgBacklog"] == 1 and c1["markDeletePosition"] == str(stored[2])
         assert c1["lastAckedTimestamp"] == 1_800_000_000_000
         assert c1["msgOutCounter"] == 4 and c1["address"] == "recorded:0"
@@ -55,10 +59,10 @@ def test_pages_list_connected_consumers_in_subscribe_order_then_departed_places(
         assert c1["connectedSince"] is not None
 
         last = consumer_page(sub, 3, 10, now)
-        listed = [(e["consumerName"], e["departed"]) for e in last["consumers"]]
+        listed = [(e["consumerName"], e["detached"]) for e in last["consumers"]]
         assert listed == [("c3", False), ("c4", True)]
-        departed = last["consumers"][1]
-        assert departed["msgBacklog"] == 4 and 0 < departed["placeKeptForSeconds"] <= 60
+        detached = last["consumers"][1]
+        assert detached["msgBacklog"] == 4 and 0 < detached["keptForSeconds"] <= 60
         assert consumer_page(sub, 5, 10, now)["consumers"] == []
 
     on_topic(scenario)
@@ -71,7 +75,7 @@ def test_topic_stats_list_at_most_the_first_consumers_and_say_where_the_rest_are
         assert len(stats["consumers"]) == STATS_CONSUMERS
         assert stats["consumers"][0]["consumerName"] == "c0"
         assert stats["consumersCount"] == STATS_CONSUMERS + 20
-        assert stats["consumersListed"] == STATS_CONSUMERS and stats["departedCount"] == 0
+        assert stats["consumersListed"] == STATS_CONSUMERS and stats["detachedCount"] == 0
         local = topic.name.local_name
         assert stats["consumersPage"] == (
             f"/admin/v2/persistent/public/default/{local}/subscription/fans/consumers?offset=0&limit={PAGE_LIMIT}"
@@ -106,7 +110,7 @@ def test_broadcast_metrics_per_subscription(on_topic):
             for sample in metric.samples
         }
         assert samples[("magnetar_broadcast_consumers", "fans")] == 2
-        assert samples[("magnetar_broadcast_departed_places", "fans")] == 0
+        assert samples[("magnetar_broadcast_detached_cursors", "fans")] == 0
         assert samples[("magnetar_broadcast_entry_reads", "fans")] >= 1
         assert samples[("magnetar_broadcast_entries_read", "fans")] == 3
         assert samples[("magnetar_broadcast_messages_out", "fans")] == 6

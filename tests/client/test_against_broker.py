@@ -313,3 +313,15 @@ def test_asyncio_api(broker, topic):
                 await consumer.receive(100)
 
     asyncio.run(main())
+
+
+def test_a_seek_on_a_non_persistent_topic_is_refused_and_the_consumer_goes_on(magnetar_client, topic):
+    np_topic = topic.replace("persistent://", "non-persistent://", 1)
+    consumer = magnetar_client.subscribe(np_topic, "sub")
+    producer = magnetar_client.create_producer(np_topic)
+    with pytest.raises(Exception, match="seek is not supported on non-persistent topics"):
+        consumer.seek(MessageId.earliest)
+    with pytest.raises(Exception, match="non-persistent topics keep no last message id"):
+        consumer.get_last_message_id()
+    producer.send(b"after")
+    assert consumer.receive(5000).data() == b"after"

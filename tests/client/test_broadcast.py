@@ -99,7 +99,7 @@ def test_official_and_our_consumers_share_one_broadcast_subscription(
     assert got == sent + sent_ours
 
 
-def test_consumers_that_lose_their_connection_resume_at_their_place(
+def test_consumers_that_lose_their_connection_resume_where_they_were(
     broker, magnetar_factory, client_factory, topic
 ):
     """Both clients reconnect by themselves after the network drops; each gets again what it had

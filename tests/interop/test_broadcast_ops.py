@@ -1,6 +1,6 @@
 """Slow and dead broadcast consumers with the official client (issue 21 item 5): a stalled consumer
-does not hold up the others, its place and figures are listed page by page, and the optional lag
-policy closes a consumer that falls too far behind."""
+does not hold up the others, the consumers and their figures are listed page by page, and the
+optional lag policy closes a consumer that falls too far behind."""
 
 from __future__ import annotations
 
@@ -108,7 +108,7 @@ def test_consumers_are_listed_page_by_page(broker, client, topic):
         status, page = admin_call(broker, "GET", page["next"])
         assert status == 200, page
     assert [e["consumerName"] for e in listed] == names  # subscribe order
-    assert all(not e["departed"] and e["address"] and e["connectedSince"] for e in listed)
+    assert all(not e["detached"] and e["address"] and e["connectedSince"] for e in listed)
     assert all(e["msgOutCounter"] == 4 for e in listed)
 
     def backlogs() -> list[int]:
@@ -144,7 +144,7 @@ def test_the_lag_policy_closes_a_consumer_that_falls_behind(broker_factory, clie
 
     round_of_30("a")  # the laggard is 30 behind: within the limit
     assert dispatcher_stats(broker, topic)["dispatcher"]["lagDisconnects"] == 0
-    round_of_30("b")  # 60 behind: closed, its place given up
+    round_of_30("b")  # 60 behind: closed, its virtual cursor given up
     eventually(
         lambda: dispatcher_stats(broker, topic)["dispatcher"]["lagDisconnects"] == 1,
         what="the laggard closed by the lag policy",

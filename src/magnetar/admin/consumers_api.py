@@ -5,12 +5,13 @@
 ?offset=0&limit=100``
 
 Answers ``{"total", "offset", "limit", "consumers": [...], "next"}``: ``total`` counts the
-connected consumers and then, on a broadcast subscription, the places kept for departed ones
-(``"departed": true``), in that order: connected ones in subscribe order, departed ones in the
-order they left. ``limit`` is at most ``PAGE_LIMIT``; ``next`` is the path of the next page, null
-on the last. Offsets are positions in a list that changes as consumers come and go, so a consumer
-may move between pages while they are read. A partitioned topic is paged per partition (its
-``-partition-N`` name). Authorization as for topic stats (``lookup``: produce or consume).
+connected consumers and then, on a broadcast subscription, the virtual cursors kept for those
+whose connection was lost (``"detached": true``), in that order: connected ones in subscribe
+order, detached ones in the order they left. ``limit`` is at most ``PAGE_LIMIT``; ``next`` is
+the path of the next page, null on the last. Offsets are positions in a list that changes as
+consumers come and go, so a consumer may move between pages while they are read. A partitioned
+topic is paged per partition (its ``-partition-N`` name). Authorization as for topic stats
+(``lookup``: produce or consume).
 """
 
 from __future__ import annotations
@@ -56,8 +57,8 @@ def connected_entry(consumer: Consumer, vc: VirtualCursor | None, ml: ManagedLed
     traffic = consumer.traffic
     entry = {
         "consumerName": consumer.name,
-        "address": consumer.cnx.remote,
-        "departed": False,
+        "address": consumer.address,
+        "detached": False,
         "msgRateOut": traffic.rate_out,
         "msgThroughputOut": traffic.throughput_out,
         "msgOutCounter": traffic.messages_out,
@@ -71,35 +72,35 @@ def connected_entry(consumer: Consumer, vc: VirtualCursor | None, ml: ManagedLed
     return entry
 
 
-def departed_entry(
+def detached_entry(
     name: str, vc: VirtualCursor, timer: asyncio.TimerHandle, ml: ManagedLedger, loop_now: float
 ) -> dict:
     return {
         "consumerName": name,
-        "departed": True,
+        "detached": True,
         "connectedSince": _time(vc.connected_since),
         **_positions(ml, vc),
-        "placeKeptForSeconds": round(max(0.0, timer.when() - loop_now), 3),
+        "keptForSeconds": round(max(0.0, timer.when() - loop_now), 3),
     }
 
 
 def consumer_page(subscription, offset: int, limit: int, loop_now: float) -> dict:
-    """One page of ``subscription``'s consumers (connected, then departed places)."""
+    """One page of ``subscription``'s consumers (connected, then detached virtual cursors)."""
     start, stop = broadcast_stats.page_bounds(offset, limit)
     dispatcher = subscription.dispatcher
     ml = subscription.topic.ml
     if isinstance(dispatcher, BroadcastDispatcher):
         cursors = dispatcher.consumers
-        departed = dispatcher.departed
+        detached = dispatcher.detached
         connected = broadcast_stats.page(cursors.items(), start, stop)
         entries = [connected_entry(c, vc, ml) for c, vc in connected]
-        total = len(cursors) + len(departed)
-        if len(entries) < stop - start and departed:
+        total = len(cursors) + len(detached)
+        if len(entries) < stop - start and detached:
             first = max(0, start - len(cursors))
             wanted = stop - start - len(entries)
             entries += [
-                departed_entry(name, vc, timer, ml, loop_now)
-                for name, (vc, timer) in broadcast_stats.page(departed.items(), first, first + wanted)
+                detached_entry(name, vc, timer, ml, loop_now)
+                for name, (vc, timer) in broadcast_stats.page(detached.items(), first, first + wanted)
             ]
     else:
         consumers = list(subscription.consumers)

@@ -287,9 +287,9 @@ _BROADCAST_METRICS = [
     (GaugeMetricFamily, "magnetar_broadcast_consumers", "Broadcast consumers connected", "virtualCursors"),
     (
         GaugeMetricFamily,
-        "magnetar_broadcast_departed_places",
-        "Places kept for broadcast consumers whose connection was lost (reconnect grace)",
-        "departedCursors",
+        "magnetar_broadcast_detached_cursors",
+        "Virtual cursors kept for broadcast consumers whose connection was lost (reconnect grace)",
+        "detachedCursors",
     ),
     (
         CounterMetricFamily,
@@ -301,16 +301,21 @@ _BROADCAST_METRICS = [
     (
         CounterMetricFamily,
         "magnetar_broadcast_lag_disconnects",
-        "Consumers closed and departed places given up by the lag policy",
+        "Consumers closed and detached virtual cursors given up by the lag policy",
         "lagDisconnects",
     ),
     (
         CounterMetricFamily,
-        "magnetar_broadcast_place_flushes",
-        "Flushes that wrote changed consumer places to storage",
-        "placeFlushes",
+        "magnetar_broadcast_virtual_cursor_flushes",
+        "Flushes that wrote changed virtual cursors to storage",
+        "virtualCursorFlushes",
     ),
-    (CounterMetricFamily, "magnetar_broadcast_places_written", "Consumer places written", "placesWritten"),
+    (
+        CounterMetricFamily,
+        "magnetar_broadcast_virtual_cursors_written",
+        "Virtual cursors written",
+        "virtualCursorsWritten",
+    ),
 ]
 
 

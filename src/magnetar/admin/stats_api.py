@@ -57,13 +57,13 @@ def _listed(sub: Subscription | NonPersistentSubscription) -> tuple[list, dict]:
     if not is_broadcast(sub):
         return list(consumers), {}
     listed = list(islice(consumers, STATS_CONSUMERS))
-    departed = getattr(sub.dispatcher, "departed", {})
+    detached = getattr(sub.dispatcher, "detached", {})
     name = sub.topic.name
     where = f"{name.tenant}/{name.namespace}/{name.local_name}"
     return listed, {
         "consumersCount": len(consumers),
         "consumersListed": len(listed),
-        "departedCount": len(departed),
+        "detachedCount": len(detached),
         "consumersPage": page_path(name.domain, where, sub.name, 0, PAGE_LIMIT),
     }
 
@@ -184,7 +184,7 @@ def internal_stats(topic: PersistentTopic) -> dict:
 
 
 #: A broadcast subscription's consumer counts (``_listed``), summed over partitions.
-_BROADCAST_COUNTS = ("consumersCount", "consumersListed", "departedCount")
+_BROADCAST_COUNTS = ("consumersCount", "consumersListed", "detachedCount")
 
 
 def _average_size(stats: dict) -> float:

@@ -127,13 +127,13 @@ class BrokerConfig:
     keepalive_interval_seconds: NonNegativeFloat = 30.0
     #: Messages a dispatcher reads from storage in one go.
     dispatcher_max_read_batch: PositiveInt = 100
-    #: How long a broadcast consumer whose connection was lost keeps its place (its virtual
-    #: cursor, which goes on holding the subscription's messages): a consumer of the same name
-    #: subscribing within it resumes there. 0: its place is given up at once.
+    #: How long a broadcast consumer whose connection was lost keeps its virtual cursor, detached
+    #: (it goes on holding the subscription's messages): a consumer of the same name
+    #: subscribing within it resumes there. 0: it is given up at once.
     broadcast_reconnect_grace_seconds: NonNegativeFloat = 60.0
     #: The broadcast lag policy (docs/topics-and-subscriptions.md): a broadcast consumer with more
     #: than this many messages (entries, as msgBacklog counts them) left to acknowledge is closed
-    #: and its place given up. 0: off.
+    #: and its virtual cursor given up. 0: off.
     broadcast_max_lag_messages: NonNegativeInt = 0
     #: The same for a consumer that has not acknowledged a message older than this. 0: off.
     broadcast_max_lag_seconds: NonNegativeFloat = 0.0

@@ -15,9 +15,10 @@ import asyncio
 import itertools
 import logging
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from magnetar.broker import descriptors, loop_pass
+from magnetar.broker.auth_session import AuthSession
 from magnetar.broker.consumer import Consumer
 from magnetar.broker.errors import BrokerError
 from magnetar.broker.flow_control import Hold, PendingSends, ReadHolds
@@ -59,10 +60,7 @@ class ServerCnx(asyncio.BufferedProtocol):
         "_refusal",
         "_since",
         "_waiting_for_pong",
-        "auth_attempted_method",
-        "auth_challenge_pending",
-        "auth_expires_at",
-        "auth_method",
+        "auth",
         "close_request_ids",
         "closed",
         "config",
@@ -72,16 +70,12 @@ class ServerCnx(asyncio.BufferedProtocol):
         "gone_consumers",
         "gone_producers",
         "holds",
-        "peer_certificate",
         "pending_sends",
         "producers",
         "protocol_version",
         "remote",
         "rerun",
-        "role",
         "service",
-        "supports_auth_refresh",
-        "tls",
         "transport",
         "wants_entry_metadata",
         "writable",
@@ -101,7 +95,7 @@ class ServerCnx(asyncio.BufferedProtocol):
         #: Why the connection is not read right now (flow control, see flow_control.py).
         self.holds = ReadHolds(self._pause_reading, self._resume_reading, service.hold_times)
         self.pending_sends = PendingSends(self.config.max_pending_publish_requests_per_connection)
-        self._out: list[bytes] = []
+        self._out: list[bytes | memoryview] = []
         self._flush_scheduled = False
         self._passes: loop_pass.PassScheduler | None = None
         self.protocol_version = 0
@@ -125,34 +119,24 @@ class ServerCnx(asyncio.BufferedProtocol):
         self._refusal: str | None = None
         #: The client IP this connection is counted under (broker_max_connections...), if counted.
         self._counted_ip: str | None = None
-        #: Whether the client came over TLS (the pulsar+ssl:// port), and the certificate it
-        #: presented, as ``ssl.SSLSocket.getpeercert()`` gives it: only one the broker verified
-        #: against ``tls_trust_certs_file_path``, else None. ``tls_identity.role_from_certificate``
-        #: reads the role from it.
-        self.tls = False
-        self.peer_certificate: dict | None = None
-        #: The role its credentials proved (authentication.py, handlers/handshake.py); None while
-        #: authentication is off.
-        self.role: str | None = None
-        self.auth_method: str | None = None
-        #: When the credentials stop being valid (Unix time), None if never.
-        self.auth_expires_at: float | None = None
-        self.supports_auth_refresh = False
-        #: An AUTH_CHALLENGE is out and not yet answered with valid credentials.
-        self.auth_challenge_pending = False
-        #: The auth method the client named last (the metrics' label of a refusal).
-        self.auth_attempted_method: str | bytes = ""
+        #: The credentials' state: TLS identity, proved role, refresh (auth_session.py).
+        self.auth = AuthSession()
+
+    @property
+    def role(self) -> str | None:
+        """The role its credentials proved; None while authentication is off."""
+        return self.auth.role
 
     # -- asyncio.Protocol ---------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+        # A stream server's transport: asyncio's and uvloop's read and write.
+        self.transport = stream = cast(asyncio.Transport, transport)
         peer = transport.get_extra_info("peername")
         self.remote = f"{peer[0]}:{peer[1]}" if peer else "?"
-        if self._over_connection_limit(peer[0] if peer else "?"):
+        if self._over_connection_limit(stream, peer[0] if peer else "?"):
             return
         if transport.get_extra_info("sslcontext") is not None:
-            self.tls = True
-            self.peer_certificate = transport.get_extra_info("peercert") or None
+            self.auth.over_tls(transport.get_extra_info("peercert") or None)
         self.service.connections.add(self)
         sock = transport.get_extra_info("socket")
         if sock is not None and descriptors.in_reserve(sock.fileno(), descriptors.CONNECTION_RESERVE):
@@ -170,7 +154,7 @@ class ServerCnx(asyncio.BufferedProtocol):
             self._since = asyncio.get_running_loop().time()
             self._keepalive_slot = wheel.add(self)
 
-    def _over_connection_limit(self, ip: str) -> bool:
+    def _over_connection_limit(self, transport: asyncio.Transport, ip: str) -> bool:
         """Past broker_max_connections(_per_ip): refused as Pulsar does, before anything is set up
         for it (an ERROR NotAllowedError at once, then closed); nothing else is affected."""
         refused = self.service.limits.admit_connection(ip)
@@ -178,9 +162,10 @@ class ServerCnx(asyncio.BufferedProtocol):
             if self.service.limits.connections.enabled:
                 self._counted_ip = ip
             return False
-        error = wire.CommandError(request_id=0, error=refused.code, message=str(refused))
-        self.transport.write(encode_frame(wrap(error)))
-        self.transport.close()
+        code = wire.ServerError.ValueType(refused.code)
+        error = wire.CommandError(request_id=0, error=code, message=str(refused))
+        transport.write(encode_frame(wrap(error)))
+        transport.close()
         return True
 
     def get_buffer(self, sizehint: int) -> memoryview:
@@ -217,9 +202,9 @@ class ServerCnx(asyncio.BufferedProtocol):
                 if frame is None:
                     return
                 if frame.__class__ is HotAck:
-                    self._handle_hot_ack(frame)  # type: ignore[arg-type]
+                    self._handle_hot_ack(frame)
                 else:
-                    self._handle(frame)  # type: ignore[arg-type]
+                    self._handle(frame)  # type: ignore[arg-type]  # no HotMessage: not asked for
         except ProtocolError as exc:
             self.protocol_error(exc)
 
@@ -230,7 +215,7 @@ class ServerCnx(asyncio.BufferedProtocol):
             self.service.frame_closes["too_large" if self.connected else "too_large_before_connect"] += 1
         self._close_with_error(wire.UnknownError, str(exc))
 
-    def _close_with_error(self, code: int, message: str) -> None:
+    def _close_with_error(self, code: wire.ServerError.ValueType, message: str) -> None:
         """An ERROR for the whole connection (request id 0), then closed."""
         self.send_command(wrap(wire.CommandError(request_id=0, error=code, message=message)))
         self.close()
@@ -338,7 +323,7 @@ class ServerCnx(asyncio.BufferedProtocol):
     def send_command(self, command: wire.BaseCommand) -> None:
         self._queue_output(encode_frame(command))
 
-    def write_many(self, frames: list[bytes]) -> None:
+    def write_many(self, frames: list[bytes | memoryview]) -> None:
         self._out.extend(frames)
         if not self._flush_scheduled:
             self._schedule_flush()
@@ -366,7 +351,7 @@ class ServerCnx(asyncio.BufferedProtocol):
             transport.close()
 
     def send_error(self, request_id: int, exc: BrokerError | Exception) -> None:
-        code = exc.code if isinstance(exc, BrokerError) else wire.UnknownError
+        code = wire.ServerError.ValueType(exc.code) if isinstance(exc, BrokerError) else wire.UnknownError
         self.send_command(wrap(wire.CommandError(request_id=request_id, error=code, message=str(exc))))
 
     def send_active_consumer_change(self, consumer_id: int, is_active: bool) -> None:
@@ -459,5 +444,5 @@ class ServerCnx(asyncio.BufferedProtocol):
         for fresh ones; a challenge not answered since the last check closes the connection."""
         handshake.check_credentials(self, now)
 
-    def close_producer_by_broker(self, producer: Producer) -> None:
-        producers.close_by_broker(self, producer)
+    def close_producer_by_broker(self, producer_id: int, producer: object) -> None:
+        producers.close_by_broker(self, producer_id, producer)

@@ -1,4 +1,8 @@
-"""A consumer attached to a subscription through one client connection (Pulsar's ``Consumer``)."""
+"""A consumer attached to a subscription through one client connection (Pulsar's ``Consumer``).
+
+Dispatchers reach the connection only through the consumer (``writable``, ``write_frames`` ...);
+the consumer holds it as a ``TransportCnx``.
+"""
 
 from __future__ import annotations
 
@@ -14,8 +18,9 @@ from magnetar.protocol.message_id import to_u64
 from magnetar.storage.position import Position
 
 if TYPE_CHECKING:
-    from magnetar.broker.connection import ServerCnx
+    from magnetar.broker.nonpersistent import NonPersistentSubscription
     from magnetar.broker.subscription import Subscription
+    from magnetar.broker.transport_cnx import TransportCnx
 
 
 class Consumer:
@@ -37,12 +42,13 @@ class Consumer:
         "priority_level",
         "subscription",
         "traffic",
+        "wants_entry_metadata",
     )
 
     def __init__(
         self,
-        cnx: ServerCnx,
-        subscription: Subscription,
+        cnx: TransportCnx,
+        subscription: Subscription | NonPersistentSubscription,
         consumer_id: int,
         name: str,
         priority_level: int = 0,
@@ -64,10 +70,31 @@ class Consumer:
         self.traffic = Traffic()
         #: Its id as encoded in a MESSAGE command, for dispatchers that build frames themselves.
         self.id_field = consumer_id_field(consumer_id)
+        #: Its client asked for broker entry metadata (at CONNECT, so before any consumer: it
+        #: stays as it is; kept here, read once per entry sent).
+        self.wants_entry_metadata = cnx.wants_entry_metadata
 
     @property
     def writable(self) -> bool:
         return not self.closed and self.cnx.writable
+
+    @property
+    def connection_lost(self) -> bool:
+        """Its connection is closed (lost, or the broker stopping), not the consumer alone."""
+        return self.cnx.closed
+
+    @property
+    def address(self) -> str:
+        """The client's address, ``host:port``."""
+        return self.cnx.remote
+
+    def write_frames(self, frames: list[bytes | memoryview]) -> None:
+        """MESSAGE frames built by a dispatcher (``broadcast_send``), written in this loop pass."""
+        self.cnx.write_many(frames)
+
+    def notify_active_consumer_change(self, is_active: bool) -> None:
+        """Tell a Failover consumer whether it is now the one receiving."""
+        self.cnx.send_active_consumer_change(self.consumer_id, is_active)
 
     def send_entries(
         self,
@@ -80,11 +107,11 @@ class Consumer:
         ``ack_sets`` gives a batch's messages already acknowledged (the subscription cursor's
         record by default; a broadcast consumer's own).
         """
-        with_meta = self.cnx.wants_entry_metadata
+        with_meta = self.wants_entry_metadata
         cursor = self.subscription.cursor
         if ack_sets is None and cursor is not None:
             ack_sets = cursor.batch_ack_set
-        frames = []
+        frames: list[bytes | memoryview] = []
         messages = size = 0
         for item in entries:
             position = item.position

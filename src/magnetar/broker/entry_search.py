@@ -112,7 +112,7 @@ def entry_broker_metadata(data: EntryData) -> wire.BrokerEntryMetadata | None:
     return meta
 
 
-def entry_index(data: bytes) -> int | None:
+def entry_index(data: EntryData) -> int | None:
     """The index of the entry's last message, None when stored without one."""
     meta = entry_broker_metadata(data)
     return meta.index if meta is not None and meta.HasField("index") else None

@@ -14,7 +14,30 @@ A frame that holds its room for ``timeout`` seconds without completing while oth
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from magnetar.broker.flow_control import ReadHolds
+
+
+class FrameReceiver(Protocol):
+    """Who reserves room: a connection receiving a large frame (``ServerCnx``)."""
+
+    @property
+    def remote(self) -> str: ...
+
+    @property
+    def holds(self) -> ReadHolds:
+        """Why it is not read now: a connection held for the broker's reasons is not to blame."""
+        ...
+
+    def frame_room_granted(self) -> None:
+        """Its turn came: it may be read again."""
+        ...
+
+    def close_for_stalled_frame(self, size: int, seconds: float) -> None:
+        """Its frame held room too long while others waited."""
+        ...
 
 
 class FrameBudget:
@@ -31,13 +54,13 @@ class FrameBudget:
         #: Bytes reserved now.
         self.bytes = 0
         #: Who holds room: owner -> (bytes, when reserved).
-        self.holders: dict[Hashable, tuple[int, float]] = {}
+        self.holders: dict[FrameReceiver, tuple[int, float]] = {}
         #: Who waits for room, in order of arrival: owner -> bytes wanted.
-        self.waiters: dict[Hashable, int] = {}
+        self.waiters: dict[FrameReceiver, int] = {}
         #: Times a reservation had to wait with nobody waiting before it (the budget became full).
         self.times_full = 0
 
-    def reserve(self, owner: Hashable, size: int, now: float) -> bool:
+    def reserve(self, owner: FrameReceiver, size: int, now: float) -> bool:
         """True if ``owner`` holds room (reserved now or granted earlier); else it waits in line
         (once: asking again changes nothing) until ``release``/``cancel`` grants it."""
         if owner in self.holders:
@@ -52,7 +75,7 @@ class FrameBudget:
         self.waiters[owner] = size
         return False
 
-    def release(self, owner: Hashable, now: float) -> list[Hashable]:
+    def release(self, owner: FrameReceiver, now: float) -> list[FrameReceiver]:
         """``owner`` gives its room back (or leaves the line); returns the waiters granted room now."""
         held = self.holders.pop(owner, None)
         if held is not None:
@@ -60,7 +83,7 @@ class FrameBudget:
         self.waiters.pop(owner, None)
         return self._grant(now)
 
-    def overdue(self, now: float, timeout: float) -> list[Hashable]:
+    def overdue(self, now: float, timeout: float) -> list[FrameReceiver]:
         """Holders that have held their room for ``timeout`` seconds or more, oldest first, while
         someone waits (none otherwise)."""
         if not self.waiters:
@@ -71,11 +94,11 @@ class FrameBudget:
     def _fits(self, size: int) -> bool:
         return self.limit <= 0 or not self.holders or self.bytes + size <= self.limit
 
-    def _take(self, owner: Hashable, size: int, now: float) -> None:
+    def _take(self, owner: FrameReceiver, size: int, now: float) -> None:
         self.holders[owner] = (size, now)
         self.bytes += size
 
-    def _grant(self, now: float) -> list[Hashable]:
+    def _grant(self, now: float) -> list[FrameReceiver]:
         granted = []
         while self.waiters:
             owner, size = next(iter(self.waiters.items()))

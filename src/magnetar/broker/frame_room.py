@@ -6,24 +6,20 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING
 
 from magnetar.broker.flow_control import Hold
-from magnetar.broker.frame_budget import FrameBudget
-
-if TYPE_CHECKING:
-    from magnetar.broker.connection import ServerCnx
+from magnetar.broker.frame_budget import FrameBudget, FrameReceiver
 
 log = logging.getLogger(__name__)
 
 
-def release(budget: FrameBudget, cnx: ServerCnx) -> None:
+def release(budget: FrameBudget, cnx: FrameReceiver) -> None:
     """``cnx`` gives back its room for a large frame (or leaves the line): let the next ones in."""
     for waiter in budget.release(cnx, time.monotonic()):
         waiter.frame_room_granted()
 
 
-def warn_full(budget: FrameBudget, cnx: ServerCnx, size: int, timeout_s: float) -> None:
+def warn_full(budget: FrameBudget, cnx: FrameReceiver, size: int, timeout_s: float) -> None:
     """Log, once per time the budget fills up (not per waiting connection), who waits for what."""
     if len(budget.waiters) == 1:
         log.warning(

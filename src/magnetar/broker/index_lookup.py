@@ -29,6 +29,7 @@ from magnetar.protocol import ProtocolError
 from magnetar.protocol import message_id as ids
 from magnetar.protocol.entry import split_entry_metadata
 from magnetar.protocol.headers import parse_metadata
+from magnetar.storage.entry import EntryData
 from magnetar.storage.managed_ledger import ManagedLedger
 from magnetar.storage.position import Position
 
@@ -65,7 +66,7 @@ class IndexedMessage:
     index: int
 
 
-def _entry_shape(data: bytes) -> tuple[int, bool]:
+def _entry_shape(data: EntryData) -> tuple[int, bool]:
     """(message count, is a batch) of a stored entry."""
     try:
         _, producer_bytes = split_entry_metadata(data)
@@ -82,29 +83,29 @@ def find_index(ml: ManagedLedger, index: int, read: EntryReader | None = None) -
     read = reader_for(ml, read)
     space = EntrySpace(ml)
     indexes: dict[int, int | None] = {}  # ordinal -> stored index (None: stored without)
-    datas: dict[int, bytes] = {}  # entries with an index that the search read
+    datas: dict[int, EntryData] = {}  # entries with an index that the search read
 
-    def indexed_at_or_after(ordinal: int) -> int | None:
-        """Ordinal of the first entry at or after ``ordinal`` that carries an index."""
+    def indexed_at_or_after(ordinal: int) -> tuple[int, int] | None:
+        """Ordinal and index of the first entry at or after ``ordinal`` that carries an index."""
         while ordinal < space.size:
             if ordinal not in indexes:
                 data = read(space.position(ordinal))
                 indexes[ordinal] = entry_index(data)
                 if indexes[ordinal] is not None:
                     datas[ordinal] = data
-            if indexes[ordinal] is not None:
-                return ordinal
+            if (stored := indexes[ordinal]) is not None:
+                return ordinal, stored
             ordinal += 1
         return None
 
     def at_or_after(ordinal: int) -> bool:
         found = indexed_at_or_after(ordinal)
-        return found is None or indexes[found] >= index
+        return found is None or found[1] >= index
 
-    found = indexed_at_or_after(first_true(space.size, at_or_after))
-    if found is None:
+    indexed = indexed_at_or_after(first_true(space.size, at_or_after))
+    if indexed is None:
         raise IndexNotFound(f"index {index} is past the last message stored on {ml.name}")
-    last_index = indexes[found]
+    found, last_index = indexed
     count, is_batch = _entry_shape(datas[found])
     first_index = last_index - count + 1
     if index < first_index:

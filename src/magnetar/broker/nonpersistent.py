@@ -13,7 +13,6 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from magnetar.broker.consumer import Consumer
-from magnetar.broker.dispatchers import BROADCAST
 from magnetar.broker.dispatchers.broadcast import wants_broadcast
 from magnetar.broker.dispatchers.key_shared import join_selector, key_shared_mode, new_selector
 from magnetar.broker.dispatchers.single_active import choose_active
@@ -26,6 +25,7 @@ from magnetar.broker.dispatchers.sticky_keys import (
 from magnetar.broker.entries import DispatchEntry
 from magnetar.broker.errors import BrokerError, ConsumerBusy, NotAllowed
 from magnetar.broker.producer import Producer
+from magnetar.broker.subscription_type import SubscriptionType, SubTypeValue
 from magnetar.broker.traffic import Traffic
 from magnetar.protocol import wire
 from magnetar.protocol.topic_name import TopicName
@@ -45,7 +45,7 @@ class NonPersistentSubscription:
     durable = False
     cursor = None
 
-    def __init__(self, topic: NonPersistentTopic, name: str, sub_type: int) -> None:
+    def __init__(self, topic: NonPersistentTopic, name: str, sub_type: SubTypeValue) -> None:
         self.topic = topic
         self.name = name
         self.sub_type = sub_type
@@ -58,9 +58,9 @@ class NonPersistentSubscription:
 
     @property
     def type_name(self) -> str:
-        return BROADCAST if self.broadcast else SubType.Name(self.sub_type)
+        return SubscriptionType.of(self.sub_type, self.broadcast).value
 
-    def add_consumer(self, consumer: Consumer, sub_type: int, broadcast: bool = False) -> None:
+    def add_consumer(self, consumer: Consumer, sub_type: SubTypeValue, broadcast: bool = False) -> None:
         if self.consumers and (broadcast != self.broadcast or (sub_type != self.sub_type and not broadcast)):
             raise ConsumerBusy(f"Subscription {self.name} is of type {self.type_name}")
         self.sub_type, self.broadcast = sub_type, broadcast
@@ -94,6 +94,15 @@ class NonPersistentSubscription:
 
     def acknowledge(self, ack: wire.CommandAck, consumer: Consumer | None = None) -> None:
         """Nothing is kept, so there is nothing to acknowledge."""
+
+    def acknowledge_one(self, consumer: Consumer, cumulative: bool, ledger_id: int, entry_id: int) -> bool:
+        """The usual ACK read without protobuf (``ServerCnx._handle_hot_ack``): not taken here, it
+        goes the full way (``acknowledge``), as on a persistent subscription without a broadcast
+        dispatcher."""
+        return False
+
+    def check_end_of_topic(self) -> None:
+        """A non-persistent topic is never terminated."""
 
     def redeliver(self, consumer: Consumer, msg_ids: list[wire.MessageIdData]) -> None:
         """Nothing is kept, so nothing can be delivered again."""

@@ -21,8 +21,9 @@ from magnetar.protocol.message_id import to_u64
 from magnetar.storage.position import Position
 
 if TYPE_CHECKING:
-    from magnetar.broker.connection import ServerCnx
+    from magnetar.broker.nonpersistent import NonPersistentTopic
     from magnetar.broker.topic import PersistentTopic
+    from magnetar.broker.transport_cnx import TransportCnx
 
 #: The message id a duplicate send is answered with (Pulsar's choice).
 DUPLICATE = Position(-1, -1)
@@ -45,8 +46,8 @@ class PendingSend:
 class Producer:
     def __init__(
         self,
-        cnx: ServerCnx,
-        topic: PersistentTopic,
+        cnx: TransportCnx,
+        topic: PersistentTopic | NonPersistentTopic,
         producer_id: int,
         name: str,
         user_provided_name: bool,
@@ -80,7 +81,7 @@ class Producer:
         """Drop this producer from the broker's side; its client reconnects (and may be refused)."""
         self.topic.remove_producer(self)
         self.closed = True
-        self.cnx.close_producer_by_broker(self)
+        self.cnx.close_producer_by_broker(self.producer_id, self)
 
     def expect(self, sequence_id: int, highest_sequence_id: int) -> PendingSend:
         """Reserve the receipt slot of a send, in arrival order."""
@@ -124,11 +125,15 @@ class Producer:
         if pending.error is not None:
             code, message = pending.error
             reply = wire.CommandSendError(
-                producer_id=self.producer_id, sequence_id=pending.sequence_id, error=code, message=message
+                producer_id=self.producer_id,
+                sequence_id=pending.sequence_id,
+                error=wire.ServerError.ValueType(code),
+                message=message,
             )
             self.cnx.send_command(wrap(reply))
             return
         position = pending.position
+        assert position is not None  # done, neither failed nor unstored: stored
         self.cnx.write_many(
             [
                 send_receipt_frame(

@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from magnetar.broker.consumer import Consumer
-from magnetar.broker.dispatchers import BROADCAST, Dispatcher, Kind, create_dispatcher, kind_name
+from magnetar.broker.dispatchers import Dispatcher, create_dispatcher
 from magnetar.broker.errors import ConsumerBusy, NotAllowed
 from magnetar.broker.ids import position_of
+from magnetar.broker.subscription_type import SubscriptionType, SubTypeValue
 from magnetar.broker.traffic import Traffic
 from magnetar.protocol import wire
 from magnetar.protocol.message_id import to_signed
@@ -17,9 +18,6 @@ from magnetar.storage.position import Position
 if TYPE_CHECKING:
     from magnetar.broker.topic import PersistentTopic
 
-SubType = wire.CommandSubscribe.SubType
-_SHARED_TYPES = (SubType.Value("Shared"), SubType.Value("Key_Shared"))
-
 
 class Subscription:
     def __init__(self, topic: PersistentTopic, name: str, cursor: ManagedCursor, durable: bool) -> None:
@@ -27,9 +25,9 @@ class Subscription:
         self.name = name
         self.cursor = cursor
         self.durable = durable
-        #: The dispatcher's kind: the type its consumers declared, or ``BROADCAST`` when they
-        #: asked for one (they may then declare any type).
-        self.kind: Kind | None = None
+        #: The dispatcher's type: the one its consumers declared, or Broadcast when they asked
+        #: for one (they may then declare any type).
+        self.kind: SubscriptionType | None = None
         self.dispatcher: Dispatcher | None = None
         #: Messages and bytes dispatched to this subscription's consumers, past ones included.
         self.traffic = Traffic()
@@ -40,17 +38,15 @@ class Subscription:
 
     @property
     def type_name(self) -> str | None:
-        return None if self.kind is None else kind_name(self.kind)
+        return None if self.kind is None else self.kind.value
 
-    def add_consumer(self, consumer: Consumer, sub_type: int, broadcast: bool = False) -> None:
+    def add_consumer(self, consumer: Consumer, sub_type: SubTypeValue, broadcast: bool = False) -> None:
         """Attach a consumer; the first one picks the dispatcher (a broadcast one if it asked, in
         which case consumers of any declared type share it)."""
-        kind: Kind = BROADCAST if broadcast else sub_type
-        if self.dispatcher is not None and self.kind != kind:
+        kind = SubscriptionType.of(sub_type, broadcast)
+        if self.dispatcher is not None and self.kind is not kind:
             if self.dispatcher.consumers:
-                raise ConsumerBusy(
-                    f"Subscription {self.name} is of type {kind_name(self.kind)}, not {kind_name(kind)}"
-                )
+                raise ConsumerBusy(f"Subscription {self.name} is of type {self.type_name}, not {kind.value}")
             self.dispatcher.drop_state()
             self.dispatcher.close()
             self.dispatcher = None
@@ -98,7 +94,7 @@ class Subscription:
                 self.check_end_of_topic()
             return
         if ack.ack_type == wire.CommandAck.Cumulative:
-            if self.kind in _SHARED_TYPES:
+            if self.kind is not None and self.kind.shared:
                 raise NotAllowed("cumulative acknowledgement is not allowed on a shared subscription")
             if ack.message_id:
                 self._ack_cumulative(ack.message_id[0])

@@ -22,8 +22,8 @@ from magnetar.storage.cursor_stores import CursorStores
 from magnetar.storage.damage import DamageLog
 from magnetar.storage.errors import StorageClosedError
 from magnetar.storage.metadata_store import MetadataStore
-from magnetar.storage.places import PlaceBook, PlaceBooks
 from magnetar.storage.position import Position
+from magnetar.storage.virtual_cursors import VirtualCursorStore, VirtualCursorStores
 
 if TYPE_CHECKING:
     from magnetar.storage.managed_ledger import ManagedLedger
@@ -32,9 +32,9 @@ if TYPE_CHECKING:
 class ManagedCursorContainer:
     """A managed ledger's durable cursors (by name, stored, holding retention), the non-durable
     ones it made for readers (held weakly: told of damaged entries while they live), and the
-    named places kept on each cursor (``places.py``).
+    virtual cursors kept on each cursor (``virtual_cursors.py``).
 
-    It makes the cursor ledgers (``CursorStores``) and place books (``PlaceBooks``) of the
+    It makes the cursor ledgers (``CursorStores``) and virtual cursor stores (``VirtualCursorStores``) of the
     managed ledger ``ml_id``, shares the managed ledger's lock, and refuses new cursors once
     ``check_open`` raises.
     """
@@ -56,7 +56,7 @@ class ManagedCursorContainer:
         self._check_open = check_open
         self._metadata = metadata
         self._stores = CursorStores(ledger.name, ml_id, directory, config, metadata, damage)
-        self._places = PlaceBooks(metadata, ml_id, ledger.name)
+        self._virtual_cursors = VirtualCursorStores(metadata, ml_id, ledger.name)
         self._durable: dict[str, ManagedCursor] = {}
         self._non_durable: weakref.WeakSet[ManagedCursor] = weakref.WeakSet()
         self._non_durable_seq = 0
@@ -138,12 +138,12 @@ class ManagedCursorContainer:
             return dict(self._durable)
 
     def delete(self, name: str) -> None:
-        """Forget a durable cursor (no-op when unknown) and its places; it stops holding retention."""
+        """Forget a durable cursor (no-op if unknown) and its virtual cursors: it holds retention no more."""
         with self._lock:
             self._check_open()
             cursor = self._durable.pop(name, None)
-            self._metadata.delete_cursor(self._ml_id, name)  # its places too
-            self._places.forget(name)
+            self._metadata.delete_cursor(self._ml_id, name)  # its virtual cursors too
+            self._virtual_cursors.forget(name)
             if cursor is not None:
                 cursor.release(delete=True)
 
@@ -158,23 +158,23 @@ class ManagedCursorContainer:
 
     def flush(self) -> None:
         """Persist every durable cursor whose state changed (each to its cursor ledger, one fsync each),
-        then the changed places of every cursor (``places.py``: one write for all of them)."""
+        then the changed virtual cursors of every cursor (``virtual_cursors.py``: one write for all)."""
         with self._lock:
             try:
                 self.persist(list(self._durable.values()))
             finally:
-                self._places.flush()
+                self._virtual_cursors.flush()
 
     def persist(self, cursors: Iterable[ManagedCursor]) -> None:
         """Flush each dirty cursor; one that fails does not stop the others (its error is raised after)."""
         with self._lock:
             self._stores.persist(cursors, self._durable)
 
-    def places(self, cursor: str) -> PlaceBook:
-        """The named places kept on the cursor ``cursor`` (written by ``flush``)."""
+    def virtual_cursors(self, cursor: str) -> VirtualCursorStore:
+        """The virtual cursors kept on the cursor ``cursor`` (written by ``flush``)."""
         with self._lock:
             self._check_open()
-            return self._places.book(cursor)
+            return self._virtual_cursors.store(cursor)
 
     def close(self) -> None:
         """Flush, then release every durable cursor (their files close; their rows stay)."""

@@ -28,11 +28,11 @@ from magnetar.storage.ledger_info import LedgerInfo, bytes_after
 from magnetar.storage.ledger_reads import LedgerReader
 from magnetar.storage.ledger_recovery import recover_ledgers, remove_orphan_segments
 from magnetar.storage.metadata_store import ManagedLedgerRecord, MetadataStore
-from magnetar.storage.places import PlaceBook
 from magnetar.storage.position import Position
 from magnetar.storage.retention import deletable_ledgers
 from magnetar.storage.segment import Segment, SegmentReaders, delete_segment_files
 from magnetar.storage.syncer import Syncer
+from magnetar.storage.virtual_cursors import VirtualCursorStore
 from magnetar.storage.write_gate import WriteGate
 
 log = logging.getLogger(__name__)
@@ -408,12 +408,12 @@ class ManagedLedger:
         self._cursors.delete(name)
 
     def flush_cursors(self) -> None:
-        """Persist every durable cursor whose state changed, then the changed places of every cursor."""
+        """Persist every durable cursor whose state changed, then every changed virtual cursor."""
         self._cursors.flush()
 
-    def places(self, cursor: str) -> PlaceBook:
-        """The named places kept on the cursor ``cursor`` (written by ``flush_cursors``)."""
-        return self._cursors.places(cursor)
+    def virtual_cursors(self, cursor: str) -> VirtualCursorStore:
+        """The virtual cursors kept on the cursor ``cursor`` (written by ``flush_cursors``)."""
+        return self._cursors.virtual_cursors(cursor)
 
     def persist_cursors(self, cursors: Iterable[ManagedCursor]) -> None:
         """Flush each dirty cursor; one that fails does not stop the others (its error is raised after)."""

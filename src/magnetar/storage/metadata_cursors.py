@@ -49,7 +49,7 @@ class CursorTable:
         )
 
     def delete_cursor(self, ml_id: int, name: str) -> None:
-        """Forget a cursor and its places (``places.py``) in one commit."""
+        """Forget a cursor and its virtual cursors (``virtual_cursors.py``) in one commit."""
         with self._commits.transaction() as db:
             db.execute("DELETE FROM cursors WHERE ml_id = ? AND name = ?", (ml_id, name))
             db.execute("DELETE FROM places WHERE ml_id = ? AND cursor = ?", (ml_id, name))

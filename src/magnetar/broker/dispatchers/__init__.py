@@ -1,9 +1,10 @@
 """Dispatchers: one per subscription, each deciding which consumer gets which entry.
 
-A dispatcher is chosen by a *kind*: one of the protocol's subscription types, or a name for a
-behaviour the protocol has no type for (``BROADCAST``). New behaviours register here with
-``register_dispatcher`` without touching the existing ones. Every kind carries chunked
-messages whole (Shared and Key_Shared through ``routes.ChunkOwners``).
+A dispatcher is chosen by the subscription's type (``SubscriptionType``): one of the protocol's
+subscription types, or Broadcast, a behaviour the protocol has no type for. A new behaviour is a
+new ``SubscriptionType`` member and a ``register_dispatcher`` call, without touching the existing
+dispatchers. Every type carries chunked messages whole (Shared and Key_Shared through
+``routes.ChunkOwners``).
 """
 
 from __future__ import annotations
@@ -15,39 +16,29 @@ from magnetar.broker.dispatchers.broadcast import BroadcastDispatcher
 from magnetar.broker.dispatchers.key_shared import KeySharedDispatcher
 from magnetar.broker.dispatchers.shared import SharedDispatcher
 from magnetar.broker.dispatchers.single_active import SingleActiveConsumerDispatcher
-from magnetar.protocol import wire
-
-SubType = wire.CommandSubscribe.SubType
+from magnetar.broker.subscription_type import SubscriptionType
 
 DispatcherFactory = Callable[..., Dispatcher]
-#: A subscription type's number, or the name of a kind without one.
-Kind = int | str
 
-BROADCAST = "Broadcast"
-
-_FACTORIES: dict[Kind, DispatcherFactory] = {
-    SubType.Value("Exclusive"): lambda sub, **kw: SingleActiveConsumerDispatcher(sub, failover=False, **kw),
-    SubType.Value("Failover"): lambda sub, **kw: SingleActiveConsumerDispatcher(sub, failover=True, **kw),
-    SubType.Value("Shared"): lambda sub, **kw: SharedDispatcher(sub, **kw),
-    SubType.Value("Key_Shared"): lambda sub, **kw: KeySharedDispatcher(sub, **kw),
-    BROADCAST: lambda sub, **kw: BroadcastDispatcher(sub, **kw),
+_FACTORIES: dict[SubscriptionType, DispatcherFactory] = {
+    SubscriptionType.Exclusive: lambda sub, **kw: SingleActiveConsumerDispatcher(sub, failover=False, **kw),
+    SubscriptionType.Failover: lambda sub, **kw: SingleActiveConsumerDispatcher(sub, failover=True, **kw),
+    SubscriptionType.Shared: lambda sub, **kw: SharedDispatcher(sub, **kw),
+    SubscriptionType.Key_Shared: lambda sub, **kw: KeySharedDispatcher(sub, **kw),
+    SubscriptionType.Broadcast: lambda sub, **kw: BroadcastDispatcher(sub, **kw),
 }
 
 
-def kind_name(kind: Kind) -> str:
-    return kind if isinstance(kind, str) else SubType.Name(kind)
-
-
-def register_dispatcher(kind: Kind, factory: DispatcherFactory) -> None:
+def register_dispatcher(kind: SubscriptionType, factory: DispatcherFactory) -> None:
     _FACTORIES[kind] = factory
 
 
-def create_dispatcher(kind: Kind, subscription, **kwargs) -> Dispatcher:
+def create_dispatcher(kind: SubscriptionType, subscription, **kwargs) -> Dispatcher:
     try:
         factory = _FACTORIES[kind]
     except KeyError:
-        raise LookupError(f"subscription type {kind_name(kind)} is not supported yet") from None
+        raise LookupError(f"subscription type {kind.value} is not supported yet") from None
     return factory(subscription, **kwargs)
 
 
-__all__ = ["BROADCAST", "Dispatcher", "Kind", "create_dispatcher", "kind_name", "register_dispatcher"]
+__all__ = ["Dispatcher", "SubscriptionType", "create_dispatcher", "register_dispatcher"]

@@ -12,18 +12,19 @@ one read from the entry cache or the files, then the same entries are written to
   has acknowledged it, or it is skipped, expired or evicted).
 - The stored cursor moves to the lowest mark-delete position of the connected consumers
   (``PositionFloor``), so a restart resumes where the slowest consumer was.
-- A consumer whose connection is lost keeps its place for ``broadcast_reconnect_grace_seconds``
-  (it goes on holding the subscription's messages): a consumer of the same name subscribing in
-  that time resumes there, and what was in flight to it is sent again first. A consumer closed
-  by its client gives its place up at once.
+- A consumer whose connection is lost leaves its virtual cursor *detached*, kept for
+  ``broadcast_reconnect_grace_seconds`` (it goes on holding the subscription's messages:
+  ``broadcast_detached``): a consumer of the same name subscribing in that time resumes there,
+  and what was in flight to it is sent again first. A consumer closed by its client gives its
+  virtual cursor up at once.
 - Acks, cumulative and individual, move only their consumer's virtual cursor: a cheap step on
   the connection's read path, never queued behind the sending of entries.
-- Each consumer's place (what it acknowledged) is durable, by consumer name, as a place of the
-  subscription's cursor (``storage.places``): an ack only marks it changed, and the changed
-  places are written together, one storage write per flush round (``save_state``, on the
-  cursor flush schedule and at shutdown). After a restart the stored places are kept as places
-  of departed consumers for ``broadcast_reconnect_grace_seconds`` from the dispatcher's start: a
-  consumer of the same name resumes there; one that does not come back gives its place up.
+- Each virtual cursor (what its consumer acknowledged) is durable, by consumer name, on the
+  subscription's cursor (``broadcast_saved``): an ack only marks it changed, and the changed
+  ones are written together, one storage write per flush round (``save_state``, on the cursor
+  flush schedule and at shutdown). After a restart the stored ones are kept detached for
+  ``broadcast_reconnect_grace_seconds`` from the dispatcher's start: a consumer of the same
+  name resumes there; one that does not come back gives its virtual cursor up.
 - One dispatch round writes to at most ``fanout_per_round`` consumers, then yields to the event
   loop, so 100K consumers at one position do not hold up acks, sends and other subscriptions.
   Rounds are per subscription: two broadcast subscriptions on a topic do not wait for each other.
@@ -31,24 +32,22 @@ one read from the entry cache or the files, then the same entries are written to
 
 from __future__ import annotations
 
-import asyncio
 from collections import deque
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from magnetar.broker.coarse_clock import CLOCK
-from magnetar.broker.dispatchers import broadcast_send
-from magnetar.broker.dispatchers.base import MAX_READ_BYTES, Dispatcher
+from magnetar.broker.dispatchers import broadcast_acks, broadcast_send
+from magnetar.broker.dispatchers.base import Dispatcher
+from magnetar.broker.dispatchers.broadcast_detached import DetachedVirtualCursors, Kept
+from magnetar.broker.dispatchers.broadcast_reads import SharedReads, after
+from magnetar.broker.dispatchers.broadcast_saved import SavedVirtualCursors
 from magnetar.broker.dispatchers.broadcast_send import OutgoingEntry
-from magnetar.broker.dispatchers.entry_window import EntryWindow
 from magnetar.broker.dispatchers.position_floor import PositionFloor
 from magnetar.broker.dispatchers.virtual_cursor import VirtualCursor
-from magnetar.broker.entries import DispatchEntry
-from magnetar.broker.ids import position_of
 from magnetar.protocol import wire
 from magnetar.protocol.broadcast import BROADCAST_PROPERTY, BROADCAST_VALUE
 from magnetar.storage.errors import EntryNotFoundError
-from magnetar.storage.places import Place, PlaceBook
 from magnetar.storage.position import Position
 
 if TYPE_CHECKING:
@@ -61,9 +60,6 @@ Member = tuple["Consumer", VirtualCursor]
 
 #: Most consumers one dispatch round writes to before the event loop runs other work.
 FANOUT_PER_ROUND = 1000
-#: Most entries and bytes kept read for consumers that have still to be sent them.
-WINDOW_ENTRIES = 1000
-WINDOW_BYTES = 2 * MAX_READ_BYTES
 
 
 def wants_broadcast(cmd: wire.CommandSubscribe) -> bool:
@@ -72,11 +68,6 @@ def wants_broadcast(cmd: wire.CommandSubscribe) -> bool:
         kv.key == BROADCAST_PROPERTY and kv.value == BROADCAST_VALUE
         for kv in (*cmd.subscription_properties, *cmd.metadata)
     )
-
-
-def _after(position: Position) -> Position:
-    # A read from here steps into the next ledger by itself when this one has ended.
-    return Position(position.ledger_id, position.entry_id + 1)
 
 
 class BroadcastDispatcher(Dispatcher):
@@ -96,73 +87,47 @@ class BroadcastDispatcher(Dispatcher):
         self._at_tail: dict[Consumer, None] = {}
         #: The last mark-delete position this dispatcher knows the subscription's cursor at.
         self._applied = self.cursor.mark_delete_position
-        #: Reads from the entry cache or files, and the entries they returned (for stats and tests:
-        #: consumers at one position share a read).
-        self.reads = 0
-        self.entries_read = 0
-        #: Entries read that some consumer has still to be sent, and where consumers read next.
-        self._window = EntryWindow(WINDOW_ENTRIES, WINDOW_BYTES)
+        #: Entries read once for all (kept while some consumer has still to be sent them), and
+        #: where consumers read next.
+        self._reads = SharedReads(subscription, max_read_batch)
         self._read_floor = PositionFloor()
-        #: Places kept for consumers whose connection was lost, by consumer name, with the timer
-        #: that gives each up; their mark-delete positions stay in ``_floor`` meanwhile.
-        self._departed: dict[str, tuple[VirtualCursor, asyncio.TimerHandle]] = {}
         self.reconnect_grace = subscription.topic.config.broadcast_reconnect_grace_seconds
-        #: Where places are kept durable (none for a non-durable subscription, or without a grace
-        #: period: a place is then given up as soon as its connection is lost), and the places
-        #: changed since the last ``save_state``: a cursor to store, or None to delete the place.
-        self._book: PlaceBook | None = None
-        self._changed: dict[str, VirtualCursor | None] = {}
-        #: Consumers closed and places given up by the lag policy (broadcast_lag.py).
+        #: Virtual cursors kept for consumers whose connection was lost; their mark-delete
+        #: positions stay in ``_floor`` meanwhile.
+        self._detached = DetachedVirtualCursors(self.reconnect_grace, self._given_up)
+        #: Where virtual cursors are kept durable (not for a non-durable subscription, nor without
+        #: a grace period: one is then given up as soon as its connection is lost).
+        self._saved: SavedVirtualCursors | None = None
+        #: Consumers closed and detached virtual cursors given up by the lag policy (broadcast_lag.py).
         self.lag_disconnects = 0
         if subscription.durable and self.reconnect_grace > 0:
-            self._book = self.ml.places(subscription.name)
-            self._restore_places()
+            self._saved = SavedVirtualCursors(self.ml.virtual_cursors(subscription.name))
+            for name, vc in self._saved.restore(self.cursor.mark_delete_position, self.ml.next_position):
+                self._floor.add(vc.mark_delete)
+                self._detach(name, vc)
 
-    # -- durable places --------------------------------------------------------------------
-    def _restore_places(self) -> None:
-        """The places stored before a restart, kept as departed consumers' places (grace rule)."""
-        assert self._book is not None
-        start = self.cursor.mark_delete_position
-        next_position = self.ml.next_position
-        for name, place in self._book.load().items():
-            vc = VirtualCursor.from_place(place, next_position(place.mark_delete))
-            vc.skip_to(start, next_position)  # acknowledged for everyone since (skip, expiry)
-            self._floor.add(vc.mark_delete)
-            self._keep_place(name, vc)
-
+    # -- durable virtual cursors -------------------------------------------------------------
     def drop_state(self) -> None:
-        """The subscription becomes another kind: its stored places are deleted at the next flush."""
-        if self._book is not None:
-            self._book.clear()
-            self._changed = {}
+        """The subscription becomes another kind: its stored virtual cursors are deleted at the next flush."""
+        if self._saved is not None:
+            self._saved.clear()
 
     def save_state(self) -> None:
-        """Hand the places changed since the last call to storage (written at its next flush)."""
-        book, changed = self._book, self._changed
-        if book is None or not changed:
-            return
-        self._changed = {}
-        shared: dict[Position, Place] = {}
-        for name, vc in changed.items():
-            if vc is None:
-                book.remove(name)
-            else:
-                book.put(name, vc.place(shared))
+        """Hand the virtual cursors changed since the last call to storage (written at its next flush)."""
+        if self._saved is not None:
+            self._saved.save()
 
     # -- consumers -------------------------------------------------------------------------
     def add_consumer(self, consumer: Consumer) -> None:
-        kept = self._departed.pop(consumer.name, None)
-        if kept is not None:  # back within the grace period: its place, already in the floor
-            vc, timer = kept
-            timer.cancel()
-        else:
+        vc = self._detached.take(consumer.name)
+        if vc is None:  # else back within the grace period: its virtual cursor, already in the floor
             start = self.cursor.mark_delete_position
             vc = VirtualCursor(start, self.ml.next_position(start))
             self._floor.add(start)
         self.consumers[consumer] = vc
         vc.connected_since = CLOCK.now
-        if self._book is not None:
-            self._changed[consumer.name] = vc
+        if self._saved is not None:
+            self._saved.changes[consumer.name] = vc
         self._read_floor.add(vc.read_position)
         self._wake(consumer)
 
@@ -173,64 +138,61 @@ class BroadcastDispatcher(Dispatcher):
         self._queued.discard(consumer)
         self._at_tail.pop(consumer, None)
         self._read_floor.remove(vc.read_position)
-        if consumer.cnx.closed and self.reconnect_grace > 0 and not self._closed:
-            # Its connection was lost: keep its place for a while. What it was sent and had not
-            # acknowledged is sent again first if it comes back.
+        if consumer.connection_lost and self.reconnect_grace > 0 and not self._closed:
+            # Its connection was lost: keep its virtual cursor for a while. What it was sent and
+            # had not acknowledged is sent again first if it comes back.
             for position in consumer.pending_acks:
                 vc.replay.add(position)
             consumer.pending_acks.clear()
-            self._keep_place(consumer.name, vc)
+            self._detach(consumer.name, vc)
             return
         consumer.pending_acks.clear()
         self._floor.remove(vc.mark_delete)
-        if self._book is not None and not self._closed:
-            self._changed[consumer.name] = None  # its place is given up
-        if not consumer.cnx.closed:
+        if self._saved is not None and not self._closed:
+            self._saved.changes[consumer.name] = None  # given up
+        if not consumer.connection_lost:
             # Closed by its client: what only it held is released now. A lost connection without
             # a grace period (a broker shutting down loses them all, in any order) releases it at
             # the next ack.
             self._advance_subscription()
 
-    def _keep_place(self, name: str, vc: VirtualCursor) -> None:
-        older = self._departed.pop(name, None)
-        if older is not None:  # two consumers of one name departed: the later one's place counts
-            older[1].cancel()
-            self._floor.remove(older[0].mark_delete)
-        timer = asyncio.get_running_loop().call_later(self.reconnect_grace, self._give_up_place, name, vc)
-        self._departed[name] = (vc, timer)
+    def _detach(self, name: str, vc: VirtualCursor) -> None:
+        older = self._detached.keep(name, vc)
+        if older is not None:  # two consumers of one name left: the later one's counts
+            self._floor.remove(older.mark_delete)
 
-    def _give_up_place(self, name: str, vc: VirtualCursor) -> None:
-        kept = self._departed.get(name)
-        if kept is None or kept[0] is not vc or self._closed:
+    def _given_up(self, name: str, vc: VirtualCursor) -> None:
+        """A detached virtual cursor's grace ended (or the lag policy dropped it)."""
+        if self._closed:
             return
-        del self._departed[name]
         self._floor.remove(vc.mark_delete)
-        if self._book is not None:
-            self._changed[name] = None
+        if self._saved is not None:
+            self._saved.changes[name] = None
         self._advance_subscription()
 
     @property
-    def departed(self) -> dict[str, tuple[VirtualCursor, asyncio.TimerHandle]]:
-        """The places kept for lost connections, by consumer name, in departure order (read only)."""
-        return self._departed
+    def detached(self) -> dict[str, Kept]:
+        """The virtual cursors kept for lost connections, by consumer name, in the order they
+        were detached (read only)."""
+        return self._detached.kept
 
-    def drop_departed(self, name: str) -> None:
-        """Give a departed consumer's place up now, before its grace ends (the lag policy)."""
-        kept = self._departed.get(name)
-        if kept is not None:
-            kept[1].cancel()
-            self._give_up_place(name, kept[0])
+    def drop_detached(self, name: str) -> None:
+        """Give a detached virtual cursor up now, before its grace ends (the lag policy)."""
+        self._detached.drop(name)
 
-    def _drop_places(self) -> None:
-        for vc, timer in self._departed.values():
-            timer.cancel()
+    def _drop_detached_all(self) -> None:
+        for vc in self._detached.clear():
             self._floor.remove(vc.mark_delete)
-        self._departed.clear()
 
     def close(self) -> None:
-        self.save_state()  # the places stay stored: the broker is stopping or the topic unloading
-        self._drop_places()
+        self.save_state()  # they stay stored: the broker is stopping or the topic unloading
+        self._drop_detached_all()
         super().close()
+
+    @property
+    def entries_read(self) -> int:
+        """Entries read from the entry cache or files: once for all the consumers reading them."""
+        return self._reads.entries_read
 
     def virtual_cursor(self, consumer: Consumer) -> VirtualCursor | None:
         return self.consumers.get(consumer)
@@ -266,39 +228,13 @@ class BroadcastDispatcher(Dispatcher):
 
     # -- acknowledgements and redelivery ----------------------------------------------------
     def acknowledge(self, consumer: Consumer | None, ack: wire.CommandAck) -> bool:
-        vc = self.consumers.get(consumer) if consumer is not None else None
-        if vc is None:
+        if consumer is None or (vc := self.consumers.get(consumer)) is None:
             return True
         vc.last_ack = CLOCK.now
-        ids = ack.message_id
-        if not ids:
-            return True
-        before = vc.mark_delete
-        last = self.ml.last_confirmed
-        if ack.ack_type == _CUMULATIVE:
-            msg_id = ids[0]
-            position = position_of(msg_id)
-            if position <= before or position > last or position.entry_id < 0:
-                return True  # nothing new (a late or repeated ack), or not an entry
-            if len(msg_id.ack_set):
-                # Everything before this batch, and part of it.
-                vc.ack_through(self.ml.previous_position(position))
-                if self._ack_batch(vc, msg_id, position):
-                    vc.ack(position)
-                self._drop_pending_through(consumer, vc.mark_delete)
-            else:
-                vc.ack_through(position)
-                self._drop_pending_through(consumer, position)
-        else:
-            for msg_id in ids:
-                position = position_of(msg_id)
-                if position > last or position.entry_id < 0:
-                    continue
-                if len(msg_id.ack_set) and not self._ack_batch(vc, msg_id, position):
-                    continue
-                vc.ack(position)
-                consumer.pending_acks.pop(position, None)
-        self._acknowledged(consumer, vc, before)
+        if ack.message_id:
+            before = vc.mark_delete
+            if broadcast_acks.apply(vc, consumer.pending_acks, ack, self.ml):
+                self._acknowledged(consumer, vc, before)
         return True
 
     def acknowledge_one(self, consumer: Consumer, cumulative: bool, position: Position) -> bool:
@@ -311,38 +247,23 @@ class BroadcastDispatcher(Dispatcher):
             return True  # nothing new (a late or repeated ack), or not an entry
         if cumulative:
             vc.ack_through(position)
-            self._drop_pending_through(consumer, position)
+            broadcast_acks.drop_pending_through(consumer.pending_acks, position)
         else:
             vc.ack(position)
             consumer.pending_acks.pop(position, None)
         self._acknowledged(consumer, vc, before)
         return True
 
-    @staticmethod
-    def _drop_pending_through(consumer: Consumer, position: Position) -> None:
-        pending = consumer.pending_acks
-        if len(pending) == 1:  # the usual case: the one message sent since the last ack
-            if next(iter(pending)) <= position:
-                pending.clear()
-        elif pending:
-            for stale in [p for p in pending if p <= position]:
-                del pending[stale]
-
     def _acknowledged(self, consumer: Consumer, vc: VirtualCursor, before: Position) -> None:
         """After acks moved ``vc``: over what else is acknowledged, marked for storage, and
         the subscription's cursor after the slowest consumer."""
         cursor = self.cursor
         vc.advance(self.ml.next_position, cursor.is_acked if cursor.individually_deleted_count() else None)
-        if self._book is not None:
-            self._changed[consumer.name] = vc
+        if (saved := self._saved) is not None:
+            saved.changes[consumer.name] = vc
         if vc.mark_delete != before:
             self._floor.move(before, vc.mark_delete)
             self._advance_subscription()
-
-    @staticmethod
-    def _ack_batch(vc: VirtualCursor, msg_id: wire.MessageIdData, position: Position) -> bool:
-        size = msg_id.batch_size if msg_id.HasField("batch_size") else 64 * len(msg_id.ack_set)
-        return vc.ack_batch_indexes(position, list(msg_id.ack_set), size)
 
     def _advance_subscription(self) -> None:
         """Move the stored cursor to the lowest consumer's mark-delete position."""
@@ -359,7 +280,7 @@ class BroadcastDispatcher(Dispatcher):
         # Skip, clear-backlog, expiry or backlog eviction: acknowledged for every consumer.
         self._applied = position
         next_position = self.ml.next_position
-        for vc, _ in self._departed.values():
+        for vc, _ in self._detached.kept.values():
             if vc.mark_delete < position:
                 before = vc.mark_delete
                 vc.skip_to(position, next_position)
@@ -376,18 +297,17 @@ class BroadcastDispatcher(Dispatcher):
 
     def on_cursor_reset(self) -> None:
         super().on_cursor_reset()
-        self._window.evict_below(None)
-        self._drop_places()  # a seek starts every consumer again at the new position
-        if self._book is not None:
-            self._book.clear()
-            self._changed = {}
+        self._reads.window.evict_below(None)
+        self._drop_detached_all()  # a seek starts every consumer again at the new position
+        if self._saved is not None:
+            self._saved.clear()
         self._applied = start = self.cursor.mark_delete_position
         for consumer, vc in list(self.consumers.items()):
             self._floor.remove(vc.mark_delete)
             self._read_floor.remove(vc.read_position)
             vc = self.consumers[consumer] = VirtualCursor(start, self.ml.next_position(start))
-            if self._book is not None:
-                self._changed[consumer.name] = vc
+            if self._saved is not None:
+                self._saved.changes[consumer.name] = vc
             self._floor.add(start)
             self._read_floor.add(vc.read_position)
             self._wake(consumer)
@@ -413,20 +333,11 @@ class BroadcastDispatcher(Dispatcher):
     def stats(self) -> dict:
         return {
             "virtualCursors": len(self.consumers),
-            "departedCursors": len(self._departed),
-            **(self._place_stats() if self._book is not None else {}),
-            "entryReads": self.reads,
-            "entriesRead": self.entries_read,
+            "detachedCursors": len(self._detached),
+            **(self._saved.stats() if self._saved is not None else {}),
+            "entryReads": self._reads.reads,
+            "entriesRead": self._reads.entries_read,
             "lagDisconnects": self.lag_disconnects,
-        }
-
-    def _place_stats(self) -> dict:
-        book = self._book
-        assert book is not None
-        return {
-            "placeFlushes": book.flushes,
-            "placesWritten": book.places_written,
-            "placesDeleted": book.places_deleted,
         }
 
     def consumer_stats(self, consumer: Consumer) -> dict:
@@ -449,7 +360,7 @@ class BroadcastDispatcher(Dispatcher):
             consumer = queue.popleft()
             queued.discard(consumer)
             vc = cursors.get(consumer)
-            if vc is None or consumer.permits <= 0 or consumer.closed or not consumer.cnx.writable:
+            if vc is None or consumer.permits <= 0 or not consumer.writable:
                 continue  # a FLOW, a drained socket or a new subscribe queues it again
             budget -= 1
             if vc.replay_queue:
@@ -471,7 +382,7 @@ class BroadcastDispatcher(Dispatcher):
             for traffic in (self.subscription.traffic, self.subscription.topic.traffic):
                 traffic.messages_out += messages
                 traffic.bytes_out += size
-        self._window.evict_below(self._read_floor.lowest())
+        self._reads.window.evict_below(self._read_floor.lowest())
         return bool(queue)
 
     def _send_group(
@@ -485,7 +396,7 @@ class BroadcastDispatcher(Dispatcher):
         those that still have permits wait at the tail (or go round again) together.
         """
         wanted = max(c.permits for c, _ in members)
-        entries, resume = self._read(position, wanted)
+        entries, resume = self._reads.read(position, wanted)
         at_tail = resume > self.ml.last_confirmed
         outgoing = [OutgoingEntry(e) for e in entries]
         needed = sum(e.num_messages for e in outgoing)
@@ -527,9 +438,9 @@ class BroadcastDispatcher(Dispatcher):
         at_tail: bool,
     ) -> tuple[int, int]:
         """``_send_group`` for a consumer with fewer permits than the entries read take, or one
-        resumed at a stored place."""
+        resumed at a stored virtual cursor."""
         items = outgoing
-        if vc.restored_until is not None:  # resumed at a stored place: skip what it acknowledged
+        if vc.restored_until is not None:  # resumed as stored: skip what it acknowledged
             items = [e for e in outgoing if not vc.is_acked(e.position)]
         if not items:
             self._move_read(vc, resume)
@@ -549,7 +460,7 @@ class BroadcastDispatcher(Dispatcher):
             return sent
         items = items[:taken]
         sent = broadcast_send.send(consumer, vc, items)
-        self._move_read(vc, _after(items[-1].position))
+        self._move_read(vc, after(items[-1].position))
         return sent
 
     def _move_read(self, vc: VirtualCursor, position: Position) -> None:
@@ -564,45 +475,6 @@ class BroadcastDispatcher(Dispatcher):
             self._at_tail[consumer] = None
         else:
             self._enqueue(consumer)
-
-    def _read(self, position: Position, max_messages: int) -> tuple[list[DispatchEntry], Position]:
-        """Entries from ``position`` that the subscription has not acknowledged for everyone, and
-        the position to read from next.
-
-        Entries stay read in a window until every consumer has read past them
-        (``EntryWindow``), so consumers reaching a position in different rounds (more of them
-        than ``fanout_per_round``, or entries stored in between) share one read of each.
-        """
-        last = self.ml.last_confirmed
-        if position > last:
-            return [], position
-        count = max(1, min(max_messages, self.max_read_batch))
-        window = self._window
-        entries: list[DispatchEntry] = []
-        budget = MAX_READ_BYTES
-        next_position = position
-        while len(entries) < count and (item := window.get(next_position)) is not None:
-            if entries and len(item.data) > budget:
-                return self._unsettled(entries), next_position
-            entries.append(item)
-            budget -= len(item.data)
-            next_position = _after(next_position)
-        if len(entries) < count and next_position <= last and budget > 0:
-            raw = self.ml.read_entries(next_position, count - len(entries), budget, at_least_one=not entries)
-            if raw:
-                self.reads += 1
-                self.entries_read += len(raw)
-                recent = self.subscription.topic.recent_entries.entry
-                for entry in raw:
-                    item = recent(entry)
-                    window.add(item)
-                    entries.append(item)
-                next_position = _after(raw[-1].position)
-        return self._unsettled(entries), next_position
-
-    def _unsettled(self, entries: list[DispatchEntry]) -> list[DispatchEntry]:
-        settled = self.cursor.is_acked
-        return [e for e in entries if not settled(e.position)]
 
     def _send_replay(self, consumer: Consumer, vc: VirtualCursor) -> tuple[int, int]:
         """Send again, in publish order, what this consumer asked for; the messages and bytes sent."""

@@ -14,8 +14,8 @@ comparisons, no ledger look-up per consumer.
   acknowledged a message older than the limit.
 
 A consumer past either is sent CLOSE_CONSUMER (the client subscribes again, and starts where the
-subscription is: what it missed is lost to it) and its place is given up; a departed consumer's
-place kept for the reconnect grace is given up the same way.
+subscription is: what it missed is lost to it) and its virtual cursor is given up; a detached
+virtual cursor (kept for the reconnect grace) is given up the same way.
 """
 
 from __future__ import annotations
@@ -141,14 +141,14 @@ def broadcast_dispatchers(
             continue
         for name, sub in list(topic.subscriptions.items()):
             if isinstance(sub.dispatcher, BroadcastDispatcher):
-                yield topic, name, sub.dispatcher  # type: ignore[misc]
+                yield topic, name, sub.dispatcher
 
 
 def sweep_subscription(dispatcher: BroadcastDispatcher, limits: LagLimits, now_s: float) -> int:
-    """Close the consumers and give up the departed places past the limits; how many."""
+    """Close the consumers and give up the detached virtual cursors past the limits; how many."""
     subscription = dispatcher.subscription
     ml = dispatcher.ml
-    if not dispatcher.consumers and not dispatcher.departed:
+    if not dispatcher.consumers and not dispatcher.detached:
         return 0
     cursor = subscription.cursor
     threshold = threshold_for(ml, limits, now_s, ml.next_position(cursor.mark_delete_position))
@@ -163,20 +163,22 @@ def sweep_subscription(dispatcher: BroadcastDispatcher, limits: LagLimits, now_s
             where,
             consumer.name,
             dispatcher.consumers[consumer].mark_delete,
-            consumer.cnx.remote,
+            consumer.address,
             threshold.reason,
         )
         consumer.disconnect()
-    gone = past(((name, vc.mark_delete) for name, (vc, _) in dispatcher.departed.items()), cut)
+    gone = past(((name, vc.mark_delete) for name, (vc, _) in dispatcher.detached.items()), cut)
     for name in gone:
-        log.info("%s: place of departed broadcast consumer %r given up: %s", where, name, threshold.reason)
-        dispatcher.drop_departed(name)
+        log.info(
+            "%s: detached virtual cursor of broadcast consumer %r given up: %s", where, name, threshold.reason
+        )
+        dispatcher.drop_detached(name)
     dispatcher.lag_disconnects += len(laggards) + len(gone)
     return len(laggards) + len(gone)
 
 
 def sweep(topics: Mapping[str, PersistentTopic | NonPersistentTopic], limits: LagLimits, now_s: float) -> int:
-    """One sweep over every broadcast subscription; the consumers and places dropped."""
+    """One sweep over every broadcast subscription; the consumers and virtual cursors dropped."""
     if not limits.enabled:
         return 0
     return sum(sweep_subscription(d, limits, now_s) for _, _, d in broadcast_dispatchers(topics))

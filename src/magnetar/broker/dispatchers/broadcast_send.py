@@ -40,7 +40,7 @@ def send(consumer: Consumer, vc: VirtualCursor, outgoing: list[OutgoingEntry]) -
     ack, and count its traffic; the messages and bytes sent (the caller counts them for the
     subscription and topic once per round)."""
     id_field = consumer.id_field
-    with_meta = consumer.cnx.wants_entry_metadata
+    with_meta = consumer.wants_entry_metadata
     pending = consumer.pending_acks
     frames: list[bytes | memoryview] = []
     messages = size = 0
@@ -70,5 +70,5 @@ def send(consumer: Consumer, vc: VirtualCursor, outgoing: list[OutgoingEntry]) -
     traffic = consumer.traffic
     traffic.messages_out += messages
     traffic.bytes_out += size
-    consumer.cnx.write_many(frames)
+    consumer.write_frames(frames)
     return messages, size

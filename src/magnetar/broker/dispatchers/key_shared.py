@@ -19,7 +19,7 @@ then waits for that message to be acknowledged, as for any entry of a moved hash
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeAlias
 
 from magnetar.broker.dispatchers.routes import Route
 from magnetar.broker.dispatchers.shared import SharedDispatcher
@@ -41,11 +41,14 @@ if TYPE_CHECKING:
     from magnetar.broker.subscription import Subscription
 
 
-def key_shared_mode(meta: wire.KeySharedMeta | None) -> int:
+KeySharedMode: TypeAlias = wire.KeySharedMode.ValueType
+
+
+def key_shared_mode(meta: wire.KeySharedMeta | None) -> KeySharedMode:
     return meta.key_shared_mode if meta is not None else wire.AUTO_SPLIT
 
 
-def new_selector(mode: int) -> AutoSplitSelector | StickySelector:
+def new_selector(mode: KeySharedMode) -> AutoSplitSelector | StickySelector:
     return StickySelector() if mode == wire.STICKY else AutoSplitSelector()
 
 
@@ -65,7 +68,7 @@ def join_selector(
 class KeySharedDispatcher(SharedDispatcher):
     def __init__(self, subscription: Subscription, max_read_batch: int = 100) -> None:
         super().__init__(subscription, max_read_batch)
-        self.mode: int | None = None
+        self.mode: KeySharedMode | None = None
         self.allow_out_of_order = False
         self.selector: AutoSplitSelector | StickySelector | None = None
         #: hash -> {consumer id(): unacknowledged entries of that hash it holds}
@@ -76,16 +79,17 @@ class KeySharedDispatcher(SharedDispatcher):
     def add_consumer(self, consumer: Consumer) -> None:
         meta = consumer.key_shared_meta
         mode = key_shared_mode(meta)
-        if self.mode is None or not self.consumers:
+        selector = self.selector
+        if self.mode is None or selector is None or not self.consumers:
             self.mode = mode
             self.allow_out_of_order = bool(meta is not None and meta.allow_out_of_order_delivery)
-            self.selector = new_selector(mode)
+            self.selector = selector = new_selector(mode)
         elif mode != self.mode:
             raise ConsumerBusy(
                 f"Key_Shared subscription {self.subscription.name} is in "
                 f"{wire.KeySharedMode.Name(self.mode)} mode, not {wire.KeySharedMode.Name(mode)}"
             )
-        join_selector(self.selector, consumer, meta)
+        join_selector(selector, consumer, meta)
         super().add_consumer(consumer)
 
     def remove_consumer(self, consumer: Consumer) -> None:
@@ -103,13 +107,14 @@ class KeySharedDispatcher(SharedDispatcher):
     # -- bookkeeping ----------------------------------------------------------------------
     def _record_delivery(self, consumer: Consumer, item: DispatchEntry, route: Route) -> None:
         super()._record_delivery(consumer, item, route)
+        assert route.key_hash is not None  # every route here has its key's hash (``_route``)
         holders = self._holders[route.key_hash]
         holders[id(consumer)] = holders.get(id(consumer), 0) + 1
 
     def _forget_delivery(self, position: Position) -> None:
         holder = self.owner.get(position)
         route = self.routes.get(position)
-        if holder is not None and route is not None:
+        if holder is not None and route is not None and route.key_hash is not None:
             holders = self._holders.get(route.key_hash)
             if holders is not None:
                 left = holders.get(id(holder), 0) - 1
@@ -140,6 +145,7 @@ class KeySharedDispatcher(SharedDispatcher):
     def _pick(self, route: Route, ready: list[Consumer], budget: dict[int, int]) -> Consumer | None:
         """The consumer owning the key's hash, unless it has no permits or the hash is draining."""
         key_hash = route.key_hash
+        assert key_hash is not None  # every route here has its key's hash (``_route``)
         target = self.selector.select(key_hash) if self.selector is not None else None
         if target is None or budget.get(id(target), 0) <= 0:
             return None
@@ -149,4 +155,4 @@ class KeySharedDispatcher(SharedDispatcher):
 
     def _draining(self, key_hash: int, target: Consumer) -> bool:
         holders = self._holders.get(key_hash)
-        return bool(holders) and any(cid != id(target) for cid in holders)
+        return holders is not None and any(cid != id(target) for cid in holders)

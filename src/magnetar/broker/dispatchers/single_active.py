@@ -51,7 +51,7 @@ class SingleActiveConsumerDispatcher(Dispatcher):
         chosen = choose_active(self.consumers, self.subscription.topic.partition_index)
         if chosen is self.active:
             if self.failover and newcomer is not None and newcomer is not chosen:
-                newcomer.cnx.send_active_consumer_change(newcomer.consumer_id, False)
+                newcomer.notify_active_consumer_change(False)
             return
         previous, self.active = self.active, chosen
         if previous is not None:
@@ -59,7 +59,7 @@ class SingleActiveConsumerDispatcher(Dispatcher):
             self.cursor.rewind()
         if self.failover:
             for consumer in self.consumers:
-                consumer.cnx.send_active_consumer_change(consumer.consumer_id, consumer is chosen)
+                consumer.notify_active_consumer_change(consumer is chosen)
         self.schedule()
 
     def redeliver(self, consumer: Consumer, positions: list[Position] | None) -> None:

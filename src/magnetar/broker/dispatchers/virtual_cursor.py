@@ -5,7 +5,8 @@ a few positions and small sets: where it reads next, the entry up to which it ha
 everything (its mark-delete position), the entries it acknowledged past that, batches it
 acknowledged in part, and what it asked to have sent again. The subscription's cursor moves to
 the lowest mark-delete position of its consumers (``PositionFloor``). The acknowledged part is
-kept durable as a ``Place`` of the subscription's cursor (``storage.places``), by consumer name.
+kept durable, by consumer name, as a ``VirtualCursorState`` on the subscription's cursor
+(``storage.virtual_cursors``; ``broadcast_saved``).
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ from collections.abc import Callable
 
 from magnetar.broker.dispatchers.replay_queue import ReplayQueue
 from magnetar.storage import batch_acks
-from magnetar.storage.places import Place
 from magnetar.storage.position import Position
+from magnetar.storage.virtual_cursors import VirtualCursorState
 
 #: The position after a given one, crossing ledgers (``ManagedLedger.next_position``).
 NextPosition = Callable[[Position], Position]
@@ -53,7 +54,7 @@ class VirtualCursor:
         self.replay_queue: ReplayQueue | None = None
         #: How often each entry was sent again to this consumer.
         self.redelivered: dict[Position, int] | None = None
-        #: Restored from a place with entries acknowledged past the read position: up to here,
+        #: Restored from a stored state with entries acknowledged past the read position: up to here,
         #: entries read must be checked against them (None once read past, the usual case).
         self.restored_until: Position | None = None
         #: When its consumer subscribed and last acknowledged (``coarse_clock``; 0.0: never), for stats.
@@ -64,30 +65,30 @@ class VirtualCursor:
         return f"VirtualCursor(mark_delete={self.mark_delete}, read={self.read_position})"
 
     @classmethod
-    def from_place(cls, place: Place, read_position: Position) -> VirtualCursor:
-        """A cursor at a stored place (after a restart): acknowledged as it was, nothing in flight."""
-        vc = cls(place.mark_delete, read_position)
-        if place.acked:
-            vc._acked = set(place.acked)
-            vc.restored_until = max(place.acked)
-        if place.partial:
-            vc.partial_batches = {position: list(words) for position, words in place.partial}
+    def from_state(cls, state: VirtualCursorState, read_position: Position) -> VirtualCursor:
+        """A cursor as stored (after a restart): acknowledged as it was, nothing in flight."""
+        vc = cls(state.mark_delete, read_position)
+        if state.acked:
+            vc._acked = set(state.acked)
+            vc.restored_until = max(state.acked)
+        if state.partial:
+            vc.partial_batches = {position: list(words) for position, words in state.partial}
         return vc
 
-    def place(self, shared: dict[Position, Place] | None = None) -> Place:
+    def state(self, shared: dict[Position, VirtualCursorState] | None = None) -> VirtualCursorState:
         """What this consumer has acknowledged, to be stored. Cursors with nothing acknowledged
-        past their mark-delete position take their place from ``shared`` when given (consumers
-        that keep up share one place object, which storage then encodes once)."""
+        past their mark-delete position take their state from ``shared`` when given (consumers
+        that keep up share one state object, which storage then encodes once)."""
         batches = self.partial_batches
         if not self._acked and not batches:
             if shared is None:
-                return Place(self.mark_delete)
-            place = shared.get(self.mark_delete)
-            if place is None:
-                place = shared[self.mark_delete] = Place(self.mark_delete)
-            return place
+                return VirtualCursorState(self.mark_delete)
+            state = shared.get(self.mark_delete)
+            if state is None:
+                state = shared[self.mark_delete] = VirtualCursorState(self.mark_delete)
+            return state
         partial = tuple((p, tuple(w)) for p, w in batches.items()) if batches else ()
-        return Place(self.mark_delete, tuple(self._acked) if self._acked else (), partial)
+        return VirtualCursorState(self.mark_delete, tuple(self._acked) if self._acked else (), partial)
 
     @property
     def replay(self) -> ReplayQueue:

@@ -22,9 +22,9 @@ from magnetar.broker.handlers import consumers, handshake, lookups, producers, p
 from magnetar.protocol import Frame, wire
 
 if TYPE_CHECKING:
-    from magnetar.broker.connection import ServerCnx
+    from magnetar.broker.handlers.cnx import HandlerCnx
 
-Handler = Callable[["ServerCnx", Frame], None]
+Handler = Callable[["HandlerCnx", Frame], None]
 MODULES: tuple[ModuleType, ...] = (handshake, lookups, producers, publish, consumers)
 
 

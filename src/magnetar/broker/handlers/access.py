@@ -16,7 +16,7 @@ from magnetar.protocol.commands import wrap
 from magnetar.protocol.topic_name import InvalidTopicName, TopicName
 
 if TYPE_CHECKING:
-    from magnetar.broker.connection import ServerCnx
+    from magnetar.broker.handlers.cnx import HandlerCnx
 
 log = logging.getLogger(__name__)
 
@@ -29,15 +29,15 @@ def topic_name(name: str) -> TopicName:
         raise InvalidTopicNameError(str(exc)) from None
 
 
-def authorize(cnx: ServerCnx, topic: TopicName, operation: str, label: str, what: str) -> None:
+def authorize(cnx: HandlerCnx, topic: TopicName, operation: str, label: str, what: str) -> None:
     """Raise AuthorizationError (Pulsar's "Client is not authorized to ...") unless the
     connection's role may do ``operation`` on ``topic``; nothing is checked while authorization is off."""
     authz = cnx.service.authorization
-    if authz is not None and not authz.can_topic(topic, cnx.role, operation):
+    if authz is not None and not authz.can_topic(topic, cnx.auth.role, operation):
         refuse_unauthorized(cnx, label, what, str(topic))
 
 
-def authorize_name(cnx: ServerCnx, topic: str, operation: str, label: str, what: str) -> None:
+def authorize_name(cnx: HandlerCnx, topic: str, operation: str, label: str, what: str) -> None:
     """As ``authorize`` for a topic named by the client (a bad name is left to the handler)."""
     if cnx.service.authorization is None:
         return
@@ -48,14 +48,14 @@ def authorize_name(cnx: ServerCnx, topic: str, operation: str, label: str, what:
     authorize(cnx, name, operation, label, what)
 
 
-def refuse_unauthorized(cnx: ServerCnx, label: str, what: str, target: str) -> None:
+def refuse_unauthorized(cnx: HandlerCnx, label: str, what: str, target: str) -> None:
     cnx.service.authorization_failures[label] += 1
-    log.info("%s: role %r is not authorized to %s on %s", cnx.remote, cnx.role, what, target)
+    log.info("%s: role %r is not authorized to %s on %s", cnx.remote, cnx.auth.role, what, target)
     raise authorization.AuthorizationError(f"Client is not authorized to {what}")
 
 
 def opened_first(
-    cnx: ServerCnx, frame: Frame, topic: str, request_id: int, subscription: tuple[str, str] | None = None
+    cnx: HandlerCnx, frame: Frame, topic: str, request_id: int, subscription: tuple[str, str] | None = None
 ) -> bool:
     """True when the topic (or a new durable subscription) is first opened off the loop
     (``BrokerService.preparing``): ``frame`` is then handled again once it is, and other
@@ -73,17 +73,17 @@ def opened_first(
     return True
 
 
-def _opened(cnx: ServerCnx, future, frame: Frame, topic: str, request_id: int) -> None:
+def _opened(cnx: HandlerCnx, future, frame: Frame, topic: str, request_id: int) -> None:
     """The open that ``opened_first`` waited for is done: handle ``frame`` again."""
     if cnx.closed:
         return
-    exc = None if future.cancelled() else future.exception()
-    if isinstance(exc, (PersistenceError, LimitReached)) or (
-        exc is not None and not isinstance(exc, BrokerError)
+    failure = None if future.cancelled() else future.exception()
+    if isinstance(failure, (PersistenceError, LimitReached)) or (
+        failure is not None and not isinstance(failure, BrokerError)
     ):
         # Storage failed (a full disk, no descriptors left): answered here, not opened again
         # on the loop. Other refusals (no such topic ...) the handler answers on its rerun.
-        failed = as_broker_error(exc, f"opening {topic}")
+        failed = as_broker_error(failure, f"opening {topic}")
         cnx.send_command(wrap(error_reply(frame.type, request_id, failed.code, str(failed))))
         return
     cnx.rerun = frame

@@ -10,16 +10,17 @@ from magnetar.broker.consumer import Consumer
 from magnetar.broker.errors import REQUEST_ERRORS, BrokerError, NotAllowed, as_broker_error
 from magnetar.broker.handlers.access import authorize_name, opened_first, topic_name
 from magnetar.broker.names import check_name
+from magnetar.broker.nonpersistent import NonPersistentTopic
 from magnetar.protocol import Frame, ProtocolError, wire
 from magnetar.protocol.commands import wrap
 from magnetar.protocol.message_id import to_u64
 from magnetar.protocol.topic_name import InvalidTopicName, TopicName
 
 if TYPE_CHECKING:
-    from magnetar.broker.connection import ServerCnx
+    from magnetar.broker.handlers.cnx import HandlerCnx
 
 
-def handle_subscribe(cnx: ServerCnx, frame: Frame) -> None:
+def handle_subscribe(cnx: HandlerCnx, frame: Frame) -> None:
     cmd = frame.command.subscribe
     if cmd.consumer_id in cnx.consumers:
         # The client retried a subscribe that already succeeded.
@@ -58,7 +59,7 @@ def handle_subscribe(cnx: ServerCnx, frame: Frame) -> None:
         consumer.subscription.check_end_of_topic()
 
 
-def _check_consumer_limits(cnx: ServerCnx, topic_name: str, subscription: str) -> None:
+def _check_consumer_limits(cnx: HandlerCnx, topic_name: str, subscription: str) -> None:
     """Raise LimitReached (ConsumerBusy) when one more consumer is past a limit (limits.py);
     a topic not loaded has no consumer yet."""
     try:
@@ -78,7 +79,7 @@ def _check_consumer_limits(cnx: ServerCnx, topic_name: str, subscription: str) -
     cnx.service.limits.check_consumer(str(name), subscription, counts, namespace_max, cnx.remote)
 
 
-def _live_consumer(cnx: ServerCnx, consumer_id: int) -> Consumer | None:
+def _live_consumer(cnx: HandlerCnx, consumer_id: int) -> Consumer | None:
     """The consumer, None if it was closed (late commands are normal), else a protocol error."""
     consumer = cnx.consumers.get(consumer_id)
     if consumer is None and consumer_id not in cnx.gone_consumers:
@@ -86,7 +87,7 @@ def _live_consumer(cnx: ServerCnx, consumer_id: int) -> Consumer | None:
     return consumer
 
 
-def _known_consumer(cnx: ServerCnx, consumer_id: int, request_id: int) -> Consumer | None:
+def _known_consumer(cnx: HandlerCnx, consumer_id: int, request_id: int) -> Consumer | None:
     """The consumer a request names; None (ConsumerNotFound answered) if there is none."""
     consumer = cnx.consumers.get(consumer_id)
     if consumer is None:
@@ -94,7 +95,7 @@ def _known_consumer(cnx: ServerCnx, consumer_id: int, request_id: int) -> Consum
     return consumer
 
 
-def handle_flow(cnx: ServerCnx, frame: Frame) -> None:
+def handle_flow(cnx: HandlerCnx, frame: Frame) -> None:
     cmd = frame.command.flow
     consumer = _live_consumer(cnx, cmd.consumer_id)
     if consumer is None:
@@ -102,7 +103,7 @@ def handle_flow(cnx: ServerCnx, frame: Frame) -> None:
     consumer.subscription.flow(consumer, cmd.message_permits)
 
 
-def handle_ack(cnx: ServerCnx, frame: Frame) -> None:
+def handle_ack(cnx: HandlerCnx, frame: Frame) -> None:
     cmd = frame.command.ack
     consumer = _live_consumer(cnx, cmd.consumer_id)
     error: BrokerError | None = None
@@ -114,7 +115,7 @@ def handle_ack(cnx: ServerCnx, frame: Frame) -> None:
     if cmd.HasField("request_id"):
         reply = wire.CommandAckResponse(consumer_id=cmd.consumer_id, request_id=cmd.request_id)
         if error is not None:
-            reply.error = error.code
+            reply.error = wire.ServerError.ValueType(error.code)
             reply.message = str(error)
         elif consumer is None:
             reply.error = wire.ConsumerNotFound
@@ -122,14 +123,14 @@ def handle_ack(cnx: ServerCnx, frame: Frame) -> None:
         cnx.send_command(wrap(reply))
 
 
-def handle_redeliver_unacknowledged_messages(cnx: ServerCnx, frame: Frame) -> None:
+def handle_redeliver_unacknowledged_messages(cnx: HandlerCnx, frame: Frame) -> None:
     cmd = frame.command.redeliver_unacknowledged_messages
     consumer = _live_consumer(cnx, cmd.consumer_id)
     if consumer is not None:
         consumer.subscription.redeliver(consumer, list(cmd.message_ids))
 
 
-def handle_close_consumer(cnx: ServerCnx, frame: Frame) -> None:
+def handle_close_consumer(cnx: HandlerCnx, frame: Frame) -> None:
     cmd = frame.command.close_consumer
     consumer = cnx.consumers.pop(cmd.consumer_id, None)
     cnx.forget_consumer(cmd.consumer_id)
@@ -138,7 +139,7 @@ def handle_close_consumer(cnx: ServerCnx, frame: Frame) -> None:
     cnx.send_command(wrap(wire.CommandSuccess(request_id=cmd.request_id)))
 
 
-def handle_unsubscribe(cnx: ServerCnx, frame: Frame) -> None:
+def handle_unsubscribe(cnx: HandlerCnx, frame: Frame) -> None:
     cmd = frame.command.unsubscribe
     if (consumer := _known_consumer(cnx, cmd.consumer_id, cmd.request_id)) is None:
         return
@@ -151,12 +152,13 @@ def handle_unsubscribe(cnx: ServerCnx, frame: Frame) -> None:
     cnx.send_command(wrap(wire.CommandSuccess(request_id=cmd.request_id)))
 
 
-def handle_get_last_message_id(cnx: ServerCnx, frame: Frame) -> None:
+def handle_get_last_message_id(cnx: HandlerCnx, frame: Frame) -> None:
     cmd = frame.command.get_last_message_id
     if (consumer := _known_consumer(cnx, cmd.consumer_id, cmd.request_id)) is None:
         return
     topic = consumer.subscription.topic
-    if topic.ml is None:
+    cursor = consumer.subscription.cursor
+    if isinstance(topic, NonPersistentTopic) or cursor is None:
         cnx.send_error(cmd.request_id, NotAllowed("non-persistent topics keep no last message id"))
         return
     position, batch_index = topic.last_message_position()
@@ -166,20 +168,22 @@ def handle_get_last_message_id(cnx: ServerCnx, frame: Frame) -> None:
     if topic.partition_index >= 0:
         last.partition = topic.partition_index
     reply = wire.CommandGetLastMessageIdResponse(request_id=cmd.request_id, last_message_id=last)
-    mark = consumer.subscription.cursor.mark_delete_position
+    mark = cursor.mark_delete_position
     reply.consumer_mark_delete_position.CopyFrom(
         wire.MessageIdData(ledger_id=to_u64(mark.ledger_id), entry_id=to_u64(mark.entry_id))
     )
     cnx.send_command(wrap(reply))
 
 
-def handle_seek(cnx: ServerCnx, frame: Frame) -> None:
+def handle_seek(cnx: HandlerCnx, frame: Frame) -> None:
     cmd = frame.command.seek
     if (consumer := _known_consumer(cnx, cmd.consumer_id, cmd.request_id)) is None:
         return
     subscription = consumer.subscription
     topic = subscription.topic
     try:
+        if isinstance(topic, NonPersistentTopic):  # nothing stored to seek in
+            raise NotAllowed("seek is not supported on non-persistent topics")
         if cmd.HasField("message_id"):
             position = topic.seek_position(cmd.message_id)
         elif cmd.HasField("message_publish_time"):
@@ -193,7 +197,7 @@ def handle_seek(cnx: ServerCnx, frame: Frame) -> None:
     cnx.send_command(wrap(wire.CommandSuccess(request_id=cmd.request_id)))
 
 
-def handle_consumer_stats(cnx: ServerCnx, frame: Frame) -> None:
+def handle_consumer_stats(cnx: HandlerCnx, frame: Frame) -> None:
     cmd = frame.command.consumer_stats
     reply = wire.CommandConsumerStatsResponse(request_id=cmd.request_id)
     consumer = cnx.consumers.get(cmd.consumer_id)

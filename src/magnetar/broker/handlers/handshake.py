@@ -14,7 +14,7 @@ from magnetar.protocol.commands import wrap
 from magnetar.protocol.frames import FRAME_OVERHEAD
 
 if TYPE_CHECKING:
-    from magnetar.broker.connection import ServerCnx
+    from magnetar.broker.handlers.cnx import HandlerCnx
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +32,7 @@ def negotiated_version(client_version: int) -> int:
     return max(0, min(client_version, PROTOCOL_VERSION))
 
 
-def handle_connect(cnx: ServerCnx, frame: Frame) -> None:
+def handle_connect(cnx: HandlerCnx, frame: Frame) -> None:
     if cnx.connected:
         raise ProtocolError("CONNECT received twice")
     cmd: wire.CommandConnect = frame.command.connect
@@ -56,33 +56,33 @@ def handle_connect(cnx: ServerCnx, frame: Frame) -> None:
     cnx.decoder.max_frame_size = config.max_message_size + FRAME_OVERHEAD
 
 
-def _authenticate_connect(cnx: ServerCnx, cmd: wire.CommandConnect) -> bool:
+def _authenticate_connect(cnx: HandlerCnx, cmd: wire.CommandConnect) -> bool:
     """Check CONNECT's credentials; a refusal is answered (AuthenticationError) and closes."""
     method = cmd.auth_method_name if cmd.HasField("auth_method_name") else "none"
-    cnx.auth_attempted_method = method
-    cnx.supports_auth_refresh = cmd.HasField("feature_flags") and cmd.feature_flags.supports_auth_refresh
+    cnx.auth.attempted_method = method
+    cnx.auth.supports_refresh = cmd.HasField("feature_flags") and cmd.feature_flags.supports_auth_refresh
     try:
         role, provider = _authenticate(cnx, method, cmd.auth_data)
     except AuthenticationFailed as exc:
         authentication_failed(cnx, str(exc))
         return False
-    cnx.role, cnx.auth_method = role, method
-    cnx.auth_expires_at = provider.expires_at(cmd.auth_data)
+    cnx.auth.role, cnx.auth.method = role, method
+    cnx.auth.expires_at = provider.expires_at(cmd.auth_data)
     cnx.service.authentication_successes[method] += 1
     log.info("%s: authenticated as %r with %s", cnx.remote, role, method)
     return True
 
 
 def _authenticate(
-    cnx: ServerCnx, method: str | bytes, auth_data: bytes
+    cnx: HandlerCnx, method: str | bytes, auth_data: bytes
 ) -> tuple[str, AuthenticationProvider]:
     if isinstance(method, bytes):
         raise AuthenticationFailed("auth_method_name is not valid UTF-8")
     assert cnx.service.authentication is not None
-    return cnx.service.authentication.authenticate(method, auth_data, cnx.peer_certificate)
+    return cnx.service.authentication.authenticate(method, auth_data, cnx.auth.peer_certificate)
 
 
-def authentication_failed(cnx: ServerCnx, message: str) -> None:
+def authentication_failed(cnx: HandlerCnx, message: str) -> None:
     log.info("%s: authentication refused, closing: %s", cnx.remote, message)
     cnx.service.authentication_failures[_method_label(cnx)] += 1
     error = wire.CommandError(
@@ -95,68 +95,68 @@ def authentication_failed(cnx: ServerCnx, message: str) -> None:
     cnx.closed = True
 
 
-def _method_label(cnx: ServerCnx) -> str:
+def _method_label(cnx: HandlerCnx) -> str:
     """The auth method for the metrics' label: an enabled one, else "other" (no label per
     name a client made up)."""
     assert cnx.service.authentication is not None
-    method = cnx.auth_attempted_method
+    method = cnx.auth.attempted_method
     return method if method in cnx.service.authentication.providers else "other"
 
 
-def check_credentials(cnx: ServerCnx, now: float) -> None:
+def check_credentials(cnx: HandlerCnx, now: float) -> None:
     """Challenge expired credentials for fresh ones; a challenge not answered since the last
     check closes the connection (``ServerCnx.check_credentials``)."""
-    if cnx.closed or cnx.role is None or cnx.auth_expires_at is None:
+    if cnx.closed or cnx.auth.role is None or cnx.auth.expires_at is None:
         return
-    if cnx.auth_challenge_pending:
+    if cnx.auth.challenge_pending:
         if cnx.holds.held:  # not read now (flow control): its answer may be waiting unread
             return
         authentication_failed(cnx, "timed out waiting for refreshed credentials (AUTH_RESPONSE)")
         return
-    if cnx.auth_expires_at > now:
+    if cnx.auth.expires_at > now:
         return
-    if not cnx.supports_auth_refresh:
+    if not cnx.auth.supports_refresh:
         authentication_failed(cnx, "the credentials expired and the client cannot refresh them")
         return
-    cnx.auth_challenge_pending = True
+    cnx.auth.challenge_pending = True
     challenge = wire.CommandAuthChallenge(
         server_version=f"Magnetar {__version__}", protocol_version=cnx.protocol_version
     )
-    challenge.challenge.auth_method_name = cnx.auth_method or ""
+    challenge.challenge.auth_method_name = cnx.auth.method or ""
     challenge.challenge.auth_data = REFRESH_AUTH_DATA
     cnx.send_command(wrap(challenge))
 
 
-def handle_auth_response(cnx: ServerCnx, frame: Frame) -> None:
+def handle_auth_response(cnx: HandlerCnx, frame: Frame) -> None:
     cmd: wire.CommandAuthResponse = frame.command.auth_response
-    if cnx.role is None:
+    if cnx.auth.role is None:
         raise ProtocolError("AUTH_RESPONSE while authentication is off")
     if not cmd.HasField("response"):
         authentication_failed(cnx, "AUTH_RESPONSE carries no credentials")
         return
     method = cmd.response.auth_method_name if cmd.response.HasField("auth_method_name") else ""
-    cnx.auth_attempted_method = method
+    cnx.auth.attempted_method = method
     try:
-        if method != cnx.auth_method:
+        if method != cnx.auth.method:
             raise AuthenticationFailed(
-                f"AUTH_RESPONSE for method {method!r}, connected with {cnx.auth_method!r}"
+                f"AUTH_RESPONSE for method {method!r}, connected with {cnx.auth.method!r}"
             )
         role, provider = _authenticate(cnx, method, cmd.response.auth_data)
     except AuthenticationFailed as exc:
         authentication_failed(cnx, str(exc))
         return
-    if role != cnx.role:  # as Pulsar: the principal cannot change on a refresh
-        authentication_failed(cnx, f"refreshed credentials are for role {role!r}, not {cnx.role!r}")
+    if role != cnx.auth.role:  # as Pulsar: the principal cannot change on a refresh
+        authentication_failed(cnx, f"refreshed credentials are for role {role!r}, not {cnx.auth.role!r}")
         return
-    cnx.auth_expires_at = provider.expires_at(cmd.response.auth_data)
-    cnx.auth_challenge_pending = False
+    cnx.auth.expires_at = provider.expires_at(cmd.response.auth_data)
+    cnx.auth.challenge_pending = False
     cnx.service.authentication_successes[method] += 1
     log.debug("%s: refreshed credentials of %r", cnx.remote, role)
 
 
-def handle_ping(cnx: ServerCnx, frame: Frame) -> None:
+def handle_ping(cnx: HandlerCnx, frame: Frame) -> None:
     cnx.send_command(wrap(wire.CommandPong()))
 
 
-def handle_pong(cnx: ServerCnx, frame: Frame) -> None:
+def handle_pong(cnx: HandlerCnx, frame: Frame) -> None:
     pass

@@ -20,10 +20,10 @@ from magnetar.protocol.commands import wrap
 from magnetar.protocol.topic_name import topics_hash
 
 if TYPE_CHECKING:
-    from magnetar.broker.connection import ServerCnx
+    from magnetar.broker.handlers.cnx import HandlerCnx
 
 
-def handle_partitioned_metadata(cnx: ServerCnx, frame: Frame) -> None:
+def handle_partitioned_metadata(cnx: HandlerCnx, frame: Frame) -> None:
     cmd = frame.command.partitioned_metadata
     reply = wire.CommandPartitionedTopicMetadataResponse(request_id=cmd.request_id)
     try:
@@ -32,11 +32,12 @@ def handle_partitioned_metadata(cnx: ServerCnx, frame: Frame) -> None:
         reply.partitions = cnx.service.partitions_of(topic, cmd.metadata_auto_creation_enabled)
         reply.response = wire.CommandPartitionedTopicMetadataResponse.Success
     except BrokerError as exc:
-        reply = error_reply(frame.type, cmd.request_id, exc.code, str(exc))
+        cnx.send_command(wrap(error_reply(frame.type, cmd.request_id, exc.code, str(exc))))
+        return
     cnx.send_command(wrap(reply))
 
 
-def handle_lookup(cnx: ServerCnx, frame: Frame) -> None:
+def handle_lookup(cnx: HandlerCnx, frame: Frame) -> None:
     cmd = frame.command.lookup
     reply = wire.CommandLookupTopicResponse(request_id=cmd.request_id)
     try:
@@ -51,15 +52,16 @@ def handle_lookup(cnx: ServerCnx, frame: Frame) -> None:
         reply.authoritative = True
         reply.proxy_through_service_url = False
     except BrokerError as exc:
-        reply = error_reply(frame.type, cmd.request_id, exc.code, str(exc))
+        cnx.send_command(wrap(error_reply(frame.type, cmd.request_id, exc.code, str(exc))))
+        return
     cnx.send_command(wrap(reply))
 
 
-def handle_get_topics_of_namespace(cnx: ServerCnx, frame: Frame) -> None:
+def handle_get_topics_of_namespace(cnx: HandlerCnx, frame: Frame) -> None:
     cmd = frame.command.get_topics_of_namespace
     try:
         authz = cnx.service.authorization
-        if authz is not None and not authz.can_list_topics(cmd.namespace, cnx.role):
+        if authz is not None and not authz.can_list_topics(cmd.namespace, cnx.auth.role):
             refuse_unauthorized(cnx, "get_topics", "Get Topics Of Namespace", cmd.namespace)
         topics = cnx.service.topic_list(cmd.namespace, cmd.mode)
     except BrokerError as exc:
@@ -76,11 +78,11 @@ def handle_get_topics_of_namespace(cnx: ServerCnx, frame: Frame) -> None:
     cnx.send_command(wrap(reply))
 
 
-def handle_get_schema(cnx: ServerCnx, frame: Frame) -> None:
+def handle_get_schema(cnx: HandlerCnx, frame: Frame) -> None:
     cnx.send_command(wrap(cnx.service.schemas.get_schema_response(frame.command.get_schema)))
 
 
-def handle_get_or_create_schema(cnx: ServerCnx, frame: Frame) -> None:
+def handle_get_or_create_schema(cnx: HandlerCnx, frame: Frame) -> None:
     cmd = frame.command.get_or_create_schema
     reply = wire.CommandGetOrCreateSchemaResponse(request_id=cmd.request_id)
     try:
@@ -88,7 +90,7 @@ def handle_get_or_create_schema(cnx: ServerCnx, frame: Frame) -> None:
         # creates the topic, so only a role that may produce there may ask.
         authorize_name(cnx, cmd.topic, authorization.PRODUCE, "produce", "Produce")
     except BrokerError as exc:
-        reply.error_code = exc.code
+        reply.error_code = wire.ServerError.ValueType(exc.code)
         reply.error_message = str(exc)
         cnx.send_command(wrap(reply))
         return
@@ -98,6 +100,6 @@ def handle_get_or_create_schema(cnx: ServerCnx, frame: Frame) -> None:
         topic = cnx.service.get_topic(topic_name(cmd.topic), create=True)
         reply.schema_version = cnx.service.schemas.for_producer(topic.name, cmd.schema) or b""
     except BrokerError as exc:
-        reply.error_code = exc.code
+        reply.error_code = wire.ServerError.ValueType(exc.code)
         reply.error_message = str(exc)
     cnx.send_command(wrap(reply))

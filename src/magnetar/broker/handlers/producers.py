@@ -15,12 +15,12 @@ from magnetar.protocol import Frame, wire
 from magnetar.protocol.commands import wrap
 
 if TYPE_CHECKING:
-    from magnetar.broker.connection import ServerCnx
+    from magnetar.broker.handlers.cnx import HandlerCnx
 
 _producer_names = itertools.count()
 
 
-def handle_producer(cnx: ServerCnx, frame: Frame) -> None:
+def handle_producer(cnx: HandlerCnx, frame: Frame) -> None:
     cmd = frame.command.producer
     try:
         check_name(cmd.producer_name, "producer name")  # before anything is opened for it
@@ -44,7 +44,7 @@ def handle_producer(cnx: ServerCnx, frame: Frame) -> None:
     _producer_success(cnx, cmd.request_id, producer, ready)
 
 
-def _add_producer(cnx: ServerCnx, cmd: wire.CommandProducer) -> tuple[Producer, bool]:
+def _add_producer(cnx: HandlerCnx, cmd: wire.CommandProducer) -> tuple[Producer, bool]:
     """A new producer on its topic, and whether it is ready (an exclusive one may wait for its turn)."""
     service = cnx.service
     topic = service.get_topic(topic_name(cmd.topic), create=True)
@@ -59,7 +59,7 @@ def _add_producer(cnx: ServerCnx, cmd: wire.CommandProducer) -> tuple[Producer, 
     return producer, topic.add_producer(producer)
 
 
-def _producer_success(cnx: ServerCnx, request_id: int, producer: Producer, ready: bool = True) -> None:
+def _producer_success(cnx: HandlerCnx, request_id: int, producer: Producer, ready: bool = True) -> None:
     reply = wire.CommandProducerSuccess(
         request_id=request_id,
         producer_name=producer.name,
@@ -73,7 +73,7 @@ def _producer_success(cnx: ServerCnx, request_id: int, producer: Producer, ready
     cnx.send_command(wrap(reply))
 
 
-def _check_producer_limits(cnx: ServerCnx, topic) -> None:
+def _check_producer_limits(cnx: HandlerCnx, topic) -> None:
     """Raise LimitReached (ProducerBusy) when one more producer is past a limit (limits.py)."""
     policies = cnx.service.namespaces.policies(topic.name.namespace_name)
     namespace_max = policies.max_producers_per_topic
@@ -81,19 +81,17 @@ def _check_producer_limits(cnx: ServerCnx, topic) -> None:
     cnx.service.limits.check_producer(str(topic.name), on_topic, here, namespace_max, cnx.remote)
 
 
-def close_by_broker(cnx: ServerCnx, producer: Producer) -> None:
+def close_by_broker(cnx: HandlerCnx, producer_id: int, producer: object) -> None:
     """The broker closed ``producer`` (``ServerCnx.close_producer_by_broker``): tell the client;
     the sends it had on the way are dropped (``publish.handle_send``)."""
-    if cnx.producers.get(producer.producer_id) is producer:
-        del cnx.producers[producer.producer_id]
-        cnx.forget_producer(producer.producer_id)
+    if cnx.producers.get(producer_id) is producer:
+        del cnx.producers[producer_id]
+        cnx.forget_producer(producer_id)
         request_id = cnx.next_close_request_id()
-        cnx.send_command(
-            wrap(wire.CommandCloseProducer(producer_id=producer.producer_id, request_id=request_id))
-        )
+        cnx.send_command(wrap(wire.CommandCloseProducer(producer_id=producer_id, request_id=request_id)))
 
 
-def handle_close_producer(cnx: ServerCnx, frame: Frame) -> None:
+def handle_close_producer(cnx: HandlerCnx, frame: Frame) -> None:
     cmd = frame.command.close_producer
     producer = cnx.producers.pop(cmd.producer_id, None)
     if producer is not None:

@@ -15,12 +15,12 @@ from magnetar.protocol.text import undecodable_metadata
 
 if TYPE_CHECKING:
     from magnetar.broker.config import BrokerConfig
-    from magnetar.broker.connection import ServerCnx
+    from magnetar.broker.handlers.cnx import HandlerCnx
 
 log = logging.getLogger(__name__)
 
 
-def handle_send(cnx: ServerCnx, frame: Frame) -> None:
+def handle_send(cnx: HandlerCnx, frame: Frame) -> None:
     cmd = frame.command.send
     producer = cnx.producers.get(cmd.producer_id)
     if producer is None:

@@ -380,7 +380,7 @@ def expire_messages_all_subscriptions(admin: AdminClient, topic: str, expire_tim
 def consumers(
     admin: AdminClient, topic: str, subscription: str, offset: int, limit: int | None, as_json: bool
 ) -> None:
-    """A page of a subscription's consumers (broadcast ones too, departed ones included)."""
+    """A page of a subscription's consumers (broadcast ones too, detached ones included)."""
     print_document(admin.topics.consumers(topic, subscription, offset, limit))
 
 

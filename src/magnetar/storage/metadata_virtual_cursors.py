@@ -1,5 +1,6 @@
-"""The ``place_pages`` table (and the ``places`` rows from before pages): where each cursor's
-places are stored (``places.py``)."""
+"""Where each cursor's virtual cursors are stored (``virtual_cursors.py``): the ``place_pages`` table,
+one row per bucket, and the ``places`` rows of before buckets. The tables keep their first names so
+that existing data directories open unchanged."""
 
 from __future__ import annotations
 
@@ -7,33 +8,33 @@ from collections.abc import Iterable
 
 from magnetar.storage.group_commit import GroupCommit
 
-#: One cursor's place changes: (cursor, cleared, [(page, encoded page)], [pages to delete]).
-PlaceChanges = tuple[str, bool, list[tuple[int, bytes]], list[int]]
+#: One cursor's changes: (cursor, cleared, [(bucket, encoded bucket)], [buckets to delete]).
+VirtualCursorChanges = tuple[str, bool, list[tuple[int, bytes]], list[int]]
 
 
-class PlaceTable:
-    """The metadata store's place rows (a part of ``MetadataStore``)."""
+class VirtualCursorTable:
+    """The metadata store's virtual cursor rows (a part of ``MetadataStore``)."""
 
     _commits: GroupCommit
-    #: Transactions that wrote places (``write_places``), for tests and stats.
-    place_writes = 0
+    #: Transactions that wrote virtual cursors (``write_virtual_cursors``), for tests and stats.
+    virtual_cursor_writes = 0
 
-    def places(self, ml_id: int, cursor: str) -> list[tuple[str, bytes]]:
-        """A cursor's places stored one per row, as before pages: ``(name, encoded place)``
+    def unbucketed_virtual_cursors(self, ml_id: int, cursor: str) -> list[tuple[str, bytes]]:
+        """A cursor's virtual cursors stored one per row, as before buckets: ``(name, encoded state)``
         (read once, to be rewritten as pages)."""
         sql = "SELECT name, state FROM places WHERE ml_id = ? AND cursor = ?"
         return [(name, state) for name, state in self._commits.query(sql, (ml_id, cursor))]
 
-    def place_pages(self, ml_id: int, cursor: str) -> list[tuple[int, bytes]]:
-        """The stored place pages of a cursor: ``(page, bytes)``."""
+    def virtual_cursor_buckets(self, ml_id: int, cursor: str) -> list[tuple[int, bytes]]:
+        """The stored buckets of a cursor's virtual cursors: ``(bucket, bytes)``."""
         sql = "SELECT page, data FROM place_pages WHERE ml_id = ? AND cursor = ?"
         return [(page, data) for page, data in self._commits.query(sql, (ml_id, cursor))]
 
-    def write_places(self, ml_id: int, changes: Iterable[PlaceChanges]) -> None:
-        """Apply the place changes of several cursors in one transaction (one commit, one fsync).
+    def write_virtual_cursors(self, ml_id: int, changes: Iterable[VirtualCursorChanges]) -> None:
+        """Apply the virtual cursor changes of several cursors in one transaction (one commit, one fsync).
 
         Each change is ``(cursor, cleared, write, gone)``: with ``cleared`` the cursor's stored
-        places are deleted first; ``write`` holds ``(page, bytes)``, ``gone`` pages to delete.
+        virtual cursors are deleted first; ``write`` holds ``(bucket, bytes)``, ``gone`` buckets to delete.
         """
         with self._commits.transaction() as db:
             for cursor, cleared, write, gone in changes:
@@ -50,4 +51,4 @@ class PlaceTable:
                         "INSERT OR REPLACE INTO place_pages (ml_id, cursor, page, data) VALUES (?, ?, ?, ?)",
                         [(ml_id, cursor, page, data) for page, data in write],
                     )
-        self.place_writes += 1
+        self.virtual_cursor_writes += 1

@@ -1,7 +1,7 @@
-"""Broadcast consumers' durable places with the official client: consumers at different places,
-the broker stopped (SIGTERM) or killed (kill -9), the consumers subscribing again under their
-names on a new client. Each gets what it had not acknowledged; after kill -9 also what it
-acknowledged after the last flush of places, never what it acknowledged before it."""
+"""Broadcast consumers' durable virtual cursors with the official client: consumers at different
+positions, the broker stopped (SIGTERM) or killed (kill -9), the consumers subscribing again under
+their names on a new client. Each gets what it had not acknowledged; after kill -9 also what it
+acknowledged after the last flush of virtual cursors, never what it acknowledged before it."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ def consumer_stats(broker, topic: str) -> dict[str, dict]:
 
 
 def wait_for_acks(broker, topic: str, expected: dict[str, tuple[str, int]]) -> dict:
-    """Until each consumer's place is (mark-delete position, entries acknowledged past it)."""
+    """Until each consumer's virtual cursor is (mark-delete position, entries acknowledged past it)."""
 
     def check() -> dict:
         stats = consumer_stats(broker, topic)
@@ -38,20 +38,20 @@ def wait_for_acks(broker, topic: str, expected: dict[str, tuple[str, int]]) -> d
         assert got == expected
         return stats
 
-    return eventually(check, what=f"places {expected}")
+    return eventually(check, what=f"virtual cursors {expected}")
 
 
 def wait_for_a_flush(broker, topic: str) -> None:
-    """Until the places are written once more: every change made before this call is then stored."""
-    before = subscription_stats(broker, topic)["dispatcher"]["placeFlushes"]
+    """Until the virtual cursors are written once more: every change made before this call is then stored."""
+    before = subscription_stats(broker, topic)["dispatcher"]["virtualCursorFlushes"]
     eventually(
-        lambda: subscription_stats(broker, topic)["dispatcher"]["placeFlushes"] > before,
-        what="a flush of the places",
+        lambda: subscription_stats(broker, topic)["dispatcher"]["virtualCursorFlushes"] > before,
+        what="a flush of the virtual cursors",
     )
 
 
-def take_places(broker, client, topic: str) -> tuple[list[bytes], list[str], dict, dict]:
-    """Three consumers at three places, acknowledged as ``ACKED`` says, as the broker sees them;
+def take_positions(broker, client, topic: str) -> tuple[list[bytes], list[str], dict, dict]:
+    """Three consumers at three positions, acknowledged as ``ACKED`` says, as the broker sees them;
     the messages sent, their positions, the consumers and what each received."""
     consumers = {name: fan(client, topic, name) for name in ACKED}
     producer = client.create_producer(topic, batching_enabled=False)
@@ -93,9 +93,9 @@ def resubscribe(broker, client_factory, topic: str) -> tuple[dict[str, list[byte
 
 
 def test_after_sigterm_each_consumer_gets_exactly_what_it_had_not_acknowledged(broker, client_factory, topic):
-    sent, positions, _, _ = take_places(broker, client_factory(broker.service_url), topic)
-    broker.stop()  # with the consumers connected: the stop writes their places
-    broker.restart(same_port=False)  # the old client cannot take the places back first
+    sent, positions, _, _ = take_positions(broker, client_factory(broker.service_url), topic)
+    broker.stop()  # with the consumers connected: the stop writes their virtual cursors
+    broker.restart(same_port=False)  # the old client cannot take the virtual cursors back first
     got, stats = resubscribe(broker, client_factory, topic)
     for name, acked in ACKED.items():
         assert got[name] == [m for i, m in enumerate(sent) if i not in acked], name
@@ -108,7 +108,7 @@ def test_after_kill9_each_consumer_gets_at_least_what_it_had_not_acknowledged_an
     broker, client_factory, topic
 ):
     client = client_factory(broker.service_url)
-    sent, positions, consumers, received = take_places(broker, client, topic)
+    sent, positions, consumers, received = take_positions(broker, client, topic)
     wait_for_a_flush(broker, topic)  # everything acknowledged so far is stored
     # Acknowledged after that flush: may be stored or not when the broker dies.
     later = {"holes": {4}, "few": {3, 4}}

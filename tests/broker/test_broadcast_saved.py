@@ -1,13 +1,13 @@
-"""Broadcast consumers' durable places on a real topic and real storage: written together once
-per flush round, and resumed under the consumer's name after a clean stop or a crash."""
+"""Broadcast consumers' durable virtual cursors on a real topic and real storage: written together
+once per flush round, and resumed under the consumer's name after a clean stop or a crash."""
 
 from __future__ import annotations
 
 from magnetar.broker.consumer import Consumer
 from magnetar.broker.dispatchers.virtual_cursor import VirtualCursor
 from magnetar.protocol import wire
-from magnetar.storage.places import Place
 from magnetar.storage.position import Position
+from magnetar.storage.virtual_cursors import VirtualCursorState
 from tests.waiting import eventually_async
 
 from .recording import RecordingCnx, ack, sent_to
@@ -18,9 +18,9 @@ def test_a_virtual_cursor_stores_and_restores_what_it_acknowledged():
     vc = VirtualCursor(Position(1, 2), Position(1, 6))
     vc.ack(Position(1, 4))
     assert not vc.ack_batch_indexes(Position(1, 5), [0b110], 3)
-    place = vc.place()
-    assert place == Place(Position(1, 2), (Position(1, 4),), ((Position(1, 5), (0b110,)),))
-    back = VirtualCursor.from_place(place, Position(1, 3))
+    state = vc.state()
+    assert state == VirtualCursorState(Position(1, 2), (Position(1, 4),), ((Position(1, 5), (0b110,)),))
+    back = VirtualCursor.from_state(state, Position(1, 3))
     assert back.is_acked(Position(1, 4)) and not back.is_acked(Position(1, 3))
     assert back.batch_ack_set(Position(1, 5)) == [0b110]
     assert back.restored_until == Position(1, 4)
@@ -39,7 +39,7 @@ def _expected(stored: list[Position], i: int) -> list[Position]:
     return [p for p in stored if p not in acked]
 
 
-def test_many_places_take_one_storage_write_per_flush_and_survive_a_clean_stop(harnesses):
+def test_many_virtual_cursors_take_one_storage_write_per_flush_and_survive_a_clean_stop(harnesses):
     h = harnesses()
 
     async def before(h, topic) -> list[Position]:
@@ -48,13 +48,13 @@ def test_many_places_take_one_storage_write_per_flush_and_survive_a_clean_stop(h
         for i, consumer in enumerate(consumers):
             if acked := _acks_per_consumer(stored, i):
                 ack(consumer, *acked)
-        writes = h.storage.metadata.place_writes
+        writes = h.storage.metadata.virtual_cursor_writes
         topic.flush()
-        assert h.storage.metadata.place_writes == writes + 1  # 200 places, one write
+        assert h.storage.metadata.virtual_cursor_writes == writes + 1  # 200 virtual cursors, one write
         stats = topic.subscriptions["fans"].dispatcher.stats()
-        assert stats["placesWritten"] == 200 and stats["placeFlushes"] == 1
+        assert stats["virtualCursorsWritten"] == 200 and stats["virtualCursorFlushes"] == 1
         topic.flush()
-        assert h.storage.metadata.place_writes == writes + 1  # nothing changed since
+        assert h.storage.metadata.virtual_cursor_writes == writes + 1  # nothing changed since
         return stored
 
     stored = h.run(before(h, h.topic()))
@@ -73,7 +73,7 @@ def test_many_places_take_one_storage_write_per_flush_and_survive_a_clean_stop(h
     again.run(after(again, again.topic()))
 
 
-def test_after_a_crash_places_are_as_of_the_last_flush(harnesses):
+def test_after_a_crash_virtual_cursors_are_as_of_the_last_flush(harnesses):
     h = harnesses()
 
     async def before(h, topic) -> list[Position]:
@@ -98,7 +98,7 @@ def test_after_a_crash_places_are_as_of_the_last_flush(harnesses):
     again.run(after(again, again.topic()))
 
 
-def test_a_place_not_taken_back_within_the_grace_period_is_given_up(harnesses):
+def test_a_stored_virtual_cursor_not_taken_back_within_the_grace_period_is_given_up(harnesses):
     h = harnesses(broadcast_reconnect_grace_seconds=0.3)
 
     async def before(h, topic) -> list[Position]:
@@ -114,11 +114,11 @@ def test_a_place_not_taken_back_within_the_grace_period_is_given_up(harnesses):
     async def after(h, topic) -> None:
         stays = join(topic, "c1", 1)
         sub = topic.subscriptions["fans"]
-        assert sub.dispatcher.stats()["departedCursors"] == 1  # c0's stored place holds the backlog
+        assert sub.dispatcher.stats()["detachedCursors"] == 1  # c0's stored one holds the backlog
         assert sub.cursor.backlog() == 3
-        await eventually_async(lambda: sub.cursor.backlog() == 0, what="c0's place given up")
+        await eventually_async(lambda: sub.cursor.backlog() == 0, what="c0's virtual cursor given up")
         topic.flush()
-        assert set(topic.ml.places("fans").load()) == {"c1"}
+        assert set(topic.ml.virtual_cursors("fans").load()) == {"c1"}
         late = join(topic, "c0", 0)  # too late: starts where the subscription is
         more = await publish_numbered(h, 1, stays, late)
         assert late.cnx.positions() == more and not set(more) & set(stored)
@@ -126,7 +126,7 @@ def test_a_place_not_taken_back_within_the_grace_period_is_given_up(harnesses):
     again.run(after(again, again.topic()))
 
 
-def test_a_seek_resets_the_stored_places(harnesses):
+def test_a_seek_resets_the_stored_virtual_cursors(harnesses):
     h = harnesses()
 
     async def scenario(h, topic) -> None:
@@ -135,19 +135,21 @@ def test_a_seek_resets_the_stored_places(harnesses):
         ack(a, *stored)
         topic.flush()
         sub = topic.subscriptions["fans"]
-        lose_connection(a)  # kept as a departed place, stored
+        lose_connection(a)  # kept detached, stored
         sub.cursor.reset(stored[0])
         sub.dispatcher.on_cursor_reset()  # what a seek does after moving the cursor
         topic.flush()
-        # Only the connected one's place, at the new position: the departed one's is gone.
-        assert topic.ml.places("fans").load() == {"c1": Place(sub.cursor.mark_delete_position)}
+        # Only the connected one's, at the new position: the detached one's is gone.
+        assert topic.ml.virtual_cursors("fans").load() == {
+            "c1": VirtualCursorState(sub.cursor.mark_delete_position)
+        }
         back: Consumer = join(topic, "c0", 10)
         assert await sent_to(back, 3) == stored
 
     h.run(scenario(h, h.topic()))
 
 
-def test_unsubscribing_deletes_the_places(harnesses):
+def test_unsubscribing_deletes_the_virtual_cursors(harnesses):
     h = harnesses()
 
     async def scenario(h, topic) -> None:
@@ -155,14 +157,14 @@ def test_unsubscribing_deletes_the_places(harnesses):
         stored = await publish_numbered(h, 2, only)
         ack(only, stored[0])
         topic.flush()
-        assert set(topic.ml.places("fans").load()) == {"c0"}
+        assert set(topic.ml.virtual_cursors("fans").load()) == {"c0"}
         only.subscription.unsubscribe(only)
-        assert h.storage.metadata.place_pages(topic.ml._id, "fans") == []
+        assert h.storage.metadata.virtual_cursor_buckets(topic.ml._id, "fans") == []
 
     h.run(scenario(h, h.topic()))
 
 
-def test_a_subscription_that_changes_kind_drops_its_places(harnesses):
+def test_a_subscription_that_changes_kind_drops_its_virtual_cursors(harnesses):
     h = harnesses()
 
     async def scenario(h, topic) -> None:
@@ -170,8 +172,8 @@ def test_a_subscription_that_changes_kind_drops_its_places(harnesses):
         stored = await publish_numbered(h, 2, only)
         ack(only, stored[0])
         topic.flush()
-        lose_connection(only)  # its place is kept, and stored
-        assert set(topic.ml.places("fans").load()) == {"c0"}
+        lose_connection(only)  # kept detached, and stored
+        assert set(topic.ml.virtual_cursors("fans").load()) == {"c0"}
         cmd = wire.CommandSubscribe(
             topic=str(topic.name),
             subscription="fans",
@@ -180,6 +182,6 @@ def test_a_subscription_that_changes_kind_drops_its_places(harnesses):
         )
         topic.subscribe(lambda s: Consumer(RecordingCnx(), s, 9, "plain"), cmd)
         topic.flush()
-        assert topic.ml.places("fans").load() == {}
+        assert topic.ml.virtual_cursors("fans").load() == {}
 
     h.run(scenario(h, h.topic()))
