@@ -11,6 +11,7 @@ import asyncio
 from dataclasses import dataclass, field
 
 from magnetar.client.compression import CompressionType, compress
+from magnetar.client.message import MessageId
 from magnetar.protocol import pulsar_wire_pb2 as wire
 from magnetar.protocol.batch import encode_batch
 
@@ -28,7 +29,7 @@ class OutgoingMessage:
     replication_clusters: list[str] | None = None
     disable_replication: bool = False
     deliver_at: int | None = None
-    future: asyncio.Future | None = field(default=None, repr=False)
+    future: asyncio.Future[MessageId] | None = field(default=None, repr=False)
 
 
 def _set_message_fields(

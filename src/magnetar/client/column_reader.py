@@ -19,7 +19,7 @@ from magnetar.client.message import Message, MessageId
 from magnetar.client.reader import Reader
 
 if TYPE_CHECKING:
-    from magnetar.client.client import Client
+    from magnetar.client.services import ClientServices
 
 #: Defaults of ``receive_columns``' limits.
 DEFAULT_MAX_MESSAGES = 10_000
@@ -32,7 +32,9 @@ class ColumnReader(Reader):
     Takes the ``Reader``'s arguments; ``read_next`` and listeners are not available (every
     message comes in a ``MessageColumns``)."""
 
-    def __init__(self, client: Client, topic: str, start_message_id: MessageId, **options: Any) -> None:
+    def __init__(
+        self, client: ClientServices, topic: str, start_message_id: MessageId, **options: Any
+    ) -> None:
         super().__init__(client, topic, start_message_id, **options)
         self._entries.columnar = True
 

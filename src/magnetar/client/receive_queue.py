@@ -19,13 +19,15 @@ import asyncio
 import collections
 import contextlib
 from collections.abc import Callable, Iterator
-from typing import Any
 
 from magnetar.client.columns import MessageColumns
 from magnetar.client.errors import AlreadyClosed, Timeout
 from magnetar.client.message import Message
 from magnetar.protocol import commands
 from magnetar.protocol import pulsar_wire_pb2 as wire
+
+#: ``listener(message)``: takes each message instead of the receive queue (loop thread).
+Listener = Callable[[Message], None]
 
 
 class ReceiveQueue:
@@ -36,9 +38,9 @@ class ReceiveQueue:
         self._waiters: collections.deque[asyncio.Future] = collections.deque()
         self._taken = taken
         #: Called with each message instead of queueing it (the sync facade's message_listener).
-        self.listener: Any = None
+        self.listener: Listener | None = None
         #: Called after a message is queued (a multi-topics parent waits on it).
-        self.on_queued: Any = None
+        self.on_queued: Callable[[], None] | None = None
 
     def __len__(self) -> int:
         return len(self._messages)
@@ -66,7 +68,7 @@ class ReceiveQueue:
         if self.on_queued is not None:
             self.on_queued()
 
-    def set_listener(self, listener: Any) -> None:
+    def set_listener(self, listener: Listener) -> None:
         """Hand every message to ``listener(msg)`` from now on, those queued first."""
         self.listener = listener
         while self._messages:
