@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
+from typing import cast
 
 from magnetar.client.compression import CompressionType, compress
 from magnetar.client.message import MessageId
@@ -74,7 +75,7 @@ def apply_compression(meta: wire.MessageMetadata, kind: int, payload: bytes) -> 
     """Compress ``payload`` and record the codec and original size in ``meta``."""
     if kind == CompressionType.NONE:
         return payload
-    meta.compression = kind
+    meta.compression = cast("wire.CompressionType.ValueType", kind)  # CompressionType's values are the wire's
     meta.uncompressed_size = len(payload)
     return compress(kind, payload)
 

@@ -55,7 +55,7 @@ class Consumer(HandlerBase):
         self.config = config
         self.partition = partition
         self.consumer_id = client.new_consumer_id()
-        self._queue = ReceiveQueue(self._message_processed)
+        self._queue: ReceiveQueue[Message] = ReceiveQueue(self._message_processed)
         self._flow = FlowPermits(
             self.consumer_id, config.receiver_queue_size, self._queue, self._send_if_ready
         )

@@ -18,7 +18,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from magnetar.client.accumulator import BatchAccumulator, OutgoingMessage
 from magnetar.client.connection import DEFAULT_MAX_MESSAGE_SIZE
@@ -114,7 +114,7 @@ class Producer(HandlerBase):
             request_id=0,
             epoch=self._epoch,
             user_provided_producer_name=self._user_named,
-            producer_access_mode=self.config.access_mode,
+            producer_access_mode=cast("wire.ProducerAccessMode.ValueType", self.config.access_mode),
         )
         if self._producer_name:
             body.producer_name = self._producer_name

@@ -161,7 +161,7 @@ class MessageOps:
 
 
 def outgoing_message(
-    content: bytes,
+    content: bytes | bytearray | memoryview,
     *,
     properties: dict[str, str] | None,
     partition_key: str | None,
