@@ -136,10 +136,10 @@ class ReplicationManager:
             return
         wanted: dict[tuple[str, str], PersistentTopic] = {}
         if len(service.clusters.names()) > 1 or self.replicators:
-            for key, topic in list(service.topics.items()):
-                if isinstance(topic, PersistentTopic) and not topic.ml.closed:
-                    for remote in await self._remotes_of(topic):
-                        wanted[(key, remote)] = topic
+            for key, loaded in list(service.topics.items()):
+                if isinstance(loaded, PersistentTopic) and not loaded.ml.closed:
+                    for remote in await self._remotes_of(loaded):
+                        wanted[(key, remote)] = loaded
         await self._refresh_remotes({remote for _, remote in wanted})
         for pair, replicator in list(self.replicators.items()):
             topic = wanted.get(pair)
@@ -148,13 +148,13 @@ class ReplicationManager:
                 del self.replicators[pair]
                 await replicator.stop()
         for pair, topic in wanted.items():
-            remote = self.remotes.get(pair[1])
-            if pair in self.replicators or remote is None:
+            target = self.remotes.get(pair[1])
+            if pair in self.replicators or target is None:
                 continue
-            replicator = Replicator(topic, remote, service.config.cluster_name, self._partitions(topic))
+            replicator = Replicator(topic, target, service.config.cluster_name, self._partitions(topic))
             self.replicators[pair] = replicator
             replicator.start()
-            log.info("replicating %s to cluster %s", topic.name, remote.name)
+            log.info("replicating %s to cluster %s", topic.name, target.name)
 
     async def _remotes_of(self, topic: PersistentTopic) -> list[str]:
         """The topic's remote clusters now; its cursors for remotes no longer among them go."""
