@@ -162,23 +162,12 @@ class Connection:
 
         ``authentication`` (``auth_method_name``, ``auth_data()``) fills CONNECT's auth fields.
         """
-        loop = asyncio.get_running_loop()
         receiver = ReceiveProtocol(
-            FrameDecoder(DEFAULT_MAX_MESSAGE_SIZE + FRAME_OVERHEAD, shared_read_buffer(loop))
+            FrameDecoder(
+                DEFAULT_MAX_MESSAGE_SIZE + FRAME_OVERHEAD, shared_read_buffer(asyncio.get_running_loop())
+            )
         )
-        try:
-            async with asyncio.timeout(connection_timeout):
-                transport, _ = await loop.create_connection(
-                    lambda: receiver,
-                    host,
-                    port,
-                    ssl=ssl_context,
-                    server_hostname=host if ssl_context is not None else None,
-                )
-        except ssl.SSLError as exc:
-            raise TlsError(f"TLS handshake with {host}:{port} failed: {_tls_reason(exc)}") from None
-        except (TimeoutError, OSError) as exc:
-            raise ConnectError(f"cannot connect to {host}:{port}: {exc!r}") from None
+        transport = await _open_transport(receiver, host, port, ssl_context, connection_timeout)
         cnx = cls(
             receiver,
             transport,
@@ -474,6 +463,26 @@ class Connection:
     def __repr__(self) -> str:
         state = "closed" if self._closed.done() else "open"
         return f"<Connection {self.address} {state}>"
+
+
+async def _open_transport(
+    receiver: ReceiveProtocol, host: str, port: int, ssl_context: ssl.SSLContext | None, timeout: float
+) -> asyncio.Transport:
+    """The TCP (or TLS, with ``ssl_context``) connection ``receiver`` reads, opened in ``timeout``."""
+    try:
+        async with asyncio.timeout(timeout):
+            transport, _ = await asyncio.get_running_loop().create_connection(
+                lambda: receiver,
+                host,
+                port,
+                ssl=ssl_context,
+                server_hostname=host if ssl_context is not None else None,
+            )
+    except ssl.SSLError as exc:
+        raise TlsError(f"TLS handshake with {host}:{port} failed: {_tls_reason(exc)}") from None
+    except (TimeoutError, OSError) as exc:
+        raise ConnectError(f"cannot connect to {host}:{port}: {exc!r}") from None
+    return transport
 
 
 def _plain(frame: Frame | HotAck | HotMessage | None) -> Frame | None:
