@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from magnetar.client.acknowledger import Acknowledger
 from magnetar.client.chunks import ChunkAssembler, ChunkOutcome
@@ -35,12 +35,21 @@ from magnetar.client.start_position import StartPosition
 from magnetar.protocol import pulsar_wire_pb2 as wire
 from magnetar.protocol.errors import ChecksumMismatch, ProtocolError
 
-if TYPE_CHECKING:
-    from magnetar.client.consumer import Consumer
-
 log = logging.getLogger(__name__)
 
 _ValidationError = wire.CommandAck
+
+
+class Receiving(Protocol):
+    """What the receiver reads of its consumer: where the entries come from, on which connection."""
+
+    partition: int
+    cnx_generation: int
+
+    @property
+    def name(self) -> str: ...
+
+    def topic(self) -> str: ...
 
 
 class EntryReceiver:
@@ -48,7 +57,7 @@ class EntryReceiver:
 
     def __init__(
         self,
-        consumer: Consumer,
+        consumer: Receiving,
         chunks: ChunkAssembler,
         *,
         queue: ReceiveQueue[Message],
@@ -64,8 +73,8 @@ class EntryReceiver:
         self._acks = acks
         self._redelivery = redelivery
         self._start = start
-        #: Queue one ``MessageColumns`` per entry instead of its ``Message``s (a ColumnReader).
-        #: A ColumnReader's queue: each entry goes there as one ``MessageColumns``.
+        #: A ColumnReader's queue: each entry goes there as one ``MessageColumns`` instead of its
+        #: ``Message``s.
         self.columns: ReceiveQueue[MessageColumns] | None = None
 
     def receive(self, command: wire.CommandMessage, payload: memoryview) -> None:

@@ -10,10 +10,10 @@ import builtins
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from magnetar.client.admin.core import namespace_path, quote
+from magnetar.client.admin.paths import namespace_path, quote
 
 if TYPE_CHECKING:
-    from magnetar.client.admin.core import AdminClient
+    from magnetar.client.admin.requests import AdminRequests
 
 #: The policies of one value each, by the path the broker serves them at (namespaces_api.POLICIES).
 MESSAGE_TTL = "messageTTL"
@@ -34,7 +34,7 @@ PRODUCER_REQUEST_HOLD = "producer_request_hold"
 class Namespaces:
     """Namespaces of a tenant, their policies and the grants on them."""
 
-    def __init__(self, admin: AdminClient) -> None:
+    def __init__(self, admin: AdminRequests) -> None:
         self._admin = admin
 
     def _call(self, method: str, namespace: str, tail: str = "", body: Any = None, **params: Any) -> Any:
