@@ -15,7 +15,7 @@ from magnetar.demo.smart_city.city import VEHICLE, build_city
 from magnetar.demo.smart_city.detection import Alert
 from magnetar.demo.smart_city.fanout import AlertFanout
 from magnetar.demo.smart_city.frames import FrameVerifier
-from magnetar.demo.smart_city.job import BROKER_SETTINGS
+from magnetar.demo.smart_city.runtime import BROKER_SETTINGS
 from magnetar.demo.smart_city.security import Admin
 from magnetar.demo.smart_city.settings import MIB, CitySettings
 from magnetar.demo.smart_city.simulator import Simulator

@@ -9,7 +9,7 @@ import io
 
 import pytest
 
-from magnetar.demo.smart_city.job import run_job
+from magnetar.demo.smart_city.run import run_job
 from magnetar.demo.smart_city.settings import CitySettings
 from tests.needs import need_spark
 

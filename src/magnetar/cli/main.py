@@ -7,12 +7,12 @@ Magnetar's own client; ``completion`` prints the shell script for click's comple
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import logging
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import click
@@ -76,7 +76,7 @@ def standalone(**options: Any) -> int:
     _configure_logging(options["log_level"])
     from magnetar.cli import standalone as process  # the broker's modules, for this command only
 
-    return _event_loop_runner()(process.run(SimpleNamespace(**options)))
+    return _event_loop_runner()(process.run(argparse.Namespace(**options)))
 
 
 @cli.command(help=repair.NOTE, short_help="Rebuild lost metadata from the ledger files (broker stopped).")
@@ -85,7 +85,7 @@ def standalone(**options: Any) -> int:
 @click.option("--log-level", default="INFO", show_default=True)
 def repair_command(**options: Any) -> int:
     _configure_logging(options["log_level"])
-    return repair.run(SimpleNamespace(**options))
+    return repair.run(argparse.Namespace(**options))
 
 
 repair_command.name = "repair"
@@ -102,7 +102,7 @@ def config() -> None:
 def show(config: Path | None, json_output: bool) -> int:
     """The effective settings (defaults, --config file, MAGNETAR_* variables)."""
     _configure_logging("WARNING")
-    return config_show.run(SimpleNamespace(config=config, json=json_output))
+    return config_show.run(argparse.Namespace(config=config, json=json_output))
 
 
 cli.add_command(tokens_group)

@@ -80,9 +80,9 @@ def _restore_namespaces(data_dir: Path, topics: list[str], lines: list[str]) -> 
             base = name.partitioned_base()
             if base is not None:
                 partitions[str(base)] = max(partitions.get(str(base), 0), name.partition_index + 1)
-        for base, count in sorted(partitions.items()):
-            if registry.partitions(base) < count:
-                registry.set_partitions(base, count)
-                lines.append(f"partitioned topic {base}: {count} partitions (the highest found + 1)")
+        for partitioned, count in sorted(partitions.items()):
+            if registry.partitions(partitioned) < count:
+                registry.set_partitions(partitioned, count)
+                lines.append(f"partitioned topic {partitioned}: {count} partitions (the highest found + 1)")
     finally:
         store.close()

@@ -137,11 +137,11 @@ def create(
     from magnetar.security import tokens
 
     with _token_errors():
-        key = (
-            tokens.load_secret_key(secret_key)
-            if secret_key is not None
-            else tokens.load_private_key(private_key)
-        )
+        if secret_key is not None:
+            key = tokens.load_secret_key(secret_key)
+        else:
+            assert private_key is not None  # one_of: the other one
+            key = tokens.load_private_key(private_key)
         expires_in = tokens.parse_duration(expiry_time) if expiry_time else None
         click.echo(tokens.create_token(key, subject, expires_in, signature_algorithm))
     return 0
@@ -204,6 +204,7 @@ def validate(
         if secret_key is not None:
             key, algorithms = tokens.load_secret_key(secret_key), list(tokens.SECRET_ALGORITHMS)
         else:
+            assert public_key is not None  # one_of: the other one
             key = tokens.load_public_key(public_key)
             algorithms = tokens.algorithms_for_public_key(key, token_public_alg)
         verified = tokens.verify_token(text, key, algorithms)

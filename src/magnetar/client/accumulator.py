@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
+from typing import cast
 
 from magnetar.client.compression import CompressionType, compress
+from magnetar.client.message import MessageId
 from magnetar.protocol import pulsar_wire_pb2 as wire
 from magnetar.protocol.batch import encode_batch
 
@@ -28,7 +30,7 @@ class OutgoingMessage:
     replication_clusters: list[str] | None = None
     disable_replication: bool = False
     deliver_at: int | None = None
-    future: asyncio.Future | None = field(default=None, repr=False)
+    future: asyncio.Future[MessageId] | None = field(default=None, repr=False)
 
 
 def _set_message_fields(
@@ -73,7 +75,7 @@ def apply_compression(meta: wire.MessageMetadata, kind: int, payload: bytes) -> 
     """Compress ``payload`` and record the codec and original size in ``meta``."""
     if kind == CompressionType.NONE:
         return payload
-    meta.compression = kind
+    meta.compression = cast("wire.CompressionType.ValueType", kind)  # CompressionType's values are the wire's
     meta.uncompressed_size = len(payload)
     return compress(kind, payload)
 

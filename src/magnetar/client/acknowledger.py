@@ -70,7 +70,9 @@ class Acknowledger:
             self._redelivery.entry_acknowledged(msg_id)
             self._queue(msg_id.entry_position(), None)
 
-    def discard(self, data: wire.MessageIdData, validation_error: int) -> None:
+    def discard(
+        self, data: wire.MessageIdData, validation_error: wire.CommandAck.ValidationError.ValueType
+    ) -> None:
         """Acknowledge an entry that cannot be used, at once, saying why (so it is not redelivered)."""
         ack = wire.CommandAck(
             consumer_id=self._consumer_id,

@@ -9,9 +9,10 @@ from magnetar.client.client import Client
 from magnetar.client.compression import CompressionType
 from magnetar.client.consumer import Consumer, ConsumerType, InitialPosition
 from magnetar.client.message import ChunkMessageId, Message, MessageId
+from magnetar.client.multi_topics_consumer import MultiTopicsConsumer
+from magnetar.client.partitioned_producer import PartitionedProducer
 from magnetar.client.producer import Producer
 from magnetar.client.reader import Reader
-from magnetar.client.routing import MultiTopicsConsumer, PartitionedProducer
 from magnetar.client.tls import AuthenticationTLS, TlsError
 
 __all__ = [

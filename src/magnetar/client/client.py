@@ -8,17 +8,28 @@ it. One connection per broker address is shared by every producer and consumer t
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import logging
 import re
 import ssl
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from magnetar.client.authentication import Authentication
+from magnetar.client.column_reader import ColumnReader
 from magnetar.client.connection import Connection
+from magnetar.client.consumer import Consumer, ConsumerConfig
 from magnetar.client.errors import AlreadyClosed, ClientError, ConnectError, TopicLookupError
+from magnetar.client.message import Message, MessageId
+from magnetar.client.multi_topics_consumer import MultiTopicsConsumer, consumer_for
 from magnetar.client.options import check_options
+from magnetar.client.partitioned_producer import PartitionedProducer, producer_for
+from magnetar.client.pattern import pattern_consumer
+from magnetar.client.producer import Producer, ProducerConfig
+from magnetar.client.reader import READER_ARGUMENTS, Reader
 from magnetar.client.service_url import is_tls_url, parse_service_url
+from magnetar.client.services import Closable
 from magnetar.client.tls import tls_options
 from magnetar.protocol import pulsar_wire_pb2 as wire
 from magnetar.protocol.topic_name import full_topic_name, partition_name
@@ -26,10 +37,14 @@ from magnetar.protocol.topic_name import full_topic_name, partition_name
 log = logging.getLogger(__name__)
 
 _Lookup = wire.CommandLookupTopicResponse
+_Handler = TypeVar("_Handler", bound=Closable)
 
 
 class Client:
-    """Entry point of the asyncio API: ``async with Client("pulsar://localhost:6650") as client: ...``."""
+    """Entry point of the asyncio API: ``async with Client("pulsar://localhost:6650") as client: ...``.
+
+    The producers and consumers it makes see it as ``ClientServices`` (services.py).
+    """
 
     def __init__(
         self,
@@ -82,7 +97,7 @@ class Client:
         self._pool: dict[str, asyncio.Future[Connection]] = {}
         self._producer_ids = itertools.count()
         self._consumer_ids = itertools.count()
-        self._handlers: set[Any] = set()
+        self._handlers: set[Closable] = set()
         self._closed = False
 
     # --- ids ------------------------------------------------------------------------------------
@@ -172,7 +187,10 @@ class Client:
         return answer.partitions
 
     async def get_topics_of_namespace(
-        self, namespace: str, mode: int, topics_hash: str | None = None
+        self,
+        namespace: str,
+        mode: wire.CommandGetTopicsOfNamespace.Mode.ValueType,
+        topics_hash: str | None = None,
     ) -> wire.CommandGetTopicsOfNamespaceResponse:
         """The broker's list of ``namespace``'s topics (partitions included); with the hash of
         an earlier answer, a reply with ``changed`` False when the list is the same."""
@@ -191,61 +209,55 @@ class Client:
         return [partition_name(topic, i) for i in range(partitions)]
 
     # --- producers, consumers, readers ------------------------------------------------------------
-    async def create_producer(self, topic: str, **options: Any):
+    async def create_producer(self, topic: str, **options: Any) -> Producer | PartitionedProducer:
         """A producer for ``topic``; options as the official client's ``create_producer``
         (client/options.py says which are supported)."""
-        from magnetar.client.producer import ProducerConfig
-        from magnetar.client.routing import create_producer
-
         check_options("create_producer", options)
         config = ProducerConfig(**_known(ProducerConfig, options))
-        return await self._start(await create_producer(self, full_topic_name(topic), config, options))
+        producer = await producer_for(self, full_topic_name(topic), config, options.get("message_router"))
+        return await self._start(producer)
 
-    async def subscribe(self, topic: str | list[str] | re.Pattern, subscription_name: str, **options: Any):
+    async def subscribe(
+        self, topic: str | list[str] | re.Pattern[str], subscription_name: str, **options: Any
+    ) -> Consumer | MultiTopicsConsumer:
         """A consumer on ``topic``: a name, a list of names, or a compiled regex over the names of
         a namespace's topics (``pattern_auto_discovery_period``, seconds, how often it looks
         for new ones: 60); options as the official client's (client/options.py). A
         ``message_listener(consumer, message)`` runs on the event loop."""
-        from magnetar.client.consumer import ConsumerConfig
-        from magnetar.client.pattern import pattern_consumer
-        from magnetar.client.routing import create_consumer
-
         check_options("subscribe", options)
         config = ConsumerConfig(subscription_name=subscription_name, **_known(ConsumerConfig, options))
+        consumer: Consumer | MultiTopicsConsumer
         if isinstance(topic, re.Pattern):
             consumer = await self._start(pattern_consumer(self, topic, config, options))
         else:
             topics = [full_topic_name(t) for t in ([topic] if isinstance(topic, str) else topic)]
-            consumer = await self._start(await create_consumer(self, topics, config))
+            consumer = await self._start(await consumer_for(self, topics, config))
         _set_listener(consumer, options.get("message_listener"))
         return consumer
 
-    async def create_reader(self, topic: str, start_message_id: Any, **options: Any):
+    async def create_reader(self, topic: str, start_message_id: MessageId, **options: Any) -> Reader:
         """A reader of ``topic`` starting at ``start_message_id`` (a MessageId); options as the
         official client's (client/options.py). A ``reader_listener(reader, message)`` runs on
         the event loop."""
-        from magnetar.client.reader import READER_ARGUMENTS, Reader
-
         check_options("create_reader", options)
         args = {k: v for k, v in options.items() if k in READER_ARGUMENTS and v is not None}
         reader = await self._start(Reader(self, full_topic_name(topic), start_message_id, **args))
         _set_listener(reader, options.get("reader_listener"))
         return reader
 
-    async def create_column_reader(self, topic: str, start_message_id: Any, **options: Any):
+    async def create_column_reader(
+        self, topic: str, start_message_id: MessageId, **options: Any
+    ) -> ColumnReader:
         """A ``ColumnReader`` of ``topic`` (one partition) from ``start_message_id``: messages come
         as columns (``receive_columns``), for bulk reads. Options as ``create_reader``'s, less
         the listener."""
-        from magnetar.client.column_reader import ColumnReader
-        from magnetar.client.reader import READER_ARGUMENTS
-
         check_options("create_reader", options)
         if options.get("reader_listener") is not None:
             raise ValueError("a ColumnReader takes no reader_listener")
         args = {k: v for k, v in options.items() if k in READER_ARGUMENTS and v is not None}
         return await self._start(ColumnReader(self, full_topic_name(topic), start_message_id, **args))
 
-    async def _start(self, handler: Any) -> Any:
+    async def _start(self, handler: _Handler) -> _Handler:
         if self._closed:
             raise AlreadyClosed("client is closed")
         self._handlers.add(handler)
@@ -256,7 +268,7 @@ class Client:
             raise
         return handler
 
-    def forget(self, handler: Any) -> None:
+    def forget(self, handler: Closable) -> None:
         self._handlers.discard(handler)
 
     async def close(self) -> None:
@@ -277,17 +289,20 @@ class Client:
     async def __aenter__(self) -> Client:
         return self
 
-    async def __aexit__(self, *exc_info: Any) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
 
 
-def _set_listener(consumer: Any, listener: Any) -> None:
+def _set_listener(
+    consumer: Consumer | MultiTopicsConsumer,
+    listener: Callable[[Consumer | MultiTopicsConsumer, Message], None] | None,
+) -> None:
     """Hand each message to ``listener(consumer, message)`` as the official client's listeners."""
     if listener is not None:
         consumer.set_listener(lambda msg: listener(consumer, msg))
 
 
-def _known(cls: type, options: dict[str, Any]) -> dict[str, Any]:
+def _known(cls: type[ProducerConfig] | type[ConsumerConfig], options: dict[str, Any]) -> dict[str, Any]:
     """The options a config dataclass knows; ``None`` means its default, as in the official client."""
-    fields = cls.__dataclass_fields__
+    fields = {f.name for f in dataclasses.fields(cls)}
     return {k: v for k, v in options.items() if k in fields and v is not None}

@@ -10,16 +10,17 @@ reconnection from the last row handed out, cumulative acknowledgements, flow per
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from magnetar.client.columns import MessageColumns
 from magnetar.client.errors import AlreadyClosed
 from magnetar.client.handler import State
 from magnetar.client.message import Message, MessageId
 from magnetar.client.reader import Reader
+from magnetar.client.receive_queue import ReceiveQueue
 
 if TYPE_CHECKING:
-    from magnetar.client.client import Client
+    from magnetar.client.services import ClientServices
 
 #: Defaults of ``receive_columns``' limits.
 DEFAULT_MAX_MESSAGES = 10_000
@@ -32,9 +33,14 @@ class ColumnReader(Reader):
     Takes the ``Reader``'s arguments; ``read_next`` and listeners are not available (every
     message comes in a ``MessageColumns``)."""
 
-    def __init__(self, client: Client, topic: str, start_message_id: MessageId, **options: Any) -> None:
+    def __init__(
+        self, client: ClientServices, topic: str, start_message_id: MessageId, **options: Any
+    ) -> None:
         super().__init__(client, topic, start_message_id, **options)
-        self._entries.columnar = True
+        # The base's queue and its permits, holding this reader's entries as columns: the entry
+        # receiver queues nothing else here.
+        self._columns = cast("ReceiveQueue[MessageColumns]", self._queue)
+        self._entries.columns = self._columns
 
     async def receive_columns(
         self,
@@ -48,15 +54,15 @@ class ColumnReader(Reader):
         one if none is queued; raises Timeout after ``timeout_millis`` (None: wait for ever)."""
         if self.state in (State.CLOSING, State.CLOSED):
             raise AlreadyClosed(f"{self.name} is closed")
-        first = self._queue.take()
+        first = self._columns.take()
         if first is None:
-            waiter = self._queue.add_waiter()
+            waiter = self._columns.add_waiter()
             self._flow.ask_for_one()
-            first = await self._queue.wait(waiter, timeout_millis)
-        out: MessageColumns = first
+            first = await self._columns.wait(waiter, timeout_millis)
+        out = first
         nbytes = out.nbytes
         while len(out) < max_messages and nbytes < max_bytes:
-            more = self._queue.take()
+            more = self._columns.take()
             if more is None:
                 break
             out.extend(more)

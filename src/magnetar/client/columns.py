@@ -30,7 +30,7 @@ class MessageColumns:
     set; event: 0 when not set; broker: None when the broker sends none).
     """
 
-    topic: str
+    topic: str | None
     partition: int
     payloads: list[bytes | memoryview] = field(default_factory=list)
     keys: list[str | None] = field(default_factory=list)

@@ -14,8 +14,10 @@ class DecompressionError(ClientError):
     """A payload did not decode to its announced size."""
 
 
-def decompress(kind: int, data: bytes | memoryview, uncompressed_size: int) -> bytes:
+def decompress(kind: int, data: bytes | bytearray | memoryview, uncompressed_size: int) -> bytes:
     """Decode ``data``; raises DecompressionError unless it yields ``uncompressed_size`` bytes."""
+    if isinstance(data, bytearray):  # an assembled chunked message: read in place, not copied
+        data = memoryview(data)
     try:
         return _codec.decompress(kind, data, uncompressed_size)
     except _codec.DecompressionError as exc:

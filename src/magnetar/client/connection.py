@@ -28,6 +28,7 @@ from magnetar.protocol import commands
 from magnetar.protocol import pulsar_wire_pb2 as wire
 from magnetar.protocol.errors import ProtocolError
 from magnetar.protocol.frames import FRAME_OVERHEAD, Frame, FrameDecoder, encode_frame, encode_frame_parts
+from magnetar.protocol.hot_acks import HotAck, HotMessage
 
 if TYPE_CHECKING:
     from magnetar.client.authentication import Authentication
@@ -161,21 +162,15 @@ class Connection:
 
         ``authentication`` (``auth_method_name``, ``auth_data()``) fills CONNECT's auth fields.
         """
-        tls = {} if ssl_context is None else {"ssl": ssl_context, "server_hostname": host}
-        loop = asyncio.get_running_loop()
         receiver = ReceiveProtocol(
-            FrameDecoder(DEFAULT_MAX_MESSAGE_SIZE + FRAME_OVERHEAD, shared_read_buffer(loop))
+            FrameDecoder(
+                DEFAULT_MAX_MESSAGE_SIZE + FRAME_OVERHEAD, shared_read_buffer(asyncio.get_running_loop())
+            )
         )
-        try:
-            async with asyncio.timeout(connection_timeout):
-                transport, _ = await loop.create_connection(lambda: receiver, host, port, **tls)
-        except ssl.SSLError as exc:
-            raise TlsError(f"TLS handshake with {host}:{port} failed: {_tls_reason(exc)}") from None
-        except (TimeoutError, OSError) as exc:
-            raise ConnectError(f"cannot connect to {host}:{port}: {exc!r}") from None
+        transport = await _open_transport(receiver, host, port, ssl_context, connection_timeout)
         cnx = cls(
             receiver,
-            transport,  # type: ignore[arg-type]
+            transport,
             address=address or f"pulsar://{host}:{port}",
             operation_timeout=operation_timeout,
             keepalive_interval=keepalive_interval,
@@ -238,7 +233,7 @@ class Connection:
                     raise HttpPortError(_http_answer(self.address, head))
                 data, head = head, None
             self._decoder.feed(data)
-            frame = self._decoder.next_frame()
+            frame = _plain(self._decoder.next_frame())
             if frame is None:
                 continue
             if frame.type == T.ERROR:
@@ -296,7 +291,8 @@ class Connection:
         for current_task in self._tasks:
             if current_task is not asyncio.current_task():
                 current_task.cancel()
-        for handler in [*producers.values(), *consumers.values()]:
+        handlers: list[ProducerHandler | ConsumerHandler] = [*producers.values(), *consumers.values()]
+        for handler in handlers:
             try:
                 handler.on_connection_closed(self)
             except Exception:
@@ -366,7 +362,7 @@ class Connection:
         self._last_received = time.monotonic()
         decoder = self._decoder
         try:
-            while not self._closed.done() and (frame := decoder.next_frame()) is not None:
+            while not self._closed.done() and (frame := _plain(decoder.next_frame())) is not None:
                 self._dispatch(frame)
         except ProtocolError as exc:
             log.warning("protocol error from %s: %s", self.address, exc)
@@ -467,3 +463,30 @@ class Connection:
     def __repr__(self) -> str:
         state = "closed" if self._closed.done() else "open"
         return f"<Connection {self.address} {state}>"
+
+
+async def _open_transport(
+    receiver: ReceiveProtocol, host: str, port: int, ssl_context: ssl.SSLContext | None, timeout: float
+) -> asyncio.Transport:
+    """The TCP (or TLS, with ``ssl_context``) connection ``receiver`` reads, opened in ``timeout``."""
+    try:
+        async with asyncio.timeout(timeout):
+            transport, _ = await asyncio.get_running_loop().create_connection(
+                lambda: receiver,
+                host,
+                port,
+                ssl=ssl_context,
+                server_hostname=host if ssl_context is not None else None,
+            )
+    except ssl.SSLError as exc:
+        raise TlsError(f"TLS handshake with {host}:{port} failed: {_tls_reason(exc)}") from None
+    except (TimeoutError, OSError) as exc:
+        raise ConnectError(f"cannot connect to {host}:{port}: {exc!r}") from None
+    return transport
+
+
+def _plain(frame: Frame | HotAck | HotMessage | None) -> Frame | None:
+    """The client's decoder is made without hot acks or hot messages: every frame is a Frame."""
+    if frame is None or isinstance(frame, Frame):
+        return frame
+    raise ProtocolError(f"unexpected {type(frame).__name__} from a decoder without hot frames")

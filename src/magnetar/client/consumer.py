@@ -20,7 +20,8 @@ import asyncio
 import contextlib
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from magnetar.client.acknowledger import Acknowledger
 from magnetar.client.chunks import ChunkAssembler, ChunkProgress
@@ -29,17 +30,17 @@ from magnetar.client.errors import AlreadyClosed, ClientError, CumulativeAcknowl
 from magnetar.client.handler import HandlerBase, State
 from magnetar.client.incoming import EntryReceiver
 from magnetar.client.message import Message, MessageId
-from magnetar.client.receive_queue import FlowPermits, ReceiveQueue
+from magnetar.client.receive_queue import FlowPermits, Listener, ReceiveQueue
 from magnetar.client.redelivery import Redelivery
 from magnetar.client.start_position import StartPosition
 from magnetar.protocol import commands
 from magnetar.protocol import pulsar_wire_pb2 as wire
 
 if TYPE_CHECKING:
-    from magnetar.client.client import Client
     from magnetar.client.connection import Connection
+    from magnetar.client.services import ClientServices
 
-__all__ = ["Consumer", "ConsumerConfig", "ConsumerType", "InitialPosition"]
+__all__ = ["Consumer", "ConsumerConfig", "ConsumerType", "InitialPosition", "Listener"]
 
 log = logging.getLogger(__name__)
 
@@ -47,12 +48,14 @@ log = logging.getLogger(__name__)
 class Consumer(HandlerBase):
     """Receives from one topic (or one partition) on one subscription."""
 
-    def __init__(self, client: Client, topic: str, config: ConsumerConfig, partition: int = -1) -> None:
+    def __init__(
+        self, client: ClientServices, topic: str, config: ConsumerConfig, partition: int = -1
+    ) -> None:
         super().__init__(client, topic)
         self.config = config
         self.partition = partition
         self.consumer_id = client.new_consumer_id()
-        self._queue = ReceiveQueue(self._message_processed)
+        self._queue: ReceiveQueue[Message] = ReceiveQueue(self._message_processed)
         self._flow = FlowPermits(
             self.consumer_id, config.receiver_queue_size, self._queue, self._send_if_ready
         )
@@ -95,17 +98,17 @@ class Consumer(HandlerBase):
         return len(self._queue)
 
     @property
-    def listener(self) -> Any:
+    def listener(self) -> Listener | None:
         """Called with each message instead of queueing it (the sync facade's message_listener)."""
         return self._queue.listener
 
     @property
-    def on_queued(self) -> Any:
+    def on_queued(self) -> Callable[[], None] | None:
         """Called after a message is queued (a multi-topics parent waits on it)."""
         return self._queue.on_queued
 
     @on_queued.setter
-    def on_queued(self, callback: Any) -> None:
+    def on_queued(self, callback: Callable[[], None] | None) -> None:
         self._queue.on_queued = callback
 
     def chunk_progress(self) -> ChunkProgress:
@@ -176,7 +179,7 @@ class Consumer(HandlerBase):
         return self.cnx is not None and self.state is State.READY
 
     # --- receiving --------------------------------------------------------------------------------
-    def set_listener(self, listener: Any) -> None:
+    def set_listener(self, listener: Listener) -> None:
         """Hand every message to ``listener(msg)`` from now on, those queued first (loop thread)."""
         self._queue.set_listener(listener)
         self._flow.ask_for_one()

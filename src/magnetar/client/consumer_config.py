@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+from typing import cast
 
 from magnetar.client.message import MessageId
 from magnetar.protocol import broadcast
@@ -68,11 +69,12 @@ def subscribe_command(
     body = _Sub(
         topic=topic,
         subscription=cfg.subscription_name,
-        sub_type=_Sub.Exclusive if cfg.broadcast else int(cfg.consumer_type),
+        # The enums' values are the wire's (a broadcast goes as Exclusive).
+        sub_type=_Sub.Exclusive if cfg.broadcast else cast("_Sub.SubType.ValueType", int(cfg.consumer_type)),
         consumer_id=consumer_id,
         request_id=0,
         durable=cfg.durable,
-        initial_position=int(cfg.initial_position),
+        initial_position=cast("_Sub.InitialPosition.ValueType", int(cfg.initial_position)),
         read_compacted=cfg.is_read_compacted,
         replicate_subscription_state=cfg.replicate_subscription_state_enabled,
     )

@@ -9,6 +9,7 @@ Chunks are left to the ``ChunkAssembler``; ``chunk_of`` describes one for it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypedDict
 
 from magnetar.client.acks import ack_set_bits
 from magnetar.client.chunks import Chunk
@@ -97,6 +98,19 @@ def payload_view(metadata: wire.MessageMetadata, payload: memoryview) -> bytes |
     return decompress(metadata.compression, payload, metadata.uncompressed_size)
 
 
+class _EntryFields(TypedDict):
+    """What every message of an entry shares (``Message``'s keyword arguments)."""
+
+    topic: str
+    publish_time: int
+    producer_name: str
+    redelivery_count: int
+    schema_version: bytes | None
+    broker_publish_time: int | None
+    cnx_generation: int
+    replicated_from: str | None
+
+
 def expand(
     entry: Entry, data: bytes, topic: str, generation: int, message_id: MessageId | None = None
 ) -> list[Message]:
@@ -107,7 +121,7 @@ def expand(
     broker_time = (
         broker.broker_timestamp if broker is not None and broker.HasField("broker_timestamp") else None
     )
-    common = dict(
+    common = _EntryFields(
         topic=topic,
         publish_time=meta.publish_time,
         producer_name=meta.producer_name,

@@ -59,9 +59,9 @@ class TopicLookupError(ClientError):
 class ServerError(ClientError):
     """The broker answered a request with an error code."""
 
-    code: int = wire.UnknownError
+    code: wire.ServerError.ValueType = wire.UnknownError
 
-    def __init__(self, message: str = "", code: int | None = None) -> None:
+    def __init__(self, message: str = "", code: wire.ServerError.ValueType | None = None) -> None:
         if code is not None:
             self.code = code
         super().__init__(
@@ -79,7 +79,7 @@ def _server_error(name: str, retriable: bool) -> type[ServerError]:
 _RETRIABLE = {"ServiceNotReady", "TooManyRequests", "PersistenceError"}
 
 #: ServerError subclasses by code, e.g. ``SERVER_ERRORS[wire.TopicNotFound]``.
-SERVER_ERRORS: dict[int, type[ServerError]] = {
+SERVER_ERRORS: dict[wire.ServerError.ValueType, type[ServerError]] = {
     number: _server_error(name, name in _RETRIABLE) for name, number in wire.ServerError.items()
 }
 TopicNotFound = SERVER_ERRORS[wire.TopicNotFound]
@@ -93,7 +93,7 @@ ProducerBlockedQuotaExceededError = SERVER_ERRORS[wire.ProducerBlockedQuotaExcee
 ProducerBlockedQuotaExceededException = SERVER_ERRORS[wire.ProducerBlockedQuotaExceededException]
 
 
-def server_error(code: int, message: str = "") -> ServerError:
+def server_error(code: wire.ServerError.ValueType, message: str = "") -> ServerError:
     """The exception for a broker error code."""
     return SERVER_ERRORS.get(code, ServerError)(message, code)
 

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any, Self
 from magnetar.client.errors import AlreadyClosed, ClientError, ConnectionClosed, Timeout
 
 if TYPE_CHECKING:
-    from magnetar.client.client import Client
     from magnetar.client.connection import Connection
+    from magnetar.client.services import ClientServices
     from magnetar.protocol import pulsar_wire_pb2 as wire
 
 log = logging.getLogger(__name__)
@@ -53,7 +53,7 @@ class Backoff:
 class HandlerBase:
     """A producer or consumer's link to the broker that owns its topic."""
 
-    def __init__(self, client: Client, topic: str) -> None:
+    def __init__(self, client: ClientServices, topic: str) -> None:
         self.client = client
         self._topic = topic
         self.state = State.PENDING

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from magnetar.client.acknowledger import Acknowledger
 from magnetar.client.chunks import ChunkAssembler, ChunkOutcome
@@ -35,12 +35,21 @@ from magnetar.client.start_position import StartPosition
 from magnetar.protocol import pulsar_wire_pb2 as wire
 from magnetar.protocol.errors import ChecksumMismatch, ProtocolError
 
-if TYPE_CHECKING:
-    from magnetar.client.consumer import Consumer
-
 log = logging.getLogger(__name__)
 
 _ValidationError = wire.CommandAck
+
+
+class Receiving(Protocol):
+    """What the receiver reads of its consumer: where the entries come from, on which connection."""
+
+    partition: int
+    cnx_generation: int
+
+    @property
+    def name(self) -> str: ...
+
+    def topic(self) -> str: ...
 
 
 class EntryReceiver:
@@ -48,10 +57,10 @@ class EntryReceiver:
 
     def __init__(
         self,
-        consumer: Consumer,
+        consumer: Receiving,
         chunks: ChunkAssembler,
         *,
-        queue: ReceiveQueue,
+        queue: ReceiveQueue[Message],
         flow: FlowPermits,
         acks: Acknowledger,
         redelivery: Redelivery,
@@ -64,8 +73,9 @@ class EntryReceiver:
         self._acks = acks
         self._redelivery = redelivery
         self._start = start
-        #: Queue one ``MessageColumns`` per entry instead of its ``Message``s (a ColumnReader).
-        self.columnar = False
+        #: A ColumnReader's queue: each entry goes there as one ``MessageColumns`` instead of its
+        #: ``Message``s.
+        self.columns: ReceiveQueue[MessageColumns] | None = None
 
     def receive(self, command: wire.CommandMessage, payload: memoryview) -> None:
         consumer = self._consumer
@@ -85,7 +95,7 @@ class EntryReceiver:
                 self._chunk(entry)
             return
         try:
-            if self.columnar:  # an unbatched payload is kept as the frame's view (not copied)
+            if self.columns is not None:  # an unbatched payload is kept as the frame's view (not copied)
                 data: bytes | memoryview = payload_view(entry.metadata, entry.payload)
             else:
                 data = uncompressed_payload(entry.metadata, entry.payload)
@@ -129,7 +139,7 @@ class EntryReceiver:
         self, entry: Entry, data: bytes | memoryview, chunk_id: ChunkMessageId | None = None
     ) -> list[Message] | MessageColumns:
         consumer = self._consumer
-        if self.columnar:
+        if self.columns is not None:
             return entry_columns(
                 entry.message_id,
                 entry.metadata,
@@ -150,7 +160,8 @@ class EntryReceiver:
 
     def _deliver_all(self, messages: list[Message] | MessageColumns, permits_used: int) -> None:
         if isinstance(messages, MessageColumns):
-            self._deliver_columns(messages, permits_used)
+            if self.columns is not None:  # always: only a columnar receiver makes columns
+                self._deliver_columns(self.columns, messages, permits_used)
             return
         skipped = permits_used - len(messages)
         # ``messages`` are one entry's; an ack waiting to be sent covers an entry as a whole
@@ -167,7 +178,9 @@ class EntryReceiver:
         if skipped > 0:
             self._flow.increase(skipped)
 
-    def _deliver_columns(self, cols: MessageColumns, permits_used: int) -> None:
+    def _deliver_columns(
+        self, queue: ReceiveQueue[MessageColumns], cols: MessageColumns, permits_used: int
+    ) -> None:
         """As ``_deliver_all``, for an entry's columns: queued as one item. The start skips a
         prefix of an entry at most, so only an entry that straddles it is looked at row by row."""
         n = len(cols)
@@ -180,17 +193,27 @@ class EntryReceiver:
             else:
                 cols = cols.take([i for i in range(n) if not self._start.is_prior(cols.message_id(i))])
         if len(cols):
-            self._queue.deliver(cols)
+            queue.deliver(cols)
         skipped = permits_used - len(cols)
         if skipped > 0:
             self._flow.increase(skipped)
 
-    def _discard_unparsed(self, data: wire.MessageIdData, payload: memoryview, validation_error: int) -> None:
+    def _discard_unparsed(
+        self,
+        data: wire.MessageIdData,
+        payload: memoryview,
+        validation_error: wire.CommandAck.ValidationError.ValueType,
+    ) -> None:
         messages = counted_messages(payload)
         self._flow.charged(messages)
         self._discard(data, validation_error, messages)
 
-    def _discard(self, data: wire.MessageIdData, validation_error: int, messages: int) -> None:
+    def _discard(
+        self,
+        data: wire.MessageIdData,
+        validation_error: wire.CommandAck.ValidationError.ValueType,
+        messages: int,
+    ) -> None:
         """Acknowledge an entry we cannot use and give back the permits the broker charged for it."""
         log.error("%s: discarding corrupt message %d:%d", self._consumer.name, data.ledger_id, data.entry_id)
         self._acks.discard(data, validation_error)

@@ -18,22 +18,24 @@ from typing import TYPE_CHECKING, Any
 
 from magnetar.client.consumer import ConsumerConfig
 from magnetar.client.errors import InvalidConfiguration
-from magnetar.client.routing import MultiTopicsConsumer
+from magnetar.client.multi_topics_consumer import MultiTopicsConsumer
 from magnetar.protocol import pulsar_wire_pb2 as wire
 from magnetar.protocol.topic_name import InvalidTopicName, split_partition, split_topic_pattern
 
 if TYPE_CHECKING:
-    from magnetar.client.client import Client
+    from magnetar.client.services import ClientServices
 
 log = logging.getLogger(__name__)
 
-_MODES = {
+_MODES: dict[str, wire.CommandGetTopicsOfNamespace.Mode.ValueType] = {
     "persistent": wire.CommandGetTopicsOfNamespace.PERSISTENT,
     "non-persistent": wire.CommandGetTopicsOfNamespace.NON_PERSISTENT,
 }
 
 
-def parse_pattern(pattern: re.Pattern | str) -> tuple[str, int, re.Pattern]:
+def parse_pattern(
+    pattern: re.Pattern[str] | str,
+) -> tuple[str, wire.CommandGetTopicsOfNamespace.Mode.ValueType, re.Pattern[str]]:
     """(namespace, GET_TOPICS_OF_NAMESPACE mode, the pattern over full topic names)."""
     text = pattern.pattern if isinstance(pattern, re.Pattern) else pattern
     flags = pattern.flags if isinstance(pattern, re.Pattern) else 0
@@ -44,7 +46,7 @@ def parse_pattern(pattern: re.Pattern | str) -> tuple[str, int, re.Pattern]:
     return namespace, _MODES[domain], re.compile(full, flags)
 
 
-def matching_topics(topics: list[str], pattern: re.Pattern) -> list[tuple[str, int]]:
+def matching_topics(topics: list[str], pattern: re.Pattern[str]) -> list[tuple[str, int]]:
     """(name, partition index or -1) of each topic whose name, partition suffix removed, matches."""
     out = []
     for name in topics:
@@ -57,7 +59,9 @@ def matching_topics(topics: list[str], pattern: re.Pattern) -> list[tuple[str, i
 class PatternConsumer(MultiTopicsConsumer):
     """A multi-topics consumer whose topics are those a regex matches, found again periodically."""
 
-    def __init__(self, client: Client, pattern: re.Pattern | str, config: ConsumerConfig, period_s: float):
+    def __init__(
+        self, client: ClientServices, pattern: re.Pattern[str] | str, config: ConsumerConfig, period_s: float
+    ) -> None:
         self._namespace, self._mode, self._pattern = parse_pattern(pattern)
         super().__init__(client, [self._pattern.pattern], config, [])
         self._period_s = period_s
@@ -116,7 +120,7 @@ class PatternConsumer(MultiTopicsConsumer):
 
 
 def pattern_consumer(
-    client: Client, pattern: Any, config: ConsumerConfig, options: dict[str, Any]
+    client: ClientServices, pattern: re.Pattern[str] | str, config: ConsumerConfig, options: dict[str, Any]
 ) -> PatternConsumer:
     if config.receiver_queue_size == 0:
         raise InvalidConfiguration(

@@ -1,6 +1,6 @@
 """The asyncio producer: sequence ids, batching, compression, chunking, receipts, resend on reconnect.
 
-Every SEND waits in ``_pending`` (``PendingSends``, in send order) until its SEND_RECEIPT, which
+Every SEND waits in ``_pending`` (``SendOpQueue``, in send order) until its SEND_RECEIPT, which
 the broker returns in order. After a reconnect every pending SEND is written again, in order,
 with the same sequence ids. A large message with ``chunking_enabled`` is compressed first, then
 split into chunks that fit the broker's ``max_message_size``; all chunks share the message's
@@ -8,7 +8,7 @@ sequence id and the send completes once, on the last chunk's receipt, with a
 ``ChunkMessageId`` naming the first and the last chunk.
 
 The parts: producer_config.py (``ProducerConfig``), send_ops.py (the SENDs of a message, a
-batch, a chunked message), pending_sends.py (the sends awaiting receipts and their messages'
+batch, a chunked message), send_op_queue.py (the sends awaiting receipts and their messages'
 futures), accumulator.py (the open batch).
 """
 
@@ -18,7 +18,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from magnetar.client.accumulator import BatchAccumulator, OutgoingMessage
 from magnetar.client.connection import DEFAULT_MAX_MESSAGE_SIZE
@@ -33,10 +33,11 @@ from magnetar.client.errors import (
 )
 from magnetar.client.handler import HandlerBase, State
 from magnetar.client.message import MessageId
-from magnetar.client.pending_sends import PendingSends
 from magnetar.client.producer_config import ProducerConfig
+from magnetar.client.send_op_queue import SendOpQueue
 from magnetar.client.send_ops import (
     MessageOps,
+    SendCallback,
     SendOp,
     batch_op,
     callback_adapter,
@@ -49,10 +50,10 @@ from magnetar.protocol.headers import encode_headers_and_payload
 from magnetar.protocol.message_id import to_signed
 
 if TYPE_CHECKING:
-    from magnetar.client.client import Client
     from magnetar.client.connection import Connection
+    from magnetar.client.services import ClientServices
 
-__all__ = ["Producer", "ProducerConfig"]
+__all__ = ["Producer", "ProducerConfig", "SendCallback"]
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +61,9 @@ log = logging.getLogger(__name__)
 class Producer(HandlerBase):
     """Publishes to one topic (or one partition of a partitioned topic)."""
 
-    def __init__(self, client: Client, topic: str, config: ProducerConfig, partition: int = -1) -> None:
+    def __init__(
+        self, client: ClientServices, topic: str, config: ProducerConfig, partition: int = -1
+    ) -> None:
         config.validate()
         super().__init__(client, topic)
         self.config = config
@@ -76,7 +79,7 @@ class Producer(HandlerBase):
         )
         self._epoch = 0
         #: The SENDs awaiting receipts, and the messages they hold.
-        self._pending = PendingSends()
+        self._pending = SendOpQueue()
         #: SENDs written so far: a send that wrote none (one more message in the open batch)
         #: has nothing to wait for on the socket.
         self._pushes = 0
@@ -111,7 +114,7 @@ class Producer(HandlerBase):
             request_id=0,
             epoch=self._epoch,
             user_provided_producer_name=self._user_named,
-            producer_access_mode=self.config.access_mode,
+            producer_access_mode=cast("wire.ProducerAccessMode.ValueType", self.config.access_mode),
         )
         if self._producer_name:
             body.producer_name = self._producer_name
@@ -145,7 +148,7 @@ class Producer(HandlerBase):
     async def send_async(
         self,
         content: bytes,
-        callback: Any = None,
+        callback: SendCallback | None = None,
         properties: dict[str, str] | None = None,
         partition_key: str | None = None,
         ordering_key: bytes | str | None = None,
@@ -155,7 +158,7 @@ class Producer(HandlerBase):
         event_timestamp: int | None = None,
         deliver_at: int | None = None,
         deliver_after: Any = None,
-    ) -> asyncio.Future:
+    ) -> asyncio.Future[MessageId]:
         """Queue a message; the returned future resolves to its MessageId on receipt.
 
         ``callback(result, message_id)`` (``result`` an exception or None) runs on completion.
@@ -187,7 +190,7 @@ class Producer(HandlerBase):
         highest_sequence_id: int | None = None,
         num_messages: int = 1,
         is_chunk: bool = False,
-    ) -> asyncio.Future:
+    ) -> asyncio.Future[MessageId]:
         """Queue one message whose metadata is built already and whose payload goes as it is: not
         batched, compressed or chunked again (a stored entry a geo-replicator copies, with its
         batch, compression and chunk fields). The caller picks the SEND's sequence ids, the ones
@@ -220,7 +223,7 @@ class Producer(HandlerBase):
             await self._drain()
             return msg.future
 
-    async def _enqueue(self, msg: OutgoingMessage) -> asyncio.Future:
+    async def _enqueue(self, msg: OutgoingMessage) -> asyncio.Future[MessageId]:
         # One message at a time per producer, in call order: a chunked message is written chunk
         # by chunk (waiting for the socket between chunks) and nothing may slip in between.
         async with self._send_lock:

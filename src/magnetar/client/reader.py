@@ -10,7 +10,7 @@ from magnetar.client.consumer_config import ConsumerConfig, ConsumerType
 from magnetar.client.message import ChunkMessageId, Message, MessageId
 
 if TYPE_CHECKING:
-    from magnetar.client.client import Client
+    from magnetar.client.services import ClientServices
 
 
 #: The options ``Reader`` itself takes (the others of create_reader are handled by the client).
@@ -36,7 +36,7 @@ class Reader(Consumer):
 
     def __init__(
         self,
-        client: Client,
+        client: ClientServices,
         topic: str,
         start_message_id: MessageId,
         *,

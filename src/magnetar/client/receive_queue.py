@@ -19,7 +19,7 @@ import asyncio
 import collections
 import contextlib
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Generic, TypeVar
 
 from magnetar.client.columns import MessageColumns
 from magnetar.client.errors import AlreadyClosed, Timeout
@@ -27,23 +27,29 @@ from magnetar.client.message import Message
 from magnetar.protocol import commands
 from magnetar.protocol import pulsar_wire_pb2 as wire
 
+#: ``listener(message)``: takes each message instead of the receive queue (loop thread).
+Listener = Callable[[Message], None]
 
-class ReceiveQueue:
+#: What a queue holds: messages, or for a ColumnReader each entry's columns.
+Item = TypeVar("Item", Message, MessageColumns)
+
+
+class ReceiveQueue(Generic[Item]):
     """Messages waiting for the application, and receives waiting for messages."""
 
-    def __init__(self, taken: Callable[[Message], None]) -> None:
-        self._messages: collections.deque[Message] = collections.deque()
-        self._waiters: collections.deque[asyncio.Future] = collections.deque()
-        self._taken = taken
+    def __init__(self, taken: Callable[[Item], None]) -> None:
+        self._messages: collections.deque[Item] = collections.deque()
+        self._waiters: collections.deque[asyncio.Future[Item]] = collections.deque()
+        self._taken: Callable[[Item], None] = taken
         #: Called with each message instead of queueing it (the sync facade's message_listener).
-        self.listener: Any = None
+        self.listener: Callable[[Item], None] | None = None
         #: Called after a message is queued (a multi-topics parent waits on it).
-        self.on_queued: Any = None
+        self.on_queued: Callable[[], None] | None = None
 
     def __len__(self) -> int:
         return len(self._messages)
 
-    def __iter__(self) -> Iterator[Message]:
+    def __iter__(self) -> Iterator[Item]:
         return iter(self._messages)
 
     @property
@@ -51,7 +57,7 @@ class ReceiveQueue:
         """Nothing is queued and a receive (or the listener) waits for a message."""
         return not self._messages and (bool(self._waiters) or self.listener is not None)
 
-    def deliver(self, msg: Message) -> None:
+    def deliver(self, msg: Item) -> None:
         if self.listener is not None:
             self._taken(msg)
             self.listener(msg)
@@ -66,7 +72,7 @@ class ReceiveQueue:
         if self.on_queued is not None:
             self.on_queued()
 
-    def set_listener(self, listener: Any) -> None:
+    def set_listener(self, listener: Callable[[Item], None]) -> None:
         """Hand every message to ``listener(msg)`` from now on, those queued first."""
         self.listener = listener
         while self._messages:
@@ -74,7 +80,7 @@ class ReceiveQueue:
             self._taken(queued)
             listener(queued)
 
-    def take(self) -> Message | None:
+    def take(self) -> Item | None:
         """The oldest queued message, handed out; None if nothing is queued."""
         if not self._messages:
             return None
@@ -82,7 +88,7 @@ class ReceiveQueue:
         self._taken(msg)
         return msg
 
-    def poll(self) -> Message | None:
+    def poll(self) -> Item | None:
         """A queued message taken without ``taken`` (the caller has it run on the loop)."""
         if self.listener is not None:
             return None
@@ -91,12 +97,12 @@ class ReceiveQueue:
         except IndexError:
             return None
 
-    def add_waiter(self) -> asyncio.Future:
-        waiter = asyncio.get_running_loop().create_future()
+    def add_waiter(self) -> asyncio.Future[Item]:
+        waiter: asyncio.Future[Item] = asyncio.get_running_loop().create_future()
         self._waiters.append(waiter)
         return waiter
 
-    async def wait(self, waiter: asyncio.Future, timeout_millis: int | None) -> Message:
+    async def wait(self, waiter: asyncio.Future[Item], timeout_millis: int | None) -> Item:
         """The message ``waiter`` gets; raises Timeout after ``timeout_millis`` (None: never)."""
         timeout = None if timeout_millis is None else timeout_millis / 1000
         try:
@@ -131,7 +137,7 @@ class FlowPermits:
         self,
         consumer_id: int,
         receiver_queue_size: int,
-        queue: ReceiveQueue,
+        queue: ReceiveQueue[Message] | ReceiveQueue[MessageColumns],
         send: Callable[[wire.BaseCommand], bool],
     ) -> None:
         self._consumer_id = consumer_id

@@ -161,7 +161,7 @@ class MessageOps:
 
 
 def outgoing_message(
-    content: bytes,
+    content: bytes | bytearray | memoryview,
     *,
     properties: dict[str, str] | None,
     partition_key: str | None,
@@ -193,10 +193,14 @@ def outgoing_message(
     )
 
 
-def callback_adapter(callback: Any) -> Callable[[asyncio.Future], None]:
+#: ``callback(error, message_id)`` of an asyncio ``send_async``: (None, the id) or (the error, None).
+SendCallback = Callable[[BaseException | None, MessageId | None], None]
+
+
+def callback_adapter(callback: SendCallback) -> Callable[[asyncio.Future[MessageId]], None]:
     """A done-callback calling ``callback(result, message_id)``: (None, the id) or (the error, None)."""
 
-    def done(future: asyncio.Future) -> None:
+    def done(future: asyncio.Future[MessageId]) -> None:
         if future.cancelled():
             callback(AlreadyClosed("send cancelled"), None)
         elif future.exception() is not None:

@@ -33,7 +33,8 @@ class AuthenticationTLS(Authentication):
     auth_method_name = "tls"
 
     def __init__(self, certificate_path: str, private_key_path: str) -> None:
-        if not isinstance(certificate_path, str) or not isinstance(private_key_path, str):
+        # For callers without type checks (the official client takes str paths only).
+        if not isinstance(certificate_path, str) or not isinstance(private_key_path, str):  # type: ignore[redundant-expr]
             raise InvalidConfiguration("AuthenticationTLS takes the paths of a certificate and its key")
         self.certificate_path = certificate_path
         self.private_key_path = private_key_path

@@ -146,13 +146,13 @@ class ReplicationManager:
                 del self.replicators[pair]
                 await replicator.stop()
         for pair, topic in wanted.items():
-            remote = self.remotes.get(pair[1])
-            if pair in self.replicators or remote is None:
+            target = self.remotes.get(pair[1])
+            if pair in self.replicators or target is None:
                 continue
-            replicator = Replicator(topic, remote, service.config.cluster_name, self._partitions(topic))
+            replicator = Replicator(topic, target, service.config.cluster_name, self._partitions(topic))
             self.replicators[pair] = replicator
             replicator.start()
-            log.info("replicating %s to cluster %s", topic.name, remote.name)
+            log.info("replicating %s to cluster %s", topic.name, target.name)
 
     async def _remotes_of(self, topic: PersistentTopic) -> list[str]:
         """The topic's remote clusters now; its cursors for remotes no longer among them go."""

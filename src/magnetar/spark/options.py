@@ -12,6 +12,7 @@ import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import overload
 
 from magnetar.client.admin import indexed_topic
 from magnetar.protocol.topic_name import split_topic_pattern
@@ -35,10 +36,14 @@ def full_name(topic: str) -> str:
     return str(indexed_topic(topic.strip()))
 
 
-def _lower(options: Mapping[str, str]) -> dict[str, str]:
+def _lower(options: Mapping[str, object]) -> dict[str, str]:
     return {str(k).lower(): str(v) for k, v in options.items() if v is not None}
 
 
+@overload
+def _int(options: dict[str, str], name: str, default: int, minimum: int = 0) -> int: ...
+@overload
+def _int(options: dict[str, str], name: str, default: None = None, minimum: int = 0) -> int | None: ...
 def _int(options: dict[str, str], name: str, default: int | None = None, minimum: int = 0) -> int | None:
     raw = options.get(name.lower())
     if raw is None or raw.strip() == "":
@@ -54,9 +59,7 @@ def _int(options: dict[str, str], name: str, default: int | None = None, minimum
 
 def _retry_timeout_ms(options: dict[str, str]) -> int:
     """How long broker calls are retried across a broker restart; 0: tried once."""
-    value = _int(options, "retryTimeoutMs", DEFAULT_RETRY_TIMEOUT_MS, minimum=0)
-    assert value is not None
-    return value
+    return _int(options, "retryTimeoutMs", DEFAULT_RETRY_TIMEOUT_MS, minimum=0)
 
 
 def _duration_ms(options: dict[str, str], name: str, default: int) -> int:

@@ -51,9 +51,10 @@ def first_index_of(admin: AdminClient, topic: str, msg: Message) -> int:
         first = index_of_id(admin, topic, msg_id.first_chunk_message_id())
         if first is not None:
             return first
-    if msg.index() is None:
+    index = msg.index()
+    if index is None:
         raise IndexNotEnabledError(topic, "messages arrive without an index")
-    return msg.index()
+    return index
 
 
 def next_index(admin: AdminClient, topic: str, last_id: MessageId) -> int | None:

@@ -25,7 +25,7 @@ import logging
 import time
 from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeGuard, TypeVar
 
 import pyarrow as pa
 
@@ -218,7 +218,7 @@ class RangeScan:
         Without chunked messages the indexes rise row by row, so the range is one slice found
         by bisection; a chunked message belongs where its first chunk is."""
         indexes = cols.indexes
-        if None in indexes:
+        if not _all_indexed(indexes):
             raise IndexNotEnabledError(self.task.topic, "messages arrive without an index")
         start, end = self.start, self.task.end
         if not any(cols.chunk_ids):
@@ -275,3 +275,8 @@ class ChunkWatch:
         """Whether a message whose first chunk is at or before ``last_key`` is not handed out yet."""
         firsts = self._reader.chunk_progress().unfinished_first_chunks
         return any(probes.entry_key(first) <= last_key for first in firsts)
+
+
+def _all_indexed(indexes: list[int | None]) -> TypeGuard[list[int]]:
+    """Every row has its index (the broker's entry metadata is on)."""
+    return None not in indexes

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import array
 import itertools
+from collections.abc import Sequence
 from functools import cache
 
 import pyarrow as pa
@@ -57,7 +58,7 @@ def _null_of(type_: pa.DataType) -> pa.Scalar:
     return pa.scalar(None, type=type_)
 
 
-def _timestamps(ms: list[int | None], field: pa.Field) -> pa.Array:
+def _timestamps(ms: Sequence[int | None], field: pa.Field) -> pa.Array:
     """Milliseconds (0 or None: unset) as the field's microsecond timestamps, in bulk."""
     millis = pa.array(ms, type=pa.int64())
     unset = pc.fill_null(pc.equal(millis, _ZERO), _TRUE)
@@ -167,7 +168,11 @@ class RecordBatchBuilder:
         }
         arrays = {name: pa.array(values, type=schema.field(name).type) for name, values in listed.items()}
         arrays["value"] = binary_array(rows.payloads)
-        times = (rows.publish_times, rows.event_times, rows.broker_publish_times)
+        times: tuple[Sequence[int | None], ...] = (
+            rows.publish_times,
+            rows.event_times,
+            rows.broker_publish_times,
+        )
         for name, values in zip(_TIMESTAMPS, times, strict=True):
             arrays[name] = _timestamps(values, schema.field(name))
         return pa.RecordBatch.from_arrays([arrays[f.name] for f in schema], schema=schema)
@@ -177,7 +182,7 @@ class RecordBatchBuilder:
 _MAX_BINARY_BYTES = 2**31 - 1
 
 
-def binary_array(values: list[bytes]) -> pa.Array:
+def binary_array(values: Sequence[bytes | memoryview]) -> pa.Array:
     """``values`` as an Arrow binary array made from two buffers: their bytes joined (one
     copy, sized up front) and their offsets. ``pa.array`` appends value by value into a growing
     buffer, which for 100 KB values was most of a task's time."""
@@ -190,7 +195,9 @@ def binary_array(values: list[bytes]) -> pa.Array:
     return pa.Array.from_buffers(pa.binary(), len(values), [None, pa.py_buffer(offsets), data])
 
 
-def _nbytes(values: list[bytes], keys: list[str | None], properties: list[dict[str, str]]) -> int:
+def _nbytes(
+    values: Sequence[bytes | memoryview], keys: list[str | None], properties: list[dict[str, str]]
+) -> int:
     """What the byte limit counts: values, keys and properties (names and values)."""
     total = sum(map(len, values)) + sum(len(k) for k in keys if k)
     for props in properties:

@@ -13,7 +13,7 @@ import hashlib
 import json
 import logging
 
-from magnetar.client import Client, ConsumerType, InitialPosition, MessageId
+from magnetar.client import Client, Consumer, ConsumerType, InitialPosition, MessageId
 from magnetar.client.admin import AdminClient
 from magnetar.spark import probes
 from magnetar.spark.options import ReadOptions
@@ -45,7 +45,7 @@ class CommitSubscription:
         self.admin = admin
         self.retry = retry
         self.name = name
-        self._consumers: dict[str, object] = {}
+        self._consumers: dict[str, Consumer] = {}
 
     def hold(self, topic: str) -> None:
         """Make sure the subscription exists on ``topic`` (at the earliest message when new)."""

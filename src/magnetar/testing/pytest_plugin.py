@@ -8,14 +8,15 @@ another scope). A suite changes the broker's settings by overriding ``magnetar_b
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
 from magnetar.testing.embedded import EmbeddedBroker, embedded_broker
 
 SCOPE_INI = "magnetar_broker_scope"
-SCOPES = ("session", "package", "module", "class", "function")
+Scope = Literal["session", "package", "module", "class", "function"]
+SCOPES: tuple[Scope, ...] = ("session", "package", "module", "class", "function")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -26,12 +27,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
-def broker_scope(fixture_name: str, config: pytest.Config) -> str:
+def broker_scope(fixture_name: str, config: pytest.Config) -> Scope:
     """The scope of the broker fixtures, from the ini option; a wrong one is an error naming it."""
     scope = str(config.getini(SCOPE_INI)).strip() or "session"
-    if scope not in SCOPES:
-        raise pytest.UsageError(f"{SCOPE_INI} = {scope!r}: expected one of {', '.join(SCOPES)}")
-    return scope
+    for known in SCOPES:
+        if scope == known:
+            return known
+    raise pytest.UsageError(f"{SCOPE_INI} = {scope!r}: expected one of {', '.join(SCOPES)}")
 
 
 @pytest.fixture(scope=broker_scope)

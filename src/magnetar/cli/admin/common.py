@@ -51,7 +51,8 @@ class AdminCommandError(click.ClickException):
 
     def __init__(self, message: str, exit_code: int) -> None:
         super().__init__(message)
-        self.exit_code = exit_code
+        # click declares exit_code on the class, and reads it from the instance: each error its own.
+        self.exit_code = exit_code  # type: ignore[misc]
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,7 +80,8 @@ def pass_admin(command: Callable[..., Any]) -> Callable[..., Any]:
     @click.pass_context
     @functools.wraps(command)
     def wrapper(ctx: click.Context, *args: Any, **kwargs: Any) -> Any:
-        target: AdminTarget = ctx.find_object(AdminTarget)
+        target = ctx.find_object(AdminTarget)
+        assert target is not None  # the admin group made it before any of its commands runs
         try:
             return command(target.client(), *args, **kwargs)
         except AdminError as exc:

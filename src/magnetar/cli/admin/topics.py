@@ -332,7 +332,7 @@ def reset_cursor(
         raise click.UsageError("give either -t/--time or -m/--messageId")
     if message_id is not None:
         admin.topics.reset_cursor_to_message_id(topic, subscription, message_id, exclude_reset_position)
-    else:
+    elif since is not None:  # always, the check above: one of the two
         admin.topics.reset_cursor(topic, subscription, int((time.time() - since) * 1000))
     done(f"Reset the cursor of {subscription} on {full_name(topic)}")
 

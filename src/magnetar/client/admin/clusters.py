@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from magnetar.client.admin.core import quote
+from magnetar.client.admin.paths import quote
 
 if TYPE_CHECKING:
-    from magnetar.client.admin.core import AdminClient
+    from magnetar.client.admin.requests import AdminRequests
 
 CLUSTERS = "/admin/v2/clusters"
 
@@ -37,7 +37,7 @@ class Clusters:
     """The clusters the broker knows, one's ClusterData, and remote ones registered, updated and
     deleted (superuser calls)."""
 
-    def __init__(self, admin: AdminClient) -> None:
+    def __init__(self, admin: AdminRequests) -> None:
         self._admin = admin
 
     def list(self) -> list[str]:

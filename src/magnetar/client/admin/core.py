@@ -26,105 +26,51 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
+from magnetar.client.admin.clusters import Clusters
+from magnetar.client.admin.errors import (
+    AdminError,
+    ConflictError,
+    ForbiddenError,
+    NotFoundError,
+    UnauthorizedError,
+    refusal,
+)
+from magnetar.client.admin.namespaces import Namespaces
+from magnetar.client.admin.paths import (
+    index_topic_path,
+    indexed_topic,
+    message_id_parts,
+    namespace_parts,
+    namespace_path,
+    quote,
+    topic_path,
+)
+from magnetar.client.admin.schemas import Schemas
+from magnetar.client.admin.tenants import Tenants
+from magnetar.client.admin.topics import Topics
 from magnetar.client.message import MessageId
 from magnetar.client.tls import TlsOptions
 from magnetar.protocol.message_id import message_id_fields
-from magnetar.protocol.topic_name import PARTITION_SUFFIX, TopicName, partition_name, split_partition
+from magnetar.protocol.topic_name import TopicName, split_partition
 
-if TYPE_CHECKING:
-    from magnetar.client.admin.clusters import Clusters
-    from magnetar.client.admin.namespaces import Namespaces
-    from magnetar.client.admin.schemas import Schemas
-    from magnetar.client.admin.tenants import Tenants
-    from magnetar.client.admin.topics import Topics
-
-
-class AdminError(Exception):
-    """The broker refused an admin request: ``status`` is the HTTP status, ``reason`` its text."""
-
-    def __init__(self, status: int, reason: str, url: str = "") -> None:
-        super().__init__(f"HTTP {status}: {reason}")
-        self.status = status
-        self.reason = reason
-        self.url = url
-
-
-class NotFoundError(AdminError):
-    pass
-
-
-class ConflictError(AdminError):
-    pass
-
-
-class UnauthorizedError(AdminError):
-    """401: no credentials, or credentials the broker refused."""
-
-
-class ForbiddenError(AdminError):
-    """403: the credentials are good, but their role may not do this (authorization)."""
-
-
-_ERRORS = {401: UnauthorizedError, 403: ForbiddenError, 404: NotFoundError, 409: ConflictError}
-
-
-def indexed_topic(topic: str) -> TopicName:
-    """``topic`` (short names as Pulsar reads them) if it can have a message index: a persistent
-    topic; InvalidTopicName or ValueError otherwise."""
-    parsed = TopicName.parse(topic)
-    if not parsed.persistent:
-        raise ValueError(f"only persistent topics have a message index, not {topic!r}")
-    return parsed
-
-
-def quote(part: str) -> str:
-    """One part of a path (a tenant, a role, a subscription), quoted."""
-    return urllib.parse.quote(part, safe="")
-
-
-def topic_path(topic: str, partition: int = -1) -> str:
-    """``/admin/v2/{domain}/{tenant}/{namespace}/{topic}`` of a topic of either domain; given
-    ``partition`` (>= 0), of that partition unless ``topic`` names one already."""
-    parsed = TopicName.parse(topic)
-    local = parsed.local_name
-    if partition >= 0 and PARTITION_SUFFIX not in local:
-        local = partition_name(local, partition)
-    parts = (parsed.tenant, parsed.namespace, local)
-    return f"/admin/v2/{parsed.domain}/" + "/".join(quote(p) for p in parts)
-
-
-def _index_topic_path(topic: str, partition: int = -1) -> str:
-    return topic_path(str(indexed_topic(topic)), partition)
-
-
-def namespace_parts(namespace: str) -> str:
-    """``tenant/namespace``, each part quoted for a path."""
-    tenant, _, name = namespace.partition("/")
-    if not tenant or not name or "/" in name:
-        raise ValueError(f"a namespace is tenant/namespace, not {namespace!r}")
-    return f"{quote(tenant)}/{quote(name)}"
-
-
-def namespace_path(namespace: str) -> str:
-    return f"/admin/v2/namespaces/{namespace_parts(namespace)}"
-
-
-def _message_id_parts(message_id: Any) -> tuple[int, int, int, int]:
-    """(ledger, entry, batch index, partition) of a message id in any of the accepted forms."""
-    if isinstance(message_id, dict):
-        return message_id_fields(message_id)
-    if isinstance(message_id, tuple | list):
-        ledger, entry, *rest = message_id
-        return int(ledger), int(entry), int(rest[0]) if rest else -1, -1
-    # magnetar.client.MessageId and the official pulsar.MessageId name their parts alike.
-    return (
-        message_id.ledger_id(),
-        message_id.entry_id(),
-        message_id.batch_index(),
-        message_id.partition() if hasattr(message_id, "partition") else -1,
-    )
+#: The errors and path helpers, where they were before errors.py and paths.py held them.
+__all__ = [
+    "AdminClient",
+    "AdminError",
+    "CallRunner",
+    "ConflictError",
+    "ForbiddenError",
+    "NotFoundError",
+    "UnauthorizedError",
+    "indexed_topic",
+    "namespace_parts",
+    "namespace_path",
+    "quote",
+    "refusal",
+    "topic_path",
+]
 
 
 T = TypeVar("T")
@@ -186,29 +132,20 @@ class AdminClient:
         return headers
 
     # -- resources, as the Java PulsarAdmin's tenants(), namespaces(), ... -------------------------
-    # Imported when first used: those modules import this one's path helpers.
     @functools.cached_property
     def tenants(self) -> Tenants:
-        from magnetar.client.admin.tenants import Tenants
-
         return Tenants(self)
 
     @functools.cached_property
     def namespaces(self) -> Namespaces:
-        from magnetar.client.admin.namespaces import Namespaces
-
         return Namespaces(self)
 
     @functools.cached_property
     def clusters(self) -> Clusters:
-        from magnetar.client.admin.clusters import Clusters
-
         return Clusters(self)
 
     @functools.cached_property
     def schemas(self) -> Schemas:
-        from magnetar.client.admin.schemas import Schemas
-
         return Schemas(self)
 
     # -- the message index (per topic partition) -------------------------------------------------
@@ -218,7 +155,7 @@ class AdminClient:
         The result is a ``magnetar.client.MessageId`` (partition, ledger, entry, batch index)
         that readers and ``seek`` accept.
         """
-        body = self._get(f"{_index_topic_path(topic)}/messageid/{int(index)}")
+        body = self._get(f"{index_topic_path(topic)}/messageid/{int(index)}")
         ledger, entry, batch_index, partition = message_id_fields(body)
         return MessageId(partition, ledger, entry, batch_index, topic=str(indexed_topic(topic)))
 
@@ -230,9 +167,9 @@ class AdminClient:
         and optionally ``batchIndex`` and ``partition``. Without a batch index, a batch entry
         answers the index of its last message.
         """
-        ledger, entry, batch_index, partition = _message_id_parts(message_id)
+        ledger, entry, batch_index, partition = message_id_parts(message_id)
         query = urllib.parse.urlencode({"ledgerId": ledger, "entryId": entry, "batchIndex": batch_index})
-        body = self._get(f"{_index_topic_path(topic, partition)}/index?{query}")
+        body = self._get(f"{index_topic_path(topic, partition)}/index?{query}")
         return int(body["index"])
 
     # -- namespaces and topics ----------------------------------------------------------------------
@@ -328,8 +265,6 @@ class AdminClient:
     @property
     def topics(self) -> Topics:
         """Typed calls for topics and their subscriptions (the Java client's ``admin.topics()``)."""
-        from magnetar.client.admin.topics import Topics
-
         return Topics(self)
 
     def _get(self, path: str) -> Any:
@@ -360,11 +295,6 @@ class AdminClient:
                 return response.read(), dict(response.headers.items())
         except urllib.error.HTTPError as exc:
             raise refusal(exc.code, _reason(exc), url) from None
-
-
-def refusal(status: int, reason: str, url: str = "") -> AdminError:
-    """The error for an HTTP refusal: the ``AdminError`` subclass for its status."""
-    return _ERRORS.get(status, AdminError)(status, reason, url)
 
 
 def _reason(exc: urllib.error.HTTPError) -> str:

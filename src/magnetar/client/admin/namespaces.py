@@ -6,13 +6,14 @@ A policy that is not set answers None (the broker's setting applies); ``remove_*
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from magnetar.client.admin.core import namespace_path, quote
+from magnetar.client.admin.paths import namespace_path, quote
 
 if TYPE_CHECKING:
-    from magnetar.client.admin.core import AdminClient
+    from magnetar.client.admin.requests import AdminRequests
 
 #: The policies of one value each, by the path the broker serves them at (namespaces_api.POLICIES).
 MESSAGE_TTL = "messageTTL"
@@ -33,7 +34,7 @@ PRODUCER_REQUEST_HOLD = "producer_request_hold"
 class Namespaces:
     """Namespaces of a tenant, their policies and the grants on them."""
 
-    def __init__(self, admin: AdminClient) -> None:
+    def __init__(self, admin: AdminRequests) -> None:
         self._admin = admin
 
     def _call(self, method: str, namespace: str, tail: str = "", body: Any = None, **params: Any) -> Any:
@@ -57,7 +58,7 @@ class Namespaces:
         return self._call("GET", namespace)
 
     # -- replication --------------------------------------------------------------------------------
-    def get_namespace_replication_clusters(self, namespace: str) -> list[str]:
+    def get_namespace_replication_clusters(self, namespace: str) -> builtins.list[str]:
         """The clusters the namespace replicates to (the local cluster alone when not set)."""
         return list(self._call("GET", namespace, "/replication") or [])
 
@@ -143,11 +144,11 @@ class Namespaces:
         self._call("DELETE", namespace, "/backlogQuota", backlogQuotaType=quota_type)
 
     # -- permissions ------------------------------------------------------------------------------
-    def get_permissions(self, namespace: str) -> dict[str, list[str]]:
+    def get_permissions(self, namespace: str) -> dict[str, builtins.list[str]]:
         """Each role granted on the namespace and its actions."""
         return self._call("GET", namespace, "/permissions") or {}
 
-    def grant_permission(self, namespace: str, role: str, actions: list[str]) -> None:
+    def grant_permission(self, namespace: str, role: str, actions: builtins.list[str]) -> None:
         """Let ``role`` do ``actions`` (``produce``, ``consume``, ...) on the namespace."""
         self._call("POST", namespace, f"/permissions/{quote(role)}", list(actions))
 

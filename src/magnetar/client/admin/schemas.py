@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from magnetar.client.admin.core import quote
+from magnetar.client.admin.paths import quote
 from magnetar.protocol.topic_name import TopicName
 
 if TYPE_CHECKING:
-    from magnetar.client.admin.core import AdminClient
+    from magnetar.client.admin.requests import AdminRequests
 
 
 def schema_path(topic: str) -> str:
@@ -28,7 +28,7 @@ class Schemas:
     """Read, upload, delete and test a topic's schema. A schema answer is
     ``{"version", "type", "timestamp", "data", "properties"}``."""
 
-    def __init__(self, admin: AdminClient) -> None:
+    def __init__(self, admin: AdminRequests) -> None:
         self._admin = admin
 
     def get(self, topic: str, version: int | None = None) -> dict[str, Any]:

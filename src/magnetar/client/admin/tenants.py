@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from magnetar.client.admin.core import quote
+from magnetar.client.admin.paths import quote
 
 if TYPE_CHECKING:
-    from magnetar.client.admin.core import AdminClient
+    from magnetar.client.admin.requests import AdminRequests
 
 TENANTS = "/admin/v2/tenants"
 
@@ -25,7 +25,7 @@ def tenant_info(allowed_clusters: Sequence[str] | None, admin_roles: Sequence[st
 class Tenants:
     """List, read, create, update and delete tenants (superuser calls when authorization is on)."""
 
-    def __init__(self, admin: AdminClient) -> None:
+    def __init__(self, admin: AdminRequests) -> None:
         self._admin = admin
 
     def list(self) -> list[str]:

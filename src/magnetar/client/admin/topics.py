@@ -18,12 +18,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from magnetar.client.admin.core import NotFoundError, _message_id_parts, namespace_parts, quote, topic_path
+from magnetar.client.admin.errors import NotFoundError
+from magnetar.client.admin.paths import message_id_parts, namespace_parts, quote, topic_path
 from magnetar.protocol.batch import iter_batch
 from magnetar.protocol.topic_name import TopicName
 
 if TYPE_CHECKING:
-    from magnetar.client.admin.core import AdminClient
+    from magnetar.client.admin.requests import AdminRequests
 
 #: Pulsar's JSON for the two ends of a topic (``latest``: both fields Long.MAX_VALUE).
 _INT64_MAX = (1 << 63) - 1
@@ -42,7 +43,7 @@ def message_id_json(message_id: Any) -> dict[str, int]:
         raise ValueError(f"{message_id!r}: a message id is earliest, latest or an id, not text")
     if isinstance(message_id, dict) and "partitionIndex" in message_id and "batchIndex" not in message_id:
         return {k: int(message_id[k]) for k in ("ledgerId", "entryId", "partitionIndex")}
-    ledger, entry, _batch, partition = _message_id_parts(message_id)
+    ledger, entry, _batch, partition = message_id_parts(message_id)
     return {"ledgerId": ledger, "entryId": entry, "partitionIndex": partition}
 
 
@@ -92,7 +93,7 @@ def _domain_namespace_path(namespace: str, domain: str) -> str:
 class Topics:
     """pulsar-admin's ``topics`` calls the broker serves (``AdminClient.topics``)."""
 
-    def __init__(self, admin: AdminClient) -> None:
+    def __init__(self, admin: AdminRequests) -> None:
         self._admin = admin
 
     def _request(self, method: str, path: str, body: Any = None, params: dict[str, Any] | None = None) -> Any:

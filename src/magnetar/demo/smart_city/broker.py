@@ -8,6 +8,7 @@ if it does not exit in time it is killed. Starting and stopping is ``magnetar.br
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 
 from magnetar.broker_process import BrokerProcess, BrokerProcessError
@@ -25,9 +26,10 @@ class EmbeddedBroker(BrokerProcess):
     def admin_url(self) -> str:
         return self.http_url
 
-    def stop(self, timeout: float = 30.0) -> int | None:
-        """SIGTERM; the exit code. A broker still running after ``timeout`` seconds is killed."""
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30.0) -> int | None:
+        """SIGTERM (or ``sig``); the exit code. A broker still running after ``timeout`` seconds is
+        killed."""
         try:
-            return super().stop(timeout=timeout)
+            return super().stop(sig, timeout=timeout)
         except BrokerProcessError:  # killed: the job's teardown goes on
             return self.proc.returncode if self.proc is not None else None

@@ -76,7 +76,7 @@ def run(settings: CitySettings) -> int:
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
         print("magnetar smart-city needs Java 17 for Spark (java on the PATH, or JAVA_HOME)", file=sys.stderr)
         return 2
-    from magnetar.demo.smart_city.job import run_job
+    from magnetar.demo.smart_city.run import run_job
 
     return 0 if run_job(settings).ok else 1
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import json
 import shutil
 import tempfile
@@ -24,15 +25,17 @@ import time
 from pathlib import Path
 
 from magnetar.client import aio
+from magnetar.client.message import MessageId
 from magnetar.demo.smart_city.city import VEHICLE, City
 from magnetar.demo.smart_city.districts import Arrivals, DistrictReport, Lag, districts_of_areas
 from magnetar.demo.smart_city.edges import Districts
 from magnetar.demo.smart_city.fanout import AlertFanout
 from magnetar.demo.smart_city.frames import FrameVerifier
-from magnetar.demo.smart_city.job import BROKER_SETTINGS, Job, LoopThread, _client
+from magnetar.demo.smart_city.job import Job
 from magnetar.demo.smart_city.pipeline import SparkPipeline
+from magnetar.demo.smart_city.runtime import BROKER_SETTINGS, LoopThread, connect
 from magnetar.demo.smart_city.settings import CitySettings
-from magnetar.demo.smart_city.simulator import Simulator
+from magnetar.demo.smart_city.simulator import AnyProducer, Simulator
 from magnetar.demo.smart_city.summary import Summary
 
 #: How long the vehicles get, once the pipeline is done, for the last alerts to replicate back.
@@ -58,7 +61,7 @@ class DistrictSimulator(Simulator):
         self.districts = districts
         self.sent_by_district: dict[str, int] = dict.fromkeys(edge_clients, 0)
         self.lags: dict[str, Lag] = {}
-        self._edge_producers: dict[str, object] = {}
+        self._edge_producers: dict[str, AnyProducer] = {}
 
     async def open(self) -> None:
         await super().open()
@@ -71,7 +74,7 @@ class DistrictSimulator(Simulator):
                 block_if_queue_full=True,
             )
 
-    async def _telemetry(self, producer) -> None:
+    async def _telemetry(self, producer: AnyProducer) -> None:
         """As the base's, each reading to its district's edge instead of ``producer``."""
         pending = []
         for reading in self.city.readings:
@@ -81,13 +84,13 @@ class DistrictSimulator(Simulator):
             future = await self._edge_producers[district].send_async(
                 json.dumps(record).encode(), partition_key=reading.area, event_timestamp=record["ts"]
             )
-            future.add_done_callback(lambda f, kind=reading.kind, d=district: self._sent_from(f, kind, d))
+            future.add_done_callback(functools.partial(self._sent_from, kind=reading.kind, district=district))
             pending.append(future)
         await asyncio.gather(*pending, return_exceptions=True)
         for edge_producer in self._edge_producers.values():
             await edge_producer.flush()
 
-    def _sent_from(self, future: asyncio.Future, kind: str, district: str) -> None:
+    def _sent_from(self, future: asyncio.Future[MessageId], kind: str, district: str) -> None:
         self._sent(future, kind)
         if not future.cancelled() and future.exception() is None:
             self.sent_by_district[district] += 1
@@ -121,7 +124,7 @@ class ReplicationAudit:
         )
         self._task = asyncio.create_task(self._loop(consumer))
 
-    async def _loop(self, consumer) -> None:
+    async def _loop(self, consumer: aio.Consumer | aio.MultiTopicsConsumer) -> None:
         while True:
             msg = await consumer.receive()
             district = msg.replicated_from()
@@ -164,9 +167,9 @@ class DistrictJob(Job):
                 self.say(f"{name:<11} {edge.service_url} (admin {edge.admin_url}), areas {areas}")
             districts.configure(self.city.areas)
             self.say("replication telemetry: each district -> central; alerts: central -> every district")
-            client = loop.run(_client(central.service_url, {}))
+            client = loop.run(connect(central.service_url))
             for name, edge in districts.edges.items():
-                edge_clients[name] = loop.run(_client(edge.service_url, {}))
+                edge_clients[name] = loop.run(connect(edge.service_url))
             vehicle_clients = {v.id: edge_clients[district_of[v.area]] for v in self.city.devices_of(VEHICLE)}
             fanout = AlertFanout(s, self.city, client, vehicle_clients)
             verifier = FrameVerifier(s, client)
@@ -191,9 +194,9 @@ class DistrictJob(Job):
         finally:
             if pipeline is not None:
                 pipeline.stop()
-            for part in (fanout, verifier, audit):
-                if part is not None:
-                    loop.run(part.stop())
+            for running in (fanout, verifier, audit):
+                if running is not None:
+                    loop.run(running.stop())
             for c in [*edge_clients.values(), client]:
                 if c is not None:
                     loop.run(c.close())

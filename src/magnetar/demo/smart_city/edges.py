@@ -59,12 +59,12 @@ class Districts:
             central.topics.create_non_partitioned_topic(topic)
             central.topics.set_replication_clusters(topic, [CENTRAL, *self.names])
         for name in self.names:
-            edge = self.admin(name)
-            _register(edge, CENTRAL, self.central)
-            _allow(edge, s.namespace, [name, CENTRAL])
-            edge.create_namespace(s.namespace, exist_ok=True)
-            edge.create_partitioned_topic(s.telemetry_topic, s.partitions)
-            edge.topics.set_replication_clusters(s.telemetry_topic, [name, CENTRAL])
+            edge_admin = self.admin(name)
+            _register(edge_admin, CENTRAL, self.central)
+            _allow(edge_admin, s.namespace, [name, CENTRAL])
+            edge_admin.create_namespace(s.namespace, exist_ok=True)
+            edge_admin.create_partitioned_topic(s.telemetry_topic, s.partitions)
+            edge_admin.topics.set_replication_clusters(s.telemetry_topic, [name, CENTRAL])
 
     def backlog(self, name: str) -> tuple[int, float]:
         """The district's telemetry replication to central: (replicationBacklog summed over the

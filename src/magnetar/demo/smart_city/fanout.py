@@ -101,7 +101,9 @@ class AlertFanout:
         consumers.append((control, self._control_loop(control)))
         self._tasks = [asyncio.create_task(loop) for _, loop in consumers]
 
-    async def _vehicle_loop(self, consumer, vehicle: str, area: str) -> None:
+    async def _vehicle_loop(
+        self, consumer: aio.Consumer | aio.MultiTopicsConsumer, vehicle: str, area: str
+    ) -> None:
         while True:
             msg = await consumer.receive()
             received_ms = int(time.time() * 1000)
@@ -117,7 +119,7 @@ class AlertFanout:
                 )
             await consumer.acknowledge(msg)
 
-    async def _control_loop(self, consumer) -> None:
+    async def _control_loop(self, consumer: aio.Consumer | aio.MultiTopicsConsumer) -> None:
         while True:
             msg = await consumer.receive()
             self.control_room.last_received = time.monotonic()

@@ -55,12 +55,12 @@ class FrameVerifier:
         )
         self._task = asyncio.create_task(self._loop(consumer))
 
-    async def _loop(self, consumer) -> None:
+    async def _loop(self, consumer: aio.Consumer | aio.MultiTopicsConsumer) -> None:
         while True:
             msg = await consumer.receive()
             arrived_ms = int(time.time() * 1000)
             data, props = msg.data(), msg.properties()
-            digest = await asyncio.to_thread(lambda d=data: hashlib.sha256(d).hexdigest())
+            digest = await asyncio.to_thread(_sha256_hex, data)
             self.checks.append(
                 FrameCheck(
                     index=int(props.get("frame-index", -1)),
@@ -78,3 +78,7 @@ class FrameVerifier:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._task
+
+
+def _sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()

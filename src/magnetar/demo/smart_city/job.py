@@ -10,12 +10,10 @@ Everything that talks to the broker runs as asyncio tasks on one background loop
 
 from __future__ import annotations
 
-import asyncio
 import json
 import shutil
 import sys
 import tempfile
-import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -26,39 +24,14 @@ from magnetar.client.errors import ServerError
 from magnetar.demo.smart_city.broker import EmbeddedBroker
 from magnetar.demo.smart_city.city import CAMERA, SENSOR, VEHICLE, City, build_city
 from magnetar.demo.smart_city.detection import reference_alerts
-from magnetar.demo.smart_city.fanout import AlertFanout
+from magnetar.demo.smart_city.fanout import AlertFanout, Receipt
 from magnetar.demo.smart_city.frames import FrameVerifier
 from magnetar.demo.smart_city.pipeline import SparkPipeline, rule_of
-from magnetar.demo.smart_city.security import PIPELINE_ROLE, Admin, SecureCity, vehicle_role
+from magnetar.demo.smart_city.runtime import BROKER_SETTINGS, LoopThread, connect, try_subscribe
+from magnetar.demo.smart_city.security import PIPELINE_ROLE, Admin, ClientOptions, SecureCity, vehicle_role
 from magnetar.demo.smart_city.settings import CitySettings
 from magnetar.demo.smart_city.simulator import Simulator
 from magnetar.demo.smart_city.summary import Latency, Summary
-
-BROKER_SETTINGS = {
-    "deduplication_enabled": True,  # the magnetar sink's exactly-once rests on it
-    "keepalive_interval_seconds": 0,  # a busy 2-core machine can be slow to answer a PING
-}
-
-
-class LoopThread:
-    """An asyncio loop on a daemon thread; ``run`` waits for a coroutine, ``submit`` does not."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self.loop.run_forever, name="smart-city-loop", daemon=True)
-        self._thread.start()
-
-    def submit(self, coro):
-        return asyncio.run_coroutine_threadsafe(coro, self.loop)
-
-    def run(self, coro, timeout: float | None = 60.0):
-        return self.submit(coro).result(timeout)
-
-    def stop(self) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join(10)
-        if not self._thread.is_alive():
-            self.loop.close()
 
 
 class Job:
@@ -81,7 +54,7 @@ class Job:
     def run(self) -> Summary:
         s = self.settings
         work = s.work_path() or Path(tempfile.mkdtemp(prefix="magnetar-smart-city-"))
-        broker_settings = dict(BROKER_SETTINGS)
+        broker_settings: dict[str, object] = dict(BROKER_SETTINGS)
         if s.secure:
             vehicle_ids = [v.id for v in self.city.devices_of(VEHICLE)]
             self.secure = SecureCity.create(work / "secure", vehicle_ids)
@@ -100,7 +73,7 @@ class Job:
             admin = Admin(admin_url, self.secure)
             admin.create_namespace(s.namespace, exist_ok=True)  # public/default always exists
             admin.create_partitioned_topic(s.telemetry_topic, s.partitions)
-            client = loop.run(_client(service_url, self._options_for(None)))
+            client = loop.run(connect(service_url, self._options_for(None)))
             if self.secure is not None:
                 vehicle_clients = self._secure_vehicles(loop, admin, service_url)
             fanout = AlertFanout(s, self.city, client, vehicle_clients)
@@ -138,10 +111,10 @@ class Job:
             if not s.keep_work_dir and not s.work_dir:
                 shutil.rmtree(work, ignore_errors=True)
 
-    def _options_for(self, vehicle: str | None) -> dict[str, object]:
+    def _options_for(self, vehicle: str | None) -> ClientOptions | None:
         """Our client's options: the pipeline's role (vehicle None) or the vehicle's own, secured."""
         if self.secure is None:
-            return {}
+            return None
         token = self.secure.pipeline_token if vehicle is None else self.secure.vehicle_tokens[vehicle]
         return self.secure.client_options(token)
 
@@ -152,7 +125,7 @@ class Job:
         vehicles = self.city.devices_of(VEHICLE)
         for v in vehicles:
             admin.grant_permission(s.alerts_topic(v.area), vehicle_role(v.id), ["consume"])
-        clients = {v.id: loop.run(_client(service_url, self._options_for(v.id))) for v in vehicles}
+        clients = {v.id: loop.run(connect(service_url, self._options_for(v.id))) for v in vehicles}
         self.say(
             f"secure      TLS + tokens; {len(vehicles)} vehicle roles, each granted consume on its "
             "area's alerts topic only"
@@ -162,7 +135,7 @@ class Job:
             self.refusal, self.refused = "no other area to try", True
             return clients
         vehicle, other = vehicles[0], s.alerts_topic(others[0])
-        outcome = loop.run(_try_subscribe(clients[vehicle.id], other, f"probe-{vehicle.id}"))
+        outcome = loop.run(try_subscribe(clients[vehicle.id], other, f"probe-{vehicle.id}"))
         role = vehicle_role(vehicle.id)
         if isinstance(outcome, ServerError) and "AuthorizationError" in str(outcome):
             self.refused = True
@@ -253,7 +226,7 @@ class Job:
         vehicles = city.devices_of(VEHICLE)
         missing = [v.id for v in vehicles if not by_area.get(v.area, set()) <= held.get(v.id, set())]
         expected_receipts = sum(len(by_area.get(v.area, ())) for v in vehicles)
-        first_receipts = {}
+        first_receipts: dict[tuple[str, str], Receipt] = {}
         for r in fanout.receipts:
             first_receipts.setdefault((r.vehicle, r.alert_id), r)
         receipts = list(first_receipts.values())
@@ -305,30 +278,3 @@ class Job:
             f"superuser {PIPELINE_ROLE}, "
             f"{len(self.secure.vehicle_tokens)} vehicle roles"
         )
-
-
-async def _client(service_url: str, options: dict[str, object]) -> aio.Client:
-    return aio.Client(service_url, operation_timeout_seconds=30, **options)
-
-
-async def _try_subscribe(client: aio.Client, topic: str, subscription: str) -> object:
-    """What subscribing got: the error the broker answered, or "subscribed" (then unsubscribed)."""
-    try:
-        consumer = await client.subscribe(topic, subscription, consumer_type=aio.ConsumerType.Exclusive)
-    except ServerError as exc:
-        return exc
-    await consumer.close()
-    return "subscribed"
-
-
-def run_job(settings: CitySettings, out: TextIO = sys.stdout) -> Summary:
-    """Run the whole job and print its progress and summary to ``out``; returns the summary."""
-    if settings.districts > 1:
-        from magnetar.demo.smart_city.district_job import DistrictJob  # it builds on this module
-
-        job: Job = DistrictJob(settings, out)
-    else:
-        job = Job(settings, out)
-    summary = job.run()
-    job.say(summary.render())
-    return summary

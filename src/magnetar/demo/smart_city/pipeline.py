@@ -55,13 +55,19 @@ def rule_of(settings: CitySettings) -> DamageRule:
 
 def alerts_of(raw: DataFrame, settings: CitySettings) -> DataFrame:
     """Alert rows (topic, key, value, event_time, properties) from the source's rows."""
+    rule = rule_of(settings)
+    return _alert_rows(_matched_windows(_records(raw, settings), settings, rule), settings, rule)
+
+
+def _records(raw: DataFrame, settings: CitySettings) -> DataFrame:
+    """One row per event (kind, device, area, ts, vibration, speed_kmh, damage): telemetry parsed
+    from its JSON, frames read from their properties."""
     from pyspark.sql import functions as F
 
-    rule = rule_of(settings)
     is_frame = F.col("topic") == settings.frames_topic
     props = F.col("properties")
     parsed = F.from_json(F.when(~is_frame, F.col("value").cast("string")), RECORD_SCHEMA)
-    records = raw.select(
+    return raw.select(
         F.when(is_frame, F.lit(FRAME)).otherwise(parsed["kind"]).alias("kind"),
         F.when(is_frame, props["camera"]).otherwise(parsed["device"]).alias("device"),
         F.when(is_frame, props["area"]).otherwise(parsed["area"]).alias("area"),
@@ -70,6 +76,13 @@ def alerts_of(raw: DataFrame, settings: CitySettings) -> DataFrame:
         parsed["speed_kmh"].alias("speed_kmh"),
         F.when(is_frame, props["road-damage"] == "true").otherwise(parsed["damage"]).alias("damage"),
     )
+
+
+def _matched_windows(records: DataFrame, settings: CitySettings, rule: DamageRule) -> DataFrame:
+    """Per area and event-time window, past the watermark: the counts the rule reads, kept where
+    it matches."""
+    from pyspark.sql import functions as F
+
     # Clock ticks are not filtered out: Spark pushes a filter that does not name the event-time
     # column below the watermark, and the ticks must reach it. They form their own area ("")
     # with no hits and no flags, which the rule never matches.
@@ -88,10 +101,17 @@ def alerts_of(raw: DataFrame, settings: CitySettings) -> DataFrame:
         F.array_sort(F.collect_list(F.when(hit, F.col("ts")))).alias("hit_times"),
         F.array_sort(F.collect_list(F.when(flag, F.col("ts")))).alias("flag_times"),
     )
-    matched = windows.filter(
+    return windows.filter(
         (F.col("vibration_hits") >= rule.min_vibration_hits)
         & (F.col("camera_flags") >= rule.min_camera_flags)
     )
+
+
+def _alert_rows(matched: DataFrame, settings: CitySettings, rule: DamageRule) -> DataFrame:
+    """The sink's rows of the matched windows: one JSON alert each, to its area's alerts topic,
+    at the event time its rule was met (the later of the last hit and the last flag it needed)."""
+    from pyspark.sql import functions as F
+
     triggers = []
     if rule.min_vibration_hits:
         triggers.append(F.element_at("hit_times", rule.min_vibration_hits))
@@ -99,17 +119,14 @@ def alerts_of(raw: DataFrame, settings: CitySettings) -> DataFrame:
         triggers.append(F.element_at("flag_times", rule.min_camera_flags))
     start_ms = F.unix_millis(F.col("window.start"))
     alert_id = F.concat_ws("/", F.col("area"), start_ms.cast("string"))
+    fields = ["vibration_hits", "camera_flags", "max_vibration", "vehicles", "avg_speed_kmh"]
     alerts = matched.select(
         F.col("area"),
         alert_id.alias("alert_id"),
         start_ms.alias("window_start_ms"),
         F.unix_millis(F.col("window.end")).alias("window_end_ms"),
         (F.greatest(*triggers) if len(triggers) > 1 else triggers[0]).alias("trigger_ms"),
-        "vibration_hits",
-        "camera_flags",
-        "max_vibration",
-        "vehicles",
-        "avg_speed_kmh",
+        *fields,
     )
     value = F.to_json(
         F.struct(
@@ -119,11 +136,7 @@ def alerts_of(raw: DataFrame, settings: CitySettings) -> DataFrame:
             "window_start_ms",
             "window_end_ms",
             "trigger_ms",
-            "vibration_hits",
-            "camera_flags",
-            "max_vibration",
-            "vehicles",
-            "avg_speed_kmh",
+            *fields,
         )
     )
     return alerts.select(

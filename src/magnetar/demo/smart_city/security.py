@@ -16,6 +16,7 @@ import ipaddress
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypedDict
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -29,6 +30,14 @@ from magnetar.security import tokens
 PIPELINE_ROLE = "smart-city-pipeline"
 TOKEN_PLUGIN = "org.apache.pulsar.client.impl.auth.AuthenticationToken"
 TOKEN_LIFETIME_S = 24 * 3600
+
+
+class ClientOptions(TypedDict, total=False):
+    """Our client's keyword arguments for a role over TLS (``SecureCity.client_options``)."""
+
+    authentication: AuthenticationToken
+    tls_trust_certs_file_path: str
+    tls_validate_hostname: bool
 
 
 def vehicle_role(vehicle_id: str) -> str:
@@ -53,58 +62,11 @@ def _write_private(path: Path, data: bytes) -> None:
 def make_certificates(directory: Path, hosts: tuple[str, ...] = ("127.0.0.1", "localhost")) -> TlsFiles:
     """A CA valid for a day and a server certificate it signed, naming ``hosts``."""
     directory.mkdir(parents=True, exist_ok=True)
-    now = datetime.datetime.now(datetime.UTC)
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "Magnetar smart-city CA")])
-    ca_cert = (
-        x509.CertificateBuilder()
-        .subject_name(ca_name)
-        .issuer_name(ca_name)
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=True,
-                crl_sign=True,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
-        .sign(ca_key, hashes.SHA256())
-    )
+    ca_cert = _ca_certificate(ca_key, ca_name)
     server_key = ec.generate_private_key(ec.SECP256R1())
-    names: list[x509.GeneralName] = []
-    for host in hosts:
-        try:
-            names.append(x509.IPAddress(ipaddress.ip_address(host)))
-        except ValueError:
-            names.append(x509.DNSName(host))
-    server_cert = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, hosts[-1])]))
-        .issuer_name(ca_name)
-        .public_key(server_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(x509.SubjectAlternativeName(names), critical=False)
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False
-        )
-        .sign(ca_key, hashes.SHA256())
-    )
+    server_cert = _server_certificate(server_key.public_key(), hosts, ca_key, ca_name)
     files = TlsFiles(directory / "ca.cert.pem", directory / "broker.cert.pem", directory / "broker.key.pem")
     files.ca.write_bytes(ca_cert.public_bytes(serialization.Encoding.PEM))
     files.cert.write_bytes(server_cert.public_bytes(serialization.Encoding.PEM))
@@ -115,6 +77,69 @@ def make_certificates(directory: Path, hosts: tuple[str, ...] = ("127.0.0.1", "l
         ),
     )
     return files
+
+
+def _valid_for_a_day(builder: x509.CertificateBuilder) -> x509.CertificateBuilder:
+    """From five minutes ago (clocks differ a little) to a day from now."""
+    now = datetime.datetime.now(datetime.UTC)
+    return builder.not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(
+        now + datetime.timedelta(days=1)
+    )
+
+
+def _ca_certificate(ca_key: ec.EllipticCurvePrivateKey, ca_name: x509.Name) -> x509.Certificate:
+    """The self-signed CA: it signs certificates, nothing else."""
+    usage = x509.KeyUsage(
+        digital_signature=True,
+        content_commitment=False,
+        key_encipherment=False,
+        data_encipherment=False,
+        key_agreement=False,
+        key_cert_sign=True,
+        crl_sign=True,
+        encipher_only=False,
+        decipher_only=False,
+    )
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(usage, critical=True)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
+    )
+    return _valid_for_a_day(builder).sign(ca_key, hashes.SHA256())
+
+
+def _server_certificate(
+    server_key: ec.EllipticCurvePublicKey,
+    hosts: tuple[str, ...],
+    ca_key: ec.EllipticCurvePrivateKey,
+    ca_name: x509.Name,
+) -> x509.Certificate:
+    """The broker's certificate, naming ``hosts`` (IP addresses as such), signed by the CA."""
+    names: list[x509.GeneralName] = []
+    for host in hosts:
+        try:
+            names.append(x509.IPAddress(ipaddress.ip_address(host)))
+        except ValueError:
+            names.append(x509.DNSName(host))
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, hosts[-1])]))
+        .issuer_name(ca_name)
+        .public_key(server_key)
+        .serial_number(x509.random_serial_number())
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.SubjectAlternativeName(names), critical=False)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False
+        )
+    )
+    return _valid_for_a_day(builder).sign(ca_key, hashes.SHA256())
 
 
 @dataclass
@@ -158,7 +183,7 @@ class SecureCity:
             "superuser_roles": [PIPELINE_ROLE],
         }
 
-    def client_options(self, token: str) -> dict[str, object]:
+    def client_options(self, token: str) -> ClientOptions:
         """Keyword arguments of our client for a role's token over TLS, the hostname checked."""
         return {
             "authentication": AuthenticationToken(token),

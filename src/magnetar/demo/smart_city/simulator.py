@@ -14,12 +14,14 @@ traffic stops, a tick past the last window plus the watermark delay closes every
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import time
 from dataclasses import dataclass, field
 
 from magnetar.client import aio
+from magnetar.client.message import MessageId
 from magnetar.demo.smart_city.city import TICK, City, FramePlan
 from magnetar.demo.smart_city.settings import CitySettings
 from magnetar.protocol.key_hash import key_partition
@@ -49,6 +51,10 @@ def tick_key(partition: int, partitions: int) -> str:
     return f"tick-{n}"
 
 
+#: What ``create_producer`` gives: a partitioned topic's producer, or one topic's.
+AnyProducer = aio.Producer | aio.PartitionedProducer
+
+
 class Simulator:
     def __init__(self, settings: CitySettings, city: City, client: aio.Client) -> None:
         self.settings = settings
@@ -56,8 +62,8 @@ class Simulator:
         self.client = client
         self.counters = SimulatorCounters()
         self.start_ms = 0
-        self._telemetry_producer = None
-        self._cameras: dict[str, object] = {}
+        self._telemetry_producer: AnyProducer | None = None
+        self._cameras: dict[str, AnyProducer] = {}
         #: The frames sent, as the pipeline sees them (their event time is known once sent).
         self.frame_records: list[dict] = []
 
@@ -80,12 +86,19 @@ class Simulator:
         """Play the whole plan, paced from now, then send the closing ticks."""
         self.start_ms = int(time.time() * 1000)
         try:
-            await asyncio.gather(self._telemetry(self._telemetry_producer), self._frames(self._cameras))
-            await self._telemetry_producer.flush()
+            await asyncio.gather(self._telemetry(self._gateway), self._frames(self._cameras))
+            await self._gateway.flush()
             await self.before_closing_ticks()
             await self.send_ticks(self.closing_tick_ms)
         finally:
             self.counters.done = True
+
+    @property
+    def _gateway(self) -> AnyProducer:
+        """The telemetry producer (``open`` made it)."""
+        if self._telemetry_producer is None:
+            raise RuntimeError("the simulator is not open")
+        return self._telemetry_producer
 
     async def before_closing_ticks(self) -> None:
         """Called once every event is sent, before the ticks that close every window: a subclass
@@ -120,7 +133,7 @@ class Simulator:
         if delay > 0:
             await asyncio.sleep(delay)
 
-    async def _telemetry(self, producer) -> None:
+    async def _telemetry(self, producer: AnyProducer) -> None:
         pending = []
         for reading in self.city.readings:
             await self._sleep_until(reading.send_ms)
@@ -128,25 +141,25 @@ class Simulator:
             future = await producer.send_async(
                 json.dumps(record).encode(), partition_key=reading.area, event_timestamp=record["ts"]
             )
-            future.add_done_callback(lambda f, kind=reading.kind: self._sent(f, kind))
+            future.add_done_callback(functools.partial(self._sent, kind=reading.kind))
             pending.append(future)
         await asyncio.gather(*pending, return_exceptions=True)
 
-    def _sent(self, future: asyncio.Future, kind: str) -> None:
+    def _sent(self, future: asyncio.Future[MessageId], kind: str) -> None:
         if future.cancelled() or future.exception() is not None:
             self.counters.events_failed += 1
             return
         self.counters.events_sent += 1
         self.counters.by_kind[kind] = self.counters.by_kind.get(kind, 0) + 1
 
-    async def _frames(self, producers: dict) -> None:
+    async def _frames(self, producers: dict[str, AnyProducer]) -> None:
         sends = []
         for plan in self.city.frames:
             await self._sleep_until(plan.send_ms)
             sends.append(asyncio.create_task(self._send_frame(producers[plan.camera], plan)))
         await asyncio.gather(*sends)
 
-    async def _send_frame(self, producer, plan: FramePlan) -> None:
+    async def _send_frame(self, producer: AnyProducer, plan: FramePlan) -> None:
         content = await asyncio.to_thread(plan.content)
         properties = await asyncio.to_thread(plan.properties, content)
         taken_ms = int(time.time() * 1000)  # the frame's event time: when it is ready to go
@@ -166,7 +179,7 @@ class Simulator:
         for partition in range(partitions):
             record = {"kind": TICK, "device": "clock", "area": "", "ts": ts}
             record.update(vibration=None, speed_kmh=None, damage=None)
-            await self._telemetry_producer.send(
+            await self._gateway.send(
                 json.dumps(record).encode(), partition_key=tick_key(partition, partitions), event_timestamp=ts
             )
             self.counters.ticks_sent += 1

@@ -1,36 +1,26 @@
-"""Partitioned topics and several topics at once: one handler per partition behind one face.
+"""One subscription over many partitions or topics: Pulsar's ``MultiTopicsConsumer``.
 
-``PartitionedProducer`` routes each message to a partition: by the hash of its partition key
-(``magnetar.protocol.key_hash``, the official client's schemes and default), else round robin.
-``MultiTopicsConsumer`` receives from one consumer per partition or topic; each keeps its own
-receiver queue and flow permits, the parent takes from whichever has a message.
+It receives from one consumer per partition or topic; each keeps its own receiver queue and flow
+permits, the parent takes from whichever has a message, in turn.
 """
 
 from __future__ import annotations
 
 import asyncio
-import itertools
-from typing import TYPE_CHECKING, Any
+import dataclasses
 
-from magnetar.client.consumer import Consumer, ConsumerConfig
+from magnetar.client.consumer import Consumer, ConsumerConfig, Listener
 from magnetar.client.errors import AlreadyClosed, InvalidConfiguration, Timeout
 from magnetar.client.message import Message, MessageId
-from magnetar.client.producer import Producer, ProducerConfig
-from magnetar.protocol.key_hash import key_partition
+from magnetar.client.services import ClientServices
 from magnetar.protocol.topic_name import partition_name
 
-if TYPE_CHECKING:
-    from magnetar.client.client import Client
 
-
-async def create_producer(client: Client, topic: str, config: ProducerConfig, options: dict[str, Any]):
-    partitions = await client.get_partitioned_topic_metadata(topic)
-    if partitions <= 0:
-        return Producer(client, topic, config)
-    return PartitionedProducer(client, topic, config, partitions, options.get("message_router"))
-
-
-async def create_consumer(client: Client, topics: list[str], config: ConsumerConfig):
+async def consumer_for(
+    client: ClientServices, topics: list[str], config: ConsumerConfig
+) -> Consumer | MultiTopicsConsumer:
+    """A ``Consumer`` for one topic with no partitions, else a ``MultiTopicsConsumer`` over every
+    partition of every topic (not started)."""
     parts: list[tuple[str, int]] = []
     for topic in topics:
         partitions = await client.get_partitioned_topic_metadata(topic)
@@ -49,82 +39,23 @@ async def create_consumer(client: Client, topics: list[str], config: ConsumerCon
     return MultiTopicsConsumer(client, topics, config, parts)
 
 
-class PartitionedProducer:
-    """A producer per partition; ``send`` picks one."""
-
-    def __init__(
-        self, client: Client, topic: str, config: ProducerConfig, partitions: int, router: Any = None
-    ) -> None:
-        self.client = client
-        self._topic = topic
-        self._router = router
-        self._producers = [
-            Producer(client, partition_name(topic, i), _copy(config), partition=i) for i in range(partitions)
-        ]
-        self._round_robin = itertools.cycle(range(partitions))
-        self._scheme = self._producers[0].config.hashing_scheme  # validated by each producer
-
-    def topic(self) -> str:
-        return self._topic
-
-    @property
-    def config(self) -> ProducerConfig:
-        """Every partition's producer has a copy of this."""
-        return self._producers[0].config
-
-    def producer_name(self) -> str:
-        return self._producers[0].producer_name()
-
-    def last_sequence_id(self) -> int:
-        return max(p.last_sequence_id() for p in self._producers)
-
-    async def start(self) -> None:
-        await asyncio.gather(*(p.start() for p in self._producers))
-
-    def _pick(self, content: bytes, kwargs: dict[str, Any]) -> Producer:
-        key = kwargs.get("partition_key")
-        if self._router is not None:
-            return self._producers[self._router(content, len(self._producers)) % len(self._producers)]
-        if key:  # as the official client: an empty key is no key
-            return self._producers[key_partition(key, len(self._producers), self._scheme)]
-        return self._producers[next(self._round_robin)]
-
-    async def send(self, content: bytes, **kwargs: Any) -> MessageId:
-        return await self._pick(content, kwargs).send(content, **kwargs)
-
-    async def send_async(self, content: bytes, callback: Any = None, **kwargs: Any) -> asyncio.Future:
-        return await self._pick(content, kwargs).send_async(content, callback, **kwargs)
-
-    async def flush(self) -> None:
-        await asyncio.gather(*(p.flush() for p in self._producers))
-
-    async def close(self) -> None:
-        await asyncio.gather(*(p.close() for p in self._producers))
-        self.client.forget(self)
-
-    def is_connected(self) -> bool:
-        return all(p.is_connected() for p in self._producers)
-
-    async def __aenter__(self) -> PartitionedProducer:
-        return self
-
-    async def __aexit__(self, *exc_info: Any) -> None:
-        await self.close()
-
-
 class MultiTopicsConsumer:
     """One subscription over many partitions or topics."""
 
     def __init__(
-        self, client: Client, topics: list[str], config: ConsumerConfig, parts: list[tuple[str, int]]
-    ):
+        self,
+        client: ClientServices,
+        topics: list[str],
+        config: ConsumerConfig,
+        parts: list[tuple[str, int]],
+    ) -> None:
         self.client = client
         self._topics = topics
         self.config = config
         self._children: list[Consumer] = []
         self._by_topic: dict[str, Consumer] = {}
         self._ready = asyncio.Event()
-        self._listener: Any = None
+        self._listener: Listener | None = None
         #: Where the next receive starts looking, so that no child starves the others.
         self._turn = 0
         self._closed = False
@@ -133,7 +64,7 @@ class MultiTopicsConsumer:
 
     def _add_child(self, name: str, partition: int) -> Consumer:
         """A consumer for one more topic or partition (not started)."""
-        child = Consumer(self.client, name, _copy(self.config), partition=partition)
+        child = Consumer(self.client, name, dataclasses.replace(self.config), partition=partition)
         child.on_queued = self._ready.set
         self._children.append(child)
         self._by_topic[child.topic()] = child
@@ -148,7 +79,7 @@ class MultiTopicsConsumer:
             self._children.remove(child)
             await child.close()
 
-    def set_listener(self, listener: Any) -> None:
+    def set_listener(self, listener: Listener) -> None:
         """Every child's messages, and those of children added later, go to ``listener``."""
         self._listener = listener
         for child in self._children:
@@ -253,11 +184,5 @@ class MultiTopicsConsumer:
     async def __aenter__(self) -> MultiTopicsConsumer:
         return self
 
-    async def __aexit__(self, *exc_info: Any) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
-
-
-def _copy(config: Any) -> Any:
-    from dataclasses import replace
-
-    return replace(config)

@@ -1,6 +1,8 @@
-"""A producer's sends awaiting their receipts: the SENDs in send order (the broker answers in
-order, and after a reconnect they are all written again), the count of messages they hold
-against ``max_pending_messages``, and completing or failing the messages' futures."""
+"""A producer's sends awaiting their receipts (Pulsar's ``OpSendMsgQueue``): the SENDs in send
+order (the broker answers in order, and after a reconnect they are all written again), the count
+of messages they hold against ``max_pending_messages``, and completing or failing the messages'
+futures. (The broker's ``flow_control`` counts the sends a connection has in flight; this is
+the client's side.)"""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from magnetar.client.message import ChunkMessageId, MessageId
 from magnetar.client.send_ops import SendOp, stored_too_big
 
 
-class PendingSends:
+class SendOpQueue:
     def __init__(self) -> None:
         self._ops: collections.deque[SendOp] = collections.deque()
         #: Messages queued and not yet completed (in the open batch too).
@@ -112,6 +114,6 @@ class PendingSends:
             if too_big is not None:
                 self.drop_message_of(op.sequence_id, too_big)
 
-    def futures(self) -> list[asyncio.Future]:
+    def futures(self) -> list[asyncio.Future[MessageId]]:
         """The futures of the messages pending now (``flush`` waits for them)."""
         return [m.future for op in self._ops for m in op.messages if m.future is not None]
