@@ -28,10 +28,12 @@ run: $(STAMP_RUN)
 broker: $(STAMP_RUN)
 	$(BIN)/magnetar standalone $(ARGS)
 
-## Lint and run the whole test suite, on two workers (XDIST= runs it in one process).
+## Lint (ruff, mypy, import-linter) and run the whole test suite, on two workers (XDIST= runs it in one process).
 XDIST ?= -n 2 --dist loadfile
 test: $(STAMP_DEV)
 	$(BIN)/ruff check src tests bench
+	$(BIN)/mypy
+	$(BIN)/lint-imports --no-cache
 	$(BIN)/python -m pytest -q $(XDIST) $(PYTEST_ARGS)
 
 ## The suite RUNS times in a row with every core busy (flakes show there): docs/testing.md.
@@ -39,9 +41,11 @@ RUNS ?= 20
 test-under-load: $(STAMP_DEV)
 	.ci/under-load $(RUNS) $(XDIST) $(PYTEST_ARGS)
 
+## ruff (rules and format), mypy (strict on protocol and storage) and the import-linter contracts.
 lint: $(STAMP_DEV)
 	$(BIN)/ruff check src tests bench
 	$(BIN)/ruff format --check src tests bench
+	$(BIN)/mypy
 	$(BIN)/lint-imports --no-cache
 
 ## Benchmarks: Magnetar and the peer side by side into docs/benchmarks.md (ARGS="--smoke" for a quick one).
