@@ -66,7 +66,7 @@ async def _scenario(config: BrokerConfig, files) -> None:
 
             by_port: dict[tuple[bool, str | None], int] = {}
             for cnx in service.connections:
-                key = (cnx.tls, role_from_certificate(cnx.peer_certificate))
+                key = (cnx.auth.tls, role_from_certificate(cnx.auth.peer_certificate))
                 by_port[key] = by_port.get(key, 0) + 1
             # The certificate the broker verified names the role; no certificate names none.
             assert by_port == {(True, CLIENT_ROLE): 1, (True, None): 1, (False, None): 1}
