@@ -13,10 +13,10 @@ from magnetar.broker.dispatchers.broadcast_lag import (
     count_cut,
     past,
     strictest,
-    sweep,
     sweep_subscription,
     threshold_for,
 )
+from magnetar.broker.housekeeping import sweep_broadcast_lag
 from magnetar.storage.position import Position
 
 from .entry_harness import message
@@ -141,7 +141,7 @@ def test_a_detached_virtual_cursor_past_the_limit_is_given_up(on_topic):
         topic.subscriptions["fans"].remove_consumer(gone)
         dispatcher = topic.subscriptions["fans"].dispatcher
         assert list(dispatcher.detached) == ["c0"]
-        assert sweep({"t": topic}, LagLimits(max_messages=2), 0.0) == 1
+        assert sweep_broadcast_lag({"t": topic}, LagLimits(max_messages=2), 0.0) == 1
         assert not dispatcher.detached and topic.subscriptions["fans"].cursor.backlog() == 0
 
     on_topic(scenario, broadcast_reconnect_grace_seconds=60)
@@ -152,7 +152,7 @@ def test_a_sweep_with_the_policy_off_touches_nothing(on_topic):
         slow, fast = subscribe_many(topic, 2)
         stored = await publish_numbered(h, 5, slow, fast)
         ack(fast, *stored)
-        assert sweep({"t": topic}, LagLimits(), 0.0) == 0
+        assert sweep_broadcast_lag({"t": topic}, LagLimits(), 0.0) == 0
         assert slow in topic.subscriptions["fans"].dispatcher.consumers
 
     on_topic(scenario)

@@ -20,9 +20,9 @@ from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from magnetar.broker.descriptors import EXHAUSTION
-from magnetar.broker.dispatchers.broadcast_lag import broadcast_dispatchers
 from magnetar.broker.dispatchers.broadcast_stats import largest_lag
 from magnetar.broker.flow_control import Hold, no_holds
+from magnetar.broker.housekeeping import broadcast_dispatchers
 from magnetar.broker.replication import replication_stats
 
 if TYPE_CHECKING:

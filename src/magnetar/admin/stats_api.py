@@ -22,7 +22,7 @@ from magnetar.broker.replication import cursor_name, replication_stats
 if TYPE_CHECKING:
     from magnetar.broker.nonpersistent import NonPersistentSubscription, NonPersistentTopic
     from magnetar.broker.service import BrokerService
-    from magnetar.broker.subscription import Subscription
+    from magnetar.broker.subscription import PersistentSubscription
     from magnetar.broker.topic import PersistentTopic
     from magnetar.broker.traffic import Traffic
 
@@ -50,7 +50,7 @@ def _out(traffic: Traffic) -> dict:
     }
 
 
-def _listed(sub: Subscription | NonPersistentSubscription) -> tuple[list, dict]:
+def _listed(sub: PersistentSubscription | NonPersistentSubscription) -> tuple[list, dict]:
     """The consumers topic stats list, and for a broadcast subscription (maybe 100K consumers)
     only the first ``STATS_CONSUMERS`` and where to page the rest (consumers_api.py)."""
     consumers = sub.consumers
@@ -68,7 +68,7 @@ def _listed(sub: Subscription | NonPersistentSubscription) -> tuple[list, dict]:
     }
 
 
-def _subscription_stats(sub: Subscription | NonPersistentSubscription) -> dict:
+def _subscription_stats(sub: PersistentSubscription | NonPersistentSubscription) -> dict:
     cursor = sub.cursor  # None on a non-persistent topic: nothing is kept, so no backlog
     dispatcher = sub.dispatcher
     listed, paging = _listed(sub)

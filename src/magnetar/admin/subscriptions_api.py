@@ -22,7 +22,7 @@ from magnetar.protocol.message_id import to_u64
 if TYPE_CHECKING:
     from magnetar.broker.nonpersistent import NonPersistentTopic
     from magnetar.broker.service import BrokerService
-    from magnetar.broker.subscription import Subscription
+    from magnetar.broker.subscription import PersistentSubscription
     from magnetar.broker.topic import PersistentTopic
 
 #: Pulsar's MessageId JSON for "latest" (both fields Long.MAX_VALUE); -1/-1 is "earliest".
@@ -104,7 +104,7 @@ def _lifecycle_routes(app: web.Application, service: BrokerService) -> None:
     app.router.add_delete(BASE, delete)
 
 
-Action = Callable[["PersistentTopic", "Subscription", web.Request], None]
+Action = Callable[["PersistentTopic", "PersistentSubscription", web.Request], None]
 
 
 def _on_each(service: BrokerService, action: Action):
@@ -119,22 +119,26 @@ def _on_each(service: BrokerService, action: Action):
     return handler
 
 
-def _clear_backlog(topic: PersistentTopic, subscription: Subscription, request: web.Request) -> None:
+def _clear_backlog(
+    topic: PersistentTopic, subscription: PersistentSubscription, request: web.Request
+) -> None:
     subscription.clear_backlog()
 
 
-def _skip(topic: PersistentTopic, subscription: Subscription, request: web.Request) -> None:
+def _skip(topic: PersistentTopic, subscription: PersistentSubscription, request: web.Request) -> None:
     count = int(request.match_info["count"])
     if count < 0:
         raise ValueError("the number of messages to skip must not be negative")
     subscription.skip(count)
 
 
-def _reset_to_time(topic: PersistentTopic, subscription: Subscription, request: web.Request) -> None:
+def _reset_to_time(
+    topic: PersistentTopic, subscription: PersistentSubscription, request: web.Request
+) -> None:
     subscription.reset_cursor(topic.find_position_by_time(int(request.match_info["timestamp"])))
 
 
-def _expire(topic: PersistentTopic, subscription: Subscription, request: web.Request) -> None:
+def _expire(topic: PersistentTopic, subscription: PersistentSubscription, request: web.Request) -> None:
     topic.expire_older_than(int(request.match_info["seconds"]), [subscription])
 
 

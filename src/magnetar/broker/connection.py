@@ -278,8 +278,7 @@ class ServerCnx(asyncio.BufferedProtocol):
         self.writable = True
         self.holds.release(Hold.WRITES)
         for consumer in self.consumers.values():
-            if consumer.subscription.dispatcher is not None:
-                consumer.subscription.dispatcher.on_writable(consumer)
+            consumer.subscription.on_writable(consumer)
 
     def _open_transport(self) -> asyncio.Transport | None:
         """The transport while it is still open (not closing), else None."""

@@ -18,8 +18,7 @@ from magnetar.protocol.message_id import to_u64
 from magnetar.storage.position import Position
 
 if TYPE_CHECKING:
-    from magnetar.broker.nonpersistent import NonPersistentSubscription
-    from magnetar.broker.subscription import Subscription
+    from magnetar.broker.topic_api import Subscription
     from magnetar.broker.transport_cnx import TransportCnx
 
 
@@ -48,7 +47,7 @@ class Consumer:
     def __init__(
         self,
         cnx: TransportCnx,
-        subscription: Subscription | NonPersistentSubscription,
+        subscription: Subscription[Consumer],
         consumer_id: int,
         name: str,
         priority_level: int = 0,

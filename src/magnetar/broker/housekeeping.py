@@ -6,10 +6,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 from magnetar.broker.coarse_clock import CLOCK
 from magnetar.broker.dispatchers import broadcast_lag
+from magnetar.broker.dispatchers.broadcast import BroadcastDispatcher
 from magnetar.broker.namespaces import NamespaceRegistry
 from magnetar.broker.nonpersistent import NonPersistentTopic
 from magnetar.broker.topic import PersistentTopic
@@ -89,7 +90,26 @@ def trim_all(topics: Topics, namespaces: NamespaceRegistry) -> None:
             log.info("%s: deleted consumed ledgers %s", topic.name, deleted)
 
 
+def broadcast_dispatchers(topics: Topics) -> Iterator[tuple[PersistentTopic, str, BroadcastDispatcher]]:
+    """Every persistent topic's broadcast subscriptions: (topic, subscription name, dispatcher)."""
+    for topic in list(topics.values()):
+        if topic.ml is None:
+            continue
+        for name, sub in list(topic.subscriptions.items()):
+            if isinstance(sub.dispatcher, BroadcastDispatcher):
+                yield topic, name, sub.dispatcher
+
+
+def sweep_broadcast_lag(topics: Topics, limits: broadcast_lag.LagLimits, now_s: float) -> int:
+    """One sweep of the broadcast lag policy over every broadcast subscription
+    (``broadcast_lag.sweep_subscription``); the consumers and virtual cursors dropped."""
+    if not limits.enabled:
+        return 0
+    dispatchers = broadcast_dispatchers(topics)
+    return sum(broadcast_lag.sweep_subscription(d, limits, now_s) for _, _, d in dispatchers)
+
+
 def sweep_broadcast(topics: Topics, limits: broadcast_lag.LagLimits) -> None:
     """Tick the coarse clock (broadcast last-ack times), then apply the broadcast lag policy."""
     now = CLOCK.tick()
-    broadcast_lag.sweep(topics, limits, now)
+    sweep_broadcast_lag(topics, limits, now)

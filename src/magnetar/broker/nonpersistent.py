@@ -115,6 +115,9 @@ class NonPersistentSubscription:
     def reset_cursor(self, position: Position) -> None:
         raise NotAllowed("seek is not supported on non-persistent topics")
 
+    def on_writable(self, consumer: Consumer) -> None:
+        """Nothing waits for a consumer to be writable: what it could not take was dropped."""
+
     def notify_new_entries(self) -> None:
         pass
 
@@ -199,7 +202,9 @@ class NonPersistentTopic:
             subscription.deliver(item)
         callback(position, None)
 
-    def subscribe(self, consumer_factory: Callable[..., Consumer], cmd: wire.CommandSubscribe) -> Consumer:
+    def subscribe(
+        self, consumer_factory: Callable[[NonPersistentSubscription], Consumer], cmd: wire.CommandSubscribe
+    ) -> Consumer:
         subscription = self.subscriptions.get(cmd.subscription)
         if subscription is None:
             subscription = NonPersistentSubscription(self, cmd.subscription, cmd.sub_type)

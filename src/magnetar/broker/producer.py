@@ -21,8 +21,7 @@ from magnetar.protocol.message_id import to_u64
 from magnetar.storage.position import Position
 
 if TYPE_CHECKING:
-    from magnetar.broker.nonpersistent import NonPersistentTopic
-    from magnetar.broker.topic import PersistentTopic
+    from magnetar.broker.topic_api import Topic
     from magnetar.broker.transport_cnx import TransportCnx
 
 #: The message id a duplicate send is answered with (Pulsar's choice).
@@ -47,7 +46,7 @@ class Producer:
     def __init__(
         self,
         cnx: TransportCnx,
-        topic: PersistentTopic | NonPersistentTopic,
+        topic: Topic[Producer],
         producer_id: int,
         name: str,
         user_provided_name: bool,

@@ -5,7 +5,8 @@ resources.py (storage and the registries in its metadata store, opened at start)
 topic_catalog.py (which topics there are, partitioned topics' metadata, topic counts),
 topic_loader.py (opening topics, off the loop where the command can wait), housekeeping.py (the
 background work) and frame_room.py (room for large frames being received). What it is made from
-is checked and built at start-up (startup.py).
+is checked and built at start-up (startup.py); its connections are made above it (server.py) and
+kept here as ``ServedCnx`` (served_cnx.py).
 """
 
 from __future__ import annotations
@@ -25,11 +26,10 @@ from magnetar.broker import frame_room, housekeeping, loop_pass, tls
 from magnetar.broker.authorization import CONSUME, PRODUCE, Authorizer
 from magnetar.broker.clusters import ClusterRegistry
 from magnetar.broker.config import BrokerConfig
-from magnetar.broker.connection import ServerCnx
 from magnetar.broker.data_dir_lock import DataDirLock
 from magnetar.broker.dispatchers.broadcast_lag import LagLimits
 from magnetar.broker.flow_control import Hold, PublishBuffer, no_holds
-from magnetar.broker.frame_budget import FrameBudget
+from magnetar.broker.frame_budget import FrameBudget, FrameReceiver
 from magnetar.broker.keepalive import KeepaliveWheel
 from magnetar.broker.limits import Limits
 from magnetar.broker.namespaces import AutoTopicCreation, NamespaceRegistry
@@ -37,6 +37,7 @@ from magnetar.broker.nonpersistent import NonPersistentTopic
 from magnetar.broker.replication import TopicReplication, effective_clusters
 from magnetar.broker.resources import BrokerNotStarted, BrokerResources
 from magnetar.broker.schemas.registry import SchemaRegistry
+from magnetar.broker.served_cnx import ServedCnx
 from magnetar.broker.startup import BrokerSetup
 from magnetar.broker.topic import PersistentTopic
 from magnetar.broker.topic_catalog import TopicCatalog, Topics
@@ -55,7 +56,8 @@ class BrokerService:
         config = self.config = setup.config
         self.broker_name = f"magnetar-{secrets.token_hex(3)}"
         self.topics: Topics = {}
-        self.connections: set[ServerCnx] = set()
+        #: The connections served now, added and removed by each (``served_cnx.py``).
+        self.connections: set[ServedCnx] = set()
         self._flow_control(config)
         #: Connections, producers, consumers and topics past the configured limits are refused.
         self.limits = Limits(config)
@@ -189,11 +191,11 @@ class BrokerService:
         for cnx in list(self.connections):
             cnx.holds.release(reason)
 
-    def frame_room_released(self, cnx: ServerCnx) -> None:
+    def frame_room_released(self, cnx: FrameReceiver) -> None:
         """``cnx`` gives back its room for a large frame (or leaves the line): let the next ones in."""
         frame_room.release(self.frame_budget, cnx)
 
-    def frame_budget_full(self, cnx: ServerCnx, size: int) -> None:
+    def frame_budget_full(self, cnx: FrameReceiver, size: int) -> None:
         frame_room.warn_full(self.frame_budget, cnx, size, self.config.incomplete_frame_timeout_seconds)
 
     @property
@@ -216,7 +218,9 @@ class BrokerService:
             host = urllib.parse.urlsplit(self.config.advertised_address).hostname or host
         return f"pulsar+ssl://{host}:{self.tls_port}"
 
-    async def start(self) -> None:
+    async def start(self, new_cnx: Callable[[], asyncio.BaseProtocol]) -> None:
+        """Open storage, bind the ports (each connection accepted made by ``new_cnx``:
+        ``server.channel_initializer``), start the background work."""
         loop = asyncio.get_running_loop()
         # Certificate problems are found before anything else starts (TlsConfigError).
         ssl_context = tls.server_context(self.config) if tls.tls_enabled(self.config) else None
@@ -230,13 +234,11 @@ class BrokerService:
         )
         self._open_resources(storage)
         if self.config.broker_service_port_enabled:
-            self._server = await loop.create_server(
-                lambda: ServerCnx(self), self.config.host, self.config.port, backlog=4096
-            )
+            self._server = await loop.create_server(new_cnx, self.config.host, self.config.port, backlog=4096)
             self.port = self._server.sockets[0].getsockname()[1]
         if self.config.broker_service_port_tls is not None:
             self._tls_server = await loop.create_server(
-                lambda: ServerCnx(self),
+                new_cnx,
                 self.config.host,
                 self.config.broker_service_port_tls,
                 backlog=4096,

@@ -16,11 +16,11 @@ from magnetar.storage.cursor import ManagedCursor
 from magnetar.storage.position import Position
 
 if TYPE_CHECKING:
-    from magnetar.broker.topic import PersistentTopic
+    from magnetar.broker.topic_api import LedgerTopic
 
 
-class Subscription:
-    def __init__(self, topic: PersistentTopic, name: str, cursor: ManagedCursor, durable: bool) -> None:
+class PersistentSubscription:
+    def __init__(self, topic: LedgerTopic, name: str, cursor: ManagedCursor, durable: bool) -> None:
         self.topic = topic
         self.name = name
         self.cursor = cursor
@@ -70,6 +70,10 @@ class Subscription:
     def flow(self, consumer: Consumer, permits: int) -> None:
         if self.dispatcher is not None:
             self.dispatcher.consumer_flow(consumer, permits)
+
+    def on_writable(self, consumer: Consumer) -> None:
+        if self.dispatcher is not None:
+            self.dispatcher.on_writable(consumer)
 
     def notify_new_entries(self) -> None:
         if self.dispatcher is not None and self.dispatcher.consumers:

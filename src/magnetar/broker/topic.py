@@ -26,7 +26,8 @@ from magnetar.broker.replication import ReplicatorLink, cursor_name, remote_of_c
 from magnetar.broker.seek import last_message_position, position_for_message_id, position_for_time
 from magnetar.broker.store_waiters import StoreWaiters
 from magnetar.broker.stored_chunks import StoredChunks
-from magnetar.broker.subscription import Subscription
+from magnetar.broker.subscription import PersistentSubscription
+from magnetar.broker.topic_api import PublishCallback
 from magnetar.broker.topic_state import keep_newest as _keep_newest
 from magnetar.broker.topic_subscriptions import SubscriptionOpener
 from magnetar.broker.traffic import Traffic
@@ -50,8 +51,6 @@ SubType = wire.CommandSubscribe.SubType
 #: Set (durably) once the topic is terminated.
 _TERMINATED_KEY = "terminated"
 
-PublishCallback = Callable[[Position | None, Exception | None], None]
-
 
 class PersistentTopic:
     def __init__(
@@ -71,7 +70,7 @@ class PersistentTopic:
         self.config = config
         self.partition_index = name.partition_index
         self.producers: dict[tuple[int, int], Producer] = {}
-        self.subscriptions: dict[str, Subscription] = {}
+        self.subscriptions: dict[str, PersistentSubscription] = {}
         self.traffic = Traffic()
         if interceptors is None:
             self.interceptors = load_interceptors(config.broker_entry_metadata_interceptors)
@@ -88,7 +87,7 @@ class PersistentTopic:
         self._store_waiters = StoreWaiters(ml)
         #: Parsed facts of the last 1024 entries published, so dispatch at the tail skips a re-parse.
         self.recent_entries = RecentEntries()
-        self._opener = SubscriptionOpener(self)
+        self._opener = SubscriptionOpener(self, self.subscriptions)
         stored_chunks = StoredChunks()
         recovered = topic_state.recover(ml, stored_chunks, self.interceptors)
         #: Sequence ids per producer and recent chunks: what is not stored twice.
@@ -109,7 +108,9 @@ class PersistentTopic:
             if remote is not None:
                 self.replication_cursors[remote] = cursor
             else:
-                self.subscriptions[name_of_cursor] = Subscription(self, name_of_cursor, cursor, durable=True)
+                self.subscriptions[name_of_cursor] = PersistentSubscription(
+                    self, name_of_cursor, cursor, durable=True
+                )
 
     @property
     def index_enabled(self) -> bool:
@@ -290,7 +291,7 @@ class PersistentTopic:
 
     # -- subscriptions ----------------------------------------------------------------------
     def subscribe(
-        self, consumer_factory: Callable[[Subscription], Consumer], cmd: wire.CommandSubscribe
+        self, consumer_factory: Callable[[PersistentSubscription], Consumer], cmd: wire.CommandSubscribe
     ) -> Consumer:
         return self._opener.subscribe(consumer_factory, cmd)
 
@@ -303,7 +304,7 @@ class PersistentTopic:
         """A durable subscription with no consumer yet, whose first entry to deliver is ``start``."""
         self._opener.create_at(name, start)
 
-    def subscription(self, name: str) -> Subscription:
+    def subscription(self, name: str) -> PersistentSubscription:
         subscription = self.subscriptions.get(name)
         if subscription is None:
             raise SubscriptionNotFound(f"Subscription {name} not found on topic {self.name}")
@@ -357,7 +358,9 @@ class PersistentTopic:
         """Apply the policy of the quota this topic is past (see backlog_quota.py); its kind, or None."""
         return topic_backlog.enforce(self)
 
-    def expire_older_than(self, seconds: float, subscriptions: list[Subscription] | None = None) -> list[str]:
+    def expire_older_than(
+        self, seconds: float, subscriptions: list[PersistentSubscription] | None = None
+    ) -> list[str]:
         """Acknowledge, for ``subscriptions`` (default: all), the messages older than ``seconds`` by
         broker time; the names of those that had any."""
         return topic_backlog.expire_older_than(self, seconds, subscriptions)

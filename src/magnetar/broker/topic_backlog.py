@@ -4,25 +4,25 @@ their policies do when it is past one (hold or refuse producers, evict), and mes
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Never
 
 from magnetar.broker import backlog_quota
 from magnetar.broker.entry_search import EntrySpace, entry_time, first_true
 from magnetar.storage.position import Position
 
 if TYPE_CHECKING:
-    from magnetar.broker.subscription import Subscription
-    from magnetar.broker.topic import PersistentTopic
+    from magnetar.broker.topic_api import CursorSubscription, LedgerTopic
 
 
-def quotas(topic: PersistentTopic) -> dict[str, backlog_quota.BacklogQuota]:
+def quotas(topic: LedgerTopic) -> dict[str, backlog_quota.BacklogQuota]:
     """The quotas in force: the namespace's, else the broker's defaults."""
     policies = topic.policies() if topic.policies is not None else None
     namespace_map = policies.backlog_quota_map if policies is not None else None
     return backlog_quota.effective_quotas(namespace_map, topic.config.default_backlog_quotas())
 
 
-def _slowest_position(topic: PersistentTopic) -> Position | None:
+def _slowest_position(topic: LedgerTopic) -> Position | None:
     """The mark-delete position of the subscription or geo-replication cursor furthest behind
     (None: neither). A remote that is away grows the backlog as a slow subscription does, so a
     quota's hold or refuse policy applies to it; eviction acknowledges for subscriptions only:
@@ -32,13 +32,13 @@ def _slowest_position(topic: PersistentTopic) -> Position | None:
     return min((cursor.mark_delete_position for cursor in cursors), default=None)
 
 
-def size(topic: PersistentTopic) -> int:
+def size(topic: LedgerTopic) -> int:
     """Estimated bytes from the slowest subscription on (what a size quota limits)."""
     slowest = _slowest_position(topic)
     return 0 if slowest is None else topic.ml.size_after(slowest)
 
 
-def oldest_age(topic: PersistentTopic, now_ms: int) -> float | None:
+def oldest_age(topic: LedgerTopic, now_ms: int) -> float | None:
     """Seconds since the oldest unacknowledged message was stored (broker time), if any."""
     slowest = _slowest_position(topic)
     if slowest is None:
@@ -49,7 +49,7 @@ def oldest_age(topic: PersistentTopic, now_ms: int) -> float | None:
     return (now_ms - entry_time(topic.ml.read_entry(oldest).data)) / 1000
 
 
-def exceeded(topic: PersistentTopic) -> tuple[str, backlog_quota.BacklogQuota] | None:
+def exceeded(topic: LedgerTopic) -> tuple[str, backlog_quota.BacklogQuota] | None:
     """The backlog quota ``topic`` is past, with its kind; None if within all (or none set)."""
     in_force = quotas(topic)
     size_quota, age_quota = in_force[backlog_quota.SIZE], in_force[backlog_quota.AGE]
@@ -59,7 +59,7 @@ def exceeded(topic: PersistentTopic) -> tuple[str, backlog_quota.BacklogQuota] |
     return backlog_quota.exceeded(in_force, size(topic), oldest)
 
 
-def enforce(topic: PersistentTopic) -> str | None:
+def enforce(topic: LedgerTopic) -> str | None:
     """Apply the policy of the quota ``topic`` is past (see backlog_quota.py); its kind, or None."""
     blocked = exceeded(topic)
     if blocked is None:
@@ -75,7 +75,7 @@ def enforce(topic: PersistentTopic) -> str | None:
     return kind
 
 
-def _evict_to_size(topic: PersistentTopic, limit_bytes: int) -> None:
+def _evict_to_size(topic: LedgerTopic, limit_bytes: int) -> None:
     """Acknowledge, for the subscriptions furthest behind, the oldest entries until at most
     ``limit_bytes`` are left after them."""
     ml = topic.ml
@@ -89,7 +89,7 @@ def _evict_to_size(topic: PersistentTopic, limit_bytes: int) -> None:
 
 
 def expire_older_than(
-    topic: PersistentTopic, seconds: float, subscriptions: list[Subscription] | None = None
+    topic: LedgerTopic, seconds: float, subscriptions: Sequence[CursorSubscription[Never]] | None = None
 ) -> list[str]:
     """Acknowledge, for ``subscriptions`` (default: all of ``topic``'s), the messages older than
     ``seconds`` by broker time (message TTL, expire-messages, age quota eviction); the names of

@@ -15,33 +15,35 @@ from magnetar.broker.dispatchers.broadcast import wants_broadcast
 from magnetar.broker.errors import NotAllowed
 from magnetar.broker.ids import is_earliest, is_latest, position_of
 from magnetar.broker.namespaces import AlreadyExists
-from magnetar.broker.subscription import Subscription
+from magnetar.broker.subscription import PersistentSubscription
 from magnetar.protocol import wire
 from magnetar.storage.cursor import ManagedCursor
 from magnetar.storage.position import Position
 
 if TYPE_CHECKING:
-    from magnetar.broker.topic import PersistentTopic
+    from magnetar.broker.topic_api import LedgerTopic
 
 log = logging.getLogger(__name__)
 
 
 class SubscriptionOpener:
-    """Puts new subscriptions in ``topic.subscriptions``."""
+    """Puts new subscriptions in ``subscriptions`` (the topic's own dict: the opener is part of
+    the topic, and names it only as a ``LedgerTopic``)."""
 
-    def __init__(self, topic: PersistentTopic) -> None:
+    def __init__(self, topic: LedgerTopic, subscriptions: dict[str, PersistentSubscription]) -> None:
         self._topic = topic
+        self._subscriptions = subscriptions
         #: Durable subscriptions being created on an open thread, by name (``prepare``).
         self._preparing: dict[str, asyncio.Future] = {}
 
     def subscribe(
-        self, consumer_factory: Callable[[Subscription], Consumer], cmd: wire.CommandSubscribe
+        self, consumer_factory: Callable[[PersistentSubscription], Consumer], cmd: wire.CommandSubscribe
     ) -> Consumer:
         """The consumer ``consumer_factory`` makes, added to the subscription ``cmd`` names
         (created first if there is none); a non-durable subscription it leaves empty is removed."""
         topic = self._topic
         name = cmd.subscription
-        subscription = topic.subscriptions.get(name)
+        subscription = self._subscriptions.get(name)
         if subscription is None:
             subscription = self._create(cmd)
         consumer = consumer_factory(subscription)
@@ -56,7 +58,7 @@ class SubscriptionOpener:
     async def prepare(self, name: str, initial: str, executor) -> None:
         """Create the durable subscription ``name`` with its cursor stored on ``executor``'s
         threads (files, fsync, commit), then in use on the loop; no-op if it exists."""
-        if name in self._topic.subscriptions or not name:
+        if name in self._subscriptions or not name:
             return
         preparing = self._preparing.get(name)
         if preparing is None:
@@ -86,10 +88,10 @@ class SubscriptionOpener:
         except Exception:
             log.exception("%s: subscription %s could not be put in use", topic.name, name)
             return
-        if name not in topic.subscriptions:
-            topic.subscriptions[name] = Subscription(topic, name, cursor, durable=True)
+        if name not in self._subscriptions:
+            self._subscriptions[name] = PersistentSubscription(topic, name, cursor, durable=True)
 
-    def _create(self, cmd: wire.CommandSubscribe) -> Subscription:
+    def _create(self, cmd: wire.CommandSubscribe) -> PersistentSubscription:
         topic = self._topic
         name = cmd.subscription
         if not name:
@@ -103,8 +105,8 @@ class SubscriptionOpener:
                 raise descriptors.storage_error("subscription", f"{name} on {topic.name}", exc) from None
         else:
             cursor = topic.ml.new_non_durable_cursor(self._reader_start(cmd))
-        subscription = Subscription(topic, name, cursor, durable=cmd.durable)
-        topic.subscriptions[name] = subscription
+        subscription = PersistentSubscription(topic, name, cursor, durable=cmd.durable)
+        self._subscriptions[name] = subscription
         return subscription
 
     def _reader_start(self, cmd: wire.CommandSubscribe) -> Position:
@@ -130,8 +132,8 @@ class SubscriptionOpener:
         topic = self._topic
         if not name:
             raise NotAllowed("subscription name is empty")
-        if name in topic.subscriptions:
+        if name in self._subscriptions:
             raise AlreadyExists(f"Subscription {name} already exists for topic {topic.name}")
         cursor = topic.ml.open_cursor(name, initial_position="latest")
         cursor.reset(start)
-        topic.subscriptions[name] = Subscription(topic, name, cursor, durable=True)
+        self._subscriptions[name] = PersistentSubscription(topic, name, cursor, durable=True)

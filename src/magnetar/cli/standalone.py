@@ -16,7 +16,7 @@ import signal
 
 from magnetar import __version__
 from magnetar.admin.http import AdminServer
-from magnetar.broker import startup
+from magnetar.broker import server, startup
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.data_dir_lock import DataDirInUse
 from magnetar.broker.descriptors import raise_soft_limit
@@ -46,7 +46,7 @@ class Standalone:
     async def start(self) -> None:
         """Start the broker, then its HTTP port and replication; if that fails, the broker is
         stopped again."""
-        await self.broker.start()
+        await server.start(self.broker)
         try:
             await self.admin.start()
             await self.replication.start()

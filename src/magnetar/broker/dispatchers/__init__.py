@@ -10,6 +10,7 @@ dispatchers. Every type carries chunked messages whole (Shared and Key_Shared th
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from magnetar.broker.dispatchers.base import Dispatcher
 from magnetar.broker.dispatchers.broadcast import BroadcastDispatcher
@@ -17,6 +18,10 @@ from magnetar.broker.dispatchers.key_shared import KeySharedDispatcher
 from magnetar.broker.dispatchers.shared import SharedDispatcher
 from magnetar.broker.dispatchers.single_active import SingleActiveConsumerDispatcher
 from magnetar.broker.subscription_type import SubscriptionType
+
+if TYPE_CHECKING:
+    from magnetar.broker.consumer import Consumer
+    from magnetar.broker.topic_api import CursorSubscription
 
 DispatcherFactory = Callable[..., Dispatcher]
 
@@ -33,7 +38,9 @@ def register_dispatcher(kind: SubscriptionType, factory: DispatcherFactory) -> N
     _FACTORIES[kind] = factory
 
 
-def create_dispatcher(kind: SubscriptionType, subscription, **kwargs) -> Dispatcher:
+def create_dispatcher(
+    kind: SubscriptionType, subscription: CursorSubscription[Consumer], **kwargs: int
+) -> Dispatcher:
     try:
         factory = _FACTORIES[kind]
     except KeyError:

@@ -13,7 +13,7 @@ from magnetar.storage.position import Position
 
 if TYPE_CHECKING:
     from magnetar.broker.consumer import Consumer
-    from magnetar.broker.subscription import Subscription
+    from magnetar.broker.topic_api import CursorSubscription
 
 #: Most bytes one read may take from storage for one dispatch round.
 MAX_READ_BYTES = 5 * 1024 * 1024
@@ -28,7 +28,7 @@ class Dispatcher(ABC):
     changes) calls ``schedule()``; rounds coalesce, so there is at most one pending.
     """
 
-    def __init__(self, subscription: Subscription, max_read_batch: int = 100) -> None:
+    def __init__(self, subscription: CursorSubscription[Consumer], max_read_batch: int = 100) -> None:
         self.subscription = subscription
         self.cursor = subscription.cursor
         self.max_read_batch = max_read_batch

@@ -52,7 +52,7 @@ from magnetar.storage.position import Position
 
 if TYPE_CHECKING:
     from magnetar.broker.consumer import Consumer
-    from magnetar.broker.subscription import Subscription
+    from magnetar.broker.topic_api import CursorSubscription
 
 _CUMULATIVE = wire.CommandAck.Cumulative
 #: A consumer in a dispatch round, with its virtual cursor.
@@ -72,7 +72,10 @@ def wants_broadcast(cmd: wire.CommandSubscribe) -> bool:
 
 class BroadcastDispatcher(Dispatcher):
     def __init__(
-        self, subscription: Subscription, max_read_batch: int = 100, fanout_per_round: int = FANOUT_PER_ROUND
+        self,
+        subscription: CursorSubscription[Consumer],
+        max_read_batch: int = 100,
+        fanout_per_round: int = FANOUT_PER_ROUND,
     ) -> None:
         super().__init__(subscription, max_read_batch)
         self.ml = subscription.topic.ml

@@ -16,12 +16,15 @@ comparisons, no ledger look-up per consumer.
 A consumer past either is sent CLOSE_CONSUMER (the client subscribes again, and starts where the
 subscription is: what it missed is lost to it) and its virtual cursor is given up; a detached
 virtual cursor (kept for the reconnect grace) is given up the same way.
+
+The walk over the broker's topics to their broadcast subscriptions is housekeeping.py's (it sits
+above the topics); here is one subscription's sweep.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
@@ -31,8 +34,6 @@ from magnetar.storage.errors import EntryNotFoundError
 from magnetar.storage.position import Position
 
 if TYPE_CHECKING:
-    from magnetar.broker.nonpersistent import NonPersistentTopic
-    from magnetar.broker.topic import PersistentTopic
     from magnetar.storage.managed_ledger import ManagedLedger
 
 log = logging.getLogger(__name__)
@@ -129,19 +130,7 @@ def _age_threshold(
     return Threshold(space.position(cut), f"a message older than {max_seconds:g} s unacknowledged")
 
 
-# -- the sweep -------------------------------------------------------------------------------------
-
-
-def broadcast_dispatchers(
-    topics: Mapping[str, PersistentTopic | NonPersistentTopic],
-) -> Iterator[tuple[PersistentTopic, str, BroadcastDispatcher]]:
-    """Every persistent topic's broadcast subscriptions: (topic, subscription name, dispatcher)."""
-    for topic in list(topics.values()):
-        if topic.ml is None:
-            continue
-        for name, sub in list(topic.subscriptions.items()):
-            if isinstance(sub.dispatcher, BroadcastDispatcher):
-                yield topic, name, sub.dispatcher
+# -- one subscription's sweep -------------------------------------------------------------------------
 
 
 def sweep_subscription(dispatcher: BroadcastDispatcher, limits: LagLimits, now_s: float) -> int:
@@ -175,10 +164,3 @@ def sweep_subscription(dispatcher: BroadcastDispatcher, limits: LagLimits, now_s
         dispatcher.drop_detached(name)
     dispatcher.lag_disconnects += len(laggards) + len(gone)
     return len(laggards) + len(gone)
-
-
-def sweep(topics: Mapping[str, PersistentTopic | NonPersistentTopic], limits: LagLimits, now_s: float) -> int:
-    """One sweep over every broadcast subscription; the consumers and virtual cursors dropped."""
-    if not limits.enabled:
-        return 0
-    return sum(sweep_subscription(d, limits, now_s) for _, _, d in broadcast_dispatchers(topics))

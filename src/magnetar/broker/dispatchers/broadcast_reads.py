@@ -15,7 +15,8 @@ from magnetar.broker.entries import DispatchEntry
 from magnetar.storage.position import Position
 
 if TYPE_CHECKING:
-    from magnetar.broker.subscription import Subscription
+    from magnetar.broker.consumer import Consumer
+    from magnetar.broker.topic_api import CursorSubscription
 
 #: Most entries and bytes kept read for consumers that have still to be sent them.
 WINDOW_ENTRIES = 1000
@@ -28,7 +29,7 @@ def after(position: Position) -> Position:
 
 
 class SharedReads:
-    def __init__(self, subscription: Subscription, max_read_batch: int) -> None:
+    def __init__(self, subscription: CursorSubscription[Consumer], max_read_batch: int) -> None:
         self.subscription = subscription
         self.ml = subscription.topic.ml
         self.max_read_batch = max_read_batch

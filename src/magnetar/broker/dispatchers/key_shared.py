@@ -38,7 +38,7 @@ from magnetar.storage.position import Position
 
 if TYPE_CHECKING:
     from magnetar.broker.consumer import Consumer
-    from magnetar.broker.subscription import Subscription
+    from magnetar.broker.topic_api import CursorSubscription
 
 
 KeySharedMode: TypeAlias = wire.KeySharedMode.ValueType
@@ -66,7 +66,7 @@ def join_selector(
 
 
 class KeySharedDispatcher(SharedDispatcher):
-    def __init__(self, subscription: Subscription, max_read_batch: int = 100) -> None:
+    def __init__(self, subscription: CursorSubscription[Consumer], max_read_batch: int = 100) -> None:
         super().__init__(subscription, max_read_batch)
         self.mode: KeySharedMode | None = None
         self.allow_out_of_order = False

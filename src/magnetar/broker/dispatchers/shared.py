@@ -25,7 +25,7 @@ from magnetar.storage.position import Position
 
 if TYPE_CHECKING:
     from magnetar.broker.consumer import Consumer
-    from magnetar.broker.subscription import Subscription
+    from magnetar.broker.topic_api import CursorSubscription
 
 
 #: Stop reading new entries while this many wait in the replay queue (for a chunk's consumer,
@@ -40,7 +40,7 @@ class SharedDispatcher(Dispatcher):
     the delayed-delivery tracker; redelivered and held-back entries wait in the replay queue,
     which is served first, in publish order."""
 
-    def __init__(self, subscription: Subscription, max_read_batch: int = 100) -> None:
+    def __init__(self, subscription: CursorSubscription[Consumer], max_read_batch: int = 100) -> None:
         super().__init__(subscription, max_read_batch)
         self.replay = ReplayQueue()
         self.delayed = DelayedDeliveryTracker()

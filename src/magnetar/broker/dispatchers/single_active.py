@@ -10,7 +10,7 @@ from magnetar.storage.position import Position
 
 if TYPE_CHECKING:
     from magnetar.broker.consumer import Consumer
-    from magnetar.broker.subscription import Subscription
+    from magnetar.broker.topic_api import CursorSubscription
 
 #: At most this many positions get their redelivery count raised by one rewind.
 _MAX_COUNTED_ON_REWIND = 100_000
@@ -31,7 +31,9 @@ def choose_active(consumers: list[Consumer], partition_index: int) -> Consumer |
 
 
 class SingleActiveConsumerDispatcher(Dispatcher):
-    def __init__(self, subscription: Subscription, failover: bool, max_read_batch: int = 100) -> None:
+    def __init__(
+        self, subscription: CursorSubscription[Consumer], failover: bool, max_read_batch: int = 100
+    ) -> None:
         super().__init__(subscription, max_read_batch)
         self.failover = failover
         self.active: Consumer | None = None

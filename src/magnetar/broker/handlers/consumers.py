@@ -10,7 +10,8 @@ from magnetar.broker.consumer import Consumer
 from magnetar.broker.errors import REQUEST_ERRORS, BrokerError, NotAllowed, as_broker_error
 from magnetar.broker.handlers.access import authorize_name, opened_first, topic_name
 from magnetar.broker.names import check_name
-from magnetar.broker.nonpersistent import NonPersistentTopic
+from magnetar.broker.subscription import PersistentSubscription
+from magnetar.broker.topic import PersistentTopic
 from magnetar.protocol import Frame, ProtocolError, wire
 from magnetar.protocol.commands import wrap
 from magnetar.protocol.message_id import to_u64
@@ -18,6 +19,7 @@ from magnetar.protocol.topic_name import InvalidTopicName, TopicName
 
 if TYPE_CHECKING:
     from magnetar.broker.handlers.cnx import HandlerCnx
+    from magnetar.broker.topic_api import Subscription
 
 
 def handle_subscribe(cnx: HandlerCnx, frame: Frame) -> None:
@@ -44,7 +46,7 @@ def handle_subscribe(cnx: HandlerCnx, frame: Frame) -> None:
             cnx.service.schemas.for_subscribe(topic, cmd.schema)
         name = cmd.consumer_name or f"consumer-{cmd.consumer_id}"
 
-        def make(subscription) -> Consumer:
+        def make(subscription: Subscription[Consumer]) -> Consumer:
             meta = cmd.key_shared_meta if cmd.HasField("key_shared_meta") else None
             return Consumer(cnx, subscription, cmd.consumer_id, name, cmd.priority_level, meta)
 
@@ -158,7 +160,7 @@ def handle_get_last_message_id(cnx: HandlerCnx, frame: Frame) -> None:
         return
     topic = consumer.subscription.topic
     cursor = consumer.subscription.cursor
-    if isinstance(topic, NonPersistentTopic) or cursor is None:
+    if not isinstance(topic, PersistentTopic) or cursor is None:
         cnx.send_error(cmd.request_id, NotAllowed("non-persistent topics keep no last message id"))
         return
     position, batch_index = topic.last_message_position()
@@ -182,7 +184,8 @@ def handle_seek(cnx: HandlerCnx, frame: Frame) -> None:
     subscription = consumer.subscription
     topic = subscription.topic
     try:
-        if isinstance(topic, NonPersistentTopic):  # nothing stored to seek in
+        if not isinstance(topic, PersistentTopic) or not isinstance(subscription, PersistentSubscription):
+            # non-persistent: nothing stored to seek in
             raise NotAllowed("seek is not supported on non-persistent topics")
         if cmd.HasField("message_id"):
             position = topic.seek_position(cmd.message_id)

@@ -1,0 +1,27 @@
+"""What makes the broker's connections (Pulsar's ``PulsarChannelInitializer``).
+
+The service binds the ports; each connection accepted there is a ``ServerCnx`` made here. This
+module sits above the connection and the service both, so the service names its connections
+only as ``ServedCnx`` and never imports the connection that calls it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from magnetar.broker.connection import ServerCnx
+from magnetar.broker.service import BrokerService
+
+
+def channel_initializer(service: BrokerService) -> Callable[[], ServerCnx]:
+    """The asyncio server's protocol factory: a new ``ServerCnx`` of ``service`` per connection."""
+
+    def initialize() -> ServerCnx:
+        return ServerCnx(service)
+
+    return initialize
+
+
+async def start(service: BrokerService) -> None:
+    """Start ``service``, serving the binary protocol through ``ServerCnx`` connections."""
+    await service.start(channel_initializer(service))
