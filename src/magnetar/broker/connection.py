@@ -370,15 +370,15 @@ class ServerCnx(asyncio.BufferedProtocol):
 
     def forget_consumer(self, consumer_id: int) -> None:
         self.consumers.pop(consumer_id, None)
-        if self.gone_consumers is _NONE_GONE:
+        if not isinstance(self.gone_consumers, set):  # still the shared empty _NONE_GONE
             self.gone_consumers = set()
-        self.gone_consumers.add(consumer_id)  # type: ignore[union-attr]
+        self.gone_consumers.add(consumer_id)
 
     def forget_producer(self, producer_id: int) -> None:
         """SENDs still on their way for this producer are dropped quietly (it was closed)."""
-        if self.gone_producers is _NONE_GONE:
+        if not isinstance(self.gone_producers, set):  # still the shared empty _NONE_GONE
             self.gone_producers = set()
-        self.gone_producers.add(producer_id)  # type: ignore[union-attr]
+        self.gone_producers.add(producer_id)
 
     # -- keepalive ----------------------------------------------------------------------------
     def keepalive_tick(self, now: float) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import TYPE_CHECKING
 
 from magnetar.broker.consumer import Consumer
@@ -33,7 +34,7 @@ class PersistentSubscription:
         self.traffic = Traffic()
 
     @property
-    def consumers(self) -> list[Consumer]:
+    def consumers(self) -> Collection[Consumer]:
         return self.dispatcher.consumers if self.dispatcher else []
 
     @property

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import weakref
 from collections.abc import Callable
+from typing import cast
 
 from magnetar.protocol.frames import FrameDecoder
 
@@ -59,7 +60,8 @@ class ReceiveProtocol(asyncio.BufferedProtocol):
 
     # --- asyncio's callbacks ----------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+        # A stream protocol is handed a Transport (BaseTransport is the signature all protocols share).
+        self.transport = cast(asyncio.Transport, transport)
 
     def get_buffer(self, sizehint: int) -> memoryview:
         if self._on_data is None or self._done:

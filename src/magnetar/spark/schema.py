@@ -21,7 +21,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from magnetar.client import Message, MessageColumns, MessageId
+from magnetar.client import ChunkMessageId, Message, MessageColumns, MessageId
 
 READ_SCHEMA = StructType(
     [
@@ -124,7 +124,6 @@ class RecordBatchBuilder:
     def add(self, msg: Message) -> None:
         rows = self._rows
         msg_id = msg.message_id()
-        plain = type(msg_id) is MessageId
         rows.payloads.append(msg.data())
         rows.keys.append(msg.partition_key())
         rows.properties.append(msg.properties())
@@ -136,7 +135,7 @@ class RecordBatchBuilder:
         rows.entry_ids.append(msg_id.entry_id())
         rows.batch_indexes.append(msg_id.batch_index())
         rows.batch_sizes.append(msg_id.batch_size())
-        rows.chunk_ids.append(None if plain else msg_id)  # type: ignore[arg-type]
+        rows.chunk_ids.append(msg_id if isinstance(msg_id, ChunkMessageId) else None)
         self.nbytes += _nbytes(rows.payloads[-1:], rows.keys[-1:], rows.properties[-1:])
         self._id_partition = msg_id.partition()
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from typing import TYPE_CHECKING
 
 from magnetar.broker import loop_pass
@@ -28,11 +28,14 @@ class Dispatcher(ABC):
     changes) calls ``schedule()``; rounds coalesce, so there is at most one pending.
     """
 
+    #: Its consumers: a list in subscribe order, or the broadcast dispatcher's consumers and
+    #: their virtual cursors (each subclass makes its own).
+    consumers: Collection[Consumer]
+
     def __init__(self, subscription: CursorSubscription[Consumer], max_read_batch: int = 100) -> None:
         self.subscription = subscription
         self.cursor = subscription.cursor
         self.max_read_batch = max_read_batch
-        self.consumers: list[Consumer] = []
         #: How often each position was redelivered on request (nack, ack timeout).
         self.redelivery_counts: dict[Position, int] = {}
         self._scheduled = False

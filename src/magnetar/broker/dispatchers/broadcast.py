@@ -81,7 +81,7 @@ class BroadcastDispatcher(Dispatcher):
         self.ml = subscription.topic.ml
         self.fanout_per_round = fanout_per_round
         #: The consumers and their cursors; a dict, so 100K of them come and go in O(1).
-        self.consumers: dict[Consumer, VirtualCursor] = {}  # type: ignore[assignment]
+        self.consumers: dict[Consumer, VirtualCursor] = {}
         self._floor = PositionFloor()
         #: Consumers to look at in the next round (permits, writes or entries may let them go on).
         self._queue: deque[Consumer] = deque()

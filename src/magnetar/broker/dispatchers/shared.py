@@ -42,6 +42,7 @@ class SharedDispatcher(Dispatcher):
 
     def __init__(self, subscription: CursorSubscription[Consumer], max_read_batch: int = 100) -> None:
         super().__init__(subscription, max_read_batch)
+        self.consumers: list[Consumer] = []
         self.replay = ReplayQueue()
         self.delayed = DelayedDeliveryTracker()
         #: Which consumer holds each delivered, unacknowledged entry.

@@ -35,6 +35,7 @@ class SingleActiveConsumerDispatcher(Dispatcher):
         self, subscription: CursorSubscription[Consumer], failover: bool, max_read_batch: int = 100
     ) -> None:
         super().__init__(subscription, max_read_batch)
+        self.consumers: list[Consumer] = []
         self.failover = failover
         self.active: Consumer | None = None
 

@@ -91,7 +91,7 @@ class Union:
 
 AvroType = Primitive | Record | Enum | Fixed | Array | Map | Union
 #: A named type being defined (``_Parser._define`` gives back what it is given).
-_N = TypeVar("_N", bound=Named)
+_N = TypeVar("_N", "Record", "Enum", "Fixed")
 
 
 def parse_avro(data: bytes | str) -> AvroType:
@@ -111,7 +111,7 @@ def parse_cached(data: bytes) -> AvroType:
 
 class _Parser:
     def __init__(self) -> None:
-        self.names: dict[str, Named] = {}
+        self.names: dict[str, Record | Enum | Fixed] = {}
 
     def parse(self, doc: object, namespace: str) -> AvroType:
         if isinstance(doc, str):
@@ -159,7 +159,7 @@ class _Parser:
         found = self.names.get(full) or self.names.get(name)
         if found is None:
             raise InvalidSchema(f"unknown type {name!r}")
-        return found  # type: ignore[return-value]
+        return found
 
     def _name(self, doc: dict, namespace: str) -> tuple[str, frozenset[str]]:
         name = doc.get("name")
