@@ -18,7 +18,7 @@ from magnetar.client import InvalidConfiguration
 from magnetar.protocol.key_hash import HashingScheme, key_partition
 from magnetar.protocol.topic_name import partition_name
 
-from ..interop.support import read_all
+from ..interop.support import read_stored
 
 pytestmark = pytest.mark.interop
 
@@ -55,7 +55,7 @@ def _placements(official, topic: str, partitions: int) -> dict[str, dict[str, in
     placed: dict[str, dict[str, int]] = {}
     for index in range(partitions):
         reader = official.create_reader(partition_name(topic, index), pulsar.MessageId.earliest)
-        for msg in read_all(reader, quiet_ms=500):
+        for msg in read_stored(reader):
             tag, key = msg.data().decode().split("|", 1)
             assert msg.partition_key() == key
             assert key not in placed.setdefault(tag, {}), f"{tag} sent {key} twice"

@@ -23,7 +23,7 @@ from pulsar.exceptions import ProducerBlockedQuotaExceededException
 from tests.waiting import eventually
 
 from .replication_support import replication_stats
-from .support import admin_call, read_all
+from .support import admin_call, read_stored
 
 pytestmark = pytest.mark.interop
 
@@ -62,7 +62,7 @@ def read_centre(client: pulsar.Client, topic: str) -> list[str]:
     """Every payload of ``topic`` from its start, as a reader reads them."""
     reader = client.create_reader(topic, pulsar.MessageId.earliest)
     try:
-        return [m.data().decode() for m in read_all(reader)]
+        return [m.data().decode() for m in read_stored(reader)]
     finally:
         reader.close()
 
