@@ -87,6 +87,23 @@ def assert_next_read_is_marker(reader, producer, marker: bytes = b"marker") -> N
     assert msg.data() == marker, f"unexpected message {msg.data()!r} id={msg.message_id()} before the marker"
 
 
+def read_until_marker(reader, producer, marker: bytes = b"marker") -> list[pulsar.Message]:
+    """Send ``marker`` and read until it: what came before it (where ``read_stored`` cannot ask the
+    reader, see tests/client/test_key_routing.py)."""
+    producer.send(marker)
+    messages = []
+    while True:
+        try:
+            msg = reader.read_next(10_000)
+        except Timeout:
+            raise AssertionError(
+                f"the marker {marker!r} did not arrive after {len(messages)} messages"
+            ) from None
+        if msg.data() == marker:
+            return messages
+        messages.append(msg)
+
+
 def read_stored(reader, timeout_ms: int = 10_000) -> list[pulsar.Message]:
     """What is stored for ``reader`` to read: read until the reader says nothing more is available
     (it asks the broker for the topic's last message id)."""
