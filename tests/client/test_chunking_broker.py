@@ -299,9 +299,7 @@ def test_chunks_sent_again_over_a_new_connection_are_stored_once(broker_factory,
         results = []
         proxy.drop_receipts = True
         producer.send_async(data, lambda res, msg_id: results.append((res, msg_id)))
-        eventually(
-            lambda: len(stored_chunks(broker, topic, quiet=0.2)) >= 10, timeout=30, what="ten chunks stored"
-        )
+        eventually(lambda: len(stored_chunks(broker, topic)) >= 10, timeout=30, what="ten chunks stored")
         proxy.drop_receipts = False
         proxy.cut()
         producer.flush()

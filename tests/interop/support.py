@@ -343,31 +343,31 @@ def admin_call(broker, method: str, path: str, body=None) -> tuple[int, object]:
 # -- chunked messages (PIP 37) ------------------------------------------------------------------------
 
 
-def stored_chunks(broker, topic: str, quiet: float = 1.0) -> list[tuple[str, int]]:
+def stored_chunks(broker, topic: str) -> list[tuple[str, int]]:
     """(uuid, chunk id) of every chunk stored on ``topic``, in order, read by a raw consumer of its own
-    (a non-durable subscription from the earliest entry): what a consumer will be sent."""
+    (a non-durable subscription from the earliest entry) up to the topic's last entry, which it asks
+    for first: what a consumer will be sent."""
     raw = RawConnection(broker.port)
     try:
         raw.handshake()
         earliest = wire.MessageIdData(ledger_id=2**64 - 1, entry_id=2**64 - 1)
         raw.subscribe(
-            topic,
-            "audit",
-            wire.CommandSubscribe.Exclusive,
-            permits=1_000_000,
-            durable=False,
-            start_message_id=earliest,
+            topic, "audit", wire.CommandSubscribe.Exclusive, durable=False, start_message_id=earliest
         )
+        raw.send_command(wire.CommandGetLastMessageId(consumer_id=1, request_id=2))
+        last = raw.expect(wire.BaseCommand.GET_LAST_MESSAGE_ID_RESPONSE).body().last_message_id
+        if last.entry_id >= 2**63:  # -1: nothing stored
+            return []
+        raw.send_command(wire.CommandFlow(consumer_id=1, message_permits=1_000_000))
         out = []
         while True:
-            try:
-                frame = raw.recv_frame(quiet)
-            except TimeoutError:
+            frame = raw.expect(wire.BaseCommand.MESSAGE, timeout=10.0)
+            meta, _ = parse_metadata(frame.payload)
+            if meta.HasField("chunk_id"):
+                out.append((meta.uuid, meta.chunk_id))
+            at = frame.body().message_id
+            if (at.ledger_id, at.entry_id) == (last.ledger_id, last.entry_id):
                 return out
-            if frame is not None and frame.type == wire.BaseCommand.MESSAGE:
-                meta, _ = parse_metadata(frame.payload)
-                if meta.HasField("chunk_id"):
-                    out.append((meta.uuid, meta.chunk_id))
     finally:
         raw.close()
 
