@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP_RUN := $(VENV)/.installed-run
 STAMP_DEV := $(VENV)/.installed-dev
 
-.PHONY: run broker test test-under-load lint proto clean
+.PHONY: run broker test test-quick test-under-load lint proto clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,11 @@ XDIST ?= -n 2 --dist loadfile
 test: $(STAMP_DEV)
 	$(BIN)/ruff check src tests bench
 	$(BIN)/python -m pytest -q $(XDIST) $(PYTEST_ARGS)
+
+## The inner loop: the suite without the slow and the Spark tests (docs/testing.md), on two workers.
+QUICK := -m "not slow and not spark"
+test-quick: $(STAMP_DEV)
+	$(BIN)/python -m pytest -q $(XDIST) $(QUICK) $(PYTEST_ARGS)
 
 ## The suite RUNS times in a row with every core busy (flakes show there): docs/testing.md.
 RUNS ?= 20

@@ -43,6 +43,7 @@ def _callback():
     return results, done, on_sent
 
 
+@pytest.mark.slow
 def test_producer_exception_fails_waiting_sends_and_new_producers(broker_factory, magnetar_factory, topic):
     _, producer = _over_quota(
         broker_factory, magnetar_factory, topic, "producer_exception", ProducerBlockedQuotaExceededException

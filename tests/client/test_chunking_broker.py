@@ -17,6 +17,8 @@ from tests.waiting import eventually, eventually_async
 
 from .proxy import ShrinkingProxy
 
+pytestmark = pytest.mark.slow  # slow: restarts mid-send, megabytes of chunks, ack timeouts
+
 SMALL = 64 * 1024  # a small broker limit makes many chunks out of a few MB
 
 

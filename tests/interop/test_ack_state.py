@@ -12,7 +12,7 @@ from tests.waiting import eventually
 
 from .support import assert_next_is_marker, receive_n
 
-pytestmark = pytest.mark.interop
+pytestmark = [pytest.mark.interop, pytest.mark.slow]  # slow: 100,000 messages and a restart
 
 #: 50,000 ack holes: five times what Pulsar keeps before it drops ranges (10,000).
 TOTAL = 100_000

@@ -13,6 +13,7 @@ import pytest
 pytestmark = pytest.mark.interop
 
 
+@pytest.mark.slow
 def test_shared_consumers_each_get_whole_chunked_messages(broker_factory, client_factory, topic):
     broker = broker_factory({"max_message_size": 64 * 1024})
     client = client_factory(broker.service_url)

@@ -15,7 +15,7 @@ from ..waiting import eventually
 from .support import admin_call, assert_next_is_marker, receive_n
 from .test_flow_control import scrape
 
-pytestmark = pytest.mark.interop
+pytestmark = [pytest.mark.interop, pytest.mark.slow]  # slow: restarts on damaged files, 2,000 messages each
 
 N = 2000
 BAD = 1000

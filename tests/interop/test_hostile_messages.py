@@ -303,6 +303,7 @@ def test_names_that_are_not_utf8_are_refused_per_request(broker, client, canary,
     canary.check()
 
 
+@pytest.mark.slow
 def test_absurdly_long_names_are_refused(broker, client_factory, canary, topic):
     huge = "x" * 100_000
     raw = RawConnection(broker.port)

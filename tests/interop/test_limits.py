@@ -140,6 +140,7 @@ def test_a_consumer_past_max_consumers_per_topic_gets_consumer_busy(broker_facto
     works(producer, third, b"two")
 
 
+@pytest.mark.slow
 def test_a_consumer_past_max_consumers_per_subscription_gets_consumer_busy(
     broker_factory, client_factory, topic
 ):
@@ -208,6 +209,7 @@ def test_a_topic_past_max_topics_per_namespace_is_not_allowed(broker_factory, cl
     client.create_producer(f"{base}-2")
 
 
+@pytest.mark.slow
 def test_a_connection_past_broker_max_connections_per_ip_is_refused(broker_factory, client_factory, topic):
     broker = broker_factory({"broker_max_connections_per_ip": 2})
     first = client_factory(broker.service_url)

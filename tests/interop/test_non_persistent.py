@@ -17,6 +17,7 @@ def np_topic(topic) -> str:
     return topic.replace("persistent://", "non-persistent://", 1)
 
 
+@pytest.mark.slow
 def test_connected_consumers_get_messages_later_ones_do_not(broker, client, np_topic):
     exclusive = client.subscribe(np_topic, "a")
     shared = [client.subscribe(np_topic, "b", consumer_type=pulsar.ConsumerType.Shared) for _ in range(2)]
@@ -38,6 +39,7 @@ def test_connected_consumers_get_messages_later_ones_do_not(broker, client, np_t
     assert late.receive(5000).data() == b"after", "its first: nothing kept from before it subscribed"
 
 
+@pytest.mark.slow
 def test_nothing_is_stored_across_a_restart(broker, client_factory, np_topic):
     client = client_factory(broker.service_url)
     client.create_producer(np_topic).send(b"gone")

@@ -30,6 +30,7 @@ def test_exclusive_refuses_others_and_is_refused_when_others_exist(client, topic
     assert [m.data() for m in read_stored(reader)] == [b"still mine", b"shared"]
 
 
+@pytest.mark.slow
 def test_wait_for_exclusive_gets_the_topic_when_the_holder_leaves(client, topic):
     holder = client.create_producer(topic, access_mode=Mode.Exclusive)
     waited: list[pulsar.Producer] = []

@@ -86,6 +86,7 @@ def test_negative_ack_of_a_message_in_a_batch(broker, client, topic):
     assert_all_acknowledged_then_marker(broker, topic, consumer, client.create_producer(topic))
 
 
+@pytest.mark.slow
 def test_ack_timeout_redelivers_unacked_message(broker, client, topic):
     # 10 s is the smallest ack timeout the C++ client accepts.
     consumer = client.subscribe(

@@ -25,7 +25,7 @@ from tests.waiting import eventually
 from .replication_support import replication_stats
 from .support import admin_call, read_stored
 
-pytestmark = pytest.mark.interop
+pytestmark = [pytest.mark.interop, pytest.mark.slow]  # slow: clusters killed and restarted mid-stream
 
 #: Small batches, so a few thousand messages are many entries for the replicator to copy.
 BATCH = {"batching_enabled": True, "batching_max_messages": 10, "batching_max_publish_delay_ms": 1}

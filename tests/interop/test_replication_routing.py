@@ -13,7 +13,7 @@ from tests.waiting import eventually
 from .replication_support import replicated, replication_stats
 from .support import assert_next_are_markers, assert_next_is_marker, receive_n
 
-pytestmark = pytest.mark.interop
+pytestmark = [pytest.mark.interop, pytest.mark.slow]  # slow: three broker processes a test
 
 N = 20
 

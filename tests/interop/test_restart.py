@@ -10,7 +10,7 @@ import pytest
 from ..waiting import eventually
 from .support import admin_call, assert_next_is_marker, read_stored, receive_n
 
-pytestmark = pytest.mark.interop
+pytestmark = [pytest.mark.interop, pytest.mark.slow]  # slow: broker restarts and kill -9
 
 SHARED = pulsar.ConsumerType.Shared
 

@@ -112,6 +112,7 @@ def test_shared_hands_a_closed_consumers_unacked_messages_to_the_other(client, t
 BACKLOG = 20_000
 
 
+@pytest.mark.slow
 def test_backlog_of_20000_drains_on_every_subscription_type(client, topic):
     subscriptions = {"exclusive": EXCLUSIVE, "failover": FAILOVER, "shared": SHARED}
     for name, kind in subscriptions.items():
