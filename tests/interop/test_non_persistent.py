@@ -7,7 +7,7 @@ import pytest
 
 from tests.waiting import eventually
 
-from .support import admin_call, assert_next_is_marker, receive_n
+from .support import admin_call, assert_next_is_marker, receive_n, receive_spread
 
 pytestmark = pytest.mark.interop
 
@@ -17,7 +17,6 @@ def np_topic(topic) -> str:
     return topic.replace("persistent://", "non-persistent://", 1)
 
 
-@pytest.mark.slow
 def test_connected_consumers_get_messages_later_ones_do_not(broker, client, np_topic):
     exclusive = client.subscribe(np_topic, "a")
     shared = [client.subscribe(np_topic, "b", consumer_type=pulsar.ConsumerType.Shared) for _ in range(2)]
@@ -25,13 +24,7 @@ def test_connected_consumers_get_messages_later_ones_do_not(broker, client, np_t
     for i in range(10):
         producer.send(b"%d" % i)
     assert [m.data() for m in receive_n(exclusive, 10, ack=True)] == [b"%d" % i for i in range(10)]
-    got = []
-    for consumer in shared:
-        while True:
-            try:
-                got.append(consumer.receive(300).data())
-            except pulsar.Timeout:
-                break
+    got = [data for received in receive_spread(shared, producer, expected=10) for data in received]
     assert sorted(got) == sorted(b"%d" % i for i in range(10)), "each message to one shared consumer"
 
     late = client.subscribe(np_topic, "late", initial_position=pulsar.InitialPosition.Earliest)
