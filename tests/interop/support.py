@@ -1,4 +1,5 @@
-"""Helpers shared by the interop tests: receiving with deadlines, and a raw protocol connection."""
+"""Helpers shared by the interop tests: receiving up to a count, a marker or the reader's end, never up
+to a silence; and a raw protocol connection."""
 
 from __future__ import annotations
 
@@ -44,9 +45,9 @@ def assert_next_is_marker(consumer, producer, marker: bytes = b"marker", **send_
     """Send ``marker`` and have it as ``consumer``'s next message (acknowledged): whatever was still
     to come before it (a message twice, one that should be gone) comes first and fails this.
 
-    The positive event a "nothing more" check waits for, where delivery is in order. A message that
-    may come later by a timer of its own (a nack's or an ack timeout's redelivery) is ruled out first
-    by the broker's stats (nothing unacknowledged is left to redeliver), then by the marker.
+    The positive event a "nothing more" check waits for, where delivery is in order. Where a message
+    could still come by a timer of its own (a nack's or an ack timeout's redelivery), wait first until
+    the broker's stats have every message acknowledged: then nothing is left to redeliver.
     """
     producer.send(marker, **send_options)
     expect_markers(consumer, [marker])
