@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP_RUN := $(VENV)/.installed-run
 STAMP_DEV := $(VENV)/.installed-dev
 
-.PHONY: run broker test test-under-load lint proto clean
+.PHONY: run broker test test-quick test-under-load lint proto clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +35,11 @@ test: $(STAMP_DEV)
 	$(BIN)/mypy
 	$(BIN)/lint-imports --no-cache
 	$(BIN)/python -m pytest -q $(XDIST) $(PYTEST_ARGS)
+
+## The inner loop: the suite without the slow and the Spark tests (docs/testing.md), on two workers.
+QUICK := -m "not slow and not spark"
+test-quick: $(STAMP_DEV)
+	$(BIN)/python -m pytest -q $(XDIST) $(QUICK) $(PYTEST_ARGS)
 
 ## The suite RUNS times in a row with every core busy (flakes show there): docs/testing.md.
 RUNS ?= 20

@@ -6,7 +6,8 @@ pyspark, ...) must not let the run pass without it. Locally a skip stays a skip.
 ``make test`` runs the suite on two pytest-xdist workers, a test file at a time
 (``-n 2 --dist loadfile``). A process has one SparkSession, and the demos stop theirs when they
 end, so the files that run Spark in the test process (``tests/spark/`` and the modules marked
-``spark``) go to one worker together, as one unit, in the serial run's order.
+``spark``) go to one worker together, as one unit, in the serial run's order. Every test of those
+files is marked ``spark`` here, so that ``-m "not spark"`` (``make test-quick``) leaves them all out.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ def runs_spark(nodeid: str) -> bool:
     return nodeid.startswith(SPARK_IN_PROCESS)
 
 
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects by the markers added here
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     unlisted = {
         i.nodeid.split("::")[0] for i in items if i.get_closest_marker("spark") and not runs_spark(i.nodeid)
@@ -35,6 +37,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         raise pytest.UsageError(
             f"marked spark, missing from tests/conftest.py SPARK_IN_PROCESS: {sorted(unlisted)}"
         )
+    for item in items:
+        if runs_spark(item.nodeid) and not item.get_closest_marker("spark"):
+            item.add_marker(pytest.mark.spark)
 
 
 @pytest.hookimpl(optionalhook=True, tryfirst=True)

@@ -1,4 +1,5 @@
-"""Under CI=true a skipped test or module fails the run; locally it stays a skip."""
+"""Under CI=true a skipped test or module fails the run; locally it stays a skip. A test left out by
+``-m`` (``make test-quick``) is deselected, not skipped: that is no failure."""
 
 from __future__ import annotations
 
@@ -27,14 +28,47 @@ def test_never_collected():
 """
 
 
-def _run(tmp_path: Path, ci: str | None, module: str) -> subprocess.CompletedProcess[str]:
+SLOW_AND_QUICK = """
+import pytest
+
+@pytest.mark.slow
+def test_slow():
+    pass
+
+def test_quick():
+    pass
+"""
+
+#: The repository's markers, strict as there: ``slow`` must be known.
+PYTEST_INI = """
+[pytest]
+addopts = --strict-markers
+markers =
+    slow: seconds each
+    spark: Spark in the test process
+"""
+
+
+def _run(tmp_path: Path, ci: str | None, module: str, *args: str) -> subprocess.CompletedProcess[str]:
     shutil.copy(Path(__file__).with_name("conftest.py"), tmp_path / "conftest.py")
+    (tmp_path / "pytest.ini").write_text(PYTEST_INI)
     (tmp_path / "test_skipping.py").write_text(module)
     env = {k: v for k, v in os.environ.items() if k != "CI"}
     if ci is not None:
         env["CI"] = ci
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", str(tmp_path)],
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:randomly",
+            *args,
+            str(tmp_path),
+        ],
         cwd=tmp_path,
         env=env,
         capture_output=True,
@@ -58,3 +92,9 @@ def test_skips_stay_skips_elsewhere(tmp_path, ci, module):
     result = _run(tmp_path, ci, module)
     assert result.returncode in (0, 5), result.stdout  # 5: nothing left to run, still no failure
     assert "1 skipped" in result.stdout and "failed" not in result.stdout
+
+
+def test_a_test_left_out_by_a_marker_is_deselected_not_skipped_under_ci(tmp_path):
+    result = _run(tmp_path, "true", SLOW_AND_QUICK, "-m", "not slow and not spark")
+    assert result.returncode == 0, result.stdout
+    assert "1 passed, 1 deselected" in result.stdout and "skipped" not in result.stdout

@@ -12,7 +12,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from bench.brokers import peer_installed
+
+pytestmark = pytest.mark.slow  # slow: the broadcast benchmark end to end
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

@@ -80,6 +80,7 @@ def test_entry_times_are_read_from_broker_metadata_and_producer_metadata():
     assert cache.get(1, 2, memoryview(b"not parsed again")).seq == 42
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("per_connection", "official_first"), [(1, False), (4, True)])
 def test_a_few_hundred_lean_consumers_over_two_processes_get_everything_once_in_order(
     tmp_path, per_connection, official_first
@@ -167,6 +168,7 @@ def test_stalled_connections_are_spread_over_a_workers_connections():
     ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("broker", ["magnetar", "pulsar-lite"])
 def test_exclusive_mode_gives_each_consumer_its_own_subscription_and_everything(tmp_path, broker):
     doc, rc, err = _lean(
@@ -187,6 +189,7 @@ def test_exclusive_mode_gives_each_consumer_its_own_subscription_and_everything(
     # duplicates in 12,000 deliveries, measured), which the generator reports rather than hides.
 
 
+@pytest.mark.slow
 def test_broadcast_on_the_peer_is_a_plain_exclusive_subscription_so_all_but_one_are_refused(tmp_path):
     doc, rc, _ = _lean(tmp_path, "--broker", "pulsar-lite", "--consumers", "20", "--messages", "3")
     assert rc == 1 and doc["delivery"]["every_consumer_got_everything_once_in_order"] is False
@@ -197,6 +200,7 @@ def test_broadcast_on_the_peer_is_a_plain_exclusive_subscription_so_all_but_one_
     assert errors and all("ConsumerBusy" in e or "connection lost" in e for e in errors)
 
 
+@pytest.mark.slow
 def test_stalled_consumers_get_one_message_and_the_others_everything(tmp_path):
     args = ["--consumers", "200", "--stalled", "5", "--messages", "40", "--size", "10240", "--official", "10"]
     doc, rc, err = _lean(tmp_path, *args)
@@ -212,6 +216,7 @@ def test_stalled_consumers_get_one_message_and_the_others_everything(tmp_path):
     )  # the stalled ones not in it
 
 
+@pytest.mark.slow
 def test_chunked_messages_arrive_whole_to_every_consumer(tmp_path):
     args = ["--consumers", "120", "--official", "6", "--messages", "6", "--size", "10240"]
     doc, rc, err = _lean(tmp_path, *args, "--max-message-size", "4096")
@@ -223,6 +228,7 @@ def test_chunked_messages_arrive_whole_to_every_consumer(tmp_path):
     assert doc["delivery"]["every_consumer_got_everything_once_in_order"] is True
 
 
+@pytest.mark.slow
 def test_compare_runs_the_three_cases_side_by_side_in_one_table(tmp_path):
     doc, rc, err = _lean(tmp_path, "--compare", "--sweep", "40", "--messages", "3")
     assert rc == 0, err

@@ -11,6 +11,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # slow: the replication benchmark on Magnetar and pulsar-lite
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 

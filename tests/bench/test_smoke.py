@@ -19,6 +19,8 @@ import pytest
 from bench.brokers import PEER, peer_installed
 from bench.report import BEGIN, END
 
+pytestmark = pytest.mark.slow  # slow: every benchmark scenario on both brokers (one module-wide run)
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 COUNTERS = ("duplicates", "missing", "out_of_order", "corrupt", "send_errors")
 SCENARIOS = {"100B-batched", "1KB-sync", "1MB", "20MB-chunked"}

@@ -30,6 +30,7 @@ def fails(broker, code: int, *args: str) -> str:
     return done.stderr
 
 
+@pytest.mark.slow  # a CLI process per call, dozens of calls
 def test_tenants_namespaces_policies_and_permissions_round_trip(broker):
     ok(broker, "tenants", "create", "acme", "--admin-roles", "ops,dev")
     assert "acme" in ok(broker, "tenants", "list").splitlines()
@@ -87,6 +88,7 @@ def test_tenants_namespaces_policies_and_permissions_round_trip(broker):
     fails(broker, 3, "tenants", "get", "acme")
 
 
+@pytest.mark.slow  # a CLI process per call, dozens of calls
 def test_clusters_schemas_and_exit_codes(broker, tmp_path):
     assert ok(broker, "clusters", "list") == "standalone\n"
     cluster = as_json(broker, "clusters", "get", "standalone")

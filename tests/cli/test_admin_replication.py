@@ -10,7 +10,7 @@ import pytest
 from .conftest import admin
 from .conftest import admin_ok as ok
 
-pytestmark = pytest.mark.interop
+pytestmark = [pytest.mark.interop, pytest.mark.slow]  # slow: a CLI process per call, two brokers
 
 TOPIC = "persistent://public/default/readings"
 

@@ -36,6 +36,7 @@ def backlog(broker, topic: str, sub: str) -> int:
 # -- against a broker ------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # a CLI process per call, dozens of calls
 @pytest.mark.interop
 def test_topics_create_list_partition_delete_and_exit_codes(broker, topic):
     partitioned = topic + "-p"
@@ -73,6 +74,7 @@ def test_topics_create_list_partition_delete_and_exit_codes(broker, topic):
     )
 
 
+@pytest.mark.slow  # a CLI process per call, dozens of calls
 @pytest.mark.interop
 def test_subscription_verbs_move_the_backlog_and_peek_shows_the_payloads(broker, client, topic):
     producer = client.create_producer(topic, batching_enabled=False)
@@ -146,6 +148,7 @@ def test_subscription_verbs_move_the_backlog_and_peek_shows_the_payloads(broker,
         client.create_producer(topic).send(b"late")
 
 
+@pytest.mark.slow  # a CLI process per call, dozens of calls
 @pytest.mark.interop
 def test_peek_splits_a_batch_and_permissions_round_trip(broker, client, topic):
     producer = client.create_producer(topic, batching_enabled=True, batching_max_publish_delay_ms=60_000)

@@ -168,6 +168,7 @@ def lines(text: str, pattern: re.Pattern[str]) -> list[re.Match[str]]:
     return [m for m in map(pattern.match, text.splitlines()) if m]
 
 
+@pytest.mark.slow
 @pytest.mark.interop
 def test_perf_produce_paces_and_counts_what_the_broker_stored_and_perf_consume_receives_it(broker, topic):
     url = broker.service_url
@@ -250,6 +251,7 @@ def test_an_unreachable_broker_is_one_line_and_exit_1():
         assert done.stdout == ""
 
 
+@pytest.mark.slow
 @pytest.mark.interop
 def test_perf_produce_of_messages_over_the_limit_fails_unless_chunked(broker, topic):
     url = broker.service_url

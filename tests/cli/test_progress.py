@@ -69,6 +69,7 @@ def run_with_tty_stderr(*args: str) -> tuple[int, str, str]:
     return child.returncode, stdout.decode(), b"".join(chunks).decode(errors="replace")
 
 
+@pytest.mark.slow
 @pytest.mark.interop
 def test_progress_on_a_terminal_stderr_never_on_stdout_and_quiet_silences_it(broker, topic):
     url = broker.service_url

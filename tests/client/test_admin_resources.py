@@ -16,6 +16,7 @@ from tests.interop.tls_certs import tls_settings
 AVRO = '{"type": "record", "name": "R", "fields": [{"name": "a", "type": "int"}]}'
 
 
+@pytest.mark.slow
 def test_tenants_namespaces_clusters_and_schemas(broker) -> None:
     admin = AdminClient(broker.http_url)
 

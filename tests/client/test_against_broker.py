@@ -157,6 +157,7 @@ def test_shared_consumers_and_negative_ack(magnetar_client, topic):
     assert_quiet(c1)
 
 
+@pytest.mark.slow
 def test_exclusive_negative_ack_redelivers(magnetar_client, topic):
     consumer = magnetar_client.subscribe(topic, "excl", negative_ack_redelivery_delay_ms=100)
     producer = magnetar_client.create_producer(topic)
@@ -172,6 +173,7 @@ def test_exclusive_negative_ack_redelivers(magnetar_client, topic):
     assert_quiet(consumer)
 
 
+@pytest.mark.slow
 def test_unacked_messages_timeout_redelivers(magnetar_client, topic):
     consumer = magnetar_client.subscribe(
         topic, "t", consumer_type=ConsumerType.Shared, unacked_messages_timeout_ms=300
@@ -182,6 +184,7 @@ def test_unacked_messages_timeout_redelivers(magnetar_client, topic):
     assert again.data() == b"forgotten" and again.redelivery_count() >= 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("batch_index_ack", [False, True])
 def test_acks_survive_a_new_consumer(magnetar_client, topic, batch_index_ack):
     consumer = magnetar_client.subscribe(
@@ -202,6 +205,7 @@ def test_acks_survive_a_new_consumer(magnetar_client, topic, batch_index_ack):
     assert_quiet(consumer)
 
 
+@pytest.mark.slow
 def test_cumulative_ack(magnetar_client, topic):
     consumer = magnetar_client.subscribe(topic, "sub")
     producer = magnetar_client.create_producer(topic)
@@ -217,6 +221,7 @@ def test_cumulative_ack(magnetar_client, topic):
         shared.acknowledge_cumulative(messages[0])
 
 
+@pytest.mark.slow
 def test_seek_and_last_message_id(magnetar_client, topic):
     consumer = magnetar_client.subscribe(topic, "sub", initial_position=InitialPosition.Earliest)
     assert consumer.get_last_message_id().entry_id() == -1
@@ -296,6 +301,7 @@ def test_partitioned_topic_round_trip(broker, magnetar_client, topic):
     assert got == sorted(b"%d" % i for i in range(12))
 
 
+@pytest.mark.slow
 def test_asyncio_api(broker, topic):
     async def main():
         async with aio.Client(broker.service_url, operation_timeout_seconds=10) as client:

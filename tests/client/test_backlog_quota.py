@@ -21,11 +21,12 @@ def _over_quota(broker_factory, magnetar_factory, topic: str, policy: str, refus
     the quota check by then)."""
     broker = broker_factory({"backlog_quota_check_interval_seconds": 0.2})
     client = magnetar_factory(broker.service_url, max_backoff_seconds=0.5)
-    assert call(broker, "POST", f"{NS}/backlogQuota", {"limitSize": 20_000, "policy": policy})[0] == 204
     slow = client.subscribe(topic, "slow")
     producer = client.create_producer(topic, batching_enabled=False)
     for n in range(30):
         producer.send(b"%04d" % n + b"x" * 996)
+    # the quota after the backlog: set before, a check between two sends could refuse the later ones
+    assert call(broker, "POST", f"{NS}/backlogQuota", {"limitSize": 20_000, "policy": policy})[0] == 204
     path = "/admin/v2/persistent/" + topic.split("://")[1] + "/stats"
     eventually(lambda: not call(broker, "GET", path)[1]["publishers"], what="the producer disconnected")
     with pytest.raises(refusal):

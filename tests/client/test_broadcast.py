@@ -28,6 +28,7 @@ def receive_all(consumer, n: int) -> list[bytes]:
     return out
 
 
+@pytest.mark.slow
 def test_our_broadcast_consumers_each_receive_everything(magnetar_client, topic):
     consumers = [
         magnetar_client.subscribe(

@@ -17,6 +17,8 @@ from tests.waiting import eventually, eventually_async
 
 from .proxy import ShrinkingProxy
 
+pytestmark = pytest.mark.slow  # slow: restarts mid-send, megabytes of chunks, ack timeouts
+
 SMALL = 64 * 1024  # a small broker limit makes many chunks out of a few MB
 
 
@@ -299,9 +301,7 @@ def test_chunks_sent_again_over_a_new_connection_are_stored_once(broker_factory,
         results = []
         proxy.drop_receipts = True
         producer.send_async(data, lambda res, msg_id: results.append((res, msg_id)))
-        eventually(
-            lambda: len(stored_chunks(broker, topic, quiet=0.2)) >= 10, timeout=30, what="ten chunks stored"
-        )
+        eventually(lambda: len(stored_chunks(broker, topic)) >= 10, timeout=30, what="ten chunks stored")
         proxy.drop_receipts = False
         proxy.cut()
         producer.flush()

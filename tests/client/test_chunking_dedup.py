@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 from magnetar.client import ChunkMessageId, Client
 
 SMALL = 64 * 1024
 
 
+@pytest.mark.slow
 def test_chunked_messages_pass_deduplication_and_sequence_ids_survive_a_restart(broker_factory, topic):
     broker = broker_factory({"deduplication_enabled": True, "max_message_size": SMALL})
     payloads = [os.urandom(5 * SMALL + 123), b"small", os.urandom(3 * SMALL)]

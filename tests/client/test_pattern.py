@@ -54,6 +54,7 @@ def test_a_topic_matches_by_its_whole_name_without_the_partition_suffix():
     ]
 
 
+@pytest.mark.slow
 def test_regex_subscription_takes_matching_topics_and_finds_new_ones(broker, magnetar_client, topic):
     for suffix in ("a", "b"):
         magnetar_client.create_producer(f"{topic}-{suffix}").send(suffix.encode())
@@ -80,6 +81,7 @@ def test_regex_subscription_takes_matching_topics_and_finds_new_ones(broker, mag
     assert consumer.receive(5000).data() == b"later"
 
 
+@pytest.mark.slow
 def test_a_listener_also_gets_the_topics_found_later(magnetar_client, topic):
     seen, got_both, listener = collecting_listener(2, ack=False)
     magnetar_client.create_producer(f"{topic}-first").send(b"first")
@@ -107,6 +109,7 @@ def test_a_pattern_with_no_topic_yet_waits_and_a_zero_queue_is_refused(magnetar_
         magnetar_client.subscribe(re.compile(f"{topic}-.*"), "zq", receiver_queue_size=0)
 
 
+@pytest.mark.slow
 def test_a_topic_that_cannot_be_subscribed_yet_is_tried_again(magnetar_client, topic, caplog):
     magnetar_client.create_producer(f"{topic}-a").send(b"a")
     holder = magnetar_client.subscribe(f"{topic}-b", "regex")  # Exclusive: the pattern is refused b

@@ -72,6 +72,7 @@ def test_our_client_mutual_tls(mtls_broker, magnetar_factory, tls_files, topic):
         without.create_producer(topic)
 
 
+@pytest.mark.slow
 def test_our_client_tls_errors_are_clear(broker_factory, tls_broker, magnetar_factory, tls_files, topic):
     other = broker_factory(tls_settings(tls_files, tls_files.other_host_cert, tls_files.other_host_key))
     expired = broker_factory(tls_settings(tls_files, tls_files.expired_cert, tls_files.expired_key))

@@ -46,6 +46,7 @@ def test_refused_token_is_authentication_error(broker_factory, magnetar_factory,
     assert "AuthenticationError" in str(caught.value)
 
 
+@pytest.mark.slow
 def test_supplier_answers_challenges_asyncio(broker_factory, topic):
     key = tokens.create_secret_key()
     broker = start_broker(broker_factory, key, authentication_refresh_check_seconds=1)

@@ -82,6 +82,7 @@ def test_every_vehicle_in_an_area_gets_its_alerts(broker):
         assert r.broadcast_ms >= 0 and r.latency_ms == r.pipeline_ms + r.broadcast_ms
 
 
+@pytest.mark.slow
 def test_simulator_publishes_the_plan_and_frames_arrive_intact(broker):
     settings = dataclasses.replace(SETTINGS, namespace="public/default", seed=2, partitions=2)
     settings = dataclasses.replace(settings, namespace="public/sim")

@@ -1,4 +1,5 @@
-"""Helpers shared by the interop tests: receiving with deadlines, and a raw protocol connection."""
+"""Helpers shared by the interop tests: receiving up to a count, a marker or the reader's end, never up
+to a silence; and a raw protocol connection."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+import uuid
 
 import pulsar
 from prometheus_client.parser import text_string_to_metric_families
@@ -18,8 +20,6 @@ from magnetar.protocol import FrameDecoder, encode_frame, wire
 from magnetar.protocol.commands import pong, wrap
 from magnetar.protocol.frames import Frame
 from magnetar.protocol.headers import encode_headers_and_payload, parse_metadata
-
-QUIET_MS = 500  # how long "nothing more arrives" is given to prove itself
 
 
 def receive_n(consumer, n: int, timeout_ms: int = 5000, ack: bool = False) -> list[pulsar.Message]:
@@ -38,83 +38,152 @@ def receive_n(consumer, n: int, timeout_ms: int = 5000, ack: bool = False) -> li
     return messages
 
 
+MARKER_PREFIX = b"marker-of-"  # what receive_spread's markers begin with: no test payload does
+
+
 def assert_next_is_marker(consumer, producer, marker: bytes = b"marker", **send_options) -> None:
     """Send ``marker`` and have it as ``consumer``'s next message (acknowledged): whatever was still
     to come before it (a message twice, one that should be gone) comes first and fails this.
 
-    The positive event a "nothing more" check waits for, where delivery is in order; a message
-    that may come later by a timer of its own (a nack's or an ack timeout's redelivery) needs
-    ``assert_nothing_more``.
+    The positive event a "nothing more" check waits for, where delivery is in order. Where a message
+    could still come by a timer of its own (a nack's or an ack timeout's redelivery), wait first until
+    the broker's stats have every message acknowledged: then nothing is left to redeliver.
     """
     producer.send(marker, **send_options)
+    expect_markers(consumer, [marker])
+
+
+def assert_next_are_markers(consumer, producers: dict[bytes, object], **send_options) -> None:
+    """A marker from each producer (its key), and those as ``consumer``'s next messages, in any order:
+    for a consumer of several topics, whose order holds only within a topic."""
+    for marker, producer in producers.items():
+        producer.send(marker, **send_options)
+    expect_markers(consumer, list(producers))
+
+
+def expect_markers(consumer, markers: list[bytes]) -> None:
+    """Receive (and acknowledge) until each of ``markers``, already sent, arrived: anything else
+    first fails."""
+    waiting = set(markers)
+    while waiting:
+        try:
+            msg = consumer.receive(10_000)
+        except Timeout:
+            raise AssertionError(f"the markers {sorted(waiting)} did not arrive") from None
+        assert msg.data() in waiting, (
+            f"unexpected message {msg.data()!r} id={msg.message_id()} "
+            f"redelivery_count={msg.redelivery_count()} before the markers {sorted(waiting)}"
+        )
+        consumer.acknowledge(msg)
+        waiting.discard(msg.data())
+
+
+def assert_next_read_is_marker(reader, producer, marker: bytes = b"marker") -> None:
+    """``assert_next_is_marker`` for a reader: send ``marker`` and read it next."""
+    producer.send(marker)
     try:
-        msg = consumer.receive(10_000)
+        msg = reader.read_next(10_000)
     except Timeout:
         raise AssertionError(f"the marker {marker!r} did not arrive") from None
-    assert msg.data() == marker, (
-        f"unexpected message {msg.data()!r} id={msg.message_id()} before the marker {marker!r}"
-    )
-    consumer.acknowledge(msg)
+    assert msg.data() == marker, f"unexpected message {msg.data()!r} id={msg.message_id()} before the marker"
 
 
-def assert_nothing_more(consumer, quiet_ms: int = QUIET_MS) -> None:
-    """Nothing arrives within ``quiet_ms``: only for what may come by a timer of its own (see
-    ``assert_next_is_marker`` for what comes in order)."""
-    try:
-        msg = consumer.receive(quiet_ms)
-    except Timeout:
-        return
-    raise AssertionError(
-        f"unexpected message {msg.data()!r} id={msg.message_id()} redelivery_count={msg.redelivery_count()}"
-    )
-
-
-def read_all(reader, quiet_ms: int = 1000) -> list[pulsar.Message]:
-    """Everything a reader reads until it has been quiet for ``quiet_ms``."""
+def read_until_marker(reader, producer, marker: bytes = b"marker") -> list[pulsar.Message]:
+    """Send ``marker`` and read until it: what came before it (where ``read_stored`` cannot ask the
+    reader, see tests/client/test_key_routing.py)."""
+    producer.send(marker)
     messages = []
     while True:
         try:
-            messages.append(reader.read_next(quiet_ms))
+            msg = reader.read_next(10_000)
         except Timeout:
+            raise AssertionError(
+                f"the marker {marker!r} did not arrive after {len(messages)} messages"
+            ) from None
+        if msg.data() == marker:
             return messages
+        messages.append(msg)
 
 
-def drain(
-    consumers, expected: int, ack: bool = True, patience_ms: int = 5000, quiet_ms: int = QUIET_MS
+def read_stored(reader, timeout_ms: int = 10_000) -> list[pulsar.Message]:
+    """What is stored for ``reader`` to read: read until the reader says nothing more is available
+    (it asks the broker for the topic's last message id)."""
+    messages = []
+    while reader.has_message_available():
+        try:
+            messages.append(reader.read_next(timeout_ms))
+        except Timeout:
+            raise AssertionError(
+                f"a message was available and did not come; read so far: {[m.data() for m in messages]}"
+            ) from None
+    return messages
+
+
+def receive_spread(
+    consumers, producer, expected: int, ack: bool | list[bool] = True, patience_s: float = 10.0
 ) -> list[list[bytes]]:
-    """Receive from all ``consumers`` at once until ``expected`` messages arrived and all stayed quiet.
+    """``expected`` messages received across ``consumers`` at once (a thread each), then a marker
+    for each consumer: the payloads each got until all had their marker, in its order.
 
-    A thread per consumer receives (and acks); they stop once no message arrived anywhere for
-    ``patience_ms`` while fewer than ``expected`` arrived, or for ``quiet_ms`` after that (time for
-    extras such as duplicates to show). Returns the payloads each consumer got, in its order.
+    A consumer's marker comes after whatever the broker had sent it before, so an extra (a message
+    twice, one that should be gone) is in the answer for the test to see. Markers go out one at a
+    time until each consumer had one (the Shared dispatcher hands them round); they are
+    acknowledged and left out, as are markers of earlier calls still on the topic. ``ack``: whether
+    each consumer acknowledges what it gets. Fails when nothing arrives for ``patience_s``.
     """
+    acks = [ack] * len(consumers) if isinstance(ack, bool) else ack
+    token = MARKER_PREFIX + uuid.uuid4().hex.encode()
     received: list[list[bytes]] = [[] for _ in consumers]
-    lock = threading.Lock()
-    last_progress = [time.monotonic()]
-
-    def quiet_long_enough() -> bool:
-        with lock:
-            total = sum(map(len, received))
-            idle_ms = (time.monotonic() - last_progress[0]) * 1000
-        return idle_ms > (quiet_ms if total >= expected else patience_ms)
+    marked = [False] * len(consumers)
+    arrived: set[bytes] = set()  # this call's markers
+    progress = threading.Condition()
+    stop = threading.Event()
 
     def run(index: int, consumer) -> None:
-        while not quiet_long_enough():
+        while not stop.is_set():
             try:
-                msg = consumer.receive(50)
+                msg = consumer.receive(100)
             except Timeout:
                 continue
-            if ack:
+            data = msg.data()
+            is_marker = data.startswith(MARKER_PREFIX)
+            if is_marker or acks[index]:
                 consumer.acknowledge(msg)
-            with lock:
-                received[index].append(msg.data())
-                last_progress[0] = time.monotonic()
+            with progress:
+                if not is_marker:
+                    received[index].append(data)
+                elif data.startswith(token):
+                    arrived.add(data)
+                    marked[index] = True
+                progress.notify_all()
+
+    def wait(done, what: str) -> None:
+        """Until ``done()``, failing once nothing arrived for ``patience_s``."""
+        with progress:
+            seen = -1
+            while not done():
+                now = sum(map(len, received)) + len(arrived)
+                counts = list(map(len, received))
+                assert now != seen, f"{what}: nothing arrived for {patience_s} s; received {counts}"
+                seen = now
+                progress.wait_for(done, timeout=patience_s)
 
     threads = [threading.Thread(target=run, args=item, daemon=True) for item in enumerate(consumers)]
     for thread in threads:
         thread.start()
-    for thread in threads:
-        thread.join()
+    try:
+        wait(lambda: sum(map(len, received)) >= expected, f"{expected} messages")
+        for i in range(10 * len(consumers)):
+            if all(marked):
+                break
+            marker = token + b"-%d" % i
+            producer.send(marker)
+            wait(lambda m=marker: m in arrived, f"the marker {marker!r}")
+        assert all(marked), f"consumers {[i for i, m in enumerate(marked) if not m]} got no marker"
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join()
     return received
 
 
@@ -275,31 +344,31 @@ def admin_call(broker, method: str, path: str, body=None) -> tuple[int, object]:
 # -- chunked messages (PIP 37) ------------------------------------------------------------------------
 
 
-def stored_chunks(broker, topic: str, quiet: float = 1.0) -> list[tuple[str, int]]:
+def stored_chunks(broker, topic: str) -> list[tuple[str, int]]:
     """(uuid, chunk id) of every chunk stored on ``topic``, in order, read by a raw consumer of its own
-    (a non-durable subscription from the earliest entry): what a consumer will be sent."""
+    (a non-durable subscription from the earliest entry) up to the topic's last entry, which it asks
+    for first: what a consumer will be sent."""
     raw = RawConnection(broker.port)
     try:
         raw.handshake()
         earliest = wire.MessageIdData(ledger_id=2**64 - 1, entry_id=2**64 - 1)
         raw.subscribe(
-            topic,
-            "audit",
-            wire.CommandSubscribe.Exclusive,
-            permits=1_000_000,
-            durable=False,
-            start_message_id=earliest,
+            topic, "audit", wire.CommandSubscribe.Exclusive, durable=False, start_message_id=earliest
         )
+        raw.send_command(wire.CommandGetLastMessageId(consumer_id=1, request_id=2))
+        last = raw.expect(wire.BaseCommand.GET_LAST_MESSAGE_ID_RESPONSE).body().last_message_id
+        if last.entry_id >= 2**63:  # -1: nothing stored
+            return []
+        raw.send_command(wire.CommandFlow(consumer_id=1, message_permits=1_000_000))
         out = []
         while True:
-            try:
-                frame = raw.recv_frame(quiet)
-            except TimeoutError:
+            frame = raw.expect(wire.BaseCommand.MESSAGE, timeout=10.0)
+            meta, _ = parse_metadata(frame.payload)
+            if meta.HasField("chunk_id"):
+                out.append((meta.uuid, meta.chunk_id))
+            at = frame.body().message_id
+            if (at.ledger_id, at.entry_id) == (last.ledger_id, last.entry_id):
                 return out
-            if frame is not None and frame.type == wire.BaseCommand.MESSAGE:
-                meta, _ = parse_metadata(frame.payload)
-                if meta.HasField("chunk_id"):
-                    out.append((meta.uuid, meta.chunk_id))
     finally:
         raw.close()
 

@@ -7,11 +7,12 @@ import urllib.request
 
 import pulsar
 import pytest
-from pulsar.exceptions import Timeout
 
 from tests.waiting import eventually
 
-pytestmark = pytest.mark.interop
+from .support import assert_next_is_marker, receive_n
+
+pytestmark = [pytest.mark.interop, pytest.mark.slow]  # slow: 100,000 messages and a restart
 
 #: 50,000 ack holes: five times what Pulsar keeps before it drops ranges (10,000).
 TOTAL = 100_000
@@ -30,15 +31,6 @@ def subscription_stats(broker, topic: str, sub: str) -> dict:
         return json.load(response)["subscriptions"][sub]
 
 
-def receive_all(consumer, quiet_ms: int = 2000) -> list[pulsar.Message]:
-    out = []
-    while True:
-        try:
-            out.append(consumer.receive(quiet_ms))
-        except Timeout:
-            return out
-
-
 def test_every_other_ack_of_100_000_messages_survives_a_restart(broker_factory, client_factory, topic):
     broker = broker_factory(CONFIG)
     client = client_factory(broker.service_url)
@@ -54,12 +46,12 @@ def test_every_other_ack_of_100_000_messages_survives_a_restart(broker_factory, 
     producer.flush()
     assert not failures
 
-    seen = 0
-    for msg in receive_all(consumer):
-        seen += 1
-        if int(msg.data()) % 2 == 0:
+    seen = []
+    for msg in receive_n(consumer, TOTAL):
+        seen.append(int(msg.data()))
+        if seen[-1] % 2 == 0:
             consumer.acknowledge(msg)
-    assert seen == TOTAL
+    assert sorted(seen) == list(range(TOTAL)), "each message once"
     consumer.close()  # sends the grouped acks
     expected_holes = TOTAL // 2 - 1  # entry 0 is acked: the mark-delete position moves over it
     eventually(
@@ -82,7 +74,7 @@ def test_every_other_ack_of_100_000_messages_survives_a_restart(broker_factory, 
     consumer = client.subscribe(
         topic, "sub", consumer_type=pulsar.ConsumerType.Shared, receiver_queue_size=5000
     )
-    back = [int(m.data()) for m in receive_all(consumer)]
+    back = [int(m.data()) for m in receive_n(consumer, TOTAL // 2)]
     assert len(back) == TOTAL // 2, "exactly the unacked messages, each once"
     assert set(back) == set(range(1, TOTAL, 2)), "none of the acked ones"
     stats = subscription_stats(broker, topic, "sub")["ackState"]
@@ -90,6 +82,7 @@ def test_every_other_ack_of_100_000_messages_survives_a_restart(broker_factory, 
         stats["memory_bytes"] <= CONFIG["max_individual_ack_cache_bytes_per_cursor"]
         or stats["pages_in_memory"] == 1
     )
+    assert_next_is_marker(consumer, client.create_producer(topic))  # nothing more: none of the acked ones
 
 
 def subscription_stats_after_load(broker, client, topic: str) -> dict:

@@ -114,6 +114,7 @@ def test_a_partitioned_topics_own_name_cannot_be_peeked(broker, client, topic):
     assert status == 412 and b"partitioned" in body
 
 
+@pytest.mark.slow
 def test_expire_messages_older_than_some_seconds(broker, client, topic):
     client.subscribe(topic, "one").close()
     client.subscribe(topic, "two").close()

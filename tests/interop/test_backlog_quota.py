@@ -112,6 +112,7 @@ def test_consumer_backlog_eviction_by_size_drops_the_oldest_for_the_slowest(
     assert receive_n(slow, 1)[0].data() == b"more"
 
 
+@pytest.mark.slow
 def test_consumer_backlog_eviction_by_age_drops_what_is_older(broker_factory, client_factory, topic):
     broker = broker_factory(CHECK)
     client = client_factory(broker.service_url)

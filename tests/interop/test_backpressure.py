@@ -10,9 +10,13 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
+
 from magnetar.protocol import wire
 
 from .support import RawConnection, labelled, send_frame
+
+pytestmark = pytest.mark.slow  # slow: fills the sockets both ways and waits out keepalive intervals
 
 #: What a broker that keeps reading would take from a client that never reads, in this test:
 #: far more than the kernel's socket buffers (a few MB on loopback) can hold.

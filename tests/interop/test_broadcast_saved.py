@@ -12,7 +12,7 @@ from ..waiting import eventually
 from .support import receive_n
 from .test_broadcast import fan, subscription_stats
 
-pytestmark = pytest.mark.interop
+pytestmark = [pytest.mark.interop, pytest.mark.slow]  # slow: kill -9 and restarts
 
 #: What each consumer acknowledges of the ten messages before the broker goes (by index).
 ACKED = {"all": set(range(10)), "holes": {0, 1, 2, 3, 6}, "few": {0, 1, 2}}

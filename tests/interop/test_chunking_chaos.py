@@ -38,7 +38,7 @@ from magnetar.client import Client, ConsumerType
 from ..waiting import eventually
 from .support import admin_call
 
-pytestmark = pytest.mark.interop
+pytestmark = [pytest.mark.interop, pytest.mark.slow]  # slow: a chaos run of thousands of messages
 
 log = logging.getLogger(__name__)
 

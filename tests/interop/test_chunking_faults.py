@@ -24,7 +24,7 @@ from ..client.proxy import ShrinkingProxy
 from ..waiting import eventually
 from .support import RawConnection, chunk_frame, receive_n, stored_chunks
 
-pytestmark = pytest.mark.interop
+pytestmark = [pytest.mark.interop, pytest.mark.slow]  # slow: restarts and kill -9 mid-message, an ack timeout
 
 SMALL = 64 * 1024  # the broker's limit: a 1 MB message is 17 chunks
 SHARED = pulsar.ConsumerType.Shared

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import hashlib
 import os
-import threading
 
 import pulsar
 import pytest
+
+from .support import receive_spread
 
 pytestmark = pytest.mark.interop
 
@@ -27,22 +28,7 @@ def test_shared_consumers_each_get_whole_chunked_messages(broker_factory, client
         producer.send_async(b"small", None)
     producer.flush()
 
-    got: list[list[bytes]] = [[], []]
-
-    def drain(index: int) -> None:
-        while True:
-            try:
-                msg = consumers[index].receive(3000)
-            except pulsar.Timeout:
-                return
-            got[index].append(msg.data())
-            consumers[index].acknowledge(msg)
-
-    threads = [threading.Thread(target=drain, args=(i,)) for i in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    got = receive_spread(consumers, producer, expected=2 * len(payloads))
     large = [m for messages in got for m in messages if m != b"small"]
     assert sorted(hashlib.sha256(m).digest() for m in large) == sorted(
         hashlib.sha256(p).digest() for p in payloads

@@ -50,6 +50,7 @@ def test_second_broker_on_the_same_data_dir_exits_with_a_clear_error(broker, cli
     assert [reader.read_next(5000).data() for _ in range(2)] == [b"before", b"after"]
 
 
+@pytest.mark.slow
 def test_the_lock_goes_with_the_process_even_after_kill9(broker, client_factory, topic):
     client_factory(broker.service_url).create_producer(topic).send(b"before")
     killed = broker.proc.pid

@@ -8,7 +8,7 @@ import pytest
 from magnetar.protocol import wire
 from magnetar.protocol.message_id import to_signed
 
-from .support import RawConnection, read_all
+from .support import RawConnection, read_stored
 from .support import admin_call as call
 
 pytestmark = pytest.mark.interop
@@ -41,7 +41,7 @@ def send_all(raw: RawConnection, name: str, sequences: list[int]) -> list[tuple[
 
 
 def stored(client, topic: str) -> list[bytes]:
-    return [m.data() for m in read_all(client.create_reader(topic, pulsar.MessageId.earliest))]
+    return [m.data() for m in read_stored(client.create_reader(topic, pulsar.MessageId.earliest))]
 
 
 def test_resend_after_reconnect_stores_nothing_twice(broker, client, topic):

@@ -32,7 +32,6 @@ from .support import (
     RawConnection,
     admin_call,
     assert_next_is_marker,
-    assert_nothing_more,
     msg_id_tuple,
     receive_n,
 )
@@ -179,7 +178,7 @@ def test_official_client_works_with_exposure_on_and_off(broker_factory, client_f
     sent = produce_mixed(client, topic)
     got = receive_n(consumer, len(sent), ack=True)
     assert [m.data() for m in got] == sent
-    assert_nothing_more(consumer)
+    assert_next_is_marker(consumer, client.create_producer(topic))
     reader = client.create_reader(topic, pulsar.MessageId.earliest)
     assert [m.data() for m in receive_reader(reader, len(sent))] == sent
 

@@ -84,6 +84,7 @@ def message(index: int) -> bytes:
     return f"m-{index:05d}-".encode() + PAYLOAD_PAD
 
 
+@pytest.mark.slow
 def test_full_disk_fails_sends_promptly_and_recovers_by_itself(small_disk, topic):
     disk, broker = small_disk
     broker.start()

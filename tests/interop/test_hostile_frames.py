@@ -24,7 +24,7 @@ from magnetar.protocol.commands import wrap
 from ..waiting import eventually
 from .support import receive_n, scrape
 
-pytestmark = pytest.mark.interop
+pytestmark = [pytest.mark.interop, pytest.mark.slow]  # slow: large frames that fill the broker's limits
 
 MIB = 1024 * 1024
 DECLARED = 5 * MIB  # each attacker's frame size field

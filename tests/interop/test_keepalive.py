@@ -15,6 +15,7 @@ from .support import RawConnection
 pytestmark = pytest.mark.interop
 
 
+@pytest.mark.slow
 def test_silent_connection_is_closed_and_a_responsive_one_stays(broker_factory):
     broker = broker_factory({"keepalive_interval_seconds": 0.5})
     silent = RawConnection(broker.port)

@@ -27,6 +27,7 @@ def produce_keyed(producer, keys: list[str], per_key: int) -> None:
     producer.flush()
 
 
+@pytest.mark.slow
 def test_auto_split_gives_each_key_to_one_consumer_in_order(client, topic):
     consumers = [
         client.subscribe(topic, "ks", consumer_type=KEY_SHARED, consumer_name=f"c{i}") for i in range(2)
@@ -120,6 +121,7 @@ def test_new_consumer_gets_no_newer_message_of_a_key_before_older_ones_are_acked
     assert by_consumer["b"], "the new consumer took over some keys"
 
 
+@pytest.mark.slow
 def test_delayed_delivery_waits_and_survives_a_restart(broker, client_factory, topic):
     client = client_factory(broker.service_url)
     consumer = client.subscribe(topic, "delayed", consumer_type=pulsar.ConsumerType.Shared)

@@ -14,7 +14,7 @@ from magnetar.broker_process import BrokerProcessError
 
 from .support import admin_call
 
-pytestmark = pytest.mark.interop
+pytestmark = [pytest.mark.interop, pytest.mark.slow]  # slow: restarts, repair runs
 
 
 def _files(data_dir: Path) -> dict[str, bytes]:

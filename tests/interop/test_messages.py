@@ -116,6 +116,7 @@ def test_existing_subscription_keeps_its_position_whatever_the_initial_position(
     assert_next_is_marker(again, producer)
 
 
+@pytest.mark.slow
 def test_get_last_message_id(client, topic):
     consumer = client.subscribe(topic, "sub")
     assert consumer.get_last_message_id().entry_id() == -1  # empty topic

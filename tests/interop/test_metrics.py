@@ -58,6 +58,7 @@ def _poll(read, until, what: str):
     return eventually(check, what=what)
 
 
+@pytest.mark.slow
 def test_rates_over_the_stats_interval_in_topic_stats_and_metrics(broker_factory, client_factory, topic):
     interval = 0.5
     broker = broker_factory({"stats_update_frequency_seconds": interval})
@@ -148,6 +149,7 @@ def test_partitioned_stats_sum_the_partitions(broker_factory, client_factory, to
     assert admin_call(broker, "GET", plain + "/partitioned-stats")[0] == 412
 
 
+@pytest.mark.slow
 def test_stats_of_a_stored_topic_not_loaded_and_of_a_non_persistent_one(broker, client, topic):
     producer = client.create_producer(topic)
     producer.send(b"kept")

@@ -20,7 +20,7 @@ from tests.waiting import eventually
 from .replication_support import replicated, replicated_from, replication_stats, topic_path
 from .support import admin_call, assert_next_is_marker, receive_n, stored_chunks
 
-pytestmark = pytest.mark.interop
+pytestmark = [pytest.mark.interop, pytest.mark.slow]  # slow: two or three broker processes a test
 
 
 def edge_to_centre(clusters, config: dict[str, object] | None = None):

@@ -20,7 +20,7 @@ from .replication_support import (
 )
 from .support import admin_call, receive_n, scrape
 
-pytestmark = pytest.mark.interop
+pytestmark = [pytest.mark.interop, pytest.mark.slow]  # slow: two broker processes a test
 
 
 def topic_admin(broker, topic: str, what: str):

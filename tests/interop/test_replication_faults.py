@@ -23,9 +23,9 @@ from pulsar.exceptions import ProducerBlockedQuotaExceededException
 from tests.waiting import eventually
 
 from .replication_support import replication_stats
-from .support import admin_call, read_all
+from .support import admin_call, read_stored
 
-pytestmark = pytest.mark.interop
+pytestmark = [pytest.mark.interop, pytest.mark.slow]  # slow: clusters killed and restarted mid-stream
 
 #: Small batches, so a few thousand messages are many entries for the replicator to copy.
 BATCH = {"batching_enabled": True, "batching_max_messages": 10, "batching_max_publish_delay_ms": 1}
@@ -62,7 +62,7 @@ def read_centre(client: pulsar.Client, topic: str) -> list[str]:
     """Every payload of ``topic`` from its start, as a reader reads them."""
     reader = client.create_reader(topic, pulsar.MessageId.earliest)
     try:
-        return [m.data().decode() for m in read_all(reader)]
+        return [m.data().decode() for m in read_stored(reader)]
     finally:
         reader.close()
 

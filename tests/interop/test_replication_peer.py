@@ -160,6 +160,7 @@ def test_pulsar_lite_does_not_deduplicate_by_producer_name_and_sequence_id(peer,
     assert got == ["first-0", "first-1", "first-2", "again-1", "again-2", "again-3"]
 
 
+@pytest.mark.slow
 def test_an_edge_killed_mid_stream_resends_and_pulsar_lite_keeps_the_duplicates(
     clusters, peer, client_factory, topic
 ):

@@ -11,9 +11,9 @@ import pytest
 from tests.waiting import eventually
 
 from .replication_support import replicated, replication_stats
-from .support import assert_nothing_more, drain, receive_n
+from .support import assert_next_are_markers, assert_next_is_marker, receive_n
 
-pytestmark = pytest.mark.interop
+pytestmark = [pytest.mark.interop, pytest.mark.slow]  # slow: three broker processes a test
 
 N = 20
 
@@ -26,8 +26,8 @@ def test_a_full_mesh_delivers_each_message_once_everywhere_and_does_not_loop(clu
     brokers = dict(zip(names, clusters.start(*names), strict=True))
     clusters.mesh(*names)
     consumers = [client_factory(brokers[n].service_url).subscribe(topic, "everything") for n in names]
-    for name in names:
-        producer = client_factory(brokers[name].service_url).create_producer(topic)
+    producers = [client_factory(brokers[n].service_url).create_producer(topic) for n in names]
+    for name, producer in zip(names, producers, strict=True):
         for i in range(N):
             producer.send(f"{name}-{i}".encode())
 
@@ -36,8 +36,11 @@ def test_a_full_mesh_delivers_each_message_once_everywhere_and_does_not_loop(clu
             if remote != name:
                 eventually(lambda b=brokers[name], r=remote: replicated(b, topic, r, N))
     expected = sorted(f"{n}-{i}".encode() for n in names for i in range(N))
-    for name, got in zip(names, drain(consumers, expected=3 * len(consumers) * N), strict=True):
+    for name, consumer, producer in zip(names, consumers, producers, strict=True):
+        got = [m.data() for m in receive_n(consumer, len(expected), ack=True)]
         assert sorted(got) == expected, f"cluster {name} got {len(got)} messages, not each once"
+        # a marker of this cluster's own: a message twice would have been stored before it
+        assert_next_is_marker(consumer, producer, disable_replication=True)
     for name in names:  # still N each: nothing was sent on after the first pass either
         assert {r: s["msgOutCount"] for r, s in replication_stats(brokers[name], topic).items()} == {
             remote: N for remote in names if remote != name
@@ -70,7 +73,11 @@ def test_the_centre_replicates_alerts_back_to_the_edges(clusters, client_factory
     eventually(lambda: replicated(edge1, telemetry, "central", 1))
     # the centre's replicator to edge2 has passed the telemetry and sent none of it
     eventually(lambda: replicated(central, telemetry, "edge2", 0))
-    assert_nothing_more(at_edge2)
+    # a marker on each topic at edge2: what was on its way there (the telemetry, an alert twice) comes first
+    local = client_factory(edge2.service_url)
+    markers = {b"marker-telemetry": telemetry, b"marker-alerts": alerts}
+    producers = {marker: local.create_producer(name) for marker, name in markers.items()}
+    assert_next_are_markers(at_edge2, producers, disable_replication=True)
 
 
 def test_replication_clusters_on_send_narrow_where_a_message_goes(clusters, client_factory, topic):

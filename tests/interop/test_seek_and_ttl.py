@@ -71,6 +71,7 @@ def test_seek_to_earliest_on_an_empty_topic_and_to_another_topics_id(client, top
     assert consumer.receive(10_000).data() == b"second", "the consumer keeps working"
 
 
+@pytest.mark.slow
 def test_message_ttl_expires_old_messages_for_every_subscription(broker_factory, client_factory, topic):
     broker = broker_factory({"message_expiry_check_interval_seconds": 0.3})
     client = client_factory(broker.service_url)

@@ -8,7 +8,7 @@ import pulsar
 import pytest
 from pulsar.exceptions import ConsumerBusy, Timeout
 
-from .support import assert_next_is_marker, drain, receive_n
+from .support import assert_next_is_marker, receive_n, receive_spread
 
 pytestmark = pytest.mark.interop
 
@@ -88,7 +88,7 @@ def test_shared_spreads_messages_round_robin(client, topic):
     ]
     producer = client.create_producer(topic)
     sent = produce(producer, "m", 40)
-    per_consumer = drain(consumers, expected=40)
+    per_consumer = receive_spread(consumers, producer, expected=40)
     everything = per_consumer[0] + per_consumer[1]
     assert sorted(everything) == sorted(sent), "every message exactly once"
     assert all(len(got) >= 10 for got in per_consumer), [len(got) for got in per_consumer]
@@ -100,19 +100,19 @@ def test_shared_hands_a_closed_consumers_unacked_messages_to_the_other(client, t
     producer = client.create_producer(topic)
     sent = produce(producer, "m", 20)
 
-    unacked = drain([leaving], expected=0, ack=False, quiet_ms=300)[0]
-    acked = drain([staying], expected=0, ack=True, quiet_ms=300)[0]
+    unacked, acked = receive_spread([leaving, staying], producer, expected=len(sent), ack=[False, True])
     assert unacked, "the leaving consumer should have received a share"
     assert sorted(unacked + acked) == sorted(sent)
 
     leaving.close()
-    redelivered = drain([staying], expected=len(unacked))[0]
+    (redelivered,) = receive_spread([staying], producer, expected=len(unacked))
     assert sorted(redelivered) == sorted(unacked)
 
 
 BACKLOG = 20_000
 
 
+@pytest.mark.slow
 def test_backlog_of_20000_drains_on_every_subscription_type(client, topic):
     subscriptions = {"exclusive": EXCLUSIVE, "failover": FAILOVER, "shared": SHARED}
     for name, kind in subscriptions.items():
@@ -136,7 +136,7 @@ def test_backlog_of_20000_drains_on_every_subscription_type(client, topic):
     for name, kind in subscriptions.items():
         count = 2 if kind == SHARED else 1
         consumers = [client.subscribe(topic, name, consumer_type=kind) for _ in range(count)]
-        per_consumer = drain(consumers, expected=BACKLOG)
+        per_consumer = receive_spread(consumers, producer, expected=BACKLOG)
         got = [payload for received in per_consumer for payload in received]
         missing, duplicates = set(expected) - set(got), len(got) - len(set(got))
         in_order = kind == SHARED or got == expected

@@ -144,6 +144,7 @@ def certificate_client(official_factory, broker, tls_files):
     )
 
 
+@pytest.mark.slow
 def test_mutual_tls(broker_factory, official_factory, tls_files, topic):
     broker = broker_factory(tls_settings(tls_files, tls_require_trusted_client_cert_on_connect=True))
     trust = str(tls_files.ca)
@@ -166,6 +167,7 @@ def test_mutual_tls(broker_factory, official_factory, tls_files, topic):
     assert round_trip(with_auth, topic, [b"still here"]) == [b"still here"]
 
 
+@pytest.mark.slow
 def test_tls_authentication_provider_takes_the_role_from_the_certificate(
     broker_factory, official_factory, tls_files, topic
 ):
@@ -201,6 +203,7 @@ def test_tls_authentication_provider_without_a_trust_file_does_not_start(broker_
     assert "needs tls_trust_certs_file_path" in str(info.value)
 
 
+@pytest.mark.slow
 def test_token_authenticated_producers_over_tls_official_and_ours(
     broker_factory, official_factory, tls_files, topic, tmp_path
 ):
@@ -255,6 +258,7 @@ def test_token_authenticated_producers_over_tls_official_and_ours(
 # -- clients that get TLS wrong -------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_bad_tls_clients_leave_the_broker_unaffected(broker_factory, official_factory, tls_files, topic):
     broker = broker_factory(tls_settings(tls_files))
     trust = str(tls_files.ca)
@@ -377,6 +381,7 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+@pytest.mark.slow
 def test_tls_only_broker_serves_no_plain_port(official_factory, tls_files, topic, tmp_path):
     plain_port, plain_http_port = free_port(), free_port()
     settings = tls_settings(tls_files, broker_service_port_enabled=False, web_service_port_enabled=False)

@@ -104,6 +104,7 @@ def test_key_pair_token_accepted(broker_factory, topic, algorithm):
 
 
 # -- refused --------------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_bad_tokens_refused_with_authentication_error_others_unaffected(broker_factory, topic):
     key = tokens.create_secret_key()
     broker = secret_broker(broker_factory, key)
@@ -213,6 +214,7 @@ def test_authentication_on_without_usable_keys_does_not_start(tmp_path, config, 
 
 
 # -- refresh (AUTH_CHALLENGE / AUTH_RESPONSE) -----------------------------------------------------------
+@pytest.mark.slow
 def test_supplier_refreshes_expiring_tokens_producer_keeps_sending(broker_factory, topic):
     key = tokens.create_secret_key()
     broker = secret_broker(broker_factory, key, authentication_refresh_check_seconds=1)
@@ -242,6 +244,7 @@ def test_supplier_refreshes_expiring_tokens_producer_keeps_sending(broker_factor
     assert log.count("authenticated as 'vehicle-1'") == 1  # one connection throughout
 
 
+@pytest.mark.slow
 def test_static_token_expiring_closes_the_connection(broker_factory):
     key = tokens.create_secret_key()
     broker = secret_broker(broker_factory, key, authentication_refresh_check_seconds=1)
@@ -265,6 +268,7 @@ def test_static_token_expiring_closes_the_connection(broker_factory):
         raw.close()
 
 
+@pytest.mark.slow
 def test_unanswered_challenge_and_no_refresh_support_close(broker_factory):
     key = tokens.create_secret_key()
     broker = secret_broker(broker_factory, key, authentication_refresh_check_seconds=1)
@@ -284,6 +288,7 @@ def test_unanswered_challenge_and_no_refresh_support_close(broker_factory):
         old.close()
 
 
+@pytest.mark.slow
 def test_refresh_with_another_role_closes(broker_factory, topic):
     key = tokens.create_secret_key()
     broker = secret_broker(broker_factory, key, authentication_refresh_check_seconds=1)

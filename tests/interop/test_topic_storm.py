@@ -39,6 +39,7 @@ def _subscribe_all(port: int, topics: list[str], confirmed: list[str]) -> None:
     raw.close()
 
 
+@pytest.mark.slow
 def test_a_storm_of_new_topics_leaves_a_canary_alone_and_survives_kill9(broker, client_factory, topic):
     client = client_factory(broker.service_url)
     consumer = client.subscribe(topic, "canary")

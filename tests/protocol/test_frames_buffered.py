@@ -64,6 +64,7 @@ class Reader:
             i += 1
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     order=st.permutations(range(len(SMALL) + 3)),
@@ -80,6 +81,7 @@ def test_reads_of_any_size_give_the_frames_that_were_sent(order, sizes, shared):
     assert reader.decoder.buffered == 0
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     order=st.permutations(range(len(SMALL) + 3)),

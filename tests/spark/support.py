@@ -35,16 +35,18 @@ def produce(
     return futures
 
 
-def read_back(client: Client, topic: str, quiet_ms: int = 1000) -> list:
-    """Every message on ``topic`` (a partition or a plain topic), in order."""
+def read_back(client: Client, topic: str) -> list:
+    """Every message on ``topic`` (a partition or a plain topic), in order: read until the reader
+    says nothing more is available."""
     reader = client.create_reader(topic, MessageId.earliest)
     messages = []
     try:
-        while True:
+        while reader.has_message_available():
             try:
-                messages.append(reader.read_next(quiet_ms))
+                messages.append(reader.read_next(10_000))
             except Timeout:
-                return messages
+                raise AssertionError(f"an available message did not come after {len(messages)}") from None
+        return messages
     finally:
         reader.close()
 

@@ -115,7 +115,7 @@ def test_data_deleted_by_retention_fails_or_is_skipped(spark, broker_factory_ses
         # no durable subscription: closed ledgers go at the next retention check
         produce(client, topic, [f"{i:03d}" + "x" * 100 for i in range(60)])
         first = eventually(
-            lambda: read_back(client, topic, quiet_ms=300)[0].index(),
+            lambda: read_back(client, topic)[0].index(),
             interval=0.3,
             what="retention deleting the closed ledgers",
         )

@@ -95,6 +95,7 @@ def test_managed_ledger_takes_adds_again_after_a_failed_write(tmp_path: Path):
         storage.close()
 
 
+@pytest.mark.slow
 def test_after_a_failed_fsync_the_unconfirmed_entries_are_dropped_and_adds_resume(open_storage):
     """The fsync fails for real (the log's fd is swapped for /dev/null between the write and the
     group commit's fdatasync, which fails there with EINVAL): the entry written but never
