@@ -7,7 +7,7 @@ import pytest
 
 from magnetar.client.admin import AdminClient, ConflictError, ForbiddenError, NotFoundError
 from magnetar.client.admin.clusters import cluster_data
-from magnetar.client.admin.core import AdminError
+from magnetar.client.admin.errors import AdminError
 
 pytestmark = pytest.mark.interop
 

@@ -12,7 +12,7 @@ import json
 from typing import Any
 
 from magnetar.client.admin import AdminClient
-from magnetar.client.admin.core import AdminError, NotFoundError
+from magnetar.client.admin.errors import AdminError, NotFoundError
 from magnetar.client.aio import AuthenticationTLS, Client
 from magnetar.client.authentication import AuthenticationToken
 from magnetar.protocol.topic_name import TopicName

@@ -5,20 +5,16 @@ connector and the demo use, and ``request()`` for any path. Standard library onl
 magnetar's client and protocol, so it runs anywhere, Spark executors included.
 """
 
-from magnetar.client.admin.core import (
-    AdminClient,
+from magnetar.client.admin.core import AdminClient, CallRunner
+from magnetar.client.admin.errors import (
     AdminError,
-    CallRunner,
     ConflictError,
     ForbiddenError,
     NotFoundError,
     UnauthorizedError,
-    indexed_topic,
-    namespace_path,
-    quote,
     refusal,
-    topic_path,
 )
+from magnetar.client.admin.paths import indexed_topic, namespace_path, quote, topic_path
 
 __all__ = [
     "AdminClient",

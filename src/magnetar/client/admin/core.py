@@ -30,11 +30,9 @@ from typing import Any, Protocol, TypeVar
 
 from magnetar.client.admin.clusters import Clusters
 from magnetar.client.admin.errors import (
-    AdminError,
     ConflictError,
     ForbiddenError,
     NotFoundError,
-    UnauthorizedError,
     refusal,
 )
 from magnetar.client.admin.namespaces import Namespaces
@@ -54,24 +52,6 @@ from magnetar.client.message import MessageId
 from magnetar.client.tls import TlsOptions
 from magnetar.protocol.message_id import message_id_fields
 from magnetar.protocol.topic_name import TopicName, split_partition
-
-#: The errors and path helpers, where they were before errors.py and paths.py held them.
-__all__ = [
-    "AdminClient",
-    "AdminError",
-    "CallRunner",
-    "ConflictError",
-    "ForbiddenError",
-    "NotFoundError",
-    "UnauthorizedError",
-    "indexed_topic",
-    "namespace_parts",
-    "namespace_path",
-    "quote",
-    "refusal",
-    "topic_path",
-]
-
 
 T = TypeVar("T")
 

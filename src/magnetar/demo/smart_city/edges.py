@@ -16,7 +16,7 @@ from pathlib import Path
 
 from magnetar.client.admin import AdminClient
 from magnetar.client.admin.clusters import cluster_data
-from magnetar.client.admin.core import NotFoundError
+from magnetar.client.admin.errors import NotFoundError
 from magnetar.demo.smart_city.broker import EmbeddedBroker
 from magnetar.demo.smart_city.districts import CENTRAL, Lag, district_names
 from magnetar.demo.smart_city.settings import CitySettings
