@@ -271,4 +271,6 @@ class LeanConnection(asyncio.BufferedProtocol):
 def _as_command(message: HotMessage) -> wire.BaseCommand:
     """The BaseCommand a ``HotMessage`` was read from."""
     msg_id = wire.MessageIdData(ledger_id=message.ledger_id, entry_id=message.entry_id)
+    if message.partition >= 0:
+        msg_id.partition = message.partition
     return wrap(wire.CommandMessage(consumer_id=message.consumer_id, message_id=msg_id))

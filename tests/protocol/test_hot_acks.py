@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from magnetar.protocol import FrameDecoder, encode_frame, wire
 from magnetar.protocol.commands import wrap
 from magnetar.protocol.frames import Frame, parse_command
-from magnetar.protocol.hot_acks import HotAck, HotMessage, read_ack
-from magnetar.protocol.hot_frames import ack_frame, message_header
+from magnetar.protocol.hot_acks import HotAck, HotMessage, read_ack, read_message
+from magnetar.protocol.hot_frames import ack_frame, message_header, partition_field, varint
 
 u64 = st.integers(min_value=0, max_value=(1 << 64) - 1)
 ack_types = st.sampled_from([wire.CommandAck.Individual, wire.CommandAck.Cumulative])
@@ -103,6 +104,49 @@ def test_the_usual_message_is_read_as_protobuf_reads_it(consumer_id, ledger_id, 
     message = decoder.next_frame()
     assert isinstance(message, HotMessage)
     assert message[:3] == (consumer_id, ledger_id, entry_id) and bytes(message.payload) == payload
+    assert message.partition == -1
+
+
+@given(
+    consumer_id=u64,
+    ledger_id=u64,
+    entry_id=u64,
+    partition=st.integers(min_value=0, max_value=(1 << 31) - 1),
+    payload=st.binary(max_size=64),
+)
+def test_a_message_of_a_partition_is_read_with_its_partition(
+    consumer_id, ledger_id, entry_id, partition, payload
+):
+    field = partition_field(partition)
+    frame = message_header(consumer_id, ledger_id, entry_id, 0, None, len(payload), field) + payload
+    decoder = FrameDecoder(1 << 20, hot_messages=True)
+    decoder.feed(frame)
+    message = decoder.next_frame()
+    assert message == HotMessage(consumer_id, ledger_id, entry_id, partition, message.payload)
+    assert bytes(message.payload) == payload
+
+
+@pytest.mark.parametrize("partition", [-1, -2, -(1 << 31)])
+def test_a_negative_partition_written_out_is_read_as_protobuf_reads_it(partition):
+    # Pulsar's broker writes partition -1 on a topic that is no partition: ten bytes, as an int64.
+    msg_id = wire.MessageIdData(ledger_id=7, entry_id=9, partition=partition)
+    frame = encode_frame(wrap(wire.CommandMessage(consumer_id=3, message_id=msg_id)), b"xy")
+    decoder = FrameDecoder(1 << 20, hot_messages=True)
+    decoder.feed(frame)
+    message = decoder.next_frame()
+    assert message == HotMessage(3, 7, 9, partition, message.payload) and bytes(message.payload) == b"xy"
+
+
+def test_a_partition_that_is_no_int32_is_parsed_in_full():
+    # A varint past int32 (or past 64 bits) is not what an encoder writes: the fast reader declines it.
+    def command(raw_partition: bytes) -> bytes:
+        msg_id = b"\x08\x07\x10\x09\x18" + raw_partition
+        body = b"\x08\x03\x12" + bytes([len(msg_id)]) + msg_id
+        return b"\x08\x09\x4a" + bytes([len(body)]) + body
+
+    assert read_message(command(varint(5)), 0, len(command(varint(5))))[:4] == (3, 7, 9, 5)
+    for raw in (varint(1 << 31), varint((1 << 63) - 1), b"\xff" * 9 + b"\x7f"):
+        assert read_message(command(raw), 0, len(command(raw))) is None
 
 
 @given(

@@ -13,7 +13,7 @@ from magnetar.broker.entries import DispatchEntry
 from magnetar.broker.traffic import Traffic
 from magnetar.protocol import wire
 from magnetar.protocol.commands import wrap
-from magnetar.protocol.hot_frames import consumer_id_field, message_header
+from magnetar.protocol.hot_frames import consumer_id_field, message_header, partition_field
 from magnetar.protocol.message_id import to_u64
 from magnetar.storage.position import Position
 
@@ -36,6 +36,7 @@ class Consumer:
         "id_field",
         "key_shared_meta",
         "name",
+        "partition_field",
         "pending_acks",
         "permits",
         "priority_level",
@@ -69,6 +70,9 @@ class Consumer:
         self.traffic = Traffic()
         #: Its id as encoded in a MESSAGE command, for dispatchers that build frames themselves.
         self.id_field = consumer_id_field(consumer_id)
+        #: Its topic's partition index as encoded in every MESSAGE's message id (Pulsar's
+        #: ``Consumer.partitionIdx``); empty for a topic that is no partition.
+        self.partition_field = partition_field(subscription.topic.partition_index)
         #: Its client asked for broker entry metadata (at CONNECT, so before any consumer: it
         #: stays as it is; kept here, read once per entry sent).
         self.wants_entry_metadata = cnx.wants_entry_metadata
@@ -110,6 +114,7 @@ class Consumer:
         cursor = self.subscription.cursor
         if ack_sets is None and cursor is not None:
             ack_sets = cursor.batch_ack_set
+        partition = self.partition_field
         frames: list[bytes | memoryview] = []
         messages = size = 0
         for item in entries:
@@ -124,6 +129,7 @@ class Consumer:
                     redelivery_counts.get(position, 0),
                     ack_set,
                     len(payload),
+                    partition,
                 )
             )
             frames.append(payload)

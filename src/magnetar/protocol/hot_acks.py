@@ -13,7 +13,8 @@ properties, a transaction) does not match, and is parsed in full as before.
 The same for the usual MESSAGE, which a consumer reads once per message (``read_message``):
 
     BaseCommand { type = MESSAGE (9); message (field 9) = CommandMessage {
-        consumer_id (1); message_id (2) = MessageIdData { ledgerId (1); entryId (2) } } }
+        consumer_id (1); message_id (2) = MessageIdData {
+            ledgerId (1); entryId (2); [partition (3), on a partition of a partitioned topic] } } }
 
 Fields in number order, as every protobuf encoder writes them. Ids are the wire's unsigned
 64-bit values.
@@ -38,11 +39,17 @@ _ACK = re.compile(
 _U64 = 1 << 64
 
 
+#: MessageIdData { ledgerId (1); entryId (2); partition (3), if any }.
+_MESSAGE_ID = rb"\x08" + _VARINT + rb"\x10" + _VARINT + rb"(?:\x18" + _VARINT + rb")?"
 _MESSAGE = re.compile(
-    rb"\x08\x09"  # type = MESSAGE
-    rb"\x4a([\x00-\x7f])"  # message: field 9, length-delimited, the length in one byte
-    rb"\x08" + _VARINT + rb"\x12([\x00-\x7f])"  # consumer_id, message_id: field 2
-    rb"\x08" + _VARINT + rb"\x10" + _VARINT,  # ledgerId, entryId
+    b"".join(
+        (
+            rb"\x08\x09",  # type = MESSAGE
+            rb"\x4a([\x00-\x7f])",  # message: field 9, length-delimited, the length in one byte
+            rb"\x08" + _VARINT,  # consumer_id
+            rb"\x12([\x00-\x7f])" + _MESSAGE_ID,  # message_id: field 2
+        )
+    ),
     re.S,
 )
 
@@ -53,6 +60,7 @@ class HotMessage(NamedTuple):
     consumer_id: int
     ledger_id: int
     entry_id: int
+    partition: int  # -1 when the message id has none (a topic that is no partition)
     payload: memoryview
 
 
@@ -97,10 +105,21 @@ def read_message(frame: bytes, start: int, end: int) -> HotMessage | None:
     found = _MESSAGE.fullmatch(frame, start, end)
     if found is None:
         return None
-    length, consumer_id, id_length, ledger_id, entry_id = found.groups()
-    if length[0] != end - start - 4 or id_length[0] != len(ledger_id) + len(entry_id) + 2:
+    length, consumer_id, id_length, ledger_id, entry_id, partition = found.groups()
+    id_size = len(ledger_id) + len(entry_id) + 2 + (len(partition) + 1 if partition is not None else 0)
+    if length[0] != end - start - 4 or id_length[0] != id_size:
         return None
     ids = _varint(consumer_id), _varint(ledger_id), _varint(entry_id)
     if max(ids) >= _U64:
         return None
-    return HotMessage(ids[0], ids[1], ids[2], memoryview(frame)[end:])
+    index = -1 if partition is None else _int32(_varint(partition))
+    if index is None:
+        return None  # not an int32 as protobuf writes one: the full parser decides
+    return HotMessage(ids[0], ids[1], ids[2], index, memoryview(frame)[end:])
+
+
+def _int32(value: int) -> int | None:
+    """A protobuf int32 from its varint (a negative one is written as ten bytes, as an int64);
+    None when the varint is no int32."""
+    signed = value - _U64 if value >= 1 << 63 else value
+    return signed if value < _U64 and -(1 << 31) <= signed < 1 << 31 else None

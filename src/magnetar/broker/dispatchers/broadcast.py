@@ -47,6 +47,7 @@ from magnetar.broker.dispatchers.position_floor import PositionFloor
 from magnetar.broker.dispatchers.virtual_cursor import VirtualCursor
 from magnetar.protocol import wire
 from magnetar.protocol.broadcast import BROADCAST_PROPERTY, BROADCAST_VALUE
+from magnetar.protocol.hot_frames import partition_field
 from magnetar.storage.errors import EntryNotFoundError
 from magnetar.storage.position import Position
 
@@ -79,6 +80,7 @@ class BroadcastDispatcher(Dispatcher):
     ) -> None:
         super().__init__(subscription, max_read_batch)
         self.ml = subscription.topic.ml
+        self.partition_field = partition_field(subscription.topic.partition_index)
         self.fanout_per_round = fanout_per_round
         #: The consumers and their cursors; a dict, so 100K of them come and go in O(1).
         self.consumers: dict[Consumer, VirtualCursor] = {}
@@ -401,7 +403,7 @@ class BroadcastDispatcher(Dispatcher):
         wanted = max(c.permits for c, _ in members)
         entries, resume = self._reads.read(position, wanted)
         at_tail = resume > self.ml.last_confirmed
-        outgoing = [OutgoingEntry(e) for e in entries]
+        outgoing = [OutgoingEntry(e, self.partition_field) for e in entries]
         needed = sum(e.num_messages for e in outgoing)
         send = broadcast_send.send
         through: list[VirtualCursor] = []  # read everything, up to ``resume``
@@ -494,7 +496,7 @@ class BroadcastDispatcher(Dispatcher):
                 item = recent(self.ml.read_entry(position))
             except EntryNotFoundError:
                 continue  # trimmed by retention since
-            entries.append(OutgoingEntry(item))
+            entries.append(OutgoingEntry(item, self.partition_field))
             left -= item.num_messages
         if not len(queue):
             vc.replay_queue = None

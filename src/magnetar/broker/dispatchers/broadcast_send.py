@@ -1,10 +1,11 @@
 """The broadcast dispatcher's send path: one entry's MESSAGE frames to many consumers.
 
 Every consumer reading at one position is sent the same entries. What those frames share is
-worked out once per entry (``OutgoingEntry``: the encoded message id, the payload with and
-without broker entry metadata), so each consumer costs only its small MESSAGE command (its
-consumer id, encoded once per consumer: ``consumer_id_field``) and two list appends; its
-connection writes everything a round gave it with one ``writelines``.
+worked out once per entry (``OutgoingEntry``: the encoded message id, with the topic's
+partition index when it is a partition, and the payload with and without broker entry
+metadata), so each consumer costs only its small MESSAGE command (its consumer id, encoded
+once per consumer: ``consumer_id_field``) and two list appends; its connection writes
+everything a round gave it with one ``writelines``.
 """
 
 from __future__ import annotations
@@ -25,12 +26,13 @@ class OutgoingEntry:
 
     __slots__ = ("entry", "is_batch", "message_id", "num_messages", "position", "with_meta", "without_meta")
 
-    def __init__(self, entry: DispatchEntry) -> None:
+    def __init__(self, entry: DispatchEntry, partition: bytes) -> None:
+        """``partition``: the topic's ``hot_frames.partition_field``."""
         self.entry = entry
-        self.position = entry.position
+        self.position = position = entry.position
         self.num_messages = entry.num_messages
         self.is_batch = entry.is_batch
-        self.message_id = message_id_field(to_u64(entry.position.ledger_id), to_u64(entry.position.entry_id))
+        self.message_id = message_id_field(to_u64(position.ledger_id), to_u64(position.entry_id), partition)
         self.with_meta = entry.payload_for(True)
         self.without_meta = entry.payload_for(False)
 
@@ -60,6 +62,7 @@ def send(consumer: Consumer, vc: VirtualCursor, outgoing: list[OutgoingEntry]) -
                     vc.redelivery_count(position),
                     ack_set,
                     len(payload),
+                    consumer.partition_field,
                 )
             )
         frames.append(payload)
