@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 
 from magnetar.broker.consumer import Consumer
-from magnetar.broker.dispatchers.broadcast import BroadcastDispatcher, wants_broadcast
+from magnetar.broker.dispatchers.broadcast import BroadcastDispatcher
 from magnetar.broker.errors import ConsumerBusy
 from magnetar.broker.subscription_type import SubscriptionType
 from magnetar.protocol import wire
-from magnetar.protocol.broadcast import BROADCAST_PROPERTY, BROADCAST_VALUE
+from magnetar.protocol.broadcast import BROADCAST_PROPERTY, BROADCAST_VALUE, wants_broadcast
 from magnetar.storage.position import Position
 from tests.waiting import eventually_async
 

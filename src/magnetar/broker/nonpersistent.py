@@ -13,7 +13,6 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from magnetar.broker.consumer import Consumer
-from magnetar.broker.dispatchers.broadcast import wants_broadcast
 from magnetar.broker.dispatchers.key_shared import join_selector, key_shared_mode, new_selector
 from magnetar.broker.dispatchers.single_active import choose_active
 from magnetar.broker.dispatchers.sticky_keys import (
@@ -28,6 +27,7 @@ from magnetar.broker.producer import Producer
 from magnetar.broker.subscription_type import SubscriptionType, SubTypeValue
 from magnetar.broker.traffic import Traffic
 from magnetar.protocol import wire
+from magnetar.protocol.broadcast import wants_broadcast
 from magnetar.protocol.topic_name import TopicName
 from magnetar.storage.entry import Entry
 from magnetar.storage.position import Position

@@ -11,12 +11,12 @@ from typing import TYPE_CHECKING
 
 from magnetar.broker import descriptors
 from magnetar.broker.consumer import Consumer
-from magnetar.broker.dispatchers.broadcast import wants_broadcast
 from magnetar.broker.errors import NotAllowed
 from magnetar.broker.ids import is_earliest, is_latest, position_of
 from magnetar.broker.namespaces import AlreadyExists
 from magnetar.broker.subscription import PersistentSubscription
 from magnetar.protocol import wire
+from magnetar.protocol.broadcast import wants_broadcast
 from magnetar.storage.cursor import ManagedCursor
 from magnetar.storage.position import Position
 

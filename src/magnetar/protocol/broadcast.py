@@ -8,5 +8,15 @@ official Python client can send only the latter); it declares any subscription t
 
 from __future__ import annotations
 
+from magnetar.protocol import wire
+
 BROADCAST_PROPERTY = "magnetar.subscription.type"
 BROADCAST_VALUE = "Broadcast"
+
+
+def wants_broadcast(cmd: wire.CommandSubscribe) -> bool:
+    """True when a SUBSCRIBE asks for a broadcast subscription, by either kind of property."""
+    return any(
+        kv.key == BROADCAST_PROPERTY and kv.value == BROADCAST_VALUE
+        for kv in (*cmd.subscription_properties, *cmd.metadata)
+    )

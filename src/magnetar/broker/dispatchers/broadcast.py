@@ -46,7 +46,6 @@ from magnetar.broker.dispatchers.broadcast_send import OutgoingEntry
 from magnetar.broker.dispatchers.position_floor import PositionFloor
 from magnetar.broker.dispatchers.virtual_cursor import VirtualCursor
 from magnetar.protocol import wire
-from magnetar.protocol.broadcast import BROADCAST_PROPERTY, BROADCAST_VALUE
 from magnetar.protocol.hot_frames import partition_field
 from magnetar.storage.errors import EntryNotFoundError
 from magnetar.storage.position import Position
@@ -61,14 +60,6 @@ Member = tuple["Consumer", VirtualCursor]
 
 #: Most consumers one dispatch round writes to before the event loop runs other work.
 FANOUT_PER_ROUND = 1000
-
-
-def wants_broadcast(cmd: wire.CommandSubscribe) -> bool:
-    """True when a SUBSCRIBE asks for a broadcast subscription (``protocol.broadcast``)."""
-    return any(
-        kv.key == BROADCAST_PROPERTY and kv.value == BROADCAST_VALUE
-        for kv in (*cmd.subscription_properties, *cmd.metadata)
-    )
 
 
 class BroadcastDispatcher(Dispatcher):
