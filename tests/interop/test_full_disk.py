@@ -211,6 +211,102 @@ def test_pipelined_sends_into_a_filling_disk_each_end_and_none_is_stored_twice(s
     assert sorted(read_everything(broker, topic)) == stored
 
 
+def send_ends_within(producer, payload: bytes, bound: float = SEND_BOUND_S) -> type | None:
+    """A blocking ``send`` in a thread of its own, failing the test unless it returns or raises
+    within ``bound`` seconds; None when it was stored, else the type of its error."""
+    outcome: list[type | None] = []
+
+    def send() -> None:
+        try:
+            producer.send(payload)
+            outcome.append(None)
+        except pulsar.PulsarException as exc:
+            outcome.append(type(exc))
+
+    sender = threading.Thread(target=send, daemon=True)
+    sender.start()
+    sender.join(bound)
+    assert outcome, f"a blocking send neither returned nor raised within {bound}s"
+    return outcome[0]
+
+
+@pytest.mark.slow
+def test_producers_of_a_disk_with_room_for_less_than_a_zero_step_end_their_sends_and_send_again(
+    small_disk, topic
+):
+    """Issue 34: producers made before their disk filled (a blocking one with
+    ``block_if_queue_full``, an async batched one, one on another topic) each end a send within
+    their send timeout when the disk has less room than a step of the zeros a ledger writes ahead
+    but more than the write gate's margin (before the fix the step failed, the gate saw room, the
+    producer was re-admitted, and a blocking send never returned); once there is room the same
+    producer objects send again, and nothing is stored twice."""
+    disk, broker = small_disk
+    broker.start()
+    other = topic + "-other"
+    payload = b"z" * 20 * 1024
+    client = pulsar.Client(broker.service_url, operation_timeout_seconds=10, logger=CLIENT_LOGGER)
+    receipted: dict[str, list[bytes]] = {topic: [], other: []}
+    try:
+        options = {"send_timeout_millis": 30_000, "block_if_queue_full": True}
+        blocking = client.create_producer(topic, batching_enabled=False, **options)
+        batched = client.create_producer(topic, batching_enabled=True, send_timeout_millis=30_000)
+        elsewhere = client.create_producer(other, batching_enabled=False, **options)
+        index = 0
+
+        def send(producer, to: str, bound: float = SEND_BOUND_S) -> type | None:
+            nonlocal index
+            index += 1
+            data = b"%06d" % index + payload
+            error = send_ends_within(producer, data, bound)
+            if error is None:
+                receipted[to].append(data)
+            return error
+
+        for _ in range(260):  # 5 MiB stored: the ledger now writes zeros 4 MiB ahead
+            assert send(blocking, topic) is None
+        assert send(elsewhere, other) is None
+        lines_before = log_lines(broker)
+        disk.fill(leave=3 * 1024 * 1024)  # room for entries, not for another step of zeros
+
+        # The topic fills what is left; its first refused send ends promptly. (Later ones wait for
+        # the client's next reconnect, which backs off, as after Pulsar's quota refusals.)
+        stored_before = len(receipted[topic])
+        error = None
+        for _ in range(400):
+            if (error := send(blocking, topic)) is not None:
+                break
+        assert error is pulsar.ProducerBlockedQuotaExceededException, error
+        assert len(receipted[topic]) - stored_before > 100, "the room left was not used for entries"
+        assert disk.free_bytes() < 1024 * 1024, "refused while the disk had room"
+        outcome: list[pulsar.Result] = []
+        done = threading.Event()
+        batched.send_async(b"batched" + payload, lambda result, _id: (outcome.append(result), done.set()))
+        assert done.wait(SEND_BOUND_S), "a batched send neither stored nor failed"
+        assert outcome == [pulsar.Result.ProducerBlockedQuotaExceededException]
+        # Another topic stores into the zeros its ledger wrote ahead (128 KiB), then is refused.
+        errors = (send(elsewhere, other) for _ in range(20))
+        assert next(e for e in errors if e is not None) is pulsar.ProducerBlockedQuotaExceededException
+
+        added = broker.log_path.read_text(errors="replace").splitlines()[lines_before:]
+        assert len(added) <= 20 and not any("Traceback" in line for line in added), added
+        disk.unfill()
+        for producer, to in ((blocking, topic), (elsewhere, other)):
+            eventually(
+                lambda p=producer, t=to: send(p, t, 35.0) is None,
+                timeout=90,
+                interval=0,
+                what="the same producer sending again once there is room",
+            )
+        batched.send(b"batched-again")
+        receipted[topic].append(b"batched-again")
+    finally:
+        client.close()
+    broker.stop()
+    broker.restart()
+    for name, sent in receipted.items():
+        assert sorted(read_everything(broker, name)) == sorted(sent), name
+
+
 @pytest.mark.parametrize("small_disk", [{"min_free_disk_bytes": 8 * 1024 * 1024}], indirect=True)
 def test_sends_refused_below_free_space_threshold_until_room_again(small_disk, topic):
     disk, broker = small_disk

@@ -14,6 +14,7 @@ from magnetar.broker.dispatchers.broadcast import BroadcastDispatcher
 from magnetar.broker.namespaces import NamespaceRegistry
 from magnetar.broker.nonpersistent import NonPersistentTopic
 from magnetar.broker.topic import PersistentTopic
+from magnetar.storage.errors import StorageFullError
 
 log = logging.getLogger(__name__)
 
@@ -21,14 +22,28 @@ Topics = Mapping[str, PersistentTopic | NonPersistentTopic]
 
 
 async def every(seconds: float, action: Callable[[], None]) -> None:
-    """Run ``action`` every ``seconds`` until cancelled; a failure is logged, not fatal."""
+    """Run ``action`` every ``seconds`` until cancelled. A failure is logged, not fatal, and said
+    once while it lasts (a full disk would otherwise log a traceback every second): again only
+    when it fails another way, and a line when the task works again."""
+    what = getattr(action, "func", action)  # a functools.partial: the function it calls
+    name = getattr(what, "__name__", what)
+    failing: type[Exception] | None = None
     while True:
         await asyncio.sleep(seconds)
         try:
             action()
-        except Exception:
-            what = getattr(action, "func", action)  # a functools.partial: the function it calls
-            log.exception("background task %s failed", getattr(what, "__name__", what))
+        except StorageFullError as exc:  # no room: the write gate's state, not a bug
+            if failing is not StorageFullError:
+                log.error("background task %s failed: %s; said once until it works again", name, exc)
+            failing = StorageFullError
+        except Exception as exc:
+            if failing is not type(exc):
+                log.exception("background task %s failed; said once until it works again", name)
+            failing = type(exc)
+        else:
+            if failing is not None:
+                log.warning("background task %s works again", name)
+                failing = None
 
 
 def update_rates(topics: Topics) -> None:

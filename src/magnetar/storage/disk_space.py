@@ -58,6 +58,9 @@ class DiskSpace:
         """True when a threshold is set and the free space is under it."""
         return self.min_free_bytes > 0 and self.available() < self.min_free_bytes
 
-    def has_room_to_resume(self) -> bool:
-        """True when there is room to try writes again after they failed for lack of it."""
-        return self.available() >= self.min_free_bytes + RESUME_MARGIN_BYTES
+    def has_room_to_resume(self, needed: int = 0) -> bool:
+        """True when there is room to try writes again after they failed for lack of it: for the
+        ``needed`` bytes of the add that failed, and a margin. Less would admit a producer whose
+        next send fails the same way, over and over (each failure closes it, its client re-creates
+        it at once and sends again, and the send never ends)."""
+        return self.available() >= self.min_free_bytes + RESUME_MARGIN_BYTES + needed

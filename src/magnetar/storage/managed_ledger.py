@@ -162,7 +162,7 @@ class ManagedLedger:
                 entry_id = segment.append(data)
             except (OSError, StorageError) as exc:
                 creating = self._next_ledger[0] if self._next_ledger is not None else None
-                raise self._gate.write_failed(exc, creating) from exc
+                raise self._gate.write_failed(exc, creating, len(data)) from exc
             if self._gate.reason is not None:
                 self._gate.resumed()
             position = Position(segment.ledger_id, entry_id)

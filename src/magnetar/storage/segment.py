@@ -34,6 +34,7 @@ from collections import OrderedDict
 from pathlib import Path
 
 from magnetar.storage.damage import Damage
+from magnetar.storage.disk_space import is_out_of_space
 from magnetar.storage.entry import EntryData
 from magnetar.storage.errors import CorruptionError, StorageClosedError
 from magnetar.storage.record import HEADER_SIZE, encode_header, parse_records, record_end_at
@@ -240,7 +241,7 @@ class Segment:
         small = len(data) * PREALLOCATE_MAX_SHARE <= self._preallocate
         try:
             if small and self._preallocate and offset + HEADER_SIZE + len(data) > self._zeroed:
-                self._zero_ahead(offset, min(self._preallocate, max(PREALLOCATE_MIN_STEP, offset)))
+                self._zero_ahead_if_room(offset, min(self._preallocate, max(PREALLOCATE_MIN_STEP, offset)))
             _write_all(self._log_fd, header, data, offset)
         except OSError:
             self._cut_at(offset)  # a failed append (a full disk) leaves the ledger as it was
@@ -273,6 +274,19 @@ class Segment:
             os.ftruncate(self._idx_fd, entries * 8)
             self._indexed = entries
         self.synced_entries = min(self.synced_entries, entries)
+
+    def _zero_ahead_if_room(self, start: int, size: int) -> None:
+        """``_zero_ahead``, which is only a speed-up: with no room for the zeros the record goes on
+        alone, and this segment writes no more zeros (a disk that could not take a step of them
+        has no room to spare). Without this, a disk with less room than one step but more than
+        the write gate asks to resume refused every add while looking writable."""
+        try:
+            self._zero_ahead(start, size)
+        except OSError as exc:
+            if not is_out_of_space(exc):
+                raise
+            self._cut_at(start)
+            self._preallocate = 0
 
     def _zero_ahead(self, start: int, size: int) -> None:
         """Write ``size`` bytes of zeros from ``start`` (the end of the data)."""

@@ -33,6 +33,8 @@ class WriteGate:
         self._refused_in_episode = 0
         #: Adds refused or failed for lack of space or an I/O error, since opening (for /metrics).
         self.write_errors = 0
+        #: The bytes of the add that found no room: the room wanted before adds are tried again.
+        self.needed = 0
 
     def check(self, drop_unconfirmed: Callable[[], bool]) -> None:
         """Raise the error an add would get now. After a failure, ``drop_unconfirmed`` (called
@@ -43,7 +45,7 @@ class WriteGate:
             raise ManagedLedgerFencedError(
                 f"{self.name}: writes refused after an I/O error: {self.failure}"
             ) from self.failure
-        if self.reason is not None and not self.space.has_room_to_resume():
+        if self.reason is not None and not self.space.has_room_to_resume(self.needed):
             self.refused()  # still no room: refuse without touching the disk
             raise StorageFullError(f"{self.name}: {self.reason}")
         if self.space.below_threshold():
@@ -55,20 +57,25 @@ class WriteGate:
             raise StorageFullError(f"{self.name}: {self.reason}")
 
     def _try_resume(self, drop_unconfirmed: Callable[[], bool]) -> bool:
-        if time.monotonic() - self.failed_at < RESUME_DELAY_S or not self.space.has_room_to_resume():
+        if time.monotonic() - self.failed_at < RESUME_DELAY_S or not self.space.has_room_to_resume(
+            self.needed
+        ):
             return False
         if not drop_unconfirmed():
             return False
         self.failure = None
         return True
 
-    def write_failed(self, exc: Exception, creating_ledger: int | None) -> StorageError:
-        """An append or rollover failed; the segment is as it was before it. The error for the caller.
+    def write_failed(self, exc: Exception, creating_ledger: int | None, needed: int = 0) -> StorageError:
+        """An append (of ``needed`` bytes) or rollover failed; the segment is as it was before it.
+        The error for the caller.
 
-        No room: refused until there is room again (nothing to undo). Another I/O error: fenced,
+        No room: refused until there is room again for ``needed`` bytes and a margin (nothing to
+        undo). Another I/O error: fenced,
         except half-way through a rollover (``creating_ledger``), whose old ledger is sealed with
         every entry fsynced (dropping any of them would contradict the committed entry count)."""
         if is_out_of_space(exc) or isinstance(exc, StorageFullError):
+            self.needed = max(self.needed, needed)
             self.refuse(f"no space left on the data directory ({exc})")
             self.refused()
             return StorageFullError(f"{self.name}: {self.reason}")
@@ -108,3 +115,4 @@ class WriteGate:
         )
         self.reason = None
         self._refused_in_episode = 0
+        self.needed = 0
