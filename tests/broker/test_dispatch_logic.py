@@ -6,7 +6,7 @@ from magnetar.broker.dispatchers.replay_queue import ReplayQueue
 from magnetar.broker.dispatchers.routes import ChunkOwners, Route
 from magnetar.broker.dispatchers.single_active import choose_active
 from magnetar.broker.entries import DispatchEntry, RecentEntries
-from magnetar.broker.seek import _first_index
+from magnetar.broker.entry_search import first_true
 from magnetar.protocol import wire
 from magnetar.protocol.chunks import ChunkRef, chunk_ref
 from magnetar.protocol.headers import parse_metadata
@@ -53,10 +53,10 @@ def test_first_index_is_a_binary_search():
         calls.append(i)
         return values[i] >= 3
 
-    assert _first_index(len(values), at_or_after) == 1
+    assert first_true(len(values), at_or_after) == 1
     assert len(calls) <= 3
-    assert _first_index(len(values), lambda i: values[i] >= 100) == len(values)
-    assert _first_index(0, lambda i: True) == 0
+    assert first_true(len(values), lambda i: values[i] >= 100) == len(values)
+    assert first_true(0, lambda i: True) == 0
 
 
 def test_recent_entries_give_what_parsing_gives_and_forget_the_oldest():

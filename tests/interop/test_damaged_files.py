@@ -9,6 +9,7 @@ from pathlib import Path
 import pulsar
 import pytest
 
+from magnetar.client import Client, MessageId
 from magnetar.storage.names import encode_name
 
 from ..waiting import eventually
@@ -115,3 +116,45 @@ def test_a_torn_tail_is_logged_and_kept(broker, client_factory, topic):
     assert log_path.stat().st_size == offset
     assert_next_is_marker(consumer, client.create_producer(topic))  # nothing of the torn record
     assert f"kept in {kept}" in broker.log_path.read_text()
+
+
+def test_searches_whose_midpoint_is_damaged_pass_over_it(broker, client_factory, topic):
+    """Issue 34: the first probe of a binary search over 2,000 entries is entry 1,000, the damaged
+    one. Before the fix an index look-up and a seek by time there answered EntryNotFoundError
+    (HTTP 500 and a failed seek); now they pass over it as reads do, and a look-up of the damaged
+    message itself answers 404 saying so."""
+    payloads = _produce_and_stop(broker, client_factory, topic)
+    log_path, idx_path = _segment(broker, topic)
+    with open(log_path, "r+b") as f:
+        f.seek(_offset(idx_path, BAD) + 8 + 20)
+        flipped = bytes(b ^ 0xFF for b in f.read(4))
+        f.seek(_offset(idx_path, BAD) + 8 + 20)
+        f.write(flipped)
+    broker.restart(same_port=False)
+
+    base = "/admin/v2/persistent/" + topic.removeprefix("persistent://")
+    for index in (1500, 999, 1001, 0, N - 1):
+        status, found = admin_call(broker, "GET", f"{base}/messageid/{index}")
+        assert status == 200 and (found["ledgerId"], found["entryId"]) == (0, index), (index, found)
+        status, back = admin_call(broker, "GET", f"{base}/index?ledgerId=0&entryId={index}")
+        assert status == 200 and back["index"] == index, (index, back)
+    status, answer = admin_call(broker, "GET", f"{base}/index?ledgerId=0&entryId={BAD}")
+    assert status == 404 and "damaged" in answer["reason"], answer
+
+    ours = Client(broker.service_url)  # our client: it shows each message's broker time
+    try:
+        reader = ours.create_reader(topic, MessageId.earliest)
+        stored = []
+        while reader.has_message_available():
+            message = reader.read_next(5000)
+            stored.append((message.broker_publish_time(), message.data()))
+    finally:
+        ours.close()
+    assert [data for _, data in stored] == payloads[:BAD] + payloads[BAD + 1 :]
+    target = dict((data, time) for time, data in stored)[payloads[1500]]
+    expected = next(data for time, data in stored if time >= target)  # seek by time: broker time
+
+    client = client_factory(broker.service_url)
+    consumer = client.subscribe(topic, "by-time", initial_position=pulsar.InitialPosition.Earliest)
+    consumer.seek(target)  # the search's first probe is the damaged entry
+    assert consumer.receive(5000).data() == expected

@@ -8,6 +8,10 @@ look-ups search this way.
 An ``EntryReader`` is any callable from a position to the stored bytes; ``CountingReader``
 reads from the managed ledger and counts, so tests and the benchmark can check how many
 entries a search read.
+
+A damaged entry (``EntryNotFoundError``: reads pass over it, and every subscription takes it
+as acknowledged) is passed over by a search too: it takes the answer of the next readable
+entry, so a search whose midpoint is damaged still answers, and never with a damaged entry.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from magnetar.protocol import ProtocolError, wire
 from magnetar.protocol.entry import split_entry_metadata
 from magnetar.protocol.headers import parse_metadata
 from magnetar.storage.entry import EntryData
+from magnetar.storage.errors import EntryNotFoundError
 from magnetar.storage.managed_ledger import ManagedLedger
 from magnetar.storage.position import Position
 
@@ -87,6 +92,43 @@ def first_true(count: int, predicate: Callable[[int], bool]) -> int:
         else:
             lo = mid + 1
     return lo
+
+
+def read_or_none(read: EntryReader, position: Position) -> EntryData | None:
+    """The entry at ``position``, None when it is damaged (or trimmed meanwhile)."""
+    try:
+        return read(position)
+    except EntryNotFoundError:
+        return None
+
+
+def first_readable(space: EntrySpace, read: EntryReader, holds: Callable[[EntryData], bool]) -> int:
+    """Ordinal of the first readable entry whose data ``holds`` (monotonic over the readable
+    entries), else ``space.size``: ``first_true`` where an unreadable entry takes the answer of
+    the next readable one. O(log n) reads, plus the run of damaged entries a probe lands in."""
+    seen: dict[int, tuple[int, bool]] = {}
+
+    def next_readable(ordinal: int, stop: int) -> tuple[int, bool]:
+        """The first readable ordinal in [ordinal, stop) and its answer; (stop, True) if none."""
+        while ordinal < stop:
+            if ordinal not in seen:
+                data = read_or_none(read, space.position(ordinal))
+                seen[ordinal] = (ordinal, holds(data)) if data is not None else (-1, False)
+            found, answer = seen[ordinal]
+            if found >= 0:
+                return found, answer
+            ordinal += 1
+        return stop, True
+
+    lo, hi = 0, space.size
+    while lo < hi:
+        mid = (lo + hi) // 2
+        found, answer = next_readable(mid, hi)
+        if answer:
+            hi = mid
+        else:
+            lo = found + 1
+    return next_readable(lo, space.size)[0]
 
 
 # -- what an entry says about itself, without touching its payload ------------------------------

@@ -23,6 +23,7 @@ from magnetar.broker.entry_search import (
     entry_index,
     first_true,
     message_count,
+    read_or_none,
     reader_for,
 )
 from magnetar.protocol import ProtocolError
@@ -89,9 +90,9 @@ def find_index(ml: ManagedLedger, index: int, read: EntryReader | None = None) -
         """Ordinal and index of the first entry at or after ``ordinal`` that carries an index."""
         while ordinal < space.size:
             if ordinal not in indexes:
-                data = read(space.position(ordinal))
-                indexes[ordinal] = entry_index(data)
-                if indexes[ordinal] is not None:
+                data = read_or_none(read, space.position(ordinal))  # None: damaged, passed over
+                indexes[ordinal] = entry_index(data) if data is not None else None
+                if data is not None and indexes[ordinal] is not None:
                     datas[ordinal] = data
             if (stored := indexes[ordinal]) is not None:
                 return ordinal, stored
@@ -122,7 +123,9 @@ def index_of(
     """The index of the message at ``position`` (and ``batch_index`` inside a batch)."""
     if not ml.has_entry(position):
         raise MessageNotFound(f"no message {position} on {ml.name}")
-    data = reader_for(ml, read)(position)
+    data = read_or_none(reader_for(ml, read), position)
+    if data is None:
+        raise MessageNotFound(f"message {position} on {ml.name} is damaged: reads pass over it")
     last_index = entry_index(data)
     if last_index is None:
         raise NoIndexStored(

@@ -6,7 +6,7 @@ from magnetar.broker.entry_search import (
     EntryReader,
     EntrySpace,
     entry_time,
-    first_true,
+    first_readable,
     reader_for,
 )
 from magnetar.broker.errors import NotAllowed
@@ -14,12 +14,11 @@ from magnetar.broker.ids import is_earliest, is_latest, position_of
 from magnetar.protocol import ProtocolError, wire
 from magnetar.protocol.entry import split_entry_metadata
 from magnetar.protocol.headers import parse_metadata
+from magnetar.storage.errors import EntryNotFoundError
 from magnetar.storage.managed_ledger import ManagedLedger
 from magnetar.storage.position import Position
 
 __all__ = ["entry_time", "last_message_position", "position_for_message_id", "position_for_time"]
-
-_first_index = first_true  # the binary search, under the name older tests import
 
 
 def position_for_message_id(ml: ManagedLedger, msg_id: wire.MessageIdData) -> Position:
@@ -52,21 +51,22 @@ def position_for_time(ml: ManagedLedger, timestamp_ms: int, read: EntryReader | 
     """
     read = reader_for(ml, read)
     space = EntrySpace(ml)
-    found = first_true(space.size, lambda i: entry_time(read(space.position(i))) >= timestamp_ms)
+    found = first_readable(space, read, lambda data: entry_time(data) >= timestamp_ms)
     if found == space.size:
         return ml.next_position(ml.last_confirmed)
     return space.position(found)
 
 
 def last_message_position(ml: ManagedLedger) -> tuple[Position, int]:
-    """The last stored entry and the batch index of its last message (-1 if not a batch)."""
+    """The last stored entry and the batch index of its last message (-1 if not a batch, or
+    unknown: a damaged last entry is still the last position, as reads pass over it)."""
     last = ml.last_confirmed
     if last.entry_id < 0:
         return last, -1
     try:
         _, producer_bytes = split_entry_metadata(ml.read_entry(last).data)
         metadata, _ = parse_metadata(producer_bytes)
-    except ProtocolError:
+    except (ProtocolError, EntryNotFoundError):
         return last, -1
     if metadata.HasField("num_messages_in_batch"):
         return last, metadata.num_messages_in_batch - 1

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Never
 
 from magnetar.broker import backlog_quota
 from magnetar.broker.entry_search import EntrySpace, entry_time, first_true
+from magnetar.storage.errors import EntryNotFoundError
 from magnetar.storage.position import Position
 
 if TYPE_CHECKING:
@@ -44,9 +45,12 @@ def oldest_age(topic: LedgerTopic, now_ms: int) -> float | None:
     if slowest is None:
         return None
     oldest = topic.ml.next_position(slowest)
-    if not topic.ml.has_entry(oldest):
-        return None
-    return (now_ms - entry_time(topic.ml.read_entry(oldest).data)) / 1000
+    while topic.ml.has_entry(oldest):
+        try:
+            return (now_ms - entry_time(topic.ml.read_entry(oldest).data)) / 1000
+        except EntryNotFoundError:  # damaged: reads pass over it, and so does its age
+            oldest = topic.ml.next_position(oldest)
+    return None
 
 
 def exceeded(topic: LedgerTopic) -> tuple[str, backlog_quota.BacklogQuota] | None:
