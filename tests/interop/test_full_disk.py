@@ -15,7 +15,7 @@ import pytest
 from magnetar.protocol import wire
 from tests.interop.conftest import _BROKERS, CLIENT_LOGGER, BrokerProcess
 from tests.interop.small_disk import SmallDisk
-from tests.interop.support import RawConnection, receive_n
+from tests.interop.support import RawConnection, receive_n, scrape
 from tests.waiting import eventually
 
 DISK_BYTES = 24 * 1024 * 1024
@@ -289,6 +289,7 @@ def test_producers_of_a_disk_with_room_for_less_than_a_zero_step_end_their_sends
 
         added = broker.log_path.read_text(errors="replace").splitlines()[lines_before:]
         assert len(added) <= 20 and not any("Traceback" in line for line in added), added
+        assert scrape(broker)[("magnetar_send_refusals_total", (("reason", "StorageRefused"),))] >= 3
         disk.unfill()
         for producer, to in ((blocking, topic), (elsewhere, other)):
             eventually(

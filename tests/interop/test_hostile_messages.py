@@ -28,7 +28,7 @@ from magnetar.protocol.commands import wrap
 from magnetar.protocol.headers import encode_headers_and_payload
 
 from ..waiting import eventually
-from .support import RawConnection, admin_call, assert_next_is_marker, receive_n
+from .support import RawConnection, admin_call, assert_next_is_marker, receive_n, scrape
 
 pytestmark = pytest.mark.interop
 
@@ -153,6 +153,7 @@ def test_hostile_batch_is_refused_and_consumers_carry_on(broker, client, canary,
         assert raw.expect(BASE.SEND_RECEIPT).body().sequence_id == 1
     finally:
         raw.close()
+    assert scrape(broker)[("magnetar_send_refusals_total", (("reason", "NotAllowedError"),))] >= 1
     canary.chirp()
 
     producer.send(b"after")

@@ -174,6 +174,13 @@ class BrokerCollector(Collector):
             EXHAUSTION.counts,
         )
         yield counts_by(
+            "magnetar_send_refusals",
+            "Sends not stored, by the SEND_ERROR answered, or StorageRefused (a full disk, a failed"
+            " fsync: the producer is closed and its client fails the send)",
+            "reason",
+            service.send_refusals,
+        )
+        yield counts_by(
             "magnetar_limit_refusals",
             "Connections, producers, consumers and topics refused over a configured limit, by its setting",
             "limit",

@@ -121,6 +121,8 @@ class BrokerService:
             )
         #: Requests refused for want of a permission, by operation (/metrics).
         self.authorization_failures: Counter[str] = Counter()
+        #: SENDs not stored, by the error answered (or ``StorageRefused``: closed producer) (/metrics).
+        self.send_refusals: Counter[str] = Counter()
 
     # -- what start opens (resources.py, topic_catalog.py, topic_loader.py) -----------------
     @property

@@ -16,8 +16,13 @@ from magnetar.protocol.text import undecodable_metadata
 if TYPE_CHECKING:
     from magnetar.broker.config import BrokerConfig
     from magnetar.broker.handlers.cnx import HandlerCnx
+    from magnetar.broker.producer import PendingSend, Producer
 
 log = logging.getLogger(__name__)
+
+#: The ``reason`` of a send that storage refused or failed (a full disk, a failed fsync): it gets
+#: no SEND_ERROR, its producer is closed (``Producer.not_stored`` says why).
+STORAGE_REFUSED = "StorageRefused"
 
 
 def handle_send(cnx: HandlerCnx, frame: Frame) -> None:
@@ -35,20 +40,20 @@ def handle_send(cnx: HandlerCnx, frame: Frame) -> None:
         metadata = _checked_metadata(cnx.config, cmd, payload)
     except ChecksumMismatch as exc:
         log.warning("%s: %s (producer %s, sequence %d)", cnx.remote, exc, producer.name, cmd.sequence_id)
-        producer.complete(pending, None, (wire.ChecksumError, str(exc)))
+        _refuse(cnx, producer, pending, wire.ChecksumError, str(exc))
         return
     except ProtocolError as exc:
-        producer.complete(pending, None, (wire.NotAllowedError, f"invalid message: {exc}"))
+        _refuse(cnx, producer, pending, wire.NotAllowedError, f"invalid message: {exc}")
         return
     except BrokerError as exc:
-        producer.complete(pending, None, (exc.code, str(exc)))
+        _refuse(cnx, producer, pending, exc.code, str(exc))
         return
     if producer.refusing_sends:  # an earlier send was not stored: this producer is being closed
-        producer.not_stored(pending)
+        _not_stored(cnx, producer, pending)
         return
     if producer.topic.terminated:
-        producer.complete(
-            pending, None, (wire.TopicTerminatedError, f"Topic {producer.topic.name} is terminated")
+        _refuse(
+            cnx, producer, pending, wire.TopicTerminatedError, f"Topic {producer.topic.name} is terminated"
         )
         return
     num_messages = cmd.num_messages if cmd.HasField("num_messages") else 1
@@ -64,7 +69,7 @@ def handle_send(cnx: HandlerCnx, frame: Frame) -> None:
     def stored(position, exc) -> None:
         cnx.send_done(size)
         if exc is not None:  # the managed ledger logged it (once per episode)
-            producer.not_stored(pending)
+            _not_stored(cnx, producer, pending)
         else:
             producer.complete(pending, position, None)
 
@@ -74,7 +79,19 @@ def handle_send(cnx: HandlerCnx, frame: Frame) -> None:
         if not isinstance(exc, REQUEST_ERRORS):  # else storage refused the write (a full disk ...)
             log.exception("%s: storing a message failed", producer.topic.name)
         cnx.send_done(size)
-        producer.not_stored(pending)
+        _not_stored(cnx, producer, pending)
+
+
+def _refuse(cnx: HandlerCnx, producer: Producer, pending: PendingSend, code: int, message: str) -> None:
+    """Answer the send with SEND_ERROR ``code``, counted by its name (``magnetar_send_refusals_total``)."""
+    cnx.service.send_refusals[wire.ServerError.Name(wire.ServerError.ValueType(code))] += 1
+    producer.complete(pending, None, (code, message))
+
+
+def _not_stored(cnx: HandlerCnx, producer: Producer, pending: PendingSend) -> None:
+    """Storage refused or failed the send: its producer is closed (``Producer.not_stored``), counted."""
+    cnx.service.send_refusals[STORAGE_REFUSED] += 1
+    producer.not_stored(pending)
 
 
 def _checked_metadata(
