@@ -158,3 +158,40 @@ def test_searches_whose_midpoint_is_damaged_pass_over_it(broker, client_factory,
     consumer = client.subscribe(topic, "by-time", initial_position=pulsar.InitialPosition.Earliest)
     consumer.seek(target)  # the search's first probe is the damaged entry
     assert consumer.receive(5000).data() == expected
+
+
+def test_damage_found_is_kept_across_restarts_and_said_once(broker, client_factory, topic):
+    """Issue 34: the damage counts started again at each load, and a damaged entry read again
+    after a restart (a new subscription from the earliest) was reported again. Now the counts
+    and the entries already reported are kept with the topic."""
+    payloads = _produce_and_stop(broker, client_factory, topic)
+    log_path, idx_path = _segment(broker, topic)
+    with open(log_path, "r+b") as f:
+        f.seek(_offset(idx_path, BAD) + 8 + 20)
+        flipped = bytes(b ^ 0xFF for b in f.read(4))
+        f.seek(_offset(idx_path, BAD) + 8 + 20)
+        f.write(flipped)
+    broker.restart(same_port=False)
+    client = client_factory(broker.service_url)
+    consumer = client.subscribe(topic, "sub", consumer_type=pulsar.ConsumerType.Shared)
+    assert len(receive_n(consumer, N - 1, ack=True)) == N - 1  # the damage is found on the way
+    client.close()
+    base = "/admin/v2/persistent/" + topic.removeprefix("persistent://")
+    assert admin_call(broker, "GET", base + "/internalStats")[1]["damagedEntries"] == 1
+
+    assert broker.stop() == 0, broker.log_tail()
+    broker.restart(same_port=False)
+    status, internal = admin_call(broker, "GET", base + "/internalStats")
+    assert status == 200 and internal["damagedEntries"] == 1, internal  # before anything reads it
+    assert [place["entryId"] for place in internal["damage"]["places"]] == [BAD]
+    assert scrape(broker)[("magnetar_storage_damaged_entries_total", _labels(topic))] == 1
+
+    client = client_factory(broker.service_url)
+    again = client.subscribe(topic, "again", initial_position=pulsar.InitialPosition.Earliest)
+    got = [m.data() for m in receive_n(again, N - 1, ack=True)]
+    assert got == payloads[:BAD] + payloads[BAD + 1 :]
+    assert admin_call(broker, "GET", base + "/internalStats")[1]["damagedEntries"] == 1
+    reported = [
+        line for line in broker.log_path.read_text().splitlines() if f"entry 0:{BAD} is damaged" in line
+    ]
+    assert len(reported) <= 1, reported  # said when first found, not again after the restart

@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 
 from magnetar.storage import Position
+from magnetar.storage.damage import Damage, DamageLog
+from magnetar.storage.errors import StorageError
 from magnetar.storage.segment import segment_paths
 
 from .conftest import TOPIC, add_durable, payloads
@@ -242,3 +244,30 @@ def test_a_closed_ledger_that_lost_its_end_keeps_the_rest_readable(open_storage,
         len(lines) == 1
         and f"{first_ledger}:{len(in_first) - 5}..{first_ledger}:{len(in_first) - 1}" in lines[0]
     )
+
+
+def test_the_damage_log_is_kept_and_taken_back():
+    """What a managed ledger keeps as a property (issue 34): counts, the entries already reported
+    (so a restart does not report one again) and the recent places."""
+    kept: list[str] = []
+    first = DamageLog(keep=kept.append)
+    first.note("t", [Damage(3, 7, 100, 20), Damage(3, None, 500, 0, entries=2)])
+    first.note("t", [Damage(3, 7, 100, 20)])  # known: nothing new, nothing kept again
+    assert len(kept) == 1
+    again = DamageLog()
+    again.restore("t", kept[-1])
+    assert again.stats() == first.stats()
+    assert not again.add(Damage(3, 7, 100, 20))  # reported before the restart
+    fresh = DamageLog()
+    fresh.restore("t", "not json")  # unreadable: counting anew, not failing the open
+    assert fresh.damaged_entries == 0
+
+
+def test_damage_that_cannot_be_kept_stays_in_memory():
+    def full(_text: str) -> None:
+        raise StorageError("database or disk is full")
+
+    log = DamageLog(keep=full)
+    log.note("t", [Damage(1, 2, 0, 10)])
+    log.note("t", [Damage(1, 3, 10, 10)])
+    assert log.damaged_entries == 2

@@ -1,20 +1,30 @@
 """What a managed ledger knows about damage in its files: entries it skips and tails recovery cut.
 
-Kept per managed ledger for as long as it is open, for the log, ``/metrics`` and
-internalStats. Each damaged entry is logged once; the list of places is bounded.
+Kept per managed ledger for the log, ``/metrics`` and internalStats, and across restarts: the
+counts, the damaged entries already reported (up to ``MAX_KEPT_ENTRIES``) and the recent places
+are a managed-ledger property (``PROPERTY``), written when something new is found, so a restart
+neither starts the counts again nor reports the same entry a second time. Each damaged entry is
+logged once; the list of places is bounded.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+
+from magnetar.storage.errors import StorageError
 
 log = logging.getLogger(__name__)
 
 #: The places kept for internalStats; the counts go on past it.
 MAX_RECENT = 100
+#: The managed-ledger property that keeps the damage across restarts.
+PROPERTY = "magnetar.damage"
+#: Damaged entries remembered across restarts as already reported (the counts go on past it).
+MAX_KEPT_ENTRIES = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +63,19 @@ class Damage:
             f" (a torn or damaged tail; {self.entries} indexed entries in it); {kept}"
         )
 
+    @classmethod
+    def from_json(cls, doc: dict[str, object]) -> Damage:
+        entry = doc["entryId"]
+        saved = doc["savedTo"]
+        return cls(
+            int(str(doc["ledgerId"])),
+            None if entry is None else int(str(entry)),
+            int(str(doc["offset"])),
+            int(str(doc["size"])),
+            int(str(doc["entries"])),
+            None if saved is None else str(saved),
+        )
+
     def as_json(self) -> dict[str, object]:
         return {
             "kind": self.kind,
@@ -66,9 +89,11 @@ class Damage:
 
 
 class DamageLog:
-    """The damage one managed ledger found since it was opened."""
+    """The damage one managed ledger found; ``keep`` stores it (as ``to_json``) when it grows."""
 
-    def __init__(self) -> None:
+    def __init__(self, keep: Callable[[str], None] | None = None) -> None:
+        self._keep = keep
+        self._keep_failed = False
         self._entries: set[tuple[int, int]] = set()
         self.recent: deque[Damage] = deque(maxlen=MAX_RECENT)
         self.damaged_entries = 0
@@ -93,12 +118,14 @@ class DamageLog:
 
     def note(self, owner: str, places: Iterable[Damage]) -> None:
         """Count and log (once each) damage found in ``owner``'s files; a run of damaged entries
-        in one ledger is one log line."""
+        in one ledger is one log line. What is new is kept (``keep``)."""
         run: list[Damage] = []
         next_entry = -1  # the entry that would continue the run
+        new = False
         for place in places:
             if not self.add(place):
                 continue
+            new = True
             if place.entry_id is None:
                 log.warning("%s: %s", owner, place.describe())
                 continue
@@ -109,6 +136,46 @@ class DamageLog:
             next_entry = place.entry_id + 1
         if run:
             _log_run(owner, run)
+        if new:
+            self._store(owner)
+
+    def _store(self, owner: str) -> None:
+        if self._keep is None:
+            return
+        try:
+            self._keep(self.to_json())
+            self._keep_failed = False
+        except StorageError as exc:  # a full disk: kept in memory, tried again with the next damage
+            if not self._keep_failed:
+                log.warning("%s: the damage found could not be stored (%s); it is kept in memory", owner, exc)
+            self._keep_failed = True
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "damagedEntries": self.damaged_entries,
+                "droppedTails": self.dropped_tails,
+                "droppedEntries": self.dropped_entries,
+                "damagedBytes": self.damaged_bytes,
+                "entries": sorted(self._entries)[:MAX_KEPT_ENTRIES],
+                "places": [d.as_json() for d in self.recent],
+            }
+        )
+
+    def restore(self, owner: str, text: str | None) -> None:
+        """Take back what ``to_json`` stored (nothing when ``text`` is None or unreadable)."""
+        if text is None:
+            return
+        try:
+            kept = json.loads(text)
+            self.damaged_entries = int(kept["damagedEntries"])
+            self.dropped_tails = int(kept["droppedTails"])
+            self.dropped_entries = int(kept["droppedEntries"])
+            self.damaged_bytes = int(kept["damagedBytes"])
+            self._entries = {(int(ledger), int(entry)) for ledger, entry in kept["entries"]}
+            self.recent.extend(Damage.from_json(place) for place in kept["places"])
+        except (ValueError, KeyError, TypeError) as exc:
+            log.warning("%s: the damage kept from before could not be read (%s); counting anew", owner, exc)
 
     def stats(self) -> dict[str, object]:
         return {

@@ -1,9 +1,8 @@
 """ManagedLedger: one topic's log, a sequence of ledgers with cursors over it.
 
-Here are adds, rollover, group-commit rounds, positions, trimming and closing; the ledger list
-is rebuilt on open by ``ledger_recovery.py``, the cursors are ``cursor_container.py``'s, whether
-adds are accepted is ``write_gate.py``'s, and reads (with salvage of damaged spans) are
-``ledger_reads.py``'s.
+Here are adds, rollover, group-commit rounds, positions, trimming and closing; the ledger list is
+rebuilt on open by ``ledger_recovery.py``, the cursors are ``cursor_container.py``'s, whether adds
+are accepted is ``write_gate.py``'s, reads (salvaging damaged spans) ``ledger_reads.py``'s.
 """
 
 from __future__ import annotations
@@ -19,6 +18,7 @@ from magnetar.storage.callbacks import DurableCallback, Notify, dispatch
 from magnetar.storage.config import StorageConfig
 from magnetar.storage.cursor import ManagedCursor
 from magnetar.storage.cursor_container import ManagedCursorContainer
+from magnetar.storage.damage import PROPERTY as DAMAGE_PROPERTY
 from magnetar.storage.damage import Damage, DamageLog
 from magnetar.storage.disk_space import DiskSpace
 from magnetar.storage.entry import Entry, EntryData
@@ -85,14 +85,15 @@ class ManagedLedger:
         #: A rollover whose metadata is committed but whose new segment is not created yet.
         self._next_ledger: tuple[int, LedgerInfo, float] | None = None
         self._closed = False
-        self.damage = DamageLog()
+        self.damage = DamageLog(keep=lambda text: self.set_property(DAMAGE_PROPERTY, text))
         self._cursors = ManagedCursorContainer(
             self, self._id, directory, config, metadata, self.damage, self._lock, self._check_open
         )
         self._reader = LedgerReader(self._id, cache, self._segment_for, self._damaged_read)
-        #: The managed ledger's properties, read once here: reads need no metadata query (and no
-        #: wait for its lock behind another thread's commit); writes go through to the store.
+        #: Its properties, read once here: reads need no metadata query (and no wait for its
+        #: lock behind another thread's commit); writes go through to the store.
         self._properties = metadata.properties(record.ml_id)
+        self.damage.restore(self.name, self._properties.get(DAMAGE_PROPERTY))
         self._infos, self._ledgers, self._current = recover_ledgers(
             metadata, self._id, directory, self._preallocate, syncer, self._note_damage
         )
