@@ -195,3 +195,40 @@ def test_damage_found_is_kept_across_restarts_and_said_once(broker, client_facto
         line for line in broker.log_path.read_text().splitlines() if f"entry 0:{BAD} is damaged" in line
     ]
     assert len(reported) <= 1, reported  # said when first found, not again after the restart
+
+
+def test_a_closed_ledger_without_its_log_file_costs_only_itself(broker_factory, client_factory, topic):
+    """Issue 34: a closed ledger whose ``.log`` file is gone failed every read of the topic. Now it
+    is passed over whole, as Pulsar skips a ledger it cannot read: said once, counted, and the
+    other ledgers' messages are delivered."""
+    broker = broker_factory({"max_ledger_size_bytes": 16 * 1024})  # about 200 entries a ledger
+    client = client_factory(broker.service_url)
+    client.subscribe(topic, "sub", initial_position=pulsar.InitialPosition.Earliest).close()
+    producer = client.create_producer(topic, batching_enabled=False)
+    payloads = [b"message-%04d" % i for i in range(1000)]
+    for payload in payloads:
+        producer.send(payload)
+    client.close()
+    assert broker.stop() == 0, broker.log_tail()
+    logs = sorted((broker.data_dir / "ledgers" / encode_name(topic)).glob("*.log"))
+    assert len(logs) >= 3
+    lost = logs[1]  # a closed ledger in the middle
+    entries = len(lost.with_suffix(".idx").read_bytes()) // 8  # a closed ledger's index is whole
+    assert entries > 0
+    lost.unlink()
+    broker.restart(same_port=False)
+
+    client = client_factory(broker.service_url)
+    consumer = client.subscribe(topic, "sub", consumer_type=pulsar.ConsumerType.Shared)
+    got = [m.data() for m in receive_n(consumer, len(payloads) - entries, ack=True)]
+    assert len(set(got)) == len(got) and set(got) < set(payloads)
+    missing = sorted(set(payloads) - set(got))
+    assert len(missing) == entries  # the lost ledger's messages, one run, and nothing else
+    assert missing == payloads[payloads.index(missing[0]) : payloads.index(missing[0]) + entries]
+    assert_next_is_marker(consumer, client.create_producer(topic))
+
+    base = "/admin/v2/persistent/" + topic.removeprefix("persistent://")
+    status, internal = admin_call(broker, "GET", base + "/internalStats")
+    assert status == 200 and internal["damagedEntries"] == entries, internal
+    said = [line for line in broker.log_path.read_text().splitlines() if "is missing" in line]
+    assert len(said) == 1, said

@@ -29,6 +29,15 @@ class CorruptionError(StorageError):
     """Bytes on disk do not match their checksum or index where they must."""
 
 
+class MissingLedgerError(CorruptionError):
+    """A closed ledger's log file is gone: its ``entries`` entries cannot be read."""
+
+    def __init__(self, message: str, ledger_id: int, entries: int) -> None:
+        super().__init__(message)
+        self.ledger_id = ledger_id
+        self.entries = entries
+
+
 class StorageFullError(StorageError):
     """The data directory's filesystem has no room (ENOSPC, SQLITE_FULL, or below the
     configured free-space threshold). Nothing was written; the same write can succeed

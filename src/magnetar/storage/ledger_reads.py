@@ -1,18 +1,22 @@
 """Reading a managed ledger's entries: from the entry cache while it has them, else with one
 pread per ledger span; a span that fails its checks is salvaged (its intact entries kept, its
-damaged ones passed over and reported)."""
+damaged ones passed over and reported). A closed ledger whose log file is gone is passed over
+whole, as Pulsar skips a ledger it cannot read: its entries are reported damaged, once."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
 from magnetar.storage.damage import Damage
 from magnetar.storage.entry import Entry
 from magnetar.storage.entry_cache import EntryCache
-from magnetar.storage.errors import CorruptionError
+from magnetar.storage.errors import CorruptionError, MissingLedgerError
 from magnetar.storage.ledger_list import LedgerList
 from magnetar.storage.position import Position
 from magnetar.storage.segment import Segment
+
+log = logging.getLogger(__name__)
 
 
 class LedgerReader:
@@ -30,6 +34,8 @@ class LedgerReader:
         self._segment_for = segment_for
         #: Told of the damaged entries a read passed over (to report them and skip them for good).
         self._on_damaged = on_damaged
+        #: Ledgers found without their log file (said once each).
+        self._missing: set[int] = set()
 
     def read(
         self,
@@ -82,7 +88,11 @@ class LedgerReader:
         passed = len(out)
         if passed < count:
             begin = first + passed
-            segment = self._segment_for(ledger_id)
+            try:
+                segment = self._segment_for(ledger_id)
+            except MissingLedgerError as exc:
+                self._pass_over_missing(exc, begin)
+                return out, count
             try:
                 datas = segment.read_range(begin, count - passed, budget, at_least_one and not out)
             except CorruptionError:
@@ -90,6 +100,15 @@ class LedgerReader:
             out.extend(Entry(Position(ledger_id, begin + i), data) for i, data in enumerate(datas))
             passed += len(datas)
         return out, passed
+
+    def _pass_over_missing(self, missing: MissingLedgerError, begin: int) -> None:
+        """Report the entries of a ledger without its log file, from ``begin`` to its end, as
+        damaged (every cursor then skips them), and say so once."""
+        if missing.ledger_id not in self._missing:
+            self._missing.add(missing.ledger_id)
+            log.error("%s; its %d entries are skipped", missing, missing.entries)
+        gone = range(begin, missing.entries)
+        self._on_damaged([Damage(missing.ledger_id, entry_id, 0, 0) for entry_id in gone])
 
     def _read_salvaging(
         self,

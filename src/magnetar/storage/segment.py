@@ -36,7 +36,7 @@ from pathlib import Path
 from magnetar.storage.damage import Damage
 from magnetar.storage.disk_space import is_out_of_space
 from magnetar.storage.entry import EntryData
-from magnetar.storage.errors import CorruptionError, StorageClosedError
+from magnetar.storage.errors import CorruptionError, MissingLedgerError, StorageClosedError
 from magnetar.storage.record import HEADER_SIZE, encode_header, parse_records, record_end_at
 from magnetar.storage.salvage import all_zero, parse_span, save_aside, scan_log
 
@@ -189,7 +189,9 @@ class Segment:
         try:
             log_fd = os.open(log_path, os.O_RDONLY)
         except FileNotFoundError:
-            raise CorruptionError(f"ledger {ledger_id}: segment file {log_path} is missing") from None
+            raise MissingLedgerError(
+                f"ledger {ledger_id}: segment file {log_path} is missing", ledger_id, entries
+            ) from None
         size = os.fstat(log_fd).st_size
         try:
             offsets = _offsets_from(idx_path.read_bytes())
