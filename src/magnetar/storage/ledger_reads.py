@@ -91,7 +91,7 @@ class LedgerReader:
             try:
                 segment = self._segment_for(ledger_id)
             except MissingLedgerError as exc:
-                self._pass_over_missing(exc, begin)
+                self._pass_over_missing(exc, begin, count - passed)
                 return out, count
             try:
                 datas = segment.read_range(begin, count - passed, budget, at_least_one and not out)
@@ -101,14 +101,18 @@ class LedgerReader:
             passed += len(datas)
         return out, passed
 
-    def _pass_over_missing(self, missing: MissingLedgerError, begin: int) -> None:
-        """Report the entries of a ledger without its log file, from ``begin`` to its end, as
-        damaged (every cursor then skips them), and say so once."""
+    def _pass_over_missing(self, missing: MissingLedgerError, begin: int, count: int) -> None:
+        """Report entries of a ledger without its log file as damaged (every cursor then skips
+        them), and say so once: the first time from ``begin`` to the ledger's end (one log line
+        for them all), later the ``count`` entries read from ``begin`` (each report costs its
+        entries)."""
         if missing.ledger_id not in self._missing:
             self._missing.add(missing.ledger_id)
             log.error("%s; its %d entries are skipped", missing, missing.entries)
-        gone = range(begin, missing.entries)
-        self._on_damaged([Damage(missing.ledger_id, entry_id, 0, 0) for entry_id in gone])
+            end = missing.entries
+        else:
+            end = min(begin + count, missing.entries)
+        self._on_damaged([Damage(missing.ledger_id, entry_id, 0, 0) for entry_id in range(begin, end)])
 
     def _read_salvaging(
         self,
