@@ -47,6 +47,18 @@ def _produce_and_stop(broker, client_factory, topic: str) -> list[bytes]:
     return payloads
 
 
+def _flip_record(broker, topic: str, entry_id: int) -> tuple[int, bytes]:
+    """Flip four bytes inside the data of record ``entry_id``; where, and the bytes now there."""
+    log_path, idx_path = _segment(broker, topic)
+    flip_at = _offset(idx_path, entry_id) + 8 + 20
+    with open(log_path, "r+b") as f:
+        f.seek(flip_at)
+        flipped = bytes(b ^ 0xFF for b in f.read(4))
+        f.seek(flip_at)
+        f.write(flipped)
+    return flip_at, flipped
+
+
 def _labels(topic: str) -> tuple[tuple[str, str], ...]:
     return (("cluster", "standalone"), ("namespace", "public/default"), ("topic", topic))
 
@@ -58,12 +70,7 @@ def test_a_flipped_record_costs_only_itself(broker, client_factory, topic, index
     log_path, idx_path = _segment(broker, topic)
     size = log_path.stat().st_size
     record = _offset(idx_path, BAD)
-    flip_at = record + 8 + 20  # four bytes inside record 1000's data
-    with open(log_path, "r+b") as f:
-        f.seek(flip_at)
-        flipped = bytes(b ^ 0xFF for b in f.read(4))
-        f.seek(flip_at)
-        f.write(flipped)
+    flip_at, flipped = _flip_record(broker, topic, BAD)
     if index == "lagging":  # what a crash leaves: the index ends before the damaged record
         os.truncate(idx_path, 256 * 8)
     broker.restart(same_port=False)
@@ -124,12 +131,7 @@ def test_searches_whose_midpoint_is_damaged_pass_over_it(broker, client_factory,
     (HTTP 500 and a failed seek); now they pass over it as reads do, and a look-up of the damaged
     message itself answers 404 saying so."""
     payloads = _produce_and_stop(broker, client_factory, topic)
-    log_path, idx_path = _segment(broker, topic)
-    with open(log_path, "r+b") as f:
-        f.seek(_offset(idx_path, BAD) + 8 + 20)
-        flipped = bytes(b ^ 0xFF for b in f.read(4))
-        f.seek(_offset(idx_path, BAD) + 8 + 20)
-        f.write(flipped)
+    _flip_record(broker, topic, BAD)
     broker.restart(same_port=False)
 
     base = "/admin/v2/persistent/" + topic.removeprefix("persistent://")
@@ -165,12 +167,7 @@ def test_damage_found_is_kept_across_restarts_and_said_once(broker, client_facto
     after a restart (a new subscription from the earliest) was reported again. Now the counts
     and the entries already reported are kept with the topic."""
     payloads = _produce_and_stop(broker, client_factory, topic)
-    log_path, idx_path = _segment(broker, topic)
-    with open(log_path, "r+b") as f:
-        f.seek(_offset(idx_path, BAD) + 8 + 20)
-        flipped = bytes(b ^ 0xFF for b in f.read(4))
-        f.seek(_offset(idx_path, BAD) + 8 + 20)
-        f.write(flipped)
+    _flip_record(broker, topic, BAD)
     broker.restart(same_port=False)
     client = client_factory(broker.service_url)
     consumer = client.subscribe(topic, "sub", consumer_type=pulsar.ConsumerType.Shared)
