@@ -229,3 +229,31 @@ def test_a_closed_ledger_without_its_log_file_costs_only_itself(broker_factory, 
     assert status == 200 and internal["damagedEntries"] == entries, internal
     said = [line for line in broker.log_path.read_text().splitlines() if "is missing" in line]
     assert len(said) == 1, said
+
+
+def test_a_cut_newest_cursor_entry_brings_no_acknowledged_message_back(broker_factory, client_factory, topic):
+    """Issue 34: when the newest cursor-ledger entry was the cut one, the acks of that flush came
+    back (the messages were delivered again). Each flush now writes its marker twice."""
+    broker = broker_factory({"cursor_flush_interval_seconds": 3600})  # one flush: at the stop
+    client = client_factory(broker.service_url)
+    consumer = client.subscribe(topic, "sub", consumer_type=pulsar.ConsumerType.Shared)
+    producer = client.create_producer(topic, batching_enabled=False)
+    payloads = [b"message-%03d" % i for i in range(200)]
+    for payload in payloads:
+        producer.send(payload)
+    received = receive_n(consumer, len(payloads))
+    acked = {m.data() for m in received if int(m.data()[8:]) % 3 != 1}  # holes: individual acks
+    for message in received:
+        if message.data() in acked:
+            consumer.acknowledge(message)
+    client.close()  # the acks reach the broker before its connection closes
+    assert broker.stop() == 0, broker.log_tail()
+
+    (cursor_log,) = (broker.data_dir / "ledgers" / encode_name(topic) / "cursors").glob("*.log")
+    os.truncate(cursor_log, cursor_log.stat().st_size - 3)  # the newest entry is cut
+    broker.restart(same_port=False)
+    client = client_factory(broker.service_url)
+    consumer = client.subscribe(topic, "sub", consumer_type=pulsar.ConsumerType.Shared)
+    again = {m.data() for m in receive_n(consumer, len(payloads) - len(acked), ack=True)}
+    assert again == set(payloads) - acked  # nothing acknowledged comes back
+    assert_next_is_marker(consumer, client.create_producer(topic))

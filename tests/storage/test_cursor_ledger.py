@@ -96,8 +96,12 @@ def test_recovery_skips_a_torn_marker(filled, open_storage, tmp_path):
     state_a = acked_set(cursor, p)
     cursor.delete(p[300:350:2])
     cursor.flush()
+    state_b = acked_set(cursor, p)
     log = cursor_log(tmp_path)
-    os.truncate(log, log.stat().st_size - 3)  # the last marker's write was torn
+    *_, first_copy, _second_copy = record_offsets(log)
+    os.truncate(log, log.stat().st_size - 3)  # the write of the last marker's second copy was torn
+    assert acked_set(reopen(open_storage).cursors()["c"], p) == state_b  # its first copy holds it
+    os.truncate(log, first_copy + 3)  # the first copy torn too: the flush before
 
     again = reopen(open_storage).cursors()["c"]
     assert acked_set(again, p) == state_a
@@ -135,7 +139,7 @@ def test_a_marker_whose_new_page_did_not_reach_the_disk_is_skipped(filled, open_
     cursor.delete(p[201:250:2])
     cursor.flush()  # one page, then the marker
     log = cursor_log(tmp_path)
-    start, end = record_offsets(log)[-2:]
+    start, end = record_offsets(log)[-3:-1]  # the page, before the marker's two copies
     with open(log, "r+b") as f:  # the page was lost although the marker after it was not
         f.seek(start)
         f.write(bytes(end - start))

@@ -198,12 +198,27 @@ def _acked_in_steps(open_storage, steps: list[int]) -> list[Position]:
     return positions
 
 
+def test_a_cut_newest_marker_costs_nothing_its_twin_holds_the_flush(open_storage, tmp_path, caplog):
+    """Issue 34: when the newest cursor-ledger entry was the cut one, the acks of that flush came
+    back; each flush now writes its marker twice, and the copy before the cut one holds it."""
+    positions = _acked_in_steps(open_storage, [49, 99, 149])
+    log_path, _ = _cursor_log(tmp_path)
+    os.truncate(log_path, log_path.stat().st_size - 5)  # the newest entry, a marker copy, is cut
+    caplog.set_level(logging.WARNING)
+    ml = open_storage().open_managed_ledger(TOPIC)
+    assert ml.cursors()["sub"].mark_delete_position == positions[149]  # nothing acked comes back
+    (place,) = ml.damage.recent  # the cut is still said, and its bytes kept
+    assert place.entry_id is None and place.entries == 1 and Path(place.saved_to).exists()
+    assert "cursor sub" in " ".join(r.getMessage() for r in caplog.records)
+
+
 def test_a_truncated_cursor_ledger_goes_back_to_its_last_intact_flush_and_says_so(
     open_storage, tmp_path, caplog
 ):
     positions = _acked_in_steps(open_storage, [49, 99, 149])
-    log_path, _ = _cursor_log(tmp_path)
-    os.truncate(log_path, log_path.stat().st_size - 5)  # the newest flush's marker is torn
+    log_path, idx_path = _cursor_log(tmp_path)
+    twins = _offsets(idx_path)[-2]  # the newest flush's first marker copy
+    os.truncate(log_path, twins + 5)  # both copies of the newest flush's marker are cut
     caplog.set_level(logging.WARNING)
     ml = open_storage().open_managed_ledger(TOPIC)
     cursor = ml.cursors()["sub"]
@@ -211,7 +226,7 @@ def test_a_truncated_cursor_ledger_goes_back_to_its_last_intact_flush_and_says_s
     text = " ".join(r.getMessage() for r in caplog.records)
     assert "cursor sub" in text and "delivered again" in text and str(positions[99]) in text
     (place,) = ml.damage.recent
-    assert place.entry_id is None and place.entries == 1 and Path(place.saved_to).exists()
+    assert place.entry_id is None and place.entries == 2 and Path(place.saved_to).exists()
 
 
 def test_a_damaged_old_entry_in_a_cursor_ledger_does_not_cost_the_newer_flushes(open_storage, tmp_path):

@@ -2,7 +2,11 @@
 
 A flush appends the pages of the ledgers whose acks changed ("dirty"), then a
 marker pointing at those new pages and at the unchanged ones from earlier
-flushes, then fsyncs. The flush counts as done only after the fsync.
+flushes, then fsyncs. The flush counts as done only after the fsync. The marker
+is written twice, one copy after the other: should the newest entry be cut or
+damaged later, recovery finds the same flush in the copy before it, instead of
+going back to the flush before (whose acks since would come back). A copy costs
+its few bytes and no fsync.
 
 The cursor ledger grows by what each flush writes. Once it holds more than
 twice its live data (the pages the newest marker points at, and that marker),
@@ -29,6 +33,9 @@ if TYPE_CHECKING:
     from magnetar.storage.ack_state import IndividualAcks
 
 log = logging.getLogger(__name__)
+
+#: Copies of each marker a flush or roll writes (see the module docstring).
+MARKER_COPIES = 2
 
 AllocateId = Callable[[], int]
 CommitLedger = Callable[[int, Position], None]  # (cursor ledger id, mark-delete) -> committed
@@ -158,14 +165,15 @@ class CursorStore:
     # ------------------------------------------------------------------ flush
 
     def flush(self, mark_delete: Position, acks: IndividualAcks) -> int:
-        """Write the dirty pages and a marker, fsync; returns the bytes this flush wrote."""
+        """Write the dirty pages and a marker twice (``_append_marker``), fsync; returns the bytes
+        this flush wrote."""
         acks.write_dirty_pages()
         pages = acks.page_entries()
         marker = Marker(mark_delete, self._last_marker, pages).encode()
-        entry_id = self._ledger.append(marker)
+        entry_id = _append_marker(self._ledger, marker)
         self.fsyncs += self._ledger.sync()
         self._last_marker = entry_id
-        written = self._pending_bytes + record_bytes(len(marker))
+        written = self._pending_bytes + MARKER_COPIES * record_bytes(len(marker))
         self.flushes += 1
         self.bytes_written += written
         self.last_flush_bytes = written
@@ -174,7 +182,7 @@ class CursorStore:
         if not self._committed:
             self._commit(self._ledger.ledger_id, mark_delete)
             self._committed = True
-        self.live_bytes = page_entry_bytes(pages) + record_bytes(len(marker))
+        self.live_bytes = page_entry_bytes(pages) + MARKER_COPIES * record_bytes(len(marker))
         if self._ledger.size_bytes > max(self._min_roll_bytes, 2 * self.live_bytes):
             self.roll(mark_delete, acks)
         return written
@@ -190,7 +198,7 @@ class CursorStore:
         new = CursorLedger.create(self._dir, self._allocate_id(), self._owner)
         try:
             moved = [replace(p, entry_id=new.append(self._ledger.read(p.entry_id))) for p in pages]
-            marker_entry = new.append(Marker(mark_delete, -1, moved).encode())
+            marker_entry = _append_marker(new, Marker(mark_delete, -1, moved).encode())
             self.fsyncs += new.sync()
             self._commit(new.ledger_id, mark_delete)
         except BaseException:
@@ -236,3 +244,11 @@ class CursorStore:
 def page_entry_bytes(pages: list[PageEntry]) -> int:
     """Bytes the pages take in the cursor ledger."""
     return sum(record_bytes(p.size) for p in pages)
+
+
+def _append_marker(ledger: CursorLedger, marker: bytes) -> int:
+    """Append ``MARKER_COPIES`` copies of ``marker``; the entry id of the last."""
+    entry_id = -1
+    for _ in range(MARKER_COPIES):
+        entry_id = ledger.append(marker)
+    return entry_id

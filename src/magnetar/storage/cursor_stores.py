@@ -136,8 +136,9 @@ class CursorStores:
         recovered = store.recovered.mark_delete if store.recovered is not None else row.state.mark_delete
         log.warning(
             "%s: cursor %s: its cursor ledger %d was damaged; the cursor goes on from the newest"
-            " flush that reads back intact (mark-delete %s): acks made after it are lost and"
-            " those messages will be delivered again",
+            " flush that reads back intact (mark-delete %s; each flush writes its marker twice, so"
+            " one cut copy costs nothing): acks made after that flush, if any, are lost and those"
+            " messages will be delivered again",
             self.name,
             cursor,
             row.cursor_ledger,
