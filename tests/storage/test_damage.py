@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from magnetar.storage import Position
-from magnetar.storage.damage import Damage, DamageLog
+from magnetar.storage.damage import PROPERTY, Damage, DamageLog
 from magnetar.storage.errors import StorageError
 from magnetar.storage.segment import segment_paths
 
@@ -264,22 +264,22 @@ def test_a_closed_ledger_that_lost_its_end_keeps_the_rest_readable(open_storage,
 def test_the_damage_log_is_kept_and_taken_back():
     """What a managed ledger keeps as a property (issue 34): counts, the entries already reported
     (so a restart does not report one again) and the recent places."""
-    kept: list[str] = []
-    first = DamageLog(keep=kept.append)
+    writes: list[tuple[str, str]] = []
+    first = DamageLog(keep=lambda key, value: writes.append((key, value)))
     first.note("t", [Damage(3, 7, 100, 20), Damage(3, None, 500, 0, entries=2)])
     first.note("t", [Damage(3, 7, 100, 20)])  # known: nothing new, nothing kept again
-    assert len(kept) == 1
+    assert [key for key, _ in writes] == [PROPERTY]
     again = DamageLog()
-    again.restore("t", kept[-1])
+    again.restore("t", dict(writes))
     assert again.stats() == first.stats()
     assert not again.add(Damage(3, 7, 100, 20))  # reported before the restart
     fresh = DamageLog()
-    fresh.restore("t", "not json")  # unreadable: counting anew, not failing the open
+    fresh.restore("t", {PROPERTY: "not json"})  # unreadable: counting anew, not failing the open
     assert fresh.damaged_entries == 0
 
 
 def test_damage_that_cannot_be_kept_stays_in_memory():
-    def full(_text: str) -> None:
+    def full(_key: str, _text: str) -> None:
         raise StorageError("database or disk is full")
 
     log = DamageLog(keep=full)

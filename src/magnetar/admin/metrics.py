@@ -121,6 +121,7 @@ class BrokerCollector(Collector):
             value=service.publish_buffer.times_full,
         )
         yield from self._incomplete_frames()
+        yield from self._refusals()
 
     def _incomplete_frames(self) -> Iterator[Metric]:
         service = self.service
@@ -145,6 +146,10 @@ class BrokerCollector(Collector):
             "Times a large frame had to wait for room (max_incomplete_frame_bytes reached)",
             value=budget.times_full,
         )
+
+    def _refusals(self) -> Iterator[Metric]:
+        """What the broker refused or closed, and authentication's outcomes, by reason."""
+        service = self.service
         yield counts_by(
             "magnetar_frame_closes",
             "Connections closed over a frame: too large (before CONNECT or after), or stalled",

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import logging
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from magnetar.storage.errors import StorageError
@@ -89,9 +89,9 @@ class Damage:
 
 
 class DamageLog:
-    """The damage one managed ledger found; ``keep`` stores it (as ``to_json``) when it grows."""
+    """The damage one managed ledger found; ``keep(PROPERTY, to_json())`` stores it when it grows."""
 
-    def __init__(self, keep: Callable[[str], None] | None = None) -> None:
+    def __init__(self, keep: Callable[[str, str], None] | None = None) -> None:
         self._keep = keep
         self._keep_failed = False
         self._entries: set[tuple[int, int]] = set()
@@ -143,7 +143,7 @@ class DamageLog:
         if self._keep is None:
             return
         try:
-            self._keep(self.to_json())
+            self._keep(PROPERTY, self.to_json())
             self._keep_failed = False
         except StorageError as exc:  # a full disk: kept in memory, tried again with the next damage
             if not self._keep_failed:
@@ -162,8 +162,10 @@ class DamageLog:
             }
         )
 
-    def restore(self, owner: str, text: str | None) -> None:
-        """Take back what ``to_json`` stored (nothing when ``text`` is None or unreadable)."""
+    def restore(self, owner: str, properties: Mapping[str, str]) -> None:
+        """Take back what ``keep`` stored among a managed ledger's ``properties`` (nothing when
+        there is none, or it cannot be read)."""
+        text = properties.get(PROPERTY)
         if text is None:
             return
         try:

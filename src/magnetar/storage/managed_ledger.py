@@ -18,7 +18,6 @@ from magnetar.storage.callbacks import DurableCallback, Notify, dispatch
 from magnetar.storage.config import StorageConfig
 from magnetar.storage.cursor import ManagedCursor
 from magnetar.storage.cursor_container import ManagedCursorContainer
-from magnetar.storage.damage import PROPERTY as DAMAGE_PROPERTY
 from magnetar.storage.damage import Damage, DamageLog
 from magnetar.storage.disk_space import DiskSpace
 from magnetar.storage.entry import Entry, EntryData
@@ -30,7 +29,8 @@ from magnetar.storage.ledger_recovery import recover_ledgers, remove_orphan_segm
 from magnetar.storage.metadata_store import ManagedLedgerRecord, MetadataStore
 from magnetar.storage.position import Position
 from magnetar.storage.retention import deletable_ledgers
-from magnetar.storage.segment import Segment, SegmentReaders, delete_segment_files
+from magnetar.storage.segment import Segment, delete_segment_files
+from magnetar.storage.segment_readers import SegmentReaders
 from magnetar.storage.syncer import Syncer
 from magnetar.storage.virtual_cursors import VirtualCursorStore
 from magnetar.storage.write_gate import WriteGate
@@ -85,7 +85,7 @@ class ManagedLedger:
         #: A rollover whose metadata is committed but whose new segment is not created yet.
         self._next_ledger: tuple[int, LedgerInfo, float] | None = None
         self._closed = False
-        self.damage = DamageLog(keep=lambda text: self.set_property(DAMAGE_PROPERTY, text))
+        self.damage = DamageLog(keep=self.set_property)
         self._cursors = ManagedCursorContainer(
             self, self._id, directory, config, metadata, self.damage, self._lock, self._check_open
         )
@@ -93,7 +93,7 @@ class ManagedLedger:
         #: Its properties, read once here: reads need no metadata query (and no wait for its
         #: lock behind another thread's commit); writes go through to the store.
         self._properties = metadata.properties(record.ml_id)
-        self.damage.restore(self.name, self._properties.get(DAMAGE_PROPERTY))
+        self.damage.restore(self.name, self._properties)
         self._infos, self._ledgers, self._current = recover_ledgers(
             metadata, self._id, directory, self._preallocate, syncer, self._note_damage
         )
