@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
+import ssl
 import threading
 import time
 import urllib.error
@@ -207,7 +208,9 @@ class RawConnection:
         timeout: float = 5.0,
         receive_buffer: int | None = None,
         pong_in_thread: bool = False,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
+        """``tls``: speak over TLS with this context (the broker's TLS port)."""
         #: Answer PINGs from a thread, so that reading goes on while our writes are stalled.
         self.pong_in_thread = pong_in_thread
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -215,6 +218,8 @@ class RawConnection:
             self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
         self.sock.settimeout(timeout)
         self.sock.connect(("127.0.0.1", port))
+        if tls is not None:
+            self.sock = tls.wrap_socket(self.sock, server_hostname="127.0.0.1")
         self.decoder = FrameDecoder(64 * 1024 * 1024)
 
     def close(self) -> None:

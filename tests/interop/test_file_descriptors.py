@@ -1,14 +1,20 @@
 """A broker out of file descriptors answers with an error, says so once, and recovers by itself.
 
 The broker's descriptor limit is lowered from outside (``prlimit``, as ``ulimit -n`` would set
-it at start) to what it uses: opening a new topic or subscription then fails with EMFILE.
+it at start) to what it uses: opening a new topic or subscription then fails with EMFILE, and so
+does accepting a connection.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import resource
+import ssl
 import threading
+import time
+import urllib.error
+import urllib.request
 
 import pulsar
 import pytest
@@ -16,16 +22,27 @@ import pytest
 from magnetar.protocol import wire
 
 from ..waiting import eventually
-from .support import RawConnection, labelled, receive_n
+from .conftest import CLIENT_LOGGER
+from .support import RawConnection, labelled, receive_n, round_trip
+from .tls_certs import tls_settings
 
 pytestmark = pytest.mark.interop
 
 BASE = wire.BaseCommand
 OUT_OF_FDS_LOG = "out of file descriptors (limit"
+OUT_OF_FDS = "out of file descriptors"
+#: The official client refused for want of descriptors gives up after this.
+LATE_TIMEOUT_S = 3
 
 
 def open_fds(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def all_in_use(pid: int, limit: int) -> None:
+    """Wait until the broker holds ``limit`` descriptors again: a refused connection's is closed
+    and the spare taken back (a client coming in between would find a descriptor free)."""
+    eventually(lambda: open_fds(pid) == limit, what=f"{limit} descriptors open")
 
 
 def set_soft_limit(pid: int, soft: int) -> None:
@@ -43,6 +60,27 @@ def expect_error(raw: RawConnection, code: int) -> str:
     assert frame.type == BASE.ERROR, frame.command
     assert frame.body().error == code, frame.command
     return frame.body().message
+
+
+def refused_at_connect(port: int, tls: ssl.SSLContext | None = None) -> str:
+    """A raw connection's CONNECT is answered with ServiceNotReady, then the connection is closed;
+    the error's message."""
+    raw = RawConnection(port, tls=tls)
+    try:
+        raw.send_command(wire.CommandConnect(client_version="late", protocol_version=20))
+        message = expect_error(raw, wire.ServiceNotReady)
+        assert raw.recv_frame() is None  # then closed
+    finally:
+        raw.close()
+    return message
+
+
+def http_refusal(url: str, tls: ssl.SSLContext | None = None) -> str:
+    """A GET answered 503; the reason its JSON body gives."""
+    with pytest.raises(urllib.error.HTTPError) as answer:
+        urllib.request.urlopen(url + "/admin/v2/brokers/health", timeout=5, context=tls)
+    assert answer.value.code == 503
+    return json.loads(answer.value.read())["reason"]
 
 
 def test_out_of_file_descriptors_is_answered_logged_once_counted_and_recovered_from(
@@ -138,3 +176,78 @@ def test_a_client_asking_for_a_topic_while_descriptors_are_short_gets_it_once_th
         created[0].send(b"made it")
     finally:
         set_soft_limit(pid, 4096)
+
+
+def test_with_not_one_descriptor_left_new_clients_are_answered_and_served_again_once_there_are(
+    broker, client, client_factory, topic
+):
+    """Accepting a connection needs a descriptor itself: with none left the broker gives up a spare
+    one it keeps to accept the connection and answer it (ServiceNotReady at its CONNECT, HTTP 503),
+    instead of leaving the client to the event loop, which closes it without a word or leaves it
+    waiting."""
+    pid = broker.proc.pid
+    assert pid is not None
+    producer = client.create_producer(topic)
+    consumer = client.subscribe(topic, "existing")
+    producer.send(b"before")
+    assert receive_n(consumer, 1, ack=True)[0].data() == b"before"
+    late = client_factory(broker.service_url, operation_timeout_seconds=LATE_TIMEOUT_S)
+
+    limit = open_fds(pid)
+    set_soft_limit(pid, limit)  # not one descriptor left
+    try:
+        # The official client drops an ERROR before CONNECTED: it sees each of its connections
+        # closed, tries again, and gives up at its operation timeout.
+        started = time.monotonic()
+        with pytest.raises((pulsar.Timeout, pulsar.ConnectError)):
+            late.create_producer(f"{topic}-late")
+        assert time.monotonic() - started < LATE_TIMEOUT_S + 5
+        for _ in range(2):  # the spare is taken back after each
+            all_in_use(pid, limit)
+            assert OUT_OF_FDS in refused_at_connect(broker.port)
+        all_in_use(pid, limit)
+        assert OUT_OF_FDS in http_refusal(broker.http_url)
+        # What is open goes on working.
+        producer.send(b"during")
+        assert receive_n(consumer, 1, ack=True)[0].data() == b"during"
+    finally:
+        set_soft_limit(pid, 4096)
+    # Descriptors are free again: the same clients and new ones are served.
+    late.create_producer(f"{topic}-late").send(b"late")
+    fresh = client_factory(broker.service_url)
+    assert round_trip(fresh, f"{topic}-fresh", [b"after"]) == [b"after"]
+    raw = RawConnection(broker.port)
+    raw.handshake()
+    raw.close()
+
+    counts = refusals(broker)
+    assert counts["connection"] >= 4  # the official client's tries, two raw and one HTTP
+    log = broker.log_text()
+    assert log.count(OUT_OF_FDS_LOG) == 1, log
+
+
+def test_with_not_one_descriptor_left_the_tls_ports_answer_too(broker_factory, tls_files, topic):
+    """The spare descriptor is enough for a TLS handshake: the answer goes through it."""
+    broker = broker_factory(tls_settings(tls_files))
+    pid = broker.proc.pid
+    assert pid is not None
+    tls = ssl.create_default_context(cafile=str(tls_files.ca))
+    limit = open_fds(pid)
+    set_soft_limit(pid, limit)
+    try:
+        assert OUT_OF_FDS in refused_at_connect(broker.tls_port, tls)
+        all_in_use(pid, limit)
+        assert OUT_OF_FDS in http_refusal(broker.https_url, tls)
+    finally:
+        set_soft_limit(pid, 4096)
+    tls_client = pulsar.Client(
+        broker.service_url_tls,
+        tls_trust_certs_file_path=str(tls_files.ca),
+        operation_timeout_seconds=10,
+        logger=CLIENT_LOGGER,
+    )
+    try:
+        assert round_trip(tls_client, topic, [b"after"]) == [b"after"]
+    finally:
+        tls_client.close()
+    assert refusals(broker)["connection"] == 2

@@ -11,6 +11,7 @@ from magnetar.admin import (
     authz,
     clusters_api,
     consumers_api,
+    http_refusal,
     index_api,
     messages_api,
     namespaces_api,
@@ -21,8 +22,11 @@ from magnetar.admin import (
     subscriptions_api,
     topics_api,
 )
+from magnetar.broker.listener import Listener, listen
 
 if TYPE_CHECKING:
+    import ssl
+
     from prometheus_client import CollectorRegistry
 
     from magnetar.broker.service import BrokerService
@@ -75,13 +79,15 @@ def build_app(service: BrokerService, web_urls: clusters_api.WebUrls | None = No
 class AdminServer:
     """The broker's HTTP port (and HTTPS port) serving ``build_app``: ``await start()`` binds
     them, ``http_port`` and ``https_port`` are the ports as bound (None for one not served),
-    ``await stop()`` closes them."""
+    ``await stop()`` closes them. The ports accept through the broker's listener, which answers
+    503 when no file descriptor is left (http_refusal.py)."""
 
     def __init__(self, service: BrokerService) -> None:
         self.service = service
         self.http_port: int | None = None
         self.https_port: int | None = None
         self._runner: web.AppRunner | None = None
+        self._listeners: list[Listener] = []
 
     async def start(self) -> None:
         """Serve plain HTTP on ``http_port`` unless ``web_service_port_enabled`` is off, and HTTPS
@@ -90,12 +96,11 @@ class AdminServer:
         self._runner = web.AppRunner(build_app(self.service, self.web_urls), access_log=None)
         await self._runner.setup()
         if config.web_service_port_enabled:
-            self.http_port = await self._serve(web.TCPSite(self._runner, config.host, config.http_port))
+            self.http_port = await self._serve(config.http_port, "the HTTP port")
         if config.web_service_port_tls is not None:
-            site = web.TCPSite(
-                self._runner, config.host, config.web_service_port_tls, ssl_context=self.service.ssl_context
+            self.https_port = await self._serve(
+                config.web_service_port_tls, "the HTTPS port", self.service.ssl_context
             )
-            self.https_port = await self._serve(site)
 
     def web_urls(self) -> tuple[str | None, str | None]:
         """(http://host:port, https://host:port) as bound; None for a port not served."""
@@ -104,14 +109,25 @@ class AdminServer:
         https = f"https://{host}:{self.https_port}" if self.https_port is not None else None
         return http, https
 
-    async def _serve(self, site: web.TCPSite) -> int:
-        """Start ``site``; the port it bound (the runner's addresses that are new)."""
-        assert self._runner is not None
-        before = set(self._runner.addresses)
-        await site.start()
-        return next(a for a in self._runner.addresses if a not in before)[1]
+    async def _serve(self, port: int, name: str, tls: ssl.SSLContext | None = None) -> int:
+        """Accept on ``port`` for the runner's server (aiohttp's protocol factory); the port bound."""
+        assert self._runner is not None and self._runner.server is not None
+        listener = await listen(
+            self.service.config.host,
+            port,
+            self._runner.server,
+            http_refusal.OUT_OF_DESCRIPTORS,
+            name,
+            tls=tls,
+            backlog=128,  # aiohttp's
+        )
+        self._listeners.append(listener)
+        return listener.port
 
     async def stop(self) -> None:
+        for listener in self._listeners:
+            listener.close()
+        self._listeners.clear()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None

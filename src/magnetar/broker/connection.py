@@ -143,7 +143,7 @@ class ServerCnx(asyncio.BufferedProtocol):
             # Too few descriptors are left to serve one more connection: its CONNECT is answered
             # with an error (an ERROR before CONNECT is dropped by clients), then it is closed.
             descriptors.EXHAUSTION.refused("connection", self.remote)
-            self._refusal = "the broker is out of file descriptors: no new connections for now"
+            self._refusal = descriptors.NO_NEW_CONNECTIONS
             # A peer that sends no CONNECT does not keep the descriptor.
             asyncio.get_running_loop().call_later(self.config.keepalive_interval_seconds or 30, self.close)
             return

@@ -2,8 +2,8 @@
 
 Every connection is a socket, and every topic and durable subscription holds files open
 (docs/configuration.md counts them). When the process has no descriptor left, opening a
-topic fails with EMFILE, and so does accepting a connection, which the event loop then
-closes at once without a word to the client: its lookup just times out. So the broker keeps
+topic fails with EMFILE, and so does accepting a connection (which listener.py answers all
+the same, on a spare descriptor kept for it: spare_descriptor.py). So the broker keeps
 ``RESERVE`` descriptors spare: a new connection or topic that would eat into them is refused
 with an error the client sees (the refusal itself needs a descriptor, the accepted socket),
 logged at most once a minute, and counted in /metrics. New connections are refused only
@@ -32,6 +32,8 @@ RESERVE = 32
 CONNECTION_RESERVE = 8
 #: At most one log line per this many seconds about running out (with the count in between).
 LOG_INTERVAL_S = 60.0
+#: What a connection refused for want of descriptors is told (Pulsar's and the HTTP port).
+NO_NEW_CONNECTIONS = "the broker is out of file descriptors: no new connections for now"
 
 
 def raise_soft_limit() -> tuple[int, int]:

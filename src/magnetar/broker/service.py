@@ -32,8 +32,10 @@ from magnetar.broker.flow_control import Hold, PublishBuffer, no_holds
 from magnetar.broker.frame_budget import FrameBudget, FrameReceiver
 from magnetar.broker.keepalive import KeepaliveWheel
 from magnetar.broker.limits import Limits
+from magnetar.broker.listener import Listener, listen
 from magnetar.broker.namespaces import AutoTopicCreation, NamespaceRegistry
 from magnetar.broker.nonpersistent import NonPersistentTopic
+from magnetar.broker.refusal import PULSAR_OUT_OF_DESCRIPTORS
 from magnetar.broker.replication import TopicReplication, effective_clusters
 from magnetar.broker.resources import BrokerNotStarted, BrokerResources
 from magnetar.broker.schemas.registry import SchemaRegistry
@@ -72,8 +74,8 @@ class BrokerService:
         self.tls_port: int | None = None
         #: The server side of TLS (broker/tls.py), made at start; the HTTPS port serves with it too.
         self.ssl_context: ssl.SSLContext | None = None
-        self._server: asyncio.base_events.Server | None = None
-        self._tls_server: asyncio.base_events.Server | None = None
+        self._server: Listener | None = None
+        self._tls_server: Listener | None = None
         self._tasks: list[asyncio.Task[None]] = []
         #: Every connection's keepalive, one wheel for all (keepalive.py).
         self.keepalive = KeepaliveWheel(config.keepalive_interval_seconds)
@@ -235,19 +237,21 @@ class BrokerService:
             defer=lambda callback: passes.defer(loop_pass.SYNC, callback),
         )
         self._open_resources(storage)
+        host, refusal = self.config.host, PULSAR_OUT_OF_DESCRIPTORS
         if self.config.broker_service_port_enabled:
-            self._server = await loop.create_server(new_cnx, self.config.host, self.config.port, backlog=4096)
-            self.port = self._server.sockets[0].getsockname()[1]
+            self._server = await listen(host, self.config.port, new_cnx, refusal, "the Pulsar port")
+            self.port = self._server.port
         if self.config.broker_service_port_tls is not None:
-            self._tls_server = await loop.create_server(
-                new_cnx,
-                self.config.host,
+            self._tls_server = await listen(
+                host,
                 self.config.broker_service_port_tls,
-                backlog=4096,
-                ssl=ssl_context,
-                ssl_handshake_timeout=tls.HANDSHAKE_TIMEOUT_S,
+                new_cnx,
+                refusal,
+                "the Pulsar TLS port",
+                tls=ssl_context,
+                handshake_timeout=tls.HANDSHAKE_TIMEOUT_S,
             )
-            self.tls_port = self._tls_server.sockets[0].getsockname()[1]
+            self.tls_port = self._tls_server.port
         self._tasks = [
             asyncio.create_task(housekeeping.every(seconds, action)) for seconds, action in self._background()
         ]
