@@ -15,8 +15,8 @@ finding the newest valid marker, answering the first question (one page
 swapped in), and swapping every page in and out once. Peak memory is each
 process's peak RSS (VmHWM) against its RSS before the state existed.
 
-    .venv/bin/python bench/ack_state.py --out /tmp/ack_state.json
-    .venv/bin/python bench/ack_state.py --holes 1000000 --out /tmp/small.json
+    .venv/bin/python -m bench.ack_state --out /tmp/ack_state.json
+    .venv/bin/python -m bench.ack_state --holes 1000000 --out /tmp/small.json
 """
 
 from __future__ import annotations

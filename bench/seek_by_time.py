@@ -7,8 +7,8 @@ producer bytes, so no network is involved; then seeks to random times with
 first entry (reading in batches of 1000, as a scan would), checks both land on the same entry,
 and prints one JSON object: entries read and time per seek for each, and their ratios.
 
-    .venv/bin/python bench/seek_by_time.py                       # 1M entries in a temp dir
-    .venv/bin/python bench/seek_by_time.py --data-dir /tmp/b --keep   # reuse it next time
+    .venv/bin/python -m bench.seek_by_time                       # 1M entries in a temp dir
+    .venv/bin/python -m bench.seek_by_time --data-dir /tmp/b --keep   # reuse it next time
 """
 
 from __future__ import annotations

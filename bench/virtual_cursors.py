@@ -16,7 +16,7 @@ Two shapes: ``keep-up`` (every consumer at one of three positions, no holes: con
 up share a state) and ``holes`` (each consumer at its own position with two entries acknowledged
 past it and a batch acknowledged in part).
 
-    .venv/bin/python bench/virtual_cursors.py --cursors 10000 100000 --out /tmp/virtual_cursors.json
+    .venv/bin/python -m bench.virtual_cursors --cursors 10000 100000 --out /tmp/virtual_cursors.json
 """
 
 from __future__ import annotations
