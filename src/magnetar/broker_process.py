@@ -32,8 +32,17 @@ ADDRESS = re.compile(
 )
 
 
+#: The line ``magnetar standalone`` logs when it cannot start (magnetar.cli.standalone): its reason.
+CANNOT_START = re.compile(r"cannot start: (?P<reason>[^\n]*)")
+
+
 class BrokerProcessError(RuntimeError):
     """The broker exited or stayed silent before it listened, or ignored the signal to stop."""
+
+    def __init__(self, message: str, reason: str | None = None) -> None:
+        super().__init__(message)
+        #: Why, in one line: the broker's own ``cannot start:`` reason when it logged one.
+        self.reason = reason or message.splitlines()[0]
 
 
 class Listening(NamedTuple):
@@ -185,8 +194,11 @@ class BrokerProcess:
                 self.host, self.port, _, self.http_port, self.tls_port, self.https_port = listening
                 return
             if self.proc.poll() is not None:
+                tail = self.log_tail()
+                said = [m["reason"] for m in CANNOT_START.finditer(tail)]
                 raise BrokerProcessError(
-                    f"the broker exited with {self.proc.returncode} before listening:\n{self.log_tail()}"
+                    f"the broker exited with {self.proc.returncode} before listening:\n{tail}",
+                    said[-1] if said else None,
                 )
             time.sleep(0.05)
         self.kill()

@@ -21,6 +21,7 @@ from magnetar.admin import (
     subscriptions_api,
     topics_api,
 )
+from magnetar.broker.listen import cannot_listen
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
@@ -90,12 +91,11 @@ class AdminServer:
         self._runner = web.AppRunner(build_app(self.service, self.web_urls), access_log=None)
         await self._runner.setup()
         if config.web_service_port_enabled:
-            self.http_port = await self._serve(web.TCPSite(self._runner, config.host, config.http_port))
-        if config.web_service_port_tls is not None:
-            site = web.TCPSite(
-                self._runner, config.host, config.web_service_port_tls, ssl_context=self.service.ssl_context
-            )
-            self.https_port = await self._serve(site)
+            site = web.TCPSite(self._runner, config.host, config.http_port)
+            self.http_port = await self._serve(site, config.http_port, "HTTP port (--http-port)")
+        if (tls_port := config.web_service_port_tls) is not None:
+            site = web.TCPSite(self._runner, config.host, tls_port, ssl_context=self.service.ssl_context)
+            self.https_port = await self._serve(site, tls_port, "HTTPS port (web_service_port_tls)")
 
     def web_urls(self) -> tuple[str | None, str | None]:
         """(http://host:port, https://host:port) as bound; None for a port not served."""
@@ -104,11 +104,15 @@ class AdminServer:
         https = f"https://{host}:{self.https_port}" if self.https_port is not None else None
         return http, https
 
-    async def _serve(self, site: web.TCPSite) -> int:
-        """Start ``site``; the port it bound (the runner's addresses that are new)."""
+    async def _serve(self, site: web.TCPSite, port: int, setting: str) -> int:
+        """Start ``site``; the port it bound (the runner's addresses that are new). A port that
+        cannot be bound is a ``ListenError`` naming ``setting``."""
         assert self._runner is not None
         before = set(self._runner.addresses)
-        await site.start()
+        try:
+            await site.start()
+        except OSError as exc:
+            raise cannot_listen(exc, self.service.config.host, port, setting) from exc
         return next(a for a in self._runner.addresses if a not in before)[1]
 
     async def stop(self) -> None:

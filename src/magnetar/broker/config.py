@@ -295,8 +295,7 @@ class BrokerConfig:
         values: dict[str, Any] = {}
         sources = dict.fromkeys(hints, "default")
         if path is not None:
-            with open(path, "rb") as f:
-                from_file = tomllib.load(f)
+            from_file = _read_toml(path)
             for name, value in from_file.items():
                 where = f"file {path}"
                 if name not in hints:
@@ -320,3 +319,14 @@ class BrokerConfig:
             raise config_sources.refusal(exc, values, sources) from None
         config.validate()
         return config, sources
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    """The settings file, or a ``ConfigError`` saying in one line why it cannot be read."""
+    try:
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    except OSError as exc:
+        raise ConfigError(f"cannot read the settings file {path}: {exc.strerror or exc}") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"the settings file {path} is not valid TOML: {exc}") from None

@@ -32,6 +32,7 @@ from magnetar.broker.flow_control import Hold, PublishBuffer, no_holds
 from magnetar.broker.frame_budget import FrameBudget, FrameReceiver
 from magnetar.broker.keepalive import KeepaliveWheel
 from magnetar.broker.limits import Limits
+from magnetar.broker.listen import cannot_listen
 from magnetar.broker.namespaces import AutoTopicCreation, NamespaceRegistry
 from magnetar.broker.nonpersistent import NonPersistentTopic
 from magnetar.broker.replication import TopicReplication, effective_clusters
@@ -235,18 +236,25 @@ class BrokerService:
             defer=lambda callback: passes.defer(loop_pass.SYNC, callback),
         )
         self._open_resources(storage)
+        host = self.config.host
         if self.config.broker_service_port_enabled:
-            self._server = await loop.create_server(new_cnx, self.config.host, self.config.port, backlog=4096)
+            try:
+                self._server = await loop.create_server(new_cnx, host, self.config.port, backlog=4096)
+            except OSError as exc:
+                raise cannot_listen(exc, host, self.config.port, "binary protocol port (--port)") from exc
             self.port = self._server.sockets[0].getsockname()[1]
-        if self.config.broker_service_port_tls is not None:
-            self._tls_server = await loop.create_server(
-                new_cnx,
-                self.config.host,
-                self.config.broker_service_port_tls,
-                backlog=4096,
-                ssl=ssl_context,
-                ssl_handshake_timeout=tls.HANDSHAKE_TIMEOUT_S,
-            )
+        if (tls_port := self.config.broker_service_port_tls) is not None:
+            try:
+                self._tls_server = await loop.create_server(
+                    new_cnx,
+                    host,
+                    tls_port,
+                    backlog=4096,
+                    ssl=ssl_context,
+                    ssl_handshake_timeout=tls.HANDSHAKE_TIMEOUT_S,
+                )
+            except OSError as exc:
+                raise cannot_listen(exc, host, tls_port, "TLS port (broker_service_port_tls)") from exc
             self.tls_port = self._tls_server.sockets[0].getsockname()[1]
         self._tasks = [
             asyncio.create_task(housekeeping.every(seconds, action)) for seconds, action in self._background()
