@@ -115,14 +115,16 @@ def standalone_command(
     data_dir: Path,
     *,
     port: int = 0,
-    http_port: int = 0,
+    http_port: int | None = 0,
     host: str = HOST,
     config: Path | None = None,
     python: str = sys.executable,
 ) -> list[str]:
-    """The command line of a broker on ``data_dir``; port 0 lets the OS pick a free one."""
+    """The command line of a broker on ``data_dir``; port 0 lets the OS pick a free one, an
+    ``http_port`` of None leaves ``--http-port`` out (the broker derives it from ``port``)."""
     cmd = [python, "-m", "magnetar", "standalone", "--host", host, "--port", str(port)]
-    cmd += ["--http-port", str(http_port), "--data-dir", str(data_dir)]
+    cmd += ["--http-port", str(http_port)] if http_port is not None else []
+    cmd += ["--data-dir", str(data_dir)]
     if config is not None:
         cmd += ["--config", str(config)]
     return cmd
@@ -162,7 +164,7 @@ class BrokerProcess:
 
     # -- lifecycle ----------------------------------------------------------------------------------------
 
-    def start(self, port: int = 0, http_port: int = 0, timeout: float = START_TIMEOUT_S) -> Self:
+    def start(self, port: int = 0, http_port: int | None = 0, timeout: float = START_TIMEOUT_S) -> Self:
         """Start the broker and wait until it listens; fails with the log's tail if it does not."""
         if self.running:
             raise BrokerProcessError("the broker is already running")
