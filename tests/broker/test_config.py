@@ -115,6 +115,33 @@ def test_tls_server_context_from_the_files(tmp_path):
         server_context(bad_ciphers)
 
 
+class _UnreadableFiles(ssl.SSLContext):
+    """What ``ssl`` raises for a certificate, key or CA file its process may not read (as a user
+    other than root sees a mode 000 file): an OSError naming no file."""
+
+    def load_cert_chain(self, *args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    def load_verify_locations(self, *args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+
+def test_unreadable_tls_files_are_named(tmp_path, monkeypatch):
+    files = make_tls_files(tmp_path)
+    monkeypatch.setattr(ssl, "SSLContext", _UnreadableFiles)
+    config = BrokerConfig.load(None, **tls_settings(files))
+    with pytest.raises(
+        TlsConfigError, match=r"cannot read certificate .* or key .*: Permission denied"
+    ) as info:
+        server_context(config)
+    assert str(files.server_cert) in str(info.value) and str(files.server_key) in str(info.value)
+    monkeypatch.setattr(_UnreadableFiles, "load_cert_chain", lambda self, *args, **kwargs: None)
+    with pytest.raises(
+        TlsConfigError, match=r"tls_trust_certs_file_path .*: cannot read it: Permission denied"
+    ):
+        server_context(config)
+
+
 def test_listening_line_with_and_without_tls():
     old = "Magnetar 0.1.0 listening on pulsar://127.0.0.1:6650 and http://127.0.0.1:8080, data in ./data\n"
     assert parse_listening(old) == ("127.0.0.1", 6650, "127.0.0.1", 8080, None, None)
