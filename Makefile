@@ -3,6 +3,7 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+STAMP_BROKER := $(VENV)/.installed-broker
 STAMP_RUN := $(VENV)/.installed-run
 STAMP_DEV := $(VENV)/.installed-dev
 
@@ -12,20 +13,25 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 
+# Each stamp says what the venv holds: the broker alone (no extra), + Spark, + the dev tools.
+$(STAMP_BROKER): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e .
+	touch $@
+
 $(STAMP_RUN): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q -e '.[spark]'
-	touch $@
+	touch $@ $(STAMP_BROKER)
 
 $(STAMP_DEV): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q -e '.[dev,spark]'
-	touch $@ $(STAMP_RUN)
+	touch $@ $(STAMP_RUN) $(STAMP_BROKER)
 
 ## Run the main job: the smart city on an embedded broker, Spark pipeline, summary (docs/smart-city.md).
 run: $(STAMP_RUN)
 	$(BIN)/magnetar smart-city $(ARGS)
 
-## Run the standalone broker on 127.0.0.1:6650 (Ctrl-C to stop).
-broker: $(STAMP_RUN)
+## Run the standalone broker on 127.0.0.1:6650 (Ctrl-C to stop); it needs no Spark, so none is installed.
+broker: $(STAMP_BROKER)
 	$(BIN)/magnetar standalone $(ARGS)
 
 ## Lint (ruff, mypy, import-linter) and run the whole test suite, on two workers (XDIST= runs it in one process).

@@ -9,8 +9,9 @@ import urllib.request
 
 import pytest
 
-from magnetar.broker.config import BrokerConfig
+from magnetar.broker.config import HTTP_PORT_OFFSET, BrokerConfig
 from magnetar.cli.standalone import Standalone
+from tests.interop.conftest import BrokerProcess
 
 
 def _get(url: str) -> str:
@@ -56,3 +57,37 @@ def test_a_http_port_in_use_stops_the_broker_again(tmp_path):
         asyncio.run(scenario())
     finally:
         taken.close()
+
+
+def _port_pair_free() -> int:
+    """A free port P whose HTTP port P + 1430 is free too (both bound once to check, then let go)."""
+    for _ in range(50):
+        with socket.create_server(("127.0.0.1", 0)) as first:
+            port = first.getsockname()[1]
+            if port + HTTP_PORT_OFFSET > 65535:
+                continue
+            try:
+                with socket.create_server(("127.0.0.1", port + HTTP_PORT_OFFSET)):
+                    return port
+            except OSError:
+                continue
+    raise AssertionError("no free pair of ports found")
+
+
+def test_two_brokers_given_only_their_port_both_start_and_serve_http(tmp_path):
+    """``--port`` without ``--http-port``: the HTTP port is port + 1430 (6650 -> 8080), so a second
+    broker does not fail on the first one's HTTP port, and each says where it listens."""
+    brokers = [BrokerProcess(tmp_path / name, None) for name in ("a", "b")]
+    try:
+        for broker in brokers:
+            port = _port_pair_free()
+            broker.start(port=port, http_port=None)
+            assert (broker.port, broker.http_port) == (port, port + HTTP_PORT_OFFSET)
+            assert f"listening on pulsar://127.0.0.1:{port} and http://127.0.0.1:{port + 1430}" in (
+                broker.log_text()
+            )
+        for broker in brokers:
+            assert _get(f"{broker.http_url}/admin/v2/brokers/health") == "ok"
+    finally:
+        for broker in brokers:
+            broker.close()

@@ -32,8 +32,17 @@ ADDRESS = re.compile(
 )
 
 
+#: The line ``magnetar standalone`` logs when it cannot start (magnetar.cli.standalone): its reason.
+CANNOT_START = re.compile(r"cannot start: (?P<reason>[^\n]*)")
+
+
 class BrokerProcessError(RuntimeError):
     """The broker exited or stayed silent before it listened, or ignored the signal to stop."""
+
+    def __init__(self, message: str, reason: str | None = None) -> None:
+        super().__init__(message)
+        #: Why, in one line: the broker's own ``cannot start:`` reason when it logged one.
+        self.reason = reason or message.splitlines()[0]
 
 
 class Listening(NamedTuple):
@@ -106,14 +115,16 @@ def standalone_command(
     data_dir: Path,
     *,
     port: int = 0,
-    http_port: int = 0,
+    http_port: int | None = 0,
     host: str = HOST,
     config: Path | None = None,
     python: str = sys.executable,
 ) -> list[str]:
-    """The command line of a broker on ``data_dir``; port 0 lets the OS pick a free one."""
+    """The command line of a broker on ``data_dir``; port 0 lets the OS pick a free one, an
+    ``http_port`` of None leaves ``--http-port`` out (the broker derives it from ``port``)."""
     cmd = [python, "-m", "magnetar", "standalone", "--host", host, "--port", str(port)]
-    cmd += ["--http-port", str(http_port), "--data-dir", str(data_dir)]
+    cmd += ["--http-port", str(http_port)] if http_port is not None else []
+    cmd += ["--data-dir", str(data_dir)]
     if config is not None:
         cmd += ["--config", str(config)]
     return cmd
@@ -153,7 +164,7 @@ class BrokerProcess:
 
     # -- lifecycle ----------------------------------------------------------------------------------------
 
-    def start(self, port: int = 0, http_port: int = 0, timeout: float = START_TIMEOUT_S) -> Self:
+    def start(self, port: int = 0, http_port: int | None = 0, timeout: float = START_TIMEOUT_S) -> Self:
         """Start the broker and wait until it listens; fails with the log's tail if it does not."""
         if self.running:
             raise BrokerProcessError("the broker is already running")
@@ -185,8 +196,11 @@ class BrokerProcess:
                 self.host, self.port, _, self.http_port, self.tls_port, self.https_port = listening
                 return
             if self.proc.poll() is not None:
+                tail = self.log_tail()
+                said = [m["reason"] for m in CANNOT_START.finditer(tail)]
                 raise BrokerProcessError(
-                    f"the broker exited with {self.proc.returncode} before listening:\n{self.log_tail()}"
+                    f"the broker exited with {self.proc.returncode} before listening:\n{tail}",
+                    said[-1] if said else None,
                 )
             time.sleep(0.05)
         self.kill()

@@ -32,6 +32,32 @@ def test_toml_then_overrides(tmp_path):
     assert config.host == "127.0.0.1"
 
 
+@pytest.mark.parametrize(
+    ("port", "http_port"),
+    [(6650, 8080), (6651, 8081), (7000, 8430), (0, 0), (64105, 65535), (64106, 0), (65535, 0)],
+)
+def test_http_port_follows_port_when_only_port_is_set(port, http_port):
+    """A second broker started with ``--port 6651`` alone must not fail on the first one's 8080."""
+    config, sources = BrokerConfig.load_with_sources(None, port=port)
+    assert config.http_port == http_port
+    assert sources["http_port"] == "derived from port, command line"
+
+
+def test_http_port_set_anywhere_wins_over_the_derived_one(tmp_path):
+    path = tmp_path / "m.toml"
+    path.write_text("port = 7000\n")
+    config, sources = BrokerConfig.load_with_sources(path)
+    assert config.http_port == 8430 and sources["http_port"] == f"derived from port, file {path}"
+    assert BrokerConfig.load(path, http_port=9000).http_port == 9000
+    assert BrokerConfig.load(path, {"MAGNETAR_HTTP_PORT": "9001"}).http_port == 9001
+    assert BrokerConfig.load(None, {"MAGNETAR_PORT": "7001"}).http_port == 8431
+    both = tmp_path / "both.toml"
+    both.write_text("port = 7000\nhttp_port = 9002\n")
+    assert BrokerConfig.load(both, port=7100).http_port == 9002
+    config, sources = BrokerConfig.load_with_sources(None)
+    assert (config.port, config.http_port, sources["http_port"]) == (6650, 8080, "default")
+
+
 def test_unknown_and_invalid_settings_are_errors(tmp_path):
     path = tmp_path / "m.toml"
     path.write_text("no_such_setting = 1\n")
@@ -87,6 +113,33 @@ def test_tls_server_context_from_the_files(tmp_path):
     bad_ciphers = BrokerConfig.load(None, **tls_settings(files, tls_ciphers=["NO-SUCH-CIPHER"]))
     with pytest.raises(TlsConfigError, match="tls_ciphers"):
         server_context(bad_ciphers)
+
+
+class _UnreadableFiles(ssl.SSLContext):
+    """What ``ssl`` raises for a certificate, key or CA file its process may not read (as a user
+    other than root sees a mode 000 file): an OSError naming no file."""
+
+    def load_cert_chain(self, *args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    def load_verify_locations(self, *args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+
+def test_unreadable_tls_files_are_named(tmp_path, monkeypatch):
+    files = make_tls_files(tmp_path)
+    monkeypatch.setattr(ssl, "SSLContext", _UnreadableFiles)
+    config = BrokerConfig.load(None, **tls_settings(files))
+    with pytest.raises(
+        TlsConfigError, match=r"cannot read certificate .* or key .*: Permission denied"
+    ) as info:
+        server_context(config)
+    assert str(files.server_cert) in str(info.value) and str(files.server_key) in str(info.value)
+    monkeypatch.setattr(_UnreadableFiles, "load_cert_chain", lambda self, *args, **kwargs: None)
+    with pytest.raises(
+        TlsConfigError, match=r"tls_trust_certs_file_path .*: cannot read it: Permission denied"
+    ):
+        server_context(config)
 
 
 def test_listening_line_with_and_without_tls():

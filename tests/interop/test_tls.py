@@ -179,13 +179,14 @@ def test_tls_authentication_provider_takes_the_role_from_the_certificate(
     with_cert = certificate_client(official_factory, broker, tls_files)
     assert round_trip(with_cert, topic, [b"by certificate"]) == [b"by certificate"]
     assert f"authenticated as '{CLIENT_ROLE}' with tls" in broker.log_text()
-    # TLS without a client certificate, and the plain port: no role, so no connection.
+    # TLS without a client certificate, and the plain port: no role, so AuthenticationError.
     for url, options in (
         (broker.service_url_tls, {"tls_trust_certs_file_path": trust}),
         (broker.service_url, {}),
     ):
         client = official_factory(url, operation_timeout_seconds=FAILING_TIMEOUT_S, **options)
-        refused(client, topic)
+        with pytest.raises(pulsar.AuthenticationError):
+            client.create_producer(topic)
     raw = RawConnection(broker.port)
     raw.send_command(wire.CommandConnect(client_version="raw", protocol_version=21, auth_method_name="tls"))
     error = raw.expect(wire.BaseCommand.ERROR).command.error
@@ -252,7 +253,8 @@ def test_token_authenticated_producers_over_tls_official_and_ours(
         operation_timeout_seconds=FAILING_TIMEOUT_S,
         authentication=pulsar.AuthenticationToken(tokens.create_token(tokens.create_secret_key(), "x")),
     )
-    refused(forged, topic)
+    with pytest.raises(pulsar.AuthenticationError):
+        forged.create_producer(topic)
 
 
 # -- clients that get TLS wrong -------------------------------------------------------------------------

@@ -128,10 +128,10 @@ def test_bad_tokens_refused_with_authentication_error_others_unaffected(broker_f
         producer.send(case.encode())  # the authenticated client goes on
     got = [m.data() for m in receive_n(consumer, len(refused), ack=True)]
     assert got == [case.encode() for case in refused]
-    # The official client with a bad token: its operation fails (it gets no CONNECTED).
+    # The official client with a bad token: refused with AuthenticationError at its first request.
     bad = auth_client(broker, tokens.create_token(other_key, "mallory"), operation_timeout_seconds=3)
     try:
-        with pytest.raises(pulsar.PulsarException):
+        with pytest.raises(pulsar.AuthenticationError):
             bad.create_producer(topic)
     finally:
         bad.close()
@@ -144,6 +144,87 @@ def test_bad_tokens_refused_with_authentication_error_others_unaffected(broker_f
     assert (
         metric(metrics, 'pulsar_authentication_success_total{auth_method="token"}') == 2
     )  # client, /metrics
+
+
+def test_token_with_a_trailing_newline_is_accepted(broker_factory, topic, tmp_path):
+    """A token read as ``open(f).read()`` keeps the file's newline and the official client sends it
+    as it is: the broker drops the whitespace around it."""
+    key = tokens.create_secret_key()
+    broker = secret_broker(broker_factory, key)
+    token_file = tmp_path / "alice.token"
+    token_file.write_text(tokens.create_token(key, "alice") + "\n")
+    client = auth_client(broker, token_file.read_text())
+    try:
+        round_trip(client, topic)
+    finally:
+        client.close()
+    assert "authenticated as 'alice' with token" in broker.log_text()
+
+
+@pytest.mark.parametrize(
+    "token",
+    ["garbage", "not.a.jwt", "eyJhbGciOiJIUzI1NiJ9.e30.invalid-padding!", "wrong signature"],
+)
+def test_official_client_gets_authentication_error_not_timeout(broker_factory, topic, token):
+    """The C++ client takes an ERROR before CONNECTED for a lost connection and retries until its
+    operation times out; the broker tells it at its first request instead."""
+    key = tokens.create_secret_key()
+    broker = secret_broker(broker_factory, key)
+    if token == "wrong signature":
+        token = tokens.create_token(tokens.create_secret_key(), "mallory")
+    # A timeout would take the whole minute: AuthenticationError must come first.
+    client = auth_client(broker, token, operation_timeout_seconds=60)
+    try:
+        with pytest.raises(pulsar.AuthenticationError):
+            client.create_producer(topic)
+        with pytest.raises(pulsar.AuthenticationError):
+            client.subscribe(topic, "s")
+    finally:
+        client.close()
+    assert "authentication refused, told at its first request" in broker.log_text()
+
+
+def test_refused_cpp_connection_serves_nothing(broker_factory, topic):
+    """CONNECTED is only the way to tell the C++ client: every request on the connection is
+    answered with AuthenticationError and the connection closed, whatever it asks."""
+    key = tokens.create_secret_key()
+    broker = secret_broker(broker_factory, key)
+    requests = [
+        wire.CommandPartitionedTopicMetadata(topic=topic, request_id=7),
+        wire.CommandLookupTopic(topic=topic, request_id=7),
+        wire.CommandProducer(topic=topic, producer_id=1, request_id=7),
+        wire.CommandSubscribe(
+            topic=topic, subscription="s", sub_type=wire.CommandSubscribe.Shared, consumer_id=1, request_id=7
+        ),
+        wire.CommandConnect(client_version="Pulsar-CPP-v4.2.0", protocol_version=20),
+    ]
+    for request in requests:
+        raw = RawConnection(broker.port)
+        try:
+            connect = wire.CommandConnect(
+                client_version="Pulsar-CPP-v4.2.0", protocol_version=20, auth_method_name="token"
+            )
+            connect.auth_data = b"not.a.jwt"
+            raw.send_command(connect)
+            connected = raw.expect(T.CONNECTED).body()
+            assert not connected.HasField("max_message_size")
+            raw.send_command(request)
+            frames = raw.expect_closed()
+        finally:
+            raw.close()
+        assert len(frames) == 1, frames
+        answer = frames[0].body()
+        if isinstance(request, wire.CommandConnect):
+            assert frames[0].type == T.ERROR and answer.error == wire.AuthenticationError
+            continue
+        assert answer.error == wire.AuthenticationError, (request, frames)
+        assert answer.request_id == 7
+        if isinstance(request, (wire.CommandPartitionedTopicMetadata, wire.CommandLookupTopic)):
+            assert answer.response == answer.Failed
+    # Nothing was made for the refused requests: no topic, no role.
+    status, body = http_get(broker, "/admin/v2/persistent/public/default", tokens.create_token(key, "admin"))
+    assert status == 200 and topic not in body.decode()
+    assert "authenticated as" not in broker.log_text().replace("authenticated as 'admin'", "")
 
 
 def metric(text: str, name: str) -> float:

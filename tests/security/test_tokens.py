@@ -88,6 +88,30 @@ def test_verify_refusals():
         assert name
 
 
+def test_whitespace_around_a_token_or_a_key_setting_is_dropped(tmp_path):
+    """A token read with ``open(f).read()`` ends in a newline, and the official client sends it so."""
+    key = tokens.create_secret_key()
+    token = tokens.create_token(key, "alice")
+    for padded in (token + "\n", f"  {token}\r\n", (token + "\n").encode(), f"\t{token}".encode()):
+        assert tokens.verify_token(padded, key, ["HS256"]).role == "alice"
+    assert tokens.show_token(token + "\n")[1] == {"sub": "alice"}
+    assert tokens.unverified_expiry(tokens.create_token(key, "a", 60) + "\n") is not None
+    with pytest.raises(tokens.InvalidToken, match="no token"):
+        tokens.verify_token(" \n", key, ["HS256"])
+    path = tmp_path / "k"
+    path.write_bytes(key)
+    assert tokens.read_key_bytes(f" file://{path}\n") == key
+    assert tokens.read_key_bytes(data_url(key) + "\n") == key
+
+
+def test_a_key_files_bytes_are_kept_as_they_are(tmp_path):
+    """A raw secret key may end in bytes that read as whitespace: they are part of the key."""
+    key = b"\n" + tokens.create_secret_key()[:30] + b" \n"
+    path = tmp_path / "k"
+    path.write_bytes(key)
+    assert tokens.load_secret_key(f"file://{path}") == key
+
+
 def test_role_claim_and_expiry():
     key = tokens.create_secret_key()
     token = jwt.encode({"sub": "s", "role": "r", "exp": 2_000_000_000}, key, algorithm="HS256")

@@ -96,10 +96,10 @@ class AdminServer:
         self._runner = web.AppRunner(build_app(self.service, self.web_urls), access_log=None)
         await self._runner.setup()
         if config.web_service_port_enabled:
-            self.http_port = await self._serve(config.http_port, "the HTTP port")
-        if config.web_service_port_tls is not None:
+            self.http_port = await self._serve(config.http_port, "HTTP port (--http-port)")
+        if (tls_port := config.web_service_port_tls) is not None:
             self.https_port = await self._serve(
-                config.web_service_port_tls, "the HTTPS port", self.service.ssl_context
+                tls_port, "HTTPS port (web_service_port_tls)", self.service.ssl_context
             )
 
     def web_urls(self) -> tuple[str | None, str | None]:
@@ -109,15 +109,17 @@ class AdminServer:
         https = f"https://{host}:{self.https_port}" if self.https_port is not None else None
         return http, https
 
-    async def _serve(self, port: int, name: str, tls: ssl.SSLContext | None = None) -> int:
-        """Accept on ``port`` for the runner's server (aiohttp's protocol factory); the port bound."""
+    async def _serve(self, port: int, setting: str, tls: ssl.SSLContext | None = None) -> int:
+        """Accept on ``port`` for the runner's server (aiohttp's protocol factory); the port bound.
+        A port that cannot be bound is a ``ListenError`` naming ``setting``."""
         assert self._runner is not None and self._runner.server is not None
         listener = await listen(
             self.service.config.host,
             port,
             self._runner.server,
             http_refusal.OUT_OF_DESCRIPTORS,
-            name,
+            f"the {setting.split(' (')[0]}",
+            setting,
             tls=tls,
             backlog=128,  # aiohttp's
         )

@@ -20,6 +20,7 @@ class AuthSession:
         "expires_at",
         "method",
         "peer_certificate",
+        "refused",
         "role",
         "supports_refresh",
         "tls",
@@ -44,6 +45,9 @@ class AuthSession:
         self.supports_refresh = False
         #: An AUTH_CHALLENGE is out and not yet answered with valid credentials.
         self.challenge_pending = False
+        #: Why CONNECT's credentials were refused, when that is told at the client's first request
+        #: (``handshake.refuse_at_first_request``); None otherwise. Nothing is served then.
+        self.refused: str | None = None
 
     def over_tls(self, peer_certificate: dict[str, Any] | None) -> None:
         """The connection came over TLS, with this verified client certificate (or none)."""

@@ -43,6 +43,8 @@ from magnetar.storage.config import (
 
 #: A TCP port; 0 picks a free one.
 Port = Annotated[int, Field(ge=0, le=65535)]
+#: ``http_port`` when only ``port`` is set: ``port`` + this (6650 -> 8080, the defaults' pair).
+HTTP_PORT_OFFSET = 8080 - 6650
 #: A backlog quota's limit: -1 for none.
 QuotaLimit = Annotated[int, Field(ge=-1)]
 #: The storage settings a broker passes on (all of StorageConfig's but data_dir and the internal ones).
@@ -295,8 +297,7 @@ class BrokerConfig:
         values: dict[str, Any] = {}
         sources = dict.fromkeys(hints, "default")
         if path is not None:
-            with open(path, "rb") as f:
-                from_file = tomllib.load(f)
+            from_file = _read_toml(path)
             for name, value in from_file.items():
                 where = f"file {path}"
                 if name not in hints:
@@ -314,9 +315,32 @@ class BrokerConfig:
                 raise ConfigError(f"unknown setting {name!r} (command line)")
             values[name] = value
             sources[name] = "command line"
+        port = values.get("port")
+        if "http_port" not in values and type(port) is int:
+            values["http_port"] = http_port_for(port)
+            sources["http_port"] = f"derived from port, {sources['port']}"
         try:
             config = cls(**values)
         except ValidationError as exc:
             raise config_sources.refusal(exc, values, sources) from None
         config.validate()
         return config, sources
+
+
+def http_port_for(port: int) -> int:
+    """The HTTP port of a broker given ``port`` but no ``http_port``: ``port`` + 1430, so that a
+    second broker started with ``--port 6651`` alone serves HTTP on 8081 instead of failing on the
+    first one's 8080; 0 (a free port, named in the ``listening on`` line) for port 0 or past 65535."""
+    http_port = port + HTTP_PORT_OFFSET
+    return http_port if port > 0 and http_port <= 65535 else 0
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    """The settings file, or a ``ConfigError`` saying in one line why it cannot be read."""
+    try:
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    except OSError as exc:
+        raise ConfigError(f"cannot read the settings file {path}: {exc.strerror or exc}") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"the settings file {path} is not valid TOML: {exc}") from None

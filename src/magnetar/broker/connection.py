@@ -396,8 +396,12 @@ class ServerCnx(asyncio.BufferedProtocol):
     # -- dispatch -----------------------------------------------------------------------------
     def _handle(self, frame: Frame) -> None:
         cmd_type = frame.command.type
-        if not self.connected and cmd_type != T.CONNECT:
-            raise ProtocolError(f"expected CONNECT first, got {frame.type_name}")
+        if not self.connected:
+            if self.auth.refused is not None:  # its credentials were refused at CONNECT
+                handshake.answer_refused(self, frame)
+                return
+            if cmd_type != T.CONNECT:
+                raise ProtocolError(f"expected CONNECT first, got {frame.type_name}")
         handler = HANDLERS.get(cmd_type)
         if handler is None:
             raise ProtocolError(f"unsupported command {frame.type_name}")

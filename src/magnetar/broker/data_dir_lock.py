@@ -11,7 +11,11 @@ import os
 from pathlib import Path
 
 
-class DataDirInUse(RuntimeError):
+class DataDirError(RuntimeError):
+    """The data directory cannot be used; the message says which and why, in one line."""
+
+
+class DataDirInUse(DataDirError):
     pass
 
 
@@ -21,8 +25,11 @@ class DataDirLock:
         self._fd: int | None = None
 
     def acquire(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:  # the first thing a start does there: its failure says what is wrong
+            raise DataDirError(_unusable(self.path.parent, exc)) from exc
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -39,3 +46,12 @@ class DataDirLock:
         if self._fd is not None:
             os.close(self._fd)  # closing the descriptor drops the lock
             self._fd = None
+
+
+def _unusable(data_dir: Path, exc: OSError) -> str:
+    """``data directory D cannot be used: Permission denied``, naming the path that failed when it
+    is another one (a parent that is a file)."""
+    if isinstance(exc, FileExistsError):  # mkdir found something there that is no directory
+        return f"data directory {data_dir} cannot be used: it is a file, not a directory"
+    failed = f" ({exc.filename})" if exc.filename and Path(exc.filename) != data_dir else ""
+    return f"data directory {data_dir} cannot be used: {exc.strerror or exc}{failed}"

@@ -14,7 +14,9 @@ listener waits for the spare to be taken back before it accepts again.
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
+import os
 import socket
 import ssl
 from collections.abc import Callable
@@ -78,13 +80,42 @@ async def listen(
     serve: ProtocolFactory,
     refusal: Answer,
     name: str,
+    setting: str,
     tls: ssl.SSLContext | None = None,
     handshake_timeout: float | None = None,
     backlog: int = 4096,
 ) -> Listener:
     """Serve connections to ``host``:``port`` with ``serve``; ``refusal`` is what one gets when no
-    descriptor is left. ``name`` says which port in the log (``the Pulsar port``)."""
-    return Listener(await bind(host, port, backlog), serve, refusal, name, tls, handshake_timeout)
+    descriptor is left. ``name`` says which port in the log (``the Pulsar port``); a port that
+    cannot be bound is a ``ListenError`` naming ``setting`` (``binary protocol port (--port)``)."""
+    try:
+        sockets = await bind(host, port, backlog)
+    except OSError as exc:
+        raise cannot_listen(exc, host, port, setting) from exc
+    return Listener(sockets, serve, refusal, name, tls, handshake_timeout)
+
+
+class ListenError(OSError):
+    """A port that cannot be bound (in use, not allowed, an address that is not this host's):
+    ``magnetar standalone`` prints it as one line and exits 1 (docs/cli.md), where
+    ``OSError: [Errno 98] error while attempting to bind`` named neither the setting nor the flag."""
+
+
+#: What a user can do about the usual causes.
+_HINTS = {
+    errno.EADDRINUSE: "another broker or program listens there",
+    errno.EACCES: "ports below 1024 need privileges",
+    errno.EADDRNOTAVAIL: "the host is not an address of this machine",
+}
+
+
+def cannot_listen(exc: OSError, host: str, port: int, setting: str) -> ListenError:
+    """``exc``, raised binding ``host:port`` for ``setting``, as one line."""
+    # The errno's own words: uvloop's message repeats the address and asyncio's is a sentence.
+    reason = os.strerror(exc.errno) if exc.errno and exc.errno > 0 else (exc.strerror or str(exc))
+    hint = _HINTS.get(exc.errno or 0)
+    message = f"cannot listen on {host}:{port}, the {setting}: {reason}" + (f" ({hint})" if hint else "")
+    return ListenError(message)
 
 
 class Listener:

@@ -239,15 +239,18 @@ class BrokerService:
         self._open_resources(storage)
         host, refusal = self.config.host, PULSAR_OUT_OF_DESCRIPTORS
         if self.config.broker_service_port_enabled:
-            self._server = await listen(host, self.config.port, new_cnx, refusal, "the Pulsar port")
+            self._server = await listen(
+                host, self.config.port, new_cnx, refusal, "the Pulsar port", "binary protocol port (--port)"
+            )
             self.port = self._server.port
-        if self.config.broker_service_port_tls is not None:
+        if (tls_port := self.config.broker_service_port_tls) is not None:
             self._tls_server = await listen(
                 host,
-                self.config.broker_service_port_tls,
+                tls_port,
                 new_cnx,
                 refusal,
                 "the Pulsar TLS port",
+                "TLS port (broker_service_port_tls)",
                 tls=ssl_context,
                 handshake_timeout=tls.HANDSHAKE_TIMEOUT_S,
             )

@@ -94,12 +94,19 @@ def server_context(config: BrokerConfig) -> ssl.SSLContext:
             f"cannot use certificate {str(cert)!r} with key {str(key)!r} (PEM files, the key matching "
             f"the certificate, unencrypted): {exc}"
         ) from None
+    except OSError as exc:  # ssl's own error names neither file
+        raise TlsConfigError(
+            f"cannot read certificate {str(cert)!r} or key {str(key)!r}: {exc.strerror or exc}"
+        ) from None
     if config.tls_trust_certs_file_path and not config.tls_allow_insecure_connection:
         trust = _readable("tls_trust_certs_file_path", config.tls_trust_certs_file_path)
         try:
             ctx.load_verify_locations(cafile=trust)
         except ssl.SSLError as exc:
             message = f"tls_trust_certs_file_path {str(trust)!r}: not PEM certificates: {exc}"
+            raise TlsConfigError(message) from None
+        except OSError as exc:
+            message = f"tls_trust_certs_file_path {str(trust)!r}: cannot read it: {exc.strerror or exc}"
             raise TlsConfigError(message) from None
         required = config.tls_require_trusted_client_cert_on_connect
         ctx.verify_mode = ssl.CERT_REQUIRED if required else ssl.CERT_OPTIONAL

@@ -22,6 +22,7 @@ from magnetar.cli import config_show, repair
 from magnetar.cli.admin import admin
 from magnetar.cli.completion import completion
 from magnetar.cli.consume import consume, read
+from magnetar.cli.failures import os_error_text
 from magnetar.cli.perf import perf
 from magnetar.cli.produce import produce
 from magnetar.cli.tokens import tokens_group
@@ -127,6 +128,9 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except SystemExit as exc:  # click's shell completion answers and exits
         return exc.code if isinstance(exc.code, int) else 1
+    except OSError as exc:  # a file, directory or port the user named: one line, as click's errors
+        click.echo(f"Error: {os_error_text(exc)}", err=True)
+        return 1
     return result if isinstance(result, int) else 0
 
 

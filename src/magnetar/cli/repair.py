@@ -23,7 +23,7 @@ data directory. See docs/storage.md, "Lost metadata and magnetar repair"."""
 
 def run(args: argparse.Namespace) -> int:
     from magnetar.broker import startup
-    from magnetar.broker.data_dir_lock import DataDirInUse, DataDirLock
+    from magnetar.broker.data_dir_lock import DataDirError, DataDirInUse, DataDirLock
     from magnetar.storage.repair import repair
 
     data_dir = startup.load(args.config, os.environ, data_dir=args.data_dir).config.data_dir
@@ -35,6 +35,9 @@ def run(args: argparse.Namespace) -> int:
         lock.acquire()
     except DataDirInUse as exc:
         print(f"magnetar repair: {exc}; stop it first", file=sys.stderr)
+        return 1
+    except DataDirError as exc:
+        print(f"magnetar repair: {exc}", file=sys.stderr)
         return 1
     try:
         report = repair(data_dir)

@@ -18,12 +18,12 @@ from magnetar import __version__
 from magnetar.admin.http import AdminServer
 from magnetar.broker import server, startup
 from magnetar.broker.config import BrokerConfig
-from magnetar.broker.data_dir_lock import DataDirInUse
+from magnetar.broker.data_dir_lock import DataDirError
 from magnetar.broker.descriptors import raise_soft_limit
 from magnetar.broker.service import BrokerService
 from magnetar.broker.startup import BrokerSetup
-from magnetar.broker.tls import TlsConfigError
 from magnetar.broker_process import listening_addresses
+from magnetar.cli.failures import one_line
 from magnetar.replication.manager import ReplicationManager
 from magnetar.storage.errors import MetadataMissingError
 
@@ -77,6 +77,18 @@ def _tune_gc() -> None:
     gc.set_threshold(50_000, 20, 20)
 
 
+#: What a user can get wrong at start-up (a setting, a file, a port, the data directory): said in one
+#: line, exit 1. Anything else is a bug, and keeps its traceback.
+START_FAILURES = (ValueError, OSError, DataDirError, MetadataMissingError)
+
+
+def _cannot_start(exc: BaseException) -> int:
+    """One line on standard error, as docs/cli.md promises (the traceback only at DEBUG)."""
+    log.debug("start-up failed", exc_info=exc)
+    log.error("cannot start: %s", one_line(exc))
+    return 1
+
+
 async def run(args: argparse.Namespace) -> int:
     """Run until SIGTERM or SIGINT; 1 when the broker cannot start."""
     try:
@@ -90,19 +102,17 @@ async def run(args: argparse.Namespace) -> int:
             broker_service_port_enabled=args.broker_service_port_enabled,
             web_service_port_enabled=args.web_service_port_enabled,
         )
-    except (ValueError, OSError) as exc:  # a setting that cannot work (TLS, authentication ...): say which
-        log.error("cannot start: %s", exc)
-        return 1
+    except START_FAILURES as exc:  # a setting that cannot work (TLS, authentication ...): say which
+        return _cannot_start(exc)
     soft, hard = raise_soft_limit()
     log.info("file descriptor limit %d (hard limit %d)", soft, hard)
     standalone = Standalone(setup)
     config = setup.config
     try:
         await standalone.start()
-    except (DataDirInUse, MetadataMissingError, TlsConfigError) as exc:
-        log.error("%s", exc)
+    except START_FAILURES as exc:  # TlsConfigError is a ValueError, listener.ListenError an OSError
         await standalone.stop()
-        return 1
+        return _cannot_start(exc)
     _tune_gc()
     log.info(
         "Magnetar %s listening on %s, data in %s",  # broker_process.parse_listening reads it

@@ -22,6 +22,8 @@ from typing import Any
 
 import click
 
+from magnetar.cli.failures import os_error_text
+
 _NOTE = """\
 Makes what token authentication needs (see docs/configuration.md, authentication_enabled):
 
@@ -213,12 +215,20 @@ def validate(
 
 
 def _write(path: Path, data: bytes) -> None:
-    """Write a key readable by its owner only, fsynced (a key lost in a crash locks everyone out)."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
+    """Write a key readable by its owner only, fsynced (a key lost in a crash locks everyone out).
+    Missing directories on the way are made, as ``mkdir -p`` (``--output keys/secret.key`` in a new
+    checkout); a file that still cannot be written is one line and exit 1."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+    except FileExistsError as exc:  # mkdir: a file where a directory of the path should be
+        raise click.ClickException(f"cannot write {path}: {exc.filename} is not a directory") from None
+    except OSError as exc:
+        raise click.ClickException(f"cannot write {path}: {os_error_text(exc)}") from None
 
 
 def _token_of(token: str | None, token_file: Path | None) -> str:

@@ -21,7 +21,9 @@ class Authentication:
 
 
 class AuthenticationToken(Authentication):
-    """A JWT token, or a function called for one at each CONNECT and AUTH_CHALLENGE."""
+    """A JWT token, or a function called for one at each CONNECT and AUTH_CHALLENGE. Whitespace
+    around it is dropped, as Pulsar's clients drop it from a token file (``open(f).read()`` keeps
+    the newline)."""
 
     auth_method_name = "token"
 
@@ -33,7 +35,7 @@ class AuthenticationToken(Authentication):
     def auth_data(self) -> bytes:
         token = self._token() if callable(self._token) else self._token
         if isinstance(token, bytes):
-            return token
+            return token.strip()
         if not isinstance(token, str):
             raise TypeError(f"the token supplier returned {type(token).__name__}, not a string")
         return token.strip().encode()

@@ -82,15 +82,48 @@ _RETRIABLE = {"ServiceNotReady", "TooManyRequests", "PersistenceError"}
 SERVER_ERRORS: dict[wire.ServerError.ValueType, type[ServerError]] = {
     number: _server_error(name, name in _RETRIABLE) for name, number in wire.ServerError.items()
 }
-TopicNotFound = SERVER_ERRORS[wire.TopicNotFound]
-ServiceNotReady = SERVER_ERRORS[wire.ServiceNotReady]
-ProducerBusy = SERVER_ERRORS[wire.ProducerBusy]
+# Each broker error code under its own name, the name the official ``pulsar`` module gives it where
+# that differs (second block), so ``except AuthenticationError`` reads as it does with ``pulsar``.
+UnknownError = SERVER_ERRORS[wire.UnknownError]
+MetadataError = SERVER_ERRORS[wire.MetadataError]
+PersistenceError = SERVER_ERRORS[wire.PersistenceError]
+AuthenticationError = SERVER_ERRORS[wire.AuthenticationError]
+AuthorizationError = SERVER_ERRORS[wire.AuthorizationError]
 ConsumerBusy = SERVER_ERRORS[wire.ConsumerBusy]
-TopicTerminated = SERVER_ERRORS[wire.TopicTerminatedError]
-ProducerFenced = SERVER_ERRORS[wire.ProducerFenced]
+ServiceNotReady = SERVER_ERRORS[wire.ServiceNotReady]
 #: A topic past its backlog quota: "hold" (try again later) and "exception" (give up) policies.
 ProducerBlockedQuotaExceededError = SERVER_ERRORS[wire.ProducerBlockedQuotaExceededError]
 ProducerBlockedQuotaExceededException = SERVER_ERRORS[wire.ProducerBlockedQuotaExceededException]
+ChecksumError = SERVER_ERRORS[wire.ChecksumError]
+UnsupportedVersionError = SERVER_ERRORS[wire.UnsupportedVersionError]
+TopicNotFound = SERVER_ERRORS[wire.TopicNotFound]
+SubscriptionNotFound = SERVER_ERRORS[wire.SubscriptionNotFound]
+ConsumerNotFound = SERVER_ERRORS[wire.ConsumerNotFound]
+TooManyRequests = SERVER_ERRORS[wire.TooManyRequests]
+TopicTerminatedError = SERVER_ERRORS[wire.TopicTerminatedError]
+ProducerBusy = SERVER_ERRORS[wire.ProducerBusy]
+InvalidTopicName = SERVER_ERRORS[wire.InvalidTopicName]
+IncompatibleSchema = SERVER_ERRORS[wire.IncompatibleSchema]
+ConsumerAssignError = SERVER_ERRORS[wire.ConsumerAssignError]
+TransactionCoordinatorNotFound = SERVER_ERRORS[wire.TransactionCoordinatorNotFound]
+InvalidTxnStatus = SERVER_ERRORS[wire.InvalidTxnStatus]
+NotAllowedError = SERVER_ERRORS[wire.NotAllowedError]
+TransactionConflict = SERVER_ERRORS[wire.TransactionConflict]
+TransactionNotFound = SERVER_ERRORS[wire.TransactionNotFound]
+ProducerFenced = SERVER_ERRORS[wire.ProducerFenced]
+
+BrokerMetadataError = MetadataError
+BrokerPersistenceError = PersistenceError
+ServiceUnitNotReady = ServiceNotReady
+TooManyLookupRequestException = TooManyRequests
+TopicTerminated = TopicTerminatedError
+TransactionCoordinatorNotFoundError = TransactionCoordinatorNotFound
+InvalidTxnStatusError = InvalidTxnStatus
+# The client's own errors under the official names.
+PulsarException = ClientError
+CumulativeAcknowledgementNotAllowedError = CumulativeAcknowledgementNotAllowed
+#: ``pulsar.LookupError`` (it shadows the builtin only inside this module, which does not use it).
+LookupError = TopicLookupError
 
 
 def server_error(code: wire.ServerError.ValueType, message: str = "") -> ServerError:

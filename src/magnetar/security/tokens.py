@@ -11,6 +11,10 @@ Pulsar's facts kept here:
   ``readKeyFromUrl`` falls back to) the base64 text itself;
 - a token's role is its ``sub`` claim (or the ``token_auth_claim``), ``exp`` is honoured;
 - expiry times are relative, ``30s``, ``10m``, ``1h``, ``3d``, ``2w``, ``1y`` (a bare number: seconds).
+
+Whitespace around a token or a key setting is dropped (a token read with ``open(f).read()`` keeps
+the file's last newline; the official client sends it as given). A key file's bytes are kept as they
+are: a raw secret key may end in a byte that reads as whitespace.
 """
 
 from __future__ import annotations
@@ -62,6 +66,7 @@ class VerifiedToken:
 # -- keys ------------------------------------------------------------------------------------------
 def read_key_bytes(source: str) -> bytes:
     """The bytes a key setting names, in Pulsar's forms (see the module docstring)."""
+    source = source.strip()
     if source.startswith("data:"):
         header, _, payload = source.partition(",")
         if not header.endswith(";base64"):
@@ -222,6 +227,7 @@ def verify_token(
             token = token.decode("ascii")
         except UnicodeDecodeError:
             raise InvalidToken("the token is not ASCII text") from None
+    token = token.strip()
     if not token:
         raise InvalidToken("no token given")
     try:
@@ -252,7 +258,7 @@ def verify_token(
 def unverified_expiry(token: str) -> float | None:
     """``exp`` of a token without checking it (for a client deciding when to refresh)."""
     try:
-        exp = jwt.decode(token, options={"verify_signature": False}).get("exp")
+        exp = jwt.decode(token.strip(), options={"verify_signature": False}).get("exp")
     except jwt.PyJWTError:
         return None
     return float(exp) if isinstance(exp, int | float) else None
@@ -260,6 +266,7 @@ def unverified_expiry(token: str) -> float | None:
 
 def show_token(token: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """(header, claims) of a token, unchecked, as ``pulsar tokens show`` prints them."""
+    token = token.strip()
     try:
         header = jwt.get_unverified_header(token)
         claims = jwt.decode(token, options={"verify_signature": False})

@@ -4,11 +4,13 @@ and the keepalive's PING/PONG."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import TYPE_CHECKING
 
 from magnetar import __version__
 from magnetar.broker.authentication import AuthenticationFailed, AuthenticationProvider
+from magnetar.broker.request_errors import error_reply
 from magnetar.protocol import Frame, ProtocolError, wire
 from magnetar.protocol.commands import wrap
 from magnetar.protocol.frames import FRAME_OVERHEAD
@@ -17,6 +19,7 @@ if TYPE_CHECKING:
     from magnetar.broker.handlers.cnx import HandlerCnx
 
 log = logging.getLogger(__name__)
+T = wire.BaseCommand.Type
 
 #: Highest protocol version we speak; we answer min(client's, ours).
 PROTOCOL_VERSION = 21
@@ -24,6 +27,13 @@ PROTOCOL_VERSION = 21
 REFRESH_AUTH_DATA = b"refresh"
 #: Pulsar answers a refused CONNECT with request id -1 (as an unsigned 64-bit field).
 AUTH_ERROR_REQUEST_ID = (1 << 64) - 1
+#: How the C++ library under the official Python, C++ and Node.js clients names itself in CONNECT.
+#: It takes any answer to CONNECT but CONNECTED for a lost connection and retries until its operation
+#: times out (``ClientConnection::handleIncomingCommand``), so Pulsar's refusal reaches its user as
+#: ``Timeout``; an AuthenticationError answering one of its requests fails that request at once.
+CPP_CLIENT_VERSION = "Pulsar-CPP-"
+#: A connection refused that way is closed if no request comes within this many seconds.
+REFUSED_REQUEST_WAIT_S = 10.0
 
 
 def negotiated_version(client_version: int) -> int:
@@ -33,7 +43,7 @@ def negotiated_version(client_version: int) -> int:
 
 
 def handle_connect(cnx: HandlerCnx, frame: Frame) -> None:
-    if cnx.connected:
+    if cnx.connected:  # (a refused connection's frames never come here: ``answer_refused``)
         raise ProtocolError("CONNECT received twice")
     cmd: wire.CommandConnect = frame.command.connect
     cnx.protocol_version = negotiated_version(cmd.protocol_version)
@@ -64,7 +74,10 @@ def _authenticate_connect(cnx: HandlerCnx, cmd: wire.CommandConnect) -> bool:
     try:
         role, provider = _authenticate(cnx, method, cmd.auth_data)
     except AuthenticationFailed as exc:
-        authentication_failed(cnx, str(exc))
+        if _is_cpp_client(cmd.client_version):
+            refuse_at_first_request(cnx, str(exc))
+        else:
+            authentication_failed(cnx, str(exc))
         return False
     cnx.auth.role, cnx.auth.method = role, method
     cnx.auth.expires_at = provider.expires_at(cmd.auth_data)
@@ -92,6 +105,48 @@ def authentication_failed(cnx: HandlerCnx, message: str) -> None:
     cnx.close()
     # Frames that came in the same read (a PRODUCER pipelined behind a refused AUTH_RESPONSE)
     # are not handled: this connection is done before the transport reports it lost.
+    cnx.closed = True
+
+
+def _is_cpp_client(client_version: object) -> bool:
+    """``object``: a version that is not UTF-8 comes as bytes (``protocol/text.py``)."""
+    return isinstance(client_version, str) and client_version.startswith(CPP_CLIENT_VERSION)
+
+
+def refuse_at_first_request(cnx: HandlerCnx, message: str) -> None:
+    """Refuse CONNECT's credentials so that the C++ client reports AuthenticationError (see
+    ``CPP_CLIENT_VERSION``): CONNECTED, then its first request answered with AuthenticationError and
+    the connection closed (``answer_refused``). The connection stays unauthenticated throughout:
+    ``connected`` stays False, so no handler ever runs for it."""
+    log.info("%s: authentication refused, told at its first request: %s", cnx.remote, message)
+    cnx.service.authentication_failures[_method_label(cnx)] += 1
+    cnx.auth.refused = message
+    reply = wire.CommandConnected(
+        server_version=f"Magnetar {__version__}", protocol_version=cnx.protocol_version
+    )
+    cnx.send_command(wrap(reply))
+    asyncio.get_running_loop().call_later(REFUSED_REQUEST_WAIT_S, cnx.close)
+
+
+def answer_refused(cnx: HandlerCnx, frame: Frame) -> None:
+    """A command on a connection whose credentials were refused (``refuse_at_first_request``): a
+    request is answered with AuthenticationError in the form its client waits for, anything else
+    with a connection-wide ERROR; then the connection is closed. A PING is answered."""
+    message = cnx.auth.refused or "authentication refused"
+    if frame.command.type == T.PING:
+        cnx.send_command(wrap(wire.CommandPong()))
+        return
+    body = frame.body()
+    if body is not None and "request_id" in body.DESCRIPTOR.fields_by_name:
+        cnx.send_command(
+            wrap(error_reply(frame.command.type, body.request_id, wire.AuthenticationError, message))
+        )
+    else:
+        error = wire.CommandError(
+            request_id=AUTH_ERROR_REQUEST_ID, error=wire.AuthenticationError, message=message
+        )
+        cnx.send_command(wrap(error))
+    cnx.close()
     cnx.closed = True
 
 

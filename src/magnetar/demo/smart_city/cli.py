@@ -63,8 +63,8 @@ def smart_city(ctx: click.Context, log_level: str, **values: Any) -> None:
 
 
 def run(settings: CitySettings) -> int:
-    """Run the job with ``settings``: 0 when it met its checks, 1 when not, 2 when Spark or Java
-    is missing (said on standard error)."""
+    """Run the job with ``settings``: 0 when it met its checks, 1 when not or when it could not start
+    (its broker, its work directory: one line on standard error), 2 when Spark or Java is missing."""
     try:
         import pyspark  # noqa: F401
     except ImportError:
@@ -76,9 +76,23 @@ def run(settings: CitySettings) -> int:
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
         print("magnetar smart-city needs Java 17 for Spark (java on the PATH, or JAVA_HOME)", file=sys.stderr)
         return 2
+    from magnetar.broker_process import BrokerProcessError
     from magnetar.demo.smart_city.run import run_job
 
-    return 0 if run_job(settings).ok else 1
+    try:
+        return 0 if run_job(settings).ok else 1
+    except BrokerProcessError as exc:  # its log is in the work directory (--keep-work-dir)
+        return _failed(exc, f"the embedded broker did not start: {exc.reason}")
+    except OSError as exc:  # the work directory, mostly (--work-dir)
+        where = f": {exc.filename}" if exc.filename else ""
+        return _failed(exc, f"{exc.strerror or exc}{where}")
+
+
+def _failed(exc: BaseException, line: str) -> int:
+    """One line on standard error, as every ``magnetar`` command fails (the traceback at DEBUG)."""
+    logging.getLogger(__name__).debug("the job failed", exc_info=exc)
+    print(f"magnetar smart-city: {line}", file=sys.stderr)
+    return 1
 
 
 def main(argv: list[str] | None = None) -> int:
