@@ -21,7 +21,7 @@ import pytest
 import uvloop
 
 from magnetar.broker import descriptors
-from magnetar.broker.listener import listen
+from magnetar.broker.listener import ListenError, listen
 from magnetar.broker.refusal import Answer
 from magnetar.broker.spare_descriptor import SPARE
 from tests.interop.tls_certs import make_tls_files
@@ -100,7 +100,7 @@ def test_a_connection_accepted_with_no_descriptor_left_is_answered(tmp_path, loo
         client_tls = ssl.create_default_context(cafile=str(files.ca))
 
     async def scenario() -> None:
-        listener = await listen("127.0.0.1", 0, Echo, ANSWER, "the test port", tls=server_tls)
+        listener = await listen("127.0.0.1", 0, Echo, ANSWER, "the test port", "test port", tls=server_tls)
         port = listener.port
         try:
             assert port != 0
@@ -125,3 +125,21 @@ def test_a_connection_accepted_with_no_descriptor_left_is_answered(tmp_path, loo
         loop.run_until_complete(asyncio.wait_for(scenario(), 30))
     finally:
         loop.close()
+
+
+def test_a_port_in_use_is_a_listen_error_naming_the_setting():
+    async def main() -> None:
+        names = ("the test port", "test port (--test-port)")
+        taken = await listen("127.0.0.1", 0, Echo, ANSWER, *names)
+        port = taken.port
+        try:
+            with pytest.raises(ListenError) as refused:
+                await listen("127.0.0.1", port, Echo, ANSWER, *names)
+        finally:
+            taken.close()
+        assert str(refused.value) == (
+            f"cannot listen on 127.0.0.1:{port}, the test port (--test-port): Address already in use"
+            " (another broker or program listens there)"
+        )
+
+    asyncio.run(main())
