@@ -36,6 +36,8 @@ PYTHON = frozenset({"python", "py"})
 RUNNABLE = SHELL | CONSOLE | PYTHON
 
 DIRECTIVE = re.compile(r"<!--\s*doctest:(?P<body>.*?)-->", re.DOTALL)
+#: A directive where one is written: at the start of a line (a mention in backticks is not one).
+DIRECTIVE_LINE = re.compile(r"^[ \t]*<!--\s*doctest:", re.MULTILINE)
 #: Each directive, and what it takes: required keys, then optional ones.
 KNOWN: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "skip": (frozenset({"reason"}), frozenset()),
@@ -146,10 +148,10 @@ def parse(text: str) -> list[Step]:
             pending = []
     if pending:
         raise DirectiveError(f"line {pending[0].line}: not followed by a code block")
-    mentioned = len(DIRECTIVE.findall(text))
+    mentioned = len(DIRECTIVE_LINE.findall(text))
     if mentioned != found:
         raise DirectiveError(
-            f"{mentioned - found} doctest directive(s) not on lines of their own (inside a paragraph?)"
+            f"{mentioned - found} doctest directive(s) not read as HTML blocks (inside a code block?)"
         )
     for step in steps:
         if isinstance(step, Block):

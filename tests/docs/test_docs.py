@@ -22,7 +22,7 @@ RUNNER = Path(__file__).with_name("run_doc.py")
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 PAGE_TIMEOUT_S = 400
 #: Pages that take more than a few seconds: brokers restarted, several brokers, CLI runs of seconds.
-SLOW: frozenset[str] = frozenset()
+SLOW = frozenset({"README.md", "docs/cli.md", "docs/security.md", "docs/testing.md"})
 
 
 @functools.cache
