@@ -22,6 +22,7 @@ import ast
 import contextlib
 import doctest
 import fcntl
+import functools
 import io
 import json
 import os
@@ -174,10 +175,16 @@ def imported_modules(source: str) -> set[str]:
     return modules - set(sys.stdlib_module_names) - {"__future__"}
 
 
+@functools.cache
+def distributions_by_module() -> dict[str, list[str]]:
+    return dict(metadata.packages_distributions())
+
+
 def providers(module: str) -> set[str]:
+    """The distributions that install ``module`` here (canonical names)."""
     if module in OWN_MODULES:
         return {PROJECT}
-    return {canonicalize_name(d) for d in metadata.packages_distributions().get(module, [])}
+    return {canonicalize_name(d) for d in distributions_by_module().get(module, [])}
 
 
 # -- running a page -----------------------------------------------------------------------------------------
@@ -373,18 +380,15 @@ class Page:
 
     def python_block(self, block: Block) -> None:
         missing = {
-            m: sorted(providers(m))
-            for m in sorted(imported_modules(block.text))
-            if not providers(m) & self.installed
+            m: providers(m) for m in sorted(imported_modules(block.text)) if not providers(m) & self.installed
         }
         if missing:
-            said = "the README's install" if self.path.resolve() != README.resolve() else "the README"
+            pages = "the README" if self.path.resolve() == README.resolve() else "the README or this page"
             raise BlockFailed(
-                "imports what no 'pip install' of "
-                + (f"{said} or this page" if said != "the README" else said)
-                + " brings: "
+                f"imports what no 'pip install' line of {pages} brings: "
                 + ", ".join(
-                    f"{m} (from {', '.join(d) or 'nothing installed here'})" for m, d in missing.items()
+                    f"{m} (from {', '.join(sorted(d)) or 'nothing installed here'})"
+                    for m, d in missing.items()
                 )
             )
         try:
