@@ -405,7 +405,8 @@ class Page:
         except BaseException as error:  # the page's code: report whatever it raised
             if isinstance(error, KeyboardInterrupt):
                 raise
-            raise BlockFailed("".join(traceback.format_exception(error)[-6:])) from None
+            trace = "".join(traceback.format_exception(error)[-6:])
+            raise BlockFailed(f"{type(error).__name__}: {error}\n{trace}") from None
         finally:
             self.last_output = captured.getvalue()
 
