@@ -17,6 +17,8 @@ from magnetar.broker.dispatchers.broadcast_lag import (
     threshold_for,
 )
 from magnetar.broker.housekeeping import sweep_broadcast_lag
+from magnetar.storage.entry import EntryData
+from magnetar.storage.errors import EntryNotFoundError
 from magnetar.storage.position import Position
 
 from .entry_harness import message
@@ -102,6 +104,29 @@ def test_the_age_threshold_is_the_last_entry_older_than_the_limit(on_topic):
         # Both limits: the higher threshold decides.
         both = threshold_for(ml, LagLimits(max_messages=2, max_seconds=4), now_s, first)
         assert both is not None and both.position == stored[7]
+
+    on_topic(scenario, broker_entry_metadata_interceptors=[])
+
+
+def test_a_damaged_entry_amid_young_ones_does_not_move_the_age_cut(on_topic):
+    """A damaged entry is not taken for an old one (issue 34): the binary search lands on entry 7
+    here, and had it counted as old the cut would be entry 7, closing consumers within the limit."""
+
+    async def scenario(h, topic) -> None:
+        (_consumer,) = subscribe_many(topic, 1)
+        stored = [await h.publish_nowait(m) for m in numbered(10)]
+        ml = topic.ml
+
+        def read(position: Position) -> EntryData:
+            if position == stored[7]:
+                raise EntryNotFoundError(f"entry {position} is damaged")
+            return ml.read_entry(position).data
+
+        now_s = (BASE_MS + 9_500) / 1000  # entries 0..5 are older than 5.5 s, as above
+        threshold = threshold_for(ml, LagLimits(max_seconds=4), now_s, stored[0], read)
+        assert threshold is not None and threshold.position == stored[5]
+        # The oldest unacknowledged entry damaged and the next readable one young: nobody lags.
+        assert threshold_for(ml, LagLimits(max_seconds=4), now_s, stored[7], read) is None
 
     on_topic(scenario, broker_entry_metadata_interceptors=[])
 

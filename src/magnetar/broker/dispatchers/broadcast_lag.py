@@ -29,11 +29,18 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
 from magnetar.broker.dispatchers.broadcast import BroadcastDispatcher
-from magnetar.broker.entry_search import EntrySpace, entry_time, first_true
-from magnetar.storage.errors import EntryNotFoundError
+from magnetar.broker.entry_search import (
+    EntryReader,
+    EntrySpace,
+    entry_time,
+    first_readable,
+    read_or_none,
+    reader_for,
+)
 from magnetar.storage.position import Position
 
 if TYPE_CHECKING:
+    from magnetar.storage.entry import EntryData
     from magnetar.storage.managed_ledger import ManagedLedger
 
 log = logging.getLogger(__name__)
@@ -91,11 +98,16 @@ def past(cursors: Iterable[tuple[K, Position]], threshold: Position) -> list[K]:
 
 
 def threshold_for(
-    ml: ManagedLedger, limits: LagLimits, now_s: float, oldest_unacked: Position
+    ml: ManagedLedger,
+    limits: LagLimits,
+    now_s: float,
+    oldest_unacked: Position,
+    read: EntryReader | None = None,
 ) -> Threshold | None:
     """This sweep's threshold for a subscription whose oldest unacknowledged entry is
     ``oldest_unacked`` (its cursor's mark-delete position's next): one ledger-list walk, plus
-    O(log n) entry reads for the age limit when that entry is older than it."""
+    O(log n) entry reads (``read``, the ledger's by default) for the age limit when that entry
+    is older than it."""
     if oldest_unacked > ml.last_confirmed:
         return None  # nothing unacknowledged: nobody lags
     space = EntrySpace(ml)
@@ -103,27 +115,29 @@ def threshold_for(
     if limits.max_messages > 0 and (cut := count_cut(space.size, limits.max_messages)) is not None:
         by_count = Threshold(space.position(cut), f"more than {limits.max_messages} messages behind")
     if limits.max_seconds > 0:
-        by_age = _age_threshold(ml, space, limits.max_seconds, now_s, oldest_unacked)
+        by_age = _age_threshold(reader_for(ml, read), space, limits.max_seconds, now_s, oldest_unacked)
     return strictest(by_count, by_age)
 
 
 def _age_threshold(
-    ml: ManagedLedger, space: EntrySpace, max_seconds: float, now_s: float, oldest_unacked: Position
+    read: EntryReader, space: EntrySpace, max_seconds: float, now_s: float, oldest_unacked: Position
 ) -> Threshold | None:
+    """The last entry older than the limit. A damaged (or meanwhile trimmed) entry takes the
+    answer of the next readable one (``first_readable``): taken for old, one amid young entries
+    would move the cut past them and close consumers that are within the limit (issue 34)."""
     cutoff_ms = int((now_s - max_seconds) * 1000)
 
-    def young(ordinal: int) -> bool:
-        try:
-            return entry_time(ml.read_entry(space.position(ordinal)).data) >= cutoff_ms
-        except EntryNotFoundError:
-            return False  # trimmed meanwhile: old
+    def young(data: EntryData) -> bool:
+        return entry_time(data) >= cutoff_ms
 
     start = space.ordinal(oldest_unacked)
     if start is None:
         start = 0  # below the oldest ledger left (trimmed): search them all
-    if young(start):
+    if (data := read_or_none(read, space.position(start))) is not None and young(data):
         return None  # the subscription's oldest unacknowledged message is within the limit
-    found = start + 1 + first_true(space.size - start - 1, lambda i: young(start + 1 + i))
+    found = first_readable(space, read, young)
+    if found <= start:
+        return None  # damaged at the start, and the next readable one is young
     cut = age_cut(found)
     if cut is None:
         return None
