@@ -37,6 +37,7 @@ broker: $(STAMP_BROKER)
 ## Lint (ruff, mypy, import-linter) and run the whole test suite, on two workers (XDIST= runs it in one process).
 XDIST ?= -n 2 --dist loadfile
 test: $(STAMP_DEV)
+	.ci/system-packages
 	$(BIN)/ruff check src tests bench
 	$(BIN)/mypy
 	$(BIN)/lint-imports --no-cache
@@ -45,6 +46,7 @@ test: $(STAMP_DEV)
 ## The inner loop: the suite without the slow and the Spark tests (docs/testing.md), on two workers.
 QUICK := -m "not slow and not spark"
 test-quick: $(STAMP_DEV)
+	.ci/system-packages
 	$(BIN)/python -m pytest -q $(XDIST) $(QUICK) $(PYTEST_ARGS)
 
 ## The suite RUNS times in a row with every core busy (flakes show there): docs/testing.md.
