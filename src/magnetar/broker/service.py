@@ -170,7 +170,9 @@ class BrokerService:
 
     def _open_resources(self, storage: Storage) -> None:
         config = self.config
-        resources = self._resources = BrokerResources.open(storage, config.cluster_name)
+        resources = self._resources = BrokerResources.open(
+            storage, config.cluster_name, config.default_number_of_namespace_bundles
+        )
         auto_creation = AutoTopicCreation(
             allow_auto_topic_creation=config.allow_auto_topic_creation,
             topic_type=config.auto_topic_creation_type,
