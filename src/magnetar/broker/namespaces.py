@@ -8,6 +8,7 @@ ordinary topics named ``<topic>-partition-<n>``. ``public/default`` exists from 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -97,6 +98,9 @@ class NamespaceRegistry:
         self._kv = metadata
         self._cache: dict[str, NamespacePolicies] = {}
         self.default_bundles = default_bundles
+        #: Called with ``namespace/<tenant>/<ns>`` after each change of a namespace's policies:
+        #: other brokers sharing the store hear of it (ownership.OwnershipStore.publish_change).
+        self.changed: Callable[[str], None] = lambda path: None
         if self._kv.get("tenant/public") is None:
             self._kv.put("tenant/public", json.dumps({"adminRoles": [], "allowedClusters": [local_cluster]}))
         if self._kv.get("namespace/public/default") is None:
@@ -155,6 +159,14 @@ class NamespaceRegistry:
             raise NotEmpty(f"Namespace {namespace} still has topics")
         self._kv.delete(f"namespace/{namespace}")
         self._cache.pop(namespace, None)
+        self.changed(f"namespace/{namespace}")
+
+    def forget(self, namespace: str | None = None) -> None:
+        """Drop the cached policies of ``namespace`` (all if None): another broker changed them."""
+        if namespace is None:
+            self._cache.clear()
+        else:
+            self._cache.pop(namespace, None)
 
     def policies(self, namespace: str) -> NamespacePolicies:
         """The namespace's policies; cached, as every change goes through this registry."""
@@ -171,6 +183,7 @@ class NamespaceRegistry:
         self.policies(namespace)
         self._kv.put(f"namespace/{namespace}", json.dumps(policies.to_json()))
         self._cache[namespace] = policies
+        self.changed(f"namespace/{namespace}")
 
     def update_policy(self, namespace: str, **changes: Any) -> NamespacePolicies:
         policies = NamespacePolicies.from_json(self.policies(namespace).to_json())  # a copy
