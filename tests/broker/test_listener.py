@@ -143,3 +143,38 @@ def test_a_port_in_use_is_a_listen_error_naming_the_setting():
         )
 
     asyncio.run(main())
+
+
+def test_listeners_with_reuse_port_share_one_port_and_both_serve():
+    """SO_REUSEPORT, as broker workers use it: a second listener binds the first one's port, the
+    kernel spreads connections over both, and a listener without the option is refused the port."""
+    served: list[str] = []
+
+    def counting(name: str):
+        class Counted(Echo):
+            def connection_made(self, transport: asyncio.BaseTransport) -> None:
+                super().connection_made(transport)
+                served.append(name)
+
+        return Counted
+
+    async def scenario() -> None:
+        first = await listen("127.0.0.1", 0, counting("first"), ANSWER, "one", "port one", reuse_port=True)
+        second = await listen(
+            "127.0.0.1", first.port, counting("second"), ANSWER, "two", "port two", reuse_port=True
+        )
+        try:
+            with pytest.raises(ListenError, match="Address already in use"):
+                await listen("127.0.0.1", first.port, Echo, ANSWER, "three", "port three")
+            for i in range(64):
+                assert await exchange(client_socket(), first.port, b"%d\n" % i, None) == b"%d\n" % i
+            assert set(served) == {"first", "second"} and len(served) == 64
+        finally:
+            first.close()
+            second.close()
+
+    loop = asyncio.new_event_loop()
+    try:
+        loop.run_until_complete(asyncio.wait_for(scenario(), 30))
+    finally:
+        loop.close()

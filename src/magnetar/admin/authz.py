@@ -37,6 +37,7 @@ OPEN = "open"
 #: What a topic path's tail (after ``{topic}``) needs, by method ("*": any method).
 _TOPIC_TAILS: dict[tuple[str, str], str] = {
     ("GET", "partitions"): LOOKUP,
+    ("GET", "bundle"): LOOKUP,
     ("GET", "stats"): LOOKUP,
     ("GET", "partitioned-stats"): LOOKUP,
     ("GET", "internalStats"): LOOKUP,
@@ -56,6 +57,8 @@ def requirement(method: str, canonical: str) -> tuple[str, str | None]:
     parts = canonical.strip("/").split("/")
     if parts[0] == "metrics":
         return OPEN, None  # authenticated is enough, as Pulsar's metrics servlet
+    if parts[:3] == ["lookup", "v2", "topic"] and len(parts) == 7:
+        return LOOKUP, parts[3]  # Pulsar's TopicLookup: the lookup permission
     if parts[:2] != ["admin", "v2"] or len(parts) < 3:
         return SUPERUSER, None
     area, rest = parts[2], parts[3:]

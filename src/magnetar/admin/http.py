@@ -9,6 +9,7 @@ from aiohttp import web
 from magnetar.admin import (
     auth,
     authz,
+    bundles_api,
     clusters_api,
     consumers_api,
     http_refusal,
@@ -59,6 +60,7 @@ def build_app(service: BrokerService, web_urls: clusters_api.WebUrls | None = No
     index_api.add_routes(app, service)
     schemas_api.add_routes(app, service)
     clusters_api.add_routes(app, service, web_urls or (lambda: (None, None)))
+    bundles_api.add_routes(app, service, web_urls or (lambda: (None, None)))
     replication_api.add_routes(app, service)
     registry: list[CollectorRegistry] = []  # built at the first scrape (metrics.py)
 

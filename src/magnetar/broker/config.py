@@ -172,6 +172,11 @@ class BrokerConfig:
     #: (a namespace's max_topics_per_namespace overrides it); one more is refused (NotAllowedError).
     max_topics_per_namespace: NonNegativeInt = 0
 
+    # Namespace bundles (broker/bundles.py, docs/namespaces.md).
+    #: Pulsar's defaultNumberOfNamespaceBundles: the bundles a namespace created without a
+    #: ``bundles`` policy is cut into (and ``public/default``'s).
+    default_number_of_namespace_bundles: PositiveInt = 4
+
     # Durability (see docs/storage.md; types and defaults are StorageConfig's).
     fsync_policy: FsyncPolicy = _STORAGE_DEFAULTS.fsync_policy
     fsync_interval_ms: NonNegativeFloat = _STORAGE_DEFAULTS.fsync_interval_ms

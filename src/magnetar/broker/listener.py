@@ -39,9 +39,11 @@ REFUSAL_TLS_SHUTDOWN_S = 1.0
 ProtocolFactory = Callable[[], asyncio.BaseProtocol]
 
 
-async def bind(host: str, port: int, backlog: int) -> list[socket.socket]:
+async def bind(host: str, port: int, backlog: int, reuse_port: bool = False) -> list[socket.socket]:
     """Non-blocking listening sockets on the addresses ``host`` names (all of them for ``""``), as
-    ``loop.create_server`` binds them; with port 0 the first picks a free port and the others take it."""
+    ``loop.create_server`` binds them; with port 0 the first picks a free port and the others take it.
+    ``reuse_port``: SO_REUSEPORT, so that processes (broker workers) listen on one port together
+    and the kernel spreads the connections over them."""
     loop = asyncio.get_running_loop()
     infos = await loop.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     sockets: list[socket.socket] = []
@@ -53,6 +55,8 @@ async def bind(host: str, port: int, backlog: int) -> list[socket.socket]:
                 continue
             sockets.append(sock)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if reuse_port:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
             if family == socket.AF_INET6:
                 sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
             if port == 0 and len(sockets) > 1:
@@ -84,12 +88,14 @@ async def listen(
     tls: ssl.SSLContext | None = None,
     handshake_timeout: float | None = None,
     backlog: int = 4096,
+    reuse_port: bool = False,
 ) -> Listener:
     """Serve connections to ``host``:``port`` with ``serve``; ``refusal`` is what one gets when no
     descriptor is left. ``name`` says which port in the log (``the Pulsar port``); a port that
-    cannot be bound is a ``ListenError`` naming ``setting`` (``binary protocol port (--port)``)."""
+    cannot be bound is a ``ListenError`` naming ``setting`` (``binary protocol port (--port)``);
+    ``reuse_port`` as ``bind``'s."""
     try:
-        sockets = await bind(host, port, backlog)
+        sockets = await bind(host, port, backlog, reuse_port)
     except OSError as exc:
         raise cannot_listen(exc, host, port, setting) from exc
     return Listener(sockets, serve, refusal, name, tls, handshake_timeout)

@@ -8,10 +8,12 @@ ordinary topics named ``<topic>-partition-<n>``. ``public/default`` exists from 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from magnetar.broker.authorization import AuthPolicies
+from magnetar.broker.bundles import DEFAULT_NUMBER_OF_BUNDLES, NamespaceBundles
 from magnetar.broker.errors import BrokerError, TopicNotFound
 from magnetar.protocol import wire
 
@@ -73,6 +75,9 @@ class NamespacePolicies:
     auth_policies: dict[str, Any] | None = None
     #: Clusters the namespace replicates to (Pulsar's name); None: the local cluster only.
     replication_clusters: list[str] | None = None
+    #: The namespace's bundles, Pulsar's BundlesData JSON (``boundaries``, ``numBundles``); set
+    #: when the namespace is made, changed by a split (bundles.py).
+    bundles: dict[str, Any] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
@@ -87,13 +92,19 @@ class NamespacePolicies:
 class NamespaceRegistry:
     """Durable tenants, namespaces, policies and partition counts (in the storage's key/value store)."""
 
-    def __init__(self, metadata, local_cluster: str = "standalone") -> None:
+    def __init__(
+        self, metadata, local_cluster: str = "standalone", default_bundles: int = DEFAULT_NUMBER_OF_BUNDLES
+    ) -> None:
         self._kv = metadata
         self._cache: dict[str, NamespacePolicies] = {}
+        self.default_bundles = default_bundles
+        #: Called with ``namespace/<tenant>/<ns>`` after each change of a namespace's policies:
+        #: other brokers sharing the store hear of it (ownership.OwnershipStore.publish_change).
+        self.changed: Callable[[str], None] = lambda path: None
         if self._kv.get("tenant/public") is None:
             self._kv.put("tenant/public", json.dumps({"adminRoles": [], "allowedClusters": [local_cluster]}))
         if self._kv.get("namespace/public/default") is None:
-            self._kv.put("namespace/public/default", json.dumps(NamespacePolicies().to_json()))
+            self.create_namespace("public/default")
 
     # -- tenants ----------------------------------------------------------------------------
     def tenants(self) -> list[str]:
@@ -132,7 +143,15 @@ class NamespaceRegistry:
         self.tenant(tenant)
         if self.exists(namespace):
             raise AlreadyExists(f"Namespace {namespace} already exists")
-        self._kv.put(f"namespace/{namespace}", json.dumps((policies or NamespacePolicies()).to_json()))
+        policies = policies or NamespacePolicies()
+        # As Pulsar: the bundles are fixed when the namespace is made (the broker's default count
+        # unless the request names them), so a later change of the default moves no topic.
+        if policies.bundles is None:
+            bundles = NamespaceBundles.even(namespace, self.default_bundles)
+        else:  # InvalidBundle (a ValueError: 400 on the admin API) if they do not add up
+            bundles = NamespaceBundles.from_json(namespace, policies.bundles)
+        policies.bundles = bundles.to_json()
+        self._kv.put(f"namespace/{namespace}", json.dumps(policies.to_json()))
 
     def delete_namespace(self, namespace: str, topics: list[str]) -> None:
         self.policies(namespace)
@@ -140,6 +159,14 @@ class NamespaceRegistry:
             raise NotEmpty(f"Namespace {namespace} still has topics")
         self._kv.delete(f"namespace/{namespace}")
         self._cache.pop(namespace, None)
+        self.changed(f"namespace/{namespace}")
+
+    def forget(self, namespace: str | None = None) -> None:
+        """Drop the cached policies of ``namespace`` (all if None): another broker changed them."""
+        if namespace is None:
+            self._cache.clear()
+        else:
+            self._cache.pop(namespace, None)
 
     def policies(self, namespace: str) -> NamespacePolicies:
         """The namespace's policies; cached, as every change goes through this registry."""
@@ -156,6 +183,7 @@ class NamespaceRegistry:
         self.policies(namespace)
         self._kv.put(f"namespace/{namespace}", json.dumps(policies.to_json()))
         self._cache[namespace] = policies
+        self.changed(f"namespace/{namespace}")
 
     def update_policy(self, namespace: str, **changes: Any) -> NamespacePolicies:
         policies = NamespacePolicies.from_json(self.policies(namespace).to_json())  # a copy
@@ -163,6 +191,16 @@ class NamespaceRegistry:
             setattr(policies, key, value)
         self.set_policies(namespace, policies)
         return policies
+
+    def bundles(self, namespace: str) -> NamespaceBundles:
+        """The namespace's bundles (the broker's default count for one stored without any)."""
+        data = self.policies(namespace).bundles
+        if data is None:
+            return NamespaceBundles.even(namespace, self.default_bundles)
+        return NamespaceBundles.from_json(namespace, data)
+
+    def set_bundles(self, namespace: str, bundles: NamespaceBundles) -> None:
+        self.update_policy(namespace, bundles=bundles.to_json())
 
     def replication_users(self, cluster: str) -> list[str]:
         """The namespaces whose replication clusters name ``cluster``."""

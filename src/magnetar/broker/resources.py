@@ -29,10 +29,11 @@ class BrokerResources:
     schemas: SchemaRegistry
 
     @classmethod
-    def open(cls, storage: Storage, cluster_name: str) -> BrokerResources:
-        """The registries over ``storage``'s metadata store (``public/default`` made if new)."""
+    def open(cls, storage: Storage, cluster_name: str, default_bundles: int) -> BrokerResources:
+        """The registries over ``storage``'s metadata store (``public/default`` made if new, cut
+        into ``default_bundles``)."""
         metadata = storage.metadata
-        namespaces = NamespaceRegistry(metadata, cluster_name)
+        namespaces = NamespaceRegistry(metadata, cluster_name, default_bundles)
         return cls(
             storage=storage,
             namespaces=namespaces,

@@ -33,8 +33,10 @@ from magnetar.broker.frame_budget import FrameBudget, FrameReceiver
 from magnetar.broker.keepalive import KeepaliveWheel
 from magnetar.broker.limits import Limits
 from magnetar.broker.listener import Listener, listen
+from magnetar.broker.namespace_service import NamespaceService
 from magnetar.broker.namespaces import AutoTopicCreation, NamespaceRegistry
 from magnetar.broker.nonpersistent import NonPersistentTopic
+from magnetar.broker.ownership import BrokerInfo, LocalOwnership, OwnershipStore
 from magnetar.broker.refusal import PULSAR_OUT_OF_DESCRIPTORS
 from magnetar.broker.replication import TopicReplication, effective_clusters
 from magnetar.broker.resources import BrokerNotStarted, BrokerResources
@@ -49,13 +51,22 @@ from magnetar.protocol.topic_name import TopicName
 from magnetar.storage.store import Storage
 
 log = logging.getLogger(__name__)
+#: How often a broker sharing bundles renews its session (a third of the store's lease) and
+#: looks for policies changed by the others (what "at once" means across workers).
+OWNERSHIP_RENEW_SECONDS = 3.0
+POLICY_POLL_SECONDS = 0.1
 
 
 class BrokerService:
     """The broker; made from what start-up checked and built (``startup.BrokerSetup``)."""
 
-    def __init__(self, setup: BrokerSetup) -> None:
+    def __init__(self, setup: BrokerSetup, ownership: OwnershipStore | None = None) -> None:
+        """``ownership``: the store of bundle owners shared with other brokers (workers); alone
+        (None), this broker owns every bundle."""
         config = self.config = setup.config
+        self._ownership: OwnershipStore = ownership or LocalOwnership()
+        self._ownership_shared = ownership is not None
+        self._namespace_service: NamespaceService | None = None
         self.broker_name = f"magnetar-{secrets.token_hex(3)}"
         self.topics: Topics = {}
         #: The connections served now, added and removed by each (``served_cnx.py``).
@@ -155,6 +166,39 @@ class BrokerService:
         return self.resources.schemas
 
     @property
+    def namespace_service(self) -> NamespaceService:
+        """Bundles and their owners (namespace_service.py)."""
+        if self._namespace_service is None:
+            raise BrokerNotStarted("the broker is not started")
+        return self._namespace_service
+
+    def join(self, web_url: str | None = None, web_url_tls: str | None = None) -> None:
+        """Join the brokers that own bundles, named by this broker's own URLs (once every port is
+        bound: the HTTP ports are the admin server's, bound after the broker's)."""
+        port = self.port if self.port is not None else self.tls_port
+        me = BrokerInfo(
+            f"{self.config.host}:{port}", self.service_url, self.service_url_tls, web_url, web_url_tls
+        )
+        self.namespace_service.register(me)
+
+    @property
+    def shares_bundles(self) -> bool:
+        """Whether other brokers (workers) own bundles too: a store of owners is shared."""
+        return self._ownership_shared
+
+    def owner_of(self, topic: TopicName) -> BrokerInfo | None:
+        """The broker (worker) that serves ``topic``; None: this one, alone (no bundle owners
+        are kept, and a LOOKUP is answered as before there were workers)."""
+        if not self._ownership_shared:
+            return None
+        return self.namespace_service.lookup(topic)
+
+    def check_served_here(self, topic: TopicName) -> None:
+        """ServiceNotReady (Pulsar's words) unless this broker owns ``topic``'s bundle."""
+        if self._ownership_shared:
+            self.namespace_service.check_served_here(topic)
+
+    @property
     def catalog(self) -> TopicCatalog:
         """Which topics there are, may one be created, partitioned topics (topic_catalog.py)."""
         if self._catalog is None:
@@ -170,7 +214,13 @@ class BrokerService:
 
     def _open_resources(self, storage: Storage) -> None:
         config = self.config
-        resources = self._resources = BrokerResources.open(storage, config.cluster_name)
+        resources = self._resources = BrokerResources.open(
+            storage, config.cluster_name, config.default_number_of_namespace_bundles
+        )
+        resources.namespaces.changed = self._ownership.publish_change
+        self._namespace_service = NamespaceService(
+            resources.namespaces, self._ownership, lambda bundle: self.catalog.unload_bundle(bundle)
+        )
         auto_creation = AutoTopicCreation(
             allow_auto_topic_creation=config.allow_auto_topic_creation,
             topic_type=config.auto_topic_creation_type,
@@ -255,6 +305,7 @@ class BrokerService:
                 handshake_timeout=tls.HANDSHAKE_TIMEOUT_S,
             )
             self.tls_port = self._tls_server.port
+        self.join()  # named without HTTP URLs until the admin server says them (Standalone)
         self._tasks = [
             asyncio.create_task(housekeeping.every(seconds, action)) for seconds, action in self._background()
         ]
@@ -283,7 +334,22 @@ class BrokerService:
             work.append((config.authentication_refresh_check_seconds, self.check_credentials))
         if self.keepalive.enabled:
             work.append((self.keepalive.turn_seconds, self.turn_keepalive))
+        if self._ownership_shared:  # other workers own bundles and change policies too
+            service = self.namespace_service
+            work.append((OWNERSHIP_RENEW_SECONDS, service.keep_alive))
+            work.append((POLICY_POLL_SECONDS, partial(service.poll_changes, self.policies_changed)))
         return work
+
+    def policies_changed(self, namespace: str) -> None:
+        """Another broker changed ``namespace``'s policies (``"*"``: maybe any namespace's): what
+        a change made here does (admin/namespaces_api.py) is done here too."""
+        if namespace == "*":
+            for tenant in self.namespaces.tenants():
+                for name in self.namespaces.namespaces(tenant):
+                    self.policies_changed(name)
+            return
+        self.apply_policies(namespace)
+        self.recheck_permissions(namespace)
 
     def turn_keepalive(self) -> None:
         """One turn of the keepalive wheel (a slot of the connections)."""
@@ -310,6 +376,8 @@ class BrokerService:
         for task in self._tasks:
             task.cancel()
         self.stop_serving()
+        if self._namespace_service is not None and self._namespace_service.me is not None:
+            self._namespace_service.unregister()
         if self._loader is not None:  # opens under way finish before storage closes
             self._loader.executor.shutdown(wait=True)
         # Let receipts already on their way out reach the clients.

@@ -8,14 +8,16 @@ import dataclasses
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from magnetar.broker.bundles import NamespaceBundle, topic_hash
 from magnetar.broker.errors import NotAllowed, TopicNotFound
 from magnetar.broker.namespaces import AlreadyExists, AutoTopicCreation, NotEmpty
 from magnetar.protocol.topic_name import TopicName, partition_name
 
 if TYPE_CHECKING:
     from magnetar.broker.limits import Limits
-    from magnetar.broker.nonpersistent import NonPersistentTopic
+    from magnetar.broker.nonpersistent import NonPersistentSubscription, NonPersistentTopic
     from magnetar.broker.resources import BrokerResources
+    from magnetar.broker.subscription import PersistentSubscription
     from magnetar.broker.topic import PersistentTopic
 
 #: The topics loaded, by name (the broker's ``topics``).
@@ -169,6 +171,31 @@ class TopicCatalog:
         self._storage.delete_managed_ledger(key)
         if name.partitioned_base() is None:
             self._forget_replication(name)
+
+    def unload_bundle(self, bundle: NamespaceBundle) -> int:
+        """Close the loaded topics of ``bundle`` (Pulsar's bundle unload): their producers get
+        CLOSE_PRODUCER and their consumers CLOSE_CONSUMER, so the clients look the topics up
+        again and reconnect to the new owner; then the topics close (cursors flushed, files
+        synced). What a producer had no receipt for it sends again. The topics closed."""
+        doomed = [
+            topic
+            for key, topic in self._topics.items()
+            if topic.name.namespace_name == bundle.namespace and bundle.includes(topic_hash(key))
+        ]
+        for topic in doomed:
+            for producer in list(topic.producers.values()):
+                producer.close_by_broker()
+            subscriptions: list[PersistentSubscription | NonPersistentSubscription] = list(
+                topic.subscriptions.values()
+            )
+            for subscription in subscriptions:
+                for consumer in list(subscription.consumers):
+                    consumer.disconnect()
+            topic.close()
+            del self._topics[str(topic.name)]
+        if doomed:
+            self._topics_changed()  # their replicators stop
+        return len(doomed)
 
     def _forget_replication(self, name: TopicName) -> None:
         """A deleted topic's replication-clusters override goes with it (Pulsar's topic policies do)."""

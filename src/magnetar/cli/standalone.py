@@ -49,6 +49,7 @@ class Standalone:
         await server.start(self.broker)
         try:
             await self.admin.start()
+            self.broker.join(*self.admin.web_urls())
             await self.replication.start()
         except BaseException:
             await self.stop()

@@ -29,6 +29,14 @@ def topic_name(name: str) -> TopicName:
         raise InvalidTopicNameError(str(exc)) from None
 
 
+def check_served(cnx: HandlerCnx, name: str) -> None:
+    """Raise ServiceUnitNotReady (ServiceNotReady, "... not served by this instance ... Please
+    redo the lookup") unless this broker owns the bundle of the topic named: the client then
+    looks the topic up again and goes to its owner, as with Pulsar's brokers."""
+    if cnx.service.shares_bundles:  # alone, it serves them all (and a bad name is the handler's)
+        cnx.service.check_served_here(topic_name(name))
+
+
 def authorize(cnx: HandlerCnx, topic: TopicName, operation: str, label: str, what: str) -> None:
     """Raise AuthorizationError (Pulsar's "Client is not authorized to ...") unless the
     connection's role may do ``operation`` on ``topic``; nothing is checked while authorization is off."""

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from magnetar.broker import authorization
 from magnetar.broker.consumer import Consumer
 from magnetar.broker.errors import REQUEST_ERRORS, BrokerError, NotAllowed, as_broker_error
-from magnetar.broker.handlers.access import authorize_name, opened_first, topic_name
+from magnetar.broker.handlers.access import authorize_name, check_served, opened_first, topic_name
 from magnetar.broker.names import check_name
 from magnetar.broker.subscription import PersistentSubscription
 from magnetar.broker.topic import PersistentTopic
@@ -32,6 +32,7 @@ def handle_subscribe(cnx: HandlerCnx, frame: Frame) -> None:
         check_name(cmd.subscription, "subscription name")
         check_name(cmd.consumer_name, "consumer name")
         authorize_name(cnx, cmd.topic, authorization.CONSUME, "subscribe", "subscribe")
+        check_served(cnx, cmd.topic)
         _check_consumer_limits(cnx, cmd.topic, cmd.subscription)  # a refused one creates nothing
     except BrokerError as exc:
         cnx.send_error(cmd.request_id, exc)

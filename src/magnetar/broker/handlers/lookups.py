@@ -10,6 +10,7 @@ from magnetar.broker.errors import BrokerError
 from magnetar.broker.handlers.access import (
     authorize,
     authorize_name,
+    check_served,
     opened_first,
     refuse_unauthorized,
     topic_name,
@@ -44,9 +45,13 @@ def handle_lookup(cnx: HandlerCnx, frame: Frame) -> None:
         topic = topic_name(cmd.topic)
         authorize(cnx, topic, authorization.LOOKUP, "lookup", "Lookup")
         reply.response = wire.CommandLookupTopicResponse.Connect
-        if (url := cnx.service.service_url) is not None:  # None: TLS only
+        # The owner of the topic's bundle (workers.md); this broker when it is alone.
+        owner = cnx.service.owner_of(topic)
+        url = cnx.service.service_url if owner is None else owner.service_url
+        tls_url = cnx.service.service_url_tls if owner is None else owner.service_url_tls
+        if url is not None:  # None: TLS only
             reply.broker_service_url = url
-        if (tls_url := cnx.service.service_url_tls) is not None:
+        if tls_url is not None:
             # Clients on pulsar+ssl:// connect here (the official ones take this field then).
             reply.broker_service_url_tls = tls_url
         reply.authoritative = True
@@ -89,6 +94,7 @@ def handle_get_or_create_schema(cnx: HandlerCnx, frame: Frame) -> None:
         # Pulsar's broker checks nothing here, but adds schemas to existing topics only; ours
         # creates the topic, so only a role that may produce there may ask.
         authorize_name(cnx, cmd.topic, authorization.PRODUCE, "produce", "Produce")
+        check_served(cnx, cmd.topic)
     except BrokerError as exc:
         reply.error_code = wire.ServerError.ValueType(exc.code)
         reply.error_message = str(exc)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from magnetar.broker import authorization
 from magnetar.broker.errors import REQUEST_ERRORS, BrokerError, as_broker_error
-from magnetar.broker.handlers.access import authorize_name, opened_first, topic_name
+from magnetar.broker.handlers.access import authorize_name, check_served, opened_first, topic_name
 from magnetar.broker.names import check_name
 from magnetar.broker.producer import Producer
 from magnetar.protocol import Frame, wire
@@ -25,6 +25,7 @@ def handle_producer(cnx: HandlerCnx, frame: Frame) -> None:
     try:
         check_name(cmd.producer_name, "producer name")  # before anything is opened for it
         authorize_name(cnx, cmd.topic, authorization.PRODUCE, "produce", "Produce")
+        check_served(cnx, cmd.topic)
     except BrokerError as exc:
         cnx.send_error(cmd.request_id, exc)
         return

@@ -78,10 +78,13 @@ def list_namespaces(admin: AdminClient, tenant: str, as_json: bool) -> None:
 
 @namespaces.command("create")
 @_NAMESPACE
+@click.option(
+    "-b", "--bundles", type=click.IntRange(min=1), help="Bundles to cut it into (the broker's default: 4)."
+)
 @pass_admin
-def create_namespace(admin: AdminClient, namespace: str) -> None:
+def create_namespace(admin: AdminClient, namespace: str, bundles: int | None) -> None:
     """Create a namespace (exit 4 if it exists)."""
-    admin.namespaces.create(namespace)
+    admin.namespaces.create(namespace, bundles)
     done(f"Created namespace {namespace}")
 
 

@@ -35,6 +35,7 @@ from magnetar.client.admin.errors import (
     NotFoundError,
     refusal,
 )
+from magnetar.client.admin.lookups import Lookups
 from magnetar.client.admin.namespaces import Namespaces
 from magnetar.client.admin.paths import (
     index_topic_path,
@@ -241,6 +242,11 @@ class AdminClient:
         if params:
             path = f"{path}?{urllib.parse.urlencode(params)}"
         return self._send(method, path)
+
+    @property
+    def lookups(self) -> Lookups:
+        """Which broker serves a topic, and its bundle (the Java client's ``admin.lookups()``)."""
+        return Lookups(self)
 
     @property
     def topics(self) -> Topics:

@@ -45,9 +45,28 @@ class Namespaces:
         """``tenant/namespace`` names of the tenant's namespaces."""
         return list(self._admin.request("GET", f"/admin/v2/namespaces/{quote(tenant)}") or [])
 
-    def create(self, namespace: str) -> None:
-        """Create ``tenant/namespace`` (``ConflictError`` if it exists)."""
-        self._call("PUT", namespace)
+    def create(self, namespace: str, bundles: int | None = None) -> None:
+        """Create ``tenant/namespace`` (``ConflictError`` if it exists), cut into ``bundles``
+        (the broker's default_number_of_namespace_bundles when None)."""
+        self._call("PUT", namespace, body=None if bundles is None else {"bundles": {"numBundles": bundles}})
+
+    # -- bundles ----------------------------------------------------------------------------------
+    def get_bundles(self, namespace: str) -> dict[str, Any]:
+        """Pulsar's BundlesData: ``{"boundaries": ["0x00000000", ...], "numBundles": N}``."""
+        return dict(self._call("GET", namespace, "/bundles") or {})
+
+    def unload(self, namespace: str) -> None:
+        """Unload every bundle of the namespace (their clients reconnect to the new owners)."""
+        self._call("PUT", namespace, "/unload")
+
+    def unload_namespace_bundle(self, namespace: str, bundle: str) -> None:
+        """Unload one bundle (``0x00000000_0x40000000``): its topics close, clients reconnect."""
+        self._call("PUT", namespace, f"/{quote(bundle)}/unload")
+
+    def split_namespace_bundle(self, namespace: str, bundle: str, unload_split_bundles: bool = False) -> None:
+        """Split one bundle in two halves (range_equally_divide)."""
+        params = {"unload": str(unload_split_bundles).lower()}
+        self._call("PUT", namespace, f"/{quote(bundle)}/split", **params)
 
     def delete(self, namespace: str) -> None:
         """Delete an empty namespace (``ConflictError`` while it has topics)."""

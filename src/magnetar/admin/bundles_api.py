@@ -1,0 +1,98 @@
+"""Pulsar's paths for namespace bundles and lookups: a namespace's bundles, unloading and splitting
+one, the bundle of a topic, and the HTTP lookup of a topic's owner (``LookupData``)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from aiohttp import web
+
+from magnetar.admin.errors import no_content, topic_of, translate_errors
+from magnetar.broker.bundles import RANGE_EQUALLY_DIVIDE
+from magnetar.broker.ownership import BrokerInfo
+
+if TYPE_CHECKING:
+    from magnetar.broker.service import BrokerService
+
+BASE = "/admin/v2/namespaces/{tenant}/{namespace}"
+#: A bundle as paths name it, ``0x00000000_0x40000000`` (so no policy path is taken for one).
+BUNDLE = "{bundle:0[xX][0-9a-fA-F]+_0[xX][0-9a-fA-F]+}"
+
+
+def add_routes(app: web.Application, service: BrokerService, web_urls) -> None:
+    """``web_urls()``: this broker's own (http, https) URLs, which a lookup answers name."""
+
+    def namespace_of(request: web.Request) -> str:
+        name = f"{request.match_info['tenant']}/{request.match_info['namespace']}"
+        service.namespaces.policies(name)  # 404 if there is no such namespace
+        return name
+
+    @translate_errors
+    async def get_bundles(request):
+        return web.json_response(service.namespace_service.bundles(namespace_of(request)).to_json())
+
+    @translate_errors
+    async def unload_bundle(request):
+        namespace = namespace_of(request)
+        bundle = service.namespace_service.bundle(namespace, request.match_info["bundle"])
+        service.namespace_service.unload(bundle)
+        return no_content()
+
+    @translate_errors
+    async def unload_namespace(request):
+        namespace = namespace_of(request)
+        for bundle in service.namespace_service.bundles(namespace).bundles:
+            service.namespace_service.unload(bundle)
+        return no_content()
+
+    @translate_errors
+    async def split_bundle(request):
+        namespace = namespace_of(request)
+        algorithm = request.query.get("splitAlgorithmName") or RANGE_EQUALLY_DIVIDE
+        if algorithm != RANGE_EQUALLY_DIVIDE:
+            raise ValueError(f"Unsupported split algorithm {algorithm}: only {RANGE_EQUALLY_DIVIDE}")
+        ns_service = service.namespace_service
+        halves = ns_service.split(ns_service.bundle(namespace, request.match_info["bundle"]))
+        if request.query.get("unload", "false").lower() == "true":
+            for half in halves:
+                ns_service.unload(half)
+        return no_content()
+
+    app.router.add_get(f"{BASE}/bundles", get_bundles)
+    app.router.add_put(f"{BASE}/unload", unload_namespace)
+    app.router.add_put(f"{BASE}/{BUNDLE}/unload", unload_bundle)
+    app.router.add_put(f"{BASE}/{BUNDLE}/split", split_bundle)
+    for domain in ("persistent", "non-persistent"):
+        _topic_routes(app, service, web_urls, domain)
+
+
+def lookup_data(owner: BrokerInfo) -> dict[str, str | None]:
+    """Pulsar's LookupData: the owner's URLs (``nativeUrl`` is ``brokerUrl``, as Pulsar fills it)."""
+    return {
+        "brokerUrl": owner.service_url,
+        "brokerUrlTls": owner.service_url_tls,
+        "httpUrl": owner.web_url,
+        "httpUrlTls": owner.web_url_tls,
+        "nativeUrl": owner.service_url,
+    }
+
+
+def _topic_routes(app: web.Application, service: BrokerService, web_urls, domain: str) -> None:
+    @translate_errors
+    async def bundle_range(request):
+        topic = topic_of(request, domain)
+        bundle = service.namespace_service.bundle_of(topic)
+        return web.Response(text=bundle.range, content_type="text/plain")
+
+    @translate_errors
+    async def lookup(request):
+        topic = topic_of(request, domain)
+        owner = service.owner_of(topic)
+        if owner is None:  # this broker, alone
+            service.namespace_service.bundle_of(topic)  # 404 if there is no such namespace
+            http, https = web_urls()
+            owner = BrokerInfo("", service.service_url, service.service_url_tls, http, https)
+        return web.json_response(lookup_data(owner))
+
+    app.router.add_get(f"/admin/v2/{domain}/{{tenant}}/{{namespace}}/{{topic}}/bundle", bundle_range)
+    app.router.add_get(f"/lookup/v2/topic/{domain}/{{tenant}}/{{namespace}}/{{topic}}", lookup)

@@ -1,0 +1,145 @@
+"""Bundle ownership shared by processes: two stores on one file stand for two workers."""
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from magnetar.broker.ownership import BrokerInfo, LocalOwnership
+from magnetar.broker.ownership_sqlite import SqliteOwnership
+
+BUNDLE = "public/default/0x00000000_0x40000000"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def broker(n: int) -> BrokerInfo:
+    return BrokerInfo(f"worker-{n}", f"pulsar://127.0.0.1:{7000 + n}", None, f"http://127.0.0.1:{8000 + n}")
+
+
+@pytest.fixture
+def clock():
+    return Clock()
+
+
+@pytest.fixture
+def stores(tmp_path, clock):
+    opened = [SqliteOwnership(tmp_path / "ownership.sqlite", lease_seconds=10, clock=clock) for _ in range(2)]
+    yield opened
+    for store in opened:
+        store.close()
+
+
+def test_the_first_assignment_wins_and_every_worker_sees_it(stores):
+    one, two = stores
+    one.register(broker(0))
+    two.register(broker(1))
+    assert one.assign(BUNDLE, "worker-0") == broker(0)
+    assert two.assign(BUNDLE, "worker-1") == broker(0)
+    assert two.owner(BUNDLE) == broker(0)
+    assert one.owned("worker-0") == [BUNDLE]
+    assert two.bundle_counts() == {"worker-0": 1, "worker-1": 0}
+
+
+def test_an_expired_lease_owns_nothing_and_its_bundles_go_to_the_next(stores, clock):
+    one, two = stores
+    one.register(broker(0))
+    two.register(broker(1))
+    one.assign(BUNDLE, "worker-0")
+    clock.now += 5
+    assert two.renew("worker-1")
+    clock.now += 6  # worker-0 renewed 11 s ago: gone
+    assert two.owner(BUNDLE) is None
+    assert [b.broker_id for b in two.brokers()] == ["worker-1"]
+    assert two.assign(BUNDLE, "worker-1") == broker(1)
+    assert not one.renew("worker-0")
+
+
+def test_unregister_frees_the_bundles_at_once(stores):
+    one, two = stores
+    one.register(broker(0))
+    two.register(broker(1))
+    one.assign(BUNDLE, "worker-0")
+    two.unregister("worker-0")  # the supervisor saw worker-0 die
+    assert one.owner(BUNDLE) is None
+    assert two.assign(BUNDLE, "worker-1") == broker(1)
+
+
+def test_a_bundle_is_not_given_to_a_broker_without_a_session(stores):
+    with pytest.raises(LookupError):
+        stores[0].assign(BUNDLE, "worker-9")
+
+
+def test_release_is_only_by_the_owner(stores):
+    one, two = stores
+    one.register(broker(0))
+    two.register(broker(1))
+    one.assign(BUNDLE, "worker-0")
+    assert not two.release(BUNDLE, "worker-1")
+    assert one.release(BUNDLE, "worker-0")
+    assert two.owner(BUNDLE) is None
+
+
+def test_release_all_of_a_namespace(stores):
+    one, _ = stores
+    one.register(broker(0))
+    one.assign("t/a/0x00000000_0xffffffff", "worker-0")
+    one.assign("t/ab/0x00000000_0xffffffff", "worker-0")
+    one.release_all("t/a/")
+    assert one.owned("worker-0") == ["t/ab/0x00000000_0xffffffff"]
+
+
+def test_a_change_published_by_one_reaches_the_other(stores):
+    one, two = stores
+    start, _ = two.changes_since(0)
+    one.publish_change("namespace/public/default")
+    version, paths = two.changes_since(start)
+    assert paths == ["namespace/public/default"]
+    assert two.changes_since(version) == (version, [])
+
+
+def test_register_again_keeps_the_bundles_and_takes_the_new_urls(stores):
+    one, two = stores
+    one.register(broker(0))
+    one.assign(BUNDLE, "worker-0")
+    moved = BrokerInfo("worker-0", "pulsar://127.0.0.1:9999")
+    one.register(moved)
+    assert two.owner(BUNDLE) == moved
+
+
+def test_reset_forgets_a_previous_run(tmp_path):
+    store = SqliteOwnership.in_data_dir(tmp_path)
+    store.register(broker(0))
+    store.assign(BUNDLE, "worker-0")
+    store.close()
+    SqliteOwnership.reset(tmp_path)
+    again = SqliteOwnership.in_data_dir(tmp_path)
+    assert again.brokers() == [] and again.owner(BUNDLE) is None
+    again.close()
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 1), st.integers(0, 7)), max_size=30))
+def test_whoever_asks_a_bundle_has_one_owner(tmp_path_factory, requests):
+    path = tmp_path_factory.mktemp("own") / "ownership.sqlite"
+    stores = [SqliteOwnership(path) for _ in range(2)]
+    stores[0].register(broker(0))
+    stores[1].register(broker(1))
+    first: dict[int, str] = {}
+    for asker, bundle in requests:
+        got = stores[asker].assign(f"t/ns/{bundle}", f"worker-{asker}").broker_id
+        assert got == first.setdefault(bundle, got)
+    for store in stores:
+        store.close()
+
+
+def test_a_broker_alone_owns_everything():
+    local = LocalOwnership()
+    local.register(broker(0))
+    assert local.assign(BUNDLE, "anyone") == broker(0)
+    assert local.owner("x/y/0x00000000_0xffffffff") == broker(0)
