@@ -257,6 +257,7 @@ class SharedDispatcher(Dispatcher):
             for item, route in items:
                 self._record_delivery(consumer, item, route)
             consumer.send_entries([item for item, _ in items], self.redelivery_counts)
+            self.sent_to(consumer)
         for item, route in leftovers:
             self.replay.add(item.position, route)
         # Progress: something went out, or the cursor moved on (what waits is in the replay

@@ -95,5 +95,6 @@ class SingleActiveConsumerDispatcher(Dispatcher):
         if not entries:
             return False
         consumer.send_entries(entries, self.redelivery_counts)
+        self.sent_to(consumer)
         # At the tail, a round now would read nothing: new entries schedule one when stored.
         return self.cursor.has_more_entries()
