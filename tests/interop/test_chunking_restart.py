@@ -20,7 +20,7 @@ from magnetar.protocol import wire
 
 from ..client.proxy import ShrinkingProxy
 from ..waiting import eventually
-from .support import RawConnection, chunk_frame
+from .support import RawConnection, assert_next_is_marker, chunk_frame
 from .test_chunking_faults import SMALL, consumer_out, drained
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow]  # slow: broker restarts
@@ -110,6 +110,7 @@ def test_a_message_held_in_part_across_a_restart_while_its_producer_wrote_it_arr
     broker.restart()
     slow.write(range(5, 20))
     receive_within(consumer, slow.data, f"{signal.Signals(sig).name}, {sub_type}", since=time.monotonic())
+    assert_next_is_marker(consumer, client.create_producer(topic, batching_enabled=False))  # once
     drained(broker, topic, "sub")
 
 
@@ -132,6 +133,7 @@ def test_a_message_held_in_part_across_a_restart_with_every_chunk_stored_arrives
     broker.stop(signal.SIGTERM)
     broker.restart()
     receive_within(consumer, big, "SIGTERM, every chunk stored", since=time.monotonic())
+    assert_next_is_marker(consumer, producer)  # once: its client held 8 of its 20 chunks
     drained(broker, topic, "sub")
 
 
