@@ -5,6 +5,8 @@ message's last chunk first (or the message twice, where the last chunk is not st
 
 from __future__ import annotations
 
+import pytest
+
 from magnetar.broker.consumer import Consumer
 from magnetar.broker.topic import PersistentTopic
 from magnetar.protocol import wire
@@ -137,3 +139,37 @@ def test_without_its_last_chunk_stored_the_message_goes_twice_and_what_followed_
     h.run(after())
     topic.flush()
     assert topic.ml.get_property("chunk_contexts") is None, "taken, and nothing held any more"
+
+
+@pytest.mark.parametrize("sub_type", [EXCLUSIVE, wire.CommandSubscribe.Shared], ids=["exclusive", "shared"])
+def test_a_redelivery_of_everything_drops_what_was_queued_to_go_again(harnesses, sub_type: int):
+    """A redelivery of all it holds (Exclusive: a rewind to the first unacknowledged entry) sends
+    the message again anyway: what its watch had queued does not go as well."""
+    h = harnesses()
+
+    async def before() -> list[Position]:
+        consumer = join(h.topic(), "c", permits=100, sub_type=sub_type)
+        stored = await publish(h, *chunks("u", 3)[:2], message(b"m1"))
+        await sent_to(consumer, 3)
+        return stored
+
+    stored = h.run(before())
+    h.close()
+    h = harnesses()
+
+    async def after() -> None:
+        consumer = join(h.topic(), "c", permits=3, sub_type=sub_type)
+        assert await sent_to(consumer, 3) == stored
+        rest = await publish(h, chunks("u", 3)[2], message(b"m2"))
+        consumer.subscription.flow(consumer, 1)
+        assert (await sent_to(consumer, 4))[3:] == rest[:1], (
+            "its last chunk; the second pass waits for permits"
+        )
+        assert consumer.has_queued
+        consumer.subscription.redeliver(consumer, [])
+        consumer.subscription.flow(consumer, 100)
+        marker = await publish(h, message(b"marker"))
+        sent = await sent_to(consumer, 10)
+        assert sent[4:] == [*stored, *rest, *marker], "from the cursor, once"
+
+    h.run(after())

@@ -96,6 +96,10 @@ class ChunkWatch:
         """The messages its client may hold part of now."""
         return [*self.held, *self._again]
 
+    def forget_queued(self) -> None:
+        """What is queued goes again another way (a rewind, everything given back): drop it."""
+        self._queue.clear()
+
     def leave(self, keep: bool) -> None:
         """The consumer left: ``keep`` when its client may come back holding what it held."""
         self._on_leave(self, keep)
@@ -120,6 +124,8 @@ class ChunkWatch:
                 lead = self._lead(item, chunk)
                 if lead is None:
                     self._again[uuid] = []
+                    if len(self._again) > MAX_HELD:
+                        del self._again[next(iter(self._again))]
                 else:
                     self._again.pop(uuid, None)
                     out.append(lead)

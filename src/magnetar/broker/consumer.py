@@ -97,6 +97,11 @@ class Consumer:
         if not self.closed and self.cnx.writable and self.permits > 0:
             self.send_entries([], redelivery_counts)
 
+    def forget_queued(self) -> None:
+        """What it had queued is sent again by its dispatcher (a rewind, a redelivery of all)."""
+        if self.chunk_watch is not None:
+            self.chunk_watch.forget_queued()
+
     def leave_chunk_watch(self, keep: bool) -> None:
         """Stop watching its chunked messages; ``keep`` when its client may come back holding them
         (it did not close the consumer itself)."""

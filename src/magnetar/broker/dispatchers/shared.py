@@ -72,6 +72,7 @@ class SharedDispatcher(Dispatcher):
         if positions is None:
             wanted = list(consumer.pending_acks)
             self.chunks.release_consumer(consumer)
+            consumer.forget_queued()
         else:
             wanted = self._whole_messages(consumer, positions)
         moved = [p for p in wanted if p in consumer.pending_acks and self.owner.get(p) is consumer]

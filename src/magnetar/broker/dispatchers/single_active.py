@@ -59,6 +59,7 @@ class SingleActiveConsumerDispatcher(Dispatcher):
         previous, self.active = self.active, chosen
         if previous is not None:
             # The new active consumer must get everything the previous one left unacknowledged.
+            previous.forget_queued()
             self.cursor.rewind()
         if self.failover:
             for consumer in self.consumers:
@@ -71,6 +72,7 @@ class SingleActiveConsumerDispatcher(Dispatcher):
         if consumer is not self.active:
             return
         self.bump_redelivery(self._delivered_unacked())
+        consumer.forget_queued()
         self.cursor.rewind()
         self.schedule()
 
