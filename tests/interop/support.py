@@ -280,8 +280,13 @@ class RawConnection:
         self.send_command(wire.CommandConnect(client_version="magnetar-interop-raw", protocol_version=20))
         return self.expect(wire.BaseCommand.CONNECTED).body()
 
-    def create_producer(self, topic: str, producer_id: int = 1, request_id: int = 1) -> str:
-        self.send_command(wire.CommandProducer(topic=topic, producer_id=producer_id, request_id=request_id))
+    def create_producer(
+        self, topic: str, producer_id: int = 1, request_id: int = 1, name: str | None = None
+    ) -> str:
+        command = wire.CommandProducer(topic=topic, producer_id=producer_id, request_id=request_id)
+        if name is not None:
+            command.producer_name = name
+        self.send_command(command)
         frame = self.expect(wire.BaseCommand.PRODUCER_SUCCESS)
         assert frame.body().request_id == request_id
         return frame.body().producer_name

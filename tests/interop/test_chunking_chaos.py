@@ -10,10 +10,11 @@ consumer reads on. What must hold, per subscription:
   acknowledgement (an acknowledgement on its way when the broker stops is lost, in Pulsar too);
 * nothing stalls: all arrive within the drain time, and the backlog drains to zero.
 
-The official consumers run with an ack timeout. Up to C++ client 4.2.0 (pulsar-client 3.13) a
-consumer assembling a chunked message when its connection breaks keeps the partial message, so
-the redelivered first chunk is refused ("chunk id is invalid") and the message is dropped; its
-ack timeout has it sent again (the broker then sends every chunk, in order).
+The official Shared consumer runs without an ack timeout, the Key_Shared one with one. Up to C++
+client 4.2.0 (pulsar-client 3.13) a consumer assembling a chunked message when its connection
+breaks keeps the partial message, and would drop the message sent again from its first chunk;
+the broker sends it so that the client assembles it (``broker/chunk_watch.py``), so neither needs
+its ack timeout for that.
 """
 
 from __future__ import annotations
@@ -183,9 +184,14 @@ def consumer_slots(
 ) -> list[ConsumerSlot]:
     """Per subscription, two consumers of ours and one official one (with an ack timeout)."""
     slots = []
-    for sub, ours_type, theirs_type in [
-        ("shared", ConsumerType.Shared, pulsar.ConsumerType.Shared),
-        ("ks", ConsumerType.KeyShared, pulsar.ConsumerType.KeyShared),
+    for sub, ours_type, theirs_type, ack_timeout in [
+        ("shared", ConsumerType.Shared, pulsar.ConsumerType.Shared, {}),
+        (
+            "ks",
+            ConsumerType.KeyShared,
+            pulsar.ConsumerType.KeyShared,
+            {"unacked_messages_timeout_ms": 10_000},
+        ),
     ]:
         options = dict(subscription_name=sub, negative_ack_redelivery_delay_ms=300)
         for name, client, extra in [
@@ -194,7 +200,7 @@ def consumer_slots(
             (
                 f"{sub}-official",
                 official,
-                dict(consumer_type=theirs_type, unacked_messages_timeout_ms=10_000),
+                dict(consumer_type=theirs_type, **ack_timeout),
             ),
         ]:
             kwargs = {**options, **extra, "consumer_name": name}

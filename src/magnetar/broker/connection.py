@@ -61,6 +61,7 @@ class ServerCnx(asyncio.BufferedProtocol):
         "_since",
         "_waiting_for_pong",
         "auth",
+        "client_version",
         "close_request_ids",
         "closed",
         "config",
@@ -99,6 +100,7 @@ class ServerCnx(asyncio.BufferedProtocol):
         self._flush_scheduled = False
         self._passes: loop_pass.PassScheduler | None = None
         self.protocol_version = 0
+        self.client_version = ""
         self.wants_entry_metadata = False
         self.producers: dict[int, Producer] = {}
         self.consumers: dict[int, Consumer] = {}

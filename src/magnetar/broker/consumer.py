@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from magnetar.broker.chunk_watch import ChunkWatch
 from magnetar.broker.entries import DispatchEntry
 from magnetar.broker.traffic import Traffic
 from magnetar.protocol import wire
@@ -30,6 +31,7 @@ class Consumer:
 
     __slots__ = (
         "_told_end_of_topic",
+        "chunk_watch",
         "closed",
         "cnx",
         "consumer_id",
@@ -76,10 +78,36 @@ class Consumer:
         #: Its client asked for broker entry metadata (at CONNECT, so before any consumer: it
         #: stays as it is; kept here, read once per entry sent).
         self.wants_entry_metadata = cnx.wants_entry_metadata
+        #: Its client keeps partial chunked messages across reconnects: what it may hold, and
+        #: what it must be sent again first (``chunk_watch``); None for other clients.
+        self.chunk_watch: ChunkWatch | None = None
 
     @property
     def writable(self) -> bool:
-        return not self.closed and self.cnx.writable
+        """It takes entries from its dispatcher now (not while a chunked message of its own is
+        queued to go again: ``send_queued``)."""
+        return not self.closed and self.cnx.writable and not self.has_queued
+
+    @property
+    def has_queued(self) -> bool:
+        return self.chunk_watch is not None and self.chunk_watch.queued
+
+    def send_queued(self, redelivery_counts: dict[Position, int]) -> None:
+        """Send a slice of what is queued, if its connection takes it and it has permits."""
+        if not self.closed and self.cnx.writable and self.permits > 0:
+            self.send_entries([], redelivery_counts)
+
+    def forget_queued(self) -> None:
+        """What it had queued is sent again by its dispatcher (a rewind, a redelivery of all)."""
+        if self.chunk_watch is not None:
+            self.chunk_watch.forget_queued()
+
+    def leave_chunk_watch(self, keep: bool) -> None:
+        """Stop watching its chunked messages; ``keep`` when its client may come back holding them
+        (it did not close the consumer itself)."""
+        watch, self.chunk_watch = self.chunk_watch, None
+        if watch is not None:
+            watch.leave(keep)
 
     @property
     def connection_lost(self) -> bool:
@@ -105,11 +133,16 @@ class Consumer:
         redelivery_counts: dict[Position, int],
         ack_sets: Callable[[Position], list[int] | None] | None = None,
     ) -> None:
-        """Write one MESSAGE per entry and charge its messages to the permits.
+        """Write one MESSAGE per entry (as its chunk watch has them go, if any) and charge its
+        messages to the permits.
 
         ``ack_sets`` gives a batch's messages already acknowledged (the subscription cursor's
         record by default; a broadcast consumer's own).
         """
+        if self.chunk_watch is not None:
+            entries = self.chunk_watch.through(entries, max(self.permits, 1))
+            if not entries:
+                return
         with_meta = self.wants_entry_metadata
         cursor = self.subscription.cursor
         if ack_sets is None and cursor is not None:

@@ -93,6 +93,12 @@ class StoredChunks:
             return True
         return False
 
+    def position(self, metadata: wire.MessageMetadata, chunk: ChunkRef, chunk_id: int) -> Position | None:
+        """Where chunk ``chunk_id`` of the message ``chunk`` belongs to is stored; None while it is
+        not, or once the message is forgotten."""
+        message = self._find(metadata, chunk)
+        return None if message is None else message.positions.get(chunk_id)
+
     def storing(self, metadata: wire.MessageMetadata, chunk: ChunkRef) -> ChunkedMessage:
         """A new chunk is being stored: copies sent meanwhile wait for it. Returns the record to
         pass to ``stored`` (it stays valid even if it is forgotten meanwhile)."""

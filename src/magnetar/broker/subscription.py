@@ -63,6 +63,7 @@ class PersistentSubscription:
 
     def remove_consumer(self, consumer: Consumer) -> None:
         consumer.closed = True
+        consumer.leave_chunk_watch(keep=True)
         if self.dispatcher is not None:
             self.dispatcher.remove_consumer(consumer)
         if not self.durable and not self.consumers:
@@ -216,6 +217,7 @@ class PersistentSubscription:
     def remove_consumer_silently(self, consumer: Consumer) -> None:
         """Detach without deleting a non-durable subscription (it is about to be reused)."""
         consumer.closed = True
+        consumer.leave_chunk_watch(keep=True)
         if self.dispatcher is not None:
             self.dispatcher.remove_consumer(consumer)
 
@@ -223,6 +225,7 @@ class PersistentSubscription:
         others = [c for c in self.consumers if c is not consumer]
         if others:
             raise ConsumerBusy(f"Subscription {self.name} has other connected consumers")
+        consumer.leave_chunk_watch(keep=False)
         self.remove_consumer(consumer)
         self.close()
         self.topic.delete_subscription(self.name)

@@ -14,6 +14,8 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from magnetar.broker import backlog_quota, loop_pass, topic_backlog, topic_state
+from magnetar.broker.chunk_contexts import ChunkContexts
+from magnetar.broker.chunk_watch import keeps_partial_chunks
 from magnetar.broker.consumer import Consumer
 from magnetar.broker.entries import RecentEntries
 from magnetar.broker.entry_metadata import EntryMetadataInterceptor, IndexInterceptor, load_interceptors
@@ -27,6 +29,7 @@ from magnetar.broker.seek import last_message_position, position_for_message_id,
 from magnetar.broker.store_waiters import StoreWaiters
 from magnetar.broker.stored_chunks import StoredChunks
 from magnetar.broker.subscription import PersistentSubscription
+from magnetar.broker.subscription_type import SubscriptionType
 from magnetar.broker.topic_api import PublishCallback
 from magnetar.broker.topic_state import keep_newest as _keep_newest
 from magnetar.broker.topic_subscriptions import SubscriptionOpener
@@ -94,6 +97,8 @@ class PersistentTopic:
         self.deduplication = MessageDeduplication(
             self.deduplication_enabled, recovered.producer_sequences, stored_chunks
         )
+        #: What official C++ consumers may still hold of chunked messages (kept across restarts).
+        self.chunk_contexts = ChunkContexts(ml)
         #: The newest index and broker timestamp stored (what the snapshot records).
         self._stored = recovered.stored
         #: Last position whose durable callback ran: what the sequence snapshot covers.
@@ -295,6 +300,17 @@ class PersistentTopic:
     ) -> Consumer:
         return self._opener.subscribe(consumer_factory, cmd)
 
+    def watch_chunks(self, consumer: Consumer, client_version: str) -> None:
+        """Watch the chunked messages sent to a consumer whose client keeps partial ones across
+        reconnects (``chunk_watch``); broadcast subscriptions send their own way."""
+        subscription = self.subscriptions.get(consumer.subscription.name)
+        if (
+            subscription is consumer.subscription
+            and subscription.kind is not SubscriptionType.Broadcast
+            and keeps_partial_chunks(client_version)
+        ):
+            self.chunk_contexts.attach(consumer, subscription, self.deduplication.stored_chunks)
+
     async def prepare_subscription(self, name: str, initial: str, executor) -> None:
         """Create the durable subscription ``name`` with its cursor stored on ``executor``'s
         threads, then in use on the loop; no-op if it exists."""
@@ -379,8 +395,9 @@ class PersistentTopic:
 
     # -- lifecycle --------------------------------------------------------------------------
     def flush(self) -> None:
-        """Persist cursors (with what dispatchers keep durable: broadcast consumers' places) and the
-        state snapshot (producer sequence ids, newest index and broker time)."""
+        """Persist cursors (with what dispatchers keep durable: broadcast consumers' places), what
+        consumers may hold of chunked messages, and the state snapshot (producer sequence ids,
+        newest index and broker time)."""
         for subscription in self.subscriptions.values():
             if subscription.dispatcher is not None:
                 subscription.dispatcher.save_state()
@@ -392,6 +409,7 @@ class PersistentTopic:
                 self._last_published, dedup.highest_persisted, self._stored, dedup.stored_chunks
             )
             self.ml.set_property(topic_state.SEQUENCES_KEY, saved)
+        self.chunk_contexts.save()
 
     def trim(
         self, retention_time_seconds: float | None = None, retention_size_bytes: int | None = None

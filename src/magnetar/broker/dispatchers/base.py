@@ -41,6 +41,9 @@ class Dispatcher(ABC):
         self._scheduled = False
         self._closed = False
         self._passes: loop_pass.PassScheduler | None = None
+        #: Consumers with a chunked message queued to go again (``Consumer.send_queued``): each
+        #: round sends them a slice before anything else.
+        self.queued: set[Consumer] = set()
 
     # -- consumers -------------------------------------------------------------------------
     @abstractmethod
@@ -133,8 +136,26 @@ class Dispatcher(ABC):
         self._scheduled = False
         if self._closed:
             return
-        if self.dispatch_round():
+        more = self._send_queued() if self.queued else False
+        if self.dispatch_round() or more:
             self.schedule()
+
+    def sent_to(self, consumer: Consumer) -> None:
+        """Entries went to ``consumer``: if it queued some to go again, later rounds send them."""
+        if consumer.has_queued:
+            self.queued.add(consumer)
+            self.schedule()
+
+    def _send_queued(self) -> bool:
+        """A slice to each consumer with something queued; True while one could take more now."""
+        more = False
+        for consumer in list(self.queued):
+            consumer.send_queued(self.redelivery_counts)
+            if not consumer.has_queued or consumer.closed:
+                self.queued.discard(consumer)
+            elif consumer.cnx.writable and consumer.permits > 0:
+                more = True
+        return more
 
     @abstractmethod
     def dispatch_round(self) -> bool:

@@ -72,6 +72,7 @@ class SharedDispatcher(Dispatcher):
         if positions is None:
             wanted = list(consumer.pending_acks)
             self.chunks.release_consumer(consumer)
+            consumer.forget_queued()
         else:
             wanted = self._whole_messages(consumer, positions)
         moved = [p for p in wanted if p in consumer.pending_acks and self.owner.get(p) is consumer]
@@ -257,6 +258,7 @@ class SharedDispatcher(Dispatcher):
             for item, route in items:
                 self._record_delivery(consumer, item, route)
             consumer.send_entries([item for item, _ in items], self.redelivery_counts)
+            self.sent_to(consumer)
         for item, route in leftovers:
             self.replay.add(item.position, route)
         # Progress: something went out, or the cursor moved on (what waits is in the replay

@@ -59,6 +59,7 @@ class SingleActiveConsumerDispatcher(Dispatcher):
         previous, self.active = self.active, chosen
         if previous is not None:
             # The new active consumer must get everything the previous one left unacknowledged.
+            previous.forget_queued()
             self.cursor.rewind()
         if self.failover:
             for consumer in self.consumers:
@@ -71,6 +72,7 @@ class SingleActiveConsumerDispatcher(Dispatcher):
         if consumer is not self.active:
             return
         self.bump_redelivery(self._delivered_unacked())
+        consumer.forget_queued()
         self.cursor.rewind()
         self.schedule()
 
@@ -95,5 +97,6 @@ class SingleActiveConsumerDispatcher(Dispatcher):
         if not entries:
             return False
         consumer.send_entries(entries, self.redelivery_counts)
+        self.sent_to(consumer)
         # At the tail, a round now would read nothing: new entries schedule one when stored.
         return self.cursor.has_more_entries()

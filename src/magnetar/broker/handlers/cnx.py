@@ -34,6 +34,8 @@ class HandlerCnx(TransportCnx, Protocol):
     connected: bool
     closed: bool
     protocol_version: int
+    #: What the client called itself at CONNECT ("Pulsar-CPP-v4.2.0"...).
+    client_version: str
     wants_entry_metadata: bool
     #: The frame handled again once its topic was opened off the loop (``access.opened_first``).
     rerun: Frame | None

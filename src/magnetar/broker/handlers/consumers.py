@@ -56,6 +56,8 @@ def handle_subscribe(cnx: HandlerCnx, frame: Frame) -> None:
         what = f"subscribing {cmd.subscription} to {cmd.topic}"
         cnx.send_error(cmd.request_id, as_broker_error(exc, what))
         return
+    if isinstance(topic, PersistentTopic):
+        topic.watch_chunks(consumer, cnx.client_version)
     cnx.consumers[cmd.consumer_id] = consumer
     cnx.send_command(wrap(wire.CommandSuccess(request_id=cmd.request_id)))
     if topic.terminated:  # after the SUCCESS, so the client knows the consumer id
@@ -138,6 +140,7 @@ def handle_close_consumer(cnx: HandlerCnx, frame: Frame) -> None:
     consumer = cnx.consumers.pop(cmd.consumer_id, None)
     cnx.forget_consumer(cmd.consumer_id)
     if consumer is not None:
+        consumer.leave_chunk_watch(keep=False)  # its client closed it: nothing of it is kept
         consumer.subscription.remove_consumer(consumer)
     cnx.send_command(wrap(wire.CommandSuccess(request_id=cmd.request_id)))
 

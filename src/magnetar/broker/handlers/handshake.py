@@ -47,6 +47,7 @@ def handle_connect(cnx: HandlerCnx, frame: Frame) -> None:
         raise ProtocolError("CONNECT received twice")
     cmd: wire.CommandConnect = frame.command.connect
     cnx.protocol_version = negotiated_version(cmd.protocol_version)
+    cnx.client_version = cmd.client_version
     if cnx.service.authentication is not None and not _authenticate_connect(cnx, cmd):
         return
     config = cnx.config
