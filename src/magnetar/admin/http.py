@@ -105,7 +105,8 @@ class AdminServer:
             )
 
     def web_urls(self) -> tuple[str | None, str | None]:
-        """(http://host:port, https://host:port) as bound; None for a port not served."""
+        """(http://host:port, https://host:port) as bound; None for a port not served (a worker's:
+        its own ports, not the shared ones)."""
         host = self.service.config.host
         http = f"http://{host}:{self.http_port}" if self.http_port is not None else None
         https = f"https://{host}:{self.https_port}" if self.https_port is not None else None
@@ -115,16 +116,15 @@ class AdminServer:
         """Accept on ``port`` for the runner's server (aiohttp's protocol factory); the port bound.
         A port that cannot be bound is a ``ListenError`` naming ``setting``."""
         assert self._runner is not None and self._runner.server is not None
-        listener = await listen(
-            self.service.config.host,
-            port,
-            self._runner.server,
-            http_refusal.OUT_OF_DESCRIPTORS,
-            f"the {setting.split(' (')[0]}",
-            setting,
-            tls=tls,
-            backlog=128,  # aiohttp's
-        )
+        worker = self.service.worker
+        name = f"the {setting.split(' (')[0]}"
+        args = (self._runner.server, http_refusal.OUT_OF_DESCRIPTORS)
+        host = self.service.config.host
+        if worker is not None:  # the shared port, with the other workers, and one of its own
+            shared = await listen(host, port, *args, name, setting, tls=tls, backlog=128, reuse_port=True)
+            self._listeners.append(shared)
+            port, name = 0, f"{name} of {worker.broker_id}"
+        listener = await listen(host, port, *args, name, setting, tls=tls, backlog=128)  # aiohttp's backlog
         self._listeners.append(listener)
         return listener.port
 

@@ -1,0 +1,81 @@
+"""``magnetar standalone --workers 2`` with the official client: the supervisor's one
+``listening on`` line, LOOKUP answers naming the worker that owns each topic's bundle, producers and
+consumers of topics owned by different workers, and a partitioned topic spread over both."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import pulsar
+import pytest
+
+from magnetar.client.admin import AdminClient
+from magnetar.client.client import Client
+
+from .support import receive_n
+
+pytestmark = pytest.mark.interop
+
+WORKERS = {"workers": 2}
+
+
+def binary_lookups(service_url: str, topics: list[str]) -> dict[str, str]:
+    """Each topic's owner as a LOOKUP on the binary protocol answers it (our client's lookup)."""
+
+    async def ask() -> dict[str, str]:
+        async with Client(service_url) as client:
+            return {topic: (await client.lookup(topic))[0] for topic in topics}
+
+    return asyncio.run(ask())
+
+
+def topics_on_two_owners(service_url: str, prefix: str) -> dict[str, str]:
+    """Topics and their owners, enough for two owners (4 bundles over 2 workers: a few names do)."""
+    topics = [f"persistent://public/default/{prefix}-{i}-{uuid.uuid4().hex[:6]}" for i in range(12)]
+    owners = binary_lookups(service_url, topics)
+    assert len(set(owners.values())) == 2, owners
+    return owners
+
+
+def test_topics_owned_by_each_worker_are_served_by_their_owners(broker_factory, client_factory):
+    broker = broker_factory(WORKERS)
+    owners = topics_on_two_owners(broker.service_url, "owned")
+    # Each LOOKUP names a worker's own port, never the shared one, and the HTTP lookup agrees.
+    assert broker.service_url not in owners.values()
+    admin = AdminClient(broker.http_url)
+    for topic, owner in owners.items():
+        assert admin.lookups.lookup_topic(topic) == owner
+    first = {owner: topic for topic, owner in owners.items()}  # one topic per owner
+    client = client_factory(broker.service_url)
+    for owner, topic in first.items():
+        producer = client.create_producer(topic, batching_enabled=False)
+        consumer = client.subscribe(topic, "sub")
+        for i in range(10):
+            producer.send(f"{owner}-{i}".encode())
+        got = [m.data().decode() for m in receive_n(consumer, 10, ack=True)]
+        assert got == [f"{owner}-{i}" for i in range(10)]
+    assert "(2 workers)" in broker.log_tail()
+
+
+def test_a_partitioned_topics_partitions_live_on_both_workers(broker_factory, client_factory):
+    broker = broker_factory(WORKERS)
+    admin = AdminClient(broker.http_url)
+    while True:  # a name whose partitions fall in more than one bundle (each bundle's owner differs)
+        topic = f"persistent://public/default/spread-{uuid.uuid4().hex[:8]}"
+        partitions = [f"{topic}-partition-{i}" for i in range(4)]
+        if len({admin.lookups.get_bundle_range(p) for p in partitions}) > 1:
+            break
+    admin.topics.create_partitioned_topic(topic, 4)
+    owners = binary_lookups(broker.service_url, partitions)
+    assert len(set(owners.values())) == 2, owners
+    client = client_factory(broker.service_url)
+    consumer = client.subscribe(topic, "sub", consumer_type=pulsar.ConsumerType.Shared)
+    round_robin = pulsar.PartitionsRoutingMode.RoundRobinDistribution
+    producer = client.create_producer(topic, batching_enabled=False, message_routing_mode=round_robin)
+    sent = {f"m-{i}".encode() for i in range(40)}
+    for payload in sorted(sent):
+        producer.send(payload)
+    received = receive_n(consumer, 40, ack=True)
+    assert {m.data() for m in received} == sent
+    assert {m.topic_name() for m in received} == set(partitions)
