@@ -79,3 +79,45 @@ def test_a_partitioned_topics_partitions_live_on_both_workers(broker_factory, cl
     received = receive_n(consumer, 40, ack=True)
     assert {m.data() for m in received} == sent
     assert {m.topic_name() for m in received} == set(partitions)
+
+
+def test_the_one_admin_port_serves_the_topics_of_each_worker(broker_factory, client_factory):
+    """Every worker listens on the admin port: whichever gets a request about a topic another
+    worker owns proxies it there, so stats and subscription paths answer alike for every topic."""
+    broker = broker_factory(WORKERS)
+    owners = topics_on_two_owners(broker.service_url, "admin")
+    client = client_factory(broker.service_url)
+    admin = AdminClient(broker.http_url)
+    for topic in {owner: topic for topic, owner in owners.items()}.values():
+        producer = client.create_producer(topic, batching_enabled=False)
+        client.subscribe(topic, "live")
+        for i in range(3):
+            producer.send(b"%d" % i)
+        admin.topics.create_subscription(topic, "made-by-admin", "earliest")
+        for _ in range(6):  # the kernel spreads these over both workers
+            stats = admin.topics.stats(topic)
+            assert len(stats["publishers"]) == 1 and stats["msgInCounter"] == 3
+            assert set(stats["subscriptions"]) == {"live", "made-by-admin"}
+            assert stats["subscriptions"]["made-by-admin"]["msgBacklog"] == 3
+        admin.topics.delete_subscription(topic, "made-by-admin")
+        assert set(admin.topics.stats(topic)["subscriptions"]) == {"live"}
+
+
+def test_a_bundle_unloaded_through_any_worker_moves_its_clients_and_loses_nothing(
+    broker_factory, client_factory
+):
+    broker = broker_factory(WORKERS)
+    topic = next(iter(topics_on_two_owners(broker.service_url, "unload")))
+    admin = AdminClient(broker.http_url)
+    client = client_factory(broker.service_url)
+    producer = client.create_producer(topic, batching_enabled=False)
+    consumer = client.subscribe(topic, "sub", consumer_type=pulsar.ConsumerType.Shared)
+    for i in range(20):
+        producer.send(f"before-{i}".encode())
+    admin.namespaces.unload_namespace_bundle("public/default", admin.lookups.get_bundle_range(topic))
+    for i in range(20):  # the producer looks up and reconnects by itself
+        producer.send(f"after-{i}".encode())
+    got = [m.data().decode() for m in receive_n(consumer, 40, timeout_ms=15000, ack=True)]
+    assert sorted(got) == sorted([f"before-{i}" for i in range(20)] + [f"after-{i}" for i in range(20)])
+    stats = admin.topics.stats(topic)
+    assert len(stats["publishers"]) == 1 and len(stats["subscriptions"]["sub"]["consumers"]) == 1

@@ -16,6 +16,7 @@ from magnetar.admin import (
     index_api,
     messages_api,
     namespaces_api,
+    owner_proxy,
     permissions_api,
     replication_api,
     schemas_api,
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
 
 def build_app(service: BrokerService, web_urls: clusters_api.WebUrls | None = None) -> web.Application:
     """``web_urls``: the admin API's URLs as bound (the clusters endpoint names them)."""
+    proxy, close_proxy = owner_proxy.middleware(service)  # a worker's requests for another's topics
     app = web.Application(
         middlewares=[
             auth.middleware(
@@ -44,8 +46,10 @@ def build_app(service: BrokerService, web_urls: clusters_api.WebUrls | None = No
                 service.authentication_failures,
             ),
             authz.middleware(service, service.authorization_failures),
+            proxy,
         ]
     )
+    app.on_cleanup.append(close_proxy)
 
     async def health(request: web.Request) -> web.Response:
         return web.Response(text="ok")
