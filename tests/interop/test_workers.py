@@ -1,6 +1,7 @@
 """``magnetar standalone --workers 2`` with the official client: the supervisor's one
 ``listening on`` line, LOOKUP answers naming the worker that owns each topic's bundle, producers and
-consumers of topics owned by different workers, and a partitioned topic spread over both."""
+consumers of topics owned by different workers, a partitioned topic spread over both, the one
+admin port, a bundle unload, and every kind of subscription on each worker."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from magnetar.client.admin import AdminClient
 from magnetar.client.client import Client
 
 from .support import receive_n
+from .test_broadcast import BROADCAST
 
 pytestmark = pytest.mark.interop
 
@@ -121,3 +123,27 @@ def test_a_bundle_unloaded_through_any_worker_moves_its_clients_and_loses_nothin
     assert sorted(got) == sorted([f"before-{i}" for i in range(20)] + [f"after-{i}" for i in range(20)])
     stats = admin.topics.stats(topic)
     assert len(stats["publishers"]) == 1 and len(stats["subscriptions"]["sub"]["consumers"]) == 1
+
+
+@pytest.mark.parametrize(
+    "kind", ["Exclusive", "Failover", "Shared", "KeyShared", "Broadcast", "Chunked"], ids=str.lower
+)
+def test_every_kind_of_subscription_on_the_topics_of_both_workers(broker_factory, client_factory, kind):
+    broker = broker_factory({**WORKERS, "max_message_size": 4096})  # larger messages go in chunks
+    owners = topics_on_two_owners(broker.service_url, kind.lower())
+    client = client_factory(broker.service_url)
+    consumer_type = getattr(pulsar.ConsumerType, kind if kind in dir(pulsar.ConsumerType) else "Shared")
+    for topic in {owner: topic for topic, owner in owners.items()}.values():
+        options = {"properties": BROADCAST} if kind == "Broadcast" else {}
+        consumers = [
+            client.subscribe(topic, "sub", consumer_type=consumer_type, consumer_name=f"c{i}", **options)
+            for i in range(2 if kind == "Broadcast" else 1)
+        ]
+        chunked = kind == "Chunked"
+        producer = client.create_producer(topic, batching_enabled=False, chunking_enabled=chunked)
+        sent = [(f"{i}-".encode() * (3000 if chunked else 1)) for i in range(10)]
+        for i, payload in enumerate(sent):
+            producer.send(payload, partition_key=f"key-{i % 3}")
+        for consumer in consumers:  # a broadcast subscription: every consumer every message
+            got = [m.data() for m in receive_n(consumer, len(sent), ack=True)]
+            assert got == sent if kind != "KeyShared" else sorted(got) == sorted(sent)
