@@ -319,3 +319,19 @@ def test_zero_turns_keepalive_off_and_is_taken(tmp_path):
     path.write_text("keepalive_interval_seconds = -1\n")
     with pytest.raises(ValueError, match=r"keepalive_interval_seconds = -1 .* greater than or equal to 0"):
         BrokerConfig.load(path)
+
+
+def test_workers_is_a_count_or_auto_one_per_usable_core():
+    assert BrokerConfig().workers == 1 and BrokerConfig().worker_count() == 1
+    assert BrokerConfig.load(None, {"MAGNETAR_WORKERS": "3"}).worker_count() == 3
+    auto = BrokerConfig.load(None, {"MAGNETAR_WORKERS": "auto"})
+    assert auto.workers == "auto" and auto.worker_count() == len(os.sched_getaffinity(0))
+    for refused in ({"MAGNETAR_WORKERS": "many"}, {"MAGNETAR_WORKERS": "0"}):
+        with pytest.raises(ValueError, match="setting workers"):
+            BrokerConfig.load(None, refused)
+
+
+def test_the_supervisors_listening_line_is_read_as_a_brokers():
+    addresses = "pulsar://127.0.0.1:6650 and http://127.0.0.1:8080"
+    line = f"Magnetar 0.1 listening on {addresses}, data in d (2 workers)"
+    assert parse_listening(line) == parse_listening(line.removesuffix(" (2 workers)"))

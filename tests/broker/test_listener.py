@@ -21,7 +21,7 @@ import pytest
 import uvloop
 
 from magnetar.broker import descriptors
-from magnetar.broker.listener import ListenError, listen
+from magnetar.broker.listener import ListenError, listen, reserve
 from magnetar.broker.refusal import Answer
 from magnetar.broker.spare_descriptor import SPARE
 from tests.interop.tls_certs import make_tls_files
@@ -172,6 +172,37 @@ def test_listeners_with_reuse_port_share_one_port_and_both_serve():
         finally:
             first.close()
             second.close()
+
+    loop = asyncio.new_event_loop()
+    try:
+        loop.run_until_complete(asyncio.wait_for(scenario(), 30))
+    finally:
+        loop.close()
+
+
+def test_a_reserved_port_is_kept_for_reuse_port_listeners_and_refused_to_others():
+    """A supervisor's reservation (``reserve``): port 0 is picked, the port is held while no worker
+    listens (bound, not listening: a connection is refused, never left waiting), workers listen on
+    it with SO_REUSEPORT, and a listener without the option, or a second reservation, is refused."""
+
+    async def scenario() -> None:
+        reserved = reserve("127.0.0.1", 0, "port one")
+        port = reserved[0].getsockname()[1]
+        try:
+            with pytest.raises(ConnectionRefusedError):
+                socket.create_connection(("127.0.0.1", port), timeout=5).close()
+            worker = await listen("127.0.0.1", port, Echo, ANSWER, "worker", "port one", reuse_port=True)
+            try:
+                assert await exchange(client_socket(), port, b"hi\n", None) == b"hi\n"
+                with pytest.raises(ListenError, match="Address already in use"):
+                    await listen("127.0.0.1", port, Echo, ANSWER, "other", "port two")
+                with pytest.raises(ListenError, match=f"cannot listen on 127.0.0.1:{port}, the port three"):
+                    reserve("127.0.0.1", port, "port three")
+            finally:
+                worker.close()
+        finally:
+            for sock in reserved:
+                sock.close()
 
     loop = asyncio.new_event_loop()
     try:

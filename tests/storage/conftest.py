@@ -38,8 +38,9 @@ def open_storage(tmp_path: Path) -> Iterator[Callable[..., Storage]]:
     """Open a Storage on tmp_path/data (same dir each call) with config overrides; closed at teardown."""
     opened: list[Storage] = []
 
-    def factory(notify=None, defer=None, **overrides) -> Storage:
-        storage = Storage(StorageConfig(tmp_path / "data", **overrides), notify=notify, defer=defer)
+    def factory(notify=None, defer=None, check_directories=True, **overrides) -> Storage:
+        config = StorageConfig(tmp_path / "data", **overrides)
+        storage = Storage(config, notify=notify, defer=defer, check_directories=check_directories)
         opened.append(storage)
         return storage
 

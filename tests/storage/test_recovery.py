@@ -208,3 +208,14 @@ def test_only_the_always_policy_writes_zeros_ahead(open_storage, tmp_path, polic
     positions = add_durable(ml, payloads(10, size=20))
     log_path, _ = segment_paths(_ledger_dir(tmp_path), positions[0].ledger_id)
     assert (log_path.stat().st_size > _data_end(log_path)) == (policy == "always")
+
+
+def test_a_worker_s_storage_leaves_directories_it_does_not_know_alone(open_storage, tmp_path):
+    """``check_directories=False`` (a broker worker): a directory another worker has just made,
+    whose row this process has not read, is neither moved aside nor refused."""
+    add_durable(open_storage().open_managed_ledger(TOPIC), [b"x"])
+    (tmp_path / "data" / "ledgers" / "made-by-another-worker").mkdir()
+    worker = open_storage(check_directories=False)
+    assert [e.data for e in worker.open_managed_ledger(TOPIC).read_entries(Position.EARLIEST, 10)] == [b"x"]
+    assert (tmp_path / "data" / "ledgers" / "made-by-another-worker").is_dir()
+    assert not (tmp_path / "data" / "orphaned").exists()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import urllib.request
 
 import pulsar
@@ -81,3 +82,19 @@ def test_an_error_in_the_block_still_stops_the_broker():
         raise RuntimeError("the test failed")
     assert not _alive(pid)
     assert not data_dir.exists()
+
+
+def test_workers_run_a_supervisor_and_its_workers_and_none_outlives_the_block():
+    with embedded_broker(workers=2) as broker:
+        client = pulsar.Client(broker.service_url, operation_timeout_seconds=10, logger=CLIENT_LOGGER)
+        try:
+            topics = [f"{TOPIC}-{i}" for i in range(4)]
+            for topic in topics:
+                assert round_trip(client, topic, [b"one", b"two"]) == [b"one", b"two"]
+        finally:
+            client.close()
+        assert set(topics) <= set(_get_json(broker.admin_url + "/admin/v2/persistent/public/default"))
+        assert "(2 workers)" in broker.log_tail()
+        workers = [int(pid) for pid in re.findall(r"worker-\d \(pid (\d+)\)", broker.log_tail())]
+        assert len(workers) == 2
+    assert not any(_alive(pid) for pid in workers)

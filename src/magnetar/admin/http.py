@@ -16,6 +16,7 @@ from magnetar.admin import (
     index_api,
     messages_api,
     namespaces_api,
+    owner_proxy,
     permissions_api,
     replication_api,
     schemas_api,
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
 
 def build_app(service: BrokerService, web_urls: clusters_api.WebUrls | None = None) -> web.Application:
     """``web_urls``: the admin API's URLs as bound (the clusters endpoint names them)."""
+    proxy, close_proxy = owner_proxy.middleware(service)  # a worker's requests for another's topics
     app = web.Application(
         middlewares=[
             auth.middleware(
@@ -44,8 +46,10 @@ def build_app(service: BrokerService, web_urls: clusters_api.WebUrls | None = No
                 service.authentication_failures,
             ),
             authz.middleware(service, service.authorization_failures),
+            proxy,
         ]
     )
+    app.on_cleanup.append(close_proxy)
 
     async def health(request: web.Request) -> web.Response:
         return web.Response(text="ok")
@@ -105,7 +109,8 @@ class AdminServer:
             )
 
     def web_urls(self) -> tuple[str | None, str | None]:
-        """(http://host:port, https://host:port) as bound; None for a port not served."""
+        """(http://host:port, https://host:port) as bound; None for a port not served (a worker's:
+        its own ports, not the shared ones)."""
         host = self.service.config.host
         http = f"http://{host}:{self.http_port}" if self.http_port is not None else None
         https = f"https://{host}:{self.https_port}" if self.https_port is not None else None
@@ -115,16 +120,15 @@ class AdminServer:
         """Accept on ``port`` for the runner's server (aiohttp's protocol factory); the port bound.
         A port that cannot be bound is a ``ListenError`` naming ``setting``."""
         assert self._runner is not None and self._runner.server is not None
-        listener = await listen(
-            self.service.config.host,
-            port,
-            self._runner.server,
-            http_refusal.OUT_OF_DESCRIPTORS,
-            f"the {setting.split(' (')[0]}",
-            setting,
-            tls=tls,
-            backlog=128,  # aiohttp's
-        )
+        worker = self.service.worker
+        name = f"the {setting.split(' (')[0]}"
+        args = (self._runner.server, http_refusal.OUT_OF_DESCRIPTORS)
+        host = self.service.config.host
+        if worker is not None:  # the shared port, with the other workers, and one of its own
+            shared = await listen(host, port, *args, name, setting, tls=tls, backlog=128, reuse_port=True)
+            self._listeners.append(shared)
+            port, name = 0, f"{name} of {worker.broker_id}"
+        listener = await listen(host, port, *args, name, setting, tls=tls, backlog=128)  # aiohttp's backlog
         self._listeners.append(listener)
         return listener.port
 

@@ -16,6 +16,7 @@ Settings come from defaults, then an optional TOML file (flat keys, same names),
 from __future__ import annotations
 
 import dataclasses
+import os
 import tomllib
 import typing
 from collections.abc import Mapping
@@ -45,6 +46,8 @@ from magnetar.storage.config import (
 Port = Annotated[int, Field(ge=0, le=65535)]
 #: ``http_port`` when only ``port`` is set: ``port`` + this (6650 -> 8080, the defaults' pair).
 HTTP_PORT_OFFSET = 8080 - 6650
+#: How many broker processes (workers) serve: a count, or "auto" for one per usable core.
+Workers = Annotated[int, Field(ge=1, le=1024)] | Literal["auto"]
 #: A backlog quota's limit: -1 for none.
 QuotaLimit = Annotated[int, Field(ge=-1)]
 #: The storage settings a broker passes on (all of StorageConfig's but data_dir and the internal ones).
@@ -176,6 +179,10 @@ class BrokerConfig:
     #: Pulsar's defaultNumberOfNamespaceBundles: the bundles a namespace created without a
     #: ``bundles`` policy is cut into (and ``public/default``'s).
     default_number_of_namespace_bundles: PositiveInt = 4
+    #: Broker processes on this machine (``magnetar standalone --workers``): 1 is one process, as
+    #: before; more starts a supervisor and that many workers owning bundles (docs/architecture.md);
+    #: ``"auto"``: one per core this process may use.
+    workers: Workers = 1
 
     # Durability (see docs/storage.md; types and defaults are StorageConfig's).
     fsync_policy: FsyncPolicy = _STORAGE_DEFAULTS.fsync_policy
@@ -263,6 +270,12 @@ class BrokerConfig:
         """The storage layer's settings, as this broker's."""
         passed = {name: getattr(self, name) for name in STORAGE_SETTINGS}
         return StorageConfig(data_dir=Path(self.data_dir), **passed)
+
+    def worker_count(self) -> int:
+        """``workers`` as a number: ``"auto"`` is the cores this process may run on."""
+        if self.workers == "auto":
+            return len(os.sched_getaffinity(0))
+        return self.workers
 
     def default_backlog_quotas(self) -> dict[str, backlog_quota.BacklogQuota]:
         policy = self.backlog_quota_default_retention_policy

@@ -66,6 +66,8 @@ def from_text(name: str, hint: Any, text: str, source: str) -> Any:
                     return float(text)
                 except ValueError:
                     pass
+            if typing.Literal in kinds:  # a number or a word (workers = "auto"): the model checks it
+                return text.strip()
             raise ConfigError(f"setting {name} = {text!r} ({source}) must be a number") from None
     if list in kinds or dict in kinds:
         try:

@@ -46,6 +46,38 @@ async def bind(host: str, port: int, backlog: int, reuse_port: bool = False) -> 
     and the kernel spreads the connections over them."""
     loop = asyncio.get_running_loop()
     infos = await loop.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    sockets = _bound(host, infos, port, reuse_port)
+    try:
+        for sock in sockets:
+            sock.listen(backlog)
+            sock.setblocking(False)
+    except BaseException:
+        for sock in sockets:
+            sock.close()
+        raise
+    return sockets
+
+
+def reserve(host: str, port: int, setting: str) -> list[socket.socket]:
+    """Sockets bound to ``host``:``port`` with SO_REUSEPORT but not listening: a supervisor keeps
+    them so that the port (picked here for port 0) stays its workers' while they start and restart,
+    and no connection waits on a socket nobody accepts on. The port must be free first (a bind
+    without SO_REUSEPORT): another broker's workers must not share it. A ``ListenError`` naming
+    ``setting`` if it is not."""
+    try:
+        infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        probes = _bound(host, infos, port, reuse_port=False)
+        chosen = probes[0].getsockname()[1]
+        for probe in probes:
+            probe.close()
+        return _bound(host, infos, chosen, reuse_port=True)
+    except OSError as exc:
+        raise cannot_listen(exc, host, port, setting) from exc
+
+
+def _bound(host: str, infos: list[Any], port: int, reuse_port: bool) -> list[socket.socket]:
+    """Sockets bound (not listening) on each address of ``infos``, at ``port`` (0: the first
+    picks one and the others take it)."""
     sockets: list[socket.socket] = []
     try:
         for family, kind, proto, _, address in dict.fromkeys(infos):
@@ -59,16 +91,14 @@ async def bind(host: str, port: int, backlog: int, reuse_port: bool = False) -> 
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
             if family == socket.AF_INET6:
                 sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
-            if port == 0 and len(sockets) > 1:
-                address = (address[0], sockets[0].getsockname()[1], *address[2:])
+            chosen = sockets[0].getsockname()[1] if port == 0 and len(sockets) > 1 else port
+            address = (address[0], chosen, *address[2:])
             try:
                 sock.bind(address)
             except OSError as exc:
                 raise OSError(
                     exc.errno, f"error while attempting to bind on address {address!r}: {exc.strerror}"
                 ) from None
-            sock.listen(backlog)
-            sock.setblocking(False)
     except BaseException:
         for sock in sockets:
             sock.close()

@@ -21,6 +21,7 @@ import urllib.parse
 from collections import Counter
 from collections.abc import Callable
 from functools import partial
+from typing import Any
 
 from magnetar.broker import frame_room, housekeeping, loop_pass, tls
 from magnetar.broker.authorization import CONSUME, PRODUCE, Authorizer
@@ -46,6 +47,7 @@ from magnetar.broker.startup import BrokerSetup
 from magnetar.broker.topic import PersistentTopic
 from magnetar.broker.topic_catalog import TopicCatalog, Topics
 from magnetar.broker.topic_loader import TopicLoader
+from magnetar.broker.worker_role import WorkerRole
 from magnetar.protocol.frames import SHARED_READ_SIZE
 from magnetar.protocol.topic_name import TopicName
 from magnetar.storage.store import Storage
@@ -60,10 +62,15 @@ POLICY_POLL_SECONDS = 0.1
 class BrokerService:
     """The broker; made from what start-up checked and built (``startup.BrokerSetup``)."""
 
-    def __init__(self, setup: BrokerSetup, ownership: OwnershipStore | None = None) -> None:
+    def __init__(
+        self, setup: BrokerSetup, ownership: OwnershipStore | None = None, worker: WorkerRole | None = None
+    ) -> None:
         """``ownership``: the store of bundle owners shared with other brokers (workers); alone
-        (None), this broker owns every bundle."""
+        (None), this broker owns every bundle. ``worker``: this broker is one of a supervisor's
+        workers (worker_role.py): no data directory lock, no directory check, and ports of its own
+        beside the shared ones."""
         config = self.config = setup.config
+        self.worker = worker
         self._ownership: OwnershipStore = ownership or LocalOwnership()
         self._ownership_shared = ownership is not None
         self._namespace_service: NamespaceService | None = None
@@ -87,6 +94,8 @@ class BrokerService:
         self.ssl_context: ssl.SSLContext | None = None
         self._server: Listener | None = None
         self._tls_server: Listener | None = None
+        #: A worker's listeners on the advertised ports, shared with the other workers (SO_REUSEPORT).
+        self._shared_servers: list[Listener] = []
         self._tasks: list[asyncio.Task[None]] = []
         #: Every connection's keepalive, one wheel for all (keepalive.py).
         self.keepalive = KeepaliveWheel(config.keepalive_interval_seconds)
@@ -176,9 +185,8 @@ class BrokerService:
         """Join the brokers that own bundles, named by this broker's own URLs (once every port is
         bound: the HTTP ports are the admin server's, bound after the broker's)."""
         port = self.port if self.port is not None else self.tls_port
-        me = BrokerInfo(
-            f"{self.config.host}:{port}", self.service_url, self.service_url_tls, web_url, web_url_tls
-        )
+        broker_id = self.worker.broker_id if self.worker is not None else f"{self.config.host}:{port}"
+        me = BrokerInfo(broker_id, self.service_url, self.service_url_tls, web_url, web_url_tls)
         self.namespace_service.register(me)
 
     @property
@@ -259,6 +267,8 @@ class BrokerService:
         if self.port is None:
             return None
         if self.config.advertised_address:
+            if self.worker is not None:  # the worker's own port at the advertised host
+                return f"pulsar://{self._advertised_host()}:{self.port}"
             return self.config.advertised_address
         return f"pulsar://{self.config.host}:{self.port}"
 
@@ -267,10 +277,14 @@ class BrokerService:
         """pulsar+ssl:// address given in LOOKUP answers (clients on TLS connect there); None without TLS."""
         if self.tls_port is None:
             return None
+        return f"pulsar+ssl://{self._advertised_host()}:{self.tls_port}"
+
+    def _advertised_host(self) -> str:
+        """The host of ``advertised_address`` when set, else ``host``."""
         host = self.config.host
         if self.config.advertised_address:
             host = urllib.parse.urlsplit(self.config.advertised_address).hostname or host
-        return f"pulsar+ssl://{host}:{self.tls_port}"
+        return host
 
     async def start(self, new_cnx: Callable[[], asyncio.BaseProtocol]) -> None:
         """Open storage, bind the ports (each connection accepted made by ``new_cnx``:
@@ -279,26 +293,25 @@ class BrokerService:
         # Certificate problems are found before anything else starts (TlsConfigError).
         ssl_context = tls.server_context(self.config) if tls.tls_enabled(self.config) else None
         self.ssl_context = ssl_context
-        self._lock.acquire()
+        if self.worker is None:  # a worker's supervisor holds it for all of them
+            self._lock.acquire()
         passes = loop_pass.for_loop(loop)
         storage = Storage(
             self.config.storage_config(),
             notify=_notifier(loop, passes),
             defer=lambda callback: passes.defer(loop_pass.SYNC, callback),
+            check_directories=self.worker is None,
         )
         self._open_resources(storage)
-        host, refusal = self.config.host, PULSAR_OUT_OF_DESCRIPTORS
         if self.config.broker_service_port_enabled:
-            self._server = await listen(
-                host, self.config.port, new_cnx, refusal, "the Pulsar port", "binary protocol port (--port)"
+            self._server = await self._listen(
+                self.config.port, new_cnx, "the Pulsar port", "binary protocol port (--port)"
             )
             self.port = self._server.port
         if (tls_port := self.config.broker_service_port_tls) is not None:
-            self._tls_server = await listen(
-                host,
+            self._tls_server = await self._listen(
                 tls_port,
                 new_cnx,
-                refusal,
                 "the Pulsar TLS port",
                 "TLS port (broker_service_port_tls)",
                 tls=ssl_context,
@@ -309,6 +322,20 @@ class BrokerService:
         self._tasks = [
             asyncio.create_task(housekeeping.every(seconds, action)) for seconds, action in self._background()
         ]
+
+    async def _listen(
+        self, port: int, new_cnx: Callable[[], asyncio.BaseProtocol], name: str, setting: str, **tls_args: Any
+    ) -> Listener:
+        """Accept on ``port``; the listener whose port LOOKUP answers name. A worker listens on
+        ``port`` with the other workers (SO_REUSEPORT) and answers with a port of its own."""
+        host, refusal = self.config.host, PULSAR_OUT_OF_DESCRIPTORS
+        if self.worker is None:
+            return await listen(host, port, new_cnx, refusal, name, setting, **tls_args)
+        shared = await listen(host, port, new_cnx, refusal, name, setting, reuse_port=True, **tls_args)
+        self._shared_servers.append(shared)
+        return await listen(
+            host, 0, new_cnx, refusal, f"{name} of {self.worker.broker_id}", setting, **tls_args
+        )
 
     def _background(self) -> list[tuple[float, Callable[[], None]]]:
         """The background work and how often it runs (housekeeping.py, frame_room.py)."""
@@ -365,7 +392,7 @@ class BrokerService:
         """Stop accepting and close every connection: no SEND is taken while the rest of the
         process shuts down (replication, the HTTP server), so the clients know at once what was
         stored and what they must send again."""
-        for server in (self._server, self._tls_server):
+        for server in (self._server, self._tls_server, *self._shared_servers):
             if server is not None:
                 server.close()
         for cnx in list(self.connections):
@@ -392,7 +419,8 @@ class BrokerService:
             self._resources.storage.close()
         if self._loader is not None:
             self._loader.storage_closed = True
-        self._lock.release()
+        if self.worker is None:
+            self._lock.release()
 
     # -- topics (topic_loader.py, topic_catalog.py) ---------------------------------------
     def get_topic(self, name: TopicName, create: bool = True) -> PersistentTopic | NonPersistentTopic:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
 import sys
 from collections.abc import Callable
@@ -71,13 +72,34 @@ _PATH = click.Path(path_type=Path)
 )
 @click.option("--data-dir", type=_PATH, help="Where ledgers and metadata live (default ./data).")
 @click.option("--config", type=_PATH, help="TOML file with settings (see docs/configuration.md).")
+@click.option(
+    "--workers",
+    callback=lambda ctx, param, value: _workers(value),
+    help="Broker processes: a number, or auto for one per usable core (default 1).",
+)
+@click.option("--worker", hidden=True, help="Serve as a supervisor's worker (JSON; cli/supervisor.py).")
 @click.option("--log-level", default="INFO", show_default=True)
 def standalone(**options: Any) -> int:
     """Run a broker in the foreground."""
     _configure_logging(options["log_level"])
-    from magnetar.cli import standalone as process  # the broker's modules, for this command only
+    # The broker's modules, for this command only.
+    from magnetar.cli import standalone as process
+    from magnetar.cli import worker
 
-    return _event_loop_runner()(process.run(argparse.Namespace(**options)))
+    role, args = options.pop("worker"), argparse.Namespace(**options)
+    if role is not None:
+        return _event_loop_runner()(worker.run(args, json.loads(role)))
+    return _event_loop_runner()(process.run(args))
+
+
+def _workers(value: str | None) -> int | str | None:
+    """``--workers``: a count, or ``auto``; the settings model checks the range."""
+    if value is None or value == "auto":
+        return value
+    try:
+        return int(value)
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is neither a number nor auto") from None
 
 
 @cli.command(help=repair.NOTE, short_help="Rebuild lost metadata from the ledger files (broker stopped).")

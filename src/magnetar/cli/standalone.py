@@ -13,6 +13,7 @@ import gc
 import logging
 import os
 import signal
+from typing import Any
 
 from magnetar import __version__
 from magnetar.admin.http import AdminServer
@@ -20,8 +21,10 @@ from magnetar.broker import server, startup
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.data_dir_lock import DataDirError
 from magnetar.broker.descriptors import raise_soft_limit
+from magnetar.broker.ownership import OwnershipStore
 from magnetar.broker.service import BrokerService
 from magnetar.broker.startup import BrokerSetup
+from magnetar.broker.worker_role import WorkerRole
 from magnetar.broker_process import listening_addresses
 from magnetar.cli.failures import one_line
 from magnetar.replication.manager import ReplicationManager
@@ -35,11 +38,17 @@ class Standalone:
     started and stopped together (in this process: the command below, and tests that want a
     broker without a child process)."""
 
-    def __init__(self, config: BrokerConfig | BrokerSetup) -> None:
-        """``config``: checked and built at start-up (``startup.load``), or settings to check here."""
+    def __init__(
+        self,
+        config: BrokerConfig | BrokerSetup,
+        ownership: OwnershipStore | None = None,
+        worker: WorkerRole | None = None,
+    ) -> None:
+        """``config``: checked and built at start-up (``startup.load``), or settings to check here;
+        ``ownership`` and ``worker``: as ``BrokerService``'s (one of a supervisor's workers)."""
         setup = config if isinstance(config, BrokerSetup) else startup.prepare(config)
         self.config = setup.config
-        self.broker = BrokerService(setup)
+        self.broker = BrokerService(setup, ownership, worker)
         self.admin = AdminServer(self.broker)
         self.replication = ReplicationManager(self.broker)
 
@@ -70,7 +79,7 @@ class Standalone:
         return listening_addresses(self.config.host, b.port, a.http_port, b.tls_port, a.https_port)
 
 
-def _tune_gc() -> None:
+def tune_gc() -> None:
     """The broker makes many short-lived objects per message and few cycles: move what start-up
     built out of the collector's way and collect the young generation less often."""
     gc.collect()
@@ -83,28 +92,42 @@ def _tune_gc() -> None:
 START_FAILURES = (ValueError, OSError, DataDirError, MetadataMissingError)
 
 
-def _cannot_start(exc: BaseException) -> int:
+def cannot_start(exc: BaseException) -> int:
     """One line on standard error, as docs/cli.md promises (the traceback only at DEBUG)."""
     log.debug("start-up failed", exc_info=exc)
     log.error("cannot start: %s", one_line(exc))
     return 1
 
 
+def load_setup(args: argparse.Namespace, **more: Any) -> BrokerSetup:
+    """The settings of ``magnetar standalone``'s command line (and ``more`` over them)."""
+    return startup.load(
+        args.config,
+        os.environ,
+        **{
+            "host": args.host,
+            "port": args.port,
+            "http_port": args.http_port,
+            "data_dir": args.data_dir,
+            "broker_service_port_enabled": args.broker_service_port_enabled,
+            "web_service_port_enabled": args.web_service_port_enabled,
+            "workers": args.workers,
+            **more,
+        },
+    )
+
+
 async def run(args: argparse.Namespace) -> int:
-    """Run until SIGTERM or SIGINT; 1 when the broker cannot start."""
+    """Run until SIGTERM or SIGINT; 1 when the broker cannot start. With more than one worker,
+    this process is their supervisor (supervisor.py)."""
     try:
-        setup = startup.load(
-            args.config,
-            os.environ,
-            host=args.host,
-            port=args.port,
-            http_port=args.http_port,
-            data_dir=args.data_dir,
-            broker_service_port_enabled=args.broker_service_port_enabled,
-            web_service_port_enabled=args.web_service_port_enabled,
-        )
+        setup = load_setup(args)
     except START_FAILURES as exc:  # a setting that cannot work (TLS, authentication ...): say which
-        return _cannot_start(exc)
+        return cannot_start(exc)
+    if setup.config.worker_count() > 1:
+        from magnetar.cli.supervisor import Supervisor
+
+        return await Supervisor(args, setup).run()
     soft, hard = raise_soft_limit()
     log.info("file descriptor limit %d (hard limit %d)", soft, hard)
     standalone = Standalone(setup)
@@ -113,8 +136,8 @@ async def run(args: argparse.Namespace) -> int:
         await standalone.start()
     except START_FAILURES as exc:  # TlsConfigError is a ValueError, listener.ListenError an OSError
         await standalone.stop()
-        return _cannot_start(exc)
-    _tune_gc()
+        return cannot_start(exc)
+    tune_gc()
     log.info(
         "Magnetar %s listening on %s, data in %s",  # broker_process.parse_listening reads it
         __version__,

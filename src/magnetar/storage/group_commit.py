@@ -19,6 +19,10 @@ from magnetar.storage.disk_space import is_out_of_space
 from magnetar.storage.errors import StorageClosedError, StorageFullError
 
 T = TypeVar("T")
+#: How long a transaction waits for another process's (a broker worker's) to end before it fails
+#: with "database is locked". Each holds the write lock for one commit and its fsync (milliseconds);
+#: Python's 5 s default would fail a topic's open behind a disk that stalls for seconds.
+BUSY_TIMEOUT_S = 30.0
 #: A row as SQLite hands it back: its columns' types are the schema's, unknown to Python.
 Row = tuple[Any, ...]
 
@@ -51,7 +55,7 @@ class GroupCommit:
         self._queue: list[_Write[Any]] = []  # writes waiting for a group commit (grouped)
         self._queue_lock = threading.Lock()
         self._db: sqlite3.Connection | None = sqlite3.connect(
-            self.path, isolation_level=None, check_same_thread=False
+            self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
         )
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")

@@ -44,7 +44,11 @@ class Storage:
         config: StorageConfig,
         notify: Notify | None = None,
         defer: Callable[[Callable[[], None]], None] | None = None,
+        check_directories: bool = True,
     ):
+        """``check_directories``: account for every managed-ledger directory first
+        (``_check_directories``); off in a broker worker, whose supervisor checked them once before
+        any worker started (a worker would move aside a directory another one just made)."""
         self.config = config
         self._notify = notify
         self._ledgers_dir = config.data_dir / LEDGERS_DIR
@@ -63,7 +67,8 @@ class Storage:
         self._lock = threading.RLock()
         self._closed = False
         try:
-            self._check_directories()
+            if check_directories:
+                self._check_directories()
         except BaseException:
             self._syncer.stop()
             self.metadata.close()

@@ -92,8 +92,10 @@ def embedded_broker(
 
     ``settings`` are broker settings as in the TOML file (docs/configuration.md), e.g.
     ``embedded_broker(max_message_size=1024)``; ``port`` and ``http_port`` (default 0: the OS picks a
-    free one) and ``host`` become flags. A broker that cannot start (an unknown setting, a bad value)
-    raises BrokerProcessError with its log; one that exits with an error when stopped does too.
+    free one) and ``host`` become flags. ``workers=2`` runs a supervisor and two broker processes
+    (docs/architecture.md, Workers), stopped together with it. A broker that cannot start (an
+    unknown setting, a bad value) raises BrokerProcessError with its log; one that exits with an
+    error when stopped does too.
     """
     toml, flags = split_settings(settings)
     with tempfile.TemporaryDirectory(prefix="magnetar-test-", ignore_cleanup_errors=True) as tmp:

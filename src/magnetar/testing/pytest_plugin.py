@@ -38,7 +38,8 @@ def broker_scope(fixture_name: str, config: pytest.Config) -> Scope:
 
 @pytest.fixture(scope=broker_scope)
 def magnetar_broker_settings() -> dict[str, Any]:
-    """Broker settings for ``magnetar_broker`` (as in the TOML file); override it in a conftest.py."""
+    """Broker settings for ``magnetar_broker`` (as in the TOML file, ``{"workers": 2}`` included);
+    override it in a conftest.py."""
     return {}
 
 
