@@ -61,6 +61,7 @@ class Delivery:
     at: float
     acked_at: float | None = None
     acked_connected: bool = True  # whether its consumer was connected when it acknowledged
+    entry: str = ""  # the message id it came with: two entries are two stored copies
 
 
 @dataclass
@@ -74,9 +75,9 @@ class Record:
     restarts: list[tuple[float, float]] = field(default_factory=list)  # (stop begun, started again)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def delivered(self, sub: str, consumer: str, data: bytes) -> Delivery:
+    def delivered(self, sub: str, consumer: str, data: bytes, entry: str = "") -> Delivery:
         msg_id = data.split(b"|", 1)[0].decode()
-        delivery = Delivery(consumer, time.monotonic())
+        delivery = Delivery(consumer, time.monotonic(), entry=entry)
         with self.lock:
             self.deliveries.setdefault((sub, msg_id), []).append(delivery)
             self.received.append((sub, msg_id, digest(data)))
@@ -98,7 +99,7 @@ class Record:
         def at(t: float | None) -> str:
             return "-" if t is None else f"{t - t0:+.3f}"
 
-        seen = [f"{d.consumer} @  {at(d.at)} ack {at(d.acked_at)} ({d.acked_connected})" for d in deliveries]
+        seen = [f"{d.consumer} @ {at(d.at)} ack {at(d.acked_at)} {d.entry}" for d in deliveries]
         return "; ".join(seen + [f"restart {at(b)}..{at(e)}" for b, e in self.restarts])
 
     def ack_may_be_lost(self, acked_at: float) -> bool:
@@ -179,7 +180,7 @@ class ConsumerSlot:
             msg = self.consumer.receive(200)
         except Exception:  # a timeout, or a broker restarting
             return
-        delivery = self.record.delivered(self.sub, self.name, msg.data())
+        delivery = self.record.delivered(self.sub, self.name, msg.data(), str(msg.message_id()))
         with contextlib.suppress(Exception):
             if nack:
                 self.consumer.negative_acknowledge(msg)

@@ -133,9 +133,12 @@ class Consumer(HandlerBase):
         self._start.subscribed()
 
     def _reset_for_new_connection(self) -> None:
-        """Forget what the old connection delivered: the broker sends everything unacked again."""
+        """Forget what the old connection delivered: the broker sends everything unacked again,
+        so negative acks and ack timeouts still pending are moot (asked for on the new connection,
+        the message would come twice, the second copy after its acknowledgement)."""
         self._start.resume_before(next(iter(self._queue), None))
         self._forget_delivered()
+        self._redelivery.clear()
 
     def _forget_delivered(self) -> int:
         """Drop what is queued or being assembled: the broker delivers it again. Returns how
