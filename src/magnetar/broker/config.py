@@ -172,6 +172,12 @@ class BrokerConfig:
     #: (a namespace's max_topics_per_namespace overrides it); one more is refused (NotAllowedError).
     max_topics_per_namespace: NonNegativeInt = 0
 
+    # File descriptors (docs/configuration.md, File descriptors; storage/ledger_files.py).
+    #: Files that ledgers (topics' and cursors') keep open, all together; past it the least recently
+    #: used close theirs and reopen them when next written or read (BookKeeper's openFileLimit is
+    #: the bookie's like bound). At most half the descriptor limit is used: the rest is for connections.
+    max_open_ledger_files: Annotated[int, Field(ge=2)] = 2048
+
     # Namespace bundles (broker/bundles.py, docs/namespaces.md).
     #: Pulsar's defaultNumberOfNamespaceBundles: the bundles a namespace created without a
     #: ``bundles`` policy is cut into (and ``public/default``'s).

@@ -22,7 +22,7 @@ from collections import Counter
 from collections.abc import Callable
 from functools import partial
 
-from magnetar.broker import frame_room, housekeeping, loop_pass, tls
+from magnetar.broker import descriptors, frame_room, housekeeping, loop_pass, tls
 from magnetar.broker.authorization import CONSUME, PRODUCE, Authorizer
 from magnetar.broker.clusters import ClusterRegistry
 from magnetar.broker.config import BrokerConfig
@@ -48,6 +48,7 @@ from magnetar.broker.topic_catalog import TopicCatalog, Topics
 from magnetar.broker.topic_loader import TopicLoader
 from magnetar.protocol.frames import SHARED_READ_SIZE
 from magnetar.protocol.topic_name import TopicName
+from magnetar.storage import ledger_files
 from magnetar.storage.store import Storage
 
 log = logging.getLogger(__name__)
@@ -286,6 +287,8 @@ class BrokerService:
             notify=_notifier(loop, passes),
             defer=lambda callback: passes.defer(loop_pass.SYNC, callback),
         )
+        # Descriptors are the process's: a broker's storage sets the bound for every ledger.
+        ledger_files.set_open_limit(descriptors.ledger_file_limit(self.config.max_open_ledger_files))
         self._open_resources(storage)
         host, refusal = self.config.host, PULSAR_OUT_OF_DESCRIPTORS
         if self.config.broker_service_port_enabled:
