@@ -207,6 +207,12 @@ class BrokerConfig:
     retention_check_interval_seconds: PositiveFloat = 60.0
     #: How often namespaces' message TTL is applied.
     message_expiry_check_interval_seconds: PositiveFloat = 60.0
+    #: Pulsar's brokerDeleteInactiveTopicsFrequencySeconds: how often loaded topics are checked
+    #: for use (idle ones unloaded, and deleted where an inactive-topic policy says so).
+    broker_delete_inactive_topics_frequency_seconds: PositiveFloat = 60.0
+    #: A loaded topic nobody has used this long is unloaded (its memory and files given back; the
+    #: next use loads it again, its subscriptions where they were). 0: topics stay loaded.
+    broker_unload_inactive_topics_seconds: NonNegativeFloat = 60.0
     #: How often the message and byte rates in topic stats and /metrics are worked out (each is
     #: the average over the interval just ended), as Pulsar's statsUpdateFrequencyInSecs.
     stats_update_frequency_seconds: PositiveFloat = 60.0

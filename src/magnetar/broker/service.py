@@ -30,6 +30,7 @@ from magnetar.broker.data_dir_lock import DataDirLock
 from magnetar.broker.dispatchers.broadcast_lag import LagLimits
 from magnetar.broker.flow_control import Hold, PublishBuffer, no_holds
 from magnetar.broker.frame_budget import FrameBudget, FrameReceiver
+from magnetar.broker.inactive_topics import InactiveTopics
 from magnetar.broker.keepalive import KeepaliveWheel
 from magnetar.broker.limits import Limits
 from magnetar.broker.listener import Listener, listen
@@ -95,6 +96,8 @@ class BrokerService:
         #: Called with each persistent topic loaded and each namespace whose policies changed:
         #: geo-replication (magnetar.replication, a layer above) attaches its replicators.
         self.replication_listeners: list[Callable[[], None]] = []
+        #: When each loaded topic was last seen in use: idle ones are unloaded (inactive_topics.py).
+        self.inactive_topics = InactiveTopics()
 
     def _flow_control(self, config: BrokerConfig) -> None:
         """What connections share: the read buffer, the publish buffer, room for large frames."""
@@ -332,6 +335,7 @@ class BrokerService:
                 partial(housekeeping.sweep_broadcast, topics, lag_limits),
             ),
             (min(1.0, timeout / 4), partial(frame_room.close_stalled, self.frame_budget, timeout)),
+            (config.broker_delete_inactive_topics_frequency_seconds, self.check_inactive_topics),
         ]
         if self.authentication is not None:
             work.append((config.authentication_refresh_check_seconds, self.check_credentials))
@@ -342,6 +346,16 @@ class BrokerService:
             work.append((OWNERSHIP_RENEW_SECONDS, service.keep_alive))
             work.append((POLICY_POLL_SECONDS, partial(service.poll_changes, self.policies_changed)))
         return work
+
+    def check_inactive_topics(self) -> None:
+        """Unload the topics nobody has used for ``broker_unload_inactive_topics_seconds``."""
+        self.inactive_topics.sweep(
+            self.topics,
+            time.monotonic(),
+            self.config.broker_unload_inactive_topics_seconds,
+            self.loader.unload,
+            self.catalog.topics_changed,
+        )
 
     def policies_changed(self, namespace: str) -> None:
         """Another broker changed ``namespace``'s policies (``"*"``: maybe any namespace's): what
@@ -440,6 +454,7 @@ class BrokerService:
         self.get_topic(name, create=True)
 
     def delete_topic(self, name: TopicName) -> None:
+        self.loader.settle(str(name))  # an unload closing its files first
         self.catalog.delete_topic(name)
 
     def topics_of_namespace(self, namespace: str) -> list[str]:
