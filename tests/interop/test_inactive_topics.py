@@ -10,7 +10,7 @@ import pulsar
 import pytest
 
 from ..waiting import eventually
-from .support import assert_next_is_marker, receive_n, scrape
+from .support import admin_call, assert_next_is_marker, receive_n, scrape
 
 pytestmark = pytest.mark.interop
 
@@ -78,3 +78,89 @@ def test_a_topic_in_use_stays_loaded(broker_factory, client_factory, topic):
     assert metric(broker, "magnetar_topics_loaded") == 3
     producer.send(b"still here")
     assert reader.has_message_available() is False
+
+
+# -- inactive-topic policies: deleting topics nobody uses ------------------------------------------------
+
+QUICK_DELETE = {
+    **QUICK_UNLOAD,
+    "broker_delete_inactive_topics_enabled": True,
+    "broker_delete_inactive_topics_max_inactive_duration_seconds": 0.5,
+}
+
+
+def stored_topics(broker) -> list[str]:
+    status, names = admin_call(broker, "GET", "/admin/v2/persistent/public/default")
+    assert status == 200, names
+    return names
+
+
+def test_an_unused_topic_without_subscriptions_is_deleted_and_a_backlog_is_never(
+    broker_factory, client_factory, topic
+):
+    broker = broker_factory(QUICK_DELETE)
+    client = client_factory(broker.service_url)
+    nobody, waiting = f"{topic}-nobody", f"{topic}-waiting"
+    client.subscribe(waiting, "sub").close()  # a durable subscription, its backlog to come
+    for name in (nobody, waiting):
+        producer = client.create_producer(name)
+        producer.send(b"kept for sub" if name == waiting else b"read by nobody")
+        producer.close()
+    eventually(lambda: nobody not in stored_topics(broker), what="the topic nobody reads deleted")
+    eventually(lambda: metric(broker, "magnetar_inactive_topics_unloaded_total") >= 1, what="an unload")
+    assert waiting in stored_topics(broker)  # unloaded, never deleted: its subscription has a backlog
+    consumer = client.subscribe(waiting, "sub")
+    assert receive_n(consumer, 1, ack=True)[0].data() == b"kept for sub"
+    assert metric(broker, "magnetar_inactive_topics_deleted_total") == 1
+
+
+def test_a_namespace_policy_deletes_topics_whose_subscriptions_caught_up(
+    broker_factory, client_factory, topic
+):
+    broker = broker_factory(QUICK_UNLOAD)  # the broker deletes nothing: the namespace's policy does
+    path = "/admin/v2/namespaces/public/default/inactiveTopicPolicies"
+    assert admin_call(broker, "GET", path) == (204, None)
+    policies = {
+        "inactiveTopicDeleteMode": "delete_when_subscriptions_caught_up",
+        "maxInactiveDurationSeconds": 1,
+        "deleteWhileInactive": True,
+    }
+    assert admin_call(broker, "POST", path, policies)[0] == 204
+    assert admin_call(broker, "GET", path) == (200, policies)
+    assert admin_call(broker, "POST", path, {**policies, "inactiveTopicDeleteMode": "sometimes"})[0] == 400
+    client = client_factory(broker.service_url)
+    read, unread, kept = f"{topic}-read", f"{topic}-unread", f"{topic}-kept"
+    # The topic's own policy wins over the namespace's.
+    local = kept.removeprefix("persistent://")
+    own = {**policies, "deleteWhileInactive": False}
+    assert admin_call(broker, "POST", f"/admin/v2/persistent/{local}/inactiveTopicPolicies", own)[0] == 204
+    applied = admin_call(broker, "GET", f"/admin/v2/persistent/{local}/inactiveTopicPolicies?applied=true")
+    assert applied == (200, own)
+    for name in (read, unread, kept):
+        consumer = client.subscribe(name, "sub")
+        producer = client.create_producer(name)
+        producer.send(b"one")
+        producer.close()
+        message = receive_n(consumer, 1)[0]
+        if name != unread:
+            consumer.acknowledge(message)
+        consumer.close()
+    eventually(lambda: read not in stored_topics(broker), what="the caught-up topic deleted")
+    eventually(
+        lambda: metric(broker, "magnetar_inactive_topics_unloaded_total") >= 2, what="the others unloaded"
+    )
+    assert {unread, kept} <= set(stored_topics(broker))
+    assert receive_n(client.subscribe(unread, "sub"), 1)[0].data() == b"one"
+
+
+def test_by_default_an_unused_topic_is_unloaded_never_deleted(broker_factory, client_factory, topic):
+    """Magnetar's default (Pulsar's is to delete): a topic produced to before anyone subscribes keeps
+    its messages for the subscription made with Earliest later."""
+    broker = broker_factory(QUICK_UNLOAD)
+    client = client_factory(broker.service_url)
+    producer = client.create_producer(topic)
+    producer.send(b"for later")
+    producer.close()
+    eventually(lambda: metric(broker, "magnetar_inactive_topics_unloaded_total") >= 1, what="an unload")
+    consumer = client.subscribe(topic, "late", initial_position=pulsar.InitialPosition.Earliest)
+    assert receive_n(consumer, 1)[0].data() == b"for later"

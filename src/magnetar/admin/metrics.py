@@ -71,6 +71,11 @@ class BrokerCollector(Collector):
             "Topics unloaded because nobody used them (broker_unload_inactive_topics_seconds)",
             value=service.inactive_topics.unloaded,
         )
+        yield CounterMetricFamily(
+            "magnetar_inactive_topics_deleted",
+            "Topics deleted by an inactive-topic policy (nobody used them)",
+            value=service.inactive_topics.deleted,
+        )
 
     def _disk(self) -> Iterator[Metric]:
         try:

@@ -28,6 +28,7 @@ from pydantic.dataclasses import dataclass
 
 from magnetar.broker import backlog_quota, config_sources
 from magnetar.broker.config_sources import ConfigError
+from magnetar.broker.inactive_topic_policies import NO_SUBSCRIPTIONS, DeleteMode, InactiveTopicPolicies
 from magnetar.storage.config import (
     MIB,
     STRICT,
@@ -207,6 +208,14 @@ class BrokerConfig:
     retention_check_interval_seconds: PositiveFloat = 60.0
     #: How often namespaces' message TTL is applied.
     message_expiry_check_interval_seconds: PositiveFloat = 60.0
+    #: Pulsar's brokerDeleteInactiveTopicsEnabled: delete topics nobody uses, as the mode below
+    #: allows. Pulsar's default is true; Magnetar's false (docs/configuration.md says why).
+    broker_delete_inactive_topics_enabled: bool = False
+    #: Pulsar's brokerDeleteInactiveTopicsMode: which unused topics may be deleted.
+    broker_delete_inactive_topics_mode: DeleteMode = NO_SUBSCRIPTIONS
+    #: Pulsar's brokerDeleteInactiveTopicsMaxInactiveDurationSeconds: unused this long, a topic is
+    #: deleted; unset: broker_delete_inactive_topics_frequency_seconds, as in Pulsar.
+    broker_delete_inactive_topics_max_inactive_duration_seconds: PositiveFloat | None = None
     #: Pulsar's brokerDeleteInactiveTopicsFrequencySeconds: how often loaded topics are checked
     #: for use (idle ones unloaded, and deleted where an inactive-topic policy says so).
     broker_delete_inactive_topics_frequency_seconds: PositiveFloat = 60.0
@@ -286,6 +295,15 @@ class BrokerConfig:
                 limit_time=self.backlog_quota_default_limit_seconds, policy=policy
             ),
         }
+
+    def inactive_topic_policies(self) -> InactiveTopicPolicies:
+        """The broker's inactive-topic policies (where neither a namespace nor a topic sets any)."""
+        duration = self.broker_delete_inactive_topics_max_inactive_duration_seconds
+        return InactiveTopicPolicies(
+            self.broker_delete_inactive_topics_mode,
+            self.broker_delete_inactive_topics_frequency_seconds if duration is None else duration,
+            self.broker_delete_inactive_topics_enabled,
+        )
 
     def validate(self) -> None:
         """The checks across settings that need no other module (the rest: ``startup.prepare``)."""

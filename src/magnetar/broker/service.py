@@ -30,6 +30,7 @@ from magnetar.broker.data_dir_lock import DataDirLock
 from magnetar.broker.dispatchers.broadcast_lag import LagLimits
 from magnetar.broker.flow_control import Hold, PublishBuffer, no_holds
 from magnetar.broker.frame_budget import FrameBudget, FrameReceiver
+from magnetar.broker.inactive_topic_policies import InactiveTopicPolicies
 from magnetar.broker.inactive_topics import InactiveTopics
 from magnetar.broker.keepalive import KeepaliveWheel
 from magnetar.broker.limits import Limits
@@ -348,14 +349,35 @@ class BrokerService:
         return work
 
     def check_inactive_topics(self) -> None:
-        """Unload the topics nobody has used for ``broker_unload_inactive_topics_seconds``."""
+        """Delete the unused topics the inactive-topic policies say to; unload the others nobody
+        has used for ``broker_unload_inactive_topics_seconds``."""
         self.inactive_topics.sweep(
             self.topics,
             time.monotonic(),
             self.config.broker_unload_inactive_topics_seconds,
             self.loader.unload,
             self.catalog.topics_changed,
+            lambda topic: self.inactive_topic_policies(topic.name),
+            self._delete_inactive,
         )
+
+    def inactive_topic_policies(self, name: TopicName) -> InactiveTopicPolicies:
+        """What applies to ``name``: the topic's own policies, else its namespace's, else the broker's."""
+        own = self.resources.topic_inactive_policies.get(name)
+        if own is not None:
+            return own
+        namespace = self.namespaces.policies(name.namespace_name).inactive_topic_policies
+        if namespace is not None:
+            return InactiveTopicPolicies.from_json(namespace)
+        return self.config.inactive_topic_policies()
+
+    def _delete_inactive(self, topic: PersistentTopic | NonPersistentTopic) -> None:
+        """Delete an unused topic as an inactive-topic policy says: closed on the loop (it is
+        idle: nothing pending), then its storage deleted, as an admin DELETE does."""
+        try:
+            self.catalog.delete_topic(topic.name, changed=False)
+        except Exception:
+            log.exception("%s: deleting the inactive topic failed", topic.name)
 
     def policies_changed(self, namespace: str) -> None:
         """Another broker changed ``namespace``'s policies (``"*"``: maybe any namespace's): what

@@ -41,6 +41,7 @@ class TopicCatalog:
         self._storage = resources.storage
         self._namespaces = resources.namespaces
         self._topic_replication = resources.topic_replication
+        self._topic_inactive_policies = resources.topic_inactive_policies
         self._limits = limits
         self._auto_creation = auto_creation
         self._topics_changed = topics_changed
@@ -155,7 +156,10 @@ class TopicCatalog:
         if self.exists(key) or self._namespaces.partitions(key):
             raise AlreadyExists(f"Topic {key} already exists")
 
-    def delete_topic(self, name: TopicName) -> None:
+    def delete_topic(self, name: TopicName, changed: bool = True) -> None:
+        """Delete a topic without producers or consumers (NotEmpty otherwise): closed if loaded,
+        then its storage, its replication override and its inactive-topic policies; ``changed``:
+        tell geo-replication now (else the caller does, once for many)."""
         key = str(name)
         if not self.exists(key):
             raise TopicNotFound(f"Topic {key} does not exist")
@@ -165,12 +169,14 @@ class TopicCatalog:
                 raise NotEmpty(f"Topic {key} has connected producers or consumers")
             topic.close()
             del self._topics[key]
-            self._topics_changed()  # its replicators stop
+            if changed:
+                self._topics_changed()  # its replicators stop
             if topic.ml is None:
                 return
         self._storage.delete_managed_ledger(key)
         if name.partitioned_base() is None:
             self._forget_replication(name)
+            self._topic_inactive_policies.remove(name)
 
     def unload_bundle(self, bundle: NamespaceBundle) -> int:
         """Close the loaded topics of ``bundle`` (Pulsar's bundle unload, ``unload_topic``), their
