@@ -30,3 +30,12 @@ def test_refusals_are_all_counted_but_logged_once_a_minute(caplog):
     assert len(lines) == 2
     assert "refused a topic (t); 1 refusal(s)" in lines[0]
     assert "refused a subscription (s); 6 refusal(s)" in lines[1]  # the 5 unlogged ones and itself
+
+
+def test_ledger_files_take_at_most_half_the_descriptor_limit(caplog):
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    with caplog.at_level(logging.WARNING, logger=descriptors.__name__):
+        assert descriptors.ledger_file_limit(64) == min(64, soft // 2)
+        assert not caplog.records or soft // 2 < 64
+        assert descriptors.ledger_file_limit(soft) == soft // 2
+    assert "more than half the file descriptor limit" in caplog.records[-1].getMessage()

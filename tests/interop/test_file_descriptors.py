@@ -251,3 +251,37 @@ def test_with_not_one_descriptor_left_the_tls_ports_answer_too(broker_factory, t
     finally:
         tls_client.close()
     assert refusals(broker)["connection"] == 2
+
+
+#: More topics than the descriptors left to the broker could hold open, two files each.
+MANY_TOPICS = 200
+
+
+@pytest.mark.slow
+def test_more_topics_than_descriptors_allow_open_are_each_written_and_read_back(
+    broker_factory, client_factory, topic
+):
+    """Idle topics' files close (``max_open_ledger_files``): a broker with room for some 100 more
+    descriptors serves 200 topics, each given a message and read back from its file (no entry
+    cache), without one refusal."""
+    broker = broker_factory({"max_open_ledger_files": 32, "entry_cache_bytes": 0})
+    pid = broker.proc.pid
+    assert pid is not None
+    client = client_factory(broker.service_url)
+    client.get_topic_partitions(topic)  # the client's connection is open before the limit is set
+    set_soft_limit(pid, open_fds(pid) + 120)
+    names = [f"{topic}-{i}" for i in range(MANY_TOPICS)]
+    try:
+        for i, name in enumerate(names):
+            producer = client.create_producer(name, batching_enabled=False)
+            producer.send(b"message %d" % i)
+            producer.close()
+        for i, name in enumerate(names):
+            consumer = client.subscribe(name, "reader", initial_position=pulsar.InitialPosition.Earliest)
+            assert receive_n(consumer, 1, ack=True)[0].data() == b"message %d" % i
+            consumer.close()
+        assert open_fds(pid) < resource.prlimit(pid, resource.RLIMIT_NOFILE)[0]
+    finally:
+        set_soft_limit(pid, 4096)
+    assert sum(refusals(broker).values()) == 0
+    assert OUT_OF_FDS_LOG not in broker.log_text()

@@ -13,6 +13,7 @@ from magnetar.admin import (
     clusters_api,
     consumers_api,
     http_refusal,
+    inactive_topics_api,
     index_api,
     messages_api,
     namespaces_api,
@@ -66,6 +67,7 @@ def build_app(service: BrokerService, web_urls: clusters_api.WebUrls | None = No
     clusters_api.add_routes(app, service, web_urls or (lambda: (None, None)))
     bundles_api.add_routes(app, service, web_urls or (lambda: (None, None)))
     replication_api.add_routes(app, service)
+    inactive_topics_api.add_routes(app, service)
     registry: list[CollectorRegistry] = []  # built at the first scrape (metrics.py)
 
     async def metrics_page(request: web.Request) -> web.Response:

@@ -58,9 +58,24 @@ class BrokerCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         yield from self._connections()
         yield from self._disk()
+        yield from self._topic_counts()
         yield from self._topics()
         yield from broadcast_metrics(self.service.topics, self.service.config.cluster_name)
         yield from replication_metrics(self.service.topics, self.service.config.cluster_name)
+
+    def _topic_counts(self) -> Iterator[Metric]:
+        service = self.service
+        yield GaugeMetricFamily("magnetar_topics_loaded", "Topics loaded now", value=len(service.topics))
+        yield CounterMetricFamily(
+            "magnetar_inactive_topics_unloaded",
+            "Topics unloaded because nobody used them (broker_unload_inactive_topics_seconds)",
+            value=service.inactive_topics.unloaded,
+        )
+        yield CounterMetricFamily(
+            "magnetar_inactive_topics_deleted",
+            "Topics deleted by an inactive-topic policy (nobody used them)",
+            value=service.inactive_topics.deleted,
+        )
 
     def _disk(self) -> Iterator[Metric]:
         try:

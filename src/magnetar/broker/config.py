@@ -29,6 +29,7 @@ from pydantic.dataclasses import dataclass
 
 from magnetar.broker import backlog_quota, config_sources
 from magnetar.broker.config_sources import ConfigError
+from magnetar.broker.inactive_topic_policies import NO_SUBSCRIPTIONS, DeleteMode, InactiveTopicPolicies
 from magnetar.storage.config import (
     MIB,
     STRICT,
@@ -175,6 +176,12 @@ class BrokerConfig:
     #: (a namespace's max_topics_per_namespace overrides it); one more is refused (NotAllowedError).
     max_topics_per_namespace: NonNegativeInt = 0
 
+    # File descriptors (docs/configuration.md, File descriptors; storage/ledger_files.py).
+    #: Files that ledgers (topics' and cursors') keep open, all together; past it the least recently
+    #: used close theirs and reopen them when next written or read (BookKeeper's openFileLimit is
+    #: the bookie's like bound). At most half the descriptor limit is used: the rest is for connections.
+    max_open_ledger_files: Annotated[int, Field(ge=2)] = 2048
+
     # Namespace bundles (broker/bundles.py, docs/namespaces.md).
     #: Pulsar's defaultNumberOfNamespaceBundles: the bundles a namespace created without a
     #: ``bundles`` policy is cut into (and ``public/default``'s).
@@ -208,6 +215,20 @@ class BrokerConfig:
     retention_check_interval_seconds: PositiveFloat = 60.0
     #: How often namespaces' message TTL is applied.
     message_expiry_check_interval_seconds: PositiveFloat = 60.0
+    #: Pulsar's brokerDeleteInactiveTopicsEnabled: delete topics nobody uses, as the mode below
+    #: allows. Pulsar's default is true; Magnetar's false (docs/configuration.md says why).
+    broker_delete_inactive_topics_enabled: bool = False
+    #: Pulsar's brokerDeleteInactiveTopicsMode: which unused topics may be deleted.
+    broker_delete_inactive_topics_mode: DeleteMode = NO_SUBSCRIPTIONS
+    #: Pulsar's brokerDeleteInactiveTopicsMaxInactiveDurationSeconds: unused this long, a topic is
+    #: deleted; unset: broker_delete_inactive_topics_frequency_seconds, as in Pulsar.
+    broker_delete_inactive_topics_max_inactive_duration_seconds: PositiveFloat | None = None
+    #: Pulsar's brokerDeleteInactiveTopicsFrequencySeconds: how often loaded topics are checked
+    #: for use (idle ones unloaded, and deleted where an inactive-topic policy says so).
+    broker_delete_inactive_topics_frequency_seconds: PositiveFloat = 60.0
+    #: A loaded topic nobody has used this long is unloaded (its memory and files given back; the
+    #: next use loads it again, its subscriptions where they were). 0: topics stay loaded.
+    broker_unload_inactive_topics_seconds: NonNegativeFloat = 60.0
     #: How often the message and byte rates in topic stats and /metrics are worked out (each is
     #: the average over the interval just ended), as Pulsar's statsUpdateFrequencyInSecs.
     stats_update_frequency_seconds: PositiveFloat = 60.0
@@ -287,6 +308,15 @@ class BrokerConfig:
                 limit_time=self.backlog_quota_default_limit_seconds, policy=policy
             ),
         }
+
+    def inactive_topic_policies(self) -> InactiveTopicPolicies:
+        """The broker's inactive-topic policies (where neither a namespace nor a topic sets any)."""
+        duration = self.broker_delete_inactive_topics_max_inactive_duration_seconds
+        return InactiveTopicPolicies(
+            self.broker_delete_inactive_topics_mode,
+            self.broker_delete_inactive_topics_frequency_seconds if duration is None else duration,
+            self.broker_delete_inactive_topics_enabled,
+        )
 
     def validate(self) -> None:
         """The checks across settings that need no other module (the rest: ``startup.prepare``)."""

@@ -54,6 +54,21 @@ def soft_limit() -> int:
     return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
 
 
+def ledger_file_limit(setting: int) -> int:
+    """How many files ledgers may keep open (``max_open_ledger_files``): the setting, but at most
+    half the descriptor limit, so that the other half is left for connections and the reserve."""
+    limit = min(setting, max(2, soft_limit() // 2))
+    if limit < setting:
+        log.warning(
+            "max_open_ledger_files %d is more than half the file descriptor limit %d: ledgers keep at"
+            " most %d files open (docs/configuration.md, File descriptors)",
+            setting,
+            soft_limit(),
+            limit,
+        )
+    return limit
+
+
 def is_exhaustion(exc: BaseException) -> bool:
     """True for the errors of a process (EMFILE) or system (ENFILE) out of descriptors."""
     return isinstance(exc, OSError) and exc.errno in (errno.EMFILE, errno.ENFILE)

@@ -78,6 +78,8 @@ class NamespacePolicies:
     #: The namespace's bundles, Pulsar's BundlesData JSON (``boundaries``, ``numBundles``); set
     #: when the namespace is made, changed by a split (bundles.py).
     bundles: dict[str, Any] | None = None
+    #: Pulsar's InactiveTopicPolicies JSON (inactive_topic_policies.py); None: the broker's settings.
+    inactive_topic_policies: dict[str, Any] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:

@@ -216,6 +216,15 @@ class NonPersistentTopic:
     def flush(self) -> None:
         pass
 
+    #: Nothing stored, nothing under way: unloading it is only ``detach``.
+    busy = False
+
     def close(self) -> None:
+        self.detach()
+
+    def detach(self) -> None:
         for subscription in self.subscriptions.values():
             subscription.close()
+
+    def close_storage(self) -> None:
+        pass

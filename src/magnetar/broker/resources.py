@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from magnetar.broker.clusters import ClusterRegistry
+from magnetar.broker.inactive_topic_policies import TopicInactivePolicies
 from magnetar.broker.namespaces import NamespaceRegistry
 from magnetar.broker.replication import TopicReplication
 from magnetar.broker.schemas.registry import SchemaRegistry
@@ -27,6 +28,8 @@ class BrokerResources:
     #: Topics' own replication-clusters overrides.
     topic_replication: TopicReplication
     schemas: SchemaRegistry
+    #: Topics' own inactive-topic policies.
+    topic_inactive_policies: TopicInactivePolicies
 
     @classmethod
     def open(cls, storage: Storage, cluster_name: str, default_bundles: int) -> BrokerResources:
@@ -40,4 +43,5 @@ class BrokerResources:
             clusters=ClusterRegistry(metadata, cluster_name),
             topic_replication=TopicReplication(metadata),
             schemas=SchemaRegistry(metadata, namespaces),
+            topic_inactive_policies=TopicInactivePolicies(metadata),
         )

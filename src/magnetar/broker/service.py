@@ -23,7 +23,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from magnetar.broker import frame_room, housekeeping, loop_pass, tls
+from magnetar.broker import descriptors, frame_room, housekeeping, loop_pass, tls
 from magnetar.broker.authorization import CONSUME, PRODUCE, Authorizer
 from magnetar.broker.clusters import ClusterRegistry
 from magnetar.broker.config import BrokerConfig
@@ -31,6 +31,8 @@ from magnetar.broker.data_dir_lock import DataDirLock
 from magnetar.broker.dispatchers.broadcast_lag import LagLimits
 from magnetar.broker.flow_control import Hold, PublishBuffer, no_holds
 from magnetar.broker.frame_budget import FrameBudget, FrameReceiver
+from magnetar.broker.inactive_topic_policies import InactiveTopicPolicies
+from magnetar.broker.inactive_topics import InactiveTopics
 from magnetar.broker.keepalive import KeepaliveWheel
 from magnetar.broker.limits import Limits
 from magnetar.broker.listener import Listener, listen
@@ -50,6 +52,7 @@ from magnetar.broker.topic_loader import TopicLoader
 from magnetar.broker.worker_role import WorkerRole
 from magnetar.protocol.frames import SHARED_READ_SIZE
 from magnetar.protocol.topic_name import TopicName
+from magnetar.storage import ledger_files
 from magnetar.storage.store import Storage
 
 log = logging.getLogger(__name__)
@@ -103,6 +106,8 @@ class BrokerService:
         #: Called with each persistent topic loaded and each namespace whose policies changed:
         #: geo-replication (magnetar.replication, a layer above) attaches its replicators.
         self.replication_listeners: list[Callable[[], None]] = []
+        #: When each loaded topic was last seen in use: idle ones are unloaded (inactive_topics.py).
+        self.inactive_topics = InactiveTopics()
 
     def _flow_control(self, config: BrokerConfig) -> None:
         """What connections share: the read buffer, the publish buffer, room for large frames."""
@@ -302,6 +307,8 @@ class BrokerService:
             defer=lambda callback: passes.defer(loop_pass.SYNC, callback),
             check_directories=self.worker is None,
         )
+        # Descriptors are the process's: a broker's storage sets the bound for every ledger.
+        ledger_files.set_open_limit(descriptors.ledger_file_limit(self.config.max_open_ledger_files))
         self._open_resources(storage)
         if self.config.broker_service_port_enabled:
             self._server = await self._listen(
@@ -356,6 +363,7 @@ class BrokerService:
                 partial(housekeeping.sweep_broadcast, topics, lag_limits),
             ),
             (min(1.0, timeout / 4), partial(frame_room.close_stalled, self.frame_budget, timeout)),
+            (config.broker_delete_inactive_topics_frequency_seconds, self.check_inactive_topics),
         ]
         if self.authentication is not None:
             work.append((config.authentication_refresh_check_seconds, self.check_credentials))
@@ -366,6 +374,37 @@ class BrokerService:
             work.append((OWNERSHIP_RENEW_SECONDS, service.keep_alive))
             work.append((POLICY_POLL_SECONDS, partial(service.poll_changes, self.policies_changed)))
         return work
+
+    def check_inactive_topics(self) -> None:
+        """Delete the unused topics the inactive-topic policies say to; unload the others nobody
+        has used for ``broker_unload_inactive_topics_seconds``."""
+        self.inactive_topics.sweep(
+            self.topics,
+            time.monotonic(),
+            self.config.broker_unload_inactive_topics_seconds,
+            self.loader.unload,
+            self.catalog.topics_changed,
+            lambda topic: self.inactive_topic_policies(topic.name),
+            self._delete_inactive,
+        )
+
+    def inactive_topic_policies(self, name: TopicName) -> InactiveTopicPolicies:
+        """What applies to ``name``: the topic's own policies, else its namespace's, else the broker's."""
+        own = self.resources.topic_inactive_policies.get(name)
+        if own is not None:
+            return own
+        namespace = self.namespaces.policies(name.namespace_name).inactive_topic_policies
+        if namespace is not None:
+            return InactiveTopicPolicies.from_json(namespace)
+        return self.config.inactive_topic_policies()
+
+    def _delete_inactive(self, topic: PersistentTopic | NonPersistentTopic) -> None:
+        """Delete an unused topic as an inactive-topic policy says: closed on the loop (it is
+        idle: nothing pending), then its storage deleted, as an admin DELETE does."""
+        try:
+            self.catalog.delete_topic(topic.name, changed=False)
+        except Exception:
+            log.exception("%s: deleting the inactive topic failed", topic.name)
 
     def policies_changed(self, namespace: str) -> None:
         """Another broker changed ``namespace``'s policies (``"*"``: maybe any namespace's): what
@@ -465,6 +504,7 @@ class BrokerService:
         self.get_topic(name, create=True)
 
     def delete_topic(self, name: TopicName) -> None:
+        self.loader.settle(str(name))  # an unload closing its files first
         self.catalog.delete_topic(name)
 
     def topics_of_namespace(self, namespace: str) -> list[str]:

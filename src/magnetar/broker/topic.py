@@ -398,9 +398,15 @@ class PersistentTopic:
         """Persist cursors (with what dispatchers keep durable: broadcast consumers' places), what
         consumers may hold of chunked messages, and the state snapshot (producer sequence ids,
         newest index and broker time)."""
+        self._save_dispatcher_state()
+        self._persist()
+
+    def _save_dispatcher_state(self) -> None:
         for subscription in self.subscriptions.values():
             if subscription.dispatcher is not None:
                 subscription.dispatcher.save_state()
+
+    def _persist(self) -> None:
         self.ml.flush_cursors()
         if self._sequences_dirty:
             self._sequences_dirty = False
@@ -422,10 +428,29 @@ class PersistentTopic:
         self.flush()
         return self.ml.trim(retention_time_seconds, retention_size_bytes)
 
+    @property
+    def busy(self) -> bool:
+        """Work under way that closing now would cut short: adds not yet stored, durable
+        subscriptions being created, a terminate waiting for its adds."""
+        ml = self.ml
+        return ml.last_added != ml.last_confirmed or self._opener.preparing or bool(self._store_waiters)
+
     def close(self) -> None:
+        self.detach()
+        self.close_storage()
+
+    def detach(self) -> None:
+        """The loop's half of closing: the subscriptions closed, what their dispatchers keep durable
+        (broadcast consumers' places) handed to storage."""
         for subscription in self.subscriptions.values():
             subscription.close()
-        self.flush()
+        self._save_dispatcher_state()
+
+    def close_storage(self) -> None:
+        """Storage's half of closing, once the loop has let the topic go (``detach``): cursors and
+        the state snapshot persisted, the managed ledger closed. Fsyncs and commits, so an idle
+        topic's unload runs it on an open thread (topic_loader.py)."""
+        self._persist()
         self.ml.close()
 
 

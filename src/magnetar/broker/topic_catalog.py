@@ -41,6 +41,7 @@ class TopicCatalog:
         self._storage = resources.storage
         self._namespaces = resources.namespaces
         self._topic_replication = resources.topic_replication
+        self._topic_inactive_policies = resources.topic_inactive_policies
         self._limits = limits
         self._auto_creation = auto_creation
         self._topics_changed = topics_changed
@@ -155,7 +156,10 @@ class TopicCatalog:
         if self.exists(key) or self._namespaces.partitions(key):
             raise AlreadyExists(f"Topic {key} already exists")
 
-    def delete_topic(self, name: TopicName) -> None:
+    def delete_topic(self, name: TopicName, changed: bool = True) -> None:
+        """Delete a topic without producers or consumers (NotEmpty otherwise): closed if loaded,
+        then its storage, its replication override and its inactive-topic policies; ``changed``:
+        tell geo-replication now (else the caller does, once for many)."""
         key = str(name)
         if not self.exists(key):
             raise TopicNotFound(f"Topic {key} does not exist")
@@ -165,37 +169,52 @@ class TopicCatalog:
                 raise NotEmpty(f"Topic {key} has connected producers or consumers")
             topic.close()
             del self._topics[key]
-            self._topics_changed()  # its replicators stop
+            if changed:
+                self._topics_changed()  # its replicators stop
             if topic.ml is None:
                 return
         self._storage.delete_managed_ledger(key)
         if name.partitioned_base() is None:
             self._forget_replication(name)
+            self._topic_inactive_policies.remove(name)
 
     def unload_bundle(self, bundle: NamespaceBundle) -> int:
-        """Close the loaded topics of ``bundle`` (Pulsar's bundle unload): their producers get
-        CLOSE_PRODUCER and their consumers CLOSE_CONSUMER, so the clients look the topics up
-        again and reconnect to the new owner; then the topics close (cursors flushed, files
-        synced). What a producer had no receipt for it sends again. The topics closed."""
+        """Close the loaded topics of ``bundle`` (Pulsar's bundle unload, ``unload_topic``), their
+        storage at once (cursors flushed, files synced): the next owner never opens files still
+        open here. The topics closed."""
         doomed = [
             topic
             for key, topic in self._topics.items()
             if topic.name.namespace_name == bundle.namespace and bundle.includes(topic_hash(key))
         ]
         for topic in doomed:
-            for producer in list(topic.producers.values()):
-                producer.close_by_broker()
-            subscriptions: list[PersistentSubscription | NonPersistentSubscription] = list(
-                topic.subscriptions.values()
-            )
-            for subscription in subscriptions:
-                for consumer in list(subscription.consumers):
-                    consumer.disconnect()
-            topic.close()
-            del self._topics[str(topic.name)]
+            self.unload_topic(topic)
+            topic.close_storage()
         if doomed:
             self._topics_changed()  # their replicators stop
         return len(doomed)
+
+    def unload_topic(self, topic: PersistentTopic | NonPersistentTopic) -> None:
+        """Let a loaded topic go (a bundle's unload, an idle topic's): its producers get
+        CLOSE_PRODUCER and its consumers CLOSE_CONSUMER, so the clients look the topic up again
+        and reconnect (to the new owner, or here, where it loads again); its subscriptions close
+        and it leaves the loaded topics. What a producer had no receipt for it sends again.
+        The caller then closes its storage (``close_storage``: at once, or on an open thread) and
+        calls ``topics_changed`` once for all the topics it unloaded (their replicators stop)."""
+        for producer in list(topic.producers.values()):
+            producer.close_by_broker()
+        subscriptions: list[PersistentSubscription | NonPersistentSubscription] = list(
+            topic.subscriptions.values()
+        )
+        for subscription in subscriptions:
+            for consumer in list(subscription.consumers):
+                consumer.disconnect()
+        topic.detach()
+        del self._topics[str(topic.name)]
+
+    def topics_changed(self) -> None:
+        """Loaded topics went (or came): geo-replication is told."""
+        self._topics_changed()
 
     def _forget_replication(self, name: TopicName) -> None:
         """A deleted topic's replication-clusters override goes with it (Pulsar's topic policies do)."""

@@ -1,10 +1,13 @@
 """Loading topics: a persistent topic's managed ledger opened on the loop (``get``) or, for the
 commands that can wait, on a few open threads (``preparing``) so the loop serves everyone else
-meanwhile; a durable subscription is created the same way."""
+meanwhile; a durable subscription is created the same way. Unloading an idle topic (``unload``)
+closes its storage on those threads too, and a load of it waits for that."""
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import logging
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -22,6 +25,8 @@ if TYPE_CHECKING:
     from magnetar.broker.resources import BrokerResources
     from magnetar.broker.startup import InterceptorFactory
     from magnetar.broker.topic_catalog import TopicCatalog, Topics
+
+log = logging.getLogger(__name__)
 
 #: Threads that open topics and create subscriptions (files, fsyncs, metadata commits) off the
 #: loop. Their work is mostly waiting for the disk, so a few overlap it (and their metadata
@@ -57,12 +62,15 @@ class TopicLoader:
         self._opening: dict[str, asyncio.Future] = {}
         #: New topics are counted and created one at a time where a namespace's topics are limited.
         self._topic_count_lock = threading.Lock()
+        #: Topics unloaded whose storage is being closed on ``executor``: loading one waits.
+        self._closing: dict[str, concurrent.futures.Future[None]] = {}
 
     def get(self, name: TopicName, create: bool = True) -> PersistentTopic | NonPersistentTopic:
         key = str(name)
         topic = self._topics.get(key)
         if topic is not None:
             return topic
+        self.settle(key)
         catalog = self._catalog
         catalog.check_namespace(name)
         if not name.persistent:
@@ -97,6 +105,9 @@ class TopicLoader:
     async def _prepare(self, name: TopicName, subscription: tuple[str, str] | None) -> None:
         key = str(name)
         topics = self._topics
+        while (closing := self._closing.get(key)) is not None and key not in topics:
+            await asyncio.wait([asyncio.wrap_future(closing)])  # an unload's close, then the load
+            self._forget_closing(key, closing)
         if key not in topics:
             opening = self._opening.get(key)
             if opening is None:
@@ -136,6 +147,36 @@ class TopicLoader:
             return
         if key not in self._topics:
             self._add_topic(name, done.result())
+
+    def unload(self, topic: PersistentTopic | NonPersistentTopic) -> None:
+        """Unload ``topic`` (``TopicCatalog.unload_topic``), its storage closed on an open thread
+        (fsyncs and commits: an idle broker unloading thousands of topics must not stall the loop
+        for them). The next use loads it again, once that close is done."""
+        self._catalog.unload_topic(topic)
+        if topic.ml is None:
+            return
+        key = str(topic.name)
+        closing = self.executor.submit(topic.close_storage)
+        self._closing[key] = closing
+        asyncio.wrap_future(closing).add_done_callback(lambda done: self._closed(key, closing, done))
+
+    def _closed(self, key: str, closing: concurrent.futures.Future[None], done: asyncio.Future[None]) -> None:
+        self._forget_closing(key, closing)
+        if not done.cancelled() and (exc := done.exception()) is not None:
+            log.error("unloading %s: closing its storage failed: %r", key, exc)
+
+    def _forget_closing(self, key: str, closing: concurrent.futures.Future[None]) -> None:
+        if self._closing.get(key) is closing:
+            del self._closing[key]
+
+    def settle(self, key: str) -> None:
+        """Wait (blocking) until an unload of ``key`` has closed its storage: a load on the loop, or
+        a delete, of a topic being unloaded (rare: an unloaded topic's next use is usually a
+        PRODUCER or SUBSCRIBE, whose load awaits it in ``preparing``)."""
+        closing = self._closing.get(key)
+        if closing is not None:
+            concurrent.futures.wait([closing])
+            self._forget_closing(key, closing)
 
     def _add_topic(self, name: TopicName, ml: ManagedLedger) -> PersistentTopic:
         key = str(name)

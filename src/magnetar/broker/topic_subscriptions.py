@@ -36,6 +36,11 @@ class SubscriptionOpener:
         #: Durable subscriptions being created on an open thread, by name (``prepare``).
         self._preparing: dict[str, asyncio.Future] = {}
 
+    @property
+    def preparing(self) -> bool:
+        """Whether durable subscriptions are being created on an open thread now."""
+        return bool(self._preparing)
+
     def subscribe(
         self, consumer_factory: Callable[[PersistentSubscription], Consumer], cmd: wire.CommandSubscribe
     ) -> Consumer:

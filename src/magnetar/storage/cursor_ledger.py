@@ -21,10 +21,10 @@ from pathlib import Path
 
 from magnetar.storage.ack_marker import Marker, is_marker
 from magnetar.storage.ack_page import is_page
-from magnetar.storage.cursor_files import OPEN_CURSOR_LEDGERS
 from magnetar.storage.damage import Damage
 from magnetar.storage.entry import EntryData
 from magnetar.storage.errors import CorruptionError, StorageClosedError
+from magnetar.storage.ledger_files import OPEN_LEDGER_FILES, try_hold
 from magnetar.storage.record import HEADER_SIZE
 from magnetar.storage.segment import Segment, delete_segment_files, fsync_directory, segment_paths
 
@@ -33,13 +33,15 @@ log = logging.getLogger(__name__)
 CURSORS_DIR = "cursors"
 SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|idx)$")
 NAME_SUFFIX = ".name"
+#: Files an open cursor ledger holds: its log and its index.
+FILES = 2
 
 
 class CursorLedger:
     """One cursor ledger, open for appending.
 
     Its files may be closed while it is idle and synced, and are opened again when it is next
-    written or read (``cursor_files``: few cursor ledgers keep descriptors). Safe to use from
+    written or read (``ledger_files``: few ledgers keep descriptors). Safe to use from
     more than one thread: each call holds the ledger's lock.
     """
 
@@ -53,7 +55,7 @@ class CursorLedger:
         self._damage = segment.damage
         self._lock = threading.RLock()
         self._gone = False
-        OPEN_CURSOR_LEDGERS.opened(self)
+        OPEN_LEDGER_FILES.opened(self, FILES)
 
     def __repr__(self) -> str:
         return f"CursorLedger({self.ledger_id}, entries={self.entries}, bytes={self.size_bytes})"
@@ -105,20 +107,20 @@ class CursorLedger:
         """The open segment, its files opened again if they were closed (call with the lock)."""
         segment = self._segment
         if segment is not None:
-            OPEN_CURSOR_LEDGERS.used(self)
+            OPEN_LEDGER_FILES.used(self)
             return segment
         if self._gone or self._parked is None:
             raise StorageClosedError(f"cursor ledger {self._ledger_id} is closed")
         offsets, size = self._parked
         segment = self._segment = Segment.reopen(self._dir, self._ledger_id, offsets, size)
         self._parked = None
-        OPEN_CURSOR_LEDGERS.opened(self)
+        OPEN_LEDGER_FILES.opened(self, FILES)
         return segment
 
     def park(self) -> bool:
         """Close the files if nothing is unsynced and no other thread is using them; True when
         they are closed (or were)."""
-        if not self._lock.acquire(blocking=False):
+        if not try_hold(self._lock):
             return False
         try:
             segment = self._segment
@@ -129,6 +131,7 @@ class CursorLedger:
             segment.close(sync=False)  # the log is synced; the index is derived (rebuilt if lost)
             self._parked = (segment.offsets, segment.size_bytes)
             self._segment = None
+            OPEN_LEDGER_FILES.closed(self)
             return True
         finally:
             self._lock.release()
@@ -151,7 +154,7 @@ class CursorLedger:
             segment = self._segment
             if segment is None:
                 return 0  # parked only once synced
-            OPEN_CURSOR_LEDGERS.used(self)
+            OPEN_LEDGER_FILES.used(self)
             return segment.sync()
 
     def close(self) -> None:
@@ -161,7 +164,7 @@ class CursorLedger:
                 self._segment.close()
                 self._segment = None
             self._parked = None
-        OPEN_CURSOR_LEDGERS.closed(self)
+        OPEN_LEDGER_FILES.closed(self)
 
     def delete(self) -> None:
         with self._lock:
@@ -171,7 +174,7 @@ class CursorLedger:
                 self._segment = None
             self._parked = None
             delete_cursor_ledger_files(self._dir, self.ledger_id)
-        OPEN_CURSOR_LEDGERS.closed(self)
+        OPEN_LEDGER_FILES.closed(self)
 
     # ---------------------------------------------------------------- recovery
 

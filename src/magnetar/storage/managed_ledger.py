@@ -23,6 +23,7 @@ from magnetar.storage.disk_space import DiskSpace
 from magnetar.storage.entry import Entry, EntryData
 from magnetar.storage.entry_cache import EntryCache
 from magnetar.storage.errors import EntryNotFoundError, StorageClosedError, StorageError
+from magnetar.storage.ledger_files import OPEN_LEDGER_FILES, try_hold
 from magnetar.storage.ledger_info import LedgerInfo, bytes_after
 from magnetar.storage.ledger_reads import LedgerReader
 from magnetar.storage.ledger_recovery import recover_ledgers, remove_orphan_segments
@@ -100,6 +101,7 @@ class ManagedLedger:
         remove_orphan_segments(directory, self._ledgers, config.data_dir, self.name)
         self._last_added = self._last_confirmed = self._ledgers.last_position()
         self._cursors.load()
+        OPEN_LEDGER_FILES.opened(self, self._files_open())
 
     def __repr__(self) -> str:
         return f"ManagedLedger({self.name!r}, last_confirmed={self._last_confirmed})"
@@ -156,6 +158,7 @@ class ManagedLedger:
         never = self._syncer.policy == "never"
         with self._lock:
             self._check_writable()
+            self._live_current()
             try:
                 if self._next_ledger is not None or self._should_roll_over():
                     self._roll_over()
@@ -194,10 +197,10 @@ class ManagedLedger:
         if self._pending or not self._round_lock.acquire(blocking=False):
             return False  # the next round fails what is pending; try again after it
         try:
-            current = self._current
             confirmed = self._last_confirmed
-            keep = confirmed.entry_id + 1 if confirmed.ledger_id == current.ledger_id else 0
             try:
+                current = self._live_current()
+                keep = confirmed.entry_id + 1 if confirmed.ledger_id == current.ledger_id else 0
                 current.truncate_to(keep)
             except OSError as exc:
                 log.debug("%s: cannot drop the unconfirmed entries yet: %s", self.name, exc)
@@ -278,6 +281,56 @@ class ManagedLedger:
             dispatch(self._notify, [(cb, pos) for pos, cb in batch if cb is not None], failure, self.name)
             return fsyncs
 
+    # ------------------------------------------------------------------- files
+
+    def _files_open(self) -> int:
+        """Descriptors held now: the open ledger's log and index, and each closed ledger being read."""
+        return (0 if self._current.closed else 2) + self._readers.open_count
+
+    def _live_current(self) -> Segment:
+        """The open ledger's segment, its files opened again if they were parked (call with the lock)."""
+        segment = self._current
+        if not segment.closed:
+            OPEN_LEDGER_FILES.used(self)
+            return segment
+        self._check_open()
+        segment = self._current = Segment.reopen(
+            self._dir, segment.ledger_id, segment.offsets, segment.size_bytes, self._preallocate
+        )
+        OPEN_LEDGER_FILES.opened(self, self._files_open())
+        return segment
+
+    def park(self) -> bool:
+        """Close every file (``ledger_files``: few ledgers keep descriptors) unless another thread
+        is using them, an fsync is pending or running, or a rollover is half done; True once they
+        are closed. Entries written but not fsynced (the ``never`` policy) are fsynced first, as a
+        close does; with the other policies every entry is synced by then, and the index is
+        derived data."""
+        if not try_hold(self._lock):
+            return False
+        try:
+            if not try_hold(self._round_lock):
+                return False
+            try:
+                if self._closed or (self._current.closed and not self._readers.open_count):
+                    return True
+                if self._pending or self._next_ledger is not None or self._gate.failure is not None:
+                    return False
+                current = self._current
+                if not current.closed:
+                    try:  # the files are closed whatever happens
+                        self._syncer.count(current.close(sync=current.synced_entries < current.entries))
+                    except OSError as exc:  # as a failed round: what was not fsynced is not trusted
+                        log.error("%s: closing ledger %d failed: %s", self.name, current.ledger_id, exc)
+                        self._gate.fence(exc)
+                self._readers.close_all()
+                OPEN_LEDGER_FILES.closed(self)
+                return True
+            finally:
+                self._round_lock.release()
+        finally:
+            self._lock.release()
+
     # ------------------------------------------------------------------- reads
 
     def read_entry(self, position: Position) -> Entry:
@@ -310,8 +363,14 @@ class ManagedLedger:
 
     def _segment_for(self, ledger_id: int) -> Segment:
         if ledger_id == self._current.ledger_id:
-            return self._current
-        segment = self._readers.get(ledger_id, self._ledgers.count(ledger_id))
+            return self._live_current()
+        readers = self._readers
+        before = readers.open_count
+        segment = readers.get(ledger_id, self._ledgers.count(ledger_id))
+        if readers.open_count != before:
+            OPEN_LEDGER_FILES.opened(self, self._files_open())
+        else:
+            OPEN_LEDGER_FILES.used(self)
         if segment.damage:
             self._note_damage(segment.damage)
             segment.damage = []
@@ -450,6 +509,8 @@ class ManagedLedger:
                 self._ledgers.remove(ledger_id)
                 del self._infos[ledger_id]
                 self._readers.discard(ledger_id)
+            if not self._current.closed:
+                OPEN_LEDGER_FILES.opened(self, self._files_open())  # fewer readers open
             self._cache.invalidate(self._id, set(doomed))
         for ledger_id in doomed:
             delete_segment_files(self._dir, ledger_id)
@@ -492,6 +553,7 @@ class ManagedLedger:
                 except OSError as exc:
                     log.error("%s: closing ledger %d failed: %s", self.name, current.ledger_id, exc)
                 self._readers.close_all()
+                OPEN_LEDGER_FILES.closed(self)
                 info = replace(
                     self._infos[current.ledger_id], entries=current.entries, size_bytes=current.size_bytes
                 )

@@ -167,12 +167,14 @@ class Segment:
         return segment
 
     @classmethod
-    def reopen(cls, directory: Path, ledger_id: int, offsets: array[int], size: int) -> Segment:
+    def reopen(
+        cls, directory: Path, ledger_id: int, offsets: array[int], size: int, preallocate: int = 0
+    ) -> Segment:
         """Open again for appending a ledger this process closed (``close``) with every entry
         synced: its offsets and size are known, so nothing is read or scanned."""
         log_path, idx_path = segment_paths(directory, ledger_id)
         log_fd, idx_fd = _open_pair(log_path, idx_path, os.O_RDWR)
-        segment = cls(ledger_id, log_fd, idx_fd, offsets, size, writable=True)
+        segment = cls(ledger_id, log_fd, idx_fd, offsets, size, writable=True, preallocate=preallocate)
         segment.synced_entries = len(offsets)
         return segment
 

@@ -16,6 +16,11 @@ class SegmentReaders:
         self._max_open = max_open
         self._open: OrderedDict[int, Segment] = OrderedDict()
 
+    @property
+    def open_count(self) -> int:
+        """Closed ledgers open for reading now (a descriptor each)."""
+        return len(self._open)
+
     def get(self, ledger_id: int, entries: int) -> Segment:
         segment = self._open.get(ledger_id)
         if segment is not None:

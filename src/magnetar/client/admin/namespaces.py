@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 
 #: The policies of one value each, by the path the broker serves them at (namespaces_api.POLICIES).
 MESSAGE_TTL = "messageTTL"
+INACTIVE_TOPIC_POLICIES = "inactiveTopicPolicies"
 DEDUPLICATION = "deduplication"
 SCHEMA_COMPATIBILITY_STRATEGY = "schemaCompatibilityStrategy"
 AUTO_TOPIC_CREATION = "autoTopicCreation"
@@ -95,6 +96,16 @@ class Namespaces:
 
     def remove_policy(self, namespace: str, policy: str) -> None:
         self._call("DELETE", namespace, f"/{policy}")
+
+    def get_inactive_topic_policies(self, namespace: str) -> dict[str, Any] | None:
+        """Pulsar's InactiveTopicPolicies JSON of the namespace; None when not set."""
+        return self.get_policy(namespace, INACTIVE_TOPIC_POLICIES)
+
+    def set_inactive_topic_policies(self, namespace: str, policies: dict[str, Any]) -> None:
+        self.set_policy(namespace, INACTIVE_TOPIC_POLICIES, dict(policies))
+
+    def remove_inactive_topic_policies(self, namespace: str) -> None:
+        self.remove_policy(namespace, INACTIVE_TOPIC_POLICIES)
 
     def get_message_ttl(self, namespace: str) -> int | None:
         return self.get_policy(namespace, MESSAGE_TTL)

@@ -144,6 +144,19 @@ class Topics:
     def remove_replication_clusters(self, topic: str) -> None:
         self._request("DELETE", f"{topic_path(topic)}/replication")
 
+    # -- inactive-topic policies (the topic's own, over its namespace's) ------------------------------
+    def get_inactive_topic_policies(self, topic: str, applied: bool = False) -> dict[str, Any] | None:
+        """The topic's own InactiveTopicPolicies JSON, None if not set; ``applied``: what applies
+        (its own, else its namespace's, else the broker's)."""
+        params = {"applied": "true"} if applied else None
+        return self._request("GET", f"{topic_path(topic)}/inactiveTopicPolicies", params=params)
+
+    def set_inactive_topic_policies(self, topic: str, policies: dict[str, Any]) -> None:
+        self._request("POST", f"{topic_path(topic)}/inactiveTopicPolicies", dict(policies))
+
+    def remove_inactive_topic_policies(self, topic: str) -> None:
+        self._request("DELETE", f"{topic_path(topic)}/inactiveTopicPolicies")
+
     # -- stats ---------------------------------------------------------------------------------------
     def stats(self, topic: str) -> dict[str, Any]:
         return self._request("GET", f"{topic_path(topic)}/stats")
