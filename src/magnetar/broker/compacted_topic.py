@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from magnetar.broker.compactor import CompactedView, CompactionOutcome, compact
 from magnetar.storage.compacted_ledger import CompactedLedger, delete_compacted_ledger, remove_unused
 from magnetar.storage.cursor import ManagedCursor
+from magnetar.storage.entry import Entry
 from magnetar.storage.errors import StorageClosedError
 from magnetar.storage.managed_ledger import ManagedLedger
 from magnetar.storage.position import Position
@@ -75,6 +76,12 @@ class CompactedTopic:
     @property
     def running(self) -> bool:
         return self._running is not None and not self._running.done()
+
+    def read_compacted(self, start: Position, max_entries: int, max_bytes: int) -> list[Entry]:
+        """The view's entries at or after ``start`` with their original positions (none without a view)."""
+        if self.view is None:
+            return []
+        return self.view.ledger.read_from(start, max_entries, max_bytes)
 
     def _load(self) -> CompactedView | None:
         raw = self.ml.get_property(PROPERTIES_KEY)

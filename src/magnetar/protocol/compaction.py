@@ -74,6 +74,20 @@ def entry_facts(entry: bytes | memoryview) -> EntryFacts:
     return EntryFacts((KeyedMessage(key, empty),), False, chunk, metadata.producer_name)
 
 
+def kept_bits(entry: bytes | memoryview) -> list[int] | None:
+    """The MESSAGE ``ack_set`` of a compacted batch: a bit (in signed 64-bit words, as Java's
+    ``BitSet``) for each message the compacted view keeps, so a client skips the compacted-out places
+    (the official C++ client delivers them as empty messages otherwise); None if not a batch."""
+    facts = entry_facts(entry)
+    if not facts.batch:
+        return None
+    words = [0] * ((len(facts.messages) + 63) // 64)
+    for index, message in enumerate(facts.messages):
+        if message.key is not None and not message.empty:
+            words[index // 64] |= 1 << (index % 64)
+    return [w - (1 << 64) if w >= 1 << 63 else w for w in words]
+
+
 def rebatch(entry: bytes | memoryview, kept: frozenset[int]) -> bytes:
     """The batch entry with only the messages at ``kept`` indexes; the others become empty and
     ``compacted_out``. The broker entry metadata in front is kept as it was; the producer's part gets
