@@ -11,6 +11,7 @@ from magnetar.admin import (
     authz,
     bundles_api,
     clusters_api,
+    compaction_api,
     consumers_api,
     http_refusal,
     inactive_topics_api,
@@ -68,6 +69,7 @@ def build_app(service: BrokerService, web_urls: clusters_api.WebUrls | None = No
     bundles_api.add_routes(app, service, web_urls or (lambda: (None, None)))
     replication_api.add_routes(app, service)
     inactive_topics_api.add_routes(app, service)
+    compaction_api.add_routes(app, service)
     registry: list[CollectorRegistry] = []  # built at the first scrape (metrics.py)
 
     async def metrics_page(request: web.Request) -> web.Response:
