@@ -206,6 +206,10 @@ class BrokerService:
             return None
         return self.namespace_service.lookup(topic)
 
+    def serves(self, topic: TopicName) -> bool:
+        """Whether this broker owns ``topic``'s bundle (alone, it owns every bundle)."""
+        return not self._ownership_shared or self.namespace_service.is_served_here(topic)
+
     def check_served_here(self, topic: TopicName) -> None:
         """ServiceNotReady (Pulsar's words) unless this broker owns ``topic``'s bundle."""
         if self._ownership_shared:
@@ -242,7 +246,13 @@ class BrokerService:
         catalog = TopicCatalog(self.topics, resources, self.limits, auto_creation, self.replication_changed)
         self._catalog = catalog
         self._loader = TopicLoader(
-            self.topics, resources, catalog, config, self._interceptors, self._topic_loaded
+            self.topics,
+            resources,
+            catalog,
+            config,
+            self._interceptors,
+            self._topic_loaded,
+            check_owned=self.check_served_here,
         )
 
     def _topic_loaded(self, topic: PersistentTopic) -> None:

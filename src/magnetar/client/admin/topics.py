@@ -131,6 +131,10 @@ class Topics:
         """Refuse further messages; the id of the last one stored (Pulsar's JSON)."""
         return self._request("POST", f"{topic_path(topic)}/terminate")
 
+    def terminate_partitioned_topic(self, topic: str) -> dict[str, dict[str, int]]:
+        """Terminate every partition; the id of each one's last message, by partition index."""
+        return self._request("POST", f"{topic_path(topic)}/terminate/partitions")
+
     # -- replication (a topic's override of its namespace's clusters) ---------------------------------
     def get_replication_clusters(self, topic: str, applied: bool = False) -> list[str] | None:
         """The topic's own replication clusters, None if not set; ``applied``: what applies
