@@ -235,6 +235,7 @@ class BrokerService:
             storage, config.cluster_name, config.default_number_of_namespace_bundles
         )
         resources.namespaces.changed = self._ownership.publish_change
+        resources.schemas.changed = self._ownership.publish_change
         self._namespace_service = NamespaceService(
             resources.namespaces, self._ownership, lambda bundle: self.catalog.unload_bundle(bundle)
         )
@@ -382,7 +383,8 @@ class BrokerService:
         if self._ownership_shared:  # other workers own bundles and change policies too
             service = self.namespace_service
             work.append((OWNERSHIP_RENEW_SECONDS, service.keep_alive))
-            work.append((POLICY_POLL_SECONDS, partial(service.poll_changes, self.policies_changed)))
+            poll = partial(service.poll_changes, self.policies_changed, self.schemas.forget)
+            work.append((POLICY_POLL_SECONDS, poll))
         return work
 
     def check_inactive_topics(self) -> None:
