@@ -26,6 +26,7 @@ from magnetar.admin import (
     subscriptions_api,
     topics_api,
 )
+from magnetar.admin.owner_calls import OWNER_CALLS, OwnerCalls
 from magnetar.broker.listener import Listener, listen
 
 if TYPE_CHECKING:
@@ -38,7 +39,6 @@ if TYPE_CHECKING:
 
 def build_app(service: BrokerService, web_urls: clusters_api.WebUrls | None = None) -> web.Application:
     """``web_urls``: the admin API's URLs as bound (the clusters endpoint names them)."""
-    proxy, close_proxy = owner_proxy.middleware(service)  # a worker's requests for another's topics
     app = web.Application(
         middlewares=[
             auth.middleware(
@@ -48,10 +48,11 @@ def build_app(service: BrokerService, web_urls: clusters_api.WebUrls | None = No
                 service.authentication_failures,
             ),
             authz.middleware(service, service.authorization_failures),
-            proxy,
+            owner_proxy.middleware(service),  # a worker's requests for another's topics
         ]
     )
-    app.on_cleanup.append(close_proxy)
+    calls = app[OWNER_CALLS] = OwnerCalls(service)
+    app.on_cleanup.append(calls.close)
 
     async def health(request: web.Request) -> web.Response:
         return web.Response(text="ok")

@@ -131,6 +131,10 @@ class Topics:
         """Refuse further messages; the id of the last one stored (Pulsar's JSON)."""
         return self._request("POST", f"{topic_path(topic)}/terminate")
 
+    def terminate_partitioned_topic(self, topic: str) -> dict[str, dict[str, int]]:
+        """Terminate every partition; the id of each one's last message, by partition index."""
+        return self._request("POST", f"{topic_path(topic)}/terminate/partitions")
+
     # -- compaction -----------------------------------------------------------------------------------
     def trigger_compaction(self, topic: str) -> None:
         """Start compacting the topic (every partition of a partitioned one); raises a 409
