@@ -149,9 +149,13 @@ class Storage:
         """Whether ``name`` is stored (one indexed look-up, not a list of every name)."""
         return name in self._open or self.metadata.managed_ledger(name) is not None
 
-    def managed_ledger_names(self) -> list[str]:
-        """Every managed ledger stored, open or not."""
-        return self.metadata.managed_ledger_names()
+    def managed_ledger_names(self, prefix: str = "") -> list[str]:
+        """Every managed ledger stored whose name starts with ``prefix``, open or not, sorted."""
+        return self.metadata.managed_ledger_names(prefix)
+
+    def count_managed_ledgers(self, prefix: str) -> int:
+        """How many managed ledgers stored have a name starting with ``prefix``."""
+        return self.metadata.count_managed_ledgers(prefix)
 
     def delete_managed_ledger(self, name: str) -> None:
         """Close and delete a managed ledger with its cursors, properties and files; no-op if unknown.
