@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import threading
 from collections.abc import Callable
@@ -215,15 +216,18 @@ class Storage:
         otherwise it is moved aside to ``<data dir>/orphaned/`` with a warning.
         """
         known = self.metadata.managed_ledger_directories()
+        # Names, not paths, compared as a set: with 100,000 topics on disk this is what start-up
+        # walks, and only the directories it must act on become paths.
         unknown = []
-        for path in sorted(self._ledgers_dir.iterdir()):
-            if path.name.endswith(DELETING_SUFFIX):
-                record = self.metadata.managed_ledger_by_directory(path.name[: -len(DELETING_SUFFIX)])
+        for name in sorted(set(os.listdir(self._ledgers_dir)) - known):
+            path = self._ledgers_dir / name
+            if name.endswith(DELETING_SUFFIX):
+                record = self.metadata.managed_ledger_by_directory(name[: -len(DELETING_SUFFIX)])
                 if record is not None:
                     self.metadata.delete_managed_ledger(record.ml_id)
                 log.info("finishing the deletion of managed-ledger directory %s", path)
                 shutil.rmtree(path, ignore_errors=True)
-            elif path.name not in known:
+            else:
                 unknown.append(path)
         if not unknown:
             return
