@@ -20,10 +20,17 @@ import resource
 import time
 from collections.abc import Callable
 
-from magnetar.broker.errors import PersistenceError
+from magnetar.broker.errors import NotAllowed, PersistenceError
 from magnetar.broker.throttled_counts import ThrottledCounts
 
 log = logging.getLogger(__name__)
+
+
+class OutOfDescriptors(NotAllowed):
+    """A topic or subscription refused for want of descriptors: NotAllowedError, which the official
+    clients do not retry (PersistenceError they retry until their operation timeout, 30 s each),
+    so the refusal is prompt; they get it on a later try once descriptors are free."""
+
 
 #: Descriptors kept spare by refusing to open new topics and subscriptions: for connections,
 #: ledger roll-overs, and refusing with an error.
@@ -130,13 +137,13 @@ def check_reserve(what: str, name: str) -> None:
     """Refuse to open ``what`` (a topic, a subscription) when the descriptors left are the reserve."""
     if reserve_reached():
         EXHAUSTION.refused(what, name)
-        raise PersistenceError(f"cannot open {what} {name}: the broker is out of file descriptors")
+        raise OutOfDescriptors(f"cannot open {what} {name}: the broker is out of file descriptors")
 
 
-def storage_error(what: str, name: str, exc: OSError) -> PersistenceError:
+def storage_error(what: str, name: str, exc: OSError) -> PersistenceError | OutOfDescriptors:
     """The error a client gets when opening ``what``'s files failed with ``exc``."""
     if is_exhaustion(exc):
         EXHAUSTION.refused(what, name)
-        return PersistenceError(f"cannot open {what} {name}: the broker is out of file descriptors ({exc})")
+        return OutOfDescriptors(f"cannot open {what} {name}: the broker is out of file descriptors ({exc})")
     log.error("cannot open %s %s: %s", what, name, exc)
     return PersistenceError(f"cannot open {what} {name}: {exc}")
