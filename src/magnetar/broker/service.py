@@ -351,12 +351,12 @@ class BrokerService:
             host, 0, new_cnx, refusal, f"{name} of {self.worker.broker_id}", setting, **tls_args
         )
 
-    def _background(self) -> list[tuple[float, Callable[[], None]]]:
+    def _background(self) -> list[tuple[float, housekeeping.Action]]:
         """The background work and how often it runs (housekeeping.py, frame_room.py)."""
         config, topics, namespaces = self.config, self.topics, self.namespaces
         timeout = config.incomplete_frame_timeout_seconds
         lag_limits = LagLimits(config.broadcast_max_lag_messages, config.broadcast_max_lag_seconds)
-        work: list[tuple[float, Callable[[], None]]] = [
+        work: list[tuple[float, housekeeping.Action]] = [
             (config.cursor_flush_interval_seconds, partial(housekeeping.flush_all, topics)),
             (config.retention_check_interval_seconds, partial(housekeeping.trim_all, topics, namespaces)),
             (
