@@ -103,12 +103,17 @@ def reserve_reached() -> bool:
     return in_reserve(fd)
 
 
+#: What a refusal for want of descriptors refused: a new connection, topic or subscription, or
+#: a read or write whose ledger files were closed (``max_open_ledger_files``) and could not reopen.
+KINDS = ("connection", "topic", "subscription", "read", "write")
+
+
 class Exhaustion:
-    """Refusals for want of descriptors, by what was refused (``connection``, ``topic``,
-    ``subscription``), with one log line for all of them at most every ``LOG_INTERVAL_S`` seconds."""
+    """Refusals for want of descriptors, by what was refused (``KINDS``), with one log line for
+    all of them at most every ``LOG_INTERVAL_S`` seconds."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
-        self._counts = ThrottledCounts(("connection", "topic", "subscription"), LOG_INTERVAL_S, clock)
+        self._counts = ThrottledCounts(KINDS, LOG_INTERVAL_S, clock)
 
     @property
     def counts(self) -> dict[str, int]:

@@ -12,6 +12,7 @@ import logging
 import time
 from collections.abc import Callable, Iterator, Mapping
 
+from magnetar.broker import descriptors
 from magnetar.broker.coarse_clock import CLOCK
 from magnetar.broker.dispatchers import broadcast_lag
 from magnetar.broker.dispatchers.broadcast import BroadcastDispatcher
@@ -55,6 +56,11 @@ async def every(seconds: float, action: Action) -> None:
                 log.error("background task %s failed: %s; said once until it works again", name, exc)
             failing = StorageFullError
         except Exception as exc:
+            if descriptors.is_exhaustion(exc):
+                # Out of descriptors (a flush reopening a cursor's files): said and counted where
+                # the refusals are, and tried again next time; not a bug.
+                descriptors.EXHAUSTION.refused("write", f"background task {name}: {exc}")
+                continue
             if failing is not type(exc):
                 log.exception("background task %s failed; said once until it works again", name)
             failing = type(exc)
