@@ -452,8 +452,9 @@ class BrokerService:
         if self._namespace_service is not None and self._namespace_service.me is not None:
             self._namespace_service.unregister()
         self._listing.shutdown(wait=True, cancel_futures=True)
-        if self._loader is not None:  # opens under way finish before storage closes
+        if self._loader is not None:  # opens and unloads under way finish before storage closes
             self._loader.executor.shutdown(wait=True)
+            self._loader.closer.shutdown(wait=True)
         # Let receipts already on their way out reach the clients.
         await asyncio.sleep(0)
         for topic in list(self.topics.values()):
