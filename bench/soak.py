@@ -425,14 +425,20 @@ class Soak:
             return None
         want = set(self.ledger.receipted["batched"])
         copies: dict[int, int] = defaultdict(int)
-        reader = client.create_reader("batched-copy", pulsar.MessageId.earliest)
-        deadline = time.monotonic() + self.args.drain_s
+        reader = client.create_reader("batched-copy", pulsar.MessageId.earliest, receiver_queue_size=10_000)
+        began = time.monotonic()
+        deadline = began + self.args.drain_s
+        timeouts = 0
         while time.monotonic() < deadline and not want <= copies.keys():
-            with contextlib.suppress(pulsar.Timeout):
+            try:
                 msg = reader.read_next(1000)
-                seq = seq_of("batched", msg.data())
-                if seq is not None:
-                    copies[seq] += 1
+            except pulsar.Timeout:
+                timeouts += 1
+                continue
+            seq = seq_of("batched", msg.data())
+            if seq is not None:
+                copies[seq] += 1
+        read_s = time.monotonic() - began
         reader.close()
         (self.workdir / "stop-spark").touch()
         with contextlib.suppress(subprocess.TimeoutExpired):
@@ -443,6 +449,8 @@ class Soak:
             "stored_twice": sum(1 for n in copies.values() if n > 1),
             "copies_read": sum(copies.values()),
             "query_restarts": log.count("restarted:"),
+            "read_s": round(read_s, 1),  # reading batched-copy back, from the end of the traffic
+            "read_timeouts": timeouts,  # 1 s waits for the next copy (Spark still writing)
         }
 
     def traces(self) -> dict[str, list[tuple[str, float]]]:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from magnetar.admin.errors import no_content, topic_of, translate_errors
+from magnetar.admin.owner_calls import OWNER_CALLS, OwnerAnswer
 from magnetar.broker.bundles import RANGE_EQUALLY_DIVIDE
 from magnetar.broker.ownership import BrokerInfo
 
@@ -40,9 +41,18 @@ def add_routes(app: web.Application, service: BrokerService, web_urls) -> None:
 
     @translate_errors
     async def unload_namespace(request):
+        """Each bundle unloaded by its owner (a worker unloads only what it owns)."""
         namespace = namespace_of(request)
-        for bundle in service.namespace_service.bundles(namespace).bundles:
-            service.namespace_service.unload(bundle)
+        ns_service = service.namespace_service
+        for bundle in ns_service.bundles(namespace).bundles:
+            owner = ns_service.store.owner(str(bundle)) if service.shares_bundles else None
+            if owner is None or owner.broker_id == ns_service.broker_id:
+                ns_service.unload(bundle)
+                continue
+            path = f"/admin/v2/namespaces/{namespace}/{bundle.range}/unload"
+            status, body, headers = await request.app[OWNER_CALLS].call(request, owner, "PUT", path)
+            if status >= 300:
+                raise OwnerAnswer(status, body, headers.get("Content-Type", "").split(";")[0] or None)
         return no_content()
 
     @translate_errors

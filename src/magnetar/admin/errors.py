@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from magnetar.broker.errors import BrokerError, NotAllowed, SubscriptionNotFound, TopicNotFound
+from magnetar.broker.namespace_service import ServiceUnitNotReady
 from magnetar.broker.namespaces import AlreadyExists, NotEmpty
 from magnetar.broker.replication import ClusterNotAllowed
 from magnetar.broker.topic import PersistentTopic
@@ -39,6 +40,8 @@ def translate_errors(handler: Handler) -> Handler:
             raise reason_error(web.HTTPBadRequest, str(exc)) from None
         except ClusterNotAllowed as exc:
             raise reason_error(web.HTTPForbidden, str(exc)) from None
+        except ServiceUnitNotReady as exc:  # another worker owns the topic (its bundle moved)
+            raise reason_error(web.HTTPServiceUnavailable, str(exc)) from None
         except BrokerError as exc:
             raise reason_error(web.HTTPPreconditionFailed, str(exc)) from None
 

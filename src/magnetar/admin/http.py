@@ -11,6 +11,7 @@ from magnetar.admin import (
     authz,
     bundles_api,
     clusters_api,
+    compaction_api,
     consumers_api,
     http_refusal,
     inactive_topics_api,
@@ -25,6 +26,7 @@ from magnetar.admin import (
     subscriptions_api,
     topics_api,
 )
+from magnetar.admin.owner_calls import OWNER_CALLS, OwnerCalls
 from magnetar.broker.listener import Listener, listen
 
 if TYPE_CHECKING:
@@ -37,7 +39,6 @@ if TYPE_CHECKING:
 
 def build_app(service: BrokerService, web_urls: clusters_api.WebUrls | None = None) -> web.Application:
     """``web_urls``: the admin API's URLs as bound (the clusters endpoint names them)."""
-    proxy, close_proxy = owner_proxy.middleware(service)  # a worker's requests for another's topics
     app = web.Application(
         middlewares=[
             auth.middleware(
@@ -47,10 +48,11 @@ def build_app(service: BrokerService, web_urls: clusters_api.WebUrls | None = No
                 service.authentication_failures,
             ),
             authz.middleware(service, service.authorization_failures),
-            proxy,
+            owner_proxy.middleware(service),  # a worker's requests for another's topics
         ]
     )
-    app.on_cleanup.append(close_proxy)
+    calls = app[OWNER_CALLS] = OwnerCalls(service)
+    app.on_cleanup.append(calls.close)
 
     async def health(request: web.Request) -> web.Response:
         return web.Response(text="ok")
@@ -68,6 +70,7 @@ def build_app(service: BrokerService, web_urls: clusters_api.WebUrls | None = No
     bundles_api.add_routes(app, service, web_urls or (lambda: (None, None)))
     replication_api.add_routes(app, service)
     inactive_topics_api.add_routes(app, service)
+    compaction_api.add_routes(app, service)
     registry: list[CollectorRegistry] = []  # built at the first scrape (metrics.py)
 
     async def metrics_page(request: web.Request) -> web.Response:

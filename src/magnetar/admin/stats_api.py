@@ -16,6 +16,7 @@ from aiohttp import web
 
 from magnetar.admin.consumers_api import page_path
 from magnetar.admin.errors import partitions_of, persistent, single_topic, translate_errors
+from magnetar.admin.partition_fanout import each_partition
 from magnetar.broker.dispatchers.broadcast_stats import PAGE_LIMIT, STATS_CONSUMERS, is_broadcast
 from magnetar.broker.replication import cursor_name, replication_stats
 
@@ -241,10 +242,15 @@ def add_routes(app: web.Application, service: BrokerService) -> None:
 
         @translate_errors
         async def partitioned(request: web.Request, domain: str = domain) -> web.Response:
-            partitions = {
-                str(partition): topic_stats(service.get_topic(partition, create=False))
-                for partition in partitions_of(service, request, domain)
-            }
+            names = partitions_of(service, request, domain)
+            answers = await each_partition(
+                service,
+                request,
+                names,
+                lambda partition: topic_stats(service.get_topic(partition, create=False)),
+                suffix="/stats",
+            )
+            partitions = {str(name): stats for name, stats in zip(names, answers, strict=True)}
             per_partition = request.query.get("perPartition", "true").lower() != "false"
             return web.json_response(partitioned_stats(partitions, per_partition))
 

@@ -10,11 +10,12 @@ under ``/admin/v2/{persistent|non-persistent}/{tenant}/{namespace}/{topic}``: ``
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
 from magnetar.admin.errors import json_body, no_content, persistent, topic_of, translate_errors
+from magnetar.admin.partition_fanout import each_partition
 from magnetar.broker.names import check_name
 from magnetar.protocol import wire
 from magnetar.protocol.message_id import to_u64
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
     from magnetar.broker.service import BrokerService
     from magnetar.broker.subscription import PersistentSubscription
     from magnetar.broker.topic import PersistentTopic
+    from magnetar.protocol.topic_name import TopicName
 
 #: Pulsar's MessageId JSON for "latest" (both fields Long.MAX_VALUE); -1/-1 is "earliest".
 _LATEST = {"ledgerId": (1 << 63) - 1, "entryId": (1 << 63) - 1}
@@ -49,25 +51,37 @@ def add_routes(app: web.Application, service: BrokerService) -> None:
     _cursor_routes(app, service)
 
 
-def _topics(
-    service: BrokerService, request: web.Request, domain: str, partition: int = -1
-) -> list[PersistentTopic | NonPersistentTopic]:
+def _names(service: BrokerService, request: web.Request, domain: str, partition: int = -1) -> list[TopicName]:
     """The topic, or every partition of a partitioned one (only ``partition`` if given: a
-    message id names one), loaded on the way."""
+    message id names one)."""
     name = topic_of(request, domain)
     service.check_namespace(name)
     count = service.namespaces.partitions(str(name))
     if count and partition >= count:
         raise ValueError(f"partition {partition} of {name}, which has {count}")
     chosen = [partition] if partition >= 0 else range(count)
-    names = [name.partition(i) for i in chosen] if count else [name]
-    return [service.get_topic(n, create=False) for n in names]
+    return [name.partition(i) for i in chosen] if count else [name]
 
 
-def _persistent_topics(
-    service: BrokerService, request: web.Request, partition: int = -1
-) -> list[PersistentTopic]:
-    return [persistent(topic) for topic in _topics(service, request, "persistent", partition)]
+async def _on_topics(
+    service: BrokerService,
+    request: web.Request,
+    domain: str,
+    act: Callable[[PersistentTopic | NonPersistentTopic], Any],
+    partition: int = -1,
+) -> list[Any]:
+    """``act`` on the topic, or on each partition (``_names``) where it is owned
+    (partition_fanout.py), loaded on the way; the answers."""
+    names = _names(service, request, domain, partition)
+    return await each_partition(
+        service, request, names, lambda name: act(service.get_topic(name, create=False))
+    )
+
+
+async def _on_persistent(
+    service: BrokerService, request: web.Request, act: Callable[[PersistentTopic], Any], partition: int = -1
+) -> list[Any]:
+    return await _on_topics(service, request, "persistent", lambda topic: act(persistent(topic)), partition)
 
 
 def _list_routes(app: web.Application, service: BrokerService) -> None:
@@ -75,8 +89,8 @@ def _list_routes(app: web.Application, service: BrokerService) -> None:
 
         @translate_errors
         async def list_subscriptions(request: web.Request, domain: str = domain) -> web.Response:
-            names = {name for topic in _topics(service, request, domain) for name in topic.subscriptions}
-            return web.json_response(sorted(names))
+            answers = await _on_topics(service, request, domain, lambda topic: sorted(topic.subscriptions))
+            return web.json_response(sorted({name for names in answers for name in names}))
 
         app.router.add_get(
             f"/admin/v2/{domain}/{{tenant}}/{{namespace}}/{{topic}}/subscriptions", list_subscriptions
@@ -89,15 +103,20 @@ def _lifecycle_routes(app: web.Application, service: BrokerService) -> None:
         msg_id, partition = message_id_data(await json_body(request, default=_LATEST))
         # Refused (400) as the binary protocol refuses it.
         check_name(request.match_info["subscription"], "subscription name")
-        for topic in _persistent_topics(service, request, partition):
-            topic.create_subscription(request.match_info["subscription"], topic.seek_position(msg_id))
+        name = request.match_info["subscription"]
+        await _on_persistent(
+            service,
+            request,
+            lambda topic: topic.create_subscription(name, topic.seek_position(msg_id)),
+            partition,
+        )
         return no_content()
 
     @translate_errors
     async def delete(request: web.Request) -> web.Response:
         force = request.query.get("force", "false").lower() == "true"
-        for topic in _persistent_topics(service, request):
-            topic.drop_subscription(request.match_info["subscription"], force=force)
+        name = request.match_info["subscription"]
+        await _on_persistent(service, request, lambda topic: topic.drop_subscription(name, force=force))
         return no_content()
 
     app.router.add_put(BASE, create)
@@ -112,8 +131,8 @@ def _on_each(service: BrokerService, action: Action):
 
     @translate_errors
     async def handler(request: web.Request) -> web.Response:
-        for topic in _persistent_topics(service, request):
-            action(topic, topic.subscription(request.match_info["subscription"]), request)
+        name = request.match_info["subscription"]
+        await _on_persistent(service, request, lambda topic: action(topic, topic.subscription(name), request))
         return no_content()
 
     return handler
@@ -147,18 +166,21 @@ def _cursor_routes(app: web.Application, service: BrokerService) -> None:
     async def reset_to_message(request: web.Request) -> web.Response:
         msg_id, partition = message_id_data(await json_body(request))
         excluded = request.query.get("isExcluded", "false").lower() == "true"
-        for topic in _persistent_topics(service, request, partition):
-            subscription = topic.subscription(request.match_info["subscription"])
+        name = request.match_info["subscription"]
+
+        def reset(topic: PersistentTopic) -> None:
             position = topic.seek_position(msg_id)
             if excluded:
                 position = topic.ml.next_position(position)
-            subscription.reset_cursor(position)
+            topic.subscription(name).reset_cursor(position)
+
+        await _on_persistent(service, request, reset, partition)
         return no_content()
 
     @translate_errors
     async def expire_all(request: web.Request) -> web.Response:
-        for topic in _persistent_topics(service, request):
-            topic.expire_older_than(int(request.match_info["seconds"]))
+        seconds = int(request.match_info["seconds"])
+        await _on_persistent(service, request, lambda topic: topic.expire_older_than(seconds))
         return no_content()
 
     app.router.add_post(f"{BASE}/skip_all", _on_each(service, _clear_backlog))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import TYPE_CHECKING
 
@@ -17,9 +16,11 @@ from magnetar.admin.errors import (
     topic_of,
     translate_errors,
 )
+from magnetar.admin.partition_fanout import each_partition
 
 if TYPE_CHECKING:
     from magnetar.broker.service import BrokerService
+    from magnetar.protocol.topic_name import TopicName
 
 
 def add_routes(app: web.Application, service: BrokerService) -> None:
@@ -90,8 +91,18 @@ def _partitioned_routes(app: web.Application, service: BrokerService, domain: st
 
     @translate_errors
     async def delete_partitioned(request):
-        service.delete_partitioned_topic(topic_of(request, domain))
+        name = topic_of(request, domain)
+        if service.shares_bundles:  # each partition deleted by its owner, then the topic
+            names = partitions_of(service, request, domain)
+            await each_partition(
+                service, request, names, _delete_stored, method="DELETE", suffix="", missing_ok=True
+            )
+        service.delete_partitioned_topic(name)
         return no_content()
+
+    def _delete_stored(partition: TopicName) -> None:
+        if service.catalog.exists(str(partition)):
+            service.delete_topic(partition)
 
     path = f"{_base(domain)}/{{topic}}/partitions"
     app.router.add_put(path, create_partitioned)
@@ -131,16 +142,15 @@ def _termination_routes(app: web.Application, service: BrokerService) -> None:
 
     @translate_errors
     async def terminate_partitions(request):
-        topics = [
-            persistent(service.get_topic(partition, create=False))
-            for partition in partitions_of(service, request, "persistent")
-        ]
-        positions = await asyncio.gather(*(topic.terminate() for topic in topics))
-        last = {
-            str(topic.name.partition_index): position
-            for topic, position in zip(topics, positions, strict=True)
-        }
-        return web.json_response({i: _message_id_json(position, int(i)) for i, position in last.items()})
+        names = partitions_of(service, request, "persistent")
+
+        async def terminate_one(name: TopicName) -> dict:
+            topic = persistent(service.get_topic(name, create=False))
+            return _message_id_json(await topic.terminate(), name.partition_index)
+
+        last = await each_partition(service, request, names, terminate_one, suffix="/terminate")
+        by_index = {str(name.partition_index): one for name, one in zip(names, last, strict=True)}
+        return web.json_response(by_index)
 
     topic_base = "/admin/v2/persistent/{tenant}/{namespace}/{topic}"
     app.router.add_post(f"{topic_base}/terminate", terminate)

@@ -34,6 +34,7 @@ class Consumer:
         "chunk_watch",
         "closed",
         "cnx",
+        "compacted_from_start",
         "consumer_id",
         "id_field",
         "key_shared_meta",
@@ -42,6 +43,7 @@ class Consumer:
         "pending_acks",
         "permits",
         "priority_level",
+        "read_compacted",
         "subscription",
         "traffic",
         "wants_entry_metadata",
@@ -64,6 +66,10 @@ class Consumer:
         self.key_shared_meta = key_shared_meta
         #: Messages (not entries) the client is ready to receive.
         self.permits = 0
+        #: readCompacted (Exclusive and Failover only): the compacted view up to its horizon first.
+        self.read_compacted = False
+        #: Its first read starts at the compacted view's start (it asked for the earliest message).
+        self.compacted_from_start = False
         #: Entries sent and not yet acknowledged: position -> message count (shared dispatchers).
         self.pending_acks: dict[Position, int] = {}
         self.closed = False

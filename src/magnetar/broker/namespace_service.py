@@ -157,13 +157,19 @@ class NamespaceService:
                 for bundle in self.bundles(namespace).bundles:
                     self._unload_topics(bundle)
 
-    def poll_changes(self, changed: Callable[[str], None]) -> None:
+    def poll_changes(
+        self, changed: Callable[[str], None], schema_changed: Callable[[str | None], None] = lambda sid: None
+    ) -> None:
         """Apply the namespaces other brokers changed: their cached policies are dropped and
-        ``changed(namespace)`` is called (``"*"``: every namespace may have changed)."""
+        ``changed(namespace)`` is called (``"*"``: every namespace may have changed); a topic's
+        schema changed: ``schema_changed(its schema id)`` (None: any)."""
         self._version, paths = self.store.changes_since(self._version)
         for path in dict.fromkeys(paths):
-            if path == "*":
+            if path.startswith("schema/"):
+                schema_changed(path.removeprefix("schema/"))
+            elif path == "*":
                 self.namespaces.forget()
+                schema_changed(None)
                 changed("*")
             elif path.startswith("namespace/"):
                 namespace = path.removeprefix("namespace/")

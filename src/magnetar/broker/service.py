@@ -213,6 +213,10 @@ class BrokerService:
             return None
         return self.namespace_service.lookup(topic)
 
+    def serves(self, topic: TopicName) -> bool:
+        """Whether this broker owns ``topic``'s bundle (alone, it owns every bundle)."""
+        return not self._ownership_shared or self.namespace_service.is_served_here(topic)
+
     def check_served_here(self, topic: TopicName) -> None:
         """ServiceNotReady (Pulsar's words) unless this broker owns ``topic``'s bundle."""
         if self._ownership_shared:
@@ -238,6 +242,7 @@ class BrokerService:
             storage, config.cluster_name, config.default_number_of_namespace_bundles
         )
         resources.namespaces.changed = self._ownership.publish_change
+        resources.schemas.changed = self._ownership.publish_change
         self._namespace_service = NamespaceService(
             resources.namespaces, self._ownership, lambda bundle: self.catalog.unload_bundle(bundle)
         )
@@ -249,7 +254,13 @@ class BrokerService:
         catalog = TopicCatalog(self.topics, resources, self.limits, auto_creation, self.replication_changed)
         self._catalog = catalog
         self._loader = TopicLoader(
-            self.topics, resources, catalog, config, self._interceptors, self._topic_loaded
+            self.topics,
+            resources,
+            catalog,
+            config,
+            self._interceptors,
+            self._topic_loaded,
+            check_owned=self.check_served_here,
         )
 
     def _topic_loaded(self, topic: PersistentTopic) -> None:
@@ -379,7 +390,8 @@ class BrokerService:
         if self._ownership_shared:  # other workers own bundles and change policies too
             service = self.namespace_service
             work.append((OWNERSHIP_RENEW_SECONDS, service.keep_alive))
-            work.append((POLICY_POLL_SECONDS, partial(service.poll_changes, self.policies_changed)))
+            poll = partial(service.poll_changes, self.policies_changed, self.schemas.forget)
+            work.append((POLICY_POLL_SECONDS, poll))
         return work
 
     def check_inactive_topics(self) -> None:

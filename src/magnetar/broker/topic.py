@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from magnetar.broker import backlog_quota, loop_pass, topic_backlog, topic_state
 from magnetar.broker.chunk_contexts import ChunkContexts
 from magnetar.broker.chunk_watch import keeps_partial_chunks
+from magnetar.broker.compacted_topic import COMPACTION_SUBSCRIPTION, CompactedTopic
 from magnetar.broker.consumer import Consumer
 from magnetar.broker.entries import RecentEntries
 from magnetar.broker.entry_metadata import EntryMetadataInterceptor, IndexInterceptor, load_interceptors
@@ -108,8 +109,12 @@ class PersistentTopic:
         #: replicators attached to them (magnetar.replication), by remote cluster name.
         self.replication_cursors: dict[str, ManagedCursor] = {}
         self.replicators: dict[str, ReplicatorLink] = {}
+        #: Topic compaction: the compacted view and the compactor's runs (its cursor is no subscription).
+        self.compaction = CompactedTopic(ml)
         for name_of_cursor, cursor in ml.cursors().items():
             remote = remote_of_cursor(name_of_cursor)
+            if name_of_cursor == COMPACTION_SUBSCRIPTION:
+                continue
             if remote is not None:
                 self.replication_cursors[remote] = cursor
             else:
@@ -433,7 +438,12 @@ class PersistentTopic:
         """Work under way that closing now would cut short: adds not yet stored, durable
         subscriptions being created, a terminate waiting for its adds."""
         ml = self.ml
-        return ml.last_added != ml.last_confirmed or self._opener.preparing or bool(self._store_waiters)
+        return (
+            ml.last_added != ml.last_confirmed
+            or self._opener.preparing
+            or bool(self._store_waiters)
+            or self.compaction.running
+        )
 
     def close(self) -> None:
         self.detach()
@@ -451,6 +461,7 @@ class PersistentTopic:
         the state snapshot persisted, the managed ledger closed. Fsyncs and commits, so an idle
         topic's unload runs it on an open thread (topic_loader.py)."""
         self._persist()
+        self.compaction.close()
         self.ml.close()
 
 

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from magnetar.protocol import wire
     from magnetar.protocol.topic_name import TopicName
     from magnetar.storage.cursor import ManagedCursor
+    from magnetar.storage.entry import Entry
     from magnetar.storage.managed_ledger import ManagedLedger
     from magnetar.storage.position import Position
 
@@ -126,6 +127,19 @@ class Subscription(Protocol[_C]):
     def remove_consumer(self, consumer: _C) -> None: ...
 
 
+class CompactedReads(Protocol):
+    """A topic's compacted view as a readCompacted consumer's dispatcher reads it."""
+
+    @property
+    def horizon(self) -> Position | None:
+        """The last position the view covers (None: never compacted)."""
+        ...
+
+    def read_compacted(self, start: Position, max_entries: int, max_bytes: int) -> list[Entry]:
+        """The view's entries at or after ``start``, with their original positions."""
+        ...
+
+
 class LedgerTopic(Topic[Never], Protocol):
     """A persistent topic as its subscriptions, dispatchers and helpers see it: its messages in a
     managed ledger."""
@@ -140,6 +154,9 @@ class LedgerTopic(Topic[Never], Protocol):
 
     @property
     def policies(self) -> Callable[[], NamespacePolicies] | None: ...
+
+    @property
+    def compaction(self) -> CompactedReads: ...
 
     @property
     def subscriptions(self) -> Mapping[str, CursorSubscription[Never]]: ...

@@ -39,9 +39,9 @@ CLOSE_THREADS = 2
 
 
 class TopicLoader:
-    """Puts topics in ``topics`` once ``catalog`` allows them, over ``resources``' storage, each
-    persistent one with its ``interceptors``; tells ``loaded`` of each (geo-replication opens its
-    cursors)."""
+    """Puts topics in ``topics`` once ``catalog`` allows them and ``check_owned`` (raises unless
+    this broker owns the topic's bundle), over ``resources``' storage, each persistent one with
+    its ``interceptors``; tells ``loaded`` of each (geo-replication opens its cursors)."""
 
     def __init__(
         self,
@@ -51,6 +51,7 @@ class TopicLoader:
         config: BrokerConfig,
         interceptors: Sequence[InterceptorFactory],
         loaded: Callable[[PersistentTopic], None],
+        check_owned: Callable[[TopicName], None] = lambda name: None,
     ) -> None:
         self._topics = topics
         self._storage = resources.storage
@@ -59,6 +60,9 @@ class TopicLoader:
         self._config = config
         self._interceptors = interceptors
         self._loaded = loaded
+        #: Workers: only a bundle's owner may open its topics (two writers on one managed ledger
+        #: would corrupt it); alone, a broker owns every bundle.
+        self.check_owned = check_owned
         #: Set once storage is closed: a topic whose open finishes after that is not added.
         self.storage_closed = False
         self.executor = ThreadPoolExecutor(OPEN_THREADS, thread_name_prefix="magnetar-open")
@@ -78,6 +82,7 @@ class TopicLoader:
         self.settle(key)
         catalog = self._catalog
         catalog.check_namespace(name)
+        self.check_owned(name)
         if not name.persistent:
             if not (create and catalog.auto_topic_creation(name.namespace_name).allow_auto_topic_creation):
                 raise TopicNotFound(f"Topic {key} does not exist")
@@ -116,6 +121,7 @@ class TopicLoader:
         if key not in topics:
             opening = self._opening.get(key)
             if opening is None:
+                self.check_owned(name)
                 loop = asyncio.get_running_loop()
                 opening = loop.run_in_executor(self.executor, self._check_and_open, name)
                 self._opening[key] = opening

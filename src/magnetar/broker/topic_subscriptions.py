@@ -48,10 +48,18 @@ class SubscriptionOpener:
         (created first if there is none); a non-durable subscription it leaves empty is removed."""
         topic = self._topic
         name = cmd.subscription
+        if cmd.read_compacted and cmd.sub_type not in _READ_COMPACTED_TYPES:
+            raise NotAllowed(
+                "readCompacted only allowed on failover or exclusive subscriptions"
+            )  # Pulsar's words
         subscription = self._subscriptions.get(name)
+        created = subscription is None
         if subscription is None:
             subscription = self._create(cmd)
         consumer = consumer_factory(subscription)
+        if cmd.read_compacted:
+            consumer.read_compacted = True
+            consumer.compacted_from_start = _from_earliest(cmd, created)
         try:
             subscription.add_consumer(consumer, cmd.sub_type, broadcast=wants_broadcast(cmd))
         except Exception:
@@ -142,3 +150,14 @@ class SubscriptionOpener:
         cursor = topic.ml.open_cursor(name, initial_position="latest")
         cursor.reset(start)
         self._subscriptions[name] = PersistentSubscription(topic, name, cursor, durable=True)
+
+
+_READ_COMPACTED_TYPES = (wire.CommandSubscribe.Exclusive, wire.CommandSubscribe.Failover)
+
+
+def _from_earliest(cmd: wire.CommandSubscribe, created: bool) -> bool:
+    """Whether a readCompacted consumer starts at the compacted view's first entry: a reader asking
+    for the earliest message, or a subscription this SUBSCRIBE created at the earliest one."""
+    if cmd.HasField("start_message_id"):
+        return is_earliest(cmd.start_message_id)
+    return created and cmd.initial_position == wire.CommandSubscribe.Earliest

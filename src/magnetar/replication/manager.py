@@ -77,14 +77,17 @@ class ReplicationManager:
         touch it (on the open threads, as a client's first use would)."""
         try:
             for name in self.replicated_topics():
+                topic = TopicName.parse(name)
                 if name in self.service.topics:
                     continue
-                opening = self.service.preparing(TopicName.parse(name))
-                if opening is not None:
-                    try:
+                try:
+                    if not self.service.serves(topic):
+                        continue  # workers: each opens the topics of the bundles it owns
+                    opening = self.service.preparing(topic)
+                    if opening is not None:
                         await opening
-                    except Exception as exc:
-                        log.warning("replication: cannot load %s: %s", name, exc)
+                except Exception as exc:
+                    log.warning("replication: cannot load %s: %s", name, exc)
         except Exception:
             log.exception("replication: loading the replicated topics failed")
 

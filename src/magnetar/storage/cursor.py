@@ -193,6 +193,12 @@ class ManagedCursor:
         ledger = self._ledger
         self._read_position = max(ledger.ceil_position(position), ledger.next_position(self._mark_delete))
 
+    def seek_exactly(self, position: Position) -> None:
+        """Read from ``position`` next as it is, even where no entry is (Pulsar's forced seek): a
+        readCompacted read goes on through the compacted view, whose positions may lie in ledgers
+        trimmed since; the next read of the ledger itself starts at the first entry from there."""
+        self._read_position = position
+
     def rewind(self) -> None:
         """Read again from the first entry after the mark-delete position."""
         self._read_position = self._ledger.next_position(self._mark_delete)

@@ -441,6 +441,15 @@ class ManagedLedger:
     def current_ledger_id(self) -> int:
         return self._current.ledger_id
 
+    @property
+    def directory(self) -> Path:
+        """Its directory (where files of its own live beside its ledgers: ``compacted_ledger.py``)."""
+        return self._dir
+
+    def allocate_ledger_id(self) -> int:
+        """A new id from the store's ledger-id counter (durably taken; never handed out again)."""
+        return self._metadata.allocate_ledger_id()
+
     # ------------------------------------------------ cursors (ManagedCursorContainer's)
 
     def open_cursor(self, name: str, initial_position: str = "latest") -> ManagedCursor:

@@ -47,6 +47,13 @@ class BrokerValueTable:
         with self._commits.transaction() as db:
             db.execute("INSERT OR REPLACE INTO kv (key, value) VALUES (?, ?)", (key, value))
 
+    def put_new(self, key: str, value: str) -> bool:
+        """Store ``value`` unless ``key`` exists (another process may have written it first):
+        whether it was stored. Versions numbered by several writers are allocated this way."""
+        with self._commits.transaction() as db:
+            added = db.execute("INSERT OR IGNORE INTO kv (key, value) VALUES (?, ?)", (key, value))
+            return added.rowcount == 1
+
     def delete(self, key: str) -> None:
         with self._commits.transaction() as db:
             db.execute("DELETE FROM kv WHERE key = ?", (key,))

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from magnetar.broker.dispatchers.base import Dispatcher
+from magnetar.broker.dispatchers.base import MAX_READ_BYTES, Dispatcher
+from magnetar.broker.dispatchers.compacted_reads import compacted_ack_sets, read_compacted
+from magnetar.broker.entries import DispatchEntry
 from magnetar.broker.errors import ConsumerBusy
 from magnetar.storage.position import Position
 
@@ -76,6 +78,14 @@ class SingleActiveConsumerDispatcher(Dispatcher):
         self.cursor.rewind()
         self.schedule()
 
+    def _read_compacted(self, consumer: Consumer) -> list[DispatchEntry] | None:
+        """The next entries of the topic's compacted view (``compacted_reads.py``), or None."""
+        from_start, consumer.compacted_from_start = consumer.compacted_from_start, False
+        topic = self.subscription.topic
+        count = max(1, min(consumer.permits, self.max_read_batch))
+        read = read_compacted(self.cursor, topic.ml, topic.compaction, count, MAX_READ_BYTES, from_start)
+        return None if read is None else [DispatchEntry.of(entry) for entry in read]
+
     def _delivered_unacked(self) -> list[Position]:
         cursor, ml = self.cursor, self.subscription.topic.ml
         out: list[Position] = []
@@ -93,6 +103,13 @@ class SingleActiveConsumerDispatcher(Dispatcher):
         consumer = self.active
         if consumer is None or consumer.permits <= 0 or not consumer.writable:
             return False
+        compacted = self._read_compacted(consumer) if consumer.read_compacted else None
+        if compacted is not None:
+            consumer.send_entries(
+                compacted, self.redelivery_counts, compacted_ack_sets(self.cursor, compacted)
+            )
+            self.sent_to(consumer)
+            return True  # the view may hold more, whatever the ledger's own positions say
         entries = self.read_from_cursor(consumer.permits)
         if not entries:
             return False

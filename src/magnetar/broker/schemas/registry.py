@@ -21,6 +21,7 @@ import base64
 import json
 import struct
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -155,10 +156,24 @@ def schema_id(topic: TopicName) -> str:
 
 
 class SchemaRegistry:
+    """Versions are cached per schema id; with workers, another process may add one meanwhile:
+    a version is stored only if its key is new (``put_new``; else the cache is read again and the
+    schema checked against what is there now), and each change is announced (``changed``) so the
+    other workers drop their cached history (``forget``)."""
+
     def __init__(self, metadata, namespaces: NamespaceRegistry) -> None:
         self._kv = metadata
         self._namespaces = namespaces
         self._cache: dict[str, list[StoredSchema]] = {}
+        #: Tells the other brokers sharing the store (ownership.OwnershipStore.publish_change).
+        self.changed: Callable[[str], None] = lambda path: None
+
+    def forget(self, sid: str | None = None) -> None:
+        """Drop the cached versions of schema ``sid`` (all if None): another broker changed them."""
+        if sid is None:
+            self._cache.clear()
+        else:
+            self._cache.pop(sid, None)
 
     # -- reading --
     def history(self, topic: TopicName) -> list[StoredSchema]:
@@ -207,11 +222,14 @@ class SchemaRegistry:
 
         Raises :class:`IncompatibleSchemaError` when the strategy refuses it or its data is invalid.
         """
-        found = self.find_version(topic, schema)
-        if found is not None:
-            return found
-        self.check(topic, schema)
-        return self._append(topic, schema, deleted=False)
+        while True:
+            found = self.find_version(topic, schema)
+            if found is not None:
+                return found
+            self.check(topic, schema)
+            version = self._append(topic, schema, deleted=False)
+            if version is not None:
+                return version
 
     def check(self, topic: TopicName, schema: SchemaData) -> None:
         """Whether ``schema`` could be registered now (IncompatibleSchemaError if not)."""
@@ -250,11 +268,14 @@ class SchemaRegistry:
 
     def delete(self, topic: TopicName) -> int | None:
         """Delete the topic's schema (a tombstone version); its version, or None if there was none."""
-        if self.get(topic) is None:
-            return None
-        return self._append(topic, SchemaData("NONE"), deleted=True)
+        while self.get(topic) is not None:
+            version = self._append(topic, SchemaData("NONE"), deleted=True)
+            if version is not None:
+                return version
+        return None
 
-    def _append(self, topic: TopicName, schema: SchemaData, deleted: bool) -> int:
+    def _append(self, topic: TopicName, schema: SchemaData, deleted: bool) -> int | None:
+        """Store the next version; None (the cache dropped) if another broker stored it first."""
         versions = self.history(topic)
         version = versions[-1].version + 1 if versions else 0
         stored = StoredSchema(
@@ -265,8 +286,12 @@ class SchemaRegistry:
             int(time.time() * 1000),
             deleted,
         )
-        self._kv.put(f"{_PREFIX}{schema_id(topic)}/{version:020d}", stored.to_json())
+        sid = schema_id(topic)
+        if not self._kv.put_new(f"{_PREFIX}{sid}/{version:020d}", stored.to_json()):
+            self.forget(sid)
+            return None
         versions.append(stored)
+        self.changed(f"{_PREFIX}{sid}")
         return version
 
     # -- the protocol's commands --

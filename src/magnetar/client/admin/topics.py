@@ -131,6 +131,21 @@ class Topics:
         """Refuse further messages; the id of the last one stored (Pulsar's JSON)."""
         return self._request("POST", f"{topic_path(topic)}/terminate")
 
+    def terminate_partitioned_topic(self, topic: str) -> dict[str, dict[str, int]]:
+        """Terminate every partition; the id of each one's last message, by partition index."""
+        return self._request("POST", f"{topic_path(topic)}/terminate/partitions")
+
+    # -- compaction -----------------------------------------------------------------------------------
+    def trigger_compaction(self, topic: str) -> None:
+        """Start compacting the topic (every partition of a partitioned one); raises a 409
+        ``AdminError`` while a compaction is running."""
+        self._request("PUT", f"{topic_path(topic)}/compaction")
+
+    def compaction_status(self, topic: str) -> dict[str, Any]:
+        """Pulsar's LongRunningProcessStatus JSON: ``status`` (NOT_RUN, RUNNING, SUCCESS or ERROR)
+        and ``lastError``."""
+        return self._request("GET", f"{topic_path(topic)}/compaction")
+
     # -- replication (a topic's override of its namespace's clusters) ---------------------------------
     def get_replication_clusters(self, topic: str, applied: bool = False) -> list[str] | None:
         """The topic's own replication clusters, None if not set; ``applied``: what applies

@@ -1,0 +1,128 @@
+"""Pulsar's two-phase compactor, the part that runs on a worker thread (``compacted_topic.py`` commits).
+
+Phase one reads the input (the previous compacted ledger, then the topic after the previous horizon
+up to the new one: the last confirmed entry when compaction started) and chooses the latest message
+of each key (``compaction_selection.py``). Phase two reads the same input again and writes what was
+chosen to a new compacted ledger (``storage/compacted_ledger.py``), a batch kept in part rewritten
+(``protocol/compaction.py``), and fsyncs it. Nothing is switched here: until the caller records the
+new ledger, readers and a crash see the previous compacted view.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from magnetar.broker.compaction_selection import Selection, select
+from magnetar.protocol import ProtocolError
+from magnetar.protocol.compaction import EntryFacts, entry_facts, rebatch
+from magnetar.storage.compacted_ledger import CompactedLedger, CompactedLedgerWriter
+from magnetar.storage.entry import Entry
+from magnetar.storage.managed_ledger import ManagedLedger
+from magnetar.storage.position import Position
+
+log = logging.getLogger(__name__)
+
+_READ_ENTRIES = 512
+_READ_BYTES = 8 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class CompactedView:
+    """A compacted ledger and its horizon: the view up to the horizon is the ledger's entries."""
+
+    ledger: CompactedLedger
+    horizon: Position
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionOutcome:
+    """A finished phase two: the new compacted ledger (durable, not yet recorded) and its horizon,
+    with what Pulsar's compaction stats count."""
+
+    ledger_id: int
+    entries: int
+    horizon: Position
+    messages_read: int
+    messages_kept: int
+    bytes_written: int
+    duration_s: float
+
+    @property
+    def removed(self) -> int:
+        return self.messages_read - self.messages_kept
+
+
+def compact(ml: ManagedLedger, previous: CompactedView | None) -> CompactionOutcome | None:
+    """Both phases up to the entry last confirmed now; None when there is nothing new to compact."""
+    started = time.monotonic()
+    end = ml.next_position(ml.last_confirmed)
+    after = previous.horizon if previous is not None else None
+    if after is not None and ml.last_confirmed <= after:
+        return None
+    selection = select(_facts(_input(ml, previous, end)), end)
+    while selection.stop_before is not None:
+        end = selection.stop_before
+        selection = select(_facts(_input(ml, previous, end)), end)
+    horizon = selection.horizon
+    if after is not None and (horizon is None or horizon < after):
+        horizon = after
+    if horizon is None or (after is not None and horizon <= after):
+        return None
+    writer = CompactedLedgerWriter(ml.directory, ml.allocate_ledger_id())
+    try:
+        _write(writer, _input(ml, previous, end), selection)
+        writer.finish()
+    except BaseException:
+        writer.abort()
+        raise
+    return CompactionOutcome(
+        writer.ledger_id,
+        writer.entries,
+        horizon,
+        selection.messages,
+        selection.kept_messages,
+        writer.bytes_written,
+        time.monotonic() - started,
+    )
+
+
+def _input(ml: ManagedLedger, previous: CompactedView | None, end: Position) -> Iterator[Entry]:
+    """The previous compacted ledger's entries, then the topic's after its horizon, before ``end``."""
+    if previous is not None:
+        yield from previous.ledger.all_entries()
+        start = ml.next_position(previous.horizon)
+    else:
+        start = ml.ceil_position(Position.EARLIEST)
+    while start < end:
+        entries = ml.read_entries(start, _READ_ENTRIES, _READ_BYTES)
+        if not entries:
+            return
+        for entry in entries:
+            if entry.position >= end:
+                return
+            yield entry
+        start = ml.next_position(entries[-1].position)
+
+
+def _facts(entries: Iterator[Entry]) -> Iterator[tuple[Position, EntryFacts]]:
+    for entry in entries:
+        try:
+            yield entry.position, entry_facts(entry.data)
+        except ProtocolError as exc:  # unreadable: kept out of the view (it has no key anyone could read)
+            log.warning("compaction: entry %s is unreadable, kept out: %s", entry.position, exc)
+
+
+def _write(writer: CompactedLedgerWriter, entries: Iterator[Entry], selection: Selection) -> None:
+    for entry in entries:
+        whole = selection.keeps_whole(entry.position)
+        if whole is None:
+            continue
+        if whole:
+            writer.add(entry.position, entry.data)
+            continue
+        indexes = selection.kept[entry.position][0]
+        assert indexes is not None  # keeps_whole said the batch is kept in part
+        writer.add(entry.position, rebatch(entry.data, indexes))
