@@ -25,7 +25,7 @@ def test_refusals_are_all_counted_but_logged_once_a_minute(caplog):
         exhaustion.refused("connection", "c")
         clock[0] += descriptors.LOG_INTERVAL_S
         exhaustion.refused("subscription", "s")
-    assert exhaustion.counts == {"connection": 1, "topic": 5, "subscription": 1}
+    assert exhaustion.counts == {"connection": 1, "topic": 5, "subscription": 1, "read": 0, "write": 0}
     lines = [r.getMessage() for r in caplog.records]
     assert len(lines) == 2
     assert "refused a topic (t); 1 refusal(s)" in lines[0]

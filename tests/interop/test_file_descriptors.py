@@ -7,17 +7,18 @@ does accepting a connection.
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import resource
 import ssl
-import threading
 import time
 import urllib.error
 import urllib.request
 
 import pulsar
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from magnetar.protocol import wire
 
@@ -52,6 +53,18 @@ def set_soft_limit(pid: int, soft: int) -> None:
 
 def refusals(broker) -> dict[str, float]:
     return labelled(broker, "magnetar_out_of_file_descriptors_total", "what")
+
+
+def reads_refused(connection: http.client.HTTPConnection) -> float:
+    """``magnetar_out_of_file_descriptors_total{what="read"}``, scraped on a kept-alive connection."""
+    connection.request("GET", "/metrics")
+    text = connection.getresponse().read().decode()
+    return next(
+        sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == "magnetar_out_of_file_descriptors_total" and sample.labels.get("what") == "read"
+    )
 
 
 def expect_error(raw: RawConnection, code: int) -> str:
@@ -104,7 +117,7 @@ def test_out_of_file_descriptors_is_answered_logged_once_counted_and_recovered_f
             raws[0].send_command(
                 wire.CommandProducer(topic=f"{topic}-new", producer_id=attempt, request_id=attempt)
             )
-            assert "out of file descriptors" in expect_error(raws[0], wire.PersistenceError)
+            assert "out of file descriptors" in expect_error(raws[0], wire.NotAllowedError)
         raws[1].send_command(
             wire.CommandSubscribe(
                 topic=topic,
@@ -114,7 +127,7 @@ def test_out_of_file_descriptors_is_answered_logged_once_counted_and_recovered_f
                 request_id=1,
             )
         )
-        assert "out of file descriptors" in expect_error(raws[1], wire.PersistenceError)
+        assert "out of file descriptors" in expect_error(raws[1], wire.NotAllowedError)
         # What is open goes on working.
         producer.send(b"during")
         assert receive_n(consumer, 1, ack=True)[0].data() == b"during"
@@ -152,11 +165,12 @@ def test_out_of_file_descriptors_is_answered_logged_once_counted_and_recovered_f
         raw.close()
 
 
-def test_a_client_asking_for_a_topic_while_descriptors_are_short_gets_it_once_they_are_back(
+def test_a_client_asking_for_a_topic_while_descriptors_are_short_is_refused_at_once_and_served_later(
     broker, client, topic
 ):
-    """The official client retries the broker's PersistenceError (a temporary error to it), so a
-    producer asked for during the shortage is created once descriptors are free, within its timeout."""
+    """The refusal is NotAllowedError, which the official client does not retry: its call fails
+    at once with the reason, not after its whole operation timeout (PersistenceError it would retry
+    for 30 s, each of thousands of topics in turn); once descriptors are free its next call works."""
     pid = broker.proc.pid
     assert pid is not None
     client.get_topic_partitions(f"{topic}-other")  # the client's connection is open before the shortage
@@ -164,16 +178,14 @@ def test_a_client_asking_for_a_topic_while_descriptors_are_short_gets_it_once_th
     for raw in raws:
         raw.handshake()
     set_soft_limit(pid, open_fds(pid))
-    created: list[object] = []
     try:
-        creating = threading.Thread(target=lambda: created.append(client.create_producer(topic)))
-        creating.start()
-        eventually(lambda: OUT_OF_FDS_LOG in broker.log_text(), what="a refusal for want of descriptors")
+        with pytest.raises(pulsar.exceptions.NotAllowedError):
+            client.create_producer(topic)  # a retried error would end in Timeout instead
+        assert OUT_OF_FDS_LOG in broker.log_text()
         for raw in raws:
             raw.close()
-        creating.join(15)
-        assert created, "the producer was not created once descriptors were free"
-        created[0].send(b"made it")
+        producer = client.create_producer(topic)
+        producer.send(b"made it")
     finally:
         set_soft_limit(pid, 4096)
 
@@ -285,3 +297,33 @@ def test_more_topics_than_descriptors_allow_open_are_each_written_and_read_back(
         set_soft_limit(pid, 4096)
     assert sum(refusals(broker).values()) == 0
     assert OUT_OF_FDS_LOG not in broker.log_text()
+
+
+def test_a_read_that_cannot_reopen_its_ledger_files_waits_for_descriptors_and_then_delivers(
+    broker_factory, client_factory, topic
+):
+    """With every ledger's files closed but the most recently used (a bound of 2, no entry cache),
+    a consumer's read reopens its topic's files; with no descriptor left that fails (EMFILE): the
+    read is said once and counted, tried again, and delivers once descriptors are back, instead of
+    a traceback and a consumer that gets nothing more."""
+    broker = broker_factory({"max_open_ledger_files": 2, "entry_cache_bytes": 0})
+    pid = broker.proc.pid
+    client = client_factory(broker.service_url)
+    consumer = client.subscribe(topic, "s", receiver_queue_size=1)
+    producer = client.create_producer(topic, batching_enabled=False)
+    for n in range(5):
+        producer.send(b"m%d" % n)
+    assert consumer.receive(10_000).data() == b"m0"  # the others wait for permits
+    client.create_producer(f"{topic}-other").send(b"x")  # its files push the topic's out
+    metrics = http.client.HTTPConnection("127.0.0.1", broker.http_port, timeout=10)
+    reads_refused(metrics)  # kept open: /metrics is read on it while no new connection can be
+    set_soft_limit(pid, open_fds(pid))
+    try:
+        consumer.acknowledge(consumer.receive(10_000))  # the one queued; its FLOW asks for a read
+        eventually(lambda: reads_refused(metrics) >= 1, what="a read refused for want of descriptors")
+    finally:
+        set_soft_limit(pid, 4096)
+        metrics.close()
+    received = [consumer.receive(10_000).data() for _ in range(3)]
+    assert received == [b"m2", b"m3", b"m4"]
+    assert "Traceback" not in broker.log_text()

@@ -172,3 +172,23 @@ def test_stats_of_a_stored_topic_not_loaded_and_of_a_non_persistent_one(broker, 
         assert stats["subscriptions"]["sub"]["msgOutCounter"] == 1
     finally:
         fresh.close()
+
+
+def test_without_topic_level_metrics_each_namespace_has_one_series_of_its_topics_summed(
+    broker_factory, client_factory, topic
+):
+    """Pulsar's exposeTopicLevelMetricsInPrometheus off: a scrape of 100,000 topics stays small."""
+    broker = broker_factory({"expose_topic_level_metrics_in_prometheus": False})
+    client = client_factory(broker.service_url)
+    for suffix in ("a", "b"):
+        producer = client.create_producer(f"{topic}-{suffix}")
+        producer.send(b"one")
+        client.subscribe(f"{topic}-{suffix}", "sub")
+    namespace = (("cluster", "standalone"), ("namespace", "public/default"))
+    samples = eventually(
+        lambda: (s := scrape(broker)).get(("pulsar_producers_count", namespace)) == 2 and s,
+        what="two producers in the namespace's series",
+    )
+    assert samples[("pulsar_subscriptions_count", namespace)] == 2
+    assert samples[("pulsar_in_messages_total", namespace)] == 2
+    assert not [key for key in samples if dict(key[1]).get("topic")], "a topic's own series"

@@ -208,18 +208,25 @@ class BrokerCollector(Collector):
         )
 
     def _topics(self) -> Iterator[Metric]:
-        labels = ["cluster", "namespace", "topic"]
-        families = [
-            (kind(name, text, labels=labels), value, persistent_only)
-            for kind, name, text, value, persistent_only in _TOPIC_METRICS
-        ]
+        """Each loaded topic's series, or with expose_topic_level_metrics_in_prometheus off (as
+        Pulsar's switch) one per namespace, the sum of its loaded topics' values."""
+        per_topic = self.service.config.expose_topic_level_metrics_in_prometheus
+        labels = ["cluster", "namespace", "topic"] if per_topic else ["cluster", "namespace"]
         cluster = self.service.config.cluster_name
+        rows: dict[tuple[str, ...], list[float | None]] = {}  # None: not a metric of these topics
         for name, topic in list(self.service.topics.items()):
-            values = [cluster, str(topic.name.namespace_name), name]
-            for family, value, persistent_only in families:
-                if topic.ml is not None or not persistent_only:
-                    family.add_metric(values, value(topic))
-        for family, _, _ in families:
+            namespace = str(topic.name.namespace_name)
+            key: tuple[str, ...] = (cluster, namespace, name) if per_topic else (cluster, namespace)
+            sums = rows.setdefault(key, [None] * len(_TOPIC_METRICS))
+            persistent = topic.ml is not None
+            for i, (_, _, _, value, persistent_only) in enumerate(_TOPIC_METRICS):
+                if persistent or not persistent_only:
+                    sums[i] = (sums[i] or 0) + value(topic)
+        for i, (kind, metric, text, _, _) in enumerate(_TOPIC_METRICS):
+            family = kind(metric, text, labels=labels)
+            for key, sums in rows.items():
+                if (total := sums[i]) is not None:
+                    family.add_metric(list(key), total)
             yield family
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING
 
 from aiohttp import web
@@ -47,7 +48,11 @@ def _listing_routes(app: web.Application, service: BrokerService, domain: str) -
     async def list_topics(request):
         namespace = _namespace(service, request)
         prefix = f"{domain}://"
-        return web.json_response([t for t in service.topics_of_namespace(namespace) if t.startswith(prefix)])
+        # Listed and encoded off the loop: a namespace may hold 100,000 topics.
+        body = await service.listing_topics(
+            namespace, None, lambda topics: json.dumps([t for t in topics if t.startswith(prefix)])
+        )
+        return web.Response(text=body, content_type="application/json")
 
     @translate_errors
     async def list_partitioned(request):

@@ -232,6 +232,9 @@ class BrokerConfig:
     #: How often the message and byte rates in topic stats and /metrics are worked out (each is
     #: the average over the interval just ended), as Pulsar's statsUpdateFrequencyInSecs.
     stats_update_frequency_seconds: PositiveFloat = 60.0
+    #: Pulsar's exposeTopicLevelMetricsInPrometheus: /metrics has each loaded topic's series; false:
+    #: one series per namespace, its topics' values summed (100,000 topics make a scrape huge).
+    expose_topic_level_metrics_in_prometheus: bool = True
 
     # Backlog quotas (see backlog_quota.py; namespaces may set their own).
     #: Largest backlog per topic, in bytes from the slowest subscription on (-1: no limit).

@@ -20,10 +20,17 @@ import resource
 import time
 from collections.abc import Callable
 
-from magnetar.broker.errors import PersistenceError
+from magnetar.broker.errors import NotAllowed, PersistenceError
 from magnetar.broker.throttled_counts import ThrottledCounts
 
 log = logging.getLogger(__name__)
+
+
+class OutOfDescriptors(NotAllowed):
+    """A topic or subscription refused for want of descriptors: NotAllowedError, which the official
+    clients do not retry (PersistenceError they retry until their operation timeout, 30 s each),
+    so the refusal is prompt; they get it on a later try once descriptors are free."""
+
 
 #: Descriptors kept spare by refusing to open new topics and subscriptions: for connections,
 #: ledger roll-overs, and refusing with an error.
@@ -96,12 +103,17 @@ def reserve_reached() -> bool:
     return in_reserve(fd)
 
 
+#: What a refusal for want of descriptors refused: a new connection, topic or subscription, or
+#: a read or write whose ledger files were closed (``max_open_ledger_files``) and could not reopen.
+KINDS = ("connection", "topic", "subscription", "read", "write")
+
+
 class Exhaustion:
-    """Refusals for want of descriptors, by what was refused (``connection``, ``topic``,
-    ``subscription``), with one log line for all of them at most every ``LOG_INTERVAL_S`` seconds."""
+    """Refusals for want of descriptors, by what was refused (``KINDS``), with one log line for
+    all of them at most every ``LOG_INTERVAL_S`` seconds."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
-        self._counts = ThrottledCounts(("connection", "topic", "subscription"), LOG_INTERVAL_S, clock)
+        self._counts = ThrottledCounts(KINDS, LOG_INTERVAL_S, clock)
 
     @property
     def counts(self) -> dict[str, int]:
@@ -130,13 +142,13 @@ def check_reserve(what: str, name: str) -> None:
     """Refuse to open ``what`` (a topic, a subscription) when the descriptors left are the reserve."""
     if reserve_reached():
         EXHAUSTION.refused(what, name)
-        raise PersistenceError(f"cannot open {what} {name}: the broker is out of file descriptors")
+        raise OutOfDescriptors(f"cannot open {what} {name}: the broker is out of file descriptors")
 
 
-def storage_error(what: str, name: str, exc: OSError) -> PersistenceError:
+def storage_error(what: str, name: str, exc: OSError) -> PersistenceError | OutOfDescriptors:
     """The error a client gets when opening ``what``'s files failed with ``exc``."""
     if is_exhaustion(exc):
         EXHAUSTION.refused(what, name)
-        return PersistenceError(f"cannot open {what} {name}: the broker is out of file descriptors ({exc})")
+        return OutOfDescriptors(f"cannot open {what} {name}: the broker is out of file descriptors ({exc})")
     log.error("cannot open %s %s: %s", what, name, exc)
     return PersistenceError(f"cannot open {what} {name}: {exc}")

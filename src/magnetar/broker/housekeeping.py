@@ -1,5 +1,9 @@
 """The broker's background work, run every so often on the loop: rates over the stats interval,
-backlog quotas, cursor and state flushes, message TTL, retention trims, the broadcast lag policy."""
+backlog quotas, cursor and state flushes, message TTL, retention trims, the broadcast lag policy.
+
+A pass over every loaded topic goes ``SLICE`` topics at a time, and the loop serves everyone else
+between slices: with 100,000 topics loaded one pass in one go would stall every client for
+seconds."""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ import logging
 import time
 from collections.abc import Callable, Iterator, Mapping
 
+from magnetar.broker import descriptors
 from magnetar.broker.coarse_clock import CLOCK
 from magnetar.broker.dispatchers import broadcast_lag
 from magnetar.broker.dispatchers.broadcast import BroadcastDispatcher
@@ -19,9 +24,20 @@ from magnetar.storage.errors import StorageFullError
 log = logging.getLogger(__name__)
 
 Topics = Mapping[str, PersistentTopic | NonPersistentTopic]
+#: Topics one step of a pass handles before the loop serves others.
+SLICE = 500
+#: A background action: done when it returns, or a pass of steps (the loop runs between them).
+Action = Callable[[], "Iterator[None] | None"]
 
 
-async def every(seconds: float, action: Callable[[], None]) -> None:
+def in_slices(topics: Topics) -> Iterator[list[PersistentTopic | NonPersistentTopic]]:
+    """The topics loaded when the pass began, ``SLICE`` at a time; one unloaded meanwhile is left out."""
+    snapshot = list(topics.items())
+    for start in range(0, len(snapshot), SLICE):
+        yield [topic for key, topic in snapshot[start : start + SLICE] if topics.get(key) is topic]
+
+
+async def every(seconds: float, action: Action) -> None:
     """Run ``action`` every ``seconds`` until cancelled. A failure is logged, not fatal, and said
     once while it lasts (a full disk would otherwise log a traceback every second): again only
     when it fails another way, and a line when the task works again."""
@@ -31,12 +47,20 @@ async def every(seconds: float, action: Callable[[], None]) -> None:
     while True:
         await asyncio.sleep(seconds)
         try:
-            action()
+            steps = action()
+            if steps is not None:
+                for _ in steps:
+                    await asyncio.sleep(0)  # the loop serves everyone else between slices
         except StorageFullError as exc:  # no room: the write gate's state, not a bug
             if failing is not StorageFullError:
                 log.error("background task %s failed: %s; said once until it works again", name, exc)
             failing = StorageFullError
         except Exception as exc:
+            if descriptors.is_exhaustion(exc):
+                # Out of descriptors (a flush reopening a cursor's files): said and counted where
+                # the refusals are, and tried again next time; not a bug.
+                descriptors.EXHAUSTION.refused("write", f"background task {name}: {exc}")
+                continue
             if failing is not type(exc):
                 log.exception("background task %s failed; said once until it works again", name)
             failing = type(exc)
@@ -46,63 +70,73 @@ async def every(seconds: float, action: Callable[[], None]) -> None:
                 failing = None
 
 
-def update_rates(topics: Topics) -> None:
+def update_rates(topics: Topics) -> Iterator[None]:
     """Every topic's, producer's and consumer's rates over the stats interval just ended."""
     now = time.monotonic()
-    for topic in list(topics.values()):
-        topic.traffic.update_rates(now)
-        for producer in topic.producers.values():
-            producer.traffic.update_rates(now)
-        for replicator in topic.replicators.values():
-            replicator.traffic.update_rates(now)
-        for subscription in topic.subscriptions.values():
-            subscription.traffic.update_rates(now)
-            for consumer in subscription.consumers:
-                consumer.traffic.update_rates(now)
+    for part in in_slices(topics):
+        for topic in part:
+            topic.traffic.update_rates(now)
+            for producer in topic.producers.values():
+                producer.traffic.update_rates(now)
+            for replicator in topic.replicators.values():
+                replicator.traffic.update_rates(now)
+            for subscription in topic.subscriptions.values():
+                subscription.traffic.update_rates(now)
+                for consumer in subscription.consumers:
+                    consumer.traffic.update_rates(now)
+        yield
 
 
-def check_backlog_quotas(topics: Topics) -> None:
+def check_backlog_quotas(topics: Topics) -> Iterator[None]:
     """Apply each persistent topic's backlog quota policy where its backlog is past a limit."""
-    for topic in list(topics.values()):
-        if topic.ml is None:
-            continue
-        kind = topic.enforce_backlog_quota()
-        if kind is not None:
-            log.info("%s: backlog quota exceeded (%s)", topic.name, kind)
+    for part in in_slices(topics):
+        for topic in part:
+            if topic.ml is None:
+                continue
+            kind = topic.enforce_backlog_quota()
+            if kind is not None:
+                log.info("%s: backlog quota exceeded (%s)", topic.name, kind)
+        yield
 
 
-def flush_all(topics: Topics) -> None:
-    for topic in list(topics.values()):
-        topic.flush()
+def flush_all(topics: Topics) -> Iterator[None]:
+    for part in in_slices(topics):
+        for topic in part:
+            topic.flush()
+        yield
 
 
-def expire_messages(topics: Topics, namespaces: NamespaceRegistry) -> None:
+def expire_messages(topics: Topics, namespaces: NamespaceRegistry) -> Iterator[None]:
     """Message TTL: in namespaces with a TTL, acknowledge for every subscription what is older
     (by broker time, found with a binary search)."""
-    for topic in list(topics.values()):
-        if topic.ml is None:
-            continue
-        ttl = namespaces.policies(topic.name.namespace_name).message_ttl_seconds
-        if not ttl:
-            continue
-        for name in topic.expire_older_than(ttl):
-            log.info("%s/%s: expired messages older than %ds", topic.name, name, ttl)
+    for part in in_slices(topics):
+        for topic in part:
+            if topic.ml is None:
+                continue
+            ttl = namespaces.policies(topic.name.namespace_name).message_ttl_seconds
+            if not ttl:
+                continue
+            for name in topic.expire_older_than(ttl):
+                log.info("%s/%s: expired messages older than %ds", topic.name, name, ttl)
+        yield
 
 
-def trim_all(topics: Topics, namespaces: NamespaceRegistry) -> None:
+def trim_all(topics: Topics, namespaces: NamespaceRegistry) -> Iterator[None]:
     """Retention: delete each persistent topic's consumed ledgers past its namespace's limits."""
-    for topic in list(topics.values()):
-        if topic.ml is None:
-            continue
-        policies = namespaces.policies(topic.name.namespace_name)
-        time_s = size_b = None
-        if policies.retention_time_minutes is not None:
-            time_s = policies.retention_time_minutes * 60.0
-        if policies.retention_size_mb is not None:
-            size_b = policies.retention_size_mb * 1024 * 1024
-        deleted = topic.trim(time_s, size_b)  # flushes the topic state first
-        if deleted:
-            log.info("%s: deleted consumed ledgers %s", topic.name, deleted)
+    for part in in_slices(topics):
+        for topic in part:
+            if topic.ml is None:
+                continue
+            policies = namespaces.policies(topic.name.namespace_name)
+            time_s = size_b = None
+            if policies.retention_time_minutes is not None:
+                time_s = policies.retention_time_minutes * 60.0
+            if policies.retention_size_mb is not None:
+                size_b = policies.retention_size_mb * 1024 * 1024
+            deleted = topic.trim(time_s, size_b)  # flushes the topic state first
+            if deleted:
+                log.info("%s: deleted consumed ledgers %s", topic.name, deleted)
+        yield
 
 
 def broadcast_dispatchers(topics: Topics) -> Iterator[tuple[PersistentTopic, str, BroadcastDispatcher]]:

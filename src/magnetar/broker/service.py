@@ -20,8 +20,9 @@ import time
 import urllib.parse
 from collections import Counter
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
 from magnetar.broker import descriptors, frame_room, housekeeping, loop_pass, tls
 from magnetar.broker.authorization import CONSUME, PRODUCE, Authorizer
@@ -56,6 +57,10 @@ from magnetar.storage import ledger_files
 from magnetar.storage.store import Storage
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+#: The name of the thread that lists topics (tests look for it).
+LISTING_THREAD = "magnetar-list"
 #: How often a broker sharing bundles renews its session (a third of the store's lease) and
 #: looks for policies changed by the others (what "at once" means across workers).
 OWNERSHIP_RENEW_SECONDS = 3.0
@@ -90,6 +95,8 @@ class BrokerService:
         self._resources: BrokerResources | None = None
         self._catalog: TopicCatalog | None = None
         self._loader: TopicLoader | None = None
+        #: Lists a namespace's topics (GET_TOPICS_OF_NAMESPACE, the admin lists) off the loop.
+        self._listing = ThreadPoolExecutor(1, thread_name_prefix=LISTING_THREAD)
         self.port: int | None = None
         #: The pulsar+ssl:// port as bound; None while TLS is off (broker/tls.py).
         self.tls_port: int | None = None
@@ -355,12 +362,12 @@ class BrokerService:
             host, 0, new_cnx, refusal, f"{name} of {self.worker.broker_id}", setting, **tls_args
         )
 
-    def _background(self) -> list[tuple[float, Callable[[], None]]]:
+    def _background(self) -> list[tuple[float, housekeeping.Action]]:
         """The background work and how often it runs (housekeeping.py, frame_room.py)."""
         config, topics, namespaces = self.config, self.topics, self.namespaces
         timeout = config.incomplete_frame_timeout_seconds
         lag_limits = LagLimits(config.broadcast_max_lag_messages, config.broadcast_max_lag_seconds)
-        work: list[tuple[float, Callable[[], None]]] = [
+        work: list[tuple[float, housekeeping.Action]] = [
             (config.cursor_flush_interval_seconds, partial(housekeeping.flush_all, topics)),
             (config.retention_check_interval_seconds, partial(housekeeping.trim_all, topics, namespaces)),
             (
@@ -456,8 +463,10 @@ class BrokerService:
         self.stop_serving()
         if self._namespace_service is not None and self._namespace_service.me is not None:
             self._namespace_service.unregister()
-        if self._loader is not None:  # opens under way finish before storage closes
+        self._listing.shutdown(wait=True, cancel_futures=True)
+        if self._loader is not None:  # opens and unloads under way finish before storage closes
             self._loader.executor.shutdown(wait=True)
+            self._loader.closer.shutdown(wait=True)
         # Let receipts already on their way out reach the clients.
         await asyncio.sleep(0)
         for topic in list(self.topics.values()):
@@ -524,6 +533,25 @@ class BrokerService:
 
     def topic_list(self, namespace: str, mode: int = 0) -> list[str]:
         return self.catalog.topic_list(namespace, mode)
+
+    def listing_topics(
+        self, namespace: str, mode: int | None, then: Callable[[list[str]], T]
+    ) -> asyncio.Future[T]:
+        """The topics of ``namespace`` (``topic_list`` in ``mode``; all, as the admin lists, for
+        None), and ``then`` of them, worked out on the listing thread: a namespace of 100,000
+        topics is read, sorted and answered there while the loop serves everyone else. An unknown
+        namespace raises here; the loaded topics' names are taken here, on the loop."""
+        self.namespaces.policies(namespace)
+        catalog, loaded = self.catalog, list(self.topics)
+
+        def work() -> T:
+            if mode is None:
+                topics = catalog.topics_of_namespace(namespace, loaded)
+            else:
+                topics = catalog.topic_list(namespace, mode, loaded)
+            return then(topics)
+
+        return asyncio.get_running_loop().run_in_executor(self._listing, work)
 
     def apply_policies(self, namespace: str) -> None:
         """Policies are read when used; nothing is cached that would need refreshing, but a change

@@ -5,7 +5,7 @@ topics of a namespace."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from magnetar.broker.bundles import NamespaceBundle, topic_hash
@@ -84,11 +84,12 @@ class TopicCatalog:
         namespace_max = self._namespaces.policies(namespace).max_topics_per_namespace
         if not self._limits.topics_limited(namespace_max):
             return
-        prefix = f"persistent://{namespace}/"
-        names = {n for n in self._storage.managed_ledger_names() if n.startswith(prefix)}
+        storage = self._storage
+        existing = storage.count_managed_ledgers(f"persistent://{namespace}/")
         for base in self._namespaces.partitioned_topics(namespace, "persistent"):
-            names.update(partition_name(base, i) for i in range(self._namespaces.partitions(base)))
-        self._limits.check_topics(namespace, len(names), new, namespace_max)
+            partitions = (partition_name(base, i) for i in range(self._namespaces.partitions(base)))
+            existing += sum(1 for p in partitions if not storage.has_managed_ledger(p))
+        self._limits.check_topics(namespace, existing, new, namespace_max)
 
     # -- partitioned topics -----------------------------------------------------------------
     def partitions_of(self, name: TopicName, auto_create: bool = True) -> int:
@@ -220,27 +221,37 @@ class TopicCatalog:
         """A deleted topic's replication-clusters override goes with it (Pulsar's topic policies do)."""
         self._topic_replication.remove(name)
 
-    def topics_of_namespace(self, namespace: str) -> list[str]:
-        """Every topic (partitions included) stored or loaded in ``namespace``."""
-        names = set(self._storage.managed_ledger_names()) | set(self._topics)
-        out = []
-        for key in names:
-            try:
-                if TopicName.parse(key).namespace_name == namespace:
-                    out.append(key)
-            except ValueError:
-                continue
-        return sorted(out)
+    def topics_of_namespace(self, namespace: str, loaded: Iterable[str] | None = None) -> list[str]:
+        """Every topic (partitions included) stored or loaded in ``namespace``, sorted. The stored
+        ones are a range of the metadata's index, not every name; ``loaded``: the loaded topics'
+        names, taken on the loop for a call on another thread (``BrokerService.listing_topics``)."""
+        prefixes = (f"persistent://{namespace}/", f"non-persistent://{namespace}/")
+        names = set(self._storage.managed_ledger_names(prefixes[0]))
+        names.update(k for k in (self._topics if loaded is None else loaded) if k.startswith(prefixes))
+        return sorted(k for k in names if _in_namespace(k, namespace, prefixes))
 
-    def topic_list(self, namespace: str, mode: int = 0) -> list[str]:
+    def topic_list(self, namespace: str, mode: int = 0, loaded: Iterable[str] | None = None) -> list[str]:
         """Topics of a namespace for GET_TOPICS_OF_NAMESPACE: stored ones and every partition
-        of its partitioned topics. ``mode``: 0 persistent, 1 non-persistent, 2 all."""
+        of its partitioned topics. ``mode``: 0 persistent, 1 non-persistent, 2 all; ``loaded`` as
+        for ``topics_of_namespace``."""
         namespaces = self._namespaces
         namespaces.policies(namespace)
-        names = set(self.topics_of_namespace(namespace))
+        names = set(self.topics_of_namespace(namespace, loaded))
         for domain in ("persistent", "non-persistent"):
             for base in namespaces.partitioned_topics(namespace, domain):
                 names.update(partition_name(base, i) for i in range(namespaces.partitions(base)))
         wanted = {0: ("persistent://",), 1: ("non-persistent://",), 2: ("persistent://", "non-persistent://")}
         prefixes = wanted.get(mode, ("persistent://",))
         return sorted(n for n in names if n.startswith(prefixes))
+
+
+def _in_namespace(key: str, namespace: str, prefixes: tuple[str, str]) -> bool:
+    """Whether ``key``, starting with one of ``prefixes``, names a topic of ``namespace``: a local
+    name without a slash does (the usual case, no parsing); otherwise its parsed namespace decides."""
+    rest = key.removeprefix(prefixes[0]) if key.startswith(prefixes[0]) else key.removeprefix(prefixes[1])
+    if "/" not in rest:
+        return True
+    try:
+        return TopicName.parse(key).namespace_name == namespace
+    except ValueError:
+        return False

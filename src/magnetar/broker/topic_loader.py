@@ -32,6 +32,10 @@ log = logging.getLogger(__name__)
 #: loop. Their work is mostly waiting for the disk, so a few overlap it (and their metadata
 #: writes share commits); more did not go faster on 2 cores (bench/topic_storm.py).
 OPEN_THREADS = 4
+#: Threads that close the storage of unloaded topics: apart from the open threads, so that an
+#: unload of thousands of idle topics at once does not queue every open behind their closes
+#: (clients timed out in bench/many_topics.py).
+CLOSE_THREADS = 2
 
 
 class TopicLoader:
@@ -62,6 +66,7 @@ class TopicLoader:
         #: Set once storage is closed: a topic whose open finishes after that is not added.
         self.storage_closed = False
         self.executor = ThreadPoolExecutor(OPEN_THREADS, thread_name_prefix="magnetar-open")
+        self.closer = ThreadPoolExecutor(CLOSE_THREADS, thread_name_prefix="magnetar-close")
         #: Topics being opened on ``executor``: the future of their managed ledger.
         self._opening: dict[str, asyncio.Future] = {}
         #: New topics are counted and created one at a time where a namespace's topics are limited.
@@ -155,14 +160,14 @@ class TopicLoader:
             self._add_topic(name, done.result())
 
     def unload(self, topic: PersistentTopic | NonPersistentTopic) -> None:
-        """Unload ``topic`` (``TopicCatalog.unload_topic``), its storage closed on an open thread
+        """Unload ``topic`` (``TopicCatalog.unload_topic``), its storage closed on a close thread
         (fsyncs and commits: an idle broker unloading thousands of topics must not stall the loop
-        for them). The next use loads it again, once that close is done."""
+        for them, nor the opens). The next use loads it again, once that close is done."""
         self._catalog.unload_topic(topic)
         if topic.ml is None:
             return
         key = str(topic.name)
-        closing = self.executor.submit(topic.close_storage)
+        closing = self.closer.submit(topic.close_storage)
         self._closing[key] = closing
         asyncio.wrap_future(closing).add_done_callback(lambda done: self._closed(key, closing, done))
 

@@ -48,8 +48,18 @@ class ManagedLedgerTable:
         rows = self._commits.query(sql, (directory,))
         return ManagedLedgerRecord(*rows[0]) if rows else None
 
-    def managed_ledger_names(self) -> list[str]:
-        return [row[0] for row in self._commits.query("SELECT name FROM managed_ledgers ORDER BY name")]
+    def managed_ledger_names(self, prefix: str = "") -> list[str]:
+        """The names starting with ``prefix``, sorted: a range of the unique index on ``name``, so a
+        namespace's topics are found without reading every other namespace's."""
+        if not prefix:
+            return [row[0] for row in self._commits.query("SELECT name FROM managed_ledgers ORDER BY name")]
+        sql = "SELECT name FROM managed_ledgers WHERE name >= ? AND name < ? ORDER BY name"
+        return [row[0] for row in self._commits.query(sql, (prefix, _after_prefix(prefix)))]
+
+    def count_managed_ledgers(self, prefix: str) -> int:
+        """How many names start with ``prefix`` (a range of the index, as ``managed_ledger_names``)."""
+        sql = "SELECT COUNT(*) FROM managed_ledgers WHERE name >= ? AND name < ?"
+        return int(self._commits.query(sql, (prefix, _after_prefix(prefix)))[0][0])
 
     def managed_ledger_directories(self) -> set[str]:
         return {row[0] for row in self._commits.query("SELECT directory FROM managed_ledgers")}
@@ -94,3 +104,8 @@ class ManagedLedgerTable:
             if ids:
                 raise_counter(db, max(ids))
             return ManagedLedgerRecord(ml_id, name, directory)
+
+
+def _after_prefix(prefix: str) -> str:
+    """The least string above every string starting with ``prefix`` (its last character raised)."""
+    return prefix[:-1] + chr(ord(prefix[-1]) + 1)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 from abc import ABC, abstractmethod
 from collections.abc import Collection, Iterable
 from typing import TYPE_CHECKING
 
-from magnetar.broker import loop_pass
+from magnetar.broker import descriptors, loop_pass
 from magnetar.broker.entries import DispatchEntry
 from magnetar.protocol import wire
 from magnetar.storage.position import Position
@@ -17,6 +18,8 @@ if TYPE_CHECKING:
 
 #: Most bytes one read may take from storage for one dispatch round.
 MAX_READ_BYTES = 5 * 1024 * 1024
+#: A read refused for want of descriptors is tried again after this many seconds.
+READ_RETRY_S = 0.5
 
 
 class Dispatcher(ABC):
@@ -137,7 +140,17 @@ class Dispatcher(ABC):
         if self._closed:
             return
         more = self._send_queued() if self.queued else False
-        if self.dispatch_round() or more:
+        try:
+            progress = self.dispatch_round()
+        except OSError as exc:
+            if not descriptors.is_exhaustion(exc):
+                raise
+            # The topic's ledger files were closed (max_open_ledger_files) and cannot reopen now:
+            # said and counted (throttled), and the read is tried again until descriptors are back.
+            descriptors.EXHAUSTION.refused("read", f"{self.subscription.topic.name}: {exc}")
+            asyncio.get_running_loop().call_later(READ_RETRY_S, self.schedule)
+            return
+        if progress or more:
             self.schedule()
 
     def sent_to(self, consumer: Consumer) -> None:

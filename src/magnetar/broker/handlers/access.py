@@ -8,6 +8,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from magnetar.broker import authorization
+from magnetar.broker.descriptors import OutOfDescriptors
 from magnetar.broker.errors import BrokerError, InvalidTopicNameError, PersistenceError, as_broker_error
 from magnetar.broker.limits import LimitReached
 from magnetar.broker.request_errors import error_reply
@@ -86,7 +87,7 @@ def _opened(cnx: HandlerCnx, future, frame: Frame, topic: str, request_id: int) 
     if cnx.closed:
         return
     failure = None if future.cancelled() else future.exception()
-    if isinstance(failure, (PersistenceError, LimitReached)) or (
+    if isinstance(failure, (PersistenceError, LimitReached, OutOfDescriptors)) or (
         failure is not None and not isinstance(failure, BrokerError)
     ):
         # Storage failed (a full disk, no descriptors left): answered here, not opened again

@@ -3,10 +3,12 @@ GET_TOPICS_OF_NAMESPACE, and the schema commands (GET_SCHEMA, GET_OR_CREATE_SCHE
 
 from __future__ import annotations
 
+import asyncio
+from functools import partial
 from typing import TYPE_CHECKING
 
 from magnetar.broker import authorization
-from magnetar.broker.errors import BrokerError
+from magnetar.broker.errors import BrokerError, as_broker_error
 from magnetar.broker.handlers.access import (
     authorize,
     authorize_name,
@@ -63,24 +65,46 @@ def handle_lookup(cnx: HandlerCnx, frame: Frame) -> None:
 
 
 def handle_get_topics_of_namespace(cnx: HandlerCnx, frame: Frame) -> None:
+    """Listed on the listing thread (``BrokerService.listing_topics``), answered on the loop."""
     cmd = frame.command.get_topics_of_namespace
+    request_id = cmd.request_id
+    known_hash = cmd.topics_hash if cmd.HasField("topics_hash") else None
     try:
         authz = cnx.service.authorization
         if authz is not None and not authz.can_list_topics(cmd.namespace, cnx.auth.role):
             refuse_unauthorized(cnx, "get_topics", "Get Topics Of Namespace", cmd.namespace)
-        topics = cnx.service.topic_list(cmd.namespace, cmd.mode)
+        listing = cnx.service.listing_topics(
+            cmd.namespace, cmd.mode, partial(_topics_reply, request_id, known_hash)
+        )
     except BrokerError as exc:
-        cnx.send_error(cmd.request_id, exc)
+        cnx.send_error(request_id, exc)
         return
+    listing.add_done_callback(partial(_listed, cnx, request_id))
+
+
+def _topics_reply(
+    request_id: int, known_hash: str | None, topics: list[str]
+) -> wire.CommandGetTopicsOfNamespaceResponse:
+    """The answer, with Pulsar's topic-list hash: a client that has it already gets no list."""
     digest = topics_hash(topics)
     reply = wire.CommandGetTopicsOfNamespaceResponse(
-        request_id=cmd.request_id, filtered=False, topics_hash=digest
+        request_id=request_id, filtered=False, topics_hash=digest
     )
-    if cmd.HasField("topics_hash") and cmd.topics_hash == digest:
+    if known_hash == digest:
         reply.changed = False
     else:
         reply.topics.extend(topics)
-    cnx.send_command(wrap(reply))
+    return reply
+
+
+def _listed(cnx: HandlerCnx, request_id: int, listing: asyncio.Future) -> None:
+    if cnx.closed or listing.cancelled():
+        return
+    failure = listing.exception()
+    if isinstance(failure, Exception):
+        cnx.send_error(request_id, as_broker_error(failure, "listing topics"))
+        return
+    cnx.send_command(wrap(listing.result()))
 
 
 def handle_get_schema(cnx: HandlerCnx, frame: Frame) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from magnetar.broker import descriptors
 from magnetar.broker.errors import REQUEST_ERRORS, BrokerError
 from magnetar.protocol import ChecksumMismatch, Frame, ProtocolError, wire
 from magnetar.protocol.batch import check_message
@@ -76,7 +77,9 @@ def handle_send(cnx: HandlerCnx, frame: Frame) -> None:
     try:
         producer.topic.publish(producer, cmd, payload, stored, metadata)
     except Exception as exc:
-        if not isinstance(exc, REQUEST_ERRORS):  # else storage refused the write (a full disk ...)
+        if descriptors.is_exhaustion(exc):  # the ledger's closed files could not reopen
+            descriptors.EXHAUSTION.refused("write", f"{producer.topic.name}: {exc}")
+        elif not isinstance(exc, REQUEST_ERRORS):  # else storage refused the write (a full disk ...)
             log.exception("%s: storing a message failed", producer.topic.name)
         cnx.send_done(size)
         _not_stored(cnx, producer, pending)
