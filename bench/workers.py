@@ -109,6 +109,17 @@ def _children(pid: int) -> list[int]:
     return [int(p) for p in text.split()]
 
 
+def run_all(ctx: Any, results: Any, target: Any, args: tuple[Any, ...], count: int) -> list[Any]:
+    """``count`` client processes running ``target(*args)``; what each put on ``results``."""
+    procs = [ctx.Process(target=target, args=args) for _ in range(count)]
+    for proc in procs:
+        proc.start()
+    found = [results.get() for _ in procs]
+    for proc in procs:
+        proc.join()
+    return found
+
+
 def run_one(workers: int, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     broker = BrokerProcess(workdir / f"w{workers}", {"workers": workers}).start()
     try:
@@ -120,29 +131,14 @@ def run_one(workers: int, args: argparse.Namespace, workdir: Path) -> dict[str, 
         setup.close()
         results = ctx.Queue()
         cpu0 = broker_cpu(broker)
-        procs = [
-            ctx.Process(target=produce, args=(broker.service_url, topic, args.size, args.seconds, results))
-            for _ in range(args.producers)
-        ]
-        for proc in procs:
-            proc.start()
-        runs = [results.get() for _ in procs]
-        for proc in procs:
-            proc.join()
+        sending = (broker.service_url, topic, args.size, args.seconds, results)
+        runs = run_all(ctx, results, produce, sending, args.producers)
         sent = sum(count for count, _, _ in runs)
         # From the first client's start to the last one's flush: the clients' start-up left out.
         produce_s = max(e for _, _, e in runs) - min(s for _, s, _ in runs)
         produce_cpu = broker_cpu(broker) - cpu0
         cpu0 = broker_cpu(broker)
-        procs = [
-            ctx.Process(target=consume, args=(broker.service_url, topic, results))
-            for _ in range(args.consumers)
-        ]
-        for proc in procs:
-            proc.start()
-        got = [results.get() for _ in procs]
-        for proc in procs:
-            proc.join()
+        got = run_all(ctx, results, consume, (broker.service_url, topic, results), args.consumers)
         received = sum(count for count, _, _ in got)
         firsts = [f for _, f, _ in got if f is not None]
         lasts = [last for _, _, last in got if last is not None]

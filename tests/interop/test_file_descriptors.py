@@ -96,15 +96,22 @@ def http_refusal(url: str, tls: ssl.SSLContext | None = None) -> str:
     return json.loads(answer.value.read())["reason"]
 
 
-def test_out_of_file_descriptors_is_answered_logged_once_counted_and_recovered_from(
-    broker, client, client_factory, topic
-):
+def serving(broker, client, topic: str):
+    """The broker's pid, and a producer and consumer of ``topic`` that have sent and received one
+    message: what must go on working once descriptors run out."""
     pid = broker.proc.pid
     assert pid is not None
     producer = client.create_producer(topic)
     consumer = client.subscribe(topic, "existing")
     producer.send(b"before")
     assert receive_n(consumer, 1, ack=True)[0].data() == b"before"
+    return pid, producer, consumer
+
+
+def test_out_of_file_descriptors_is_answered_logged_once_counted_and_recovered_from(
+    broker, client, client_factory, topic
+):
+    pid, producer, consumer = serving(broker, client, topic)
     raws = []
     for _ in range(40):  # connections whose closing frees descriptors later
         raw = RawConnection(broker.port)
@@ -197,12 +204,7 @@ def test_with_not_one_descriptor_left_new_clients_are_answered_and_served_again_
     one it keeps to accept the connection and answer it (ServiceNotReady at its CONNECT, HTTP 503),
     instead of leaving the client to the event loop, which closes it without a word or leaves it
     waiting."""
-    pid = broker.proc.pid
-    assert pid is not None
-    producer = client.create_producer(topic)
-    consumer = client.subscribe(topic, "existing")
-    producer.send(b"before")
-    assert receive_n(consumer, 1, ack=True)[0].data() == b"before"
+    pid, producer, consumer = serving(broker, client, topic)
     late = client_factory(broker.service_url, operation_timeout_seconds=LATE_TIMEOUT_S)
 
     limit = open_fds(pid)
