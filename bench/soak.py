@@ -407,15 +407,12 @@ class Soak:
             self.broker.stop()
         return self.report(consumers, drained, spark_report)
 
-    def expected(self, who: str, topic: str) -> set[int]:
-        return self.ledger.receipted[topic]
-
     def wait_drained(self, consumers: list[tuple[pulsar.Consumer, str, str]], timeout: float) -> bool:
         deadline = time.monotonic() + timeout
         names = {(who, topic) for _, who, topic in consumers}
         while time.monotonic() < deadline:
             with self.ledger.lock:
-                if all(self.expected(w, t) <= self.ledger.delivered[w].keys() for w, t in names):
+                if all(self.ledger.receipted[t] <= self.ledger.delivered[w].keys() for w, t in names):
                     return True
             time.sleep(1)
         return False
@@ -474,7 +471,7 @@ class Soak:
         led = self.ledger
         subs = {}
         for who, topic in sorted({(w, t) for _, w, t in consumers}):
-            want = self.expected(who, topic)
+            want = led.receipted[topic]  # every subscriber of a topic gets all of it
             subs[who] = {
                 "receipted": len(want),
                 "delivered": len(led.delivered[who]),
