@@ -75,7 +75,7 @@ class Record:
     restarts: list[tuple[float, float]] = field(default_factory=list)  # (stop begun, started again)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def delivered(self, sub: str, consumer: str, data: bytes, entry: str = "") -> Delivery:
+    def delivered(self, sub: str, consumer: str, data: bytes, entry: str) -> Delivery:
         msg_id = data.split(b"|", 1)[0].decode()
         delivery = Delivery(consumer, time.monotonic(), entry=entry)
         with self.lock:
