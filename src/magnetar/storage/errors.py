@@ -50,3 +50,7 @@ class MetadataMissingError(StorageError):
     The metadata was deleted, lost or replaced: starting would either hide or destroy every
     topic's data. Nothing is touched; ``magnetar repair`` rebuilds the metadata from the files.
     """
+
+
+class ManagedLedgerNotFoundError(StorageError):
+    """A managed ledger asked for by name is not stored (a follower opens only what its owner made)."""

@@ -52,3 +52,29 @@ class VirtualCursorTable:
                         [(ml_id, cursor, page, data) for page, data in write],
                     )
         self.virtual_cursor_writes += 1
+
+    def virtual_cursor_family(self, ml_id: int, cursor: str) -> list[tuple[str, int, bytes]]:
+        """Every stored bucket of ``cursor``'s virtual cursors, whoever wrote them: the cursor's own
+        (its writer's) and each follower's (``virtual_cursors.follower_key``): ``(key, bucket, bytes)``."""
+        low, high = family_range(cursor)
+        sql = (
+            "SELECT cursor, page, data FROM place_pages"
+            " WHERE ml_id = ? AND (cursor = ? OR (cursor >= ? AND cursor < ?))"
+        )
+        return [(key, page, data) for key, page, data in self._commits.query(sql, (ml_id, cursor, low, high))]
+
+
+#: Between a cursor's name and a follower's name in the key of the virtual cursors that follower
+#: keeps on the cursor (``follower_key``): a byte no cursor name made by hand has.
+FOLLOWER_SEPARATOR = "\x00"
+
+
+def follower_key(cursor: str, follower: str) -> str:
+    """Where ``follower`` (a broker serving the cursor's consumers without owning its topic) keeps
+    the virtual cursors of its consumers: apart from the cursor's writer, one writer per row."""
+    return f"{cursor}{FOLLOWER_SEPARATOR}{follower}"
+
+
+def family_range(cursor: str) -> tuple[str, str]:
+    """The keys ``follower_key(cursor, ...)`` lie in: ``low <= key < high``."""
+    return cursor + FOLLOWER_SEPARATOR, cursor + chr(ord(FOLLOWER_SEPARATOR) + 1)
