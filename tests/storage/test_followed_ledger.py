@@ -116,3 +116,34 @@ def test_a_parked_follower_opens_its_files_again(pair):
     assert [bytes(e.data) for e in followed.read_entries(positions[0], 10)] == [b"p", b"q"]
     followed.close()
     followed.close()
+
+
+def test_a_consumer_is_found_where_another_worker_kept_it(pair, open_storage):
+    writer, storage = pair
+    write(writer, [b"x"])
+    writer.open_cursor("sub")
+    writer.virtual_cursors("sub").put("vehicle-1", VirtualCursorState(Position(1, 2)))
+    writer.flush_cursors()
+    one = storage.follow_managed_ledger(TOPIC, "worker-1")
+    one.virtual_cursors("sub").put("vehicle-1", VirtualCursorState(Position(1, 5)))
+    one.virtual_cursors("sub").put("vehicle-3", VirtualCursorState(Position(1, 1)))
+    one.flush_cursors()
+    two = open_storage(check_directories=False).follow_managed_ledger(TOPIC, "worker-2")
+    now = [0.0]
+    elsewhere = two.virtual_cursors_elsewhere("sub")
+    elsewhere._clock = lambda: now[0]
+    assert elsewhere.find("vehicle-1") == VirtualCursorState(Position(1, 5))  # the most advanced
+    assert elsewhere.find("vehicle-3") == VirtualCursorState(Position(1, 1))
+    assert elsewhere.find("nobody") is None
+    two.virtual_cursors("sub").put("vehicle-9", VirtualCursorState(Position(1, 1)))
+    two.flush_cursors()
+    one.virtual_cursors("sub").put("vehicle-4", VirtualCursorState(Position(1, 3)))
+    one.flush_cursors()
+    reads = elsewhere.reads
+    assert elsewhere.find("vehicle-4") is None  # the snapshot is fresh: not read again yet
+    now[0] += 5
+    assert elsewhere.find("vehicle-4") == VirtualCursorState(Position(1, 3))
+    assert elsewhere.find("vehicle-9") is None  # its own are not elsewhere
+    assert elsewhere.reads == reads + 1  # once in 5 s, however many names were asked for
+    owner_view = writer.virtual_cursors_elsewhere("sub")
+    assert owner_view.find("vehicle-9") == VirtualCursorState(Position(1, 1))

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from magnetar.broker.bundles import NamespaceBundle, NamespaceBundles
 from magnetar.broker.errors import BrokerError
 from magnetar.broker.namespaces import NamespaceRegistry
-from magnetar.broker.ownership import BrokerInfo, OwnershipStore
+from magnetar.broker.ownership import SPREAD_CHANGE, BrokerInfo, OwnershipStore
 from magnetar.protocol import wire
 from magnetar.protocol.topic_name import TopicName
 
@@ -158,18 +158,25 @@ class NamespaceService:
                     self._unload_topics(bundle)
 
     def poll_changes(
-        self, changed: Callable[[str], None], schema_changed: Callable[[str | None], None] = lambda sid: None
+        self,
+        changed: Callable[[str], None],
+        schema_changed: Callable[[str | None], None] = lambda sid: None,
+        spread_changed: Callable[[], None] = lambda: None,
     ) -> None:
         """Apply the namespaces other brokers changed: their cached policies are dropped and
         ``changed(namespace)`` is called (``"*"``: every namespace may have changed); a topic's
-        schema changed: ``schema_changed(its schema id)`` (None: any)."""
+        schema changed: ``schema_changed(its schema id)`` (None: any); a topic was made spread:
+        ``spread_changed()``."""
         self._version, paths = self.store.changes_since(self._version)
         for path in dict.fromkeys(paths):
             if path.startswith("schema/"):
                 schema_changed(path.removeprefix("schema/"))
+            elif path == SPREAD_CHANGE:
+                spread_changed()
             elif path == "*":
                 self.namespaces.forget()
                 schema_changed(None)
+                spread_changed()
                 changed("*")
             elif path.startswith("namespace/"):
                 namespace = path.removeprefix("namespace/")

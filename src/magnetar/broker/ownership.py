@@ -16,6 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+#: The change notice of a topic made spread (``mark_spread``): every broker reads them again.
+SPREAD_CHANGE = "spread"
+
 
 @dataclass(frozen=True, slots=True)
 class BrokerInfo:
@@ -85,6 +88,14 @@ class OwnershipStore(Protocol):
     def bundle_counts(self) -> dict[str, int]:
         """Bundles owned per live broker (0 for one that owns none): what assignment balances."""
 
+    def mark_spread(self, topic: str) -> bool:
+        """Record that ``topic``'s broadcast consumers are served by every broker (its owner serves
+        a broadcast subscription; docs/architecture.md, the spread), telling the others
+        (``SPREAD_CHANGE``); False if it was already."""
+
+    def spread_topics(self) -> set[str]:
+        """The topics marked spread."""
+
     def publish_change(self, path: str) -> None:
         """Tell every broker that the metadata at ``path`` changed (e.g. ``namespace/t/ns``)."""
 
@@ -133,6 +144,12 @@ class LocalOwnership:
 
     def bundle_counts(self) -> dict[str, int]:
         return {self._me.broker_id: 0} if self._me is not None else {}
+
+    def mark_spread(self, topic: str) -> bool:
+        return False  # alone, it serves every consumer itself
+
+    def spread_topics(self) -> set[str]:
+        return set()
 
     def publish_change(self, path: str) -> None:
         pass

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from magnetar.broker.ownership import BrokerInfo
+from magnetar.broker.ownership import SPREAD_CHANGE, BrokerInfo
 
 OWNERSHIP_FILE = "ownership.sqlite"
 #: How long a session lives without a renewal (the workers renew a third of it).
@@ -43,6 +43,9 @@ CREATE INDEX IF NOT EXISTS bundle_owners_by_broker ON bundle_owners (broker_id);
 CREATE TABLE IF NOT EXISTS changes (
     version INTEGER PRIMARY KEY AUTOINCREMENT,
     path TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS spread_topics (
+    topic TEXT PRIMARY KEY
 );
 """
 
@@ -82,6 +85,7 @@ class SqliteOwnership:
             with store._write() as db:
                 db.execute("DELETE FROM bundle_owners")
                 db.execute("DELETE FROM brokers")
+                db.execute("DELETE FROM spread_topics")
         finally:
             store.close()
 
@@ -184,12 +188,27 @@ class SqliteOwnership:
         )
         return {str(broker): int(str(count)) for broker, count in rows}
 
+    # -- spread topics ----------------------------------------------------------------------------
+    def mark_spread(self, topic: str) -> bool:
+        with self._write() as db:
+            added = db.execute("INSERT OR IGNORE INTO spread_topics (topic) VALUES (?)", (topic,)).rowcount
+            if added:
+                self._changed(db, SPREAD_CHANGE)
+        return bool(added)
+
+    def spread_topics(self) -> set[str]:
+        return {str(topic) for (topic,) in self._query("SELECT topic FROM spread_topics")}
+
     # -- change notices ---------------------------------------------------------------------------
     def publish_change(self, path: str) -> None:
         with self._write() as db:
-            db.execute("INSERT INTO changes (path) VALUES (?)", (path,))
-            # Keep the last thousand: a broker further behind re-reads everything (changes_since).
-            db.execute("DELETE FROM changes WHERE version <= (SELECT max(version) - 1000 FROM changes)")
+            self._changed(db, path)
+
+    @staticmethod
+    def _changed(db: sqlite3.Connection, path: str) -> None:
+        db.execute("INSERT INTO changes (path) VALUES (?)", (path,))
+        # Keep the last thousand: a broker further behind re-reads everything (changes_since).
+        db.execute("DELETE FROM changes WHERE version <= (SELECT max(version) - 1000 FROM changes)")
 
     def changes_since(self, version: int) -> tuple[int, list[str]]:
         rows = self._query("SELECT version, path FROM changes WHERE version > ? ORDER BY version", (version,))

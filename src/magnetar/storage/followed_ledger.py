@@ -39,6 +39,7 @@ from magnetar.storage.position import Position
 from magnetar.storage.segment import Segment
 from magnetar.storage.segment_readers import SegmentReaders
 from magnetar.storage.virtual_cursors import VirtualCursorStore, VirtualCursorStores
+from magnetar.storage.virtual_cursors_elsewhere import VirtualCursorsElsewhere
 
 log = logging.getLogger(__name__)
 
@@ -188,6 +189,10 @@ class FollowedLedger(ManagedLedger):
         with self._lock:
             self._check_open()
             return self._stores.store(follower_key(cursor, self.follower))
+
+    def virtual_cursors_elsewhere(self, cursor: str) -> VirtualCursorsElsewhere:
+        """The virtual cursors the owner and the other followers keep on ``cursor``."""
+        return VirtualCursorsElsewhere(self._metadata, self._id, cursor, follower_key(cursor, self.follower))
 
     def flush_cursors(self) -> None:
         """Write the changed virtual cursors kept here (this follower's own rows)."""

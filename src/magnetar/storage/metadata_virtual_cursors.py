@@ -53,15 +53,19 @@ class VirtualCursorTable:
                     )
         self.virtual_cursor_writes += 1
 
-    def virtual_cursor_family(self, ml_id: int, cursor: str) -> list[tuple[str, int, bytes]]:
+    def virtual_cursor_family(
+        self, ml_id: int, cursor: str, exclude: str | None = None
+    ) -> list[tuple[str, int, bytes]]:
         """Every stored bucket of ``cursor``'s virtual cursors, whoever wrote them: the cursor's own
-        (its writer's) and each follower's (``virtual_cursors.follower_key``): ``(key, bucket, bytes)``."""
+        (its writer's) and each follower's (``follower_key``), but those of ``exclude``:
+        ``(key, bucket, bytes)``."""
         low, high = family_range(cursor)
         sql = (
             "SELECT cursor, page, data FROM place_pages"
-            " WHERE ml_id = ? AND (cursor = ? OR (cursor >= ? AND cursor < ?))"
+            " WHERE ml_id = ? AND (cursor = ? OR (cursor >= ? AND cursor < ?)) AND cursor != ?"
         )
-        return [(key, page, data) for key, page, data in self._commits.query(sql, (ml_id, cursor, low, high))]
+        args = (ml_id, cursor, low, high, "" if exclude is None else exclude)
+        return [(key, page, data) for key, page, data in self._commits.query(sql, args)]
 
 
 #: Between a cursor's name and a follower's name in the key of the virtual cursors that follower

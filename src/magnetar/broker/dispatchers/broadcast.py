@@ -49,6 +49,7 @@ from magnetar.protocol import wire
 from magnetar.protocol.hot_frames import partition_field
 from magnetar.storage.errors import EntryNotFoundError
 from magnetar.storage.position import Position
+from magnetar.storage.virtual_cursors_elsewhere import VirtualCursorsElsewhere
 
 if TYPE_CHECKING:
     from magnetar.broker.consumer import Consumer
@@ -94,10 +95,16 @@ class BroadcastDispatcher(Dispatcher):
         #: Where virtual cursors are kept durable (not for a non-durable subscription, nor without
         #: a grace period: one is then given up as soon as its connection is lost).
         self._saved: SavedVirtualCursors | None = None
+        #: Where other workers kept their consumers' virtual cursors (a consumer may come back on
+        #: another worker than before: docs/architecture.md, the spread).
+        self._elsewhere: VirtualCursorsElsewhere | None = None
         #: Consumers closed and detached virtual cursors given up by the lag policy (broadcast_lag.py).
         self.lag_disconnects = 0
+        #: Consumers that resumed at a virtual cursor another worker kept.
+        self.adopted = 0
         if subscription.durable and self.reconnect_grace > 0:
             self._saved = SavedVirtualCursors(self.ml.virtual_cursors(subscription.name))
+            self._elsewhere = self.ml.virtual_cursors_elsewhere(subscription.name)
             for name, vc in self._saved.restore(self.cursor.mark_delete_position, self.ml.next_position):
                 self._floor.add(vc.mark_delete)
                 self._detach(name, vc)
@@ -117,15 +124,33 @@ class BroadcastDispatcher(Dispatcher):
     def add_consumer(self, consumer: Consumer) -> None:
         vc = self._detached.take(consumer.name)
         if vc is None:  # else back within the grace period: its virtual cursor, already in the floor
-            start = self.cursor.mark_delete_position
-            vc = VirtualCursor(start, self.ml.next_position(start))
-            self._floor.add(start)
+            vc = self._kept_elsewhere(consumer.name)
+            if vc is None:
+                start = self.cursor.mark_delete_position
+                vc = VirtualCursor(start, self.ml.next_position(start))
+            self._floor.add(vc.mark_delete)
+            if vc.mark_delete < self._applied:
+                self._advance_subscription()  # a follower's floor went back (follower_topic.py)
         self.consumers[consumer] = vc
         vc.connected_since = CLOCK.now
         if self._saved is not None:
             self._saved.changes[consumer.name] = vc
         self._read_floor.add(vc.read_position)
         self._wake(consumer)
+
+    def _kept_elsewhere(self, name: str) -> VirtualCursor | None:
+        """The virtual cursor another worker stored for a consumer of this name (it was served
+        there before), moved up to the subscription's mark-delete position; None if none did."""
+        if self._elsewhere is None:
+            return None
+        state = self._elsewhere.find(name)
+        if state is None:
+            return None
+        next_position = self.ml.next_position
+        vc = VirtualCursor.from_state(state, next_position(state.mark_delete))
+        vc.skip_to(self.cursor.mark_delete_position, next_position)
+        self.adopted += 1
+        return vc
 
     def remove_consumer(self, consumer: Consumer) -> None:
         vc = self.consumers.pop(consumer, None)
@@ -262,9 +287,13 @@ class BroadcastDispatcher(Dispatcher):
             self._advance_subscription()
 
     def _advance_subscription(self) -> None:
-        """Move the stored cursor to the lowest consumer's mark-delete position."""
+        """Move the stored cursor to the lowest consumer's mark-delete position.
+
+        On a topic's owner the lowest never goes back (every consumer starts at or past the stored
+        cursor); a follower's subscription (follower_topic.py) stores nothing and tells the owner
+        where its consumers are, which may go back when a consumer joins there."""
         lowest = self._floor.lowest()
-        if lowest is not None and lowest > self._applied:
+        if lowest is not None and lowest != self._applied:
             self._applied = lowest
             self.subscription.mark_delete(lowest)
 
@@ -334,6 +363,7 @@ class BroadcastDispatcher(Dispatcher):
             "entryReads": self._reads.reads,
             "entriesRead": self._reads.entries_read,
             "lagDisconnects": self.lag_disconnects,
+            "adoptedVirtualCursors": self.adopted,
         }
 
     def consumer_stats(self, consumer: Consumer) -> dict:

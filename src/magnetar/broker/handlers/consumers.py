@@ -8,9 +8,17 @@ from typing import TYPE_CHECKING
 from magnetar.broker import authorization
 from magnetar.broker.consumer import Consumer
 from magnetar.broker.errors import REQUEST_ERRORS, BrokerError, NotAllowed, as_broker_error
-from magnetar.broker.handlers.access import authorize_name, check_served, opened_first, topic_name
+from magnetar.broker.follower_topic import FollowerTopic
+from magnetar.broker.handlers.access import (
+    authorize_name,
+    followed_first,
+    opened_first,
+    served_or_followed,
+    topic_name,
+)
 from magnetar.broker.names import check_name
 from magnetar.broker.subscription import PersistentSubscription
+from magnetar.broker.subscription_type import SubscriptionType
 from magnetar.broker.topic import PersistentTopic
 from magnetar.protocol import Frame, ProtocolError, wire
 from magnetar.protocol.commands import wrap
@@ -32,10 +40,14 @@ def handle_subscribe(cnx: HandlerCnx, frame: Frame) -> None:
         check_name(cmd.subscription, "subscription name")
         check_name(cmd.consumer_name, "consumer name")
         authorize_name(cnx, cmd.topic, authorization.CONSUME, "subscribe", "subscribe")
-        check_served(cnx, cmd.topic)
+        followed = served_or_followed(cnx, cmd)
         _check_consumer_limits(cnx, cmd.topic, cmd.subscription)  # a refused one creates nothing
     except BrokerError as exc:
         cnx.send_error(cmd.request_id, exc)
+        return
+    if followed:  # a broadcast consumer of a spread topic this worker does not own
+        if not followed_first(cnx, frame, cmd):
+            _subscribe_follower(cnx, cmd)
         return
     initial = "earliest" if cmd.initial_position == wire.CommandSubscribe.Earliest else "latest"
     subscription = (cmd.subscription, initial) if cmd.durable else None
@@ -58,10 +70,36 @@ def handle_subscribe(cnx: HandlerCnx, frame: Frame) -> None:
         return
     if isinstance(topic, PersistentTopic):
         topic.watch_chunks(consumer, cnx.client_version)
+        opened = topic.subscriptions.get(cmd.subscription)
+        if opened is not None and opened.kind is SubscriptionType.Broadcast:
+            cnx.service.spread.mark(topic.name)  # its broadcast consumers go to every worker now
     cnx.consumers[cmd.consumer_id] = consumer
     cnx.send_command(wrap(wire.CommandSuccess(request_id=cmd.request_id)))
     if topic.terminated:  # after the SUCCESS, so the client knows the consumer id
         consumer.subscription.check_end_of_topic()
+
+
+def _subscribe_follower(cnx: HandlerCnx, cmd: wire.CommandSubscribe) -> None:
+    """A broadcast consumer served by this worker's follower of the topic (spread.py)."""
+    try:
+        name = topic_name(cmd.topic)
+        topic = cnx.service.spread.follower(name)
+        if topic is None:  # closed since it was opened (the topic became this worker's own)
+            cnx.service.check_served_here(name)
+            raise BrokerError(f"{name} is not served by this worker now", wire.ServiceNotReady)
+        if cmd.HasField("schema"):
+            cnx.service.schemas.for_subscribe(topic, cmd.schema)
+        consumer_name = cmd.consumer_name or f"consumer-{cmd.consumer_id}"
+
+        def make(subscription: Subscription[Consumer]) -> Consumer:
+            return Consumer(cnx, subscription, cmd.consumer_id, consumer_name, cmd.priority_level)
+
+        consumer = topic.subscribe(make, cmd)
+    except REQUEST_ERRORS as exc:
+        cnx.send_error(cmd.request_id, as_broker_error(exc, f"subscribing {cmd.subscription} to {cmd.topic}"))
+        return
+    cnx.consumers[cmd.consumer_id] = consumer
+    cnx.send_command(wrap(wire.CommandSuccess(request_id=cmd.request_id)))
 
 
 def _check_consumer_limits(cnx: HandlerCnx, topic_name: str, subscription: str) -> None:
@@ -164,7 +202,7 @@ def handle_get_last_message_id(cnx: HandlerCnx, frame: Frame) -> None:
         return
     topic = consumer.subscription.topic
     cursor = consumer.subscription.cursor
-    if not isinstance(topic, PersistentTopic) or cursor is None:
+    if not isinstance(topic, (PersistentTopic, FollowerTopic)) or cursor is None:
         cnx.send_error(cmd.request_id, NotAllowed("non-persistent topics keep no last message id"))
         return
     position, batch_index = topic.last_message_position()

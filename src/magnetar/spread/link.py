@@ -1,0 +1,301 @@
+"""A follower's link to a topic's owner: one broadcast consumer of the followed subscription,
+connected to the owner's own port with Magnetar's client connection (docs/architecture.md, the
+spread).
+
+- Its MESSAGEs say how far the topic is durable: each one's position goes to the follower
+  (``LinkEvents.on_durable``), which reads the entry from the files; the link grants permits
+  generously, so that the owner never waits for it.
+- It acknowledges, cumulatively, where the follower's slowest consumer is (``acknowledge``): the
+  owner's stored cursor is then at the slowest consumer of every worker. A position behind what it
+  acknowledged before (a consumer joined the follower behind the others) cannot be acknowledged
+  back: the link subscribes again (``_rejoin``), which puts it at the owner's stored cursor.
+- Every ``poll_interval`` it asks GET_LAST_MESSAGE_ID: the last durable position (a notice lost
+  to a reconnect is made good) and the stored cursor (``on_stored_cursor``: a skip, expiry or
+  eviction at the owner reaches the follower's consumers).
+- Its connection lost, or its consumer closed by the owner (an unload, a seek), it connects again
+  to whoever owns the topic now, under the same name, so the owner resumes its place; a worker
+  that finds itself the owner tells the follower (``on_owned_here``) and stops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+from collections.abc import Callable
+
+from magnetar.broker.errors import BrokerError
+from magnetar.broker.follower_topic import LinkEvents
+from magnetar.broker.ownership import BrokerInfo
+from magnetar.broker.spread import LinkTarget
+from magnetar.client.connection import Connection
+from magnetar.client.errors import ClientError, ServerError
+from magnetar.client.service_url import parse_service_url
+from magnetar.protocol import ProtocolError, wire
+from magnetar.protocol.broadcast import BROADCAST_PROPERTY, BROADCAST_VALUE
+from magnetar.protocol.commands import wrap
+from magnetar.protocol.entry import split_entry_metadata
+from magnetar.protocol.headers import parse_metadata
+from magnetar.protocol.message_id import to_signed, to_u64
+from magnetar.storage.position import Position
+
+log = logging.getLogger(__name__)
+
+#: Permits granted at a time; more are granted once fewer than half are left.
+PERMITS = 1_000_000
+#: Seconds between reconnect attempts: from the first to the longest.
+BACKOFF_S = (0.1, 2.0)
+
+
+class OwnerLink:
+    """``spread.StartingLink`` over a client connection to the owner's own pulsar:// port."""
+
+    def __init__(
+        self,
+        target: LinkTarget,
+        owner: Callable[[], BrokerInfo | None],
+        me: str,
+        poll_interval: float = 1.0,
+        operation_timeout: float = 10.0,
+    ) -> None:
+        self.target = target
+        self._owner = owner
+        self._me = me
+        self._poll_interval = poll_interval
+        self._operation_timeout = operation_timeout
+        self._cnx: Connection | None = None
+        self._consumer_ids = itertools.count()
+        self._consumer_id = -1
+        self._events: LinkEvents | None = None
+        #: The last durable position the owner told of, and its stored cursor as last asked.
+        self._durable = Position(-1, -1)
+        self._stored: Position | None = None
+        #: Where the follower's slowest consumer is, and what was acknowledged of it.
+        self._wanted: Position | None = None
+        self._acked: Position | None = None
+        self._ack_scheduled = False
+        self._permits_left = 0
+        self._task: asyncio.Task | None = None
+        self._rejoining: asyncio.Task | None = None
+        self._closed = False
+        self.reconnects = 0  # stats, tests
+        self.rejoins = 0
+
+    # -- StartingLink ------------------------------------------------------------------------------
+    async def start(self) -> tuple[Position, Position]:
+        owner = self._owner()
+        if owner is None or owner.broker_id == self._me:
+            raise BrokerError(f"{self.target.topic} has no other owner to follow", wire.ServiceNotReady)
+        try:
+            last, stored = await self._connect(owner)
+        except ServerError as exc:
+            raise BrokerError(f"the owner {owner.broker_id} refused: {exc}", exc.code) from None
+        except (ClientError, OSError, ProtocolError) as exc:
+            raise BrokerError(
+                f"cannot reach the owner {owner.broker_id}: {exc}", wire.ServiceNotReady
+            ) from None
+        self._task = asyncio.create_task(self._run(), name=f"magnetar-spread-{self.target.topic}")
+        return last, stored
+
+    def attach(self, events: LinkEvents) -> None:
+        self._events = events
+        if self._durable.entry_id >= 0 or self._durable.ledger_id >= 0:
+            events.on_durable(self._durable)
+
+    # -- OwnerLink ---------------------------------------------------------------------------------
+    def acknowledge(self, position: Position) -> None:
+        self._wanted = position
+        if not self._ack_scheduled and not self._closed:
+            self._ack_scheduled = True
+            asyncio.get_running_loop().call_soon(self._send_ack)
+
+    def close(self, give_up: bool) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for task in (self._task, self._rejoining):
+            if task is not None and task is not asyncio.current_task():
+                task.cancel()
+        cnx, self._cnx = self._cnx, None
+        if cnx is None or cnx.is_closed:
+            return
+        if give_up:  # closed by its client: the owner drops its place at once
+            with contextlib.suppress(ClientError):
+                cnx.send_command(
+                    wrap(
+                        wire.CommandCloseConsumer(
+                            consumer_id=self._consumer_id, request_id=cnx.new_request_id()
+                        )
+                    )
+                )
+        task = asyncio.get_running_loop().create_task(cnx.close())
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())
+
+    # -- the connection ----------------------------------------------------------------------------
+    async def _connect(self, owner: BrokerInfo) -> tuple[Position, Position]:
+        if owner.service_url is None:
+            raise BrokerError(
+                f"{owner.broker_id} has no pulsar:// port to follow it on", wire.ServiceNotReady
+            )
+        host, port = parse_service_url(owner.service_url)[0]
+        cnx = await Connection.open(host, port, operation_timeout=self._operation_timeout)
+        try:
+            last, stored = await self._subscribe(cnx)
+        except BaseException:
+            await cnx.close()
+            raise
+        self._cnx = cnx
+        return last, stored
+
+    async def _subscribe(self, cnx: Connection) -> tuple[Position, Position]:
+        """SUBSCRIBE as the follower's broadcast consumer, ask where the topic and the subscription
+        are, and grant permits."""
+        target = self.target
+        self._consumer_id = consumer_id = next(self._consumer_ids)
+        cnx.register_consumer(consumer_id, self)
+        subscribe = wire.CommandSubscribe(
+            topic=target.topic,
+            subscription=target.subscription,
+            sub_type=wire.CommandSubscribe.Exclusive,
+            consumer_id=consumer_id,
+            consumer_name=target.consumer_name,
+            durable=True,
+            initial_position=target.initial_position,
+        )
+        subscribe.metadata.add(key=BROADCAST_PROPERTY, value=BROADCAST_VALUE)
+        await cnx.request(subscribe)
+        last, stored = await self._ask(cnx)
+        self._permits_left = PERMITS
+        cnx.send_command(wrap(wire.CommandFlow(consumer_id=consumer_id, message_permits=PERMITS)))
+        self._acked = None  # the owner resumed its place as it kept it: told again
+        if self._wanted is not None:
+            self.acknowledge(self._wanted)
+        return last, stored
+
+    async def _ask(self, cnx: Connection) -> tuple[Position, Position]:
+        answer = await cnx.request(wire.CommandGetLastMessageId(consumer_id=self._consumer_id))
+        last = _position(answer.last_message_id)
+        stored = _position(answer.consumer_mark_delete_position)
+        self._on_durable(last)
+        self._stored = stored
+        return last, stored
+
+    async def _run(self) -> None:
+        """Poll the owner; reconnect when the connection or the consumer is lost."""
+        backoff = BACKOFF_S[0]
+        while not self._closed:
+            cnx = self._cnx
+            if cnx is None or cnx.is_closed:
+                if not await self._reconnect():
+                    await asyncio.sleep(backoff)
+                    backoff = min(backoff * 2, BACKOFF_S[1])
+                    continue
+                backoff = BACKOFF_S[0]
+            else:
+                try:
+                    _, stored = await self._ask(cnx)
+                except (ClientError, OSError):
+                    continue  # lost meanwhile: reconnected above
+                if self._events is not None:
+                    self._events.on_stored_cursor(stored)
+            await asyncio.sleep(self._poll_interval)
+
+    async def _reconnect(self) -> bool:
+        """Connect to the topic's owner now; False if that failed (tried again later)."""
+        owner = self._owner()
+        if owner is not None and owner.broker_id == self._me:
+            log.info("%s: %s is owned here now", self._me, self.target.topic)
+            self._closed = True
+            if self._events is not None:
+                self._events.on_owned_here()
+            return True
+        if owner is None:
+            return False
+        try:
+            _, stored = await self._connect(owner)
+        except (ClientError, OSError, ProtocolError, BrokerError) as exc:
+            log.debug("%s: following %s at %s failed: %s", self._me, self.target.topic, owner.broker_id, exc)
+            return False
+        self.reconnects += 1
+        if self._events is not None:
+            self._events.on_stored_cursor(stored)
+        return True
+
+    def _send_ack(self) -> None:
+        self._ack_scheduled = False
+        wanted, cnx = self._wanted, self._cnx
+        if wanted is None or cnx is None or cnx.is_closed or self._closed or wanted == self._acked:
+            return
+        if self._acked is not None and wanted < self._acked:
+            if self._rejoining is None:
+                self._rejoining = asyncio.create_task(self._rejoin(cnx))
+            return
+        ack = wire.CommandAck(consumer_id=self._consumer_id, ack_type=wire.CommandAck.Cumulative)
+        ack.message_id.add(ledger_id=to_u64(wanted.ledger_id), entry_id=to_u64(wanted.entry_id))
+        with contextlib.suppress(ClientError):
+            cnx.send_command(wrap(ack))
+            self._acked = wanted
+
+    async def _rejoin(self, cnx: Connection) -> None:
+        """Go back to where the follower's slowest consumer is: close the link's consumer (the owner
+        drops its place) and subscribe again (a new one starts at the owner's stored cursor)."""
+        try:
+            await cnx.request(wire.CommandCloseConsumer(consumer_id=self._consumer_id))
+            cnx.remove_consumer(self._consumer_id)
+            _, stored = await self._subscribe(cnx)
+            self.rejoins += 1
+            if self._events is not None:
+                self._events.on_stored_cursor(stored)
+        except (ClientError, OSError) as exc:
+            log.debug("%s: rejoining %s failed: %s", self._me, self.target.topic, exc)
+            with contextlib.suppress(Exception):
+                await cnx.close()  # reconnected by _run, which acknowledges again
+        finally:
+            self._rejoining = None
+
+    # -- ConsumerHandler ---------------------------------------------------------------------------
+    def on_message(self, cnx: Connection, message: wire.CommandMessage, payload: memoryview) -> None:
+        self._on_durable(_position(message.message_id))
+        self._permits_left -= _messages_in(payload)
+        if self._permits_left < PERMITS // 2:
+            self._permits_left += PERMITS
+            with contextlib.suppress(ClientError):
+                cnx.send_command(
+                    wrap(wire.CommandFlow(consumer_id=self._consumer_id, message_permits=PERMITS))
+                )
+
+    def on_close_by_broker(self, cnx: Connection) -> None:
+        if not self._closed:
+            self._cnx = None  # _run connects again, to whoever owns the topic now
+            asyncio.get_running_loop().create_task(cnx.close())
+
+    def on_connection_closed(self, cnx: Connection) -> None:
+        if self._cnx is cnx:
+            self._cnx = None
+
+    def on_active_consumer_change(self, cnx: Connection, is_active: bool) -> None:
+        return
+
+    def on_reached_end_of_topic(self, cnx: Connection) -> None:
+        return
+
+    def _on_durable(self, position: Position) -> None:
+        if position > self._durable:
+            self._durable = position
+            if self._events is not None:
+                self._events.on_durable(position)
+
+
+def _position(msg_id: wire.MessageIdData) -> Position:
+    return Position(to_signed(msg_id.ledger_id), to_signed(msg_id.entry_id))
+
+
+def _messages_in(payload: memoryview) -> int:
+    """Permits the entry took: its batch's message count (1 when it is not a batch, or unreadable)."""
+    try:
+        _, producer_bytes = split_entry_metadata(payload)
+        metadata, _ = parse_metadata(producer_bytes)
+    except ProtocolError:
+        return 1
+    return metadata.num_messages_in_batch if metadata.HasField("num_messages_in_batch") else 1

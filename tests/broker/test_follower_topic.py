@@ -1,0 +1,173 @@
+"""A follower on real storage without a network (docs/architecture.md, the spread): a topic
+written by its owner (a harness's PersistentTopic) and read by a follower over a second Storage
+on the same files, whose link to the owner is a recording: what the follower's consumers
+acknowledge goes to the owner as one floor, and what the owner says moves the follower."""
+
+from __future__ import annotations
+
+import pytest
+
+from magnetar.broker.errors import NotAllowed
+from magnetar.broker.follower_topic import FollowerSubscription, FollowerTopic
+from magnetar.storage import Storage
+from magnetar.storage.position import Position
+from magnetar.storage.virtual_cursors import VirtualCursorState
+
+from .recording import ack, sent_to
+from .test_broadcast_dispatch import join, lose_connection, publish_numbered, subscribe_many
+
+
+class RecordingLink:
+    """The follower's link as a list of what it was told to acknowledge."""
+
+    def __init__(self) -> None:
+        self.acks: list[Position] = []
+        self.closed: bool | None = None  # given up, or kept at the owner
+
+    def acknowledge(self, position: Position) -> None:
+        self.acks.append(position)
+
+    def close(self, give_up: bool) -> None:
+        self.closed = give_up
+
+
+@pytest.fixture
+def follow(harnesses, tmp_path):
+    """``follow(h, owner_topic, sub)``: a follower of the owner's topic (another Storage, as another
+    worker has) following its subscription ``sub`` from the owner's stored cursor."""
+    opened: list[Storage] = []
+
+    def make(
+        h, owner_topic, sub: str = "fans", worker: str = "worker-1"
+    ) -> tuple[FollowerSubscription, RecordingLink]:
+        storage = Storage(
+            h.config.storage_config(), notify=h.loop.call_soon_threadsafe, check_directories=False
+        )
+        opened.append(storage)
+        ml = storage.follow_managed_ledger(str(owner_topic.name), worker)
+        ml.follow(owner_topic.ml.last_confirmed)
+        topic = FollowerTopic(owner_topic.name, ml, h.config)
+        link = RecordingLink()
+        stored = owner_topic.subscriptions[sub].cursor.mark_delete_position
+        follower = topic.subscriptions[sub] = FollowerSubscription(
+            topic, sub, ml.cursor_at(stored, sub), link
+        )
+        return follower, link
+
+    yield make
+    for storage in opened:
+        storage.close()
+
+
+def tell(follower: FollowerSubscription, owner_topic) -> None:
+    """What the link tells of each durable entry."""
+    follower.on_durable(owner_topic.ml.last_confirmed)
+
+
+def test_a_followers_consumers_get_what_the_owner_stores_and_the_owner_hears_their_floor(on_topic, follow):
+    async def scenario(h, topic) -> None:
+        join(topic, "at-owner", 99)  # the owner serves a broadcast subscription: now it can be followed
+        follower, link = follow(h, topic)
+        here = [join(follower.topic, f"vehicle-{i}", i) for i in range(3)]
+        stored = await publish_numbered(h, 4, *[])
+        tell(follower, topic)
+        for consumer in here:
+            assert await sent_to(consumer, 4) == stored
+        ack(here[0], *stored)
+        ack(here[1], *stored)
+        assert link.acks == []  # the slowest has acknowledged nothing
+        ack(here[2], *stored[:2])
+        assert link.acks == [stored[1]]  # one floor for the follower's consumers, not an ack each
+        ack(here[2], *stored[2:])
+        assert link.acks[-1] == stored[-1]
+        assert follower.cursor.mark_delete_position < stored[-1]  # the stored cursor is the owner's
+
+    on_topic(scenario)
+
+
+def test_a_consumer_joining_behind_the_others_takes_the_floor_back(on_topic, follow):
+    async def scenario(h, topic) -> None:
+        join(topic, "at-owner", 99)
+        follower, link = follow(h, topic)
+        first = join(follower.topic, "vehicle-1", 1)
+        stored = await publish_numbered(h, 3)
+        tell(follower, topic)
+        await sent_to(first, 3)
+        ack(first, *stored)
+        assert link.acks[-1] == stored[-1]
+        # A newcomer starts at the subscription's stored cursor (the owner's): behind the floor told.
+        late = join(follower.topic, "vehicle-2", 2)
+        assert link.acks[-1] == follower.cursor.mark_delete_position < stored[0]
+        assert await sent_to(late, 3) == stored
+
+    on_topic(scenario)
+
+
+def test_what_the_owner_acknowledges_for_everyone_reaches_the_followers_consumers(on_topic, follow):
+    async def scenario(h, topic) -> None:
+        join(topic, "at-owner", 99)
+        follower, _ = follow(h, topic)
+        vehicle = join(follower.topic, "vehicle-1", 1, permits=0)  # reads nothing yet
+        stored = await publish_numbered(h, 5)
+        tell(follower, topic)
+        follower.on_stored_cursor(stored[2])  # a skip at the owner (clear-backlog, expiry ...)
+        follower.flow(vehicle, 100)
+        assert await sent_to(vehicle, 2) == stored[3:]
+
+    on_topic(scenario)
+
+
+def test_a_consumer_resumes_at_the_place_another_worker_kept_for_it(on_topic, follow):
+    async def scenario(h, topic) -> None:
+        join(topic, "at-owner", 99)
+        stored = await publish_numbered(h, 6)
+        one, _ = follow(h, topic, worker="worker-1")
+        tell(one, topic)
+        moving = join(one.topic, "vehicle-7", 7)
+        await sent_to(moving, 6)
+        ack(moving, *stored[:4])
+        one.topic.flush()  # its place written under worker-1's key
+        lose_connection(moving)
+        # Its next connection reached worker-2: the place worker-1 kept is found there.
+        two, _ = follow(h, topic, worker="worker-2")
+        tell(two, topic)
+        back = join(two.topic, "vehicle-7", 7)
+        assert await sent_to(back, 2) == stored[4:]
+        assert two.dispatcher.stats()["adoptedVirtualCursors"] == 1
+        # ... and at the owner too.
+        owner_store = topic.ml.virtual_cursors_elsewhere("fans")
+        assert owner_store.find("vehicle-7") == VirtualCursorState(stored[3])
+
+    on_topic(scenario)
+
+
+def test_only_durable_broadcast_consumers_are_a_followers_and_only_the_owner_seeks(on_topic, follow):
+    async def scenario(h, topic) -> None:
+        join(topic, "at-owner", 99)
+        follower, link = follow(h, topic)
+        consumer = join(follower.topic, "vehicle-1", 1)
+        with pytest.raises(NotAllowed):
+            follower.reset_cursor(Position(0, 0))
+        with pytest.raises(NotAllowed):
+            follower.unsubscribe(consumer)
+        with pytest.raises(NotAllowed):
+            follower.topic.publish(None, None, memoryview(b""), lambda p, e: None)
+        follower.topic.close(give_up=False)
+        assert link.closed is False  # the owner keeps the link's place for its grace
+
+    on_topic(scenario)
+
+
+def test_a_followers_idle_subscriptions_are_told(on_topic, follow):
+    async def scenario(h, topic) -> None:
+        join(topic, "at-owner", 99)
+        follower, _ = follow(h, topic)
+        assert follower.idle
+        (vehicle,) = subscribe_many(follower.topic, 1)
+        assert not follower.idle
+        lose_connection(vehicle)
+        assert not follower.idle  # kept for its reconnect grace
+        follower.dispatcher.drop_detached(vehicle.name)
+        assert follower.idle and isinstance(follower.topic, FollowerTopic)
+
+    on_topic(scenario)
