@@ -206,8 +206,8 @@ class Spread:
                 subscription.dispatcher.save_state()
             subscription.close()  # kept as they are: closing consumers now gives nothing up
             for consumer in consumers:
-                consumer.closed = True
                 consumer.close_by_broker()
+                consumer.closed = True
                 consumer.cnx.forget_consumer(consumer.consumer_id)
         topic.close(give_up=True)
 
