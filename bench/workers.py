@@ -29,7 +29,7 @@ from typing import Any
 import pulsar
 
 from bench.machine import describe
-from bench.procs import cpu_seconds
+from bench.procs import tree_cpu_split
 from magnetar.broker_process import BrokerProcess
 from magnetar.client.admin import AdminClient
 
@@ -97,16 +97,7 @@ def broker_cpu(broker: BrokerProcess) -> float:
     """CPU seconds of the broker's processes: the supervisor and its workers."""
     assert broker.proc is not None
     pid = broker.proc.pid
-    pids = [pid, *_children(pid)]
-    return sum(cpu_seconds(pid) for pid in pids)
-
-
-def _children(pid: int) -> list[int]:
-    try:
-        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
-    except OSError:
-        return []
-    return [int(p) for p in text.split()]
+    return sum(tree_cpu_split(pid))
 
 
 def run_all(ctx: Any, results: Any, target: Any, args: tuple[Any, ...], count: int) -> list[Any]:

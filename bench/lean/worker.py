@@ -41,6 +41,7 @@ class WorkerSpec:
     stalled_connections: int = 0  # of this worker's connections, how many stall after one message
     chunked: bool = False  # messages come in chunks: check each whole before it counts
     size: int = 0  # bytes per message (the official slice checks what it gets against it)
+    lookup: bool = False  # LOOKUP the topic first, as a client does (a spread topic's names this port)
 
 
 @dataclass(frozen=True)
@@ -98,6 +99,7 @@ async def _run(pipe: Connection, spec: WorkerSpec, loop_name: str) -> None:
         exclusive=spec.exclusive,
         stalled_tally=Tally(stalled, spec.messages),
         chunks=ChunkCheck(spec.consumers - stalled) if spec.chunked else None,
+        lookup=f"pulsar://127.0.0.1:{spec.port}" if spec.lookup else None,
     )
     pipe.send(("ready", {"loop": loop_name}))
     await _expect(inbox, "go")
