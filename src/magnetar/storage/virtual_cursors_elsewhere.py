@@ -48,6 +48,8 @@ class VirtualCursorsElsewhere:
         self._clock = clock
         #: writer's key -> bucket number -> the bucket's bytes, as of ``_read_at``.
         self._snapshot: dict[str, dict[int, bytes]] = {}
+        #: (writer's key, bucket) -> its names' encoded states, decoded from the snapshot once.
+        self._decoded: dict[tuple[str, int], dict[str, bytes]] = {}
         self._read_at: float | None = None
         self.reads = 0  # snapshots read (tests, stats)
 
@@ -66,6 +68,7 @@ class VirtualCursorsElsewhere:
         for key, page, data in self._metadata.virtual_cursor_family(self._ml_id, self._cursor, self._own_key):
             snapshot.setdefault(key, {})[page] = data
         self._snapshot, self._read_at = snapshot, now
+        self._decoded = {}
         self.reads += 1
 
     def _find(self, name: str) -> VirtualCursorState | None:
@@ -76,7 +79,10 @@ class VirtualCursorsElsewhere:
             if data is None:
                 continue
             try:
-                encoded = buckets.decode_bucket(data).get(name)
+                names = self._decoded.get((key, number))
+                if names is None:
+                    names = self._decoded[key, number] = buckets.decode_bucket(data)
+                encoded = names.get(name)
                 state = decode_state(encoded) if encoded is not None else None
             except ValueError as exc:
                 log.warning("cursor %s: a virtual cursor bucket of %r is damaged: %s", self._cursor, key, exc)

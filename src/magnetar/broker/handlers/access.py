@@ -50,9 +50,15 @@ def served_or_followed(cnx: HandlerCnx, cmd: wire.CommandSubscribe) -> bool:
     if not cnx.service.shares_bundles:
         return False
     topic = topic_name(cmd.topic)
+    spread = cnx.service.spread
+    if spread.is_spread(topic):  # without asking the owners' store, while it is clear
+        if str(topic) in cnx.service.topics:
+            return False  # loaded here: owned here (an owner that loses a bundle unloads it first)
+        if spread.follower(topic) is not None and spread.follows(topic, cmd):
+            return True  # followed here: not owned (a follower that becomes the owner goes)
     if cnx.service.serves(topic):
         return False
-    if cnx.service.spread.follows(topic, cmd):
+    if spread.follows(topic, cmd):
         return True
     check_served(cnx, cmd.topic)  # raises, the topic pinned to its owner on this connection
     return False

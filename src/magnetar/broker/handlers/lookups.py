@@ -47,17 +47,18 @@ def handle_lookup(cnx: HandlerCnx, frame: Frame) -> None:
         topic = topic_name(cmd.topic)
         authorize(cnx, topic, authorization.LOOKUP, "lookup", "Lookup")
         reply.response = wire.CommandLookupTopicResponse.Connect
-        # The owner of the topic's bundle (workers.md); this broker when it is alone.
-        owner = cnx.service.owner_of(topic)
-        url = cnx.service.service_url if owner is None else owner.service_url
-        tls_url = cnx.service.service_url_tls if owner is None else owner.service_url_tls
-        if owner is not None and _spread_here(cnx, topic):
+        if _spread_here(cnx, topic):
             # Its broadcast consumers are served where their connection is: the shared port (a
             # redirect there first, so that the lookup asked there and what follows share one
-            # connection, whatever the client's service URL is spelt as).
+            # connection, whatever the client's service URL is spelt as). No owner is asked.
             url, tls_url = cnx.service.shared_service_urls
             if not cmd.authoritative:
                 reply.response = wire.CommandLookupTopicResponse.Redirect
+        else:
+            # The owner of the topic's bundle (workers.md); this broker when it is alone.
+            owner = cnx.service.owner_of(topic)
+            url = cnx.service.service_url if owner is None else owner.service_url
+            tls_url = cnx.service.service_url_tls if owner is None else owner.service_url_tls
         if url is not None:  # None: TLS only
             reply.broker_service_url = url
         if tls_url is not None:
