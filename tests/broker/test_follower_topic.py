@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import pytest
 
+from magnetar.broker.dispatchers.broadcast_lag import LagLimits
 from magnetar.broker.errors import NotAllowed
 from magnetar.broker.follower_topic import FollowerSubscription, FollowerTopic
+from magnetar.broker.ownership import LocalOwnership
+from magnetar.broker.spread import Spread
 from magnetar.storage import Storage
 from magnetar.storage.position import Position
 from magnetar.storage.virtual_cursors import VirtualCursorState
@@ -169,5 +172,23 @@ def test_a_followers_idle_subscriptions_are_told(on_topic, follow):
         assert not follower.idle  # kept for its reconnect grace
         follower.dispatcher.drop_detached(vehicle.name)
         assert follower.idle and isinstance(follower.topic, FollowerTopic)
+
+    on_topic(scenario)
+
+
+def test_the_lag_policy_closes_a_followers_laggard(on_topic, follow):
+    async def scenario(h, topic) -> None:
+        join(topic, "at-owner", 99)
+        follower, _ = follow(h, topic)
+        slow, fast = subscribe_many(follower.topic, 2)
+        stored = await publish_numbered(h, 5)
+        tell(follower, topic)
+        await sent_to(fast, 5)
+        ack(fast, *stored)
+        spread = Spread(h.config, LocalOwnership(), False, None, None, None, None, None)
+        spread.followers[str(topic.name)] = follower.topic
+        spread.sweep_lag(LagLimits(2, 0.0))
+        assert slow.cnx.closed_consumers == [slow.consumer_id] and fast.cnx.closed_consumers == []
+        assert follower.dispatcher.lag_disconnects == 1
 
     on_topic(scenario)

@@ -22,6 +22,9 @@ from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from magnetar.broker.coarse_clock import CLOCK
+from magnetar.broker.dispatchers.broadcast import BroadcastDispatcher
+from magnetar.broker.dispatchers.broadcast_lag import LagLimits, sweep_subscription
 from magnetar.broker.errors import BrokerError, as_broker_error
 from magnetar.broker.follower_topic import (
     FollowerSubscription,
@@ -111,8 +114,16 @@ class Spread:
 
     @property
     def active(self) -> bool:
-        """Whether this worker answers and serves spread topics (workers, and the setting on)."""
-        return self._shared and self.config.broadcast_spread
+        """Whether this worker answers and serves spread topics: workers, the setting on, and a
+        link can reach owners (their plain pulsar:// port; no credentials of its own yet, so not
+        with authentication on)."""
+        config = self.config
+        return (
+            self._shared
+            and config.broadcast_spread
+            and config.broker_service_port_enabled
+            and not config.authentication_enabled
+        )
 
     # -- which topics ------------------------------------------------------------------------------
     def is_spread(self, name: TopicName) -> bool:
@@ -238,6 +249,17 @@ class Spread:
             if not topic.subscriptions:
                 del self.followers[name]
                 topic.close()
+
+    def sweep_lag(self, limits: LagLimits) -> None:
+        """The broadcast lag policy over the followed subscriptions (after ``sweep_broadcast``
+        ticked the clock), as over the owned ones."""
+        if not limits.enabled:
+            return
+        now = CLOCK.now
+        for topic in list(self.followers.values()):
+            for subscription in list(topic.subscriptions.values()):
+                if isinstance(subscription.dispatcher, BroadcastDispatcher):
+                    sweep_subscription(subscription.dispatcher, limits, now)
 
     def close(self) -> None:
         """The worker stops: every follower's places written, links dropped (not given up: the
