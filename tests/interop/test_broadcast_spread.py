@@ -14,6 +14,7 @@ import uuid
 import pulsar
 import pytest
 
+from magnetar.client import Client, ConsumerType
 from magnetar.protocol import wire
 
 from ..waiting import eventually
@@ -184,3 +185,28 @@ def _owner_of(broker, topic: str, ports: dict[str, int]) -> str:
         url = json.load(answer)["brokerUrl"]
     port = int(url.rsplit(":", 1)[1])
     return next(name for name, p in ports.items() if p == port)
+
+
+def test_our_client_follows_the_spread_as_the_official_one_does(broker_factory, client_factory):
+    broker = broker_factory(WORKERS)
+    topic, _ = spread_topic(broker, client_factory)
+    clients = [Client(broker.service_url) for _ in range(10)]  # a connection each: either worker
+    try:
+        consumers = [
+            c.subscribe(topic, "fans", consumer_type=ConsumerType.Broadcast, consumer_name=f"ours-{i}")
+            for i, c in enumerate(clients[:6])
+        ]
+        producers = [c.create_producer(topic) for c in clients[6:]]
+        sent = [f"ours-{i}".encode() for i in range(20)]
+        for i, payload in enumerate(sent):
+            producers[i % len(producers)].send(payload)
+        for consumer in consumers:
+            got = []
+            for _ in sent:
+                message = consumer.receive(10_000)
+                consumer.acknowledge(message)
+                got.append(message.data())
+            assert got == sent
+    finally:
+        for c in clients:
+            c.close()
