@@ -8,7 +8,8 @@ spread).
 - It acknowledges, cumulatively, where the follower's slowest consumer is (``acknowledge``): the
   owner's stored cursor is then at the slowest consumer of every worker. A position behind what it
   acknowledged before (a consumer joined the follower behind the others) cannot be acknowledged
-  back: the link subscribes again (``_rejoin``), which puts it at the owner's stored cursor.
+  back: the link subscribes again under a second name (``_rejoin``), which puts it at the owner's
+  stored cursor, and only then closes its first consumer.
 - Every ``poll_interval`` it asks GET_LAST_MESSAGE_ID: the last durable position (a notice lost
   to a reconnect is made good) and the stored cursor (``on_stored_cursor``: a skip, expiry or
   eviction at the owner reaches the follower's consumers).
@@ -67,6 +68,10 @@ class OwnerLink:
         self._cnx: Connection | None = None
         self._consumer_ids = itertools.count()
         self._consumer_id = -1
+        #: The names its consumer takes in turn: a rejoin subscribes under the other one before the
+        #: current one leaves, so that the owner's floor never passes the link meanwhile.
+        self._names = (target.consumer_name, f"{target.consumer_name}.b")
+        self._name = 0
         self._events: LinkEvents | None = None
         #: The last durable position the owner told of, and its stored cursor as last asked.
         self._durable = Position(-1, -1)
@@ -141,40 +146,44 @@ class OwnerLink:
         host, port = parse_service_url(owner.service_url)[0]
         cnx = await Connection.open(host, port, operation_timeout=self._operation_timeout)
         try:
-            last, stored = await self._subscribe(cnx)
+            last, stored = await self._subscribe(cnx, self._names[self._name])
         except BaseException:
             await cnx.close()
             raise
         self._cnx = cnx
         return last, stored
 
-    async def _subscribe(self, cnx: Connection) -> tuple[Position, Position]:
-        """SUBSCRIBE as the follower's broadcast consumer, ask where the topic and the subscription
-        are, and grant permits."""
+    async def _subscribe(self, cnx: Connection, name: str) -> tuple[Position, Position]:
+        """SUBSCRIBE as the follower's broadcast consumer ``name``, ask where the topic and the
+        subscription are, and grant permits; it is the link's consumer from then on."""
         target = self.target
-        self._consumer_id = consumer_id = next(self._consumer_ids)
+        consumer_id = next(self._consumer_ids)
         cnx.register_consumer(consumer_id, self)
         subscribe = wire.CommandSubscribe(
             topic=target.topic,
             subscription=target.subscription,
             sub_type=wire.CommandSubscribe.Exclusive,
             consumer_id=consumer_id,
-            consumer_name=target.consumer_name,
+            consumer_name=name,
             durable=True,
             initial_position=target.initial_position,
         )
         subscribe.metadata.add(key=BROADCAST_PROPERTY, value=BROADCAST_VALUE)
         await cnx.request(subscribe)
-        last, stored = await self._ask(cnx)
+        last, stored = await self._ask(cnx, consumer_id)
         self._permits_left = PERMITS
         cnx.send_command(wrap(wire.CommandFlow(consumer_id=consumer_id, message_permits=PERMITS)))
-        self._acked = None  # the owner resumed its place as it kept it: told again
+        self._consumer_id = consumer_id
+        self._acked = None  # the owner resumed its place as it kept it (or starts it at the stored cursor)
         if self._wanted is not None:
             self.acknowledge(self._wanted)
         return last, stored
 
-    async def _ask(self, cnx: Connection) -> tuple[Position, Position]:
-        answer = await cnx.request(wire.CommandGetLastMessageId(consumer_id=self._consumer_id))
+    async def _ask(self, cnx: Connection, consumer_id: int | None = None) -> tuple[Position, Position]:
+        asked = wire.CommandGetLastMessageId(
+            consumer_id=self._consumer_id if consumer_id is None else consumer_id
+        )
+        answer = await cnx.request(asked)
         last = _position(answer.last_message_id)
         stored = _position(answer.consumer_mark_delete_position)
         self._on_durable(last)
@@ -238,12 +247,15 @@ class OwnerLink:
             self._acked = wanted
 
     async def _rejoin(self, cnx: Connection) -> None:
-        """Go back to where the follower's slowest consumer is: close the link's consumer (the owner
-        drops its place) and subscribe again (a new one starts at the owner's stored cursor)."""
+        """Go back to where the follower's slowest consumer is: subscribe under the other name (a
+        new consumer starts at the owner's stored cursor), then close the last one (the owner drops
+        its place). The owner's floor is held by one or the other all along."""
+        leaving = self._consumer_id
         try:
-            await cnx.request(wire.CommandCloseConsumer(consumer_id=self._consumer_id))
-            cnx.remove_consumer(self._consumer_id)
-            _, stored = await self._subscribe(cnx)
+            self._name ^= 1
+            _, stored = await self._subscribe(cnx, self._names[self._name])
+            await cnx.request(wire.CommandCloseConsumer(consumer_id=leaving))
+            cnx.remove_consumer(leaving)
             self.rejoins += 1
             if self._events is not None:
                 self._events.on_stored_cursor(stored)
