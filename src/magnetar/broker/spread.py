@@ -181,6 +181,9 @@ class Spread:
             if isinstance(exc, Exception):
                 raise as_broker_error(exc, f"following {name}") from exc
             raise
+        if self.followers.get(str(name)) is not topic:  # handed back meanwhile: owned here now
+            link.close(give_up=True)
+            raise BrokerError(f"{name} is served by this worker's own topic now", wire.ServiceNotReady)
         topic.ml.follow(last)
         follower = FollowerSubscription(topic, subscription, topic.ml.cursor_at(stored, subscription), link)
         follower.owned_here = lambda: self.hand_back(name)
