@@ -1,7 +1,9 @@
 """The metadata store's tables, as SQLite keeps them; existing data directories open with it.
 
 Schema 1 kept each cursor in one JSON row; schema 2 adds ``cursors.cursor_ledger`` (PIP 81
-cursor ledgers) and is what every store is brought to on opening.
+cursor ledgers) and is what every store is brought to on opening. The index of virtual cursor
+buckets by bucket number (``place_pages_by_page``: one bucket of every writer of a cursor in one
+look-up, ``virtual_cursors_elsewhere``) is made on opening too; older code ignores it.
 """
 
 from __future__ import annotations
@@ -60,6 +62,7 @@ CREATE TABLE IF NOT EXISTS place_pages (
     data BLOB NOT NULL,
     PRIMARY KEY (ml_id, cursor, page)
 ) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS place_pages_by_page ON place_pages (ml_id, page, cursor);
 CREATE TABLE IF NOT EXISTS kv (
     key TEXT PRIMARY KEY,
     value TEXT NOT NULL
