@@ -45,6 +45,7 @@ def row(doc: dict) -> dict:
     return {
         "load_average_at_start": doc["load_average_at_start"][0],
         "connect_s": c["all_subscribed_s"],
+        "lean_connect_s": c["lean_all_subscribed_s"],
         "failed_consumers": c["failed_consumers"],
         "sockets_per_worker": c.get("sockets_per_worker"),
         "cpu_us_per_delivery": b["cpu_us_per_delivery"],
@@ -93,8 +94,8 @@ def markdown(doc: dict) -> str:
         f"Machine: {m['cpu']}, {m['cores']} cores, Python {m['python']}; {s['processes']} generator "
         f"processes, {s['official']} consumers through the official client; fsync {s['fsync']}.",
         "",
-        "| workers | connect s | refused | sockets per worker | broker CPU / delivery (kernel) | ratio "
-        "| deliveries/s | P50 / P99 / max ms (broker timestamp) | RSS / consumer | all once, in order |",
+        "| workers | connect s (lean, all) | refused | sockets per worker "
+        "| broker CPU / delivery (kernel) | ratio | deliveries/s | P50 / P99 / max ms (broker timestamp) | RSS / consumer | all once, in order |",
         "|---:|---:|---:|---|---:|---:|---:|---:|---:|---|",
     ]
     for r in doc["rows"]:
@@ -103,7 +104,8 @@ def markdown(doc: dict) -> str:
             continue
         sockets = ", ".join(f"{v:,}" for v in (r["sockets_per_worker"] or {}).values()) or "-"
         lines.append(
-            f"| {r['workers']} | {r['connect_s']} | {r['failed_consumers']} | {sockets} | "
+            f"| {r['workers']} | {r['lean_connect_s']}, {r['connect_s']} | {r['failed_consumers']} "
+            f"| {sockets} | "
             f"{r['cpu_us_per_delivery']} µs ({r['system_us_per_delivery']}) | {r.get('cpu_ratio', '')} | "
             f"{r['deliveries_per_s']} | {r['p50_ms']} / {r['p99_ms']} / {r['max_ms']} | "
             f"{r['rss_per_consumer_kib']} KiB | {r['all_once_in_order']} |"
