@@ -14,6 +14,8 @@ from magnetar.offload.offloader import LedgerOffloader
 from magnetar.offload.settings import OffloadSettings
 from magnetar.storage import ManagedLedger, Storage, StorageConfig
 
+from .s3_server import BUCKET, S3Server
+
 TOPIC = "persistent://public/default/camera-frames"
 #: Three entries of 20 bytes (28 with their record header) per ledger.
 SMALL = {"max_ledger_size_bytes": 80}
@@ -63,3 +65,31 @@ def offload_all(offloader: LedgerOffloader, ml: ManagedLedger) -> list[int]:
 
 def io_for(settings: OffloadSettings) -> ObjectIO:
     return ObjectIO(open_store(settings), settings)
+
+
+@pytest.fixture(scope="module")
+def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
+    """One S3 protocol server (moto) for a module's tests, with the bucket made."""
+    server = S3Server(tmp_path_factory.mktemp("s3"))
+    try:
+        server.create_bucket()
+        yield server
+    finally:
+        server.stop()
+
+
+def s3_settings(server: S3Server, tmp_path: Path, **overrides: object) -> OffloadSettings:
+    """The aws-s3 driver pointed at ``server``, its credentials read from a file."""
+    credentials = tmp_path / "s3-credentials"
+    credentials.write_text(
+        "# moto takes any key\naccess_key_id=magnetar-test\nsecret_access_key=not-a-secret\n"
+    )
+    values: dict = {
+        "bucket": BUCKET,
+        "region": "us-east-1",
+        "service_endpoint": server.endpoint,
+        "credentials_file": str(credentials),
+        "timeout_seconds": 1.0,
+        **overrides,
+    }
+    return OffloadSettings("aws-s3", **values)
