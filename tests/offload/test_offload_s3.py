@@ -40,7 +40,7 @@ def test_ledgers_offloaded_to_s3_read_back_in_ranges(open_tiered, s3_offloader):
     got = ml.read_entries(Position.EARLIEST, 100)
     assert [bytes(e.data) for e in got] == data and [e.position for e in got] == positions
     object_size = ml.ledgers()[0].offload.object_size
-    figures = ml._tiered.figures  # noqa: SLF001 (what the cache fetched)
+    figures = ml._tiered.figures
     assert figures.fetches > len(offloaded) and figures.fetched_bytes < object_size * len(offloaded) * 2
 
 

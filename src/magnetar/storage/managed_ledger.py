@@ -419,9 +419,18 @@ class ManagedLedger:
                     ) from None
 
     def _offloaded_ready(self) -> None:
+        """A fetch a read waited for is over (on a reader thread): the owner hears of it on its own
+        thread, through ``notify`` when one was given."""
         callback = self.on_offloaded_data
-        if callback is not None:
+        if callback is None:
+            return
+        if self._notify is None:
             callback()
+        else:
+            try:
+                self._notify(callback)
+            except Exception:  # the owner's loop is closed: nobody waits any more
+                log.debug("%s: offloaded data fetched after the owner stopped", self.name)
 
     def _segment_for(self, ledger_id: int) -> ReadableLedger:
         if ledger_id == self._current.ledger_id:
