@@ -5,7 +5,9 @@ offload and the store unreachable."""
 
 from __future__ import annotations
 
+import re
 import time
+import urllib.request
 
 import pulsar
 import pytest
@@ -91,6 +93,12 @@ def test_offloaded_by_threshold_and_read_back_by_readers_consumers_and_seeks(
     assert topic_stats["offloadedStorageSize"] == sum(ledger["size"] for ledger in stats["ledgers"][:-1])
 
     assert _read_all(client, topic, 60) == _expected(60)
+    metrics = urllib.request.urlopen(broker.http_url + "/metrics", timeout=10).read().decode()
+    offloaded_bytes = re.search(r"^brk_ledgeroffloader_offload_bytes_total (\S+)$", metrics, re.M)
+    objects_bytes = sum(ledger["size"] + 8 * ledger["entries"] for ledger in stats["ledgers"][:-1])
+    assert offloaded_bytes and float(offloaded_bytes.group(1)) == objects_bytes  # each log and its index
+    read_back = re.search(r"^brk_ledgeroffloader_read_offload_bytes_total (\S+)$", metrics, re.M)
+    assert read_back and float(read_back.group(1)) > 0
     consumer = client.subscribe(topic, "from-the-start", initial_position=pulsar.InitialPosition.Earliest)
     got = [consumer.receive(20_000) for _ in range(60)]
     assert [m.data() for m in got] == _expected(60)
