@@ -18,6 +18,7 @@ from magnetar.admin import (
     index_api,
     messages_api,
     namespaces_api,
+    offload_api,
     owner_proxy,
     permissions_api,
     replication_api,
@@ -71,6 +72,7 @@ def build_app(service: BrokerService, web_urls: clusters_api.WebUrls | None = No
     replication_api.add_routes(app, service)
     inactive_topics_api.add_routes(app, service)
     compaction_api.add_routes(app, service)
+    offload_api.add_routes(app, service)
     registry: list[CollectorRegistry] = []  # built at the first scrape (metrics.py)
 
     async def metrics_page(request: web.Request) -> web.Response:

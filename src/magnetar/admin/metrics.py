@@ -59,6 +59,7 @@ class BrokerCollector(Collector):
         yield from self._connections()
         yield from self._disk()
         yield from self._topic_counts()
+        yield from self._offload()
         yield from self._topics()
         yield from broadcast_metrics(self.service.topics, self.service.config.cluster_name)
         yield from replication_metrics(self.service.topics, self.service.config.cluster_name)
@@ -75,6 +76,50 @@ class BrokerCollector(Collector):
             "magnetar_inactive_topics_deleted",
             "Topics deleted by an inactive-topic policy (nobody used them)",
             value=service.inactive_topics.deleted,
+        )
+
+    def _offload(self) -> Iterator[Metric]:
+        """Tiered storage, broker-wide, under Pulsar's offloader metric names where they exist."""
+        offloader = self.service.offloads.offloader
+        if offloader is None:
+            return
+        done, reads = offloader.figures, self.service.storage.tiered.figures
+        for name, text, value in (
+            ("brk_ledgeroffloader_offload_error", "Ledger offloads that failed (retried later)", done.errors),
+            (
+                "brk_ledgeroffloader_offload_bytes",
+                "Bytes offloaded to the object store (verified)",
+                done.bytes,
+            ),
+            ("brk_ledgeroffloader_read_offload_error", "Reads of offloaded data that failed", reads.failures),
+            (
+                "brk_ledgeroffloader_read_offload_bytes",
+                "Bytes read back from the object store",
+                reads.fetched_bytes,
+            ),
+            (
+                "brk_ledgeroffloader_delete_offload_ops",
+                "Objects deleted from the object store",
+                done.deleted_objects,
+            ),
+            ("magnetar_offload_ledgers", "Ledgers offloaded and verified", done.ledgers),
+            (
+                "magnetar_offload_seconds",
+                "Seconds spent offloading ledgers (upload and verification)",
+                done.seconds,
+            ),
+            ("magnetar_offload_read_fetches", "Range reads from the object store", reads.fetches),
+            (
+                "magnetar_offload_read_seconds",
+                "Seconds spent in range reads from the object store",
+                reads.fetch_seconds,
+            ),
+        ):
+            yield CounterMetricFamily(name, text, value=value)
+        yield GaugeMetricFamily(
+            "magnetar_offload_read_cache_bytes",
+            "Offloaded data held in the read-ahead cache",
+            value=self.service.storage.tiered.cached_bytes,
         )
 
     def _disk(self) -> Iterator[Metric]:

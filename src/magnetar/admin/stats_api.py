@@ -18,6 +18,7 @@ from magnetar.admin.consumers_api import page_path
 from magnetar.admin.errors import partitions_of, persistent, single_topic, translate_errors
 from magnetar.admin.partition_fanout import each_partition
 from magnetar.broker.dispatchers.broadcast_stats import PAGE_LIMIT, STATS_CONSUMERS, is_broadcast
+from magnetar.broker.offloads import Offloads
 from magnetar.broker.replication import cursor_name, replication_stats
 
 if TYPE_CHECKING:
@@ -26,6 +27,8 @@ if TYPE_CHECKING:
     from magnetar.broker.subscription import PersistentSubscription
     from magnetar.broker.topic import PersistentTopic
     from magnetar.broker.traffic import Traffic
+    from magnetar.protocol.topic_name import TopicName
+    from magnetar.storage.managed_ledger import ManagedLedger
 
 #: Fields summed over partitions: a topic's and a publisher's (in), a subscription's (out).
 _IN = ("msgRateIn", "msgThroughputIn", "msgInCounter", "bytesInCounter")
@@ -104,12 +107,13 @@ def _subscription_stats(sub: PersistentSubscription | NonPersistentSubscription)
     return stats
 
 
-def topic_stats(topic: PersistentTopic | NonPersistentTopic) -> dict:
+def topic_stats(topic: PersistentTopic | NonPersistentTopic, offloads: Offloads | None = None) -> dict:
     ml = topic.ml
     stats = {
         **_in(topic.traffic),
         **_out(topic.traffic),
         "storageSize": ml.size_bytes() if ml is not None else 0,
+        **(offload_stats(topic.name, ml, offloads) if ml is not None else {}),
         "publishers": [
             {"producerId": p.producer_id, "producerName": p.name, **_in(p.traffic)}
             for p in topic.producers.values()
@@ -125,6 +129,17 @@ def topic_stats(topic: PersistentTopic | NonPersistentTopic) -> dict:
     if ml is None:  # non-persistent, as Pulsar's: the subscriptions' drop rates added up
         stats["msgDropRate"] = sum(sub["msgDropRate"] for sub in stats["subscriptions"].values())
     return stats
+
+
+def offload_stats(name: TopicName, ml: ManagedLedger, offloads: Offloads | None) -> dict:
+    """Pulsar's offload fields of topic stats (tiered storage)."""
+    state = offloads.of(name) if offloads is not None else None
+    return {
+        "offloadedStorageSize": ml.offloaded_size_bytes(),
+        "lastOffloadLedgerId": state.last_ledger_id if state else 0,
+        "lastOffloadSuccessTimeStamp": state.last_success_ms if state else 0,
+        "lastOffloadFailureTimeStamp": state.last_failure_ms if state else 0,
+    }
 
 
 def _deleted_ranges(ranges: list[tuple[int, int, int]]) -> str:
@@ -173,7 +188,20 @@ def internal_stats(topic: PersistentTopic) -> dict:
         "lastConfirmedEntry": str(ml.last_confirmed),
         "state": "LedgerOpened",
         "ledgers": [
-            {"ledgerId": info.ledger_id, "entries": info.entries, "size": info.size_bytes, "offloaded": False}
+            {
+                "ledgerId": info.ledger_id,
+                "entries": info.entries,
+                "size": info.size_bytes,
+                "offloaded": info.offloaded,
+                "underReplicated": False,
+                **({"timestamp": int(info.closed_at * 1000)} if info.closed_at else {}),
+                # Magnetar's own: where an offloaded ledger's object is, and whether the local copy is left
+                **(
+                    {"offloadState": info.offload.state, "offloadKey": info.offload.key, "local": info.local}
+                    if info.offload is not None
+                    else {}
+                ),
+            }
             for info in ledgers
         ],
         "cursors": cursors,
@@ -238,7 +266,7 @@ def add_routes(app: web.Application, service: BrokerService) -> None:
         @translate_errors
         async def stats(request: web.Request, domain: str = domain) -> web.Response:
             topic = single_topic(service, request, domain, "ask for its partitioned-stats")
-            return web.json_response(topic_stats(topic))
+            return web.json_response(topic_stats(topic, service.offloads))
 
         @translate_errors
         async def partitioned(request: web.Request, domain: str = domain) -> web.Response:
@@ -247,7 +275,7 @@ def add_routes(app: web.Application, service: BrokerService) -> None:
                 service,
                 request,
                 names,
-                lambda partition: topic_stats(service.get_topic(partition, create=False)),
+                lambda partition: topic_stats(service.get_topic(partition, create=False), service.offloads),
                 suffix="/stats",
             )
             partitions = {str(name): stats for name, stats in zip(names, answers, strict=True)}

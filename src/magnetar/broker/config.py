@@ -30,6 +30,8 @@ from pydantic.dataclasses import dataclass
 from magnetar.broker import backlog_quota, config_sources
 from magnetar.broker.config_sources import ConfigError
 from magnetar.broker.inactive_topic_policies import NO_SUBSCRIPTIONS, DeleteMode, InactiveTopicPolicies
+from magnetar.broker.offload_policies import OffloadPolicies
+from magnetar.offload.settings import OffloadSettings
 from magnetar.storage.config import (
     MIB,
     STRICT,
@@ -65,6 +67,14 @@ STORAGE_SETTINGS = (
     "entry_cache_bytes",
     "max_individual_ack_cache_bytes_per_cursor",
 )
+#: Tiered storage's read settings: the broker's name -> StorageConfig's.
+OFFLOAD_READ_SETTINGS = {
+    "managed_ledger_offload_read_cache_bytes": "offload_read_cache_bytes",
+    "managed_ledger_offload_read_buffer_size_in_bytes": "offload_read_block_bytes",
+    "managed_ledger_offload_prefetch_rounds": "offload_prefetch_blocks",
+    "managed_ledger_offload_read_retry_seconds": "offload_read_retry_seconds",
+    "managed_ledger_offload_read_timeout_seconds": "offload_read_timeout_seconds",
+}
 #: The storage layer's defaults, as its settings model holds them (data_dir aside).
 _STORAGE_DEFAULTS = StorageConfig(data_dir=Path("./data"))
 #: The settings of broker/limits.py (0: no limit).
@@ -236,6 +246,50 @@ class BrokerConfig:
     #: one series per namespace, its topics' values summed (100,000 topics make a scrape huge).
     expose_topic_level_metrics_in_prometheus: bool = True
 
+    # Tiered storage (docs/tiered-storage.md; Pulsar's names in snake_case). Off unless a driver is set.
+    #: Pulsar's managedLedgerOffloadDriver: aws-s3 (or S3), google-cloud-storage, azureblob, filesystem.
+    managed_ledger_offload_driver: str | None = None
+    #: The bucket (container, for azureblob) offloaded ledgers go to (Pulsar's managedLedgerOffloadBucket).
+    managed_ledger_offload_bucket: str | None = None
+    managed_ledger_offload_region: str | None = None
+    #: An S3-compatible store's URL (MinIO, Ceph ...); http:// is allowed.
+    managed_ledger_offload_service_endpoint: str | None = None
+    #: The filesystem driver's directory (a path or file:// URI; an NFS mount), Pulsar's fileSystemURI.
+    file_system_uri: str | None = None
+    #: A file of name=value lines with the store's credentials (else the environment: AWS_*,
+    #: GOOGLE_*, AZURE_STORAGE_*); never logged.
+    managed_ledger_offload_credentials_file: str | None = None
+    #: Pulsar's gcsManagedLedgerOffloadServiceAccountKeyFile.
+    gcs_managed_ledger_offload_service_account_key_file: str | None = None
+    #: Pulsar's managedLedgerOffloadAutoTriggerSizeThresholdBytes: bytes a topic keeps locally before
+    #: its older closed ledgers are offloaded (-1: off, 0: as soon as closed); namespaces and topics
+    #: may set their own (offloadThreshold).
+    managed_ledger_offload_threshold_in_bytes: Annotated[int, Field(ge=-1)] = -1
+    #: Pulsar's managedLedgerOffloadDeletionLagMs: how long a verified offload's local copy stays.
+    managed_ledger_offload_deletion_lag_ms: Annotated[int, Field(ge=-1)] = 4 * 3600 * 1000
+    #: Pulsar's managedLedgerOffloadMaxThreads: ledgers uploaded at once.
+    managed_ledger_offload_max_threads: PositiveInt = 2
+    #: Threads reading offloaded ranges.
+    managed_ledger_offload_read_threads: PositiveInt = 2
+    #: Pulsar's managedLedgerOffloadMaxBlockSizeInBytes: multipart part size of uploads.
+    managed_ledger_offload_max_block_size_in_bytes: Annotated[int, Field(ge=5 * MIB)] = 64 * MIB
+    #: One request to the object store fails after this long.
+    managed_ledger_offload_timeout_seconds: PositiveFloat = 30.0
+    #: How often topics are checked against their offload threshold and deletion lag.
+    managed_ledger_offload_check_interval_seconds: PositiveFloat = 60.0
+    #: Memory for offloaded data read back (the read-ahead cache), all topics together.
+    managed_ledger_offload_read_cache_bytes: NonNegativeInt = _STORAGE_DEFAULTS.offload_read_cache_bytes
+    #: Pulsar's managedLedgerOffloadReadBufferSizeInBytes: the unit of range reads.
+    managed_ledger_offload_read_buffer_size_in_bytes: PositiveInt = _STORAGE_DEFAULTS.offload_read_block_bytes
+    #: Pulsar's managedLedgerOffloadPrefetchRounds: read buffers fetched ahead of what a read needs.
+    managed_ledger_offload_prefetch_rounds: NonNegativeInt = _STORAGE_DEFAULTS.offload_prefetch_blocks
+    #: After a failed read from the store, reads of offloaded data fail at once this long.
+    managed_ledger_offload_read_retry_seconds: NonNegativeFloat = _STORAGE_DEFAULTS.offload_read_retry_seconds
+    #: The longest a seek or admin look-up waits for offloaded bytes.
+    managed_ledger_offload_read_timeout_seconds: PositiveFloat = (
+        _STORAGE_DEFAULTS.offload_read_timeout_seconds
+    )
+
     # Backlog quotas (see backlog_quota.py; namespaces may set their own).
     #: Largest backlog per topic, in bytes from the slowest subscription on (-1: no limit).
     backlog_quota_default_limit_bytes: QuotaLimit = -1
@@ -293,7 +347,32 @@ class BrokerConfig:
     def storage_config(self) -> StorageConfig:
         """The storage layer's settings, as this broker's."""
         passed = {name: getattr(self, name) for name in STORAGE_SETTINGS}
+        passed.update({ours: getattr(self, name) for name, ours in OFFLOAD_READ_SETTINGS.items()})
         return StorageConfig(data_dir=Path(self.data_dir), **passed)
+
+    def offload_settings(self) -> OffloadSettings | None:
+        """The offload driver's settings; None while tiered storage is off (no driver)."""
+        if not self.managed_ledger_offload_driver:
+            return None
+        return OffloadSettings(
+            self.managed_ledger_offload_driver,
+            bucket=self.managed_ledger_offload_bucket,
+            region=self.managed_ledger_offload_region,
+            service_endpoint=self.managed_ledger_offload_service_endpoint,
+            file_system_uri=self.file_system_uri,
+            credentials_file=self.managed_ledger_offload_credentials_file,
+            gcs_service_account_key_file=self.gcs_managed_ledger_offload_service_account_key_file,
+            max_threads=self.managed_ledger_offload_max_threads,
+            read_threads=self.managed_ledger_offload_read_threads,
+            max_block_size_in_bytes=self.managed_ledger_offload_max_block_size_in_bytes,
+            timeout_seconds=self.managed_ledger_offload_timeout_seconds,
+        )
+
+    def offload_policies(self) -> OffloadPolicies:
+        """The broker's offload threshold and deletion lag (where no namespace or topic sets one)."""
+        return OffloadPolicies(
+            self.managed_ledger_offload_threshold_in_bytes, self.managed_ledger_offload_deletion_lag_ms
+        )
 
     def worker_count(self) -> int:
         """``workers`` as a number: ``"auto"`` is the cores this process may run on."""
@@ -323,6 +402,9 @@ class BrokerConfig:
 
     def validate(self) -> None:
         """The checks across settings that need no other module (the rest: ``startup.prepare``)."""
+        settings = self.offload_settings()
+        if settings is not None:
+            settings.check()  # the driver's name, its bucket or directory
         if self.authorization_enabled and not self.authentication_enabled:
             raise ValueError(
                 "authorization_enabled needs authentication_enabled: without a proved role no grant can apply"

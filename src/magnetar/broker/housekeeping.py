@@ -18,6 +18,7 @@ from magnetar.broker.dispatchers import broadcast_lag
 from magnetar.broker.dispatchers.broadcast import BroadcastDispatcher
 from magnetar.broker.namespaces import NamespaceRegistry
 from magnetar.broker.nonpersistent import NonPersistentTopic
+from magnetar.broker.offloads import Offloads
 from magnetar.broker.topic import PersistentTopic
 from magnetar.storage.errors import StorageFullError
 
@@ -137,6 +138,17 @@ def trim_all(topics: Topics, namespaces: NamespaceRegistry) -> Iterator[None]:
             if deleted:
                 log.info("%s: deleted consumed ledgers %s", topic.name, deleted)
         yield
+
+
+def offload_all(topics: Topics, offloads: Offloads) -> Iterator[None]:
+    """Tiered storage: each persistent topic's offload threshold and deletion lag (the uploads run
+    on the offload threads), then the objects nobody owns."""
+    for part in in_slices(topics):
+        for topic in part:
+            if topic.ml is not None and not topic.ml.closed:
+                offloads.check(topic)
+        yield
+    offloads.sweep()
 
 
 def broadcast_dispatchers(topics: Topics) -> Iterator[tuple[PersistentTopic, str, BroadcastDispatcher]]:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from magnetar.broker.clusters import ClusterRegistry
 from magnetar.broker.inactive_topic_policies import TopicInactivePolicies
 from magnetar.broker.namespaces import NamespaceRegistry
+from magnetar.broker.offload_policies import TopicOffloadPolicies
 from magnetar.broker.replication import TopicReplication
 from magnetar.broker.schemas.registry import SchemaRegistry
 from magnetar.storage.store import Storage
@@ -30,6 +31,8 @@ class BrokerResources:
     schemas: SchemaRegistry
     #: Topics' own inactive-topic policies.
     topic_inactive_policies: TopicInactivePolicies
+    #: Topics' own offload policies (tiered storage).
+    topic_offload_policies: TopicOffloadPolicies
 
     @classmethod
     def open(cls, storage: Storage, cluster_name: str, default_bundles: int) -> BrokerResources:
@@ -44,4 +47,5 @@ class BrokerResources:
             topic_replication=TopicReplication(metadata),
             schemas=SchemaRegistry(metadata, namespaces),
             topic_inactive_policies=TopicInactivePolicies(metadata),
+            topic_offload_policies=TopicOffloadPolicies(metadata),
         )

@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any, TypeVar
 
-from magnetar.broker import descriptors, frame_room, housekeeping, loop_pass, tls
+from magnetar.broker import descriptors, frame_room, housekeeping, loop_pass, offload_policies, tls
 from magnetar.broker.authorization import CONSUME, PRODUCE, Authorizer
 from magnetar.broker.clusters import ClusterRegistry
 from magnetar.broker.config import BrokerConfig
@@ -40,6 +40,8 @@ from magnetar.broker.listener import Listener, listen
 from magnetar.broker.namespace_service import NamespaceService
 from magnetar.broker.namespaces import AutoTopicCreation, NamespaceRegistry
 from magnetar.broker.nonpersistent import NonPersistentTopic
+from magnetar.broker.offload_policies import OffloadPolicies
+from magnetar.broker.offloads import Offloads
 from magnetar.broker.ownership import BrokerInfo, LocalOwnership, OwnershipStore
 from magnetar.broker.refusal import PULSAR_OUT_OF_DESCRIPTORS
 from magnetar.broker.replication import TopicReplication, effective_clusters
@@ -51,6 +53,7 @@ from magnetar.broker.topic import PersistentTopic
 from magnetar.broker.topic_catalog import TopicCatalog, Topics
 from magnetar.broker.topic_loader import TopicLoader
 from magnetar.broker.worker_role import WorkerRole
+from magnetar.offload.offloader import LedgerOffloader
 from magnetar.protocol.frames import SHARED_READ_SIZE
 from magnetar.protocol.topic_name import TopicName
 from magnetar.storage import ledger_files
@@ -115,6 +118,7 @@ class BrokerService:
         self.replication_listeners: list[Callable[[], None]] = []
         #: When each loaded topic was last seen in use: idle ones are unloaded (inactive_topics.py).
         self.inactive_topics = InactiveTopics()
+        self._offloads: Offloads | None = None
 
     def _flow_control(self, config: BrokerConfig) -> None:
         """What connections share: the read buffer, the publish buffer, room for large frames."""
@@ -185,6 +189,13 @@ class BrokerService:
     @property
     def schemas(self) -> SchemaRegistry:
         return self.resources.schemas
+
+    @property
+    def offloads(self) -> Offloads:
+        """Tiered storage's offloads (offloads.py), made at start."""
+        if self._offloads is None:
+            raise BrokerNotStarted("the broker is not started")
+        return self._offloads
 
     @property
     def namespace_service(self) -> NamespaceService:
@@ -319,12 +330,19 @@ class BrokerService:
         if self.worker is None:  # a worker's supervisor holds it for all of them
             self._lock.acquire()
         passes = loop_pass.for_loop(loop)
+        settings = self.config.offload_settings()
+        offloader = LedgerOffloader(settings) if settings is not None else None
         storage = Storage(
             self.config.storage_config(),
             notify=_notifier(loop, passes),
             defer=lambda callback: passes.defer(loop_pass.SYNC, callback),
             check_directories=self.worker is None,
+            object_reader=offloader.io if offloader is not None else None,
         )
+        #: Tiered storage: offloads by threshold and by the admin API (offloads.py).
+        self._offloads = Offloads(offloader, storage.metadata, self.offload_policies)
+        if offloader is not None:
+            log.info("tiered storage: closed ledgers are offloaded to %s", offloader.settings.describe())
         # Descriptors are the process's: a broker's storage sets the bound for every ledger.
         ledger_files.set_open_limit(descriptors.ledger_file_limit(self.config.max_open_ledger_files))
         self._open_resources(storage)
@@ -382,6 +400,10 @@ class BrokerService:
             ),
             (min(1.0, timeout / 4), partial(frame_room.close_stalled, self.frame_budget, timeout)),
             (config.broker_delete_inactive_topics_frequency_seconds, self.check_inactive_topics),
+            (
+                config.managed_ledger_offload_check_interval_seconds,
+                partial(housekeeping.offload_all, topics, self.offloads),
+            ),
         ]
         if self.authentication is not None:
             work.append((config.authentication_refresh_check_seconds, self.check_credentials))
@@ -405,6 +427,17 @@ class BrokerService:
             self.catalog.topics_changed,
             lambda topic: self.inactive_topic_policies(topic.name),
             self._delete_inactive,
+        )
+
+    def offload_policies(self, name: TopicName) -> OffloadPolicies:
+        """The offload threshold and deletion lag that apply to ``name`` (offload_policies.py)."""
+        namespace = self.namespaces.policies(name.namespace_name)
+        return offload_policies.applied(
+            self.resources.topic_offload_policies.get(name),
+            namespace.offload_policies,
+            namespace.offload_threshold,
+            namespace.offload_deletion_lag_ms,
+            self.config.offload_policies(),
         )
 
     def inactive_topic_policies(self, name: TopicName) -> InactiveTopicPolicies:
@@ -475,6 +508,8 @@ class BrokerService:
             except Exception:
                 log.exception("closing topic %s failed", topic.name)
         self.topics.clear()
+        if self._offloads is not None:  # uploads under way finish (or fail) before storage closes
+            self._offloads.close()
         if self._resources is not None:
             self._resources.storage.close()
         if self._loader is not None:

@@ -111,6 +111,8 @@ class PersistentTopic:
         self.replicators: dict[str, ReplicatorLink] = {}
         #: Topic compaction: the compacted view and the compactor's runs (its cursor is no subscription).
         self.compaction = CompactedTopic(ml)
+        #: Offloaded entries a dispatcher could not wait for are fetched: read again (tiered storage).
+        ml.on_offloaded_data = self._notify_subscriptions
         for name_of_cursor, cursor in ml.cursors().items():
             remote = remote_of_cursor(name_of_cursor)
             if name_of_cursor == COMPACTION_SUBSCRIPTION:
