@@ -130,6 +130,14 @@ class BrokerConfig:
     #: TLS 1.2 cipher suites in OpenSSL's names (e.g. "ECDHE-RSA-AES256-GCM-SHA384"); empty: defaults.
     tls_ciphers: list[str] = field(default_factory=list)
 
+    # MQTT (docs/mqtt.md; Pulsar's MQTT handler's names where it has the setting).
+    #: MQTT 3.1.1 and 5.0 on this port (1883 is the usual one); None: off. 0 picks a free one.
+    mqtt_port: Port | None = None
+    #: MoP's defaultTenant and defaultNamespace: an MQTT Topic Name ``a/b`` is the topic
+    #: ``persistent://{tenant}/{namespace}/a%2Fb``.
+    mqtt_default_tenant: str = "public"
+    mqtt_default_namespace: str = "default"
+
     # Protocol.
     max_message_size: PositiveInt = 5 * MIB
     #: Most messages one batch may hold; a SEND of a batch with more (or whose structure does not
@@ -405,6 +413,8 @@ class BrokerConfig:
         settings = self.offload_settings()
         if settings is not None:
             settings.check()  # the driver's name, its bucket or directory
+        if self.mqtt_port is not None and self.workers != 1:
+            raise ValueError("mqtt_port is served by one broker process only (workers = 1) for now")
         if self.authorization_enabled and not self.authentication_enabled:
             raise ValueError(
                 "authorization_enabled needs authentication_enabled: without a proved role no grant can apply"

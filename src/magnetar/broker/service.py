@@ -22,7 +22,7 @@ from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from magnetar.broker import descriptors, frame_room, housekeeping, loop_pass, offload_policies, tls
 from magnetar.broker.authorization import CONSUME, PRODUCE, Authorizer
@@ -116,6 +116,13 @@ class BrokerService:
         #: Called with each persistent topic loaded and each namespace whose policies changed:
         #: geo-replication (magnetar.replication, a layer above) attaches its replicators.
         self.replication_listeners: list[Callable[[], None]] = []
+        #: Called with each persistent topic loaded (created or opened again): the MQTT handler
+        #: subscribes its wildcard subscriptions to the new topics that match (broker/mqtt).
+        self.topic_listeners: list[Callable[[PersistentTopic], None]] = []
+        #: Servers of other protocols on this broker (MQTT), closed with the Pulsar ones.
+        self.protocol_servers: list[ProtocolServer] = []
+        #: The MQTT port as bound; None while MQTT is off (mqtt_port).
+        self.mqtt_port: int | None = None
         #: When each loaded topic was last seen in use: idle ones are unloaded (inactive_topics.py).
         self.inactive_topics = InactiveTopics()
         self._offloads: Offloads | None = None
@@ -277,6 +284,11 @@ class BrokerService:
     def _topic_loaded(self, topic: PersistentTopic) -> None:
         self.open_replication_cursors(topic)
         self.replication_changed()
+        for listener in list(self.topic_listeners):
+            try:
+                listener(topic)
+            except Exception:
+                log.exception("%s: a topic listener failed", topic.name)
 
     def _hold_all(self, reason: int) -> None:
         log.debug("publish buffer over %d bytes: not reading any connection", self.publish_buffer.limit)
@@ -486,6 +498,8 @@ class BrokerService:
         for server in (self._server, self._tls_server, *self._shared_servers):
             if server is not None:
                 server.close()
+        for other in self.protocol_servers:
+            other.close()
         for cnx in list(self.connections):
             cnx.close()
 
@@ -630,6 +644,13 @@ class BrokerService:
                 if topic.namespace_name == namespace and not authz.can_topic(topic, cnx.role, CONSUME):
                     log.info("%r is not allowed to consume from %s anymore: consumer closed", cnx.role, topic)
                     consumer.disconnect()
+
+
+class ProtocolServer(Protocol):
+    """Another protocol's server on this broker (broker/mqtt's): stops accepting and closes its
+    connections when the broker stops serving."""
+
+    def close(self) -> None: ...
 
 
 def _notifier(loop: asyncio.AbstractEventLoop, passes: loop_pass.PassScheduler):

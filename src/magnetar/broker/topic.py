@@ -188,7 +188,7 @@ class PersistentTopic:
         if chunk is not None and metadata is not None and chunks.answer_resend(metadata, chunk, callback):
             return
         key = sequence_key(producer.name, max(send.sequence_id, send.highest_sequence_id), metadata, chunk)
-        if self.deduplication.is_duplicate(key, producer.replicator):
+        if self.deduplication.is_duplicate(key, producer.deduplicated):
             callback(DUPLICATE, None)
             return
         storing = (
