@@ -15,10 +15,11 @@ import asyncio
 import enum
 import json
 import logging
-import time
 from concurrent.futures import Executor
-from dataclasses import dataclass
 
+from magnetar.broker.compaction_pause import CompactionCheckpoints, Step
+from magnetar.broker.compaction_policies import backlog_estimate
+from magnetar.broker.compaction_stats import CompactionRecord
 from magnetar.broker.compactor import CompactedView, CompactionOutcome, compact
 from magnetar.storage.compacted_ledger import CompactedLedger, delete_compacted_ledger, remove_unused
 from magnetar.storage.cursor import ManagedCursor
@@ -45,24 +46,19 @@ class CompactionStatus(enum.Enum):
     ERROR = "ERROR"
 
 
-@dataclass(frozen=True, slots=True)
-class LastCompaction:
-    """What the topic stats' ``compaction`` section shows of the last successful run."""
-
-    removed_event_count: int
-    succeed_timestamp_ms: int
-    duration_ms: int
-
-
 class CompactedTopic:
     """Pulsar's ``CompactedTopicImpl`` with the compactor's runs: one at a time per topic."""
 
-    def __init__(self, ml: ManagedLedger) -> None:
+    def __init__(self, ml: ManagedLedger, pause_at: Step | None = None) -> None:
+        """``pause_at``: the test-only ``test_compaction_pause_at`` (compaction_pause.py)."""
         self.ml = ml
         self.status = CompactionStatus.NOT_RUN
         self.last_error = ""
-        self.last: LastCompaction | None = None
+        #: What the runs did: the topic stats' ``compaction`` section and the metrics.
+        self.record = CompactionRecord()
+        self.checkpoints = CompactionCheckpoints(ml.name, pause_at)
         self._running: asyncio.Task[None] | None = None
+        self._making_cursor: asyncio.Task[ManagedCursor] | None = None
         self.view = self._load()
 
     @property
@@ -76,6 +72,10 @@ class CompactedTopic:
     @property
     def running(self) -> bool:
         return self._running is not None and not self._running.done()
+
+    def backlog_estimate(self, durable_cursors: list[ManagedCursor]) -> int:
+        """Bytes not compacted yet, as the compaction threshold measures them (compaction_policies.py)."""
+        return backlog_estimate(self.ml, self.cursor, durable_cursors)
 
     def read_compacted(self, start: Position, max_entries: int, max_bytes: int) -> list[Entry]:
         """The view's entries at or after ``start`` with their original positions (none without a view)."""
@@ -107,25 +107,53 @@ class CompactedTopic:
         self._running = asyncio.get_running_loop().create_task(self._run(executor))
         return self._running
 
+    def make_cursor(self, executor: Executor | None) -> asyncio.Task[ManagedCursor] | None:
+        """Create the ``__compaction`` cursor at the earliest entry, off the loop, unless it is there
+        (Pulsar's preCreateSubscriptionForCompactionIfNeeded, for a topic with a compaction
+        threshold: from then on nothing is trimmed that compaction has not read)."""
+        if self.cursor is not None:
+            return None
+        if self._making_cursor is None or self._making_cursor.done():
+            self._making_cursor = asyncio.get_running_loop().create_task(self._make_cursor(executor))
+        return self._making_cursor
+
+    async def _make_cursor(self, executor: Executor | None) -> ManagedCursor:
+        existing = self.cursor
+        if existing is not None:
+            return existing
+        loop = asyncio.get_running_loop()
+        prepared = await loop.run_in_executor(
+            executor, self.ml.prepare_cursor, COMPACTION_SUBSCRIPTION, "earliest"
+        )
+        return self.ml.adopt_cursor(prepared)
+
     async def _run(self, executor: Executor | None) -> None:
         loop = asyncio.get_running_loop()
+        record = self.record
+        record.started()
         try:
-            cursor = self.cursor
-            if cursor is None:  # holds every entry from now on, so none goes before it is compacted
-                prepared = await loop.run_in_executor(
-                    executor, self.ml.prepare_cursor, COMPACTION_SUBSCRIPTION, "earliest"
-                )
-                cursor = self.ml.adopt_cursor(prepared)
-            done = await loop.run_in_executor(executor, _compact_and_open, self.ml, self.view)
+            # The cursor holds every entry from now on, so none goes before it is compacted.
+            making = self.make_cursor(executor)
+            cursor = self.cursor if making is None else await making
+            assert cursor is not None
+            done = await loop.run_in_executor(
+                executor, _compact_and_open, self.ml, self.view, record, self.checkpoints
+            )
+            removed = 0
             if done is not None:
-                self._commit(cursor, *done)
+                await self._commit(cursor, *done)
+                removed = done[0].removed
+            record.succeeded(removed)
             self.status = CompactionStatus.SUCCESS
         except Exception as exc:  # reported by the status; the previous view stays
             log.warning("%s: compaction failed: %s", self.ml.name, exc, exc_info=True)
+            record.failed()
             self.status = CompactionStatus.ERROR
             self.last_error = f"{type(exc).__name__}: {exc}"
 
-    def _commit(self, cursor: ManagedCursor, outcome: CompactionOutcome, ledger: CompactedLedger) -> None:
+    async def _commit(
+        self, cursor: ManagedCursor, outcome: CompactionOutcome, ledger: CompactedLedger
+    ) -> None:
         """The switch to the new view (one metadata commit), then the cursor, then the old ledger."""
         if self.ml.closed:  # unloaded or deleted meanwhile: the new ledger is left for remove_unused
             raise StorageClosedError(f"managed ledger {self.ml.name} is closed")
@@ -141,9 +169,10 @@ class CompactedTopic:
             delete_compacted_ledger(self.ml.directory, outcome.ledger_id)
             raise
         previous, self.view = self.view, CompactedView(ledger, outcome.horizon)
+        await self.checkpoints.check_on_loop("after_switch")
         cursor.mark_delete(outcome.horizon)
         self.ml.persist_cursors([cursor])
-        self.last = LastCompaction(outcome.removed, int(time.time() * 1000), int(outcome.duration_s * 1000))
+        await self.checkpoints.check_on_loop("before_delete")
         if previous is not None:
             previous.ledger.close()
             delete_compacted_ledger(self.ml.directory, previous.ledger.ledger_id)
@@ -156,6 +185,10 @@ class CompactedTopic:
             outcome.ledger_id,
         )
 
+    def stop(self) -> None:
+        """The broker is stopping: a compaction under way gives up at its next check."""
+        self.checkpoints.stop()
+
     def close(self) -> None:
         """Close the view's file (storage's half of closing the topic; a run under way then fails)."""
         if self.view is not None:
@@ -163,10 +196,13 @@ class CompactedTopic:
 
 
 def _compact_and_open(
-    ml: ManagedLedger, view: CompactedView | None
+    ml: ManagedLedger,
+    view: CompactedView | None,
+    record: CompactionRecord,
+    checkpoints: CompactionCheckpoints,
 ) -> tuple[CompactionOutcome, CompactedLedger] | None:
     """Both phases, then the new ledger opened for reading (its positions read): the worker thread's part."""
-    outcome = compact(ml, view)
+    outcome = compact(ml, view, record, checkpoints)
     if outcome is None:
         return None
     try:

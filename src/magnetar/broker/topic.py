@@ -110,7 +110,7 @@ class PersistentTopic:
         self.replication_cursors: dict[str, ManagedCursor] = {}
         self.replicators: dict[str, ReplicatorLink] = {}
         #: Topic compaction: the compacted view and the compactor's runs (its cursor is no subscription).
-        self.compaction = CompactedTopic(ml)
+        self.compaction = CompactedTopic(ml, config.test_compaction_pause_at)
         for name_of_cursor, cursor in ml.cursors().items():
             remote = remote_of_cursor(name_of_cursor)
             if name_of_cursor == COMPACTION_SUBSCRIPTION:
