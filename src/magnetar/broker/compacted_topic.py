@@ -12,6 +12,7 @@ previous compacted ledger is deleted last (a crash before: ``remove_unused`` on 
 from __future__ import annotations
 
 import asyncio
+import bisect
 import enum
 import json
 import logging
@@ -21,6 +22,10 @@ from magnetar.broker.compaction_pause import CompactionCheckpoints, Step
 from magnetar.broker.compaction_policies import backlog_estimate
 from magnetar.broker.compaction_stats import CompactionRecord
 from magnetar.broker.compactor import CompactedView, CompactionOutcome, compact
+from magnetar.broker.entry_search import entry_time
+from magnetar.broker.ids import is_earliest, is_latest, position_of
+from magnetar.broker.seek import position_for_message_id, position_for_time
+from magnetar.protocol import wire
 from magnetar.storage.compacted_ledger import CompactedLedger, delete_compacted_ledger, remove_unused
 from magnetar.storage.cursor import ManagedCursor
 from magnetar.storage.entry import Entry
@@ -82,6 +87,35 @@ class CompactedTopic:
         if self.view is None:
             return []
         return self.view.ledger.read_from(start, max_entries, max_bytes)
+
+    # -- seek on a compacted read (Pulsar's forced reset below the horizon) --------------------
+    def seek_position(self, msg_id: wire.MessageIdData) -> tuple[Position, bool]:
+        """Where a readCompacted consumer's seek to ``msg_id`` lands, and whether exactly there: a
+        position up to the horizon is read in the view as it is (its ledger may be trimmed), the
+        earliest message is the view's first one."""
+        found = position_for_message_id(self.ml, msg_id)  # refuses another topic's id
+        horizon = self.horizon
+        if horizon is None or is_latest(msg_id):
+            return found, False
+        if is_earliest(msg_id):
+            return Position.EARLIEST, True
+        position = position_of(msg_id)
+        return (position, True) if position <= horizon else (found, False)
+
+    def time_position(self, timestamp_ms: int) -> tuple[Position, bool]:
+        """Where a readCompacted consumer's seek to a time lands: the first message of the view at
+        or after it, unless the topic has an earlier one (its ledgers kept)."""
+        found = position_for_time(self.ml, timestamp_ms)
+        view = self.view
+        if view is None:
+            return found, False
+        ledger = view.ledger
+        index = bisect.bisect_left(
+            range(ledger.entries), True, key=lambda i: entry_time(ledger.entry_at(i).data) >= timestamp_ms
+        )
+        if index < ledger.entries and (in_view := ledger.positions[index]) < found:
+            return in_view, True
+        return found, False
 
     def _load(self) -> CompactedView | None:
         raw = self.ml.get_property(PROPERTIES_KEY)
