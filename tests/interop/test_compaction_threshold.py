@@ -56,15 +56,14 @@ def test_a_namespace_threshold_compacts_its_topics_by_themselves(broker_factory,
     assert admin_call(broker, "PUT", path, 100) == (204, None)
     assert admin_call(broker, "GET", path) == (200, 100)
     topic = f"persistent://{namespace}/positions"
-    _send(client, topic, 20, keys=4)  # 20 entries of far more than 100 bytes
+    # 20 entries of far more than 100 bytes: compacted by itself (maybe more than once while they come)
+    _send(client, topic, 20, keys=4)
+    expected = [b"v16", b"v17", b"v18", b"v19"]
+    eventually(lambda: _compacted(client, topic) == expected, what="a compaction by threshold")
     assert compaction_over(broker, topic)["status"] == "SUCCESS"
-    assert _compacted(client, topic) == [b"v16", b"v17", b"v18", b"v19"]
     _send(client, topic, 4, keys=4, start=20)  # past the threshold again: compacted again
-
-    def again():
-        return _compacted(client, topic) == [b"v20", b"v21", b"v22", b"v23"]
-
-    eventually(again, what="the second compaction by threshold")
+    expected = [b"v20", b"v21", b"v22", b"v23"]
+    eventually(lambda: _compacted(client, topic) == expected, what="the next compaction by threshold")
     assert admin_call(broker, "DELETE", path) == (204, None)
     assert admin_call(broker, "GET", path) == (204, None)
 
@@ -93,6 +92,9 @@ def test_a_topics_own_threshold_wins_over_its_namespaces_and_the_brokers(broker_
     assert compaction_over(broker, off)["status"] == "SUCCESS"
     assert _compacted(client, off) == [b"v8", b"v9"]
     assert admin_call(broker, "POST", topic_path(off) + "/compactionThreshold", -5)[0] == 412
+    assert admin_call(broker, "POST", topic_path(on) + "/compactionThreshold", 7) == (204, None)
+    assert admin_call(broker, "DELETE", topic_path(on)) == (204, None)
+    assert admin_call(broker, "GET", topic_path(on) + "/compactionThreshold") == (204, None)  # gone with it
 
 
 def test_the_compaction_section_metrics_and_internal_stats(broker, client, topic):

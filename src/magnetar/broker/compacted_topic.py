@@ -148,8 +148,16 @@ class CompactedTopic:
         if self.cursor is not None:
             return None
         if self._making_cursor is None or self._making_cursor.done():
-            self._making_cursor = asyncio.get_running_loop().create_task(self._make_cursor(executor))
+            making = asyncio.get_running_loop().create_task(self._make_cursor(executor))
+            making.add_done_callback(self._cursor_made)
+            self._making_cursor = making
         return self._making_cursor
+
+    def _cursor_made(self, making: asyncio.Task[ManagedCursor]) -> None:
+        """Say why the cursor could not be made (a compaction waiting on it says it too); the next
+        check or compaction tries again."""
+        if not making.cancelled() and (exc := making.exception()) is not None:
+            log.warning("%s: the %s cursor could not be made: %s", self.ml.name, COMPACTION_SUBSCRIPTION, exc)
 
     async def _make_cursor(self, executor: Executor | None) -> ManagedCursor:
         existing = self.cursor
