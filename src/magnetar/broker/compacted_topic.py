@@ -219,12 +219,13 @@ class CompactedTopic:
             previous.ledger.close()
             delete_compacted_ledger(self.ml.directory, previous.ledger.ledger_id)
         log.info(
-            "%s: compacted up to %s: %d of %d messages kept (ledger %d)",
+            "%s: compacted up to %s: %d of %d messages kept (ledger %d, %.3f s)",
             self.ml.name,
             outcome.horizon,
             outcome.messages_kept,
             outcome.messages_read,
             outcome.ledger_id,
+            outcome.duration_s,
         )
 
     def stop(self) -> None:
@@ -244,6 +245,7 @@ def _compact_and_open(
     checkpoints: CompactionCheckpoints,
 ) -> tuple[CompactionOutcome, CompactedLedger] | None:
     """Both phases, then the new ledger opened for reading (its positions read): the worker thread's part."""
+    record.started()  # its duration counts from here, not from its wait for the thread
     outcome = compact(ml, view, record, checkpoints)
     if outcome is None:
         return None
