@@ -86,3 +86,31 @@ def test_kill_9_during_a_compaction_leaves_the_previous_view_or_the_new_one(
     eventually(lambda: _compacted(client, topic) == final, what="the compaction by threshold")
     assert admin_call(broker, "GET", compaction_path(topic))[1]["status"] == "SUCCESS"
     assert len(_compacted_files(broker)) == 2
+
+
+@pytest.mark.parametrize("step", ["phase_two", "after_switch"])
+def test_a_broker_stopped_during_a_compaction_stops_it_and_keeps_a_whole_view(
+    broker_factory, client_factory, topic, step
+):
+    """SIGTERM while a compaction is under way (held at a step on its thread, or on the event loop):
+    the broker exits at once and cleanly, the compaction given up; after the restart the view is the
+    previous one (before the switch) or the new one (after it), and no other file is left."""
+    broker = broker_factory({"test_compaction_pause_at": step})
+    client = client_factory(broker.service_url)
+    _send(client, topic, range(10), keys=2)
+    client.close()
+    assert admin_call(broker, "PUT", compaction_path(topic))[0] == 204
+    eventually(lambda: f"paused at {step}" in broker.log_path.read_text(), what=f"the pause at {step}")
+    assert broker.stop() == 0
+    del broker.config["test_compaction_pause_at"]
+    broker.restart()
+    client = client_factory(broker.service_url)
+    everything = [f"v{i}".encode() for i in range(10)]
+    assert _compacted(client, topic) == (FIRST_VIEW if step in SWITCHED else everything)
+    files = _compacted_files(broker)
+    if step in SWITCHED:
+        _, internal = admin_call(broker, "GET", topic_path(topic) + "/internalStats")
+        ledger = internal["compactedLedger"]["ledgerId"]
+        assert files == {f"{ledger:020d}.log", f"{ledger:020d}.idx"}
+    else:
+        assert files == set()

@@ -233,7 +233,9 @@ class CompactedTopic:
         self.checkpoints.stop()
 
     def close(self) -> None:
-        """Close the view's file (storage's half of closing the topic; a run under way then fails)."""
+        """Close the view's file (storage's half of closing the topic); a run under way stops at its
+        next check (or fails reading what is closed)."""
+        self.checkpoints.stop()
         if self.view is not None:
             self.view.ledger.close()
 
