@@ -12,6 +12,7 @@ from magnetar.admin import (
     bundles_api,
     clusters_api,
     compaction_api,
+    compaction_threshold_api,
     consumers_api,
     http_refusal,
     inactive_topics_api,
@@ -73,6 +74,7 @@ def build_app(service: BrokerService, web_urls: clusters_api.WebUrls | None = No
     inactive_topics_api.add_routes(app, service)
     compaction_api.add_routes(app, service)
     offload_api.add_routes(app, service)
+    compaction_threshold_api.add_routes(app, service)
     registry: list[CollectorRegistry] = []  # built at the first scrape (metrics.py)
 
     async def metrics_page(request: web.Request) -> web.Response:

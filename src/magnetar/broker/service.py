@@ -19,7 +19,7 @@ import threading
 import time
 import urllib.parse
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any, Protocol, TypeVar
@@ -27,9 +27,11 @@ from typing import Any, Protocol, TypeVar
 from magnetar.broker import descriptors, frame_room, housekeeping, loop_pass, offload_policies, tls
 from magnetar.broker.authorization import CONSUME, PRODUCE, Authorizer
 from magnetar.broker.clusters import ClusterRegistry
+from magnetar.broker.compaction_policies import TopicCompactionThresholds, applied_threshold
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.data_dir_lock import DataDirLock
 from magnetar.broker.dispatchers.broadcast_lag import LagLimits
+from magnetar.broker.errors import TopicNotFound
 from magnetar.broker.flow_control import Hold, PublishBuffer, no_holds
 from magnetar.broker.frame_budget import FrameBudget, FrameReceiver
 from magnetar.broker.inactive_topic_policies import InactiveTopicPolicies
@@ -64,6 +66,8 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 #: The name of the thread that lists topics (tests look for it).
 LISTING_THREAD = "magnetar-list"
+#: The name of the thread that compacts topics.
+COMPACTION_THREAD = "magnetar-compaction"
 #: How often a broker sharing bundles renews its session (a third of the store's lease) and
 #: looks for policies changed by the others (what "at once" means across workers).
 OWNERSHIP_RENEW_SECONDS = 3.0
@@ -100,6 +104,9 @@ class BrokerService:
         self._loader: TopicLoader | None = None
         #: Lists a namespace's topics (GET_TOPICS_OF_NAMESPACE, the admin lists) off the loop.
         self._listing = ThreadPoolExecutor(1, thread_name_prefix=LISTING_THREAD)
+        #: Runs topic compactions (both phases), one at a time, apart from the open threads: a
+        #: long compaction holds up no topic's load (compacted_topic.py).
+        self.compaction_executor = ThreadPoolExecutor(1, thread_name_prefix=COMPACTION_THREAD)
         self.port: int | None = None
         #: The pulsar+ssl:// port as bound; None while TLS is off (broker/tls.py).
         self.tls_port: int | None = None
@@ -283,6 +290,7 @@ class BrokerService:
 
     def _topic_loaded(self, topic: PersistentTopic) -> None:
         self.open_replication_cursors(topic)
+        self.prepare_compaction(topic)
         self.replication_changed()
         for listener in list(self.topic_listeners):
             try:
@@ -416,6 +424,7 @@ class BrokerService:
                 config.managed_ledger_offload_check_interval_seconds,
                 partial(housekeeping.offload_all, topics, self.offloads),
             ),
+            (config.broker_service_compaction_monitor_interval_in_seconds, self.check_compaction),
         ]
         if self.authentication is not None:
             work.append((config.authentication_refresh_check_seconds, self.check_credentials))
@@ -451,6 +460,37 @@ class BrokerService:
             namespace.offload_deletion_lag_ms,
             self.config.offload_policies(),
         )
+
+    def check_compaction(self) -> Iterator[None]:
+        """Compact the loaded topics past their compaction threshold (housekeeping.check_compaction):
+        the topics' own thresholds read once for the pass."""
+        own = self.resources.topic_compaction_thresholds.all()
+        return housekeeping.check_compaction(
+            self.topics, lambda name: self.compaction_threshold(name, own), self.compaction_executor
+        )
+
+    def compaction_threshold(self, name: TopicName, own: dict[str, int] | None = None) -> int:
+        """What applies to ``name``: the topic's own compaction threshold (from ``own`` when
+        given: all of them, read at once), else its namespace's, else the broker's."""
+        if own is None:
+            mine = self.resources.topic_compaction_thresholds.get(name)
+        else:
+            mine = own.get(TopicCompactionThresholds.name_of(name))
+        try:
+            namespace = self.namespaces.policies(name.namespace_name).compaction_threshold
+        except TopicNotFound:  # the namespace was deleted meanwhile
+            namespace = None
+        return applied_threshold(mine, namespace, self.config.broker_service_compaction_threshold_in_bytes)
+
+    def prepare_compaction(self, topic: PersistentTopic) -> None:
+        """A topic with a compaction threshold gets its ``__compaction`` cursor (off the loop) as soon
+        as it is loaded or the threshold set, as Pulsar's does: nothing is trimmed before it is
+        compacted."""
+        try:
+            if self.compaction_threshold(topic.name) > 0:
+                topic.compaction.make_cursor(self.loader.executor)
+        except Exception:
+            log.exception("%s: cannot prepare its compaction", topic.name)
 
     def inactive_topic_policies(self, name: TopicName) -> InactiveTopicPolicies:
         """What applies to ``name``: the topic's own policies, else its namespace's, else the broker's."""
@@ -511,6 +551,10 @@ class BrokerService:
         if self._namespace_service is not None and self._namespace_service.me is not None:
             self._namespace_service.unregister()
         self._listing.shutdown(wait=True, cancel_futures=True)
+        for topic in list(self.topics.values()):  # a compaction under way stops at its next check
+            if isinstance(topic, PersistentTopic):
+                topic.compaction.stop()
+        self.compaction_executor.shutdown(wait=True, cancel_futures=True)
         if self._loader is not None:  # opens and unloads under way finish before storage closes
             self._loader.executor.shutdown(wait=True)
             self._loader.closer.shutdown(wait=True)
@@ -605,10 +649,12 @@ class BrokerService:
     def apply_policies(self, namespace: str) -> None:
         """Policies are read when used; nothing is cached that would need refreshing, but a change
         of replication clusters opens the new remotes' cursors at once (a message published
-        next is replicated) and tells the replication layer."""
+        next is replicated) and tells the replication layer, and a compaction threshold set makes
+        the topics' ``__compaction`` cursors."""
         for topic in list(self.topics.values()):
             if isinstance(topic, PersistentTopic) and topic.name.namespace_name == namespace:
                 self.open_replication_cursors(topic)
+                self.prepare_compaction(topic)
         self.replication_changed()
 
     def open_replication_cursors(self, topic: PersistentTopic) -> None:

@@ -42,6 +42,7 @@ class TopicCatalog:
         self._namespaces = resources.namespaces
         self._topic_replication = resources.topic_replication
         self._topic_inactive_policies = resources.topic_inactive_policies
+        self._topic_compaction_thresholds = resources.topic_compaction_thresholds
         self._limits = limits
         self._auto_creation = auto_creation
         self._topics_changed = topics_changed
@@ -147,7 +148,7 @@ class TopicCatalog:
             if self.exists(str(partition)):
                 self.delete_topic(partition)
         namespaces.delete_partitions(str(name))
-        self._forget_replication(name)
+        self._forget_policies(name)
 
     # -- topics -----------------------------------------------------------------------------
     def check_new_topic(self, name: TopicName) -> None:
@@ -176,7 +177,7 @@ class TopicCatalog:
                 return
         self._storage.delete_managed_ledger(key)
         if name.partitioned_base() is None:
-            self._forget_replication(name)
+            self._forget_policies(name)
             self._topic_inactive_policies.remove(name)
 
     def unload_bundle(self, bundle: NamespaceBundle) -> int:
@@ -217,9 +218,11 @@ class TopicCatalog:
         """Loaded topics went (or came): geo-replication is told."""
         self._topics_changed()
 
-    def _forget_replication(self, name: TopicName) -> None:
-        """A deleted topic's replication-clusters override goes with it (Pulsar's topic policies do)."""
+    def _forget_policies(self, name: TopicName) -> None:
+        """A deleted topic's replication-clusters override and compaction threshold go with it
+        (Pulsar's topic policies do)."""
         self._topic_replication.remove(name)
+        self._topic_compaction_thresholds.remove(name)
 
     def topics_of_namespace(self, namespace: str, loaded: Iterable[str] | None = None) -> list[str]:
         """Every topic (partitions included) stored or loaded in ``namespace``, sorted. The stored
