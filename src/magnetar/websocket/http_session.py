@@ -92,7 +92,6 @@ _ERRORS: dict[int, type[web.HTTPException]] = {
     403: web.HTTPForbidden,
     404: web.HTTPNotFound,
     409: web.HTTPConflict,
-    413: web.HTTPRequestEntityTooLarge,
     429: web.HTTPTooManyRequests,
     500: web.HTTPInternalServerError,
     503: web.HTTPServiceUnavailable,
@@ -101,7 +100,10 @@ _ERRORS: dict[int, type[web.HTTPException]] = {
 
 def refusal(status: int, reason: str) -> web.HTTPException:
     """An HTTP error with Pulsar's JSON body ``{"reason": ...}``."""
-    return _ERRORS[status](text=json.dumps({"reason": reason}), content_type="application/json")
+    body = {"text": json.dumps({"reason": reason}), "content_type": "application/json"}
+    if status == 413:
+        return web.HTTPRequestEntityTooLarge(max_size=0, actual_size=0, **body)
+    return _ERRORS[status](**body)
 
 
 def refused(exc: SessionError, what: str) -> web.HTTPException:
