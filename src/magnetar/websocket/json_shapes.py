@@ -11,7 +11,6 @@ Anything malformed is a ``BadInput`` naming Pulsar's ``WebSocketError`` code.
 from __future__ import annotations
 
 import base64
-import binascii
 import datetime
 import enum
 import json
@@ -19,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from magnetar.protocol import ProtocolError, wire
-from magnetar.protocol.message_id import parse_message_id
+from magnetar.protocol.message_id import INT64_MAX, parse_message_id
 
 
 class WebSocketError(enum.IntEnum):
@@ -78,7 +77,7 @@ def decode_message_id(text: object) -> wire.MessageIdData:
     try:
         data = base64.b64decode(text, validate=True)
         return parse_message_id(data)
-    except (binascii.Error, ProtocolError) as exc:
+    except (ValueError, ProtocolError) as exc:  # binascii.Error, not ASCII, not a MessageIdData
         raise ValueError(f"messageId {text!r} is not a message id: {exc}") from None
 
 
@@ -158,7 +157,7 @@ def parse_producer_message(text: str | bytes) -> OutgoingMessage:
         raise BadInput(WebSocketError.PayloadEncodingError, "payload must be a base64 string", context)
     try:
         data = base64.b64decode(payload, validate=True)
-    except binascii.Error as exc:
+    except ValueError as exc:  # binascii.Error, or a character that is not ASCII
         reason = f"Invalid Base64 message-payload error={exc}"
         raise BadInput(WebSocketError.PayloadEncodingError, reason, context) from None
     message = _common_fields(body, context, WebSocketError.FailedToDeserializeFromJSON)
@@ -181,33 +180,45 @@ def _common_fields(body: dict[str, Any], context: str | None, error: WebSocketEr
     message = OutgoingMessage(b"", context=context)
     properties = body.get("properties")
     if properties is not None:
-        if not isinstance(properties, dict) or not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in properties.items()
-        ):
+        if not isinstance(properties, dict) or not all(_text(k) and _text(v) for k, v in properties.items()):
             raise BadInput(error, "properties must be an object of strings", context)
         message.properties = properties
     key = body.get("key")
     if key is not None:
-        if not isinstance(key, str):
+        if not _text(key):
             raise BadInput(error, "key must be a string", context)
         message.key = key
     clusters = body.get("replicationClusters")
     if clusters is not None:
-        if not isinstance(clusters, list) or not all(isinstance(c, str) for c in clusters):
+        if not isinstance(clusters, list) or not all(_text(c) for c in clusters):
             raise BadInput(error, "replicationClusters must be a list of strings", context)
         message.replication_clusters = clusters
     message.disable_replication = body.get("disableReplication") is True
     for name in ("sequenceId", "deliverAt", "deliverAfterMs", "partition"):
         value = body.get(name)
-        if value is None:
-            continue
-        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-            raise BadInput(error, f"{name} must be a non-negative integer", context)
+        if value is not None and not _long(value):
+            raise BadInput(error, f"{name} must be an integer from 0 to 2^63 - 1", context)
     message.sequence_id = body.get("sequenceId")
     message.deliver_at = body.get("deliverAt") or None
     message.deliver_after_ms = body.get("deliverAfterMs") or None
     message.partition = body.get("partition")
     return message
+
+
+def _text(value: object) -> bool:
+    """A string that protobuf can carry (JSON may hold lone surrogates, which UTF-8 cannot)."""
+    if not isinstance(value, str):
+        return False
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _long(value: object) -> bool:
+    """A non-negative Java long (what sequence ids and times are on the wire)."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= INT64_MAX
 
 
 def parse_event_time(body: dict[str, Any], message: OutgoingMessage) -> None:
@@ -219,6 +230,8 @@ def parse_event_time(body: dict[str, Any], message: OutgoingMessage) -> None:
         message.event_time = parse_time(value)
     except ValueError as exc:
         raise BadInput(WebSocketError.PayloadEncodingError, str(exc), message.context) from None
+    if not _long(message.event_time):
+        raise BadInput(WebSocketError.PayloadEncodingError, "eventTime is before 1970", message.context)
 
 
 def producer_ack(message_id: wire.MessageIdData, context: str | None) -> str:
@@ -331,7 +344,7 @@ def parse_produce_request(text: str | bytes) -> ProduceRequest:
     if not isinstance(messages, list) or not messages:
         raise ValueError("messages must be a non-empty list")
     producer_name = body.get("producerName")
-    if producer_name is not None and not isinstance(producer_name, str):
+    if producer_name is not None and not _text(producer_name):
         raise ValueError("producerName must be a string")
     version = body.get("schemaVersion", -1)
     if not isinstance(version, int) or isinstance(version, bool):
@@ -358,7 +371,9 @@ def parse_produce_request(text: str | bytes) -> ProduceRequest:
             try:  # REST produce takes epoch milliseconds (Pulsar's Long.parseLong)
                 message.event_time = int(event_time)
             except (TypeError, ValueError):
-                raise ValueError(f"messages[{index}].eventTime must be epoch milliseconds") from None
+                message.event_time = -1
+            if not _long(message.event_time):
+                raise ValueError(f"messages[{index}].eventTime must be epoch milliseconds")
         request.messages.append((payload, message))
     return request
 

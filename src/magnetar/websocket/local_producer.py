@@ -17,6 +17,7 @@ from magnetar.protocol import wire
 from magnetar.protocol.commands import wrap
 from magnetar.protocol.compression import CompressionType, compress
 from magnetar.protocol.headers import encode_headers_and_payload
+from magnetar.protocol.message_id import INT64_MAX
 from magnetar.protocol.topic_name import TopicName
 from magnetar.websocket.json_shapes import OutgoingMessage
 from magnetar.websocket.session import LocalSession, SessionClosed, SessionError
@@ -89,7 +90,7 @@ class LocalProducer:
             return future
         sequence_id = message.sequence_id if message.sequence_id is not None else self._next_sequence_id
         self._next_sequence_id = max(self._next_sequence_id, sequence_id + 1)
-        metadata = self._metadata(message, sequence_id)
+        metadata = message_metadata(message, self.name, sequence_id, self.schema_version)
         payload = message.payload
         if self.compression is not CompressionType.NONE:
             metadata.compression = wire.CompressionType.ValueType(int(self.compression))
@@ -103,27 +104,6 @@ class LocalProducer:
             self._pending.pop()
             future.set_exception(exc)
         return future
-
-    def _metadata(self, message: OutgoingMessage, sequence_id: int) -> wire.MessageMetadata:
-        now = int(time.time() * 1000)
-        metadata = wire.MessageMetadata(producer_name=self.name, sequence_id=sequence_id, publish_time=now)
-        for key, value in message.properties.items():
-            metadata.properties.add(key=key, value=value)
-        if message.key is not None:
-            metadata.partition_key = message.key
-        if message.event_time:
-            metadata.event_time = message.event_time
-        if message.disable_replication:
-            metadata.replicate_to.append(LOCAL_ONLY)
-        elif message.replication_clusters is not None:
-            metadata.replicate_to.extend(message.replication_clusters)
-        if message.deliver_at:
-            metadata.deliver_at_time = message.deliver_at
-        elif message.deliver_after_ms:
-            metadata.deliver_at_time = now + message.deliver_after_ms
-        if self.schema_version is not None:
-            metadata.schema_version = self.schema_version
-        return metadata
 
     # -- the session's callbacks -----------------------------------------------------------------
     def on_receipt(self, receipt: wire.CommandSendReceipt) -> None:
@@ -154,3 +134,28 @@ class LocalProducer:
                 future.set_exception(SessionClosed(f"{reason}: the message may not be stored"))
         if ended_here:
             self.on_gone(reason)
+
+
+def message_metadata(
+    message: OutgoingMessage, producer_name: str, sequence_id: int, schema_version: bytes | None
+) -> wire.MessageMetadata:
+    """The metadata a client gives ``message`` (publish time now; ``deliverAfterMs`` from now)."""
+    now = int(time.time() * 1000)
+    metadata = wire.MessageMetadata(producer_name=producer_name, sequence_id=sequence_id, publish_time=now)
+    for key, value in message.properties.items():
+        metadata.properties.add(key=key, value=value)
+    if message.key is not None:
+        metadata.partition_key = message.key
+    if message.event_time:
+        metadata.event_time = message.event_time
+    if message.disable_replication:
+        metadata.replicate_to.append(LOCAL_ONLY)
+    elif message.replication_clusters is not None:
+        metadata.replicate_to.extend(message.replication_clusters)
+    if message.deliver_at:
+        metadata.deliver_at_time = message.deliver_at
+    elif message.deliver_after_ms:
+        metadata.deliver_at_time = min(now + message.deliver_after_ms, INT64_MAX)
+    if schema_version is not None:
+        metadata.schema_version = schema_version
+    return metadata

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import binascii
 import json
 import logging
 import struct
@@ -92,7 +91,7 @@ def _schema_data(info: dict[str, Any]) -> bytes:
         raise ValueError("a SchemaInfo's schema must be base64, text or JSON")
     try:
         return base64.b64decode(value, validate=True)
-    except binascii.Error:
+    except ValueError:  # binascii.Error, or not ASCII: the definition itself
         return value.encode()
 
 
@@ -114,7 +113,9 @@ def request_schema(service: BrokerService, topic: TopicName, request: ProduceReq
     if not isinstance(properties, dict):
         raise ValueError("a SchemaInfo's properties must be an object")
     stored = StoredSchema(0, kind, _schema_data(info), {str(k): str(v) for k, v in properties.items()})
-    return to_wire(sid, stored)
+    schema = to_wire(sid, stored)
+    schema.SerializeToString()  # ValueError (a property protobuf cannot carry) before it is sent
+    return schema
 
 
 def handler(service: BrokerService, domain: str):
