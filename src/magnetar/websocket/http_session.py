@@ -100,10 +100,10 @@ _ERRORS: dict[int, type[web.HTTPException]] = {
 
 def refusal(status: int, reason: str) -> web.HTTPException:
     """An HTTP error with Pulsar's JSON body ``{"reason": ...}``."""
-    body = {"text": json.dumps({"reason": reason}), "content_type": "application/json"}
+    text, kind = json.dumps({"reason": reason}), "application/json"
     if status == 413:
-        return web.HTTPRequestEntityTooLarge(max_size=0, actual_size=0, **body)
-    return _ERRORS[status](**body)
+        return web.HTTPRequestEntityTooLarge(max_size=0, actual_size=0, text=text, content_type=kind)
+    return _ERRORS[status](text=text, content_type=kind)
 
 
 def refused(exc: SessionError, what: str) -> web.HTTPException:
