@@ -10,6 +10,7 @@ import json
 import urllib.parse
 import urllib.request
 
+import pulsar
 import pytest
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect
@@ -294,3 +295,59 @@ def test_token_auth_query_and_header_and_authorization(broker_factory, client_fa
     ):
         assert publish(producer_ws, b"secured")["result"] == "ok"
         assert payload_of(next_message(consumer_ws)) == b"secured"
+
+
+# -- chunked messages, durability -----------------------------------------------------------------------
+def test_ws_consumer_gets_chunked_messages_whole(broker_factory, client_factory, topic):
+    broker = broker_factory({"max_message_size": 10_000})
+    client = client_factory(broker.service_url)
+    big = bytes(range(256)) * 100  # 25,600 bytes: three chunks
+    with connect(ws_url(broker, "consumer", topic, "sub")) as ws:
+        producer = client.create_producer(topic, chunking_enabled=True, batching_enabled=False)
+        sent = producer.send(big)
+        producer.send(b"small")
+        message = next_message(ws)
+        assert payload_of(message) == big
+        assert base64.b64decode(message["messageId"]) == sent.serialize()
+        ws.send(json.dumps({"messageId": message["messageId"]}))
+        small = next_message(ws)
+        assert payload_of(small) == b"small"
+        ws.send(json.dumps({"messageId": small["messageId"]}))
+    # Every chunk was acknowledged: the subscription has nothing left.
+    path = topic.replace("persistent://", "persistent/")
+
+    def backlog() -> int:
+        with urllib.request.urlopen(f"{broker.http_url}/admin/v2/{path}/stats", timeout=TIMEOUT_S) as answer:
+            return json.loads(answer.read())["subscriptions"]["sub"]["msgBacklog"]
+
+    eventually(lambda: backlog() == 0, what="the subscription's backlog emptied by the acks")
+
+
+def test_ws_acks_mean_on_disk_across_kill_9(broker, client_factory, topic):
+    with connect(ws_url(broker, "producer", topic)) as ws:
+        acks = [publish(ws, f"durable-{i}".encode(), context=str(i)) for i in range(20)]
+    assert {a["result"] for a in acks} == {"ok"}
+    broker.kill9()
+    broker.restart()
+    reader = client_factory(broker.service_url).create_reader(topic, pulsar.MessageId.earliest)
+    got = [reader.read_next(TIMEOUT_S * 1000) for _ in range(20)]
+    assert [m.data() for m in got] == [f"durable-{i}".encode() for i in range(20)]
+    assert [m.message_id().serialize() for m in got] == [base64.b64decode(a["messageId"]) for a in acks]
+
+
+def test_ws_consumer_subscribes_again_when_the_broker_closes_it(broker, client, topic):
+    """A reset cursor disconnects every consumer (as Pulsar's): the WebSocket consumer subscribes
+    again, as a client would, and gets the messages again from the reset position."""
+    producer = client.create_producer(topic, batching_enabled=False)
+    with connect(ws_url(broker, "consumer", topic, "sub")) as ws:
+        for i in range(2):
+            producer.send(f"m{i}".encode())
+        first = [next_message(ws) for _ in range(2)]
+        for m in first:
+            ws.send(json.dumps({"messageId": m["messageId"]}))
+        path = topic.replace("persistent://", "persistent/")
+        reset = f"{broker.http_url}/admin/v2/{path}/subscription/sub/resetcursor/0"
+        urllib.request.urlopen(urllib.request.Request(reset, method="POST"), timeout=TIMEOUT_S).read()
+        again = [next_message(ws) for _ in range(2)]
+        assert [payload_of(m) for m in again] == [b"m0", b"m1"]
+        assert [m["messageId"] for m in again] == [m["messageId"] for m in first]
