@@ -86,6 +86,9 @@ def consumer_handler(service: BrokerService, domain: str):
         if not subscription:
             raise invalid("Empty subscription name")
         params = QueryParams(request)
+        for unsupported in ("maxRedeliverCount", "deadLetterTopic"):
+            if params.text(unsupported) is not None:
+                raise invalid(f"{unsupported}: dead letter topics are not supported here (docs/websocket.md)")
         kind = params.choice("subscriptionType", tuple(_TYPES), "Exclusive")
         ack_timeout = params.integer("ackTimeoutMillis", 0)
         if 0 < ack_timeout < MIN_ACK_TIMEOUT_MS:
