@@ -351,3 +351,39 @@ def test_ws_consumer_subscribes_again_when_the_broker_closes_it(broker, client, 
         again = [next_message(ws) for _ in range(2)]
         assert [payload_of(m) for m in again] == [b"m0", b"m1"]
         assert [m["messageId"] for m in again] == [m["messageId"] for m in first]
+
+
+def test_ws_on_a_non_persistent_topic(broker, topic):
+    topic = topic.replace("persistent://", "non-persistent://")
+    with (
+        connect(ws_url(broker, "consumer", topic, "sub")) as consumer,
+        connect(ws_url(broker, "producer", topic)) as producer,
+    ):
+        assert publish(producer, b"live")["result"] == "ok"
+        assert payload_of(next_message(consumer)) == b"live"
+
+
+def test_revoked_grant_closes_the_ws_consumer_with_the_reason(broker_factory, topic):
+    from magnetar.security import tokens
+
+    key = tokens.create_secret_key()
+    broker = broker_factory(
+        {
+            "authentication_enabled": True,
+            "authorization_enabled": True,
+            "superuser_roles": ["admin"],
+            "token_secret_key": "data:;base64," + base64.b64encode(key).decode(),
+        }
+    )
+    admin = {"Authorization": f"Bearer {tokens.create_token(key, 'admin', 600)}"}
+    permissions = f"{broker.http_url}/admin/v2/namespaces/public/default/permissions/car"
+    grant = urllib.request.Request(permissions, data=b'["consume"]', method="POST", headers=admin)
+    grant.add_header("Content-Type", "application/json")
+    urllib.request.urlopen(grant, timeout=TIMEOUT_S).read()
+    with connect(ws_url(broker, "consumer", topic, "sub", token=tokens.create_token(key, "car", 600))) as ws:
+        revoke = urllib.request.Request(permissions, method="DELETE", headers=admin)
+        urllib.request.urlopen(revoke, timeout=TIMEOUT_S).read()
+        with pytest.raises(ConnectionClosed) as closed:
+            ws.recv(TIMEOUT_S)
+    assert closed.value.rcvd.code == 4002
+    assert "not authorized" in closed.value.rcvd.reason

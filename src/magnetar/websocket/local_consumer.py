@@ -40,6 +40,8 @@ RESUBSCRIBE_TRIES = 6
 RESUBSCRIBE_PAUSE_S = 0.1
 
 Key = tuple[int, int, int]  # (partition, ledger, entry)
+#: Refusals that trying again does not change: the consumer ends at once.
+_FINAL = frozenset({wire.AuthenticationError, wire.AuthorizationError, wire.TopicNotFound})
 
 
 @dataclass(frozen=True, slots=True)
@@ -378,6 +380,8 @@ class LocalConsumer:
                 return
             except SessionError as exc:
                 reason = f"{reason}; subscribing again failed: {exc}"
+                if exc.code in _FINAL:
+                    break
             pause *= 2
         self._end(reason)
 
