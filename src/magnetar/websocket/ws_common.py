@@ -33,7 +33,10 @@ def max_text_frame_size(config: BrokerConfig) -> int:
 
 
 async def upgrade(request: web.Request, config: BrokerConfig) -> web.WebSocketResponse:
-    ws = web.WebSocketResponse(max_msg_size=max_text_frame_size(config), autoping=True)
+    """The WebSocket, pinged every ``keepalive_interval_seconds`` as the binary port's connections
+    are: a client that stops answering (a half-open TCP connection) is closed, its session with it."""
+    heartbeat = config.keepalive_interval_seconds or None
+    ws = web.WebSocketResponse(max_msg_size=max_text_frame_size(config), autoping=True, heartbeat=heartbeat)
     await ws.prepare(request)
     return ws
 
