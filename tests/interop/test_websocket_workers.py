@@ -48,7 +48,7 @@ def test_ws_and_rest_produce_on_the_other_workers_port_reach_the_owner(broker_fa
         first_message, second_message = receive_n(official, 2, ack=True)
         assert first_message.data() == b"over a websocket"
         assert base64.b64decode(ack["messageId"]) == first_message.message_id().serialize()
-        ledger, entry, partition = answer["messagePublishResults"][0]["messageId"].split(":")
+        ledger, entry, _ = answer["messagePublishResults"][0]["messageId"].split(":")
         assert (second_message.message_id().ledger_id(), second_message.message_id().entry_id()) == (
             int(ledger),
             int(entry),
