@@ -1,4 +1,5 @@
-"""The broker's HTTP port: health, metrics, topic stats and Pulsar's admin v2 API."""
+"""The broker's HTTP port: health, metrics, topic stats, Pulsar's admin v2 API, and its WebSocket and
+REST produce APIs (``magnetar.websocket``)."""
 
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ from magnetar.admin import (
 )
 from magnetar.admin.owner_calls import OWNER_CALLS, OwnerCalls
 from magnetar.broker.listener import Listener, listen
+from magnetar.websocket import routes as websocket_routes
 
 if TYPE_CHECKING:
     import ssl
@@ -75,6 +77,7 @@ def build_app(service: BrokerService, web_urls: clusters_api.WebUrls | None = No
     compaction_api.add_routes(app, service)
     offload_api.add_routes(app, service)
     compaction_threshold_api.add_routes(app, service)
+    websocket_routes.add_routes(app, service)  # the WebSocket API and REST produce (docs/websocket.md)
     registry: list[CollectorRegistry] = []  # built at the first scrape (metrics.py)
 
     async def metrics_page(request: web.Request) -> web.Response:

@@ -110,6 +110,13 @@ class BrokerConfig:
     #: Serve plain HTTP on ``http_port``. Off: HTTPS only (Pulsar: an empty webServicePort);
     #: web_service_port_tls must then be set.
     web_service_port_enabled: bool = True
+    #: Pulsar's webSocketServiceEnabled: the WebSocket API (``/ws/v2/...``, docs/websocket.md) on
+    #: the HTTP port(s). On, as in Pulsar's standalone: it is served under the same authentication
+    #: and authorization as the binary port, so it opens nothing that port does not.
+    web_socket_service_enabled: bool = True
+    #: Pulsar's webSocketMaxTextFrameSize: the largest text frame a WebSocket client may send.
+    #: Unset: room for a message of max_message_size, base64 in its JSON.
+    web_socket_max_text_frame_size: PositiveInt | None = None
 
     # TLS (broker/tls.py, docs/configuration.md): off unless a TLS port is set.
     #: Pulsar's brokerServicePortTls: pulsar+ssl:// on this port (beside the plain one, unless
