@@ -4,7 +4,10 @@ What only one process may do, it does once, before any worker starts: it holds t
 directory's lock (``broker.lock``, for the whole broker), checks the storage's directories and
 brings the metadata store up to date, empties ``ownership.sqlite`` (owners left by a previous run
 are stale), and binds the advertised ports with SO_REUSEPORT without listening, so that they are
-the workers' (port 0 picked here) from the first worker's start to the last one's stop. Then it
+the workers' (port 0 picked here) from the first worker's start to the last one's stop. Each
+worker inherits the lock's descriptor, so the data directory stays locked until every worker has
+exited, even when the supervisor is killed with -9 (its workers then get SIGTERM and flush first:
+worker.py); a new broker on the same directory cannot start while an old worker still writes. Then it
 starts the workers (``python -m magnetar standalone --worker ...``, worker.py), logs the
 ``listening on`` line once every worker is serving, and restarts a worker that dies, after ending
 its session in the ownership store so that its bundles go to the live workers at once. SIGTERM or
@@ -173,7 +176,10 @@ class Supervisor:
         """Start worker ``index`` and wait until it serves; WorkerFailed with its reason if not."""
         broker_id = WorkerRole(index).broker_id
         proc = await asyncio.create_subprocess_exec(
-            *self._command(index), stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE
+            *self._command(index),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            pass_fds=(self._lock.fileno(),),  # the lock outlives the supervisor until the worker exits
         )
         self._workers[index] = proc
         self._started_at[index] = time.monotonic()
