@@ -72,6 +72,15 @@ class NamespaceService:
         if self.me is not None:
             self.store.unregister(self.me.broker_id)
 
+    def topic_loaded(self, topic: str, loaded: bool) -> None:
+        """A non-persistent ``topic`` was loaded here (or left): the other brokers list it too."""
+        if self.me is not None:
+            self.store.topic_loaded(self.me.broker_id, topic, loaded)
+
+    def nonpersistent_topics(self, namespace: str) -> list[str]:
+        """The non-persistent topics of ``namespace`` that the live brokers have loaded."""
+        return self.store.loaded_topics(f"non-persistent://{namespace}/")
+
     @property
     def broker_id(self) -> str:
         if self.me is None:

@@ -251,7 +251,10 @@ class BrokerService:
             topic_type=config.auto_topic_creation_type,
             default_num_partitions=config.default_num_partitions,
         )
-        catalog = TopicCatalog(self.topics, resources, self.limits, auto_creation, self.replication_changed)
+        shared = self._namespace_service.topic_loaded if self._ownership_shared else _nothing
+        catalog = TopicCatalog(
+            self.topics, resources, self.limits, auto_creation, self.replication_changed, shared
+        )
         self._catalog = catalog
         self._loader = TopicLoader(
             self.topics,
@@ -261,6 +264,7 @@ class BrokerService:
             self._interceptors,
             self._topic_loaded,
             check_owned=self.check_served_here,
+            nonpersistent_loaded=shared,
         )
 
     def _topic_loaded(self, topic: PersistentTopic) -> None:
@@ -543,8 +547,11 @@ class BrokerService:
         namespace raises here; the loaded topics' names are taken here, on the loop."""
         self.namespaces.policies(namespace)
         catalog, loaded = self.catalog, list(self.topics)
+        shared = self._namespace_service if self._ownership_shared else None
 
         def work() -> T:
+            if shared is not None:  # other workers' non-persistent topics exist only there
+                loaded.extend(shared.nonpersistent_topics(namespace))
             if mode is None:
                 topics = catalog.topics_of_namespace(namespace, loaded)
             else:
@@ -611,3 +618,7 @@ def _notifier(loop: asyncio.AbstractEventLoop, passes: loop_pass.PassScheduler):
             loop.call_soon_threadsafe(passes.run_now, callback)
 
     return notify
+
+
+def _nothing(key: str, loaded: bool) -> None:
+    """A broker alone: its loaded topics are all there are, nobody else lists them."""
