@@ -159,7 +159,11 @@ class Supervisor:
         role = {
             "index": index,
             "parent": os.getpid(),
-            "settings": {name: port for name, port in self.ports.items() if port is not None},
+            # The ports as bound, and how many workers there are (every_worker.py asks each one).
+            "settings": {
+                **{name: port for name, port in self.ports.items() if port is not None},
+                "workers": self.count,
+            },
         }
         cmd = [sys.executable, "-m", "magnetar", "standalone", "--worker", json.dumps(role)]
         cmd += ["--data-dir", str(self.config.data_dir), "--host", self.config.host]
