@@ -113,6 +113,9 @@ class BrokerService:
         #: Called with each persistent topic loaded and each namespace whose policies changed:
         #: geo-replication (magnetar.replication, a layer above) attaches its replicators.
         self.replication_listeners: list[Callable[[], None]] = []
+        #: Called when bundles lost their owner (bundles_moved): geo-replication loads the
+        #: replicated topics of the bundles this broker then owns.
+        self.ownership_listeners: list[Callable[[], None]] = []
         #: When each loaded topic was last seen in use: idle ones are unloaded (inactive_topics.py).
         self.inactive_topics = InactiveTopics()
 
@@ -394,7 +397,9 @@ class BrokerService:
         if self._ownership_shared:  # other workers own bundles and change policies too
             service = self.namespace_service
             work.append((OWNERSHIP_RENEW_SECONDS, service.keep_alive))
-            poll = partial(service.poll_changes, self.policies_changed, self.schemas.forget)
+            poll = partial(
+                service.poll_changes, self.policies_changed, self.schemas.forget, self.bundles_moved
+            )
             work.append((POLICY_POLL_SECONDS, poll))
         return work
 
@@ -579,6 +584,12 @@ class BrokerService:
                 topic.open_replication_cursors(remotes)
         except Exception:
             log.exception("%s: cannot open its replication cursors", topic.name)
+
+    def bundles_moved(self) -> None:
+        """Bundles lost their owner (another worker unloaded them, or died): whoever must serve
+        topics nobody asks for (geo-replication's) looks again."""
+        for listener in list(self.ownership_listeners):
+            listener()
 
     def replication_changed(self) -> None:
         for listener in list(self.replication_listeners):

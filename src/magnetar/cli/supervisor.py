@@ -34,6 +34,7 @@ from typing import Any
 from magnetar import __version__
 from magnetar.broker.data_dir_lock import DataDirLock
 from magnetar.broker.listener import reserve
+from magnetar.broker.namespace_service import BUNDLE_PATH
 from magnetar.broker.ownership_sqlite import SqliteOwnership
 from magnetar.broker.resources import BrokerResources
 from magnetar.broker.startup import BrokerSetup
@@ -215,6 +216,7 @@ class Supervisor:
             log.warning("%s (pid %d) exited with %s; starting it again", broker_id, proc.pid, code)
             if self._ownership is not None:  # its bundles go to the live workers now, not at lease end
                 self._ownership.unregister(broker_id)
+                self._ownership.publish_change(f"{BUNDLE_PATH}s")  # they resume its replication
             await asyncio.sleep(delay)
             if self._stopping:
                 return
