@@ -5,6 +5,7 @@ replicates what the remote still lacks, with no client touching the topic on tha
 from __future__ import annotations
 
 import os
+import re
 import signal
 
 import pulsar
@@ -13,7 +14,7 @@ import pytest
 from magnetar.client.admin import AdminClient
 
 from ..waiting import eventually
-from .replication_support import replicated
+from .replication_support import NAMESPACE, replicated
 from .support import receive_n
 from .test_workers import WORKERS, topics_on_two_owners
 from .test_workers_faults import worker_pids
@@ -27,6 +28,11 @@ def test_the_new_owner_of_a_bundle_resumes_its_replication(clusters, client_fact
     (central,) = clusters.start("central")
     clusters.link("edge", "central")
     clusters.replicate("edge", ["edge", "central"])
+    own_urls = re.findall(r"worker-\d+ \(pid \d+\) serving on \S+ and (http://\S+)", edge.log_text())
+    assert len(own_urls) == 2, edge.log_text()
+    for url in own_urls:  # each worker has heard of the policy (polled) before a topic loads there
+        clusters_at = AdminClient(url).namespaces.get_namespace_replication_clusters
+        eventually(lambda clusters_at=clusters_at: "central" in clusters_at(NAMESPACE))
     topic = next(iter(topics_on_two_owners(edge.service_url, "geo")))
     consumer = client_factory(central.service_url).subscribe(topic, "city")
     producer = client_factory(edge.service_url).create_producer(topic, batching_enabled=False)

@@ -19,6 +19,7 @@ from aiohttp import web
 from magnetar.admin import every_worker
 from magnetar.admin.errors import reason_error
 from magnetar.admin.stats_api import topic_stats
+from magnetar.broker.errors import BrokerError
 
 if TYPE_CHECKING:
     from magnetar.broker.service import BrokerService
@@ -55,7 +56,10 @@ def loaded_topics_stats(service: BrokerService) -> TopicsByNamespace:
     names = service.namespace_service
     for key, topic in list(service.topics.items()):
         name = topic.name
-        bundle = names.bundle_of(name).range
+        try:
+            bundle = names.bundle_of(name).range
+        except BrokerError:  # its namespace is being deleted: the topic is going too
+            continue
         domain = "persistent" if name.persistent else "non-persistent"
         found.setdefault(name.namespace_name, {}).setdefault(bundle, {}).setdefault(domain, {})[key] = (
             topic_stats(topic)
