@@ -8,6 +8,7 @@ where Pulsar has one (``pulsar_active_connections``, ``pulsar_broker_throttled_c
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterator, Mapping
 from operator import attrgetter
@@ -26,7 +27,10 @@ from magnetar.broker.housekeeping import broadcast_dispatchers
 from magnetar.broker.replication import replication_stats
 
 if TYPE_CHECKING:
+    from magnetar.admin.every_worker import Part
     from magnetar.broker.service import BrokerService
+
+log = logging.getLogger(__name__)
 
 #: A topic's traffic (broker/traffic.py), metric: (Traffic field, help). The rates are gauges over
 #: the last stats interval; the counters are totals since the topic was loaded.
@@ -556,6 +560,26 @@ def build_registry(service: BrokerService) -> CollectorRegistry:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(BrokerCollector(service))
     registry.register(ProcessCollector(registry=None))
+    return registry
+
+
+def workers_registry(local: CollectorRegistry, me: str, parts: list[Part]) -> CollectorRegistry:
+    """One scrape of every worker: this one's ``local`` registry and the other workers' ``parts``
+    (their own scrapes), each series labelled with its worker (metrics_workers.py)."""
+    from magnetar.admin.metrics_workers import WorkersCollector, parse
+
+    families = {me: list(local.collect())}
+    up = {me: True}
+    for part in parts:
+        up[part.worker] = False
+        if part.ok:
+            try:
+                families[part.worker] = parse(part.body.decode())
+                up[part.worker] = True
+            except ValueError as exc:
+                log.warning("the metrics of %s cannot be read: %s", part.worker, exc)
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(WorkersCollector(dict(sorted(families.items())), dict(sorted(up.items()))))
     return registry
 
 

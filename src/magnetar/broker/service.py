@@ -130,6 +130,9 @@ class BrokerService:
         self.protocol_servers: list[ProtocolServer] = []
         #: The MQTT port as bound; None while MQTT is off (mqtt_port).
         self.mqtt_port: int | None = None
+        #: Called when bundles lost their owner (bundles_moved): geo-replication loads the
+        #: replicated topics of the bundles this broker then owns.
+        self.ownership_listeners: list[Callable[[], None]] = []
         #: When each loaded topic was last seen in use: idle ones are unloaded (inactive_topics.py).
         self.inactive_topics = InactiveTopics()
         self._offloads: Offloads | None = None
@@ -276,7 +279,10 @@ class BrokerService:
             topic_type=config.auto_topic_creation_type,
             default_num_partitions=config.default_num_partitions,
         )
-        catalog = TopicCatalog(self.topics, resources, self.limits, auto_creation, self.replication_changed)
+        shared = self._namespace_service.topic_loaded if self._ownership_shared else _nothing
+        catalog = TopicCatalog(
+            self.topics, resources, self.limits, auto_creation, self.replication_changed, shared
+        )
         self._catalog = catalog
         self._loader = TopicLoader(
             self.topics,
@@ -286,6 +292,7 @@ class BrokerService:
             self._interceptors,
             self._topic_loaded,
             check_owned=self.check_served_here,
+            nonpersistent_loaded=shared,
         )
 
     def _topic_loaded(self, topic: PersistentTopic) -> None:
@@ -433,7 +440,9 @@ class BrokerService:
         if self._ownership_shared:  # other workers own bundles and change policies too
             service = self.namespace_service
             work.append((OWNERSHIP_RENEW_SECONDS, service.keep_alive))
-            poll = partial(service.poll_changes, self.policies_changed, self.schemas.forget)
+            poll = partial(
+                service.poll_changes, self.policies_changed, self.schemas.forget, self.bundles_moved
+            )
             work.append((POLICY_POLL_SECONDS, poll))
         return work
 
@@ -636,8 +645,11 @@ class BrokerService:
         namespace raises here; the loaded topics' names are taken here, on the loop."""
         self.namespaces.policies(namespace)
         catalog, loaded = self.catalog, list(self.topics)
+        shared = self._namespace_service if self._ownership_shared else None
 
         def work() -> T:
+            if shared is not None:  # other workers' non-persistent topics exist only there
+                loaded.extend(shared.nonpersistent_topics(namespace))
             if mode is None:
                 topics = catalog.topics_of_namespace(namespace, loaded)
             else:
@@ -667,6 +679,12 @@ class BrokerService:
                 topic.open_replication_cursors(remotes)
         except Exception:
             log.exception("%s: cannot open its replication cursors", topic.name)
+
+    def bundles_moved(self) -> None:
+        """Bundles lost their owner (another worker unloaded them, or died): whoever must serve
+        topics nobody asks for (geo-replication's) looks again."""
+        for listener in list(self.ownership_listeners):
+            listener()
 
     def replication_changed(self) -> None:
         for listener in list(self.replication_listeners):
@@ -713,3 +731,7 @@ def _notifier(loop: asyncio.AbstractEventLoop, passes: loop_pass.PassScheduler):
             loop.call_soon_threadsafe(passes.run_now, callback)
 
     return notify
+
+
+def _nothing(key: str, loaded: bool) -> None:
+    """A broker alone: its loaded topics are all there are, nobody else lists them."""

@@ -36,6 +36,7 @@ class TopicCatalog:
         limits: Limits,
         auto_creation: AutoTopicCreation,
         topics_changed: Callable[[], None],
+        nonpersistent_loaded: Callable[[str, bool], None] = lambda key, loaded: None,
     ) -> None:
         self._topics = topics
         self._storage = resources.storage
@@ -46,6 +47,8 @@ class TopicCatalog:
         self._limits = limits
         self._auto_creation = auto_creation
         self._topics_changed = topics_changed
+        #: Told of each non-persistent topic that leaves the loaded topics (it no longer exists).
+        self._nonpersistent_loaded = nonpersistent_loaded
 
     def check_namespace(self, name: TopicName) -> None:
         self._namespaces.policies(name.namespace_name)  # raises NamespaceNotFound
@@ -171,6 +174,8 @@ class TopicCatalog:
                 raise NotEmpty(f"Topic {key} has connected producers or consumers")
             topic.close()
             del self._topics[key]
+            if topic.ml is None:
+                self._nonpersistent_loaded(key, False)
             if changed:
                 self._topics_changed()  # its replicators stop
             if topic.ml is None:
@@ -213,6 +218,8 @@ class TopicCatalog:
                 consumer.disconnect()
         topic.detach()
         del self._topics[str(topic.name)]
+        if topic.ml is None:
+            self._nonpersistent_loaded(str(topic.name), False)
 
     def topics_changed(self) -> None:
         """Loaded topics went (or came): geo-replication is told."""

@@ -27,7 +27,7 @@ from magnetar.demo.smart_city.detection import reference_alerts
 from magnetar.demo.smart_city.fanout import AlertFanout, Receipt
 from magnetar.demo.smart_city.frames import FrameVerifier
 from magnetar.demo.smart_city.pipeline import SparkPipeline, rule_of
-from magnetar.demo.smart_city.runtime import BROKER_SETTINGS, LoopThread, connect, try_subscribe
+from magnetar.demo.smart_city.runtime import LoopThread, broker_settings, connect, try_subscribe
 from magnetar.demo.smart_city.security import PIPELINE_ROLE, Admin, ClientOptions, SecureCity, vehicle_role
 from magnetar.demo.smart_city.settings import CitySettings
 from magnetar.demo.smart_city.simulator import Simulator
@@ -54,13 +54,13 @@ class Job:
     def run(self) -> Summary:
         s = self.settings
         work = s.work_path() or Path(tempfile.mkdtemp(prefix="magnetar-smart-city-"))
-        broker_settings: dict[str, object] = dict(BROKER_SETTINGS)
+        settings = broker_settings(s.workers)
         if s.secure:
             vehicle_ids = [v.id for v in self.city.devices_of(VEHICLE)]
             self.secure = SecureCity.create(work / "secure", vehicle_ids)
-            broker_settings |= self.secure.broker_settings()
+            settings |= self.secure.broker_settings()
         loop = LoopThread()
-        broker = EmbeddedBroker(work / "broker", broker_settings)
+        broker = EmbeddedBroker(work / "broker", settings)
         pipeline = client = fanout = verifier = None
         vehicle_clients: dict[str, aio.Client] = {}
         try:
@@ -69,7 +69,8 @@ class Job:
                 service_url, admin_url = broker.service_url_tls, broker.https_url
             else:
                 service_url, admin_url = broker.service_url, broker.admin_url
-            self.say(f"broker      {service_url} (admin {admin_url}), data in {work}")
+            workers = f", {s.workers} workers" if s.workers > 1 else ""
+            self.say(f"broker      {service_url} (admin {admin_url}), data in {work}{workers}")
             admin = Admin(admin_url, self.secure)
             admin.create_namespace(s.namespace, exist_ok=True)  # public/default always exists
             admin.create_partitioned_topic(s.telemetry_topic, s.partitions)
