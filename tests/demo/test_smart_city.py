@@ -77,4 +77,10 @@ def a_good_run(summary, text: str) -> None:
         assert None not in (latency.p50, latency.p95, latency.p99)
         assert 0 <= latency.p50 <= latency.p95 <= latency.p99
     assert "p50" in text and "p99" in text
+    # The compacted topic of the latest state per vehicle, read back as a table view.
+    state = summary.vehicle_state
+    assert state is not None, text
+    assert state.vehicles == state.keys == state.compacted_messages == summary.vehicles == 6, text
+    assert state.reports == summary.events_by_kind["vehicle"] and not state.mismatched, text
+    assert "table view        6 keys for 6 vehicles, each its last report" in text
     assert summary.ok

@@ -25,7 +25,8 @@ from magnetar.broker.compactor import CompactedView, CompactionOutcome, compact
 from magnetar.broker.entry_search import entry_time
 from magnetar.broker.ids import is_earliest, is_latest, position_of
 from magnetar.broker.seek import position_for_message_id, position_for_time
-from magnetar.protocol import wire
+from magnetar.protocol import ProtocolError, wire
+from magnetar.protocol.compaction import kept_bits
 from magnetar.storage.compacted_ledger import CompactedLedger, delete_compacted_ledger, remove_unused
 from magnetar.storage.cursor import ManagedCursor
 from magnetar.storage.entry import Entry
@@ -116,6 +117,19 @@ class CompactedTopic:
         if index < ledger.entries and (in_view := ledger.positions[index]) < found:
             return in_view, True
         return found, False
+
+    def last_message(self) -> tuple[Position, int]:
+        """The view's last message: its entry's position and the batch index of the batch's last kept
+        message (-1: not a batch); ``Position.EARLIEST`` for an empty view or none.
+
+        Pulsar answers GET_LAST_MESSAGE_ID of a readCompacted consumer with this while the view covers
+        the whole topic: the topic's last message may be a tombstone or keyless, which that consumer
+        never gets, and ``hasMessageAvailable`` would wait for it for ever.
+        """
+        if self.view is None or not self.view.ledger.positions:
+            return Position.EARLIEST, -1
+        entry = self.view.ledger.read_from(self.view.ledger.positions[-1], 1)[0]
+        return entry.position, last_kept_index(entry.data)
 
     def _load(self) -> CompactedView | None:
         raw = self.ml.get_property(PROPERTIES_KEY)
@@ -256,3 +270,19 @@ def _compact_and_open(
     except BaseException:
         delete_compacted_ledger(ml.directory, outcome.ledger_id)
         raise
+
+
+def last_kept_index(entry: bytes | memoryview) -> int:
+    """The batch index of a compacted entry's last kept message: -1 for one that is not a batch (or
+    one that cannot be read: its last position is still the answer, as for the topic's last entry)."""
+    try:
+        bits = kept_bits(entry)
+    except ProtocolError:
+        return -1
+    if bits is None:
+        return -1
+    for word_index in range(len(bits) - 1, -1, -1):
+        word = bits[word_index] & ((1 << 64) - 1)
+        if word:
+            return word_index * 64 + word.bit_length() - 1
+    return -1

@@ -167,7 +167,7 @@ def handle_get_last_message_id(cnx: HandlerCnx, frame: Frame) -> None:
     if not isinstance(topic, PersistentTopic) or cursor is None:
         cnx.send_error(cmd.request_id, NotAllowed("non-persistent topics keep no last message id"))
         return
-    position, batch_index = topic.last_message_position()
+    position, batch_index = topic.last_message_position(consumer.read_compacted)
     last = wire.MessageIdData(ledger_id=to_u64(position.ledger_id), entry_id=to_u64(position.entry_id))
     if batch_index >= 0:
         last.batch_index = batch_index

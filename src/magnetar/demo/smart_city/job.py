@@ -32,6 +32,7 @@ from magnetar.demo.smart_city.security import PIPELINE_ROLE, Admin, ClientOption
 from magnetar.demo.smart_city.settings import CitySettings
 from magnetar.demo.smart_city.simulator import Simulator
 from magnetar.demo.smart_city.summary import Latency, Summary
+from magnetar.demo.smart_city.vehicle_state import VehicleState, VehicleStateReport, compact
 
 
 class Job:
@@ -88,12 +89,21 @@ class Job:
             pipeline.start()
             self.say(f"spark       query running ({s.spark_master}, trigger {s.trigger_ms} ms)")
             simulator = Simulator(s, self.city, client)
+            simulator.vehicle_state = state = VehicleState(s.vehicle_state_topic, client)
+            loop.run(state.open())
             loop.run(simulator.open())
             self._warm_up(loop, simulator, pipeline)
             played = loop.submit(simulator.play())
             self._follow(simulator, pipeline, fanout, verifier, played)
             loop.run(simulator.close())
-            return self._summary(simulator, pipeline, fanout, verifier)
+            loop.run(state.close())
+            summary = self._summary(simulator, pipeline, fanout, verifier)
+            try:
+                summary.vehicle_state = self._vehicle_state(loop, admin, state)
+            except Exception as exc:  # the summary says so, and the run fails
+                summary.errors.append(f"vehicle state: {type(exc).__name__}: {exc}")
+            summary.wall_s = time.monotonic() - self.started
+            return summary
         finally:
             if pipeline is not None:
                 if s.keep_work_dir or s.work_dir:
@@ -111,6 +121,13 @@ class Job:
             broker.stop()
             if not s.keep_work_dir and not s.work_dir:
                 shutil.rmtree(work, ignore_errors=True)
+
+    def _vehicle_state(self, loop: LoopThread, admin: Admin, state: VehicleState) -> VehicleStateReport:
+        """Compact the vehicle state topic, then read it back as a table view."""
+        seconds = compact(admin, state.topic)
+        report = loop.run(state.read_back(seconds))
+        self.say(f"state       {state.topic} compacted in {seconds:.2f} s; table view of {report.keys} keys")
+        return report
 
     def _options_for(self, vehicle: str | None) -> ClientOptions | None:
         """Our client's options: the pipeline's role (vehicle None) or the vehicle's own, secured."""

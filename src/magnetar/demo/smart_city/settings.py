@@ -113,6 +113,10 @@ class CitySettings:
     def alerts_topic(self, area: str) -> str:
         return self.topic(f"city-alerts-{area}")
 
+    @property
+    def vehicle_state_topic(self) -> str:
+        return self.topic("city-vehicle-state")
+
     # Command line (the flags themselves are made in cli.py).
     @classmethod
     def from_values(cls, values: Mapping[str, Any]) -> CitySettings:
