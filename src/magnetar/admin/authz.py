@@ -71,6 +71,10 @@ def requirement(method: str, canonical: str) -> tuple[str, str | None]:
     if parts[:2] != ["admin", "v2"] or len(parts) < 3:
         return SUPERUSER, None
     area, rest = parts[2], parts[3:]
+    if area == "console":  # the web console's own paths (console_api.py)
+        if rest[:1] == ["topics"] and len(rest) == 3:
+            return LIST_TOPICS, None  # a page of a namespace's topics: as listing them
+        return OPEN, None  # who am I, the broker at a glance (as /metrics), what may I list
     if area in ("tenants", "brokers", "clusters"):
         return SUPERUSER, None
     if area == "namespaces" and rest:

@@ -15,6 +15,7 @@ from magnetar.admin import (
     clusters_api,
     compaction_api,
     compaction_threshold_api,
+    console_api,
     consumers_api,
     every_worker,
     http_refusal,
@@ -78,6 +79,7 @@ def build_app(service: BrokerService, web_urls: clusters_api.WebUrls | None = No
     compaction_threshold_api.add_routes(app, service)
     websocket_routes.add_routes(app, service)  # the WebSocket API and REST produce (docs/websocket.md)
     brokers_api.add_routes(app, service)
+    console_api.add_routes(app, service)  # the web console (docs/console.md)
     registry: list[CollectorRegistry] = []  # built at the first scrape (metrics.py)
 
     async def metrics_page(request: web.Request) -> web.Response:

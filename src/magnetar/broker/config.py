@@ -117,6 +117,9 @@ class BrokerConfig:
     #: Pulsar's webSocketMaxTextFrameSize: the largest text frame a WebSocket client may send.
     #: Unset: room for a message of max_message_size, base64 in its JSON.
     web_socket_max_text_frame_size: PositiveInt | None = None
+    #: The web console at ``/console`` on the HTTP port(s) (docs/console.md): its page, and the
+    #: admin paths it reads under ``/admin/v2/console/``, behind the admin API's authentication.
+    web_console_enabled: bool = True
 
     # TLS (broker/tls.py, docs/configuration.md): off unless a TLS port is set.
     #: Pulsar's brokerServicePortTls: pulsar+ssl:// on this port (beside the plain one, unless
