@@ -271,6 +271,7 @@ class Job:
             expected_receipts=expected_receipts,
             vehicles_missing_alerts=missing,
             latency=Latency.of([r.latency_ms for r in receipts]),
+            latency_samples_ms=[float(r.latency_ms) for r in receipts],
             pipeline_latency=Latency.of([r.pipeline_ms for r in receipts]),
             broadcast_latency=Latency.of([r.broadcast_ms for r in receipts]),
             frames_sent=c.frames_sent,

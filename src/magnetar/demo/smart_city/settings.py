@@ -59,6 +59,11 @@ class CitySettings:
     )
     work_dir: str = _setting("", "broker data and Spark checkpoints (default: a temporary directory)")
     keep_work_dir: bool = _setting(False, "keep the work directory at the end")
+    report: str = _setting(
+        "",
+        "the HTML report's path (default: smart-city-report.html in the work directory when it is"
+        " kept, else in the system's temporary directory)",
+    )
     quiet: bool = _setting(False, "no progress lines")
     secure: bool = _setting(
         False,

@@ -98,6 +98,8 @@ class Summary:
     districts: list[DistrictReport] = field(default_factory=list)
     #: The main job's compacted topic of the latest state per vehicle and its table view.
     vehicle_state: VehicleStateReport | None = None
+    #: Every alert receipt's latency (``latency`` is their percentiles): the report's histogram.
+    latency_samples_ms: list[float] = field(default_factory=list, repr=False)
 
     @property
     def clean_area_alerts(self) -> int:
