@@ -7,7 +7,8 @@ are clusters (list, get); a tenant's admins may call everything on its namespace
 included); other roles may read a topic's stats and metadata with ``produce`` or ``consume``, list a
 namespace's topics with either on the namespace, and use subscriptions and peek messages with
 ``consume``. The WebSocket API's producers need ``produce`` and its consumers and readers
-``consume``; REST produce needs ``produce``.
+``consume``; REST produce needs ``produce``. The web console's own paths (console_api.py) need a
+valid role, and its page of a namespace's topics what listing them needs.
 """
 
 from __future__ import annotations
