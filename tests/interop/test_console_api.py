@@ -150,3 +150,30 @@ def test_the_console_can_be_switched_off(broker_factory):
     assert call(broker, "GET", "/console/")[0] == 404
     assert call(broker, "GET", "/admin/v2/console/overview")[0] == 404
     assert call(broker, "GET", "/admin/v2/tenants")[0] == 200  # the admin API itself is served
+
+
+@pytest.mark.interop
+@pytest.mark.slow
+def test_with_workers_the_overview_and_topic_rows_hold_every_workers_part(broker_factory, client_factory):
+    broker = broker_factory({"workers": 2})
+    client = client_factory(broker.service_url)
+    topic = "persistent://public/default/spread"
+    assert call(broker, "PUT", "/admin/v2/persistent/public/default/spread/partitions", body=4)[0] == 204
+    producer = client.create_producer(topic)
+    for i in range(40):
+        producer.send(b"m%d" % i)
+
+    def every_worker_counted():
+        answer = call(broker, "GET", "/admin/v2/console/overview")[1]
+        assert sorted(w["worker"] for w in answer["workers"]) == ["worker-0", "worker-1"], answer
+        assert answer["msgInCounter"] == 40, answer
+        return answer
+
+    overview = eventually(every_worker_counted, what="both workers' parts, 40 messages in")
+    assert overview["missingWorkers"] == [] and overview["producers"] == sum(
+        w["producers"] for w in overview["workers"]
+    )
+    page = call(broker, "GET", "/admin/v2/console/topics/public/default?search=spread")[1]
+    (row,) = page["topics"]
+    assert (row["partitions"], row["loadedPartitions"], row["msgInCounter"]) == (4, 4, 40)
+    producer.close()
