@@ -32,6 +32,7 @@ TOPIC = "persistent://public/default/entry-meta"
 class FakeProducer:  # all PersistentTopic.publish reads of a producer
     name: str = "prod"
     replicator: bool = False
+    deduplicated: bool = False
 
 
 def message(

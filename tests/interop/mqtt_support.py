@@ -34,7 +34,17 @@ class Received:
 class PahoClient:
     """A connected paho-mqtt client with its network loop on a thread."""
 
-    def __init__(self, port: int, client_id: str, version: int, clean: bool = True) -> None:
+    def __init__(
+        self,
+        port: int,
+        client_id: str,
+        version: int,
+        clean: bool = True,
+        session_expiry: int | None = None,
+        will: tuple | None = None,
+    ) -> None:
+        """``clean``: Clean Session (3.1.1) or Clean Start (5.0); ``session_expiry``: 5.0's Session
+        Expiry Interval; ``will``: (topic, payload, qos, retain[, 5.0 will properties])."""
         protocol = paho.MQTTv5 if version == MQTT_5 else paho.MQTTv311
         kwargs = {} if version == MQTT_5 else {"clean_session": clean}
         self.client = paho.Client(
@@ -42,14 +52,31 @@ class PahoClient:
         )
         self.received = Received()
         self.version = version
+        self.session_present: bool | None = None
         self.client.on_message = self._on_message
+        self.client.on_connect = self._on_connect
         self.suback: dict[int, list] = {}
         self.client.on_subscribe = lambda c, u, mid, codes, props: self.suback.__setitem__(mid, list(codes))
         self.unsuback: set[int] = set()
         self.client.on_unsubscribe = lambda c, u, mid, codes, props: self.unsuback.add(mid)
-        self.client.connect("127.0.0.1", port, keepalive=30)
+        if will is not None:
+            self.client.will_set(*will)
+        connect_options: dict = {}
+        if version == MQTT_5:
+            from paho.mqtt.packettypes import PacketTypes
+            from paho.mqtt.properties import Properties
+
+            connect_options["clean_start"] = clean
+            if session_expiry is not None:
+                properties = Properties(PacketTypes.CONNECT)
+                properties.SessionExpiryInterval = session_expiry
+                connect_options["properties"] = properties
+        self.client.connect("127.0.0.1", port, keepalive=30, **connect_options)
         self.client.loop_start()
         eventually(self.client.is_connected, what="paho connected")
+
+    def _on_connect(self, client, userdata, flags, reason_code, properties) -> None:
+        self.session_present = bool(flags.session_present)
 
     def _on_message(self, client, userdata, message) -> None:
         properties = getattr(message.properties, "UserProperty", None) or []
@@ -82,6 +109,13 @@ class PahoClient:
     def close(self) -> None:
         self.client.disconnect()
         self.client.loop_stop()
+
+    def drop(self) -> None:
+        """Lose the connection without a DISCONNECT (as a network failure would)."""
+        self.client.loop_stop()
+        sock = self.client.socket()
+        if sock is not None:
+            sock.close()
 
 
 class RawClient:

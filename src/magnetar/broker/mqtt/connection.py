@@ -103,9 +103,9 @@ class MqttConnection(asyncio.Protocol):
         #: Stores in flight (sends awaiting their durable receipt), for flow control.
         self.pending_stores = 0
         self._held = False
-        #: Topic -> this connection's producer on it, consumer on it (one per topic).
+        #: Topic -> this connection's producer on it; (topic, subscription) -> its consumer there.
         self.producers_by_topic: dict[str, Producer] = {}
-        self.consumers_by_topic: dict[str, MqttConsumer] = {}
+        self.consumers_by_key: dict[tuple[str, str], MqttConsumer] = {}
         #: Producer and consumer ids, as their topics know them (``producers`` and ``consumers``).
         self.producers: dict[int, Producer] = {}
         self.consumers: dict[int, Consumer] = {}
@@ -146,7 +146,7 @@ class MqttConnection(asyncio.Protocol):
             subscriptions.forget_consumer(self, consumer)
 
     def send_active_consumer_change(self, consumer_id: int, is_active: bool) -> None:
-        """Failover only; MQTT consumers are Exclusive."""
+        """Failover only; no MQTT consumer is on a Failover subscription."""
 
     def close_producer_by_broker(self, producer_id: int, producer: object) -> None:
         """The broker closed a producer (fencing, a full disk): the next PUBLISH makes a new one."""
@@ -205,7 +205,7 @@ class MqttConnection(asyncio.Protocol):
         self.producers.clear()
         self.producers_by_topic.clear()
         if self.session is not None:
-            self.server.connection_ended(self.session, self)
+            self.server.sessions.connection_ended(self.session, self)
 
     def pause_writing(self) -> None:
         self.writable = False
@@ -394,7 +394,7 @@ class MqttConnection(asyncio.Protocol):
             expiry = 0 if packet.clean_start else NEVER
         self.keep_alive = packet.keep_alive
         self.decoder.max_packet_size = self.config.max_message_size + PUBLISH_OVERHEAD
-        session, present, loading = self.server.open_session(self, client_id, packet.clean_start, expiry)
+        session, present, loading = self.server.sessions.open(self, client_id, packet.clean_start, expiry)
         self.session = session
 
         def answer(done: asyncio.Future[Any]) -> None:
@@ -421,6 +421,8 @@ class MqttConnection(asyncio.Protocol):
                     shared_subscription_available=0,
                 )
             self.send(ConnAck(present, 0, reply))
+            if present:
+                self.outbound.resume()
             subscriptions.resume(self)
 
         self.wait_for(loading, answer)
