@@ -415,7 +415,6 @@ class MqttConnection(asyncio.Protocol):
                         self.config.max_pending_publish_requests_per_connection or 65535, 65535
                     ),
                     maximum_packet_size=self.decoder.max_packet_size,
-                    retain_available=0,
                     topic_alias_maximum=TOPIC_ALIAS_MAXIMUM,
                     subscription_identifier_available=0,
                     shared_subscription_available=0,

@@ -24,13 +24,24 @@ from magnetar.protocol.headers import encode_headers_and_payload, parse_metadata
 log = logging.getLogger(__name__)
 
 
+#: The Pulsar property marking a message published with RETAIN (for Retain As Published).
+RETAIN_PROPERTY = "MQTT_RETAIN"
+
+
 def to_pulsar(
-    payload: bytes, user_properties: Sequence[tuple[str, str]], producer: str, sequence_id: int, now_ms: int
+    payload: bytes,
+    user_properties: Sequence[tuple[str, str]],
+    producer: str,
+    sequence_id: int,
+    now_ms: int,
+    retain: bool = False,
 ) -> tuple[wire.MessageMetadata, bytes]:
     """The metadata and the producer's bytes of an MQTT message published at ``now_ms``."""
     metadata = wire.MessageMetadata(producer_name=producer, sequence_id=sequence_id, publish_time=now_ms)
     for key, value in user_properties:
         metadata.properties.add(key=key, value=value)
+    if retain:
+        metadata.properties.add(key=RETAIN_PROPERTY, value="true")
     return metadata, encode_headers_and_payload(metadata, payload)
 
 
@@ -39,6 +50,8 @@ class Outgoing(NamedTuple):
 
     payload: bytes
     properties: tuple[tuple[str, str], ...]
+    #: It was published with RETAIN (sent so to a subscription with Retain As Published).
+    retain: bool = False
 
 
 def from_entry(entry: DispatchEntry) -> list[Outgoing] | None:
@@ -54,9 +67,9 @@ def from_entry(entry: DispatchEntry) -> list[Outgoing] | None:
         else:
             data = body
         if not metadata.HasField("num_messages_in_batch"):
-            return [Outgoing(bytes(data), _pairs(metadata.properties))]
+            return [_outgoing(bytes(data), metadata.properties)]
         return [
-            Outgoing(bytes(payload), _pairs(single.properties))
+            _outgoing(bytes(payload), single.properties)
             for single, payload in iter_batch(data, metadata.num_messages_in_batch)
         ]
     except (ProtocolError, DecompressionError) as exc:
@@ -84,5 +97,12 @@ def decoded(entry: DispatchEntry) -> list[Outgoing] | None:
     return messages
 
 
-def _pairs(properties: Sequence[wire.KeyValue]) -> tuple[tuple[str, str], ...]:
-    return tuple((kv.key, kv.value) for kv in properties)
+def _outgoing(payload: bytes, properties: Sequence[wire.KeyValue]) -> Outgoing:
+    retain = False
+    pairs = []
+    for kv in properties:
+        if kv.key == RETAIN_PROPERTY:
+            retain = kv.value == "true"
+        else:
+            pairs.append((kv.key, kv.value))
+    return Outgoing(payload, tuple(pairs), retain)

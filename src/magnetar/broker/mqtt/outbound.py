@@ -195,7 +195,8 @@ class Outbound:
         properties = Properties()
         if self.cnx.version == MQTT_5 and message.properties:
             properties = Properties(user_properties=message.properties)
-        return Publish(delivery.mqtt_topic, message.payload, qos, properties=properties)
+        retain = delivery.retain_as_published and message.retain  # else 0 to a subscription (3.3.1.3)
+        return Publish(delivery.mqtt_topic, message.payload, qos, retain, properties=properties)
 
     def send_alone(self, packet: Publish) -> None:
         """A message of no entry (a retained one, at SUBSCRIBE): sent at its own QoS."""

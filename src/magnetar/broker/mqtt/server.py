@@ -23,6 +23,7 @@ from magnetar.broker.mqtt import subscriptions
 from magnetar.broker.mqtt.connection import MqttConnection
 from magnetar.broker.mqtt.qos2_store import Qos2Store
 from magnetar.broker.mqtt.records import RecordWriter
+from magnetar.broker.mqtt.retained import RetainedStore
 from magnetar.broker.mqtt.session import MqttSession
 from magnetar.broker.mqtt.sessions import Sessions
 from magnetar.broker.refusal import PULSAR_OUT_OF_DESCRIPTORS
@@ -47,6 +48,9 @@ class MqttServer:
         #: Threads writing the session records (one write at a time each: records.py).
         self._records = ThreadPoolExecutor(2, thread_name_prefix="magnetar-mqtt-records")
         self.sessions = Sessions(self, RecordWriter(metadata, self._records, "MQTT session"))
+        self.retained = RetainedStore(
+            metadata, RecordWriter(metadata, self._records, "MQTT retained message")
+        )
         self._listener: Listener | None = None
         self._task: asyncio.Task[None] | None = None
 
@@ -62,6 +66,8 @@ class MqttServer:
         for key in broken:
             log.error("the MQTT session record %s does not read: left as it is", key)
         self.sessions.restore(stored, time.time())
+        for key in await loop.run_in_executor(self._records, self.retained.load):
+            log.error("the MQTT retained message record %s does not read: left as it is", key)
         self._listener = await listen(
             config.host,
             config.mqtt_port,

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -34,7 +35,17 @@ from magnetar.broker.mqtt.session import FilterOptions, MqttSession
 from magnetar.broker.topic import PersistentTopic
 from magnetar.protocol import wire
 from magnetar.protocol.broadcast import BROADCAST_PROPERTY, BROADCAST_VALUE
-from magnetar.protocol.mqtt import MQTT_5, MqttError, ReasonCode, SubAck, Subscribe, UnsubAck, Unsubscribe
+from magnetar.protocol.mqtt import (
+    MQTT_5,
+    MqttError,
+    Properties,
+    Publish,
+    ReasonCode,
+    SubAck,
+    Subscribe,
+    UnsubAck,
+    Unsubscribe,
+)
 from magnetar.protocol.mqtt.codes import SUBACK_FAILURE_3_1_1
 from magnetar.protocol.mqtt.pulsar_names import (
     NON_PERSISTENT,
@@ -68,6 +79,7 @@ def handle_subscribe(cnx: MqttConnection, packet: Subscribe) -> None:
     failure = R.UNSPECIFIED_ERROR if v5 else SUBACK_FAILURE_3_1_1
     codes: list[int] = []
     wanted: list[str] = []
+    new: set[str] = set()  # filters the session did not have (Retain Handling 1)
     for sub in packet.subscriptions:
         topic_filter = sub.topic_filter
         group, plain = split_filter(topic_filter)
@@ -77,6 +89,8 @@ def handle_subscribe(cnx: MqttConnection, packet: Subscribe) -> None:
         if domain == NON_PERSISTENT or not _namespace_exists(cnx, namespace):
             codes.append(failure)
             continue
+        if topic_filter not in session.filters:
+            new.add(topic_filter)
         session.filters[topic_filter] = FilterOptions(
             sub.qos, sub.no_local, sub.retain_as_published, subscription_id
         )
@@ -91,8 +105,35 @@ def handle_subscribe(cnx: MqttConnection, packet: Subscribe) -> None:
             for sub, code in zip(packet.subscriptions, codes, strict=True)
         ]
         cnx.send(SubAck(packet.packet_id, tuple(answered)))
+        # Retained messages after the SUBACK (3.3.1.3), by each filter's Retain Handling; none
+        # for a shared subscription (4.8.2).
+        for sub, code in zip(packet.subscriptions, answered, strict=True):
+            if code >= 0x80 or split_filter(sub.topic_filter)[0] is not None:
+                continue
+            if sub.retain_handling == 0 or (sub.retain_handling == 1 and sub.topic_filter in new):
+                send_retained(cnx, sub.topic_filter, sub.qos, subscription_id)
 
     cnx.wait_for(attaching, answer)
+
+
+def send_retained(cnx: MqttConnection, topic_filter: str, qos: int, subscription_id: int | None) -> None:
+    """The retained messages of the topics ``topic_filter`` matches, with RETAIN, each at the lower
+    of its QoS and the one granted."""
+    domain, namespace, local_filter = _split(cnx, topic_filter)
+    v5 = cnx.version == MQTT_5
+    now = time.time()
+    for message in cnx.server.retained.matching(namespace, local_filter, now):
+        properties = Properties()
+        if v5:
+            expiry = None if message.expires_at is None else max(int(message.expires_at - now), 1)
+            ids = () if subscription_id is None else (subscription_id,)
+            properties = message.properties.replace(
+                message_expiry_interval=expiry, subscription_identifiers=ids
+            )
+        shown = mqtt_topic(TopicName.parse(message.topic), bool(domain))
+        cnx.outbound.send_alone(
+            Publish(shown, message.payload, min(qos, message.qos), True, properties=properties)
+        )
 
 
 async def _subscribed(cnx: MqttConnection, filters: list[str]) -> set[str]:
