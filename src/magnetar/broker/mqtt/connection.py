@@ -23,7 +23,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
 from magnetar.broker import loop_pass
-from magnetar.broker.mqtt import inbound, outbound, subscriptions
+from magnetar.broker.mqtt import inbound, outbound, subscriptions, will
 from magnetar.broker.mqtt.inbound import TOPIC_ALIAS_MAXIMUM
 from magnetar.broker.mqtt.session import NEVER, MqttSession
 from magnetar.broker.names import MAX_NAME_LENGTH
@@ -51,6 +51,7 @@ from magnetar.protocol.mqtt import (
     Subscribe,
     Unsubscribe,
     UnsupportedProtocolVersion,
+    Will,
     encode,
 )
 from magnetar.protocol.mqtt.codes import ALLOWED_REASONS, PacketType
@@ -119,6 +120,8 @@ class MqttConnection(asyncio.Protocol):
         self._passes: loop_pass.PassScheduler | None = None
         #: Set by a DISCONNECT from the client: its connection ends normally.
         self.disconnected = False
+        #: The CONNECT's Last Will, until a DISCONNECT discards it (``will.py``).
+        self.will: Will | None = None
 
     # -- TransportCnx, as this connection's consumers and producers see it --------------------
     @property
@@ -205,6 +208,8 @@ class MqttConnection(asyncio.Protocol):
         self.producers.clear()
         self.producers_by_topic.clear()
         if self.session is not None:
+            if self.will is not None:
+                will.connection_closed(self.server, self.session, self, self.will)
             self.server.sessions.connection_ended(self.session, self)
 
     def pause_writing(self) -> None:
@@ -393,6 +398,7 @@ class MqttConnection(asyncio.Protocol):
         else:
             expiry = 0 if packet.clean_start else NEVER
         self.keep_alive = packet.keep_alive
+        self.will = packet.will
         self.decoder.max_packet_size = self.config.max_message_size + PUBLISH_OVERHEAD
         session, present, loading = self.server.sessions.open(self, client_id, packet.clean_start, expiry)
         self.session = session
@@ -449,6 +455,8 @@ class MqttConnection(asyncio.Protocol):
                     R.PROTOCOL_ERROR, "a Session Expiry Interval set at DISCONNECT after 0 at CONNECT"
                 )
             session.expiry = expiry
+        if self.version != MQTT_5 or packet.reason_code != R.DISCONNECT_WITH_WILL_MESSAGE:
+            self.will = None  # discarded (3.14.4); 0x04 asks for it to be published
         self.disconnected = True
         self.close()
 

@@ -165,10 +165,9 @@ def _store(
 ) -> None:
     """Store the message (and, with RETAIN, its topic's retained message); answer PUBACK /
     PUBREC once it is durable."""
-    properties = packet.properties.user_properties
     now = time.time()
     metadata, data = to_pulsar(
-        packet.payload, properties, producer.name, sequence, int(now * 1000), packet.retain
+        packet.payload, packet.properties, producer.name, sequence, int(now * 1000), packet.retain
     )
     size = len(data)
     if size > cnx.config.max_message_size:

@@ -20,6 +20,8 @@ again (4.4).
 from __future__ import annotations
 
 import logging
+import math
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -31,8 +33,9 @@ from magnetar.broker.mqtt.messages import Outgoing, decoded
 from magnetar.broker.mqtt.session import MessageKey
 from magnetar.protocol import wire
 from magnetar.protocol.message_id import to_u64
-from magnetar.protocol.mqtt import MQTT_5, Properties, Publish, PubRec, PubRel, encode
+from magnetar.protocol.mqtt import MQTT_5, Publish, PubRec, PubRel, encode
 from magnetar.protocol.mqtt.codes import PacketType
+from magnetar.protocol.mqtt.properties import NONE
 from magnetar.storage.position import Position
 
 if TYPE_CHECKING:
@@ -176,8 +179,11 @@ class Outbound:
         acks = EntryAcks(consumer, entry.position, entry.num_messages, 0)
         topic = str(consumer.subscription.topic.name)
         position = entry.position
+        now = time.time()
         for index, message in enumerate(messages):
-            packet = self._packet(delivery, message, qos)
+            if message.expires_at is not None and message.expires_at <= now:
+                continue  # expired before it could go: deleted for this subscriber (3.3.2.3.3)
+            packet = self._packet(delivery, message, qos, now)
             if cnx.client_max_packet and len(encode(packet, cnx.version)) > cnx.client_max_packet:
                 continue  # 5.0: never sent past the client's Maximum Packet Size (3.1.2.11.4)
             if qos == 0:
@@ -191,10 +197,18 @@ class Outbound:
         else:
             self._send_waiting()
 
-    def _packet(self, delivery: Delivery, message: Outgoing, qos: int) -> Publish:
-        properties = Properties()
-        if self.cnx.version == MQTT_5 and message.properties:
-            properties = Properties(user_properties=message.properties)
+    def _packet(self, delivery: Delivery, message: Outgoing, qos: int, now: float) -> Publish:
+        properties = NONE
+        if self.cnx.version == MQTT_5:
+            properties = message.mqtt
+            if message.properties:
+                properties = properties.replace(user_properties=message.properties)
+            if message.expires_at is not None:  # what is left of it (3.3.2.3.3)
+                properties = properties.replace(
+                    message_expiry_interval=max(math.ceil(message.expires_at - now), 1)
+                )
+            if delivery.subscription_ids:
+                properties = properties.replace(subscription_identifiers=delivery.subscription_ids)
         retain = delivery.retain_as_published and message.retain  # else 0 to a subscription (3.3.1.3)
         return Publish(delivery.mqtt_topic, message.payload, qos, retain, properties=properties)
 

@@ -24,7 +24,6 @@ from magnetar.broker.mqtt.connection import MqttConnection
 from magnetar.broker.mqtt.qos2_store import Qos2Store
 from magnetar.broker.mqtt.records import RecordWriter
 from magnetar.broker.mqtt.retained import RetainedStore
-from magnetar.broker.mqtt.session import MqttSession
 from magnetar.broker.mqtt.sessions import Sessions
 from magnetar.broker.refusal import PULSAR_OUT_OF_DESCRIPTORS
 from magnetar.protocol.mqtt import ReasonCode
@@ -96,9 +95,6 @@ class MqttServer:
             cnx.close_with(ReasonCode.SERVER_SHUTTING_DOWN)
         self.qos2.close()
         self._records.shutdown(wait=True)
-
-    def session_ended(self, session: MqttSession) -> None:
-        """``session`` ended (expired, replaced by a clean start)."""
 
     # -- topics loaded later ---------------------------------------------------------------------
     def topic_loaded(self, topic: PersistentTopic) -> None:

@@ -21,6 +21,7 @@ import asyncio
 from dataclasses import dataclass, field
 
 from magnetar.broker.mqtt.qos2_store import Received
+from magnetar.protocol.mqtt import Will
 
 #: A 3.1.1 session that is not clean never expires (5.0's 0xFFFFFFFF).
 NEVER = 0xFFFFFFFF
@@ -82,6 +83,9 @@ class MqttSession:
     ended: bool = False
     #: Its QoS 2 records are read (a session restored after a restart reads them when resumed).
     records_loaded: bool = True
+    #: A will held back by its Will Delay Interval, with the connection that left it (``will.py``).
+    pending_will: tuple[Will, object] | None = None
+    will_timer: asyncio.TimerHandle | None = None
 
     @property
     def producer_name(self) -> str:

@@ -16,7 +16,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from magnetar.broker.mqtt import subscriptions
+from magnetar.broker.mqtt import subscriptions, will
 from magnetar.broker.mqtt.records import RecordWriter
 from magnetar.broker.mqtt.session import NEVER, Incoming, MqttSession, expires_at
 from magnetar.broker.mqtt.session_store import SessionStore
@@ -93,6 +93,8 @@ class Sessions:
         if session is not None and session.expiry_timer is not None:
             session.expiry_timer.cancel()
             session.expiry_timer = None
+        if session is not None and not clean:
+            will.cancel(session)  # resumed before its Will Delay Interval passed
         waits: list[asyncio.Future[Any]] = []
         present = session is not None and not clean
         if session is not None and clean:
@@ -162,7 +164,7 @@ class Sessions:
             session.expiry_timer = None
         if self.by_client.get(session.client_id) is session:
             del self.by_client[session.client_id]
-        self.server.session_ended(session)
+        will.fire(self.server, session)  # a will held back goes when its session ends
         client_id = session.client_id
         if session.durable:
             self.store.delete(client_id).add_done_callback(_logged("deleting the session record", client_id))
@@ -232,9 +234,7 @@ class Sessions:
             if not wanted:
                 continue
             task = asyncio.ensure_future(self._subscribe_away(session, topic.name, list(wanted), initial))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
-            task.add_done_callback(_logged("subscribing to a new topic", session.client_id))
+            self.keep(task, "subscribing to a new topic", session.client_id)
 
     async def _subscribe_away(
         self, session: MqttSession, name: TopicName, groups: list[str | None], initial: str
@@ -253,12 +253,19 @@ class Sessions:
                 session.groups.add((key, group))
         self.store.update(session)
 
+    def keep(self, task: asyncio.Future[Any], what: str, client_id: str) -> None:
+        """Hold ``task`` until it is done, and log its failure."""
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(_logged(what, client_id))
+
     def close(self) -> None:
         self.closing = True
         for session in self.by_client.values():
             if session.expiry_timer is not None:
                 session.expiry_timer.cancel()
                 session.expiry_timer = None
+            will.cancel(session)
 
 
 def _parse(topic: str) -> TopicName | None:
