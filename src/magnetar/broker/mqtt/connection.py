@@ -423,7 +423,6 @@ class MqttConnection(asyncio.Protocol):
                     maximum_packet_size=self.decoder.max_packet_size,
                     topic_alias_maximum=TOPIC_ALIAS_MAXIMUM,
                     subscription_identifier_available=0,
-                    shared_subscription_available=0,
                 )
             self.send(ConnAck(present, 0, reply))
             if present:
