@@ -6,6 +6,7 @@ every message once, in order, from entries read once for all of them."""
 from __future__ import annotations
 
 import asyncio
+
 import pulsar
 import pytest
 
