@@ -57,9 +57,20 @@ def handle_publish(cnx: MqttConnection, packet: Publish) -> None:
     session = cnx.session
     assert session is not None
     v5 = cnx.version == MQTT_5
+    if packet.qos:
+        assert packet.packet_id is not None
+        cnx.received_unanswered(packet.qos, packet.packet_id)
     name = _topic_name(cnx, packet)
     if v5 and packet.properties.subscription_identifiers:
         raise MqttError(R.PROTOCOL_ERROR, "a PUBLISH from a client with a Subscription Identifier")
+    if v5 and packet.properties.payload_format_indicator == 1 and not _utf8(packet.payload):
+        _refused(
+            cnx,
+            packet,
+            R.PAYLOAD_FORMAT_INVALID,
+            "the payload is not UTF-8, as its Payload Format Indicator says",
+        )
+        return
     if packet.qos == 2:
         assert packet.packet_id is not None
         incoming = session.incoming.get(packet.packet_id)
@@ -78,6 +89,14 @@ def handle_publish(cnx: MqttConnection, packet: Publish) -> None:
         cnx.wait_for(opening, lambda done: _publish_to(cnx, packet, topic_name, done))
         return
     _publish_to(cnx, packet, topic_name, None)
+
+
+def _utf8(payload: bytes) -> bool:
+    try:
+        payload.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def _topic_name(cnx: MqttConnection, packet: Publish) -> str:
@@ -209,6 +228,7 @@ def _stored(
             return
         if packet.qos == 1:
             assert packet.packet_id is not None
+            cnx.answered(1, packet.packet_id)
             cnx.send(PubAck(packet.packet_id))
         elif packet.qos == 2:
             assert packet.packet_id is not None and cnx.session is not None
@@ -248,6 +268,7 @@ def _refused(cnx: MqttConnection, packet: Publish, reason: ReasonCode, message: 
     if packet.qos and cnx.version == MQTT_5 and packet.packet_id is not None:
         ack = PubAck if packet.qos == 1 else PubRec
         code = reason if reason in (0x80, 0x83, 0x87, 0x90, 0x91, 0x97, 0x99) else R.UNSPECIFIED_ERROR
+        cnx.answered(packet.qos, packet.packet_id)
         cnx.send(ack(packet.packet_id, code, Properties(reason_string=message[:1000])))
         if packet.qos == 2 and cnx.session is not None:
             cnx.session.incoming.pop(packet.packet_id, None)
@@ -261,6 +282,7 @@ def handle_pubrel(cnx: MqttConnection, packet: PubRel) -> None:
     session = cnx.session
     assert session is not None
     packet_id = packet.packet_id
+    cnx.answered(2, packet_id)  # PUBCOMP follows
     incoming = session.incoming.pop(packet_id, None)
     if incoming is None:
         # Released already (a PUBREL sent again), or never received: 5.0 says which.

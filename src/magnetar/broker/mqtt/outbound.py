@@ -19,6 +19,7 @@ again (4.4).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import time
@@ -33,7 +34,7 @@ from magnetar.broker.mqtt.messages import Outgoing, decoded
 from magnetar.broker.mqtt.session import MessageKey
 from magnetar.protocol import wire
 from magnetar.protocol.message_id import to_u64
-from magnetar.protocol.mqtt import MQTT_5, Publish, PubRec, PubRel, encode
+from magnetar.protocol.mqtt import MQTT_5, Publish, PubRec, PubRel, ReasonCode, encode
 from magnetar.protocol.mqtt.codes import PacketType
 from magnetar.protocol.mqtt.properties import NONE
 from magnetar.storage.position import Position
@@ -109,7 +110,12 @@ class MqttConsumer(Consumer):
         for entry in entries:
             messages += entry.num_messages
             size += len(entry.data)
-            cnx.outbound.deliver(self, entry)
+            try:
+                cnx.outbound.deliver(self, entry)
+            except Exception:  # this client's failure, never its dispatcher's (others share it)
+                log.exception("%s: delivering %s failed; closing the connection", cnx.remote, entry.position)
+                cnx.close_with(ReasonCode.UNSPECIFIED_ERROR)
+                break
         self.permits -= messages
         self.traffic.messages_out += messages
         self.traffic.bytes_out += size
@@ -140,6 +146,8 @@ class Waiting:
     packet: Publish
     entry: EntryAcks | None
     key: MessageKey | None
+    #: When it expires (seconds since the epoch): it may while it waits.
+    expires_at: int | None = None
 
 
 class Outbound:
@@ -149,6 +157,23 @@ class Outbound:
         #: Messages waiting for room under the client's Receive Maximum.
         self.waiting: deque[Waiting] = deque()
         self._next_id = 0
+        #: Topic Name -> the Topic Alias given it on this connection (5.0, 3.3.2.3.4).
+        self.aliases: dict[str, int] = {}
+
+    def _send(self, packet: Publish) -> None:
+        """Send a PUBLISH, under a Topic Alias where the client takes them: the first one to a
+        topic sets it (name and alias), later ones carry the alias alone."""
+        cnx = self.cnx
+        if cnx.client_alias_maximum and packet.topic:
+            alias = self.aliases.get(packet.topic)
+            if alias is not None:
+                packet = dataclasses.replace(
+                    packet, topic="", properties=packet.properties.replace(topic_alias=alias)
+                )
+            elif len(self.aliases) < cnx.client_alias_maximum:
+                alias = self.aliases[packet.topic] = len(self.aliases) + 1
+                packet = dataclasses.replace(packet, properties=packet.properties.replace(topic_alias=alias))
+        cnx.send(packet)
 
     def resume(self) -> None:
         """The session resumed on this connection: its PUBRELs not answered go again (4.4)."""
@@ -184,14 +209,14 @@ class Outbound:
             if message.expires_at is not None and message.expires_at <= now:
                 continue  # expired before it could go: deleted for this subscriber (3.3.2.3.3)
             packet = self._packet(delivery, message, qos, now)
-            if cnx.client_max_packet and len(encode(packet, cnx.version)) > cnx.client_max_packet:
+            if cnx.client_max_packet and _size(packet, cnx.version) > cnx.client_max_packet:
                 continue  # 5.0: never sent past the client's Maximum Packet Size (3.1.2.11.4)
             if qos == 0:
-                cnx.send(packet)
+                self._send(packet)
             else:
                 acks.left += 1
                 key = (topic, position.ledger_id, position.entry_id, index)
-                self.waiting.append(Waiting(packet, acks, key))
+                self.waiting.append(Waiting(packet, acks, key, message.expires_at))
         if acks.left == 0:
             done(consumer, entry.position, entry.num_messages)
         else:
@@ -215,7 +240,7 @@ class Outbound:
     def send_alone(self, packet: Publish) -> None:
         """A message of no entry (a retained one, at SUBSCRIBE): sent at its own QoS."""
         if packet.qos == 0:
-            self.cnx.send(packet)
+            self._send(packet)
             return
         self.waiting.append(Waiting(packet, None, None))
         self._send_waiting()
@@ -229,6 +254,15 @@ class Outbound:
             if acks is not None and acks.consumer.closed:
                 continue
             packet, key = waiting.packet, waiting.key
+            if waiting.expires_at is not None:
+                left = math.ceil(waiting.expires_at - time.time())
+                if left <= 0:  # expired while it waited: not sent (3.3.2.3.3)
+                    self._entry_done(InFlight(packet.qos, acks))
+                    continue
+                if cnx.version == MQTT_5:
+                    packet = dataclasses.replace(
+                        packet, properties=packet.properties.replace(message_expiry_interval=left)
+                    )
             dup = False
             packet_id = None
             if session is not None and key is not None:
@@ -249,7 +283,7 @@ class Outbound:
                 packet.properties,
             )
             self.in_flight[packet_id] = InFlight(packet.qos, acks)
-            cnx.send(sent)
+            self._send(sent)
 
     def _packet_id(self) -> int:
         session = self.cnx.session
@@ -316,6 +350,14 @@ class Outbound:
         for flight in self.in_flight.values():
             if flight.entry is not None and flight.entry.consumer is consumer:
                 flight.entry = None
+
+
+def _size(packet: Publish, version: int) -> int:
+    """The bytes ``packet`` takes on the wire (a QoS 1 or 2 one with its packet identifier, which
+    is given only when it is sent)."""
+    if packet.qos and packet.packet_id is None:
+        packet = dataclasses.replace(packet, packet_id=1)
+    return len(encode(packet, version))
 
 
 def done(consumer: MqttConsumer, position: Position, messages: int) -> None:
