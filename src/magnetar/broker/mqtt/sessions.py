@@ -240,6 +240,7 @@ class Sessions:
         self, session: MqttSession, name: TopicName, groups: list[str | None], initial: str
     ) -> None:
         key = str(name)
+        held = (set(session.topics), set(session.groups))
         for group in groups:
             subscription = subscriptions.subscription_name(session, group)
             preparing = self.service.preparing(name, (subscription, initial))
@@ -251,7 +252,8 @@ class Sessions:
                 session.topics.add(key)
             else:
                 session.groups.add((key, group))
-        self.store.update(session)
+        if (session.topics, session.groups) != held:
+            self.store.update(session)
 
     def keep(self, task: asyncio.Future[Any], what: str, client_id: str) -> None:
         """Hold ``task`` until it is done, and log its failure."""

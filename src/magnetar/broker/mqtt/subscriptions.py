@@ -312,18 +312,20 @@ async def attach_topic(cnx: MqttConnection, name: TopicName, initial: str) -> No
     if opening is not None:
         await opening
     session = cnx.session
-    while not cnx.closed and session is not None:
-        topic = service.get_topic(name, create=True)
-        if not isinstance(topic, PersistentTopic):
-            return
-        missing = _missing(session, topic, options_by_group(session, name, default_namespace(cnx)))
-        if not missing:
-            attach_loaded(cnx, topic)
-            return
-        for subscription in missing:
-            preparing = service.preparing(name, (subscription, initial))
-            if preparing is not None:
-                await preparing
+    if cnx.closed or session is None:
+        return
+    topic = service.get_topic(name, create=True)
+    if not isinstance(topic, PersistentTopic):
+        return
+    for subscription in _missing(session, topic, options_by_group(session, name, default_namespace(cnx))):
+        preparing = service.preparing(name, (subscription, initial))
+        if preparing is not None:
+            await preparing
+    if cnx.closed:
+        return
+    topic = service.get_topic(name, create=True)  # the one loaded now (it may have been unloaded meanwhile)
+    if isinstance(topic, PersistentTopic):
+        _attach_now(cnx, session, topic)
 
 
 def attach_loaded(cnx: MqttConnection, topic: PersistentTopic, initial: str = "latest") -> None:
@@ -340,7 +342,12 @@ def attach_loaded(cnx: MqttConnection, topic: PersistentTopic, initial: str = "l
         task = asyncio.ensure_future(attach_topic(cnx, topic.name, initial))
         task.add_done_callback(lambda done: _logged(cnx, topic.name, done))
         return
-    for group, options in wanted.items():
+    _attach_now(cnx, session, topic)
+
+
+def _attach_now(cnx: MqttConnection, session: MqttSession, topic: PersistentTopic) -> None:
+    """The consumers, on the loop (a durable subscription not made yet is made here)."""
+    for group, options in options_by_group(session, topic.name, default_namespace(cnx)).items():
         _consumer(cnx, session, topic, group, options)
 
 
@@ -394,10 +401,13 @@ def _consumer(
     cnx.consumers_by_key[(key, subscription)] = consumer
     cnx.consumers[consumer_id] = consumer
     if session.durable:
-        if group is None:
+        held = (key, group)
+        if group is None and key not in session.topics:
             session.topics.add(key)
-        else:
+            cnx.server.sessions.store.update(session)  # so that its end deletes this one too
+        elif group is not None and held not in session.groups:
             session.groups.add((key, group))
+            cnx.server.sessions.store.update(session)
     consumer.subscription.flow(consumer, PERMITS)
 
 
