@@ -181,3 +181,141 @@ def test_stored_sessions_load_and_a_broken_record_is_left_alone(metadata):
         ("device-1", NEVER, ["a/b"], {"persistent://public/default/a%2Fb"})
     ]
     assert broken == [key_of("broken")]
+
+
+# -- the server's sessions: open, resume, take over, end, expire, restore ----------------------------
+class FakeConnection:
+    """What ``Sessions`` asks of a connection: its address, its consumers, closing it."""
+
+    def __init__(self, name: str) -> None:
+        self.remote = name
+        self.consumers: dict = {}
+        self.closed_with: list[int] = []
+
+    def close_with(self, reason: int, message: str | None = None) -> None:
+        self.closed_with.append(reason)
+
+
+class FakeServer:
+    """The MQTT server around ``Sessions``: its QoS 2 records on a real metadata store, a service
+    with no topic loaded."""
+
+    def __init__(self, metadata: MetadataStore) -> None:
+        from types import SimpleNamespace
+
+        from magnetar.broker.mqtt.qos2_store import Qos2Store
+
+        self.service = SimpleNamespace(
+            storage=SimpleNamespace(metadata=metadata),
+            config=SimpleNamespace(mqtt_default_tenant="public", mqtt_default_namespace="default"),
+            topics={},
+            catalog=SimpleNamespace(exists=lambda key: False),
+        )
+        self.qos2 = Qos2Store(metadata)
+
+
+def run_sessions(metadata, scenario) -> None:
+    from magnetar.broker.mqtt.sessions import Sessions
+
+    executor = ThreadPoolExecutor(1)
+    server = FakeServer(metadata)
+
+    async def run() -> None:
+        writer = RecordWriter(metadata, executor, "MQTT session")
+        sessions = Sessions(server, writer)  # type: ignore[arg-type]  # a fake server
+        await scenario(sessions, writer)
+        await writer.drain()
+
+    asyncio.run(run())
+    server.qos2.close()
+    executor.shutdown()
+
+
+def stored(metadata: MetadataStore) -> dict[str, MqttSession]:
+    loaded, broken = SessionStore(metadata, None).load_all()  # type: ignore[arg-type]  # reads only
+    assert broken == []
+    return {s.client_id: s for s in loaded}
+
+
+def test_a_durable_session_is_stored_resumed_and_expires(metadata):
+    async def scenario(sessions, writer) -> None:
+        first = FakeConnection("a")
+        session, present, loading = sessions.open(first, "car", clean=False, expiry=3600)
+        await loading  # its record is durable before the CONNACK
+        assert not present and session.durable and stored(metadata)["car"].disconnected_at is None
+        sessions.connection_ended(session, first)
+        await writer.drain()
+        assert stored(metadata)["car"].disconnected_at is not None  # its expiry counts from here
+        loop = asyncio.get_running_loop()
+        assert abs(session.expiry_timer.when() - (loop.time() + 3600)) < 5
+        again, present, loading = sessions.open(FakeConnection("b"), "car", clean=False, expiry=3600)
+        await loading
+        assert again is session and present and session.expiry_timer is None
+        sessions.connection_ended(session, again.connection)
+        sessions._expire(session)  # its Session Expiry Interval passed
+        await sessions._ending["car"]  # its subscriptions and QoS 2 records deleted
+        assert "car" not in sessions.by_client and session.ended
+        await writer.drain()
+        assert stored(metadata) == {}
+
+    run_sessions(metadata, scenario)
+
+
+def test_clean_start_ends_the_old_session_and_a_second_connection_takes_over(metadata):
+    async def scenario(sessions, writer) -> None:
+        first = FakeConnection("first")
+        old, _, loading = sessions.open(first, "bike", clean=False, expiry=60)
+        await loading
+        old.filters["a/b"] = FilterOptions(1)
+        second = FakeConnection("second")
+        new, present, loading = sessions.open(second, "bike", clean=True, expiry=60)
+        await loading
+        assert first.closed_with == [0x8E]  # Session taken over
+        assert not present and new is not old and old.ended and new.filters == {}
+        await writer.drain()
+        assert list(stored(metadata)["bike"].filters) == []  # the new session's record, not the old
+
+    run_sessions(metadata, scenario)
+
+
+def test_a_session_that_ends_with_its_connection_is_never_stored(metadata):
+    async def scenario(sessions, writer) -> None:
+        cnx = FakeConnection("c")
+        session, present, loading = sessions.open(cnx, "phone", clean=True, expiry=0)
+        await loading
+        assert not present and not session.durable
+        sessions.connection_ended(session, cnx)
+        assert "phone" not in sessions.by_client
+        await writer.drain()
+        assert stored(metadata) == {}
+
+    run_sessions(metadata, scenario)
+
+
+def test_restored_sessions_expire_by_the_time_their_connection_closed(metadata):
+    now = 10_000.0
+
+    async def scenario(sessions, writer) -> None:
+        for client_id, expiry, closed in (
+            ("gone", 10, now - 100),
+            ("later", 600, now - 100),
+            ("ever", NEVER, now - 1e6),
+        ):
+            session = MqttSession(client_id, expiry=expiry, durable=True)
+            session.disconnected_at = closed
+            await sessions.store.save(session)
+        crashed = MqttSession("crashed", expiry=30, durable=True)  # connected when the broker died
+        await sessions.store.save(crashed)
+        sessions.restore(list(stored(metadata).values()), now)
+        await asyncio.sleep(0)
+        assert sorted(sessions.by_client) == ["crashed", "ever", "later"]
+        loop = asyncio.get_running_loop()
+        assert abs(sessions.by_client["later"].expiry_timer.when() - (loop.time() + 500)) < 5
+        assert abs(sessions.by_client["crashed"].expiry_timer.when() - (loop.time() + 30)) < 5
+        assert sessions.by_client["ever"].expiry_timer is None
+        await writer.drain()
+        assert sorted(stored(metadata)) == ["crashed", "ever", "later"]
+        assert stored(metadata)["crashed"].disconnected_at == now  # counted from the restart
+        sessions.close()
+
+    run_sessions(metadata, scenario)
