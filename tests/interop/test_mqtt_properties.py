@@ -231,6 +231,7 @@ def test_receive_maximum_holds_back_what_the_client_has_not_acknowledged(mqtt_br
         raw.close()
 
 
+@pytest.mark.slow
 def test_the_brokers_receive_maximum_is_enforced(broker_factory):
     broker = broker_factory({"mqtt_port": 0, "max_pending_publish_requests_per_connection": 2})
     raw = RawClient(broker.mqtt_port, MQTT_5)
