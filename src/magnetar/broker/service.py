@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any, TypeVar
 
-from magnetar.broker import descriptors, frame_room, housekeeping, loop_pass, tls
+from magnetar.broker import descriptors, frame_room, housekeeping, loop_pass, tls, worker_credentials
 from magnetar.broker.authorization import CONSUME, PRODUCE, Authorizer
 from magnetar.broker.clusters import ClusterRegistry
 from magnetar.broker.config import BrokerConfig
@@ -50,6 +50,7 @@ from magnetar.broker.startup import BrokerSetup
 from magnetar.broker.topic import PersistentTopic
 from magnetar.broker.topic_catalog import TopicCatalog, Topics
 from magnetar.broker.topic_loader import TopicLoader
+from magnetar.broker.worker_credentials import WorkerSecret
 from magnetar.broker.worker_role import WorkerRole
 from magnetar.protocol.frames import SHARED_READ_SIZE
 from magnetar.protocol.topic_name import TopicName
@@ -141,6 +142,11 @@ class BrokerService:
         config = setup.config
         #: The authentication providers, None while authentication is off (authentication.py).
         self.authentication = setup.authentication
+        #: A worker's secret shared with the other workers, which it seals an HTTP client's
+        #: credentials with at their Pulsar ports (and takes them sealed); None alone.
+        self.worker_secret: WorkerSecret | None = None
+        if self.worker is not None:
+            self.worker_secret = worker_credentials.install(self.authentication, config.data_dir)
         #: Credentials accepted and refused (CONNECT, AUTH_RESPONSE, expiry), by auth method (/metrics).
         self.authentication_successes: Counter[str] = Counter()
         self.authentication_failures: Counter[str] = Counter()

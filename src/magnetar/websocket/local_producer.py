@@ -1,4 +1,5 @@
-"""A producer on one topic (or partition) of an in-process session (``session.py``).
+"""A producer on one topic (or partition) of a session (``session.py``: in-process, or to the
+worker that owns the topic).
 
 It builds each message as a client does (``MessageMetadata`` with its sequence id, publish time,
 properties, key, event time; the CRC32C checksum) and sends it unbatched, as Pulsar's WebSocket

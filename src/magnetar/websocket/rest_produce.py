@@ -9,7 +9,7 @@ as ``SchemaInfo`` JSON, or ``schemaVersion``; a STRING schema when none is given
 id (``ledger:entry:partition``) or an error (``errorCode`` 2 and ``errorMsg``), and the schema
 version, once every message is stored (on disk) or refused. A partitioned topic's messages go to
 ``partition`` when given, else round robin over the partitions, as Pulsar's broker sends them.
-The messages are sent by one producer per partition on an in-process session, under the
+The messages are sent by one producer per partition on the session of its owner, under the
 request's credentials, so a role without ``produce`` is refused and deduplication applies.
 """
 
@@ -26,7 +26,7 @@ from aiohttp import web
 
 from magnetar.broker.schemas.registry import TYPE_NAMES, StoredSchema, parse_version, schema_id, to_wire
 from magnetar.protocol import wire
-from magnetar.websocket.http_session import open_session, refusal, refused, topic_of
+from magnetar.websocket.http_session import refusal, refused, sessions_for, topic_of
 from magnetar.websocket.json_shapes import (
     OutgoingMessage,
     ProduceRequest,
@@ -35,11 +35,12 @@ from magnetar.websocket.json_shapes import (
     produce_answer,
 )
 from magnetar.websocket.local_producer import LocalProducer
-from magnetar.websocket.session import LocalSession, SessionError
+from magnetar.websocket.session import SessionError
 
 if TYPE_CHECKING:
     from magnetar.broker.service import BrokerService
     from magnetar.protocol.topic_name import TopicName
+    from magnetar.websocket.sessions import Sessions
 
 log = logging.getLogger(__name__)
 
@@ -131,14 +132,11 @@ def handler(service: BrokerService, domain: str):
             raise refusal(404, str(exc)) from None
         except ValueError as exc:
             raise refusal(400, str(exc)) from None
+        sessions = sessions_for(service, request, query_token=False)
         try:
-            session = await open_session(service, request, query_token=False)
-        except SessionError as exc:
-            raise refused(exc, "publish") from None
-        try:
-            return await _publish(session, targets, produce_request, schema, encoder)
+            return await _publish(sessions, targets, produce_request, schema, encoder)
         finally:
-            session.close()
+            sessions.close()
 
     return produce
 
@@ -179,7 +177,7 @@ async def _read_body(request: web.Request, limit: int) -> bytes:
 
 
 async def _publish(
-    session: LocalSession,
+    sessions: Sessions,
     targets: list[TopicName],
     request: ProduceRequest,
     schema: wire.Schema,
@@ -198,7 +196,7 @@ async def _publish(
             producer = producers.get(slot)
             if producer is None:
                 producer = producers[slot] = await LocalProducer.create(
-                    session, targets[slot], request.producer_name, schema
+                    await sessions.for_topic(targets[slot]), targets[slot], request.producer_name, schema
                 )
             payload = encoder.encode(text)
         except SessionError as exc:

@@ -23,7 +23,7 @@ from aiohttp import WSMsgType, web
 
 from magnetar.protocol.compression import CompressionType
 from magnetar.protocol.key_hash import HashingScheme, key_partition
-from magnetar.websocket.http_session import open_session, partitions_of, refused, topic_of
+from magnetar.websocket.http_session import partitions_of, refused, sessions_for, topic_of
 from magnetar.websocket.json_shapes import (
     BadInput,
     OutgoingMessage,
@@ -78,14 +78,11 @@ def handler(service: BrokerService, domain: str):
         hashing = HashingScheme[params.choice("hashingScheme", _HASHING, "JavaStringHash")]
         compression = CompressionType[params.choice("compressionType", _COMPRESSION, "NONE")]
         max_pending = params.integer("maxPendingMessages", 1000, minimum=1)
-        try:
-            session = await open_session(service, request, query_token=True)
-        except SessionError as exc:
-            raise refused(exc, "create producer") from None
+        sessions = sessions_for(service, request, query_token=True)
         try:
             producers = [
                 await LocalProducer.create(
-                    session,
+                    await sessions.for_topic(partition),
                     partition,
                     name,
                     initial_sequence_id=None if initial < 0 else initial,
@@ -94,20 +91,20 @@ def handler(service: BrokerService, domain: str):
                 for partition in partitions_of(service, topic)
             ]
         except SessionError as exc:
-            session.close()
+            sessions.close()
             raise refused(exc, "create producer") from None
         log.info("%s: WebSocket producer %s on %s", request.remote, producers[0].name, topic)
         try:
             ws = await upgrade(request, service.config)
-            await _serve(ws, Router(producers, routing, hashing), session, max_pending)
+            await _serve(ws, Router(producers, routing, hashing), max_pending)
         finally:
-            session.close()
+            sessions.close()
         return ws
 
     return produce
 
 
-async def _serve(ws: web.WebSocketResponse, router: Router, session, max_pending: int) -> None:
+async def _serve(ws: web.WebSocketResponse, router: Router, max_pending: int) -> None:
     outbox = Outbox(ws)
     pending = 0
     closing: list[asyncio.Task[None]] = []
@@ -155,13 +152,19 @@ async def _serve(ws: web.WebSocketResponse, router: Router, session, max_pending
             while pending >= max_pending:
                 room.clear()
                 await room.wait()
-            await session.writable()
+            await producer.session.writable()
     finally:
+        for producer in router.producers:  # the session ends next: nothing more to tell the client
+            producer.on_gone = _ignore
         if closing:
             await closing[0]
         elif not ws.closed:
             await outbox.drain()
         await outbox.close()
+
+
+def _ignore(reason: str) -> None:
+    pass
 
 
 async def _close_after(outbox: Outbox, ws: web.WebSocketResponse, reason: str) -> None:
