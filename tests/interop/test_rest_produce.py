@@ -147,14 +147,31 @@ def test_rest_produce_bad_input(broker_factory, client_factory, topic):
     assert post(broker, topic, {"messages": []})[0] == 400
     assert post(broker, topic, {"messages": [{"payload": 5}]})[0] == 400
     assert post(broker, topic, {"messages": [{"payload": "x"}], "valueSchema": {"type": "NOPE"}})[0] == 400
-    # A body past twice max_message_size and 1 MiB of JSON is refused before it is all read.
-    assert post(broker, topic, b" " * (2 * 10_000 + 1024 * 1024 + 1))[0] == 413
+    # A body past what a message of max_message_size can take in JSON (6 bytes a byte) and 1 MiB
+    # is refused before it is all read.
+    assert post(broker, topic, b" " * (6 * 10_000 + 1024 * 1024 + 1))[0] == 413
     status, answer = post(broker, topic, {"messages": [{"payload": "y" * 20_000}, {"payload": "fits"}]})
     assert status == 200
     big, small = answer["messagePublishResults"]
     assert big["errorCode"] == 2 and "maximum message size" in big["errorMsg"], big
     assert small["errorCode"] == 0
     assert [m.data() for m in receive_n(consumer, 1)] == [b"fits"]
+
+
+def escaped_near_limit(max_message_size: int) -> str:
+    """A payload just under ``max_message_size`` whose every character JSON escapes in 6 bytes."""
+    return "\x01" * (max_message_size - 2_000)
+
+
+def test_rest_produce_a_message_close_to_max_message_size(broker_factory, client_factory, topic):
+    broker = broker_factory({"max_message_size": 1_500_000})
+    consumer = client_factory(broker.service_url).subscribe(topic, "s")
+    text = escaped_near_limit(1_500_000)
+    body = json.dumps({"messages": [{"payload": text}]}).encode()
+    assert len(body) > 8_000_000  # far past aiohttp's 1 MiB default
+    status, answer = post(broker, topic, body)
+    assert status == 200 and answer["messagePublishResults"][0]["errorCode"] == 0, answer
+    assert receive_n(consumer, 1, ack=True)[0].data() == text.encode()
 
 
 def test_rest_produce_token_auth_and_authorization(broker_factory, topic):

@@ -15,7 +15,7 @@ import pytest
 from websockets.sync.client import connect
 
 from tests.interop.support import receive_n
-from tests.interop.test_rest_produce import post
+from tests.interop.test_rest_produce import escaped_near_limit, post
 from tests.interop.test_websocket import next_message, payload_of, publish, ws_url
 from tests.interop.test_workers import WORKERS, topics_on_two_owners
 from tests.interop.test_workers_partitioned import PARTITIONS, spread_topic
@@ -107,3 +107,15 @@ def test_partitioned_topic_served_whole_from_each_workers_port(broker_factory, c
     ) as reader:
         read = [next_message(reader) for _ in range(4 * PARTITIONS)]
     assert ids <= {base64.b64decode(m["messageId"]) for m in read}
+
+
+def test_rest_produce_close_to_max_message_size_on_the_other_workers_port(broker_factory, client_factory):
+    broker = broker_factory({**WORKERS, "max_message_size": 1_500_000})
+    owners = topics_on_two_owners(broker.service_url, "big")
+    topic, other = list({owner: topic for topic, owner in owners.items()}.values())
+    elsewhere = types.SimpleNamespace(http_url=own_http_url(broker, other))
+    consumer = client_factory(broker.service_url).subscribe(topic, "s")
+    text = escaped_near_limit(1_500_000)
+    status, answer = post(elsewhere, topic, json.dumps({"messages": [{"payload": text}]}).encode())
+    assert status == 200 and answer["messagePublishResults"][0]["errorCode"] == 0, answer
+    assert receive_n(consumer, 1, ack=True)[0].data() == text.encode()

@@ -46,8 +46,16 @@ log = logging.getLogger(__name__)
 
 #: ``errorCode`` of a message that was not stored (Pulsar: 2, "retry with another broker" aside).
 PUBLISH_ERROR = 2
-#: Room beyond ``max_message_size`` for the JSON around a request's messages.
+#: A payload is JSON text: one byte of it takes at most 6 in the body (``\u0001``).
+_JSON_ESCAPE = 6
+#: Room for the rest of a request: the other fields, the schema, more messages.
 _BODY_ROOM = 1024 * 1024
+
+
+def max_body_size(max_message_size: int) -> int:
+    """The largest request body: one message of ``max_message_size`` however its text is
+    escaped in JSON, and 1 MiB more (aiohttp's own default limit would be 1 MiB in all)."""
+    return _JSON_ESCAPE * max_message_size + _BODY_ROOM
 
 
 class Encoder:
@@ -123,7 +131,7 @@ def handler(service: BrokerService, domain: str):
     async def produce(request: web.Request) -> web.StreamResponse:
         topic = topic_of(request, domain)
         targets = _targets(service, request, topic)
-        body = await _read_body(request, 2 * service.config.max_message_size + _BODY_ROOM)
+        body = await _read_body(request, max_body_size(service.config.max_message_size))
         try:
             produce_request = parse_produce_request(body)
             schema = request_schema(service, topic, produce_request)
