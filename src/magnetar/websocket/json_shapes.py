@@ -141,6 +141,8 @@ class OutgoingMessage:
     context: str | None = None
     #: The partition asked for (REST produce), or None.
     partition: int | None = None
+    #: The key is base64 of bytes (a KEY_VALUE schema's key: ``partition_key_b64_encoded``).
+    key_b64: bool = False
 
 
 def parse_producer_message(text: str | bytes) -> OutgoingMessage:

@@ -147,6 +147,8 @@ def message_metadata(
         metadata.properties.add(key=key, value=value)
     if message.key is not None:
         metadata.partition_key = message.key
+        if message.key_b64:
+            metadata.partition_key_b64_encoded = True
     if message.event_time:
         metadata.event_time = message.event_time
     if message.disable_replication:
