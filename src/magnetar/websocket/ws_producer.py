@@ -8,7 +8,8 @@ once the broker has the entry on disk, or ``{"result": "send-error:N", "errorMsg
 partitioned topic's messages go to the partition of their key (``hashingScheme``, Java's
 ``JavaStringHash`` by default, as Pulsar's service runs the Java client), else to one partition
 chosen at random (``messageRoutingMode=SinglePartition``, Pulsar's WebSocket default) or to each
-in turn (``RoundRobinPartition``).
+in turn (``RoundRobinPartition``). Messages go one entry each unless ``batchingEnabled=true``
+(``batcher.py``: ``batchingMaxMessages``, ``batchingMaxPublishDelay``).
 """
 
 from __future__ import annotations
@@ -17,12 +18,13 @@ import asyncio
 import functools
 import logging
 import random
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from aiohttp import WSMsgType, web
 
 from magnetar.protocol.compression import CompressionType
 from magnetar.protocol.key_hash import HashingScheme, key_partition
+from magnetar.websocket.batcher import DEFAULT_MAX_DELAY_MS, DEFAULT_MAX_MESSAGES, Batcher
 from magnetar.websocket.http_session import partitions_of, refused, sessions_for, topic_of
 from magnetar.websocket.json_shapes import (
     BadInput,
@@ -78,6 +80,9 @@ def handler(service: BrokerService, domain: str):
         hashing = HashingScheme[params.choice("hashingScheme", _HASHING, "JavaStringHash")]
         compression = CompressionType[params.choice("compressionType", _COMPRESSION, "NONE")]
         max_pending = params.integer("maxPendingMessages", 1000, minimum=1)
+        batching = params.boolean("batchingEnabled")
+        batch_messages = params.integer("batchingMaxMessages", DEFAULT_MAX_MESSAGES, minimum=1)
+        batch_delay_ms = params.integer("batchingMaxPublishDelay", DEFAULT_MAX_DELAY_MS)
         sessions = sessions_for(service, request, query_token=True)
         try:
             producers = [
@@ -96,7 +101,10 @@ def handler(service: BrokerService, domain: str):
         log.info("%s: WebSocket producer %s on %s", request.remote, producers[0].name, topic)
         try:
             ws = await upgrade(request, service.config)
-            await _serve(ws, Router(producers, routing, hashing), max_pending)
+            senders: dict[LocalProducer, Sender] = {
+                p: Batcher(p, batch_messages, batch_delay_ms / 1000) if batching else p for p in producers
+            }
+            await _serve(ws, Router(producers, routing, hashing), senders, max_pending)
         finally:
             sessions.close()
         return ws
@@ -104,7 +112,15 @@ def handler(service: BrokerService, domain: str):
     return produce
 
 
-async def _serve(ws: web.WebSocketResponse, router: Router, max_pending: int) -> None:
+class Sender(Protocol):
+    """Where a partition's messages go: its producer, or the batcher in front of it."""
+
+    def send(self, message: OutgoingMessage) -> asyncio.Future[wire.MessageIdData]: ...
+
+
+async def _serve(
+    ws: web.WebSocketResponse, router: Router, senders: dict[LocalProducer, Sender], max_pending: int
+) -> None:
     outbox = Outbox(ws)
     pending = 0
     closing: list[asyncio.Task[None]] = []
@@ -144,7 +160,7 @@ async def _serve(ws: web.WebSocketResponse, router: Router, max_pending: int) ->
                 reason = producer.closed_reason
                 outbox.put(producer_error(WebSocketError.UnknownError, reason, message.context))
                 continue
-            future = producer.send(message)
+            future = senders[producer].send(message)
             pending += 1
             future.add_done_callback(functools.partial(answered, message.context))
             # Flow control: not read while the broker does not read this session (its holds) or
@@ -154,6 +170,9 @@ async def _serve(ws: web.WebSocketResponse, router: Router, max_pending: int) ->
                 await room.wait()
             await producer.session.writable()
     finally:
+        for sender in senders.values():  # what is gathered is sent, as a closing Java producer does
+            if isinstance(sender, Batcher):
+                sender.flush()
         for producer in router.producers:  # the session ends next: nothing more to tell the client
             producer.on_gone = _ignore
         if closing:
