@@ -50,6 +50,8 @@ T = wire.BaseCommand
 #: What the broker's admin API shows as these connections' client version.
 CLIENT_VERSION = f"magnetar-websocket-{__version__}"
 PROTOCOL_VERSION = 21
+#: How long another worker may take to answer a session's CONNECT (it is restarting ...).
+OWNER_CONNECT_TIMEOUT_S = 30.0
 #: Frames the broker sends us are never refused for size (the broker sizes them).
 _MAX_FRAME = 1 << 31
 
@@ -204,7 +206,11 @@ class LocalSession:
         if service.authentication is not None:
             relayed = _relayed(credentials)
             session._auth = (WORKER_METHOD, lambda: secret.seal(relayed))
-        await session._connect()
+        try:
+            await asyncio.wait_for(session._connect(), OWNER_CONNECT_TIMEOUT_S)
+        except TimeoutError:
+            session.close()
+            raise SessionError(f"{owner.broker_id} did not answer CONNECT", wire.ServiceNotReady) from None
         return session
 
     async def _connect(self) -> None:
