@@ -112,6 +112,7 @@ class Link(Protocol):
     readable: asyncio.Event
 
     def push(self, data: bytes) -> None: ...
+    def flush(self) -> None: ...
     def close(self) -> None: ...
 
 
@@ -144,6 +145,9 @@ class OwnerLink(asyncio.Protocol):
     def push(self, data: bytes) -> None:
         if self._transport is not None and not self._transport.is_closing():
             self._transport.write(data)
+
+    def flush(self) -> None:
+        pass  # written at once
 
     def close(self) -> None:
         if self._transport is not None:
@@ -271,8 +275,10 @@ class LocalSession:
         self._consumers.pop(consumer_id, None)
 
     def close(self) -> None:
-        """End the session: the broker drops its producers and consumers (as for a lost connection)."""
+        """End the session: the broker drops its producers and consumers (as for a lost connection),
+        after what was sent last."""
         if self.transport is not None:
+            self.transport.flush()
             self.transport.close()
 
     # -- in ------------------------------------------------------------------------------------
