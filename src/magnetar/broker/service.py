@@ -24,7 +24,15 @@ from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any, Protocol, TypeVar
 
-from magnetar.broker import descriptors, frame_room, housekeeping, loop_pass, offload_policies, tls
+from magnetar.broker import (
+    descriptors,
+    frame_room,
+    housekeeping,
+    loop_pass,
+    offload_policies,
+    tls,
+    worker_credentials,
+)
 from magnetar.broker.authorization import CONSUME, PRODUCE, Authorizer
 from magnetar.broker.clusters import ClusterRegistry
 from magnetar.broker.compaction_policies import TopicCompactionThresholds, applied_threshold
@@ -54,6 +62,7 @@ from magnetar.broker.startup import BrokerSetup
 from magnetar.broker.topic import PersistentTopic
 from magnetar.broker.topic_catalog import TopicCatalog, Topics
 from magnetar.broker.topic_loader import TopicLoader
+from magnetar.broker.worker_credentials import WorkerSecret
 from magnetar.broker.worker_role import WorkerRole
 from magnetar.offload.offloader import LedgerOffloader
 from magnetar.protocol.frames import SHARED_READ_SIZE
@@ -162,6 +171,11 @@ class BrokerService:
         config = setup.config
         #: The authentication providers, None while authentication is off (authentication.py).
         self.authentication = setup.authentication
+        #: A worker's secret shared with the other workers, which it seals an HTTP client's
+        #: credentials with at their Pulsar ports (and takes them sealed); None alone.
+        self.worker_secret: WorkerSecret | None = None
+        if self.worker is not None:
+            self.worker_secret = worker_credentials.install(self.authentication, config.data_dir)
         #: Credentials accepted and refused (CONNECT, AUTH_RESPONSE, expiry), by auth method (/metrics).
         self.authentication_successes: Counter[str] = Counter()
         self.authentication_failures: Counter[str] = Counter()
