@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
+from magnetar.broker.offloaded_reads import PatientReader, answered
 from magnetar.offload.object_io import OffloadVerifyError
 from magnetar.storage import Position
 from magnetar.storage.errors import OffloadedReadError, OffloadedReadPending
@@ -76,6 +79,28 @@ def test_a_read_that_may_not_wait_is_told_when_the_bytes_are_there(open_tiered, 
             assert again.ready.wait(5)
     assert [e.position for e in entries] == positions
     assert woken
+
+
+def test_an_answer_on_the_event_loop_is_computed_again_once_its_offloaded_entries_are_fetched(
+    open_tiered, offloader
+):
+    ml = open_tiered(entry_cache_bytes=0).open_managed_ledger(TOPIC)
+    positions = add_durable(ml, payloads(9, size=20))
+    offload_all(offloader, ml)
+    ml.delete_offloaded_local(0)
+    reader = PatientReader(ml)
+    tries = []
+
+    def work() -> list[bytes]:
+        tries.append(len(tries))
+        return [bytes(reader(position)) for position in positions]
+
+    async def main() -> list[bytes]:
+        return await answered(ml, work, "reading every entry")
+
+    assert asyncio.run(main()) == payloads(9, size=20)
+    # tried again after each fetch (an index, then the data, of each offloaded ledger), each entry read once
+    assert len(tries) > 2 and reader.reads == 9
 
 
 def test_a_cursor_reads_across_offloaded_and_local_ledgers(open_tiered, offloader):

@@ -11,6 +11,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Iterator, Mapping
+from functools import partial
 
 from magnetar.broker import descriptors
 from magnetar.broker.coarse_clock import CLOCK
@@ -20,6 +21,7 @@ from magnetar.broker.namespaces import NamespaceRegistry
 from magnetar.broker.nonpersistent import NonPersistentTopic
 from magnetar.broker.offloads import Offloads
 from magnetar.broker.topic import PersistentTopic
+from magnetar.protocol.topic_name import TopicName
 from magnetar.storage.errors import StorageFullError
 
 log = logging.getLogger(__name__)
@@ -117,9 +119,13 @@ def expire_messages(topics: Topics, namespaces: NamespaceRegistry) -> Iterator[N
             ttl = namespaces.policies(topic.name.namespace_name).message_ttl_seconds
             if not ttl:
                 continue
-            for name in topic.expire_older_than(ttl):
-                log.info("%s/%s: expired messages older than %ds", topic.name, name, ttl)
+            topic.expire_older_than(ttl, expired=partial(_said_expired, topic.name, ttl))
         yield
+
+
+def _said_expired(topic: TopicName, ttl: int, names: list[str]) -> None:
+    for name in names:
+        log.info("%s/%s: expired messages older than %ds", topic, name, ttl)
 
 
 def trim_all(topics: Topics, namespaces: NamespaceRegistry) -> Iterator[None]:

@@ -356,9 +356,10 @@ class ManagedLedger:
 
     # ------------------------------------------------------------------- reads
 
-    def read_entry(self, position: Position) -> Entry:
+    def read_entry(self, position: Position, *, wait: bool = True) -> Entry:
         """The entry at ``position``; EntryNotFoundError when there is none or it is damaged.
-        An offloaded entry is waited for (up to ``offload_read_timeout_seconds``)."""
+        An offloaded entry is waited for (up to ``offload_read_timeout_seconds``), or with
+        ``wait=False`` raises ``OffloadedReadPending`` while it is fetched."""
 
         def read() -> Entry:
             with self._lock:
@@ -370,7 +371,7 @@ class ManagedLedger:
                     raise EntryNotFoundError(f"{self.name}: the entry at {position} is damaged")
                 return got[0]
 
-        return self._waiting(read)
+        return self._waiting(read) if wait else read()
 
     def read_entries(
         self,
@@ -404,15 +405,23 @@ class ManagedLedger:
 
         return self._waiting(read) if wait else read()
 
+    @property
+    def offload_read_timeout_seconds(self) -> float:
+        """The longest a read that must answer waits for offloaded bytes."""
+        return self._config.offload_read_timeout_seconds
+
     def _waiting(self, read: Callable[[], _T]) -> _T:
-        """``read()``, again after each fetch of offloaded bytes it waits for (not under the lock)."""
+        """``read()``, again after each fetch of offloaded bytes it waits for (not under the lock),
+        or as soon as the store is found failing (the read then fails at once)."""
         deadline = time.monotonic() + self._config.offload_read_timeout_seconds
         while True:
             try:
                 return read()
             except OffloadedReadPending as pending:
+                woken = threading.Event()
+                pending.then(woken.set)
                 left = deadline - time.monotonic()
-                if left <= 0 or not pending.ready.wait(left):
+                if left <= 0 or not woken.wait(left):
                     raise OffloadedReadError(
                         f"{self.name}: offloaded data not read from the object store within"
                         f" {self._config.offload_read_timeout_seconds:g} s"
