@@ -251,3 +251,42 @@ def test_an_unreachable_store_fails_offloaded_reads_clearly_while_local_topics_g
         s3.resume()
     assert [reader.read_next(timeout_millis=20_000).data() for _ in range(30)] == _expected(30)
     assert "reading offloaded data failed" in broker.log_text()
+
+
+def test_offload_by_age_takes_the_ledgers_closed_that_long_ago(
+    broker_factory, client_factory, topic, tmp_path
+):
+    broker = broker_factory(
+        {
+            **SMALL_LEDGERS,
+            "managed_ledger_offload_driver": "filesystem",
+            "file_system_uri": str(tmp_path / "o"),
+            "managed_ledger_offload_threshold_in_seconds": 3600,  # the broker's: an hour
+        }
+    )
+    client = client_factory(broker.service_url)
+    _produce(client, topic, 40)
+    status, body = admin_call(broker, "GET", _admin(topic, "/offloadPolicies?applied=true"))
+    assert status == 200 and body["managedLedgerOffloadThresholdInSeconds"] == 3600, body
+    # The namespace's offloadThresholdInSeconds: a ledger goes a second after its close, whatever
+    # its size (no size threshold is set).
+    namespace = "/admin/v2/namespaces/public/default/offloadThresholdInSeconds"
+    assert admin_call(broker, "PUT", namespace, 1)[0] == 204
+    assert admin_call(broker, "GET", namespace) == (200, 1)
+    stats = eventually(
+        lambda: _all_offloaded_keeping_local(broker, topic), what="the closed ledgers offloaded"
+    )
+    assert len(stats["ledgers"]) > 4
+    status, body = admin_call(broker, "GET", _admin(topic, "/offloadPolicies?applied=true"))
+    assert (
+        body["managedLedgerOffloadThresholdInSeconds"] == 1
+        and body["managedLedgerOffloadThresholdInBytes"] == -1
+    ), body
+    assert _read_all(client, topic, 40) == _expected(40)
+
+
+def _all_offloaded_keeping_local(broker, topic: str) -> dict:
+    stats = _internal(broker, topic)
+    closed = stats["ledgers"][:-1]
+    assert closed and all(ledger["offloaded"] and ledger["local"] for ledger in closed), closed
+    return stats

@@ -1,8 +1,9 @@
 """Which ledgers are offloaded when (tiered storage, docs/tiered-storage.md), run on the
-offloader's threads: by each topic's ``offloadThreshold`` (``check``, from the background work, a
-slice of topics at a time), or up to a message id by the admin API (``trigger``, Pulsar's
-``PUT .../offload``, whose last run ``status`` answers as Pulsar's OffloadProcessStatus); local
-copies deleted once ``offloadDeletionLag`` has passed; objects nobody owns deleted (``sweep``).
+offloader's threads: by each topic's ``offloadThreshold`` and ``offloadThresholdInSeconds``
+(``check``, from the background work, a slice of topics at a time), or up to a message id by the
+admin API (``trigger``, Pulsar's ``PUT .../offload``, whose last run ``status`` answers as
+Pulsar's OffloadProcessStatus); local copies deleted once ``offloadDeletionLag`` has passed;
+objects nobody owns deleted (``sweep``).
 
 The event loop only decides and records: uploads, verifications and deletes run on the offload
 threads, one run at a time per topic.
@@ -116,12 +117,14 @@ class Offloads:
         policies = self._policies(topic.name)
         if policies.deletion_lag_ms >= 0:
             ml.delete_offloaded_local(policies.deletion_lag_ms / 1000.0)
-        if self.offloader is None or policies.threshold_bytes < 0:
+        if self.offloader is None or not policies.automatic:
             return
         state = self.of(topic.name)
         if state.busy:
             return
-        chosen = over_threshold(ml.ledgers(), policies.threshold_bytes)
+        chosen = over_threshold(
+            ml.ledgers(), policies.threshold_bytes, policies.threshold_seconds, time.time()
+        )
         if chosen:
             state.running = self._start(ml, state, [info.ledger_id for info in chosen], manual=False)
 

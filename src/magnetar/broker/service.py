@@ -438,6 +438,7 @@ class BrokerService:
             namespace.offload_threshold,
             namespace.offload_deletion_lag_ms,
             self.config.offload_policies(),
+            namespace.offload_threshold_in_seconds,
         )
 
     def inactive_topic_policies(self, name: TopicName) -> InactiveTopicPolicies:
