@@ -6,6 +6,8 @@ offload and the store unreachable."""
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 import time
 import urllib.request
 
@@ -290,3 +292,46 @@ def _all_offloaded_keeping_local(broker, topic: str) -> dict:
     closed = stats["ledgers"][:-1]
     assert closed and all(ledger["offloaded"] and ledger["local"] for ledger in closed), closed
     return stats
+
+
+def test_repair_after_the_metadata_is_lost_finds_the_ledgers_only_the_store_holds(
+    broker_factory, client_factory, topic, tmp_path
+):
+    store = tmp_path / "offloaded"
+    broker = broker_factory(
+        {
+            **SMALL_LEDGERS,
+            "managed_ledger_offload_driver": "filesystem",
+            "file_system_uri": f"file://{store}",
+            "managed_ledger_offload_threshold_in_bytes": 0,
+            "managed_ledger_offload_deletion_lag_ms": 0,
+        }
+    )
+    client = client_factory(broker.service_url)
+    consumer = client.subscribe(topic, "sub", initial_position=pulsar.InitialPosition.Earliest)
+    _produce(client, topic, 40)
+    for _ in range(10):
+        consumer.acknowledge(consumer.receive(20_000))
+    offloaded = len(eventually(lambda: _all_offloaded(broker, topic), what="offloaded")["ledgers"]) - 1
+    client.close()
+    assert broker.stop() == 0
+    for path in broker.data_dir.glob("metadata.sqlite*"):
+        path.unlink()
+
+    command = [sys.executable, "-m", "magnetar", "repair", "--config", str(broker.config_path)]
+    repaired = subprocess.run(
+        [*command, "--data-dir", str(broker.data_dir)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert repaired.returncode == 0, repaired.stderr
+    assert f"{offloaded} in the object store only" in repaired.stdout, repaired.stdout
+
+    broker.start()
+    client = client_factory(broker.service_url)
+    assert _read_all(client, topic, 40) == _expected(40)
+    stats = _internal(broker, topic)
+    assert [ledger["offloaded"] for ledger in stats["ledgers"]] == [True] * offloaded + [False]
+    consumer = client.subscribe(topic, "sub")  # its acks came back from its cursor ledger
+    assert consumer.receive(20_000).data() == _expected(40)[10]
