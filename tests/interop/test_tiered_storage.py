@@ -335,3 +335,44 @@ def test_repair_after_the_metadata_is_lost_finds_the_ledgers_only_the_store_hold
     assert [ledger["offloaded"] for ledger in stats["ledgers"]] == [True] * offloaded + [False]
     consumer = client.subscribe(topic, "sub")  # its acks came back from its cursor ledger
     assert consumer.receive(20_000).data() == _expected(40)[10]
+
+
+def test_a_stopping_broker_gives_up_an_upload_under_way_and_does_it_again_after_the_restart(
+    broker_factory, client_factory, topic, tmp_path, s3
+):
+    # A store that hangs: each request waits up to a minute, far past a broker's stop.
+    broker = broker_factory(_s3_config(s3, tmp_path, managed_ledger_offload_timeout_seconds=60.0))
+    client = client_factory(broker.service_url)
+    _produce(client, topic, 30)
+    ledgers = _internal(broker, topic)["ledgers"]
+    s3.pause()
+    try:
+        status, body = admin_call(
+            broker, "PUT", _admin(topic, "/offload"), {"ledgerId": ledgers[-1]["ledgerId"], "entryId": 0}
+        )
+        assert status == 204, body
+
+        def attempt_recorded():
+            first = _internal(broker, topic)["ledgers"][0]
+            assert first.get("offloadState") == "offloading", first
+            return first["offloadKey"]
+
+        given_up = eventually(attempt_recorded, what="an upload under way")
+        client.close()
+        assert broker.stop(timeout=10) == 0  # SIGTERM: not held up by the upload
+    finally:
+        s3.resume()
+    assert "still inside a request to the object store; the broker stops without" in broker.log_text()
+    broker.config = {**broker.config, "managed_ledger_offload_threshold_in_bytes": 0}
+    broker.start()
+    client = client_factory(broker.service_url)
+
+    def offloaded_again():
+        closed = _internal(broker, topic)["ledgers"][:-1]
+        assert all(ledger["offloaded"] for ledger in closed), closed
+        return closed
+
+    closed = eventually(offloaded_again, what="the ledgers offloaded after the restart")
+    assert given_up not in {ledger["offloadKey"] for ledger in closed}  # under a new key
+    assert _read_all(client, topic, 30) == _expected(30)
+    eventually(lambda: not s3.exists(given_up), what="the attempt given up deleted from the store")

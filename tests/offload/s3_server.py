@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -51,6 +52,17 @@ class S3Server:
     def create_bucket(self, name: str = BUCKET) -> None:
         request = urllib.request.Request(f"{self.endpoint}/{name}", method="PUT")
         urllib.request.urlopen(request, timeout=5).close()
+
+    def exists(self, key: str, bucket: str = BUCKET) -> bool:
+        """Whether the object ``key`` is there (moto answers unsigned requests)."""
+        url = f"{self.endpoint}/{bucket}/{urllib.parse.quote(key)}"
+        try:
+            urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=5).close()
+        except urllib.error.HTTPError as exc:
+            if exc.code == 404:
+                return False
+            raise
+        return True
 
     def pause(self) -> None:
         os.kill(self.process.pid, signal.SIGSTOP)

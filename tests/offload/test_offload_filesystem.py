@@ -7,13 +7,14 @@ import asyncio
 import pytest
 
 from magnetar.broker.offloaded_reads import PatientReader, answered
-from magnetar.offload.object_io import OffloadVerifyError
+from magnetar.offload.object_io import OffloadCancelled, OffloadVerifyError
+from magnetar.offload.settings import OffloadSettings
 from magnetar.storage import Position
 from magnetar.storage.errors import OffloadedReadError, OffloadedReadPending
 from magnetar.storage.ledger_info import OFFLOADED
 from tests.storage.conftest import add_durable, payloads
 
-from .conftest import TOPIC, objects, offload_all
+from .conftest import TOPIC, io_for, objects, offload_all
 
 
 def _local_logs(tmp_path) -> list[str]:
@@ -197,3 +198,28 @@ def test_offloaded_ledgers_without_a_driver_fail_reads_clearly_and_local_ones_go
         assert ml.read_entry(positions[8]).data == payloads(9, size=20)[8]
     finally:
         bare.close()
+
+
+def test_an_upload_is_given_up_between_its_chunks_when_asked_and_leaves_no_object(tmp_path):
+    settings = OffloadSettings(
+        "filesystem", file_system_uri=str(tmp_path / "store"), max_block_size_in_bytes=5 * 1024 * 1024
+    )
+    io = io_for(settings)
+    log = tmp_path / "big.log"
+    size = 12 * 1024 * 1024
+    log.write_bytes(bytes(size))  # a multipart upload of three chunks
+    asked = []
+
+    def cancelled() -> bool:
+        asked.append(True)
+        return len(asked) > 1  # the broker stops after the first chunk
+
+    try:
+        with pytest.raises(OffloadCancelled):
+            io.upload("t/00000000000000000001-aa.ledger", log, size, b"", cancelled)
+        assert not io.exists("t/00000000000000000001-aa.ledger") and objects(tmp_path / "store") == []
+        assert (
+            io.upload("t/00000000000000000001-bb.ledger", log, 12 * 1024 * 1024, b"")[0] == 12 * 1024 * 1024
+        )
+    finally:
+        io.close()

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from magnetar.broker.errors import BrokerError, NotAllowed
 from magnetar.broker.offload_policies import OffloadPolicies
 from magnetar.broker.topic import PersistentTopic
+from magnetar.offload.object_io import OffloadCancelled
 from magnetar.offload.offloader import LedgerOffloader
 from magnetar.protocol import wire
 from magnetar.protocol.topic_name import TopicName
@@ -158,6 +159,8 @@ class Offloads:
                 if self.offloader.offload_ledger(ml, ledger_id):
                     state.last_ledger_id = ledger_id
                     state.last_success_ms = int(time.time() * 1000)
+            except OffloadCancelled:
+                return  # the broker stops: the rest is offloaded after the restart
             except Exception as exc:
                 error = f"Error offloading: {self.offloader.figures.last_error or exc}"
                 state.last_failure_ms = int(time.time() * 1000)
@@ -172,5 +175,7 @@ class Offloads:
             state.status = ERROR if error else SUCCESS
 
     def close(self) -> None:
+        """Uploads under way are given up (not counted done; made again after a restart), waiting
+        for them a short while only (``LedgerOffloader.close``)."""
         if self.offloader is not None:
             self.offloader.close()
