@@ -549,7 +549,8 @@ class ManagedLedger:
 
     def delete_offloaded_local(self, deletion_lag_seconds: float) -> list[int]:
         """Delete the local files of the ledgers offloaded ``deletion_lag_seconds`` ago or longer
-        (the metadata first says they are read from their objects); returns their ids."""
+        (the metadata first says they are read from their objects), and their entries in the
+        entry cache; returns their ids."""
         with self._lock:
             self._check_open()
             closed = [self._infos[ledger_id] for ledger_id in self._ledgers.ids()[:-1]]
@@ -564,6 +565,8 @@ class ManagedLedger:
                 self._readers.discard(ledger_id)
             if not self._current.closed:
                 OPEN_LEDGER_FILES.opened(self, self._files_open())
+            # Their entries are read from the objects from now on, not from memory either.
+            self._cache.invalidate(self._id, set(doomed))
         for ledger_id in doomed:
             delete_segment_files(self._dir, ledger_id)
         log.info("%s: deleted the local copies of offloaded ledgers %s", self.name, doomed)

@@ -65,6 +65,13 @@ class CitySettings:
         "run secured: the broker on TLS ports only, token authentication and authorization; "
         "each vehicle has its own role, allowed to consume only its area's alerts topic",
     )
+    offload_frames: bool = _setting(
+        False,
+        "keep the camera frames in tiered storage: the frames topic's closed ledgers are offloaded to a "
+        "filesystem store as they close and their local copies deleted; at the end every frame is read "
+        "back from the store and checked",
+    )
+    offload_dir: str = _setting("", "the --offload-frames store (default: offloaded/ in the work directory)")
     districts: int = _setting(
         1,
         "districts: with 2 or more, each district runs its own edge broker (cluster district-K) whose raw "
@@ -86,6 +93,8 @@ class CitySettings:
             raise ValueError("districts must be between 1 and areas (each district has an area)")
         if self.districts > 1 and self.secure:
             raise ValueError("--districts above 1 does not run --secure")
+        if self.districts > 1 and self.offload_frames:
+            raise ValueError("--districts above 1 does not run --offload-frames")
 
     @property
     def window_ms(self) -> int:

@@ -6,6 +6,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from magnetar.demo.smart_city.archive import ArchiveReport
 from magnetar.demo.smart_city.districts import DistrictReport
 
 
@@ -95,6 +96,8 @@ class Summary:
     refused: bool = False
     #: ``--districts`` (2 or more): each district's replication to central and alerts back.
     districts: list[DistrictReport] = field(default_factory=list)
+    #: ``--offload-frames``: the frames kept in tiered storage and read back (None: not asked).
+    archive: ArchiveReport | None = None
 
     @property
     def clean_area_alerts(self) -> int:
@@ -114,6 +117,7 @@ class Summary:
             and self.frames_intact == self.frames_planned == self.frames_sent
             and (not self.security or self.refused)
             and all(d.ok for d in self.districts)
+            and (self.archive is None or self.archive.ok)
         )
 
     def render(self) -> str:
@@ -155,6 +159,8 @@ class Summary:
             lines.insert(-1, f"  access check        {self.refusal}")
         for district in self.districts:
             lines[-1:-1] = district.lines()
+        if self.archive is not None:
+            lines.insert(-1, f"  frames archive      {self.archive.line()}")
         if not self.drained:
             lines.append("  WARNING: the pipeline did not catch up before the drain timeout")
         lines += [f"  error: {e}" for e in self.errors[:10]]
