@@ -223,3 +223,16 @@ def test_an_upload_is_given_up_between_its_chunks_when_asked_and_leaves_no_objec
         )
     finally:
         io.close()
+
+
+def test_a_ledger_whose_local_copy_is_deleted_is_read_from_its_object_not_from_the_entry_cache(
+    open_tiered, offloader
+):
+    ml = open_tiered().open_managed_ledger(TOPIC)  # the default entry cache holds what was added
+    add_durable(ml, payloads(9, size=20))
+    offload_all(offloader, ml)
+    assert ml.read_entries(Position.EARLIEST, 3, wait=False)  # still local, and cached
+    ml.delete_offloaded_local(0)
+    with pytest.raises(OffloadedReadPending):
+        ml.read_entries(Position.EARLIEST, 3, wait=False)  # fetched from the store
+    assert [bytes(e.data) for e in ml.read_entries(Position.EARLIEST, 100)] == payloads(9, size=20)
