@@ -110,7 +110,7 @@ class PersistentTopic:
         self.replication_cursors: dict[str, ManagedCursor] = {}
         self.replicators: dict[str, ReplicatorLink] = {}
         #: Topic compaction: the compacted view and the compactor's runs (its cursor is no subscription).
-        self.compaction = CompactedTopic(ml)
+        self.compaction = CompactedTopic(ml, config.test_compaction_pause_at)
         #: Offloaded entries a dispatcher could not wait for are fetched: read again (tiered storage).
         ml.on_offloaded_data = self._notify_subscriptions
         for name_of_cursor, cursor in ml.cursors().items():
@@ -188,7 +188,7 @@ class PersistentTopic:
         if chunk is not None and metadata is not None and chunks.answer_resend(metadata, chunk, callback):
             return
         key = sequence_key(producer.name, max(send.sequence_id, send.highest_sequence_id), metadata, chunk)
-        if self.deduplication.is_duplicate(key, producer.replicator):
+        if self.deduplication.is_duplicate(key, producer.deduplicated):
             callback(DUPLICATE, None)
             return
         storing = (
@@ -399,8 +399,18 @@ class PersistentTopic:
         return await topic_backlog.expired_older_than(self, seconds, subscriptions)
 
     # -- queries ----------------------------------------------------------------------------
-    def last_message_position(self, read: EntryReader | None = None) -> tuple[Position, int]:
-        """The last stored entry and the batch index of its last message (-1 if not a batch)."""
+    def last_message_position(
+        self, read_compacted: bool = False, read: EntryReader | None = None
+    ) -> tuple[Position, int]:
+        """The last stored entry and the batch index of its last message (-1 if not a batch). For a
+        readCompacted consumer, while the compacted view covers the whole topic (its horizon is the
+        last entry, or the topic holds none), the view's last message instead, as Pulsar answers.
+        ``read`` reads the last entry (offloaded_reads.PatientReader: without waiting for the store)."""
+        horizon = self.compaction.horizon
+        if read_compacted and horizon is not None:
+            last = self.ml.last_confirmed
+            if last.entry_id < 0 or last <= horizon:
+                return self.compaction.last_message()
         return last_message_position(self.ml, read)
 
     def seek_position(self, msg_id: wire.MessageIdData) -> Position:

@@ -170,9 +170,10 @@ def handle_get_last_message_id(cnx: HandlerCnx, frame: Frame) -> None:
         cnx.send_error(cmd.request_id, NotAllowed("non-persistent topics keep no last message id"))
         return
     reader = PatientReader(topic.ml)
+    read_compacted = consumer.read_compacted
     offloaded_reads.answer(
         topic.ml,
-        lambda: topic.last_message_position(reader),
+        lambda: topic.last_message_position(read_compacted, reader),
         f"the last message id of {topic.name}",
         lambda found, error: _last_message_id(cnx, consumer, cmd.request_id, found, error),
     )
@@ -217,24 +218,32 @@ def handle_seek(cnx: HandlerCnx, frame: Frame) -> None:
         if not isinstance(topic, PersistentTopic) or not isinstance(subscription, PersistentSubscription):
             # non-persistent: nothing stored to seek in
             raise NotAllowed("seek is not supported on non-persistent topics")
+        compacted = topic.compaction if consumer.read_compacted else None
+        exactly = False
         if cmd.HasField("message_id"):
-            position = topic.seek_position(cmd.message_id)
+            if compacted is not None:  # into the compacted view where the id is up to its horizon
+                position, exactly = compacted.seek_position(cmd.message_id)
+            else:
+                position = topic.seek_position(cmd.message_id)
         elif cmd.HasField("message_publish_time"):
-            # A search by time reads entries: offloaded ones are fetched without blocking the loop.
-            reader, stamp = PatientReader(topic.ml), cmd.message_publish_time
-            offloaded_reads.answer(
-                topic.ml,
-                lambda: topic.find_position_by_time(stamp, reader),
-                f"seeking {topic.name} by time",
-                lambda found, error: _seek_to(cnx, consumer, cmd.request_id, found, error),
-            )
-            return
+            if compacted is not None:
+                position, exactly = compacted.time_position(cmd.message_publish_time)
+            else:
+                # A search by time reads entries: offloaded ones are fetched without blocking the loop.
+                reader, stamp = PatientReader(topic.ml), cmd.message_publish_time
+                offloaded_reads.answer(
+                    topic.ml,
+                    lambda: topic.find_position_by_time(stamp, reader),
+                    f"seeking {topic.name} by time",
+                    lambda found, error: _seek_to(cnx, consumer, cmd.request_id, found, error),
+                )
+                return
         else:
             raise BrokerError("seek needs a message id or a publish time", wire.NotAllowedError)
     except BrokerError as exc:
         cnx.send_error(cmd.request_id, exc)
         return
-    _seek_to(cnx, consumer, cmd.request_id, position, None)
+    _seek_to(cnx, consumer, cmd.request_id, position, None, exactly)
 
 
 def _seek_to(
@@ -243,8 +252,10 @@ def _seek_to(
     request_id: int,
     position: Position | None,
     error: BaseException | None,
+    exactly: bool = False,
 ) -> None:
-    """Reset the consumer's subscription to ``position`` and answer the SEEK (or its error)."""
+    """Reset the consumer's subscription to ``position`` (``exactly``: as ``reset_cursor``) and
+    answer the SEEK (or its error)."""
     if cnx.closed:
         return
     if position is None:
@@ -256,7 +267,7 @@ def _seek_to(
         return
     subscription = consumer.subscription
     assert isinstance(subscription, PersistentSubscription)
-    subscription.reset_cursor(position)
+    subscription.reset_cursor(position, exactly)
     cnx.send_command(wrap(wire.CommandSuccess(request_id=request_id)))
 
 
