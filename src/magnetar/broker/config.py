@@ -284,6 +284,10 @@ class BrokerConfig:
     #: its older closed ledgers are offloaded (-1: off, 0: as soon as closed); namespaces and topics
     #: may set their own (offloadThreshold).
     managed_ledger_offload_threshold_in_bytes: Annotated[int, Field(ge=-1)] = -1
+    #: Pulsar's managedLedgerOffloadThresholdInSeconds: a closed ledger is offloaded this long after
+    #: its close, whatever the size threshold says (-1: not by age; 0: as soon as closed);
+    #: namespaces and topics may set their own (offloadThresholdInSeconds).
+    managed_ledger_offload_threshold_in_seconds: Annotated[int, Field(ge=-1)] = -1
     #: Pulsar's managedLedgerOffloadDeletionLagMs: how long a verified offload's local copy stays.
     managed_ledger_offload_deletion_lag_ms: Annotated[int, Field(ge=-1)] = 4 * 3600 * 1000
     #: Pulsar's managedLedgerOffloadMaxThreads: ledgers uploaded at once.
@@ -402,7 +406,9 @@ class BrokerConfig:
     def offload_policies(self) -> OffloadPolicies:
         """The broker's offload threshold and deletion lag (where no namespace or topic sets one)."""
         return OffloadPolicies(
-            self.managed_ledger_offload_threshold_in_bytes, self.managed_ledger_offload_deletion_lag_ms
+            self.managed_ledger_offload_threshold_in_bytes,
+            self.managed_ledger_offload_deletion_lag_ms,
+            self.managed_ledger_offload_threshold_in_seconds,
         )
 
     def worker_count(self) -> int:

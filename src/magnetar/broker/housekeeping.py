@@ -13,6 +13,7 @@ import logging
 import time
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Executor
+from functools import partial
 
 from magnetar.broker import descriptors
 from magnetar.broker.coarse_clock import CLOCK
@@ -122,9 +123,13 @@ def expire_messages(topics: Topics, namespaces: NamespaceRegistry) -> Iterator[N
             ttl = namespaces.policies(topic.name.namespace_name).message_ttl_seconds
             if not ttl:
                 continue
-            for name in topic.expire_older_than(ttl):
-                log.info("%s/%s: expired messages older than %ds", topic.name, name, ttl)
+            topic.expire_older_than(ttl, expired=partial(_said_expired, topic.name, ttl))
         yield
+
+
+def _said_expired(topic: TopicName, ttl: int, names: list[str]) -> None:
+    for name in names:
+        log.info("%s/%s: expired messages older than %ds", topic, name, ttl)
 
 
 def trim_all(topics: Topics, namespaces: NamespaceRegistry) -> Iterator[None]:

@@ -482,6 +482,7 @@ class BrokerService:
             namespace.offload_threshold,
             namespace.offload_deletion_lag_ms,
             self.config.offload_policies(),
+            namespace.offload_threshold_in_seconds,
         )
 
     def check_compaction(self) -> Iterator[None]:
@@ -583,14 +584,14 @@ class BrokerService:
             self._loader.closer.shutdown(wait=True)
         # Let receipts already on their way out reach the clients.
         await asyncio.sleep(0)
+        if self._offloads is not None:  # uploads under way are given up while their topics are open
+            self._offloads.close()
         for topic in list(self.topics.values()):
             try:
                 topic.close()
             except Exception:
                 log.exception("closing topic %s failed", topic.name)
         self.topics.clear()
-        if self._offloads is not None:  # uploads under way finish (or fail) before storage closes
-            self._offloads.close()
         if self._resources is not None:
             self._resources.storage.close()
         if self._loader is not None:

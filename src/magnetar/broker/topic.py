@@ -382,23 +382,36 @@ class PersistentTopic:
         return topic_backlog.enforce(self)
 
     def expire_older_than(
+        self,
+        seconds: float,
+        subscriptions: list[PersistentSubscription] | None = None,
+        expired: Callable[[list[str]], None] | None = None,
+    ) -> None:
+        """Acknowledge, for ``subscriptions`` (default: all), the messages older than ``seconds`` by
+        broker time: at once, or once the offloaded entries the search reads are fetched;
+        ``expired`` is told the names of those that had any."""
+        topic_backlog.expire_older_than(self, seconds, subscriptions, expired)
+
+    async def expired_older_than(
         self, seconds: float, subscriptions: list[PersistentSubscription] | None = None
     ) -> list[str]:
-        """Acknowledge, for ``subscriptions`` (default: all), the messages older than ``seconds`` by
-        broker time; the names of those that had any."""
-        return topic_backlog.expire_older_than(self, seconds, subscriptions)
+        """``expire_older_than``, awaited (the admin API): the names of those that had any."""
+        return await topic_backlog.expired_older_than(self, seconds, subscriptions)
 
     # -- queries ----------------------------------------------------------------------------
-    def last_message_position(self, read_compacted: bool = False) -> tuple[Position, int]:
+    def last_message_position(
+        self, read_compacted: bool = False, read: EntryReader | None = None
+    ) -> tuple[Position, int]:
         """The last stored entry and the batch index of its last message (-1 if not a batch). For a
         readCompacted consumer, while the compacted view covers the whole topic (its horizon is the
-        last entry, or the topic holds none), the view's last message instead, as Pulsar answers."""
+        last entry, or the topic holds none), the view's last message instead, as Pulsar answers.
+        ``read`` reads the last entry (offloaded_reads.PatientReader: without waiting for the store)."""
         horizon = self.compaction.horizon
         if read_compacted and horizon is not None:
             last = self.ml.last_confirmed
             if last.entry_id < 0 or last <= horizon:
                 return self.compaction.last_message()
-        return last_message_position(self.ml)
+        return last_message_position(self.ml, read)
 
     def seek_position(self, msg_id: wire.MessageIdData) -> Position:
         return position_for_message_id(self.ml, msg_id)

@@ -356,9 +356,10 @@ class ManagedLedger:
 
     # ------------------------------------------------------------------- reads
 
-    def read_entry(self, position: Position) -> Entry:
+    def read_entry(self, position: Position, *, wait: bool = True) -> Entry:
         """The entry at ``position``; EntryNotFoundError when there is none or it is damaged.
-        An offloaded entry is waited for (up to ``offload_read_timeout_seconds``)."""
+        An offloaded entry is waited for (up to ``offload_read_timeout_seconds``), or with
+        ``wait=False`` raises ``OffloadedReadPending`` while it is fetched."""
 
         def read() -> Entry:
             with self._lock:
@@ -370,7 +371,7 @@ class ManagedLedger:
                     raise EntryNotFoundError(f"{self.name}: the entry at {position} is damaged")
                 return got[0]
 
-        return self._waiting(read)
+        return self._waiting(read) if wait else read()
 
     def read_entries(
         self,
@@ -404,15 +405,23 @@ class ManagedLedger:
 
         return self._waiting(read) if wait else read()
 
+    @property
+    def offload_read_timeout_seconds(self) -> float:
+        """The longest a read that must answer waits for offloaded bytes."""
+        return self._config.offload_read_timeout_seconds
+
     def _waiting(self, read: Callable[[], _T]) -> _T:
-        """``read()``, again after each fetch of offloaded bytes it waits for (not under the lock)."""
+        """``read()``, again after each fetch of offloaded bytes it waits for (not under the lock),
+        or as soon as the store is found failing (the read then fails at once)."""
         deadline = time.monotonic() + self._config.offload_read_timeout_seconds
         while True:
             try:
                 return read()
             except OffloadedReadPending as pending:
+                woken = threading.Event()
+                pending.then(woken.set)
                 left = deadline - time.monotonic()
-                if left <= 0 or not pending.ready.wait(left):
+                if left <= 0 or not woken.wait(left):
                     raise OffloadedReadError(
                         f"{self.name}: offloaded data not read from the object store within"
                         f" {self._config.offload_read_timeout_seconds:g} s"
@@ -540,7 +549,8 @@ class ManagedLedger:
 
     def delete_offloaded_local(self, deletion_lag_seconds: float) -> list[int]:
         """Delete the local files of the ledgers offloaded ``deletion_lag_seconds`` ago or longer
-        (the metadata first says they are read from their objects); returns their ids."""
+        (the metadata first says they are read from their objects), and their entries in the
+        entry cache; returns their ids."""
         with self._lock:
             self._check_open()
             closed = [self._infos[ledger_id] for ledger_id in self._ledgers.ids()[:-1]]
@@ -555,6 +565,8 @@ class ManagedLedger:
                 self._readers.discard(ledger_id)
             if not self._current.closed:
                 OPEN_LEDGER_FILES.opened(self, self._files_open())
+            # Their entries are read from the objects from now on, not from memory either.
+            self._cache.invalidate(self._id, set(doomed))
         for ledger_id in doomed:
             delete_segment_files(self._dir, ledger_id)
         log.info("%s: deleted the local copies of offloaded ledgers %s", self.name, doomed)

@@ -21,6 +21,7 @@ from typing import TextIO
 
 from magnetar.client import aio
 from magnetar.client.errors import ServerError
+from magnetar.demo.smart_city import archive
 from magnetar.demo.smart_city.broker import EmbeddedBroker
 from magnetar.demo.smart_city.city import CAMERA, SENSOR, VEHICLE, City, build_city
 from magnetar.demo.smart_city.detection import reference_alerts
@@ -56,6 +57,9 @@ class Job:
         s = self.settings
         work = s.work_path() or Path(tempfile.mkdtemp(prefix="magnetar-smart-city-"))
         settings = broker_settings(s.workers)
+        store = Path(s.offload_dir) if s.offload_dir else work / "offloaded"
+        if s.offload_frames:
+            settings |= archive.broker_settings(store)
         if s.secure:
             vehicle_ids = [v.id for v in self.city.devices_of(VEHICLE)]
             self.secure = SecureCity.create(work / "secure", vehicle_ids)
@@ -76,6 +80,10 @@ class Job:
             admin.create_namespace(s.namespace, exist_ok=True)  # public/default always exists
             admin.create_partitioned_topic(s.telemetry_topic, s.partitions)
             client = loop.run(connect(service_url, self._options_for(None)))
+            frame_archive = archive.FrameArchive(s, admin, client, store) if s.offload_frames else None
+            if frame_archive is not None:
+                frame_archive.configure()
+                self.say(f"archive     the frames topic's closed ledgers are offloaded to {store}")
             if self.secure is not None:
                 vehicle_clients = self._secure_vehicles(loop, admin, service_url)
             fanout = AlertFanout(s, self.city, client, vehicle_clients)
@@ -102,6 +110,9 @@ class Job:
                 summary.vehicle_state = self._vehicle_state(loop, admin, state)
             except Exception as exc:  # the summary says so, and the run fails
                 summary.errors.append(f"vehicle state: {type(exc).__name__}: {exc}")
+            if frame_archive is not None:
+                self.say("archive     waiting for the frames' ledgers to be offloaded, then reading back")
+                summary.archive = loop.run(frame_archive.check(simulator.counters.frames_sent))
             summary.wall_s = time.monotonic() - self.started
             return summary
         finally:

@@ -75,6 +75,13 @@ class CitySettings:
         "broker processes of each embedded broker (magnetar standalone --workers N): with 2 or more, the "
         "job's topics and the telemetry's partitions spread over the workers",
     )
+    offload_frames: bool = _setting(
+        False,
+        "keep the camera frames in tiered storage: the frames topic's closed ledgers are offloaded to a "
+        "filesystem store as they close and their local copies deleted; at the end every frame is read "
+        "back from the store and checked",
+    )
+    offload_dir: str = _setting("", "the --offload-frames store (default: offloaded/ in the work directory)")
     districts: int = _setting(
         1,
         "districts: with 2 or more, each district runs its own edge broker (cluster district-K) whose raw "
@@ -98,6 +105,10 @@ class CitySettings:
             raise ValueError("districts must be between 1 and areas (each district has an area)")
         if self.districts > 1 and self.secure:
             raise ValueError("--districts above 1 does not run --secure")
+        if self.offload_frames and (self.districts > 1 or self.workers > 1):
+            raise ValueError(
+                "--offload-frames runs with one broker process: not with --districts or --workers"
+            )
 
     @property
     def window_ms(self) -> int:
