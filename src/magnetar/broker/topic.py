@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import TYPE_CHECKING
 
 from magnetar.broker import backlog_quota, loop_pass, topic_backlog, topic_state
@@ -96,7 +97,7 @@ class PersistentTopic:
         recovered = topic_state.recover(ml, stored_chunks, self.interceptors)
         #: Sequence ids per producer and recent chunks: what is not stored twice.
         self.deduplication = MessageDeduplication(
-            self.deduplication_enabled, recovered.producer_sequences, stored_chunks
+            partial(_deduplication_enabled, config, policies), recovered.producer_sequences, stored_chunks
         )
         #: What official C++ consumers may still hold of chunked messages (kept across restarts).
         self.chunk_contexts = ChunkContexts(ml)
@@ -259,8 +260,7 @@ class PersistentTopic:
             self._index.last_index = self._stored.index if self._stored.HasField("index") else -1
 
     def deduplication_enabled(self) -> bool:
-        policy = self.policies().deduplication_enabled if self.policies is not None else None
-        return self.config.deduplication_enabled if policy is None else policy
+        return _deduplication_enabled(self.config, self.policies)
 
     def _notify_subscriptions(self) -> None:
         # Many receipts arrive together after one fsync: wake the dispatchers once for all.
@@ -463,6 +463,13 @@ class PersistentTopic:
         self._persist()
         self.compaction.close()
         self.ml.close()
+
+
+def _deduplication_enabled(config: BrokerConfig, policies: Callable[[], NamespacePolicies] | None) -> bool:
+    """The namespace's deduplication policy, else the broker's setting (a function of its own, not a
+    method: the topic's deduplication calls it, and a bound method would make the two a cycle)."""
+    policy = policies().deduplication_enabled if policies is not None else None
+    return config.deduplication_enabled if policy is None else policy
 
 
 def _metadata_or_none(headers_and_payload: memoryview) -> wire.MessageMetadata | None:
