@@ -19,7 +19,7 @@ import threading
 import time
 import urllib.parse
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any, TypeVar
@@ -394,12 +394,13 @@ class BrokerService:
             work.append((POLICY_POLL_SECONDS, poll))
         return work
 
-    def check_inactive_topics(self) -> None:
+    def check_inactive_topics(self) -> Iterator[None]:
         """Delete the unused topics the inactive-topic policies say to; unload the others nobody
-        has used for ``broker_unload_inactive_topics_seconds``."""
-        self.inactive_topics.sweep(
+        has used for ``broker_unload_inactive_topics_seconds``. A slice of topics at a time
+        (``housekeeping.every`` runs the loop between them)."""
+        return self.inactive_topics.sweeping(
             self.topics,
-            time.monotonic(),
+            time.monotonic,
             self.config.broker_unload_inactive_topics_seconds,
             self.loader.unload,
             self.catalog.topics_changed,
