@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING
 
-from magnetar.broker import backlog_quota, loop_pass, topic_backlog, topic_state
+from magnetar.broker import backlog_quota, descriptors, loop_pass, topic_backlog, topic_state
 from magnetar.broker.chunk_contexts import ChunkContexts
 from magnetar.broker.chunk_watch import keeps_partial_chunks
 from magnetar.broker.compacted_topic import COMPACTION_SUBSCRIPTION, CompactedTopic
@@ -150,11 +150,26 @@ class PersistentTopic:
             raise BrokerError(
                 f"Cannot create producer on topic {self.name}: backlog quota exceeded ({kind})", code
             )
-        try:  # a full disk: refused as a quota is (the client fails its pending sends, retries later)
+        # A full disk, or files that cannot be opened again (out of descriptors, a file gone):
+        # refused as a quota is, the one refusal on which the official clients fail their pending
+        # sends at once (and retry creating the producer later) rather than resend them until their
+        # send timeout.
+        try:
             self.ml.check_writable()
         except (StorageFullError, ManagedLedgerFencedError) as exc:
             raise BrokerError(
                 f"Cannot create producer on topic {self.name}: storage refuses writes: {exc}",
+                wire.ProducerBlockedQuotaExceededException,
+            ) from exc
+        except OSError as exc:
+            if descriptors.is_exhaustion(exc):
+                descriptors.EXHAUSTION.refused("write", f"a producer on {self.name}: {exc}")
+                reason = f"the broker is out of file descriptors ({exc})"
+            else:
+                log.error("%s: a producer is refused: the topic's files cannot be opened: %s", self.name, exc)
+                reason = f"its files cannot be opened ({exc})"
+            raise BrokerError(
+                f"Cannot create producer on topic {self.name}: {reason}",
                 wire.ProducerBlockedQuotaExceededException,
             ) from exc
         return self._access.admit(self.producers, producer)

@@ -156,9 +156,12 @@ class ManagedLedger:
 
     def check_writable(self) -> None:
         """Raise the error an add would get now, without writing (a broker asks before it lets a
-        producer on); after a failure, this is what resumes writes once there is room again."""
+        producer on); after a failure, this is what resumes writes once there is room again. The
+        open ledger's files are opened again if they were closed (``ledger_files``), so an
+        ``OSError`` an add would meet there (out of descriptors, a file gone) is raised here too."""
         with self._lock:
             self._check_writable()
+            self._live_current()
 
     def add_entry(self, data: EntryData | bytearray, on_durable: DurableCallback | None = None) -> Position:
         """Append ``data`` now and return its position; ``on_durable`` fires once it is durable.
