@@ -32,8 +32,6 @@ from magnetar.broker.listener import Listener, listen
 if TYPE_CHECKING:
     import ssl
 
-    from prometheus_client import CollectorRegistry
-
     from magnetar.broker.service import BrokerService
 
 
@@ -71,15 +69,12 @@ def build_app(service: BrokerService, web_urls: clusters_api.WebUrls | None = No
     replication_api.add_routes(app, service)
     inactive_topics_api.add_routes(app, service)
     compaction_api.add_routes(app, service)
-    registry: list[CollectorRegistry] = []  # built at the first scrape (metrics.py)
 
     async def metrics_page(request: web.Request) -> web.Response:
         # Imported here: prometheus_client takes 2 MiB that a broker nobody scrapes need not hold.
         from magnetar.admin import metrics
 
-        if not registry:
-            registry.append(metrics.build_registry(service))
-        return metrics.response(registry[0])
+        return metrics.response(await metrics.page(service))
 
     app.router.add_get("/metrics", metrics_page)
     app.router.add_get("/metrics/", metrics_page)

@@ -4,10 +4,15 @@ Every value is read from the broker's own state when scraped (a collector, not c
 bumped on the send path), so metrics cost nothing between scrapes. Names follow Pulsar's
 where Pulsar has one (``pulsar_active_connections``, ``pulsar_broker_throttled_connections``,
 ``pulsar_msg_backlog`` ...), so its dashboards and alerts work; ``magnetar_`` ones are ours.
+
+A scrape does not stall the loop with many topics loaded (issue 40: 100,000): the topics' values
+are read on the loop a slice at a time (``topic_slices``), as plain numbers (``TopicValues``),
+and the page is made from them off the loop (``page``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Iterator, Mapping
 from operator import attrgetter
@@ -20,10 +25,11 @@ from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from magnetar.broker.descriptors import EXHAUSTION
+from magnetar.broker.dispatchers.broadcast import BroadcastDispatcher
 from magnetar.broker.dispatchers.broadcast_stats import largest_lag
 from magnetar.broker.flow_control import Hold, no_holds
-from magnetar.broker.housekeeping import broadcast_dispatchers
 from magnetar.broker.replication import replication_stats
+from magnetar.broker.topic_slices import in_slices
 
 if TYPE_CHECKING:
     from magnetar.broker.service import BrokerService
@@ -52,6 +58,8 @@ _REASONS = {
 
 
 class BrokerCollector(Collector):
+    """The broker-wide metrics (connections, the disk, topic counts, refusals): few, read at once."""
+
     def __init__(self, service: BrokerService) -> None:
         self.service = service
 
@@ -59,9 +67,6 @@ class BrokerCollector(Collector):
         yield from self._connections()
         yield from self._disk()
         yield from self._topic_counts()
-        yield from self._topics()
-        yield from broadcast_metrics(self.service.topics, self.service.config.cluster_name)
-        yield from replication_metrics(self.service.topics, self.service.config.cluster_name)
 
     def _topic_counts(self) -> Iterator[Metric]:
         service = self.service
@@ -207,28 +212,6 @@ class BrokerCollector(Collector):
             service.limits.refusals.counts,
         )
 
-    def _topics(self) -> Iterator[Metric]:
-        """Each loaded topic's series, or with expose_topic_level_metrics_in_prometheus off (as
-        Pulsar's switch) one per namespace, the sum of its loaded topics' values."""
-        per_topic = self.service.config.expose_topic_level_metrics_in_prometheus
-        labels = ["cluster", "namespace", "topic"] if per_topic else ["cluster", "namespace"]
-        cluster = self.service.config.cluster_name
-        rows: dict[tuple[str, ...], list[float | None]] = {}  # None: not a metric of these topics
-        for name, topic in list(self.service.topics.items()):
-            namespace = str(topic.name.namespace_name)
-            key: tuple[str, ...] = (cluster, namespace, name) if per_topic else (cluster, namespace)
-            sums = rows.setdefault(key, [None] * len(_TOPIC_METRICS))
-            persistent = topic.ml is not None
-            for i, (_, _, _, value, persistent_only) in enumerate(_TOPIC_METRICS):
-                if persistent or not persistent_only:
-                    sums[i] = (sums[i] or 0) + value(topic)
-        for i, (kind, metric, text, _, _) in enumerate(_TOPIC_METRICS):
-            family = kind(metric, text, labels=labels)
-            for key, sums in rows.items():
-                if (total := sums[i]) is not None:
-                    family.add_metric(list(key), total)
-            yield family
-
 
 def _traffic(field: str):
     get = attrgetter(field)
@@ -354,29 +337,11 @@ _BROADCAST_METRICS = [
 
 
 def broadcast_metrics(topics, cluster: str) -> Iterator[Metric]:
-    """``magnetar_broadcast_*`` per persistent broadcast subscription, read from its dispatcher at
-    scrape time (the largest lag: one comparison per consumer and one ledger-list count)."""
-    labels = ["cluster", "namespace", "topic", "subscription"]
-    families = [(kind(name, text, labels=labels), field) for kind, name, text, field in _BROADCAST_METRICS]
-    out = CounterMetricFamily(
-        "magnetar_broadcast_messages_out", "Messages delivered, all consumers together", labels=labels
-    )
-    lag = GaugeMetricFamily(
-        "magnetar_broadcast_consumer_lag_max",
-        "Messages (entries, as msgBacklog counts them) after the lowest connected consumer's mark-delete",
-        labels=labels,
-    )
-    for topic, name, dispatcher in broadcast_dispatchers(topics):
-        values = [cluster, str(topic.name.namespace_name), str(topic.name), name]
-        stats = dispatcher.stats()
-        for family, field in families:
-            family.add_metric(values, stats.get(field, 0))
-        out.add_metric(values, dispatcher.subscription.traffic.messages_out)
-        lag.add_metric(values, largest_lag(dispatcher))
-    for family, _ in families:
-        yield family
-    yield out
-    yield lag
+    """``magnetar_broadcast_*`` per persistent broadcast subscription of ``topics`` (at once)."""
+    values = TopicValues(per_topic=True)
+    for key, topic in list(topics.items()):
+        values.add(key, topic, cluster)
+    return values.broadcast_families()
 
 
 #: A replicator's metrics, Pulsar's names: (family, name, help, its stats() field).
@@ -411,22 +376,6 @@ _REPLICATION_METRICS = [
 ]
 
 
-def replication_metrics(topics, cluster: str) -> Iterator[Metric]:
-    """``pulsar_replication_*`` per persistent topic and remote cluster (label
-    ``remote_cluster``), read from the topic's replicators' stats at scrape time."""
-    labels = ["cluster", "namespace", "topic", "remote_cluster"]
-    families = [(kind(name, text, labels=labels), field) for kind, name, text, field in _REPLICATION_METRICS]
-    for name, topic in list(topics.items()):
-        if not topic.replication_cursors:
-            continue
-        for remote, stats in replication_stats(topic).items():
-            values = [cluster, str(topic.name.namespace_name), name, remote]
-            for family, field in families:
-                family.add_metric(values, float(stats[field]))
-    for family, _ in families:
-        yield family
-
-
 def counts_by(name: str, documentation: str, label: str, counts: Mapping[str, int]) -> CounterMetricFamily:
     """A counter with one sample per key of ``counts`` (the key as the value of ``label``)."""
     family = CounterMetricFamily(name, documentation, labels=[label])
@@ -435,12 +384,132 @@ def counts_by(name: str, documentation: str, label: str, counts: Mapping[str, in
     return family
 
 
-def build_registry(service: BrokerService) -> CollectorRegistry:
+class TopicValues:
+    """The loaded topics' values for a scrape, as plain numbers: read on the loop (``add``, a
+    slice at a time), made into metric families off it (``collect``). ``per_topic``: each topic's
+    own series, or (Pulsar's exposeTopicLevelMetricsInPrometheus off) one per namespace, the sum
+    of its loaded topics' values."""
+
+    def __init__(self, per_topic: bool) -> None:
+        self.per_topic = per_topic
+        #: (cluster, namespace[, topic]): each of ``_TOPIC_METRICS``' values (None: not one of
+        #: these topics' metrics).
+        self.rows: dict[tuple[str, ...], list[float | None]] = {}
+        #: Per broadcast subscription: its labels, its dispatcher's stats, messages out, largest lag.
+        self.broadcast: list[tuple[list[str], dict, float, float]] = []
+        #: Per replicated topic and remote cluster: its labels and the replicator's stats.
+        self.replication: list[tuple[list[str], dict]] = []
+
+    def add(self, key: str, topic, cluster: str) -> None:
+        """Read ``topic``'s values (on the loop: its state is the loop's)."""
+        namespace = str(topic.name.namespace_name)
+        row_key: tuple[str, ...] = (cluster, namespace, key) if self.per_topic else (cluster, namespace)
+        sums = self.rows.get(row_key)
+        if sums is None:
+            sums = self.rows[row_key] = [None] * len(_TOPIC_METRICS)
+        persistent = topic.ml is not None
+        for i, (_, _, _, value, persistent_only) in enumerate(_TOPIC_METRICS):
+            if persistent or not persistent_only:
+                sums[i] = (sums[i] or 0) + value(topic)
+        if not persistent:
+            return
+        for name, sub in list(topic.subscriptions.items()):
+            dispatcher = sub.dispatcher
+            if isinstance(dispatcher, BroadcastDispatcher):
+                labels = [cluster, namespace, key, name]
+                out = dispatcher.subscription.traffic.messages_out
+                self.broadcast.append((labels, dispatcher.stats(), out, largest_lag(dispatcher)))
+        if topic.replication_cursors:
+            for remote, stats in replication_stats(topic).items():
+                self.replication.append(([cluster, namespace, key, remote], stats))
+
+    def collect(self) -> Iterator[Metric]:
+        """The families (off the loop: this makes one sample per value)."""
+        labels = ["cluster", "namespace", "topic"] if self.per_topic else ["cluster", "namespace"]
+        for i, (kind, metric, text, _, _) in enumerate(_TOPIC_METRICS):
+            family = kind(metric, text, labels=labels)
+            for key, sums in self.rows.items():
+                if (total := sums[i]) is not None:
+                    family.add_metric(list(key), total)
+            yield family
+        yield from self.broadcast_families()
+        yield from self.replication_families()
+
+    def broadcast_families(self) -> Iterator[Metric]:
+        labels = ["cluster", "namespace", "topic", "subscription"]
+        families = [
+            (kind(name, text, labels=labels), field) for kind, name, text, field in _BROADCAST_METRICS
+        ]
+        out = CounterMetricFamily(
+            "magnetar_broadcast_messages_out", "Messages delivered, all consumers together", labels=labels
+        )
+        lag = GaugeMetricFamily(
+            "magnetar_broadcast_consumer_lag_max",
+            "Messages (entries, as msgBacklog counts them) after the lowest connected consumer's mark-delete",
+            labels=labels,
+        )
+        for values, stats, messages_out, largest in self.broadcast:
+            for family, key in families:
+                family.add_metric(values, stats.get(key, 0))
+            out.add_metric(values, messages_out)
+            lag.add_metric(values, largest)
+        for family, _ in families:
+            yield family
+        yield out
+        yield lag
+
+    def replication_families(self) -> Iterator[Metric]:
+        """``pulsar_replication_*`` per persistent topic and remote cluster (label ``remote_cluster``)."""
+        labels = ["cluster", "namespace", "topic", "remote_cluster"]
+        families = [
+            (kind(name, text, labels=labels), field) for kind, name, text, field in _REPLICATION_METRICS
+        ]
+        for values, stats in self.replication:
+            for family, field in families:
+                family.add_metric(values, float(stats[field]))
+        for family, _ in families:
+            yield family
+
+
+async def read_topics(service: BrokerService) -> TopicValues:
+    """Every loaded topic's values, ``topic_slices.SLICE`` topics at a time: the loop serves
+    everyone else between slices (100,000 topics read at once held it for seconds)."""
+    values = TopicValues(service.config.expose_topic_level_metrics_in_prometheus)
+    cluster = service.config.cluster_name
+    for part in in_slices(service.topics):
+        for key, topic in part:
+            values.add(key, topic, cluster)
+        await asyncio.sleep(0)
+    return values
+
+
+class _Collected(Collector):
+    """Metrics read already (on the loop), for a registry that makes the page off it."""
+
+    def __init__(self, metrics: list[Metric], topics: TopicValues) -> None:
+        self._metrics = metrics
+        self._topics = topics
+
+    def collect(self) -> Iterator[Metric]:
+        yield from self._metrics
+        yield from self._topics.collect()
+
+
+def render(broker: list[Metric], topics: TopicValues) -> bytes:
+    """The page in Prometheus' text format (off the loop), with the process's own metrics."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(BrokerCollector(service))
+    registry.register(_Collected(broker, topics))
     registry.register(ProcessCollector(registry=None))
-    return registry
+    return generate_latest(registry)
 
 
-def response(registry: CollectorRegistry) -> web.Response:
-    return web.Response(body=generate_latest(registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
+async def page(service: BrokerService) -> bytes:
+    """``GET /metrics``: what is read of the broker is read on the loop (the topics a slice at a
+    time); the page is made from it on a thread."""
+    broker = list(BrokerCollector(service).collect())
+    topics = await read_topics(service)
+    return await asyncio.get_running_loop().run_in_executor(None, render, broker, topics)
+
+
+def response(body: bytes) -> web.Response:
+    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
