@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any, TypeVar
 
-from magnetar.broker import descriptors, frame_room, housekeeping, loop_pass, tls
+from magnetar.broker import descriptors, frame_room, housekeeping, loop_pass, memory, tls
 from magnetar.broker.authorization import CONSUME, PRODUCE, Authorizer
 from magnetar.broker.clusters import ClusterRegistry
 from magnetar.broker.config import BrokerConfig
@@ -398,7 +398,7 @@ class BrokerService:
         """Delete the unused topics the inactive-topic policies say to; unload the others nobody
         has used for ``broker_unload_inactive_topics_seconds``. A slice of topics at a time
         (``housekeeping.every`` runs the loop between them)."""
-        return self.inactive_topics.sweeping(
+        gone = yield from self.inactive_topics.sweeping(
             self.topics,
             time.monotonic,
             self.config.broker_unload_inactive_topics_seconds,
@@ -407,6 +407,8 @@ class BrokerService:
             lambda topic: self.inactive_topic_policies(topic.name),
             self._delete_inactive,
         )
+        if gone and memory.trims():  # their memory back to the system, once their closes are done
+            self.loader.after_closes(memory.give_back)
 
     def inactive_topic_policies(self, name: TopicName) -> InactiveTopicPolicies:
         """What applies to ``name``: the topic's own policies, else its namespace's, else the broker's."""
