@@ -9,6 +9,7 @@ from aiohttp import web
 from magnetar.admin import (
     auth,
     authz,
+    broker_stats_api,
     bundles_api,
     clusters_api,
     compaction_api,
@@ -61,6 +62,7 @@ def build_app(service: BrokerService, web_urls: clusters_api.WebUrls | None = No
     subscriptions_api.add_routes(app, service)
     consumers_api.add_routes(app, service)
     stats_api.add_routes(app, service)
+    broker_stats_api.add_routes(app, service)
     messages_api.add_routes(app, service)
     index_api.add_routes(app, service)
     schemas_api.add_routes(app, service)
