@@ -11,7 +11,7 @@ from types import SimpleNamespace
 from prometheus_client.parser import text_string_to_metric_families
 
 from magnetar.admin import metrics
-from magnetar.broker.topic_slices import SLICE
+from magnetar.broker.topic_slices import READ_SLICE as SLICE
 from magnetar.broker.traffic import Traffic
 from magnetar.protocol.topic_name import TopicName
 

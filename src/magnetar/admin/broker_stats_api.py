@@ -15,7 +15,7 @@ from aiohttp import web
 
 from magnetar.admin.errors import translate_errors
 from magnetar.admin.stats_api import topic_stats
-from magnetar.broker.topic_slices import in_slices
+from magnetar.broker.topic_slices import READ_SLICE, in_slices
 
 if TYPE_CHECKING:
     from magnetar.broker.service import BrokerService
@@ -25,10 +25,10 @@ Tree = dict[str, dict[str, dict[str, dict[str, dict]]]]
 
 
 async def topics_tree(service: BrokerService) -> Tree:
-    """The loaded topics' stats, ``topic_slices.SLICE`` topics at a time."""
+    """The loaded topics' stats, ``topic_slices.READ_SLICE`` topics at a time."""
     tree: Tree = {}
     bundles = service.namespace_service
-    for part in in_slices(service.topics):
+    for part in in_slices(service.topics, READ_SLICE):
         for key, topic in part:
             name = topic.name
             bundle = bundles.bundle_of(name).range

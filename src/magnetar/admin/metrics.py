@@ -29,7 +29,7 @@ from magnetar.broker.dispatchers.broadcast import BroadcastDispatcher
 from magnetar.broker.dispatchers.broadcast_stats import largest_lag
 from magnetar.broker.flow_control import Hold, no_holds
 from magnetar.broker.replication import replication_stats
-from magnetar.broker.topic_slices import in_slices
+from magnetar.broker.topic_slices import READ_SLICE, in_slices
 
 if TYPE_CHECKING:
     from magnetar.broker.service import BrokerService
@@ -472,11 +472,11 @@ class TopicValues:
 
 
 async def read_topics(service: BrokerService) -> TopicValues:
-    """Every loaded topic's values, ``topic_slices.SLICE`` topics at a time: the loop serves
+    """Every loaded topic's values, ``topic_slices.READ_SLICE`` topics at a time: the loop serves
     everyone else between slices (100,000 topics read at once held it for seconds)."""
     values = TopicValues(service.config.expose_topic_level_metrics_in_prometheus)
     cluster = service.config.cluster_name
-    for part in in_slices(service.topics):
+    for part in in_slices(service.topics, READ_SLICE):
         for key, topic in part:
             values.add(key, topic, cluster)
         await asyncio.sleep(0)

@@ -13,6 +13,9 @@ T = TypeVar("T")
 
 #: Topics one step of a pass handles before the loop serves others.
 SLICE = 500
+#: The same for passes that read many values of each topic (``/metrics``, the broker's topic
+#: stats): 500 topics' worth held the loop for about 0.1 s on a busy 2-core machine.
+READ_SLICE = 100
 
 
 def in_slices(topics: Mapping[str, T], size: int = SLICE) -> Iterator[list[tuple[str, T]]]:
