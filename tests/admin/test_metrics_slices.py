@@ -8,6 +8,7 @@ import asyncio
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 
+from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from magnetar.admin import metrics
@@ -63,7 +64,7 @@ def test_a_topic_unloaded_during_a_scrape_is_left_out_and_one_per_namespace_when
         reading = asyncio.create_task(metrics.read_topics(broker))
         await asyncio.sleep(0)  # the first slice is read
         broker.topics.pop(f"non-persistent://public/ns1/t{SLICE + 1}")
-        return metrics.render([], await reading)
+        return generate_latest(metrics.registry_of([], await reading))
 
     families = {f.name: f for f in text_string_to_metric_families(asyncio.run(scenario()).decode())}
     producers = {s.labels["namespace"]: s.value for s in families["pulsar_producers_count"].samples}

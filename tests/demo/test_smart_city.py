@@ -3,6 +3,7 @@ the magnetar source and sink, alert fan-out to every vehicle, frame verifier, su
 
 from __future__ import annotations
 
+import dataclasses
 import io
 
 import pytest
@@ -36,7 +37,23 @@ SMALL = CitySettings(
 def test_small_run_of_the_main_job():
     out = io.StringIO()
     summary = run_job(SMALL, out)
+    a_good_run(summary, out.getvalue())
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_the_main_job_with_two_broker_workers_runs_as_with_one():
+    """``--workers 2``: the job's topics are served by whichever of two broker processes owns their
+    bundle (its clients and Spark follow the LOOKUP answers); the run meets the same checks."""
+    out = io.StringIO()
+    summary = run_job(dataclasses.replace(SMALL, workers=2), out)
     text = out.getvalue()
+    assert "2 workers" in text, text
+    a_good_run(summary, text)
+
+
+def a_good_run(summary, text: str) -> None:
+    """What every run of SMALL must show, however its broker runs."""
     assert "events in" in text and "Smart city — summary" in text, text
 
     assert summary.drained and not summary.errors, text
@@ -60,4 +77,10 @@ def test_small_run_of_the_main_job():
         assert None not in (latency.p50, latency.p95, latency.p99)
         assert 0 <= latency.p50 <= latency.p95 <= latency.p99
     assert "p50" in text and "p99" in text
+    # The compacted topic of the latest state per vehicle, read back as a table view.
+    state = summary.vehicle_state
+    assert state is not None, text
+    assert state.vehicles == state.keys == state.compacted_messages == summary.vehicles == 6, text
+    assert state.reports == summary.events_by_kind["vehicle"] and not state.mismatched, text
+    assert "table view        6 keys for 6 vehicles, each its last report" in text
     assert summary.ok

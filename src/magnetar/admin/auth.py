@@ -14,11 +14,14 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 
 from magnetar.broker.authentication import Authentication, AuthenticationFailed
+from magnetar.websocket.http_session import TOKEN_PARAMETER
 
 log = logging.getLogger(__name__)
 
 #: Where a request's authenticated role is kept (None while authentication is off).
 ROLE: web.RequestKey[str | None] = web.RequestKey("magnetar.role")
+#: The WebSocket API's paths, whose requests may carry their token as a query parameter.
+WEBSOCKET_PREFIX = "/ws/"
 #: Paths left open when ``authenticate_metrics_endpoint`` is false (Prometheus, health probes).
 SCRAPE_PATHS = frozenset({"/metrics", "/metrics/", "/admin/v2/brokers/health"})
 
@@ -47,6 +50,10 @@ def middleware(
         ) is not None:
             peer_certificate = ssl_object.getpeercert()
         header = request.headers.get("Authorization")
+        if header is None and request.path.startswith(WEBSOCKET_PREFIX):
+            # Browsers cannot set headers on a WebSocket: Pulsar's WebSocket API takes ?token=.
+            token = request.query.get(TOKEN_PARAMETER)
+            header = f"Bearer {token}" if token else None
         method = "token" if header and header.strip().lower().startswith("bearer") else "other"
         try:
             request[ROLE] = authentication.authenticate_http(header, peer_certificate)

@@ -6,7 +6,8 @@ Superusers may call everything; tenants are the superusers' (list, create, updat
 are clusters (list, get); a tenant's admins may call everything on its namespaces and topics (grants
 included); other roles may read a topic's stats and metadata with ``produce`` or ``consume``, list a
 namespace's topics with either on the namespace, and use subscriptions and peek messages with
-``consume``.
+``consume``. The WebSocket API's producers need ``produce`` and its consumers and readers
+``consume``; REST produce needs ``produce``.
 """
 
 from __future__ import annotations
@@ -50,6 +51,10 @@ _TOPIC_TAILS: dict[tuple[str, str], str] = {
 }
 
 
+#: What each WebSocket endpoint needs (``/ws/v2/{producer|consumer|reader}/{domain}/...``).
+_WEBSOCKET = {"producer": PRODUCE, "consumer": CONSUME, "reader": CONSUME}
+
+
 def requirement(method: str, canonical: str) -> tuple[str, str | None]:
     """(what is needed, the topic domain for topic paths) for a route's pattern, e.g.
     ``/admin/v2/persistent/{tenant}/{namespace}/{topic}/stats`` -> (LOOKUP, "persistent")."""
@@ -59,6 +64,10 @@ def requirement(method: str, canonical: str) -> tuple[str, str | None]:
         return OPEN, None  # authenticated is enough, as Pulsar's metrics servlet
     if parts[:3] == ["lookup", "v2", "topic"] and len(parts) == 7:
         return LOOKUP, parts[3]  # Pulsar's TopicLookup: the lookup permission
+    if parts[:2] == ["ws", "v2"] and len(parts) >= 7 and parts[2] in _WEBSOCKET:
+        return _WEBSOCKET[parts[2]], parts[3]  # Pulsar's WebSocket handlers: produce, or consume
+    if parts[0] == "topics" and len(parts) >= 5:
+        return PRODUCE, parts[1]  # REST produce (PIP-64)
     if parts[:2] != ["admin", "v2"] or len(parts) < 3:
         return SUPERUSER, None
     area, rest = parts[2], parts[3:]

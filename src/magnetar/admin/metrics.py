@@ -13,8 +13,9 @@ and the page is made from them off the loop (``page``).
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from operator import attrgetter
 from typing import TYPE_CHECKING
 
@@ -32,7 +33,10 @@ from magnetar.broker.replication import replication_stats
 from magnetar.broker.topic_slices import READ_SLICE, in_slices
 
 if TYPE_CHECKING:
+    from magnetar.admin.every_worker import Part
     from magnetar.broker.service import BrokerService
+
+log = logging.getLogger(__name__)
 
 #: A topic's traffic (broker/traffic.py), metric: (Traffic field, help). The rates are gauges over
 #: the last stats interval; the counters are totals since the topic was loaded.
@@ -67,6 +71,7 @@ class BrokerCollector(Collector):
         yield from self._connections()
         yield from self._disk()
         yield from self._topic_counts()
+        yield from self._offload()
 
     def _topic_counts(self) -> Iterator[Metric]:
         service = self.service
@@ -80,6 +85,50 @@ class BrokerCollector(Collector):
             "magnetar_inactive_topics_deleted",
             "Topics deleted by an inactive-topic policy (nobody used them)",
             value=service.inactive_topics.deleted,
+        )
+
+    def _offload(self) -> Iterator[Metric]:
+        """Tiered storage, broker-wide, under Pulsar's offloader metric names where they exist."""
+        offloader = self.service.offloads.offloader
+        if offloader is None:
+            return
+        done, reads = offloader.figures, self.service.storage.tiered.figures
+        for name, text, value in (
+            ("brk_ledgeroffloader_offload_error", "Ledger offloads that failed (retried later)", done.errors),
+            (
+                "brk_ledgeroffloader_offload_bytes",
+                "Bytes offloaded to the object store (verified)",
+                done.bytes,
+            ),
+            ("brk_ledgeroffloader_read_offload_error", "Reads of offloaded data that failed", reads.failures),
+            (
+                "brk_ledgeroffloader_read_offload_bytes",
+                "Bytes read back from the object store",
+                reads.fetched_bytes,
+            ),
+            (
+                "brk_ledgeroffloader_delete_offload_ops",
+                "Objects deleted from the object store",
+                done.deleted_objects,
+            ),
+            ("magnetar_offload_ledgers", "Ledgers offloaded and verified", done.ledgers),
+            (
+                "magnetar_offload_seconds",
+                "Seconds spent offloading ledgers (upload and verification)",
+                done.seconds,
+            ),
+            ("magnetar_offload_read_fetches", "Range reads from the object store", reads.fetches),
+            (
+                "magnetar_offload_read_seconds",
+                "Seconds spent in range reads from the object store",
+                reads.fetch_seconds,
+            ),
+        ):
+            yield CounterMetricFamily(name, text, value=value)
+        yield GaugeMetricFamily(
+            "magnetar_offload_read_cache_bytes",
+            "Offloaded data held in the read-ahead cache",
+            value=self.service.storage.tiered.cached_bytes,
         )
 
     def _disk(self) -> Iterator[Metric]:
@@ -299,6 +348,51 @@ _TOPIC_METRICS = [
 ]
 
 
+#: A topic's compaction metrics, Pulsar's names (gauges in Pulsar too): (name, help, its value).
+_COMPACTION_METRICS = [
+    (
+        "pulsar_compaction_removed_event_count",
+        "Messages compactions removed (superseded or deleted), since the topic was loaded",
+        lambda c: c.record.removed_event_count,
+    ),
+    (
+        "pulsar_compaction_succeed_count",
+        "Compactions that succeeded, since the topic was loaded",
+        lambda c: c.record.succeed_count,
+    ),
+    (
+        "pulsar_compaction_failed_count",
+        "Compactions that failed, since the topic was loaded",
+        lambda c: c.record.failed_count,
+    ),
+    (
+        "pulsar_compaction_duration_time_in_mills",
+        "Milliseconds compactions took, all together, since the topic was loaded",
+        lambda c: c.record.duration_ms,
+    ),
+    (
+        "pulsar_compaction_read_throughput",
+        "Bytes per second compactions read, over the last stats interval",
+        lambda c: c.record.read_throughput,
+    ),
+    (
+        "pulsar_compaction_write_throughput",
+        "Bytes per second compactions wrote to compacted ledgers, over the last stats interval",
+        lambda c: c.record.write_throughput,
+    ),
+    (
+        "pulsar_compaction_compacted_entries_count",
+        "Entries of the topic's compacted ledger",
+        lambda c: c.view.ledger.entries if c.view is not None else 0,
+    ),
+    (
+        "pulsar_compaction_compacted_entries_size",
+        "Bytes of the topic's compacted ledger",
+        lambda c: c.view.ledger.size_bytes if c.view is not None else 0,
+    ),
+]
+
+
 #: A broadcast subscription's metrics: (family, name, help, its dispatcher.stats() field).
 _BROADCAST_METRICS = [
     (GaugeMetricFamily, "magnetar_broadcast_consumers", "Broadcast consumers connected", "virtualCursors"),
@@ -395,6 +489,9 @@ class TopicValues:
         #: (cluster, namespace[, topic]): each of ``_TOPIC_METRICS``' values (None: not one of
         #: these topics' metrics).
         self.rows: dict[tuple[str, ...], list[float | None]] = {}
+        #: ``_COMPACTION_METRICS``' values of each topic compacted (since it was loaded, or with a
+        #: compacted view: Pulsar lists only those), by the same keys as ``rows``.
+        self.compaction: dict[tuple[str, ...], list[float]] = {}
         #: Per broadcast subscription: its labels, its dispatcher's stats, messages out, largest lag.
         self.broadcast: list[tuple[list[str], dict, float, float]] = []
         #: Per replicated topic and remote cluster: its labels and the replicator's stats.
@@ -413,6 +510,13 @@ class TopicValues:
                 sums[i] = (sums[i] or 0) + value(topic)
         if not persistent:
             return
+        compaction = getattr(topic, "compaction", None)
+        if compaction is not None and (compaction.view is not None or compaction.record.ran):
+            compacted = self.compaction.get(row_key)
+            if compacted is None:
+                compacted = self.compaction[row_key] = [0.0] * len(_COMPACTION_METRICS)
+            for i, (_, _, value) in enumerate(_COMPACTION_METRICS):
+                compacted[i] += value(compaction)
         for name, sub in list(topic.subscriptions.items()):
             dispatcher = sub.dispatcher
             if isinstance(dispatcher, BroadcastDispatcher):
@@ -432,6 +536,11 @@ class TopicValues:
                 if (total := sums[i]) is not None:
                     family.add_metric(list(key), total)
             yield family
+        for i, (metric, text, _) in enumerate(_COMPACTION_METRICS):
+            compaction = GaugeMetricFamily(metric, text, labels=labels)
+            for key, values in self.compaction.items():
+                compaction.add_metric(list(key), values[i])
+            yield compaction
         yield from self.broadcast_families()
         yield from self.replication_families()
 
@@ -495,21 +604,46 @@ class _Collected(Collector):
         yield from self._topics.collect()
 
 
-def render(broker: list[Metric], topics: TopicValues) -> bytes:
-    """The page in Prometheus' text format (off the loop), with the process's own metrics."""
+async def collected(service: BrokerService) -> CollectorRegistry:
+    """``GET /metrics``'s registry: what is read of the broker is read here, on the loop (the
+    topics a slice at a time); its families are made when it is collected (``rendered``)."""
+    broker = list(BrokerCollector(service).collect())
+    return registry_of(broker, await read_topics(service))
+
+
+def registry_of(broker: list[Metric], topics: TopicValues) -> CollectorRegistry:
+    """A registry of what was read (``broker``'s families, ``topics``' values) and the process's
+    own metrics."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_Collected(broker, topics))
     registry.register(ProcessCollector(registry=None))
-    return generate_latest(registry)
+    return registry
 
 
-async def page(service: BrokerService) -> bytes:
-    """``GET /metrics``: what is read of the broker is read on the loop (the topics a slice at a
-    time); the page is made from it on a thread."""
-    broker = list(BrokerCollector(service).collect())
-    topics = await read_topics(service)
-    return await asyncio.get_running_loop().run_in_executor(None, render, broker, topics)
+async def rendered(registry: Callable[[], CollectorRegistry]) -> bytes:
+    """The page of the registry ``registry()`` makes, in Prometheus' text format, made on a thread."""
+    return await asyncio.get_running_loop().run_in_executor(None, lambda: generate_latest(registry()))
 
 
 def response(body: bytes) -> web.Response:
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+def workers_registry(local: CollectorRegistry, me: str, parts: list[Part]) -> CollectorRegistry:
+    """One scrape of every worker: this one's ``local`` registry and the other workers' ``parts``
+    (their own scrapes), each series labelled with its worker (metrics_workers.py)."""
+    from magnetar.admin.metrics_workers import WorkersCollector, parse
+
+    families = {me: list(local.collect())}
+    up = {me: True}
+    for part in parts:
+        up[part.worker] = False
+        if part.ok:
+            try:
+                families[part.worker] = parse(part.body.decode())
+                up[part.worker] = True
+            except ValueError as exc:
+                log.warning("the metrics of %s cannot be read: %s", part.worker, exc)
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(WorkersCollector(dict(sorted(families.items())), dict(sorted(up.items()))))
+    return registry

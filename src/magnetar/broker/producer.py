@@ -58,6 +58,9 @@ class Producer:
         self.name = name
         #: A geo-replicator's producer: deduplicated whatever the namespace says.
         self.replicator = is_replicator_producer(name)
+        #: Deduplicated whatever the namespace says: a geo-replicator's, and the MQTT handler's
+        #: (QoS 2 is exactly once through deduplication).
+        self.deduplicated = self.replicator
         self.user_provided_name = user_provided_name
         self.access_mode = access_mode
         self.closed = False

@@ -22,14 +22,16 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
-from magnetar.broker import descriptors, frame_room, housekeeping, loop_pass, memory, tls
+from magnetar.broker import descriptors, frame_room, housekeeping, loop_pass, memory, offload_policies, tls
 from magnetar.broker.authorization import CONSUME, PRODUCE, Authorizer
 from magnetar.broker.clusters import ClusterRegistry
+from magnetar.broker.compaction_policies import TopicCompactionThresholds, applied_threshold
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.data_dir_lock import DataDirLock
 from magnetar.broker.dispatchers.broadcast_lag import LagLimits
+from magnetar.broker.errors import TopicNotFound
 from magnetar.broker.flow_control import Hold, PublishBuffer, no_holds
 from magnetar.broker.frame_budget import FrameBudget, FrameReceiver
 from magnetar.broker.inactive_topic_policies import InactiveTopicPolicies
@@ -40,6 +42,8 @@ from magnetar.broker.listener import Listener, listen
 from magnetar.broker.namespace_service import NamespaceService
 from magnetar.broker.namespaces import AutoTopicCreation, NamespaceRegistry
 from magnetar.broker.nonpersistent import NonPersistentTopic
+from magnetar.broker.offload_policies import OffloadPolicies
+from magnetar.broker.offloads import Offloads
 from magnetar.broker.ownership import BrokerInfo, LocalOwnership, OwnershipStore
 from magnetar.broker.refusal import PULSAR_OUT_OF_DESCRIPTORS
 from magnetar.broker.replication import TopicReplication, effective_clusters
@@ -51,6 +55,7 @@ from magnetar.broker.topic import PersistentTopic
 from magnetar.broker.topic_catalog import TopicCatalog, Topics
 from magnetar.broker.topic_loader import TopicLoader
 from magnetar.broker.worker_role import WorkerRole
+from magnetar.offload.offloader import LedgerOffloader
 from magnetar.protocol.frames import SHARED_READ_SIZE
 from magnetar.protocol.topic_name import TopicName
 from magnetar.storage import ledger_files
@@ -61,6 +66,8 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 #: The name of the thread that lists topics (tests look for it).
 LISTING_THREAD = "magnetar-list"
+#: The name of the thread that compacts topics.
+COMPACTION_THREAD = "magnetar-compaction"
 #: How often a broker sharing bundles renews its session (a third of the store's lease) and
 #: looks for policies changed by the others (what "at once" means across workers).
 OWNERSHIP_RENEW_SECONDS = 3.0
@@ -97,6 +104,9 @@ class BrokerService:
         self._loader: TopicLoader | None = None
         #: Lists a namespace's topics (GET_TOPICS_OF_NAMESPACE, the admin lists) off the loop.
         self._listing = ThreadPoolExecutor(1, thread_name_prefix=LISTING_THREAD)
+        #: Runs topic compactions (both phases), one at a time, apart from the open threads: a
+        #: long compaction holds up no topic's load (compacted_topic.py).
+        self.compaction_executor = ThreadPoolExecutor(1, thread_name_prefix=COMPACTION_THREAD)
         self.port: int | None = None
         #: The pulsar+ssl:// port as bound; None while TLS is off (broker/tls.py).
         self.tls_port: int | None = None
@@ -113,8 +123,19 @@ class BrokerService:
         #: Called with each persistent topic loaded and each namespace whose policies changed:
         #: geo-replication (magnetar.replication, a layer above) attaches its replicators.
         self.replication_listeners: list[Callable[[], None]] = []
+        #: Called with each persistent topic loaded (created or opened again): the MQTT handler
+        #: subscribes its wildcard subscriptions to the new topics that match (broker/mqtt).
+        self.topic_listeners: list[Callable[[PersistentTopic], None]] = []
+        #: Servers of other protocols on this broker (MQTT), closed with the Pulsar ones.
+        self.protocol_servers: list[ProtocolServer] = []
+        #: The MQTT port as bound; None while MQTT is off (mqtt_port).
+        self.mqtt_port: int | None = None
+        #: Called when bundles lost their owner (bundles_moved): geo-replication loads the
+        #: replicated topics of the bundles this broker then owns.
+        self.ownership_listeners: list[Callable[[], None]] = []
         #: When each loaded topic was last seen in use: idle ones are unloaded (inactive_topics.py).
         self.inactive_topics = InactiveTopics()
+        self._offloads: Offloads | None = None
 
     def _flow_control(self, config: BrokerConfig) -> None:
         """What connections share: the read buffer, the publish buffer, room for large frames."""
@@ -187,6 +208,13 @@ class BrokerService:
         return self.resources.schemas
 
     @property
+    def offloads(self) -> Offloads:
+        """Tiered storage's offloads (offloads.py), made at start."""
+        if self._offloads is None:
+            raise BrokerNotStarted("the broker is not started")
+        return self._offloads
+
+    @property
     def namespace_service(self) -> NamespaceService:
         """Bundles and their owners (namespace_service.py)."""
         if self._namespace_service is None:
@@ -251,7 +279,10 @@ class BrokerService:
             topic_type=config.auto_topic_creation_type,
             default_num_partitions=config.default_num_partitions,
         )
-        catalog = TopicCatalog(self.topics, resources, self.limits, auto_creation, self.replication_changed)
+        shared = self._namespace_service.topic_loaded if self._ownership_shared else _nothing
+        catalog = TopicCatalog(
+            self.topics, resources, self.limits, auto_creation, self.replication_changed, shared
+        )
         self._catalog = catalog
         self._loader = TopicLoader(
             self.topics,
@@ -261,11 +292,18 @@ class BrokerService:
             self._interceptors,
             self._topic_loaded,
             check_owned=self.check_served_here,
+            nonpersistent_loaded=shared,
         )
 
     def _topic_loaded(self, topic: PersistentTopic) -> None:
         self.open_replication_cursors(topic)
+        self.prepare_compaction(topic)
         self.replication_changed()
+        for listener in list(self.topic_listeners):
+            try:
+                listener(topic)
+            except Exception:
+                log.exception("%s: a topic listener failed", topic.name)
 
     def _hold_all(self, reason: int) -> None:
         log.debug("publish buffer over %d bytes: not reading any connection", self.publish_buffer.limit)
@@ -319,12 +357,19 @@ class BrokerService:
         if self.worker is None:  # a worker's supervisor holds it for all of them
             self._lock.acquire()
         passes = loop_pass.for_loop(loop)
+        settings = self.config.offload_settings()
+        offloader = LedgerOffloader(settings) if settings is not None else None
         storage = Storage(
             self.config.storage_config(),
             notify=_notifier(loop, passes),
             defer=lambda callback: passes.defer(loop_pass.SYNC, callback),
             check_directories=self.worker is None,
+            object_reader=offloader.io if offloader is not None else None,
         )
+        #: Tiered storage: offloads by threshold and by the admin API (offloads.py).
+        self._offloads = Offloads(offloader, storage.metadata, self.offload_policies)
+        if offloader is not None:
+            log.info("tiered storage: closed ledgers are offloaded to %s", offloader.settings.describe())
         # Descriptors are the process's: a broker's storage sets the bound for every ledger.
         ledger_files.set_open_limit(descriptors.ledger_file_limit(self.config.max_open_ledger_files))
         self._open_resources(storage)
@@ -382,6 +427,11 @@ class BrokerService:
             ),
             (min(1.0, timeout / 4), partial(frame_room.close_stalled, self.frame_budget, timeout)),
             (config.broker_delete_inactive_topics_frequency_seconds, self.check_inactive_topics),
+            (
+                config.managed_ledger_offload_check_interval_seconds,
+                partial(housekeeping.offload_all, topics, self.offloads),
+            ),
+            (config.broker_service_compaction_monitor_interval_in_seconds, self.check_compaction),
         ]
         if self.authentication is not None:
             work.append((config.authentication_refresh_check_seconds, self.check_credentials))
@@ -390,7 +440,9 @@ class BrokerService:
         if self._ownership_shared:  # other workers own bundles and change policies too
             service = self.namespace_service
             work.append((OWNERSHIP_RENEW_SECONDS, service.keep_alive))
-            poll = partial(service.poll_changes, self.policies_changed, self.schemas.forget)
+            poll = partial(
+                service.poll_changes, self.policies_changed, self.schemas.forget, self.bundles_moved
+            )
             work.append((POLICY_POLL_SECONDS, poll))
         return work
 
@@ -409,6 +461,48 @@ class BrokerService:
         )
         if gone and memory.trims():  # their memory back to the system, once their closes are done
             self.loader.after_closes(memory.give_back)
+
+    def offload_policies(self, name: TopicName) -> OffloadPolicies:
+        """The offload threshold and deletion lag that apply to ``name`` (offload_policies.py)."""
+        namespace = self.namespaces.policies(name.namespace_name)
+        return offload_policies.applied(
+            self.resources.topic_offload_policies.get(name),
+            namespace.offload_policies,
+            namespace.offload_threshold,
+            namespace.offload_deletion_lag_ms,
+            self.config.offload_policies(),
+        )
+
+    def check_compaction(self) -> Iterator[None]:
+        """Compact the loaded topics past their compaction threshold (housekeeping.check_compaction):
+        the topics' own thresholds read once for the pass."""
+        own = self.resources.topic_compaction_thresholds.all()
+        return housekeeping.check_compaction(
+            self.topics, lambda name: self.compaction_threshold(name, own), self.compaction_executor
+        )
+
+    def compaction_threshold(self, name: TopicName, own: dict[str, int] | None = None) -> int:
+        """What applies to ``name``: the topic's own compaction threshold (from ``own`` when
+        given: all of them, read at once), else its namespace's, else the broker's."""
+        if own is None:
+            mine = self.resources.topic_compaction_thresholds.get(name)
+        else:
+            mine = own.get(TopicCompactionThresholds.name_of(name))
+        try:
+            namespace = self.namespaces.policies(name.namespace_name).compaction_threshold
+        except TopicNotFound:  # the namespace was deleted meanwhile
+            namespace = None
+        return applied_threshold(mine, namespace, self.config.broker_service_compaction_threshold_in_bytes)
+
+    def prepare_compaction(self, topic: PersistentTopic) -> None:
+        """A topic with a compaction threshold gets its ``__compaction`` cursor (off the loop) as soon
+        as it is loaded or the threshold set, as Pulsar's does: nothing is trimmed before it is
+        compacted."""
+        try:
+            if self.compaction_threshold(topic.name) > 0:
+                topic.compaction.make_cursor(self.loader.executor)
+        except Exception:
+            log.exception("%s: cannot prepare its compaction", topic.name)
 
     def inactive_topic_policies(self, name: TopicName) -> InactiveTopicPolicies:
         """What applies to ``name``: the topic's own policies, else its namespace's, else the broker's."""
@@ -456,6 +550,8 @@ class BrokerService:
         for server in (self._server, self._tls_server, *self._shared_servers):
             if server is not None:
                 server.close()
+        for other in self.protocol_servers:
+            other.close()
         for cnx in list(self.connections):
             cnx.close()
 
@@ -467,6 +563,10 @@ class BrokerService:
         if self._namespace_service is not None and self._namespace_service.me is not None:
             self._namespace_service.unregister()
         self._listing.shutdown(wait=True, cancel_futures=True)
+        for topic in list(self.topics.values()):  # a compaction under way stops at its next check
+            if isinstance(topic, PersistentTopic):
+                topic.compaction.stop()
+        self.compaction_executor.shutdown(wait=True, cancel_futures=True)
         if self._loader is not None:  # opens and unloads under way finish before storage closes
             self._loader.executor.shutdown(wait=True)
             self._loader.closer.shutdown(wait=True)
@@ -478,6 +578,8 @@ class BrokerService:
             except Exception:
                 log.exception("closing topic %s failed", topic.name)
         self.topics.clear()
+        if self._offloads is not None:  # uploads under way finish (or fail) before storage closes
+            self._offloads.close()
         if self._resources is not None:
             self._resources.storage.close()
         if self._loader is not None:
@@ -546,8 +648,11 @@ class BrokerService:
         namespace raises here; the loaded topics' names are taken here, on the loop."""
         self.namespaces.policies(namespace)
         catalog, loaded = self.catalog, list(self.topics)
+        shared = self._namespace_service if self._ownership_shared else None
 
         def work() -> T:
+            if shared is not None:  # other workers' non-persistent topics exist only there
+                loaded.extend(shared.nonpersistent_topics(namespace))
             if mode is None:
                 topics = catalog.topics_of_namespace(namespace, loaded)
             else:
@@ -559,10 +664,12 @@ class BrokerService:
     def apply_policies(self, namespace: str) -> None:
         """Policies are read when used; nothing is cached that would need refreshing, but a change
         of replication clusters opens the new remotes' cursors at once (a message published
-        next is replicated) and tells the replication layer."""
+        next is replicated) and tells the replication layer, and a compaction threshold set makes
+        the topics' ``__compaction`` cursors."""
         for topic in list(self.topics.values()):
             if isinstance(topic, PersistentTopic) and topic.name.namespace_name == namespace:
                 self.open_replication_cursors(topic)
+                self.prepare_compaction(topic)
         self.replication_changed()
 
     def open_replication_cursors(self, topic: PersistentTopic) -> None:
@@ -575,6 +682,12 @@ class BrokerService:
                 topic.open_replication_cursors(remotes)
         except Exception:
             log.exception("%s: cannot open its replication cursors", topic.name)
+
+    def bundles_moved(self) -> None:
+        """Bundles lost their owner (another worker unloaded them, or died): whoever must serve
+        topics nobody asks for (geo-replication's) looks again."""
+        for listener in list(self.ownership_listeners):
+            listener()
 
     def replication_changed(self) -> None:
         for listener in list(self.replication_listeners):
@@ -600,6 +713,13 @@ class BrokerService:
                     consumer.disconnect()
 
 
+class ProtocolServer(Protocol):
+    """Another protocol's server on this broker (broker/mqtt's): stops accepting and closes its
+    connections when the broker stops serving."""
+
+    def close(self) -> None: ...
+
+
 def _notifier(loop: asyncio.AbstractEventLoop, passes: loop_pass.PassScheduler):
     """How storage completions reach the loop: from the fsync thread through the thread-safe
     path (which wakes the loop) and then straight through the pass's phases; from the loop
@@ -614,3 +734,7 @@ def _notifier(loop: asyncio.AbstractEventLoop, passes: loop_pass.PassScheduler):
             loop.call_soon_threadsafe(passes.run_now, callback)
 
     return notify
+
+
+def _nothing(key: str, loaded: bool) -> None:
+    """A broker alone: its loaded topics are all there are, nobody else lists them."""

@@ -22,7 +22,7 @@ from magnetar.broker.consumer import Consumer
 from magnetar.broker.entries import RecentEntries
 from magnetar.broker.entry_metadata import EntryMetadataInterceptor, IndexInterceptor, load_interceptors
 from magnetar.broker.entry_search import EntryReader, message_count
-from magnetar.broker.errors import BrokerError, NotAllowed, SubscriptionNotFound
+from magnetar.broker.errors import BrokerError, NotAllowed, ServiceNotReady, SubscriptionNotFound
 from magnetar.broker.message_deduplication import MessageDeduplication, SequenceKey, sequence_key
 from magnetar.broker.producer import DUPLICATE, Producer
 from magnetar.broker.producer_access import ProducerAccess
@@ -44,6 +44,7 @@ from magnetar.protocol.topic_name import TopicName
 from magnetar.storage.cursor import ManagedCursor
 from magnetar.storage.errors import ManagedLedgerFencedError, StorageFullError
 from magnetar.storage.managed_ledger import ManagedLedger
+from magnetar.storage.owner_ref import WeakCall
 from magnetar.storage.position import Position
 
 if TYPE_CHECKING:
@@ -111,7 +112,10 @@ class PersistentTopic:
         self.replication_cursors: dict[str, ManagedCursor] = {}
         self.replicators: dict[str, ReplicatorLink] = {}
         #: Topic compaction: the compacted view and the compactor's runs (its cursor is no subscription).
-        self.compaction = CompactedTopic(ml)
+        self.compaction = CompactedTopic(ml, config.test_compaction_pause_at)
+        #: Offloaded entries a dispatcher could not wait for are fetched: read again (tiered storage).
+        #: Weakly: the managed ledger is the topic's, and a bound method would make the two a cycle.
+        ml.on_offloaded_data = WeakCall(self._notify_subscriptions, "topic", name, ServiceNotReady)
         for name_of_cursor, cursor in ml.cursors().items():
             remote = remote_of_cursor(name_of_cursor)
             if name_of_cursor == COMPACTION_SUBSCRIPTION:
@@ -202,7 +206,7 @@ class PersistentTopic:
         if chunk is not None and metadata is not None and chunks.answer_resend(metadata, chunk, callback):
             return
         key = sequence_key(producer.name, max(send.sequence_id, send.highest_sequence_id), metadata, chunk)
-        if self.deduplication.is_duplicate(key, producer.replicator):
+        if self.deduplication.is_duplicate(key, producer.deduplicated):
             callback(DUPLICATE, None)
             return
         storing = (
@@ -402,8 +406,15 @@ class PersistentTopic:
         return topic_backlog.expire_older_than(self, seconds, subscriptions)
 
     # -- queries ----------------------------------------------------------------------------
-    def last_message_position(self) -> tuple[Position, int]:
-        """The last stored entry and the batch index of its last message (-1 if not a batch)."""
+    def last_message_position(self, read_compacted: bool = False) -> tuple[Position, int]:
+        """The last stored entry and the batch index of its last message (-1 if not a batch). For a
+        readCompacted consumer, while the compacted view covers the whole topic (its horizon is the
+        last entry, or the topic holds none), the view's last message instead, as Pulsar answers."""
+        horizon = self.compaction.horizon
+        if read_compacted and horizon is not None:
+            last = self.ml.last_confirmed
+            if last.entry_id < 0 or last <= horizon:
+                return self.compaction.last_message()
         return last_message_position(self.ml)
 
     def seek_position(self, msg_id: wire.MessageIdData) -> Position:

@@ -9,6 +9,7 @@ from magnetar.storage.ack_state import IndividualAcks
 from magnetar.storage.batch_acks import to_signed
 from magnetar.storage.cursor_state import CursorState
 from magnetar.storage.entry import Entry
+from magnetar.storage.errors import OffloadedReadPending
 from magnetar.storage.owner_ref import OwnerRef
 from magnetar.storage.position import Position
 
@@ -150,10 +151,12 @@ class ManagedCursor:
 
     # ------------------------------------------------------------------- reads
 
-    def read_entries(self, max_entries: int, max_bytes: int | None = None) -> list[Entry]:
+    def read_entries(self, max_entries: int, max_bytes: int | None = None, wait: bool = True) -> list[Entry]:
         """Read from ``read_position``, skipping acknowledged entries, and move past what was read.
 
         Returns at least one entry when any is readable, even if it alone exceeds ``max_bytes``.
+        ``wait``: as ``ManagedLedger.read_entries`` (without it, offloaded entries being fetched end
+        the read, or raise ``OffloadedReadPending`` when nothing was read before them).
         """
         ledger = self._ledger
         position = self._read_position
@@ -164,7 +167,7 @@ class ManagedCursor:
         ):
             # At the tail with nothing acked out of order, the common case of a consumer that keeps up:
             # no entry to skip, and positions in the open ledger need no stepping across ledgers.
-            got = ledger.read_entries(position, max_entries, max_bytes)
+            got = ledger.read_entries(position, max_entries, max_bytes, wait=wait)
             if got:
                 self._read_position = Position(position.ledger_id, got[-1].position.entry_id + 1)
             return got
@@ -179,7 +182,12 @@ class ManagedCursor:
             next_acked = self._acks.next_acked_in_ledger(position)
             if next_acked is not None:
                 run = min(run, next_acked - position.entry_id)
-            got = ledger.read_entries(position, run, budget, at_least_one=not out)
+            try:
+                got = ledger.read_entries(position, run, budget, at_least_one=not out, wait=wait)
+            except OffloadedReadPending:
+                if not out:
+                    raise
+                break
             if not got:
                 break
             out.extend(got)

@@ -1,5 +1,9 @@
 """Errors raised by the storage layer."""
 
+from __future__ import annotations
+
+import threading
+
 
 class StorageError(Exception):
     """Base class: something in storage went wrong."""
@@ -50,3 +54,21 @@ class MetadataMissingError(StorageError):
     The metadata was deleted, lost or replaced: starting would either hide or destroy every
     topic's data. Nothing is touched; ``magnetar repair`` rebuilds the metadata from the files.
     """
+
+
+class OffloadedReadPending(StorageError):
+    """The bytes of an offloaded ledger that a read needs are being fetched from the object store.
+
+    Nothing was read. ``ready`` is set once the fetch is over (done or failed): a caller that may
+    wait waits on it and reads again; one that may not (a dispatcher on the event loop) is told
+    through the managed ledger's ``on_offloaded_data`` and reads again then.
+    """
+
+    def __init__(self, message: str, ready: threading.Event) -> None:
+        super().__init__(message)
+        self.ready = ready
+
+
+class OffloadedReadError(StorageError):
+    """An offloaded ledger cannot be read now: the object store failed, timed out, or none is
+    configured. Local ledgers are not affected; the read may be tried again later."""

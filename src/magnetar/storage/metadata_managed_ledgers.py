@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from magnetar.storage.group_commit import GroupCommit
 from magnetar.storage.ledger_info import LedgerInfo
-from magnetar.storage.metadata_ledgers import closed_at, raise_counter
+from magnetar.storage.metadata_ledgers import closed_at, queue_garbage, raise_counter
 from magnetar.storage.position import Position
 
 
@@ -65,8 +65,13 @@ class ManagedLedgerTable:
         return {row[0] for row in self._commits.query("SELECT directory FROM managed_ledgers")}
 
     def delete_managed_ledger(self, ml_id: int) -> None:
-        """Forget a managed ledger and everything that hangs off it, in one commit."""
+        """Forget a managed ledger and everything that hangs off it, in one commit; its ledgers'
+        objects in the object store (tiered storage) are queued for deletion in the same commit."""
         with self._commits.transaction() as db:
+            keys = db.execute(
+                "SELECT offload_key FROM ledgers WHERE ml_id = ? AND offload_key IS NOT NULL", (ml_id,)
+            ).fetchall()
+            queue_garbage(db, [key for (key,) in keys])
             for table in _OWNED_TABLES:
                 db.execute(f"DELETE FROM {table} WHERE ml_id = ?", (ml_id,))
             db.execute("DELETE FROM managed_ledgers WHERE id = ?", (ml_id,))

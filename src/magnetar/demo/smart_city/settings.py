@@ -65,6 +65,11 @@ class CitySettings:
         "run secured: the broker on TLS ports only, token authentication and authorization; "
         "each vehicle has its own role, allowed to consume only its area's alerts topic",
     )
+    workers: int = _setting(
+        1,
+        "broker processes of each embedded broker (magnetar standalone --workers N): with 2 or more, the "
+        "job's topics and the telemetry's partitions spread over the workers",
+    )
     districts: int = _setting(
         1,
         "districts: with 2 or more, each district runs its own edge broker (cluster district-K) whose raw "
@@ -82,6 +87,8 @@ class CitySettings:
             raise ValueError("max_lateness_s must be below watermark_s, or late events would be dropped")
         if self.window_s <= 0 or self.duration_s <= 0 or self.partitions < 1:
             raise ValueError("window_s, duration_s and partitions must be positive")
+        if self.workers < 1:
+            raise ValueError("workers must be at least 1")
         if not 1 <= self.districts <= self.areas:
             raise ValueError("districts must be between 1 and areas (each district has an area)")
         if self.districts > 1 and self.secure:
@@ -105,6 +112,10 @@ class CitySettings:
 
     def alerts_topic(self, area: str) -> str:
         return self.topic(f"city-alerts-{area}")
+
+    @property
+    def vehicle_state_topic(self) -> str:
+        return self.topic("city-vehicle-state")
 
     # Command line (the flags themselves are made in cli.py).
     @classmethod

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from magnetar.demo.smart_city.districts import DistrictReport
+from magnetar.demo.smart_city.vehicle_state import VehicleStateReport
 
 
 def percentile(values: Sequence[float], p: float) -> float | None:
@@ -95,6 +96,8 @@ class Summary:
     refused: bool = False
     #: ``--districts`` (2 or more): each district's replication to central and alerts back.
     districts: list[DistrictReport] = field(default_factory=list)
+    #: The main job's compacted topic of the latest state per vehicle and its table view.
+    vehicle_state: VehicleStateReport | None = None
 
     @property
     def clean_area_alerts(self) -> int:
@@ -114,6 +117,7 @@ class Summary:
             and self.frames_intact == self.frames_planned == self.frames_sent
             and (not self.security or self.refused)
             and all(d.ok for d in self.districts)
+            and (self.vehicle_state is None or self.vehicle_state.ok)
         )
 
     def render(self) -> str:
@@ -153,6 +157,8 @@ class Summary:
         if self.security:
             lines.insert(-1, f"  secured             {self.security}")
             lines.insert(-1, f"  access check        {self.refusal}")
+        if self.vehicle_state is not None:
+            lines[-1:-1] = self.vehicle_state.lines()
         for district in self.districts:
             lines[-1:-1] = district.lines()
         if not self.drained:
