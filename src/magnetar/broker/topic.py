@@ -10,6 +10,7 @@ store_waiters.py (``terminate`` waiting for the adds before it), message_dedupli
 from __future__ import annotations
 
 import logging
+import weakref
 from collections.abc import Callable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING
@@ -22,7 +23,7 @@ from magnetar.broker.consumer import Consumer
 from magnetar.broker.entries import RecentEntries
 from magnetar.broker.entry_metadata import EntryMetadataInterceptor, IndexInterceptor, load_interceptors
 from magnetar.broker.entry_search import EntryReader, message_count
-from magnetar.broker.errors import BrokerError, NotAllowed, ServiceNotReady, SubscriptionNotFound
+from magnetar.broker.errors import BrokerError, NotAllowed, SubscriptionNotFound
 from magnetar.broker.message_deduplication import MessageDeduplication, SequenceKey, sequence_key
 from magnetar.broker.producer import DUPLICATE, Producer
 from magnetar.broker.producer_access import ProducerAccess
@@ -44,7 +45,6 @@ from magnetar.protocol.topic_name import TopicName
 from magnetar.storage.cursor import ManagedCursor
 from magnetar.storage.errors import ManagedLedgerFencedError, StorageFullError
 from magnetar.storage.managed_ledger import ManagedLedger
-from magnetar.storage.owner_ref import WeakCall
 from magnetar.storage.position import Position
 
 if TYPE_CHECKING:
@@ -115,7 +115,7 @@ class PersistentTopic:
         self.compaction = CompactedTopic(ml, config.test_compaction_pause_at)
         #: Offloaded entries a dispatcher could not wait for are fetched: read again (tiered storage).
         #: Weakly: the managed ledger is the topic's, and a bound method would make the two a cycle.
-        ml.on_offloaded_data = WeakCall(self._notify_subscriptions, "topic", name, ServiceNotReady)
+        ml.on_offloaded_data = partial(_wake_if_loaded, weakref.ref(self))
         for name_of_cursor, cursor in ml.cursors().items():
             remote = remote_of_cursor(name_of_cursor)
             if name_of_cursor == COMPACTION_SUBSCRIPTION:
@@ -489,6 +489,13 @@ class PersistentTopic:
         self._persist()
         self.compaction.close()
         self.ml.close()
+
+
+def _wake_if_loaded(topic: weakref.ref[PersistentTopic]) -> None:
+    """Offloaded entries were fetched: the topic's dispatchers read again (none once it is gone)."""
+    loaded = topic()
+    if loaded is not None:
+        loaded._notify_subscriptions()
 
 
 def _deduplication_enabled(config: BrokerConfig, policies: Callable[[], NamespacePolicies] | None) -> bool:
