@@ -34,6 +34,9 @@ def test_tenant_and_namespace_lifecycle(broker):
     assert call(broker, "GET", "/admin/v2/namespaces/acme") == (200, ["acme/prod"])
     assert call(broker, "PUT", "/admin/v2/namespaces/nobody/prod")[0] == 404
     assert call(broker, "DELETE", "/admin/v2/tenants/acme")[0] == 409, "a tenant with namespaces stays"
+    assert call(broker, "PUT", "/admin/v2/persistent/acme/prod/t")[0] == 204
+    assert call(broker, "DELETE", "/admin/v2/namespaces/acme/prod")[0] == 409, "a namespace with topics stays"
+    assert call(broker, "DELETE", "/admin/v2/persistent/acme/prod/t")[0] == 204
     assert call(broker, "DELETE", "/admin/v2/namespaces/acme/prod")[0] == 204
     assert call(broker, "DELETE", "/admin/v2/tenants/acme")[0] == 204
     assert call(broker, "GET", "/admin/v2/tenants") == (200, ["public"])
