@@ -264,6 +264,13 @@ class BrokerConfig:
     #: Pulsar's exposeTopicLevelMetricsInPrometheus: /metrics has each loaded topic's series; false:
     #: one series per namespace, its topics' values summed (100,000 topics make a scrape huge).
     expose_topic_level_metrics_in_prometheus: bool = True
+    #: Pulsar's enableBrokerSideSubscriptionPatternEvaluation: a GET_TOPICS_OF_NAMESPACE with a
+    #: regex subscription's topics_pattern is answered with the matching topics only (a namespace
+    #: of 100,000 topics is not sent whole to each pattern consumer at each poll).
+    enable_broker_side_subscription_pattern_evaluation: bool = True
+    #: Pulsar's subscriptionPatternMaxLength: a longer pattern is not evaluated (the whole list is
+    #: answered and the client filters it).
+    subscription_pattern_max_length: PositiveInt = 50
 
     # Tiered storage (docs/tiered-storage.md; Pulsar's names in snake_case). Off unless a driver is set.
     #: Pulsar's managedLedgerOffloadDriver: aws-s3 (or S3), google-cloud-storage, azureblob, filesystem.

@@ -29,6 +29,7 @@ from magnetar.broker import (
     frame_room,
     housekeeping,
     loop_pass,
+    memory,
     offload_policies,
     tls,
     worker_credentials,
@@ -460,18 +461,21 @@ class BrokerService:
             work.append((POLICY_POLL_SECONDS, poll))
         return work
 
-    def check_inactive_topics(self) -> None:
+    def check_inactive_topics(self) -> Iterator[None]:
         """Delete the unused topics the inactive-topic policies say to; unload the others nobody
-        has used for ``broker_unload_inactive_topics_seconds``."""
-        self.inactive_topics.sweep(
+        has used for ``broker_unload_inactive_topics_seconds``. A slice of topics at a time
+        (``housekeeping.every`` runs the loop between them)."""
+        gone = yield from self.inactive_topics.sweeping(
             self.topics,
-            time.monotonic(),
+            time.monotonic,
             self.config.broker_unload_inactive_topics_seconds,
             self.loader.unload,
             self.catalog.topics_changed,
             lambda topic: self.inactive_topic_policies(topic.name),
             self._delete_inactive,
         )
+        if gone and memory.trims():  # their memory back to the system, once their closes are done
+            self.loader.after_closes(memory.give_back)
 
     def offload_policies(self, name: TopicName) -> OffloadPolicies:
         """The offload threshold and deletion lag that apply to ``name`` (offload_policies.py)."""

@@ -39,6 +39,7 @@ from magnetar.storage.ledger_recovery import recover_ledgers, remove_orphan_segm
 from magnetar.storage.metadata_store import ManagedLedgerRecord, MetadataStore
 from magnetar.storage.offload_selection import past_deletion_lag
 from magnetar.storage.offloaded_segment import OffloadedSegment
+from magnetar.storage.owner_ref import WeakCall
 from magnetar.storage.position import Position
 from magnetar.storage.retention import deletable_ledgers
 from magnetar.storage.segment import Segment, delete_segment_files, index_bytes, segment_paths
@@ -49,6 +50,8 @@ from magnetar.storage.virtual_cursors import VirtualCursorStore
 from magnetar.storage.write_gate import WriteGate
 
 log = logging.getLogger(__name__)
+#: What its parts call it when it is gone (owner_ref.py).
+ML = "managed ledger"
 
 _T = TypeVar("_T")
 
@@ -101,11 +104,25 @@ class ManagedLedger:
         #: A rollover whose metadata is committed but whose new segment is not created yet.
         self._next_ledger: tuple[int, LedgerInfo, float] | None = None
         self._closed = False
-        self.damage = DamageLog(keep=self.set_property)
+        # Its parts call it back through weak references (owner_ref.py): no cycle keeps a closed
+        # managed ledger in memory until the collector's next full pass.
+        self.damage = DamageLog(keep=WeakCall(self.set_property, ML, self.name))
         self._cursors = ManagedCursorContainer(
-            self, self._id, directory, config, metadata, self.damage, self._lock, self._check_open
+            self,
+            self._id,
+            directory,
+            config,
+            metadata,
+            self.damage,
+            self._lock,
+            WeakCall(self._check_open, ML, self.name),
         )
-        self._reader = LedgerReader(self._id, cache, self._segment_for, self._damaged_read)
+        self._reader = LedgerReader(
+            self._id,
+            cache,
+            WeakCall(self._segment_for, ML, self.name),
+            WeakCall(self._damaged_read, ML, self.name),
+        )
         #: Its properties, read once here: reads need no metadata query (and no wait for its
         #: lock behind another thread's commit); writes go through to the store.
         self._properties = metadata.properties(record.ml_id)
@@ -162,9 +179,12 @@ class ManagedLedger:
 
     def check_writable(self) -> None:
         """Raise the error an add would get now, without writing (a broker asks before it lets a
-        producer on); after a failure, this is what resumes writes once there is room again."""
+        producer on); after a failure, this is what resumes writes once there is room again. The
+        open ledger's files are opened again if they were closed (``ledger_files``), so an
+        ``OSError`` an add would meet there (out of descriptors, a file gone) is raised here too."""
         with self._lock:
             self._check_writable()
+            self._live_current()
 
     def add_entry(self, data: EntryData | bytearray, on_durable: DurableCallback | None = None) -> Position:
         """Append ``data`` now and return its position; ``on_durable`` fires once it is durable.

@@ -46,10 +46,12 @@ from magnetar.broker.dispatchers.broadcast_saved import SavedVirtualCursors
 from magnetar.broker.dispatchers.broadcast_send import OutgoingEntry
 from magnetar.broker.dispatchers.position_floor import PositionFloor
 from magnetar.broker.dispatchers.virtual_cursor import VirtualCursor
+from magnetar.broker.errors import ServiceNotReady
 from magnetar.broker.offload_failures import OFFLOAD_RETRY_S
 from magnetar.protocol import wire
 from magnetar.protocol.hot_frames import partition_field
 from magnetar.storage.errors import EntryNotFoundError, OffloadedReadError, OffloadedReadPending
+from magnetar.storage.owner_ref import WeakCall
 from magnetar.storage.position import Position
 
 if TYPE_CHECKING:
@@ -92,7 +94,10 @@ class BroadcastDispatcher(Dispatcher):
         self.reconnect_grace = subscription.topic.config.broadcast_reconnect_grace_seconds
         #: Virtual cursors kept for consumers whose connection was lost; their mark-delete
         #: positions stay in ``_floor`` meanwhile.
-        self._detached = DetachedVirtualCursors(self.reconnect_grace, self._given_up)
+        self._detached = DetachedVirtualCursors(
+            self.reconnect_grace,
+            WeakCall(self._given_up, "subscription", subscription.name, ServiceNotReady),
+        )
         #: Where virtual cursors are kept durable (not for a non-durable subscription, nor without
         #: a grace period: one is then given up as soon as its connection is lost).
         self._saved: SavedVirtualCursors | None = None
