@@ -89,6 +89,15 @@ class CompactedTopic:
             return []
         return self.view.ledger.read_from(start, max_entries, max_bytes)
 
+    def earliest(self) -> tuple[Position, bool]:
+        """Where a compacted read from the earliest message starts, and whether exactly there: the
+        view's first message where the topic's ledgers before it were trimmed (only the view has it
+        now), else the topic's first entry."""
+        first = self.ml.ceil_position(Position.EARLIEST)
+        if self.view is not None and (positions := self.view.ledger.positions) and positions[0] < first:
+            return positions[0], True
+        return first, False
+
     # -- seek on a compacted read (Pulsar's forced reset below the horizon) --------------------
     def seek_position(self, msg_id: wire.MessageIdData) -> tuple[Position, bool]:
         """Where a readCompacted consumer's seek to ``msg_id`` lands, and whether exactly there: a
@@ -99,7 +108,7 @@ class CompactedTopic:
         if horizon is None or is_latest(msg_id):
             return found, False
         if is_earliest(msg_id):
-            return Position.EARLIEST, True
+            return self.earliest()
         position = position_of(msg_id)
         return (position, True) if position <= horizon else (found, False)
 
@@ -141,6 +150,7 @@ class CompactedTopic:
         horizon = Position(*properties["horizon"])
         remove_unused(self.ml.directory, ledger_id)
         ledger = CompactedLedger(self.ml.directory, ledger_id, int(properties["entries"]))
+        self.ml.set_compacted_positions(ledger.positions)
         cursor = self.cursor
         if cursor is not None and cursor.mark_delete_position < horizon:
             cursor.mark_delete(horizon)  # the switch was committed, the cursor's move was not
@@ -225,6 +235,7 @@ class CompactedTopic:
             delete_compacted_ledger(self.ml.directory, outcome.ledger_id)
             raise
         previous, self.view = self.view, CompactedView(ledger, outcome.horizon)
+        self.ml.set_compacted_positions(ledger.positions)
         await self.checkpoints.check_on_loop("after_switch")
         cursor.mark_delete(outcome.horizon)
         self.ml.persist_cursors([cursor])
