@@ -21,7 +21,7 @@ from concurrent.futures import Executor
 from magnetar.broker.compaction_pause import CompactionCheckpoints, Step
 from magnetar.broker.compaction_policies import backlog_estimate
 from magnetar.broker.compaction_stats import CompactionRecord
-from magnetar.broker.compactor import CompactedView, CompactionOutcome, compact
+from magnetar.broker.compactor import YIELD_EVERY_S, CompactedView, CompactionOutcome, compact
 from magnetar.broker.entry_search import entry_time
 from magnetar.broker.ids import is_earliest, is_latest, position_of
 from magnetar.broker.seek import position_for_message_id, position_for_time
@@ -55,9 +55,13 @@ class CompactionStatus(enum.Enum):
 class CompactedTopic:
     """Pulsar's ``CompactedTopicImpl`` with the compactor's runs: one at a time per topic."""
 
-    def __init__(self, ml: ManagedLedger, pause_at: Step | None = None) -> None:
-        """``pause_at``: the test-only ``test_compaction_pause_at`` (compaction_pause.py)."""
+    def __init__(
+        self, ml: ManagedLedger, pause_at: Step | None = None, yield_every_s: float = YIELD_EVERY_S
+    ) -> None:
+        """``pause_at``: the test-only ``test_compaction_pause_at`` (compaction_pause.py);
+        ``yield_every_s``: seconds of work between two yields of the GIL (compactor.py)."""
         self.ml = ml
+        self.yield_every_s = yield_every_s
         self.status = CompactionStatus.NOT_RUN
         self.last_error = ""
         #: What the runs did: the topic stats' ``compaction`` section and the metrics.
@@ -203,7 +207,7 @@ class CompactedTopic:
             cursor = self.cursor if making is None else await making
             assert cursor is not None
             done = await loop.run_in_executor(
-                executor, _compact_and_open, self.ml, self.view, record, self.checkpoints
+                executor, _compact_and_open, self.ml, self.view, record, self.checkpoints, self.yield_every_s
             )
             removed = 0
             if done is not None:
@@ -270,10 +274,11 @@ def _compact_and_open(
     view: CompactedView | None,
     record: CompactionRecord,
     checkpoints: CompactionCheckpoints,
+    yield_every_s: float,
 ) -> tuple[CompactionOutcome, CompactedLedger] | None:
     """Both phases, then the new ledger opened for reading (its positions read): the worker thread's part."""
     record.started()  # its duration counts from here, not from its wait for the thread
-    outcome = compact(ml, view, record, checkpoints)
+    outcome = compact(ml, view, record, checkpoints, yield_every_s)
     if outcome is None:
         return None
     try:
