@@ -9,10 +9,11 @@ new ledger, readers and a crash see the previous compacted view.
 
 The compactor shares the broker's GIL with the event loop. Left alone it keeps it for Python's
 switch interval (5 ms) each time the loop asks, and a send waits that long at each of its turns on
-the loop and the fsync thread: p50 15-30 ms while it runs, against 1-4 ms. So every 0.2 ms of its
+the loop and the fsync thread: p50 15-18 ms while it runs, against 1-2 ms. So every 0.2 ms of its
 work it lets go of the GIL and the CPU (``os.sched_yield``), and a thread waiting for the GIL takes
-it at once: p50 about 6 ms on the shared 2-core VM, what a process of its own burning a core leaves
-(docs/benchmarks.md, Compaction), at no cost to its throughput measured there.
+it at once: p50 5-7 ms on the shared 2-core VM, about what a process of its own burning a core
+leaves there (docs/benchmarks.md, Compaction); the compaction takes longer only where every core
+is busy.
 """
 
 from __future__ import annotations
