@@ -10,9 +10,12 @@ Three measurements in one run, on topics of ``--messages`` messages (default 1,0
   each key's last.
 - **reads**: a reader with ``is_read_compacted=True`` from the earliest message of topic A against a
   plain reader of the same topic, both to the end (``has_message_available``).
-- **produce latency**: topic B filled the same way; a producer sends one message (sync ``send``,
-  keyed, unbatched) every ``1 / --latency-rate`` s to topic B for ``--latency-s`` seconds, then
-  while B's compaction runs, then ``--latency-s`` seconds more: each send's latency, by phase.
+- **produce latency**: topic B filled the same way, the broker stopped and its data copied once for
+  each run: a broker on the copy, a producer sending one message (sync ``send``, keyed, unbatched)
+  every ``1 / --latency-rate`` s to topic B for ``--latency-s`` seconds, then while B's compaction
+  runs, then ``--latency-s`` seconds more: each send's latency, by phase. Side by side on the same
+  data, ``--latency-rounds`` times each: the broker's default compactor, which yields the GIL every
+  ``compaction_yield_interval_ms`` (0.2), and one that never does (``0``), in alternating order.
 
 Prints one JSON object.
 
@@ -26,6 +29,7 @@ import argparse
 import json
 import logging
 import random
+import shutil
 import statistics
 import sys
 import tempfile
@@ -198,13 +202,48 @@ def _check_view(messages: list[pulsar.Message], last: dict[str, int]) -> list[st
     return problems
 
 
-def run(args: argparse.Namespace, workdir: Path) -> dict:
-    broker = BrokerProcess(workdir / "broker", {"fsync_policy": args.fsync_policy}).start()
+#: The compactors compared for produce latency: the broker's ``compaction_yield_interval_ms``.
+YIELDS = {"yield_0.2ms": 0.2, "no_yield": 0.0}
+TOPIC_B = f"{NAMESPACE}/compaction-b"
+
+
+def _client(broker: BrokerProcess) -> pulsar.Client:
     logger = logging.getLogger("pulsar")
     logger.setLevel(logging.WARNING)
-    client = pulsar.Client(broker.service_url, operation_timeout_seconds=120, logger=logger)
+    return pulsar.Client(broker.service_url, operation_timeout_seconds=120, logger=logger)
+
+
+def latency_run(args: argparse.Namespace, filled: Path, workdir: Path, yield_ms: float) -> dict:
+    """A broker on a copy of ``filled`` (topic B stored, never compacted) whose compactor yields
+    every ``yield_ms``: the probe's latencies before, during and after B's compaction."""
+    shutil.copytree(filled, workdir)
+    settings = {"fsync_policy": args.fsync_policy, "compaction_yield_interval_ms": yield_ms}
+    broker = BrokerProcess(workdir, settings).start()
+    client = _client(broker)
     try:
-        topic_a, topic_b = f"{NAMESPACE}/compaction-a", f"{NAMESPACE}/compaction-b"
+        probe = LatencyProbe(client, TOPIC_B, args.latency_rate, args.keys)
+        probe.start()
+        time.sleep(args.latency_s)
+        probe.phase = "compacting"
+        during_s = compact(broker.http_url, TOPIC_B)
+        probe.phase = "idle_after"
+        time.sleep(args.latency_s)
+        probe.stop()
+    finally:
+        client.close()
+        broker.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+    return {
+        "compaction_seconds": during_s,
+        **{phase: percentiles(probe.samples.get(phase, [])) for phase in PHASES},
+    }
+
+
+def run(args: argparse.Namespace, workdir: Path) -> dict:
+    broker = BrokerProcess(workdir / "broker", {"fsync_policy": args.fsync_policy}).start()
+    client = _client(broker)
+    try:
+        topic_a = f"{NAMESPACE}/compaction-a"
         filled = fill(client, topic_a, args, seed=1)
         stored = _storage_size(broker.http_url, topic_a)
         seconds = compact(broker.http_url, topic_a)
@@ -213,48 +252,41 @@ def run(args: argparse.Namespace, workdir: Path) -> dict:
         full_read, full_s = read_to_end(client, topic_a, compacted=False)
         if len(full_read) != args.messages:
             problems.append(f"a full read got {len(full_read)} of {args.messages} messages")
-
-        fill(client, topic_b, args, seed=2)
-        probe = LatencyProbe(client, topic_b, args.latency_rate, args.keys)
-        probe.start()
-        time.sleep(args.latency_s)
-        probe.phase = "compacting"
-        during_s = compact(broker.http_url, topic_b)
-        probe.phase = "idle_after"
-        time.sleep(args.latency_s)
-        probe.stop()
-        return {
-            "benchmark": "compaction",
-            "machine": describe(),
-            "broker": f"Magnetar, fsync_policy = {args.fsync_policy}",
-            "messages": args.messages,
-            "keys": args.keys,
-            "payload_size": args.payload_size,
-            "batch": args.batch,
-            "fill": {"seconds": filled["seconds"], "messages_per_s": filled["messages_per_s"]},
-            "compaction": {
-                "seconds": seconds,
-                "messages_per_s": args.messages / seconds,
-                "stored_bytes": stored,
-                "mb_per_s": stored / seconds / 1e6,
-                "kept_messages": len(compacted_read),
-                "compacted_ledger_bytes": _compacted_bytes(broker.data_dir, "compaction-a"),
-            },
-            "reads": {
-                "compacted": {"messages": len(compacted_read), "seconds": compacted_s},
-                "full": {"messages": len(full_read), "seconds": full_s},
-                "full_over_compacted": full_s / compacted_s,
-            },
-            "produce_latency_ms": {
-                "rate_per_s": args.latency_rate,
-                "compaction_seconds": during_s,
-                **{phase: percentiles(probe.samples.get(phase, [])) for phase in PHASES},
-            },
-            "problems": problems,
-        }
+        fill(client, TOPIC_B, args, seed=2)
     finally:
         client.close()
         broker.stop()
+    latency: dict[str, list[dict]] = {name: [] for name in YIELDS}
+    for round_ in range(args.latency_rounds):
+        order = list(YIELDS) if round_ % 2 == 0 else list(reversed(YIELDS))
+        for name in order:
+            run_dir = workdir / f"latency-{name}-{round_}"
+            latency[name].append(latency_run(args, workdir / "broker", run_dir, YIELDS[name]))
+    return {
+        "benchmark": "compaction",
+        "machine": describe(),
+        "broker": f"Magnetar, fsync_policy = {args.fsync_policy}",
+        "messages": args.messages,
+        "keys": args.keys,
+        "payload_size": args.payload_size,
+        "batch": args.batch,
+        "fill": {"seconds": filled["seconds"], "messages_per_s": filled["messages_per_s"]},
+        "compaction": {
+            "seconds": seconds,
+            "messages_per_s": args.messages / seconds,
+            "stored_bytes": stored,
+            "mb_per_s": stored / seconds / 1e6,
+            "kept_messages": len(compacted_read),
+            "compacted_ledger_bytes": _compacted_bytes(broker.data_dir, "compaction-a"),
+        },
+        "reads": {
+            "compacted": {"messages": len(compacted_read), "seconds": compacted_s},
+            "full": {"messages": len(full_read), "seconds": full_s},
+            "full_over_compacted": full_s / compacted_s,
+        },
+        "produce_latency_ms": {"rate_per_s": args.latency_rate, **latency},
+        "problems": problems,
+    }
 
 
 PHASES = ("idle_before", "compacting", "idle_after")
@@ -269,6 +301,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--fsync-policy", choices=("always", "never"), default="always", help="the broker's")
     p.add_argument("--latency-rate", type=float, default=200.0, help="probe sends per second")
     p.add_argument("--latency-s", type=float, default=5.0, help="seconds of probing before and after")
+    p.add_argument("--latency-rounds", type=int, default=2, help="latency runs of each compactor")
     p.add_argument("--out", type=Path, help="also write the JSON here")
     args = p.parse_args(argv)
     if args.payload_size < 12:

@@ -148,3 +148,30 @@ def test_the_official_option_names(magnetar_factory):
         client.create_table_view("t", schema=pulsar.schema.StringSchema())
     with pytest.raises(TypeError, match="did you mean 'schema'"):
         client.create_table_view("t", schem=None)
+
+
+def test_partitions_added_to_the_topic_are_followed_from_their_earliest_message(
+    broker, magnetar_factory, topic
+):
+    """As the C++ client's reader of a partitioned topic (under the official TableView) does every
+    partitionsUpdateInterval: a new partition is read from its earliest message, compacted."""
+    admin = AdminClient(broker.http_url)
+    admin.topics.create_partitioned_topic(topic, 2)
+    client = magnetar_factory(broker.service_url, partitions_update_interval_seconds=0.1)
+    producer = client.create_producer(topic)
+    producer.send(b"first", partition_key="k0")
+    table_view = client.create_table_view(topic)
+    assert table_view.snapshot() == {"k0": b"first"}
+    admin.topics.update_partitioned_topic(topic, 4)
+    new = client.create_producer(f"{topic}-partition-3")  # sent before the view sees the partition
+    for i in range(6):
+        new.send(f"n{i}".encode(), partition_key=f"new-{i % 2}")
+    _compact(broker, f"{topic}-partition-3")
+    eventually(
+        lambda: table_view.snapshot() == {"k0": b"first", "new-0": b"n4", "new-1": b"n5"},
+        what="the new partition's keys in the table view",
+    )
+    new.send(b"later", partition_key="new-0")
+    table_view.refresh()  # the new partitions' last messages too
+    assert table_view.get("new-0") == b"later"
+    table_view.close()

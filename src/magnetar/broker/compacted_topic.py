@@ -21,7 +21,7 @@ from concurrent.futures import Executor
 from magnetar.broker.compaction_pause import CompactionCheckpoints, Step
 from magnetar.broker.compaction_policies import backlog_estimate
 from magnetar.broker.compaction_stats import CompactionRecord
-from magnetar.broker.compactor import CompactedView, CompactionOutcome, compact
+from magnetar.broker.compactor import YIELD_EVERY_S, CompactedView, CompactionOutcome, compact
 from magnetar.broker.entry_search import entry_time
 from magnetar.broker.ids import is_earliest, is_latest, position_of
 from magnetar.broker.seek import position_for_message_id, position_for_time
@@ -55,9 +55,13 @@ class CompactionStatus(enum.Enum):
 class CompactedTopic:
     """Pulsar's ``CompactedTopicImpl`` with the compactor's runs: one at a time per topic."""
 
-    def __init__(self, ml: ManagedLedger, pause_at: Step | None = None) -> None:
-        """``pause_at``: the test-only ``test_compaction_pause_at`` (compaction_pause.py)."""
+    def __init__(
+        self, ml: ManagedLedger, pause_at: Step | None = None, yield_every_s: float = YIELD_EVERY_S
+    ) -> None:
+        """``pause_at``: the test-only ``test_compaction_pause_at`` (compaction_pause.py);
+        ``yield_every_s``: seconds of work between two yields of the GIL (compactor.py)."""
         self.ml = ml
+        self.yield_every_s = yield_every_s
         self.status = CompactionStatus.NOT_RUN
         self.last_error = ""
         #: What the runs did: the topic stats' ``compaction`` section and the metrics.
@@ -89,6 +93,15 @@ class CompactedTopic:
             return []
         return self.view.ledger.read_from(start, max_entries, max_bytes)
 
+    def earliest(self) -> tuple[Position, bool]:
+        """Where a compacted read from the earliest message starts, and whether exactly there: the
+        view's first message where the topic's ledgers before it were trimmed (only the view has it
+        now), else the topic's first entry."""
+        first = self.ml.ceil_position(Position.EARLIEST)
+        if self.view is not None and (positions := self.view.ledger.positions) and positions[0] < first:
+            return positions[0], True
+        return first, False
+
     # -- seek on a compacted read (Pulsar's forced reset below the horizon) --------------------
     def seek_position(self, msg_id: wire.MessageIdData) -> tuple[Position, bool]:
         """Where a readCompacted consumer's seek to ``msg_id`` lands, and whether exactly there: a
@@ -99,7 +112,7 @@ class CompactedTopic:
         if horizon is None or is_latest(msg_id):
             return found, False
         if is_earliest(msg_id):
-            return Position.EARLIEST, True
+            return self.earliest()
         position = position_of(msg_id)
         return (position, True) if position <= horizon else (found, False)
 
@@ -141,6 +154,7 @@ class CompactedTopic:
         horizon = Position(*properties["horizon"])
         remove_unused(self.ml.directory, ledger_id)
         ledger = CompactedLedger(self.ml.directory, ledger_id, int(properties["entries"]))
+        self.ml.set_compacted_positions(ledger.positions)
         cursor = self.cursor
         if cursor is not None and cursor.mark_delete_position < horizon:
             cursor.mark_delete(horizon)  # the switch was committed, the cursor's move was not
@@ -193,7 +207,7 @@ class CompactedTopic:
             cursor = self.cursor if making is None else await making
             assert cursor is not None
             done = await loop.run_in_executor(
-                executor, _compact_and_open, self.ml, self.view, record, self.checkpoints
+                executor, _compact_and_open, self.ml, self.view, record, self.checkpoints, self.yield_every_s
             )
             removed = 0
             if done is not None:
@@ -225,6 +239,7 @@ class CompactedTopic:
             delete_compacted_ledger(self.ml.directory, outcome.ledger_id)
             raise
         previous, self.view = self.view, CompactedView(ledger, outcome.horizon)
+        self.ml.set_compacted_positions(ledger.positions)
         await self.checkpoints.check_on_loop("after_switch")
         cursor.mark_delete(outcome.horizon)
         self.ml.persist_cursors([cursor])
@@ -259,10 +274,11 @@ def _compact_and_open(
     view: CompactedView | None,
     record: CompactionRecord,
     checkpoints: CompactionCheckpoints,
+    yield_every_s: float,
 ) -> tuple[CompactionOutcome, CompactedLedger] | None:
     """Both phases, then the new ledger opened for reading (its positions read): the worker thread's part."""
     record.started()  # its duration counts from here, not from its wait for the thread
-    outcome = compact(ml, view, record, checkpoints)
+    outcome = compact(ml, view, record, checkpoints, yield_every_s)
     if outcome is None:
         return None
     try:

@@ -338,6 +338,9 @@ class BrokerConfig:
     #: Pulsar's brokerServiceCompactionMonitorIntervalInSeconds: how often loaded topics are
     #: checked against their compaction threshold.
     broker_service_compaction_monitor_interval_in_seconds: PositiveFloat = 60.0
+    #: Milliseconds of a compaction's work between two yields of the GIL, so that the event loop
+    #: serves sends meanwhile without waiting for Python's switch interval (compactor.py); 0: never.
+    compaction_yield_interval_ms: NonNegativeFloat = 0.2
     #: TESTS ONLY: every compaction waits at this step until the broker stops (compaction_pause.py),
     #: so that a crash test kills the broker there. Never set it in production.
     test_compaction_pause_at: CompactionStep | None = None

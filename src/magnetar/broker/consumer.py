@@ -34,7 +34,6 @@ class Consumer:
         "chunk_watch",
         "closed",
         "cnx",
-        "compacted_from_start",
         "consumer_id",
         "id_field",
         "key_shared_meta",
@@ -75,8 +74,6 @@ class Consumer:
         self.permits = 0
         #: readCompacted (Exclusive and Failover only): the compacted view up to its horizon first.
         self.read_compacted = False
-        #: Its first read starts at the compacted view's start (it asked for the earliest message).
-        self.compacted_from_start = False
         #: Entries sent and not yet acknowledged: position -> message count (shared dispatchers).
         self.pending_acks: dict[Position, int] = {}
         self.closed = False

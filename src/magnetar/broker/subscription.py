@@ -211,9 +211,10 @@ class PersistentSubscription:
         receive from the new position.
         """
         self.disconnect_all()
-        self.cursor.reset(position)
         if exactly:
-            self.cursor.seek_exactly(position)
+            self.cursor.reset_exactly(position)
+        else:
+            self.cursor.reset(position)
         if self.dispatcher is not None:
             self.dispatcher.on_cursor_reset()
 

@@ -112,7 +112,9 @@ class PersistentTopic:
         self.replication_cursors: dict[str, ManagedCursor] = {}
         self.replicators: dict[str, ReplicatorLink] = {}
         #: Topic compaction: the compacted view and the compactor's runs (its cursor is no subscription).
-        self.compaction = CompactedTopic(ml, config.test_compaction_pause_at)
+        self.compaction = CompactedTopic(
+            ml, config.test_compaction_pause_at, config.compaction_yield_interval_ms / 1000
+        )
         #: Offloaded entries a dispatcher could not wait for are fetched: read again (tiered storage).
         #: Weakly: the managed ledger is the topic's, and a bound method would make the two a cycle.
         ml.on_offloaded_data = partial(_wake_if_loaded, weakref.ref(self))

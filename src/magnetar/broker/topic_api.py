@@ -140,6 +140,11 @@ class CompactedReads(Protocol):
         """The view's entries at or after ``start``, with their original positions."""
         ...
 
+    def earliest(self) -> tuple[Position, bool]:
+        """Where a compacted read from the earliest message starts, and whether exactly there (in
+        the view, before the topic's first entry)."""
+        ...
+
 
 class LedgerTopic(Topic[Never], Protocol):
     """A persistent topic as its subscriptions, dispatchers and helpers see it: its messages in a

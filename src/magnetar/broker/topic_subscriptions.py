@@ -68,7 +68,11 @@ class SubscriptionOpener:
         consumer = consumer_factory(subscription)
         if cmd.read_compacted:
             consumer.read_compacted = True
-            consumer.compacted_from_start = _from_earliest(cmd, created)
+            self._place_in_view(subscription, cmd, created)
+        elif subscription.durable:
+            # A plain consumer reads no compacted view: what is left of it before the first entry
+            # (a readCompacted consumer's place there) is behind this subscription from now on.
+            subscription.mark_delete(topic.ml.before_first())
         try:
             subscription.add_consumer(consumer, cmd.sub_type, broadcast=wants_broadcast(cmd))
         except Exception:
@@ -76,6 +80,38 @@ class SubscriptionOpener:
                 topic.remove_subscription(name)
             raise
         return consumer
+
+    def _place_in_view(
+        self, subscription: PersistentSubscription, cmd: wire.CommandSubscribe, created: bool
+    ) -> None:
+        """Start a readCompacted consumer's subscription in the compacted view where it begins
+        before the topic's first entry (ledgers trimmed since hold the rest of its messages): a
+        reader's or a new subscription's at the earliest message at the view's first message, a
+        reader's from a given message (a reconnect's last one) at that message. A new durable
+        subscription's place is stored at once, so a restart finds it there."""
+        topic = self._topic
+        cursor = subscription.cursor
+        earliest = cmd.initial_position == wire.CommandSubscribe.Earliest
+        if subscription.durable:  # where it is, unless this SUBSCRIBE created it
+            if not (created and earliest):
+                return
+            start, exactly = topic.compaction.earliest()
+        elif not cmd.HasField("start_message_id"):
+            if not earliest:
+                return
+            start, exactly = topic.compaction.earliest()
+        elif is_earliest(cmd.start_message_id):
+            start, exactly = topic.compaction.earliest()
+        elif is_latest(cmd.start_message_id):
+            return
+        else:
+            start = position_of(cmd.start_message_id)
+            exactly = start < topic.ml.before_first()
+        if not exactly or start >= cursor.read_position:
+            return
+        cursor.reset_exactly(start)
+        if subscription.durable:
+            topic.ml.persist_cursors([cursor])
 
     async def prepare(self, name: str, initial: str, executor) -> None:
         """Create the durable subscription ``name`` with its cursor stored on ``executor``'s
@@ -163,11 +199,3 @@ class SubscriptionOpener:
 
 
 _READ_COMPACTED_TYPES = (wire.CommandSubscribe.Exclusive, wire.CommandSubscribe.Failover)
-
-
-def _from_earliest(cmd: wire.CommandSubscribe, created: bool) -> bool:
-    """Whether a readCompacted consumer starts at the compacted view's first entry: a reader asking
-    for the earliest message, or a subscription this SUBSCRIBE created at the earliest one."""
-    if cmd.HasField("start_message_id"):
-        return is_earliest(cmd.start_message_id)
-    return created and cmd.initial_position == wire.CommandSubscribe.Earliest

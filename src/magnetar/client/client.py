@@ -57,6 +57,7 @@ class Client:
         initial_backoff_seconds: float = 0.1,
         max_backoff_seconds: float = 30,
         max_lookup_redirects: int = 20,
+        partitions_update_interval_seconds: float = 60,
         listener_name: str | None = None,
         authentication: Authentication | None = None,
         use_tls: bool = False,
@@ -94,6 +95,9 @@ class Client:
         self.initial_backoff = initial_backoff_seconds
         self.max_backoff = max_backoff_seconds
         self.max_lookup_redirects = max_lookup_redirects
+        #: How often a table view of a partitioned topic looks for partitions added since (the
+        #: C++ client's ``partitionsUpdateInterval``, 60 s); 0: never.
+        self.partitions_update_interval = float(partitions_update_interval_seconds)
         self.listener_name = listener_name
         self._pool: dict[str, asyncio.Future[Connection]] = {}
         self._producer_ids = itertools.count()
@@ -272,29 +276,42 @@ class Client:
         the official client's (``schema``: bytes only)."""
         check_options("create_table_view", options)
         topic = full_topic_name(topic)
-        partitions = await self.get_topic_partitions(topic)
-        started = await asyncio.gather(
-            *(
-                self._start(
-                    Reader(
-                        self,
-                        partition,
-                        MessageId.earliest,
-                        is_read_compacted=True,
-                        subscription_name=subscription_name,
+        partitions = await self.get_partitioned_topic_metadata(topic)
+
+        async def open_readers(names: list[str]) -> list[Reader]:
+            """Readers of these partitions from the earliest message, read compacted (all or none)."""
+            started = await asyncio.gather(
+                *(
+                    self._start(
+                        Reader(
+                            self,
+                            name,
+                            MessageId.earliest,
+                            is_read_compacted=True,
+                            subscription_name=subscription_name,
+                        )
                     )
-                )
-                for partition in partitions
-            ),
-            return_exceptions=True,
-        )
-        readers = [reader for reader in started if isinstance(reader, Reader)]
-        failure = next((e for e in started if isinstance(e, BaseException)), None)
-        if failure is not None:
-            for reader in readers:
-                await reader.close()
-            raise failure
-        return await self._start(TableView(topic, readers, subscription_name))
+                    for name in names
+                ),
+                return_exceptions=True,
+            )
+            readers = [reader for reader in started if isinstance(reader, Reader)]
+            failure = next((e for e in started if isinstance(e, BaseException)), None)
+            if failure is not None:
+                for reader in readers:
+                    await reader.close()
+                raise failure
+            return readers
+
+        names = [partition_name(topic, i) for i in range(partitions)] if partitions > 0 else [topic]
+        table_view = TableView(topic, await open_readers(names), subscription_name)
+        if partitions > 0 and self.partitions_update_interval > 0:
+            table_view.follow_partitions(
+                lambda: self.get_partitioned_topic_metadata(topic),
+                lambda first, count: open_readers([partition_name(topic, i) for i in range(first, count)]),
+                self.partitions_update_interval,
+            )
+        return await self._start(table_view)
 
     async def _start(self, handler: _Handler) -> _Handler:
         if self._closed:

@@ -107,6 +107,9 @@ CLIENT_OPTIONS: dict[str, Option] = {
     "initial_backoff_seconds": _ours("first reconnection delay"),
     "max_backoff_seconds": _ours("longest reconnection delay"),
     "max_lookup_redirects": _ours("lookup redirects followed before giving up"),
+    "partitions_update_interval_seconds": _ours(
+        "how often a table view looks for partitions added to its topic, 60 s as the C++ client"
+    ),
 }
 
 PRODUCER_OPTIONS: dict[str, Option] = {

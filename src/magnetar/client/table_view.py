@@ -6,7 +6,10 @@ a compacted topic replays one message per key and then follows what is published
 key sets its value; one with an empty payload (a tombstone) removes the key; a message without a
 key changes nothing. Creating it returns once every partition has been read up to the last message
 the broker names (``refresh``); from then on the readers' listeners apply each message on the
-event loop, and the view's listeners hear of it there.
+event loop, and the view's listeners hear of it there. On a partitioned topic it looks for
+partitions added since every ``partitions_update_interval_seconds`` (the C++ client's
+``partitionsUpdateInterval``, 60 s) and reads each new one from its earliest message, as the C++
+client's reader of a partitioned topic does.
 
 Memory: one entry per key, held in this process. The bound is the user's choice of topic: a topic
 of vehicle positions holds one value per vehicle; a topic keyed by something unbounded holds as much.
@@ -15,9 +18,10 @@ of vehicle positions holds one value per vehicle; a topic keyed by something unb
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
-from collections.abc import Callable, ItemsView, KeysView, ValuesView
+from collections.abc import Awaitable, Callable, ItemsView, KeysView, ValuesView
 
 from magnetar.client.errors import AlreadyClosed, Timeout
 from magnetar.client.message import Message, MessageId
@@ -27,6 +31,10 @@ log = logging.getLogger(__name__)
 
 #: ``action(key, value)``: a value's bytes, or ``b""`` for a key a tombstone removed (to listeners).
 TableViewAction = Callable[[str, bytes], None]
+#: The topic's partition count now.
+PartitionCount = Callable[[], Awaitable[int]]
+#: ``open(first, count)``: started readers of partitions ``first`` to ``count - 1``.
+OpenPartitions = Callable[[int, int], Awaitable[list[Reader]]]
 
 
 class TableView:
@@ -48,6 +56,16 @@ class TableView:
         #: ``refresh`` calls waiting: the last message ids they wait for, and their futures.
         self._waiters: list[tuple[list[MessageId], asyncio.Future[None]]] = []
         self._closed = False
+        #: Partitions added to the topic: how to see them and read them, and how often to look.
+        self._partitions: tuple[PartitionCount, OpenPartitions, float] | None = None
+        self._watch: asyncio.Task[None] | None = None
+
+    def follow_partitions(
+        self, count: PartitionCount, open_partitions: OpenPartitions, interval: float
+    ) -> None:
+        """Look for partitions added to the topic every ``interval`` seconds once started, and
+        follow each from its earliest message (``Client.create_table_view`` sets it)."""
+        self._partitions = (count, open_partitions, interval)
 
     async def start(self) -> None:
         """Follow every reader, and return once what each partition held has been applied."""
@@ -58,6 +76,33 @@ class TableView:
         except BaseException:
             await self.close()
             raise
+        if self._partitions is not None:
+            self._watch = asyncio.get_running_loop().create_task(self._watch_partitions(*self._partitions))
+
+    async def _watch_partitions(
+        self, count: PartitionCount, open_partitions: OpenPartitions, interval: float
+    ) -> None:
+        """Every ``interval``: readers for the partitions added since, each followed as the others
+        (a failed look is logged and tried again at the next)."""
+        while not self._closed:
+            await asyncio.sleep(interval)
+            try:
+                partitions = await count()
+                if partitions <= len(self._readers):
+                    continue
+                added = await open_partitions(len(self._readers), partitions)
+            except Exception as exc:
+                log.warning("table view of %s: looking for new partitions failed: %s", self._topic, exc)
+                continue
+            if self._closed:
+                await asyncio.gather(*(reader.close() for reader in added), return_exceptions=True)
+                return
+            log.info("table view of %s: following %d new partitions", self._topic, len(added))
+            for reader in added:
+                index = len(self._readers)
+                self._readers.append(reader)
+                self._applied.append(None)
+                reader.set_listener(functools.partial(self._apply, index))
 
     # --- what it holds ----------------------------------------------------------------------------
     def get(self, key: str) -> bytes | None:
@@ -125,7 +170,9 @@ class TableView:
         self._check_open()
 
     def _caught_up(self, lasts: list[MessageId]) -> bool:
-        return all(_reached(applied, last) for applied, last in zip(self._applied, lasts, strict=True))
+        """Whether each reader has applied its last message of ``lasts`` (the readers then, in order:
+        one added since comes after them)."""
+        return all(_reached(applied, last) for applied, last in zip(self._applied, lasts, strict=False))
 
     def _apply(self, index: int, msg: Message) -> None:
         self._applied[index] = msg.message_id()
@@ -161,6 +208,10 @@ class TableView:
         if self._closed:
             return
         self._closed = True
+        if self._watch is not None:
+            self._watch.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._watch
         for _, waiter in self._waiters:
             if not waiter.done():
                 waiter.set_result(None)  # and it raises AlreadyClosed

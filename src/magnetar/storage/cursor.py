@@ -32,6 +32,13 @@ class ManagedCursor:
     Pulsar. A durable cursor persists its state on ``flush`` and holds retention;
     a non-durable one (readers) does neither.
 
+    A subscription reading a topic's compacted view may be placed before the managed ledger's
+    first entry (``reset_exactly``): the view keeps messages of ledgers trimmed since. Its
+    mark-delete position then lies in those ledgers, it keeps acknowledgements of the view's
+    messages there, and the mark-delete position moves over them as over entries
+    (``ManagedLedger.compacted_after``); just after it is where a compacted read goes on, while
+    a plain read steps to the first entry.
+
     A durable cursor's acks live in its cursor ledger (``CursorStore``), one page
     per ledger, and only a bounded number of pages stay in memory (PIP 81).
 
@@ -67,7 +74,7 @@ class ManagedCursor:
                 self._acks.set_batch(position, words)
             self._dirty = store is not None  # a new cursor ledger gets its first marker at the next flush
         self._drop_state_past(ledger.last_confirmed)
-        self._read_position = ledger.next_position(self._mark_delete)
+        self._read_position = self._after_mark_delete()
 
     def __repr__(self) -> str:
         return (
@@ -118,7 +125,10 @@ class ManagedCursor:
         start = ledger.next_position(self._mark_delete)
         if start > last:
             return 0
-        return max(0, ledger.number_of_entries(start, last) - len(self._acks))
+        acked = len(self._acks)
+        if self._mark_delete < (before_first := ledger.before_first()):
+            acked -= self._acks.acked_before(before_first.ledger_id)  # the compacted view's, not entries
+        return max(0, ledger.number_of_entries(start, last) - acked)
 
     def snapshot(self) -> CursorState:
         """The whole state in the earlier one-row form (reads every page: for tests and tools)."""
@@ -214,8 +224,9 @@ class ManagedCursor:
         self._read_position = position
 
     def rewind(self) -> None:
-        """Read again from the first entry after the mark-delete position."""
-        self._read_position = self._ledger.next_position(self._mark_delete)
+        """Read again from just after the mark-delete position (Pulsar's ``rewind(readCompacted)``:
+        below the first entry, from there as it is, for a compacted read to go on in the view)."""
+        self._read_position = self._after_mark_delete()
 
     def reset(self, position: Position) -> None:
         """Pulsar's resetCursor: forget every ack and start over at ``position``."""
@@ -224,6 +235,17 @@ class ManagedCursor:
         self._acks.clear()
         self._mark_delete = ledger.previous_position(start)
         self._read_position = start
+        self._dirty = True
+
+    def reset_exactly(self, position: Position) -> None:
+        """``reset`` to ``position`` as it is, even before the first entry: a subscription placed in
+        a compacted view whose ledgers were trimmed since (at its start, or by a seek into it).
+        Its mark-delete position is just before ``position``."""
+        self._acks.clear()
+        self._mark_delete = min(
+            Position(position.ledger_id, position.entry_id - 1), self._ledger.previous_position(position)
+        )
+        self._read_position = position
         self._dirty = True
 
     # -------------------------------------------------------------------- acks
@@ -254,7 +276,9 @@ class ManagedCursor:
                 self._mark_delete = position
                 changed = True
                 continue
-            if position <= mark_delete or not ledger.has_entry(position):
+            if position <= mark_delete or not (
+                ledger.has_entry(position) or ledger.holds_compacted(position)
+            ):
                 continue
             added = acks.add(position) or added
         if added:
@@ -272,7 +296,7 @@ class ManagedCursor:
         """
         if self.is_acked(position):
             return True
-        if not self._ledger.has_entry(position):
+        if not (self._ledger.has_entry(position) or self._ledger.holds_compacted(position)):
             return False
         all_acked, changed = self._acks.apply_batch(position, unacked_words, batch_size)
         if all_acked:
@@ -324,10 +348,31 @@ class ManagedCursor:
             position = ledger.next_position(Position(position.ledger_id, end - 1))
         return position
 
+    def _after_mark_delete(self) -> Position:
+        """Where reading goes on after the mark-delete position: the next entry, or, below the first
+        entry (in ledgers trimmed since, where only a compacted view has messages), the position
+        just after it as it is (a plain read steps to the first entry from there)."""
+        mark_delete = self._mark_delete
+        if mark_delete < self._ledger.before_first():
+            return Position(mark_delete.ledger_id, mark_delete.entry_id + 1)
+        return self._ledger.next_position(mark_delete)
+
     def _advance_mark_delete(self) -> None:
-        """Move the mark-delete position over the acked run right after it, crossing ledgers."""
+        """Move the mark-delete position over the acked run right after it, crossing ledgers;
+        below the first entry, over the compacted view's acknowledged messages, then to just
+        before the first entry once none is left there."""
         ledger = self._ledger
-        while True:
+        below_first = False
+        while self._mark_delete < (before_first := ledger.before_first()):
+            kept = ledger.compacted_after(self._mark_delete)
+            if kept is None:
+                self._mark_delete = before_first
+            elif kept in self._acks:
+                self._mark_delete = kept
+            else:
+                below_first = True
+                break
+        while not below_first:
             following = ledger.next_position(self._mark_delete)
             end = self._acks.run_end(following)
             if end == following.entry_id:
@@ -335,7 +380,7 @@ class ManagedCursor:
             self._mark_delete = Position(following.ledger_id, end - 1)
         self._acks.remove_up_to(self._mark_delete)
         if self._read_position <= self._mark_delete:
-            self._read_position = ledger.next_position(self._mark_delete)
+            self._read_position = self._after_mark_delete()
 
     def _drop_state_past(self, last: Position) -> None:
         """On recovery, forget acks of entries that did not survive (possible with fsync "never")."""

@@ -12,7 +12,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TypeVar
@@ -139,6 +140,8 @@ class ManagedLedger:
         #: Called (on the thread that fetched) once offloaded bytes a read waited for are fetched
         #: or failed: the owner reads again (a broker wakes the topic's dispatchers).
         self.on_offloaded_data: Callable[[], None] | None = None
+        #: The original positions of the topic's compacted view (``set_compacted_positions``).
+        self._compacted: Sequence[Position] = ()
         self._recover_offloads()
         self._cursors.load()
         OPEN_LEDGER_FILES.opened(self, self._files_open())
@@ -629,6 +632,36 @@ class ManagedLedger:
         with self._lock:
             first = self._ledgers.first_position()
             return first if first is not None and first <= self._last_confirmed else None
+
+    def before_first(self) -> Position:
+        """Just before the first entry (before where the next add goes, with none): a mark-delete
+        position below it lies in ledgers trimmed since."""
+        with self._lock:
+            first = self._ledgers.ceil(Position.EARLIEST)
+        return Position(first.ledger_id, first.entry_id - 1)
+
+    # ------------------------------------ the compacted view's positions (broker/compacted_topic.py)
+
+    def set_compacted_positions(self, positions: Sequence[Position]) -> None:
+        """The original positions of the topic's compacted view, in order (its compacted ledger's,
+        kept outside the ledgers). Those before the first entry, in ledgers trimmed since, are still
+        messages to a subscription reading the view: its cursor keeps their acknowledgements and
+        moves its mark-delete position over them (``cursor.py``)."""
+        self._compacted = positions
+
+    def compacted_after(self, position: Position) -> Position | None:
+        """The compacted view's first position after ``position``, if it lies before the first entry."""
+        kept = self._compacted
+        index = bisect_right(kept, position)
+        if index < len(kept) and kept[index] < self.before_first():
+            return kept[index]
+        return None
+
+    def holds_compacted(self, position: Position) -> bool:
+        """Whether ``position`` is one of the compacted view's, before the first entry."""
+        kept = self._compacted
+        index = bisect_left(kept, position)
+        return index < len(kept) and kept[index] == position and position < self.before_first()
 
     def number_of_entries(self, start: Position, end: Position) -> int:
         with self._lock:
