@@ -133,6 +133,9 @@ class BrokerConfig:
     # MQTT (docs/mqtt.md; Pulsar's MQTT handler's names where it has the setting).
     #: MQTT 3.1.1 and 5.0 on this port (1883 is the usual one); None: off. 0 picks a free one.
     mqtt_port: Port | None = None
+    #: MQTT over TLS on this port (8883 is the usual one, MoP's ``mqtt+ssl://`` listener), with the
+    #: broker's TLS settings (tls_certificate_file_path ...); None: off. 0 picks a free one.
+    mqtts_port: Port | None = None
     #: MoP's defaultTenant and defaultNamespace: an MQTT Topic Name ``a/b`` is the topic
     #: ``persistent://{tenant}/{namespace}/a%2Fb``.
     mqtt_default_tenant: str = "public"
@@ -413,8 +416,10 @@ class BrokerConfig:
         settings = self.offload_settings()
         if settings is not None:
             settings.check()  # the driver's name, its bucket or directory
-        if self.mqtt_port is not None and self.workers != 1:
-            raise ValueError("mqtt_port is served by one broker process only (workers = 1) for now")
+        if (self.mqtt_port is not None or self.mqtts_port is not None) and self.workers != 1:
+            raise ValueError(
+                "mqtt_port and mqtts_port are served by one broker process only (workers = 1) for now"
+            )
         if self.authorization_enabled and not self.authentication_enabled:
             raise ValueError(
                 "authorization_enabled needs authentication_enabled: without a proved role no grant can apply"

@@ -23,7 +23,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
 from magnetar.broker import loop_pass
-from magnetar.broker.mqtt import inbound, outbound, subscriptions
+from magnetar.broker.auth_session import AuthSession
+from magnetar.broker.mqtt import access, inbound, outbound, subscriptions
 from magnetar.broker.mqtt.inbound import TOPIC_ALIAS_MAXIMUM
 from magnetar.broker.mqtt.session import NEVER, MqttSession
 from magnetar.broker.names import MAX_NAME_LENGTH
@@ -86,6 +87,8 @@ class MqttConnection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.remote = "?"
         self.closed = False
+        #: What the TLS handshake and the CONNECT's credentials proved (``access.py``).
+        self.auth = AuthSession()
         self.writable = True
         #: Set once CONNECT is accepted.
         self.session: MqttSession | None = None
@@ -166,6 +169,8 @@ class MqttConnection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         if peer:
             self.remote = f"{peer[0]}:{peer[1]}"
+        if transport.get_extra_info("sslcontext") is not None:  # mqtts_port
+            self.auth.over_tls(transport.get_extra_info("peercert") or None)
         self._since = self.last_heard = asyncio.get_running_loop().time()
         self.server.connections.add(self)
         self._keepalive_slot = self.server.keepalive.add(self)
@@ -365,7 +370,7 @@ class MqttConnection(asyncio.Protocol):
         elif isinstance(packet, Disconnect):
             self._disconnect(packet)
         elif isinstance(packet, Auth):
-            raise MqttError(R.PROTOCOL_ERROR, "AUTH without an authentication method at CONNECT")
+            access.reauthenticate(self, packet)
         else:
             raise MqttError(R.PROTOCOL_ERROR, f"a client does not send {packet.type.name}")
 
@@ -378,7 +383,8 @@ class MqttConnection(asyncio.Protocol):
         if refusal is not None:
             code, return_code, why = refusal
             log.info("%s: CONNECT refused: %s", self.remote, why)
-            self.send(ConnAck(False, code if v5 else return_code))
+            reason = Properties(reason_string=why[:1000]) if v5 else Properties()  # 3.2.2.3.9
+            self.send(ConnAck(False, code if v5 else return_code, reason))
             self.close()
             return
         client_id = packet.client_id
@@ -419,6 +425,7 @@ class MqttConnection(asyncio.Protocol):
                     topic_alias_maximum=TOPIC_ALIAS_MAXIMUM,
                     subscription_identifier_available=0,
                     shared_subscription_available=0,
+                    authentication_method=self.auth.method if self.auth.supports_refresh else None,
                 )
             self.send(ConnAck(present, 0, reply))
             subscriptions.resume(self)
@@ -427,16 +434,12 @@ class MqttConnection(asyncio.Protocol):
 
     def _connect_refusal(self, packet: Connect) -> tuple[int, int, str] | None:
         """(5.0 reason, 3.1.1 return code, why) of a CONNECT refused; None when accepted."""
-        if self.service.authentication is not None:
-            return R.NOT_AUTHORIZED, ConnectReturnCode.NOT_AUTHORIZED, "MQTT has no authentication yet"
-        if packet.properties.authentication_method is not None:
-            return R.BAD_AUTHENTICATION_METHOD, 0, "no enhanced authentication method is supported"
         if packet.protocol_level == MQTT_3_1_1 and not packet.client_id and not packet.clean_start:
             return 0, ConnectReturnCode.IDENTIFIER_REJECTED, "an empty client id without Clean Session"
         if len(packet.client_id) > MAX_NAME_LENGTH:
             reason = (R.CLIENT_IDENTIFIER_NOT_VALID, ConnectReturnCode.IDENTIFIER_REJECTED)
             return (*reason, f"a client id of more than {MAX_NAME_LENGTH} characters")
-        return None
+        return access.authenticate(self, packet)
 
     def _disconnect(self, packet: Disconnect) -> None:
         session = self.session

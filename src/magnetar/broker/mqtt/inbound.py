@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from magnetar.broker.errors import REQUEST_ERRORS, BrokerError
+from magnetar.broker.mqtt import access
 from magnetar.broker.mqtt.messages import to_pulsar
 from magnetar.broker.mqtt.qos2_store import Received
 from magnetar.broker.mqtt.session import Incoming
@@ -74,6 +75,10 @@ def handle_publish(cnx: MqttConnection, packet: Publish) -> None:
             raise InvalidTopicName("MQTT publishes to persistent topics only for now")
     except InvalidTopicName as exc:
         _refused(cnx, packet, R.TOPIC_NAME_INVALID, str(exc))
+        return
+    unauthorized = access.publish_refused(cnx, topic_name)
+    if unauthorized is not None:  # before anything is made for it (the topic included)
+        _refused(cnx, packet, R.NOT_AUTHORIZED, unauthorized)
         return
     opening = cnx.service.preparing(topic_name)
     if opening is not None:  # opened off the loop first; the packets behind wait

@@ -16,11 +16,12 @@ from typing import TYPE_CHECKING, Any
 from magnetar.broker import housekeeping
 from magnetar.broker.keepalive import KeepaliveWheel
 from magnetar.broker.listener import Listener, listen
-from magnetar.broker.mqtt import subscriptions
+from magnetar.broker.mqtt import access, subscriptions
 from magnetar.broker.mqtt.connection import MqttConnection
 from magnetar.broker.mqtt.qos2_store import Qos2Store
 from magnetar.broker.mqtt.session import NEVER, Incoming, MqttSession
 from magnetar.broker.refusal import PULSAR_OUT_OF_DESCRIPTORS
+from magnetar.broker.tls import HANDSHAKE_TIMEOUT_S
 from magnetar.protocol.mqtt import ReasonCode
 
 if TYPE_CHECKING:
@@ -40,23 +41,40 @@ class MqttServer:
         self.keepalive = KeepaliveWheel(KEEPALIVE_CHECK_S)
         self.qos2 = Qos2Store(service.storage.metadata)
         self._listener: Listener | None = None
+        #: MQTT over TLS (``mqtts_port``), with the broker's TLS settings.
+        self._tls_listener: Listener | None = None
         self._task: asyncio.Task[None] | None = None
 
     @property
     def port(self) -> int | None:
         return None if self._listener is None else self._listener.port
 
+    @property
+    def tls_port(self) -> int | None:
+        return None if self._tls_listener is None else self._tls_listener.port
+
     async def start(self) -> None:
         config = self.service.config
-        assert config.mqtt_port is not None
-        self._listener = await listen(
-            config.host,
-            config.mqtt_port,
-            lambda: MqttConnection(self),
-            PULSAR_OUT_OF_DESCRIPTORS,
-            "the MQTT port",
-            "MQTT port (--mqtt-port)",
-        )
+        if config.mqtt_port is not None:
+            self._listener = await listen(
+                config.host,
+                config.mqtt_port,
+                lambda: MqttConnection(self),
+                PULSAR_OUT_OF_DESCRIPTORS,
+                "the MQTT port",
+                "MQTT port (--mqtt-port)",
+            )
+        if config.mqtts_port is not None:
+            self._tls_listener = await listen(
+                config.host,
+                config.mqtts_port,
+                lambda: MqttConnection(self),
+                PULSAR_OUT_OF_DESCRIPTORS,
+                "the MQTT TLS port",
+                "MQTT TLS port (--mqtts-port)",
+                tls=self.service.ssl_context,
+                handshake_timeout=HANDSHAKE_TIMEOUT_S,
+            )
         self._task = asyncio.create_task(housekeeping.every(self.keepalive.turn_seconds, self._turn))
         self.service.topic_listeners.append(self.topic_loaded)
         self.service.protocol_servers.append(self)
@@ -66,9 +84,10 @@ class MqttServer:
 
     def close(self) -> None:
         """Stop accepting; tell 5.0 clients the server is shutting down, and close every connection."""
-        if self._listener is not None:
-            self._listener.close()
-            self._listener = None
+        for listener in (self._listener, self._tls_listener):
+            if listener is not None:
+                listener.close()
+        self._listener = self._tls_listener = None
         if self._task is not None:
             self._task.cancel()
             self._task = None
@@ -145,6 +164,17 @@ class MqttServer:
         if session.incoming:
             self.qos2.delete_all(session.client_id)
 
+    # -- credentials and grants (access.py) --------------------------------------------------------
+    def check_credentials(self, now: float) -> None:
+        """Every authentication_refresh_check_seconds: connections whose credentials expired go."""
+        for cnx in list(self.connections):
+            access.credentials_expired(cnx, now)
+
+    def recheck_permissions(self, namespace: str) -> None:
+        """The namespace's grants changed: what a role lost is taken from its connections."""
+        for cnx in list(self.connections):
+            access.recheck_permissions(cnx, namespace)
+
     # -- topics loaded later ---------------------------------------------------------------------
     def topic_loaded(self, topic: PersistentTopic) -> None:
         """A topic was created or opened again: the connected clients whose filters match it get a
@@ -161,4 +191,5 @@ async def start(service: BrokerService) -> MqttServer:
     server = MqttServer(service)
     await server.start()
     service.mqtt_port = server.port
+    service.mqtts_port = server.tls_port
     return server

@@ -18,6 +18,7 @@ import logging
 from typing import TYPE_CHECKING, NamedTuple
 
 from magnetar.broker.consumer import Consumer
+from magnetar.broker.mqtt import access
 from magnetar.broker.mqtt.outbound import PERMITS, MqttConsumer
 from magnetar.broker.mqtt.session import FilterOptions, MqttSession
 from magnetar.broker.topic import PersistentTopic
@@ -57,6 +58,9 @@ def handle_subscribe(cnx: MqttConnection, packet: Subscribe) -> None:
         topic_filter = sub.topic_filter
         if shared_filter(topic_filter) is not None:
             codes.append(R.SHARED_SUBSCRIPTIONS_NOT_SUPPORTED if v5 else SUBACK_FAILURE_3_1_1)
+            continue
+        if not access.may_subscribe(cnx, topic_filter):
+            codes.append(R.NOT_AUTHORIZED if v5 else SUBACK_FAILURE_3_1_1)
             continue
         domain, namespace, _ = _split(cnx, topic_filter)
         if domain == NON_PERSISTENT or not _namespace_exists(cnx, namespace):
@@ -195,7 +199,7 @@ async def _attach(cnx: MqttConnection, name: TopicName) -> None:
 def attach_loaded(cnx: MqttConnection, topic: PersistentTopic) -> None:
     """The client's consumer on the loaded ``topic``, made if its filters match and it has none."""
     session = cnx.session
-    if session is None or cnx.closed:
+    if session is None or cnx.closed or not access.may_consume(cnx, topic.name):
         return
     options = options_for(session, topic.name, default_namespace(cnx))
     key = str(topic.name)
