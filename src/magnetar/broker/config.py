@@ -32,6 +32,7 @@ from magnetar.broker.config_sources import ConfigError
 from magnetar.broker.inactive_topic_policies import NO_SUBSCRIPTIONS, DeleteMode, InactiveTopicPolicies
 from magnetar.broker.offload_policies import OffloadPolicies
 from magnetar.offload.settings import OffloadSettings
+from magnetar.protocol.mqtt.codes import MAX_PACKET_SIZE as MQTT_MAX_PACKET_SIZE
 from magnetar.storage.config import (
     MIB,
     STRICT,
@@ -140,6 +141,10 @@ class BrokerConfig:
     #: ``persistent://{tenant}/{namespace}/a%2Fb``.
     mqtt_default_tenant: str = "public"
     mqtt_default_namespace: str = "default"
+    #: MoP's mqttMessageMaxLength: the largest MQTT packet taken (5.0 clients are told it as the
+    #: Maximum Packet Size); a message above max_message_size is stored in chunks (PIP 37).
+    #: At most 268435460 bytes, MQTT's own limit.
+    mqtt_message_max_length: PositiveInt = 64 * MIB
 
     # Protocol.
     max_message_size: PositiveInt = 5 * MIB
@@ -416,6 +421,11 @@ class BrokerConfig:
         settings = self.offload_settings()
         if settings is not None:
             settings.check()  # the driver's name, its bucket or directory
+        if self.mqtt_message_max_length > MQTT_MAX_PACKET_SIZE:
+            raise ValueError(
+                f"mqtt_message_max_length {self.mqtt_message_max_length} is over MQTT's own limit "
+                f"of {MQTT_MAX_PACKET_SIZE} bytes"
+            )
         if (self.mqtt_port is not None or self.mqtts_port is not None) and self.workers != 1:
             raise ValueError(
                 "mqtt_port and mqtts_port are served by one broker process only (workers = 1) for now"

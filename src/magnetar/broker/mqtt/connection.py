@@ -68,8 +68,6 @@ R = ReasonCode
 #: The largest packet before CONNECT: a CONNECT holds at most a will, a user name and a password
 #: of 64 KiB each; nobody unknown makes the broker buffer more.
 MAX_PACKET_BEFORE_CONNECT = 256 * 1024
-#: Room for a PUBLISH's topic and properties beside a payload of max_message_size.
-PUBLISH_OVERHEAD = 64 * 1024
 #: A connection that has not sent CONNECT within this many seconds is closed.
 CONNECT_TIMEOUT_S = 10.0
 #: QoS 1 and 2 messages in flight to a 3.1.1 client (5.0 clients say theirs: Receive Maximum).
@@ -399,7 +397,7 @@ class MqttConnection(asyncio.Protocol):
         else:
             expiry = 0 if packet.clean_start else NEVER
         self.keep_alive = packet.keep_alive
-        self.decoder.max_packet_size = self.config.max_message_size + PUBLISH_OVERHEAD
+        self.decoder.max_packet_size = self.config.mqtt_message_max_length
         session, present, loading = self.server.open_session(self, client_id, packet.clean_start, expiry)
         self.session = session
 

@@ -4,7 +4,8 @@ The topic is the MQTT Topic Name mapped as Pulsar's MQTT handler maps it (``puls
 message is stored as a Pulsar producer's would be (``messages.to_pulsar``), under the client's
 producer on that topic, and acknowledged once it is on disk: PUBACK (QoS 1) and PUBREC (QoS 2)
 leave only from the store's durable callback, as a Pulsar SEND_RECEIPT does. QoS 0 is stored
-the same way, with nothing to answer.
+the same way, with nothing to answer. A message over ``max_message_size`` (metadata and payload,
+as Pulsar counts) is stored in chunks (``large_messages.py``), answered once all are durable.
 
 QoS 2 is exactly once through the topic's deduplication: the client's producer is deduplicated
 whatever the namespace says, each message gets a sequence id above any the topic holds from it,
@@ -21,7 +22,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from magnetar.broker.errors import REQUEST_ERRORS, BrokerError
-from magnetar.broker.mqtt import access
+from magnetar.broker.mqtt import access, large_messages
 from magnetar.broker.mqtt.messages import to_pulsar
 from magnetar.broker.mqtt.qos2_store import Received
 from magnetar.broker.mqtt.session import Incoming
@@ -174,9 +175,7 @@ def _store(
     properties = packet.properties.user_properties
     metadata, data = to_pulsar(packet.payload, properties, producer.name, sequence, int(time.time() * 1000))
     size = len(data)
-    if size > cnx.config.max_message_size:
-        _refused(cnx, packet, R.QUOTA_EXCEEDED, f"message of {size} bytes over max_message_size")
-        return
+    max_size = cnx.config.max_message_size
     producer.traffic.messages_in += 1
     producer.traffic.bytes_in += size
     topic.traffic.messages_in += 1
@@ -185,6 +184,10 @@ def _store(
     cnx.store_started()
     stored = _stored(cnx, packet)
     try:
+        if metadata.ByteSize() + len(packet.payload) > max_size:
+            # over max_message_size (metadata and payload): stored in chunks (large_messages.py)
+            large_messages.store_chunked(topic, producer, metadata, packet.payload, max_size, stored)
+            return
         topic.publish(producer, send, memoryview(data), stored, metadata)
     except Exception as exc:
         if not isinstance(exc, REQUEST_ERRORS):

@@ -21,8 +21,10 @@ from typing import TYPE_CHECKING
 
 from magnetar.broker.consumer import Consumer
 from magnetar.broker.entries import DispatchEntry
+from magnetar.broker.mqtt.chunks import ChunkedMessages
 from magnetar.broker.mqtt.messages import from_entry
 from magnetar.protocol import wire
+from magnetar.protocol.chunks import chunk_ref
 from magnetar.protocol.message_id import to_u64
 from magnetar.protocol.mqtt import MQTT_5, Properties, Publish, PubRec, PubRel, encode
 from magnetar.protocol.mqtt.codes import PacketType
@@ -105,9 +107,16 @@ class Outbound:
         #: Messages waiting for room under the client's Receive Maximum.
         self.waiting: deque[tuple[Publish, EntryAcks]] = deque()
         self._next_id = 0
+        #: Chunked messages being put together (chunks.py).
+        self.chunks = ChunkedMessages(_drop_chunk, cnx.config.mqtt_message_max_length)
 
     def deliver(self, consumer: MqttConsumer, entry: DispatchEntry) -> None:
         cnx = self.cnx
+        if chunk_ref(entry.metadata) is not None:  # one chunk of a large message (chunks.py)
+            whole = self.chunks.take(consumer, entry)
+            if whole is None:
+                return
+            entry = whole
         messages = from_entry(entry)
         session = cnx.session
         if (
@@ -199,10 +208,20 @@ def done(consumer: MqttConsumer, position: Position, messages: int) -> None:
     """Acknowledge the entry on the subscription and give its permits back."""
     if consumer.closed:
         return
-    message_id = wire.MessageIdData(ledger_id=to_u64(position.ledger_id), entry_id=to_u64(position.entry_id))
+    outbound: Outbound = consumer.cnx.outbound  # type: ignore[attr-defined]  # an MqttConnection
+    message_ids = [
+        wire.MessageIdData(ledger_id=to_u64(one.ledger_id), entry_id=to_u64(one.entry_id))
+        for one in outbound.chunks.positions(consumer, position)  # a chunked message: all its chunks
+    ]
     ack = wire.CommandAck(
-        consumer_id=consumer.consumer_id, ack_type=wire.CommandAck.Individual, message_id=[message_id]
+        consumer_id=consumer.consumer_id, ack_type=wire.CommandAck.Individual, message_id=message_ids
     )
     subscription = consumer.subscription
     subscription.acknowledge(ack, consumer)
     subscription.flow(consumer, messages)
+
+
+def _drop_chunk(consumer: Consumer, position: Position) -> None:
+    """A chunk that will never make a message: acknowledged, its permit given back."""
+    if isinstance(consumer, MqttConsumer):
+        done(consumer, position, 1)
