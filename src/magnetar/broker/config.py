@@ -145,6 +145,9 @@ class BrokerConfig:
     #: Maximum Packet Size); a message above max_message_size is stored in chunks (PIP 37).
     #: At most 268435460 bytes, MQTT's own limit.
     mqtt_message_max_length: PositiveInt = 64 * MIB
+    #: CONNECTs a second one client address may make (as many at once); more are refused with
+    #: CONNACK 0x9F / 3 (broker/mqtt/floods.py). 0: no limit, as the other limits.
+    mqtt_max_connect_rate_per_ip: NonNegativeFloat = 0.0
 
     # Protocol.
     max_message_size: PositiveInt = 5 * MIB

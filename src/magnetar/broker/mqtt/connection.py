@@ -24,8 +24,9 @@ from typing import TYPE_CHECKING, Any, cast
 
 from magnetar.broker import loop_pass
 from magnetar.broker.auth_session import AuthSession
-from magnetar.broker.mqtt import access, inbound, outbound, subscriptions
+from magnetar.broker.mqtt import access, floods, inbound, outbound, subscriptions
 from magnetar.broker.mqtt.inbound import TOPIC_ALIAS_MAXIMUM
+from magnetar.broker.mqtt.packet_room import PacketRoom
 from magnetar.broker.mqtt.session import NEVER, MqttSession
 from magnetar.broker.names import MAX_NAME_LENGTH
 from magnetar.protocol import wire
@@ -58,6 +59,7 @@ from magnetar.protocol.mqtt.codes import ALLOWED_REASONS, PacketType
 
 if TYPE_CHECKING:
     from magnetar.broker.consumer import Consumer
+    from magnetar.broker.limits import LimitReached
     from magnetar.broker.mqtt.outbound import MqttConsumer
     from magnetar.broker.mqtt.server import MqttServer
     from magnetar.broker.producer import Producer
@@ -87,6 +89,13 @@ class MqttConnection(asyncio.Protocol):
         self.closed = False
         #: What the TLS handshake and the CONNECT's credentials proved (``access.py``).
         self.auth = AuthSession()
+        #: The client's address; counted against the connection limits (``floods.py``), or the
+        #: limit it is past (its CONNECT is then refused).
+        self.address = "?"
+        self.counted_address: str | None = None
+        self.over_limit: LimitReached | None = None
+        #: Memory set aside for a large packet being received (``packet_room.py``).
+        self.room = PacketRoom(self)
         self.writable = True
         #: Set once CONNECT is accepted.
         self.session: MqttSession | None = None
@@ -167,6 +176,8 @@ class MqttConnection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         if peer:
             self.remote = f"{peer[0]}:{peer[1]}"
+            self.address = str(peer[0])
+        self.over_limit = floods.admit_connection(self, self.address)
         if transport.get_extra_info("sslcontext") is not None:  # mqtts_port
             self.auth.over_tls(transport.get_extra_info("peercert") or None)
         self._since = self.last_heard = asyncio.get_running_loop().time()
@@ -186,6 +197,8 @@ class MqttConnection(asyncio.Protocol):
                 self.refuse(exc)
                 return
             if packet is None:
+                if not self.room.update():  # a large packet begun: it waits for room
+                    self._pause_reading()
                 return
             try:
                 self._handle(packet)
@@ -195,6 +208,8 @@ class MqttConnection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        floods.release(self)
+        self.room.release()
         if self._keepalive_slot is not None:
             self.server.keepalive.remove(self, self._keepalive_slot)
             self._keepalive_slot = None
@@ -273,7 +288,14 @@ class MqttConnection(asyncio.Protocol):
 
     def _may_read(self) -> bool:
         """Nothing waits off the loop and flow control holds nothing back."""
-        return self._waiting is None and not self._held
+        return self._waiting is None and not self._held and not self.room.waiting
+
+    def hold_for_room(self) -> None:
+        """A large packet waits for memory (``packet_room.py``): the socket is not read."""
+        self._pause_reading()
+
+    def room_granted(self) -> None:
+        self._resume()
 
     # -- output --------------------------------------------------------------------------------
     def send(self, packet: Packet) -> None:
@@ -332,7 +354,9 @@ class MqttConnection(asyncio.Protocol):
         if self.closed:
             return
         if self.session is None:
-            if now - self._since > CONNECT_TIMEOUT_S:
+            if self.over_limit is not None and now - self._since > floods.REFUSED_WAIT_S:
+                self.close()
+            elif now - self._since > CONNECT_TIMEOUT_S:
                 log.info("%s: no CONNECT within %.0f s, closing", self.remote, CONNECT_TIMEOUT_S)
                 self.close()
             return
@@ -432,6 +456,9 @@ class MqttConnection(asyncio.Protocol):
 
     def _connect_refusal(self, packet: Connect) -> tuple[int, int, str] | None:
         """(5.0 reason, 3.1.1 return code, why) of a CONNECT refused; None when accepted."""
+        flooding = floods.connect_refusal(self, self.address, asyncio.get_running_loop().time())
+        if flooding is not None:
+            return flooding
         if packet.protocol_level == MQTT_3_1_1 and not packet.client_id and not packet.clean_start:
             return 0, ConnectReturnCode.IDENTIFIER_REJECTED, "an empty client id without Clean Session"
         if len(packet.client_id) > MAX_NAME_LENGTH:

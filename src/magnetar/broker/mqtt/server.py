@@ -18,6 +18,7 @@ from magnetar.broker.keepalive import KeepaliveWheel
 from magnetar.broker.listener import Listener, listen
 from magnetar.broker.mqtt import access, subscriptions
 from magnetar.broker.mqtt.connection import MqttConnection
+from magnetar.broker.mqtt.floods import ConnectRate
 from magnetar.broker.mqtt.qos2_store import Qos2Store
 from magnetar.broker.mqtt.session import NEVER, Incoming, MqttSession
 from magnetar.broker.refusal import PULSAR_OUT_OF_DESCRIPTORS
@@ -39,6 +40,8 @@ class MqttServer:
         self.connections: set[MqttConnection] = set()
         self.sessions: dict[str, MqttSession] = {}
         self.keepalive = KeepaliveWheel(KEEPALIVE_CHECK_S)
+        #: CONNECTs per second per client address (floods.py).
+        self.connect_rate = ConnectRate(service.config.mqtt_max_connect_rate_per_ip)
         self.qos2 = Qos2Store(service.storage.metadata)
         self._listener: Listener | None = None
         #: MQTT over TLS (``mqtts_port``), with the broker's TLS settings.
