@@ -36,6 +36,7 @@ import os
 import resource
 import shutil
 import socket
+import statistics
 import struct
 import sys
 import tempfile
@@ -77,12 +78,16 @@ class Settings:
     fanout_seconds: float = 10.0
     fanout_qos: int = 0
     kill9_messages: int = 1_000
+    #: Fresh brokers and every scenario this many times; the report gives medians.
+    repeat: int = 3
+    #: The scenarios run, by name or prefix ("fanout" for every fan-out); empty: all.
+    only: tuple[str, ...] = ()
     #: A scenario ends when nothing new arrived for this long after its last send.
     idle_s: float = 10.0
 
     @classmethod
     def smoke(cls) -> Settings:
-        return cls(300, 100, 50, 30, (20,), 400.0, 1.0, 0, 50, 1.5)
+        return cls(300, 100, 50, 30, (20,), 400.0, 1.0, 0, 50, 1, (), 1.5)
 
 
 # -- the brokers ------------------------------------------------------------------------------------------
@@ -290,9 +295,11 @@ def _summary(latencies_us: list[float]) -> dict[str, float]:
     return {k: round(v / 1000, 3) for k, v in latency_summary(latencies_us).items() if k != "n"}
 
 
-async def throughput(broker: Broker, settings: Settings, qos: int, window: int, count: int) -> dict[str, Any]:
+async def throughput(
+    broker: Broker, settings: Settings, qos: int, window: int, count: int, repeat: int = 0
+) -> dict[str, Any]:
     """One publisher and one subscriber of one topic, ``count`` messages at ``qos``."""
-    topic = f"bench/qos{qos}/{window}"
+    topic = f"bench/qos{qos}/{window}/{repeat}"
     inbox = Inbox(settings.idle_s)
     subscriber = await connect(broker.port, f"sub-{qos}-{window}", on_message=inbox.handler(0))
     await subscriber.subscribe(topic, qos)
@@ -347,8 +354,8 @@ async def throughput(broker: Broker, settings: Settings, qos: int, window: int, 
     return result
 
 
-async def fanout(broker: Broker, settings: Settings, subscribers: int) -> dict[str, Any]:
-    topic = f"bench/fanout/{subscribers}"
+async def fanout(broker: Broker, settings: Settings, subscribers: int, repeat: int = 0) -> dict[str, Any]:
+    topic = f"bench/fanout/{subscribers}/{repeat}"
     inbox = Inbox(settings.idle_s)
     rss0 = memory_kib(broker.pid)["VmRSS"]
     started = time.monotonic()
@@ -402,9 +409,9 @@ async def fanout(broker: Broker, settings: Settings, subscribers: int) -> dict[s
     return result
 
 
-async def kill9(broker: Broker, settings: Settings) -> dict[str, Any]:
+async def kill9(broker: Broker, settings: Settings, repeat: int = 0) -> dict[str, Any]:
     """Acknowledged at QoS 1, then SIGKILL and a restart: what the broker still has."""
-    topic = "bench/kill9"
+    topic = f"bench/kill9/{repeat}"
     keeper = await connect(broker.port, "keeper", clean=False)
     await keeper.subscribe(topic, 1)
     await keeper.disconnect()  # its session keeps the messages published from now on
@@ -432,30 +439,49 @@ async def kill9(broker: Broker, settings: Settings) -> dict[str, Any]:
     }
 
 
-def run_broker(make: Callable[[Path], Broker], settings: Settings, work: Path) -> dict[str, Any]:
-    """The throughput and fan-out scenarios one after the other on one broker, then ``kill9`` on a
-    fresh one (CPU and memory are measured over each scenario's own window)."""
-    scenarios: list[tuple[str, Callable[[Broker], Any]]] = [
-        ("qos0", lambda b: throughput(b, settings, 0, 0, settings.messages)),
-        ("qos1", lambda b: throughput(b, settings, 1, settings.window, settings.messages)),
-        ("qos1-sync", lambda b: throughput(b, settings, 1, 1, settings.sync_messages)),
-        *[(f"fanout-{n}", lambda b, n=n: fanout(b, settings, n)) for n in settings.fanout],
+def run_all(makers: dict[str, Callable[[Path], Broker]], settings: Settings, work: Path) -> dict[str, Any]:
+    """Each repeat starts a fresh broker of each kind, and runs every scenario on each in turn (the
+    order rotating from one repeat to the next), so that both meet the same load from whatever else
+    runs on the machine; ``kill9`` last, on fresh brokers too."""
+    runs: dict[str, dict[str, list[dict[str, Any]]]] = {name: {} for name in makers}
+    about: dict[str, str] = {}
+    order = list(makers)
+    for repeat in range(settings.repeat):
+        brokers = {name: make(work / f"{name}-{repeat}") for name, make in makers.items()}
+        for broker in brokers.values():
+            broker.start()
+            about[broker.name] = broker.about
+        try:
+            for scenario, run in _scenarios(settings, repeat):
+                for name in order:
+                    runs[name].setdefault(scenario, []).append(_run(brokers[name], scenario, run))
+        finally:
+            for broker in brokers.values():
+                broker.stop()
+        for name in order if _wanted(settings, "kill9") else ():
+            crashed = makers[name](work / f"{name}-{repeat}-kill9")
+            crashed.start()
+            try:
+                result = _run(crashed, "kill9", lambda b, r=repeat: kill9(b, settings, r))
+                runs[name].setdefault("kill9", []).append(result)
+            finally:
+                crashed.stop()
+        order = order[1:] + order[:1]
+    return {"about": about, "runs": runs}
+
+
+def _wanted(settings: Settings, name: str) -> bool:
+    return not settings.only or any(name.startswith(prefix) for prefix in settings.only)
+
+
+def _scenarios(settings: Settings, repeat: int) -> list[tuple[str, Callable[[Broker], Any]]]:
+    every: list[tuple[str, Callable[[Broker], Any]]] = [
+        ("qos0", lambda b: throughput(b, settings, 0, 0, settings.messages, repeat)),
+        ("qos1", lambda b: throughput(b, settings, 1, settings.window, settings.messages, repeat)),
+        ("qos1-sync", lambda b: throughput(b, settings, 1, 1, settings.sync_messages, repeat)),
+        *[(f"fanout-{n}", lambda b, n=n: fanout(b, settings, n, repeat)) for n in settings.fanout],
     ]
-    results: dict[str, Any] = {}
-    broker = make(work / "scenarios")
-    broker.start()
-    try:
-        for name, scenario in scenarios:
-            results[name] = _run(broker, name, scenario)
-    finally:
-        broker.stop()
-    crashed = make(work / "kill9")
-    crashed.start()
-    try:
-        results["kill9"] = _run(crashed, "kill9", lambda b: kill9(b, settings))
-    finally:
-        crashed.stop()
-    return {"about": broker.about, "scenarios": results}
+    return [(name, run) for name, run in every if _wanted(settings, name)]
 
 
 def _run(broker: Broker, name: str, scenario: Callable[[Broker], Any]) -> dict[str, Any]:
@@ -466,6 +492,22 @@ def _run(broker: Broker, name: str, scenario: Callable[[Broker], Any]) -> dict[s
         result = {"error": f"{type(exc).__name__}: {exc}"}
     print(f"{broker.name} {name}: {time.monotonic() - began:.1f} s", file=sys.stderr)
     return result
+
+
+def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The median of each figure over the repeats (nested figures too), and the repeats' count."""
+    good = [run for run in runs if "error" not in run]
+    out: dict[str, Any] = {"repeats": len(good)}
+    if len(good) < len(runs):
+        out["errors"] = [run["error"] for run in runs if "error" in run]
+    for key, value in (good[0] if good else {}).items():
+        if isinstance(value, dict):
+            out[key] = summarize([run[key] for run in good])
+            out[key].pop("repeats", None)
+        elif value is None or isinstance(value, int | float):
+            values = [run[key] for run in good if run.get(key) is not None]
+            out[key] = round(statistics.median(values), 3) if values else None
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -481,6 +523,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--fanout-qos", type=int, choices=(0, 1))
     p.add_argument("--idle-s", type=float)
     p.add_argument("--kill9-messages", type=int)
+    p.add_argument("--repeat", type=int)
+    p.add_argument("--only", help="scenarios by name or prefix, e.g. fanout,kill9 (default: all)")
     p.add_argument("--brokers", default="magnetar,mosquitto")
     p.add_argument("--out", type=Path)
     args = p.parse_args(argv)
@@ -490,16 +534,27 @@ def main(argv: list[str] | None = None) -> int:
             setattr(settings, name, getattr(args, name))
     if args.fanout:
         settings.fanout = tuple(int(n) for n in args.fanout.split(","))
+    if args.only:
+        settings.only = tuple(n.strip() for n in args.only.split(",") if n.strip())
     _raise_descriptor_limit()
     makers: dict[str, Callable[[Path], Broker]] = {"magnetar": Magnetar, "mosquitto": Mosquitto}
     wanted = [n.strip() for n in args.brokers.split(",") if n.strip()]
-    results = []
+    skipped = {}
+    if "mosquitto" in wanted and MOSQUITTO is None:
+        wanted.remove("mosquitto")
+        skipped["mosquitto"] = "mosquitto is not installed"
     with tempfile.TemporaryDirectory(prefix="magnetar-mqtt-bench-", dir=os.environ.get("BENCH_TMP")) as tmp:
-        for name in wanted:
-            if name == "mosquitto" and MOSQUITTO is None:
-                results.append({"name": name, "skipped": "mosquitto is not installed"})
-                continue
-            results.append({"name": name, **run_broker(makers[name], settings, Path(tmp) / name)})
+        done = run_all({name: makers[name] for name in wanted}, settings, Path(tmp))
+    results = [
+        {
+            "name": name,
+            "about": done["about"][name],
+            "scenarios": {scenario: summarize(runs) for scenario, runs in done["runs"][name].items()},
+            "runs": done["runs"][name],
+        }
+        for name in wanted
+    ]
+    results += [{"name": name, "skipped": why} for name, why in skipped.items()]
     emit({"machine": describe(), "settings": vars(settings), "results": results}, args.out)
     return 0
 

@@ -452,3 +452,58 @@ def test_plain_mqtt_still_open_without_authentication(broker_factory):
         assert raw.connect("pw", username="u", password=b"ignored").reason_code == 0
     finally:
         raw.close()
+
+
+# -- anchored on Mosquitto -------------------------------------------------------------------------
+@pytest.fixture
+def closed_mosquitto(tmp_path):
+    """Mosquitto that lets nobody in (allow_anonymous false, no password file): its answers to
+    missing and wrong credentials."""
+    import getpass
+    import os
+    import shutil
+    import subprocess
+
+    binary = shutil.which("mosquitto") or shutil.which("mosquitto", path="/usr/sbin")
+    if binary is None:
+        pytest.skip("mosquitto is not installed (.ci/system-packages installs it)")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    lines = [f"listener {port} 127.0.0.1", "allow_anonymous false", "persistence false"]
+    if os.geteuid() == 0:
+        lines.append(f"user {getpass.getuser()}")  # it would switch to the user "mosquitto"
+    config = tmp_path / "mosquitto.conf"
+    config.write_text("\n".join(lines) + "\n")
+    proc = subprocess.Popen([binary, "-c", str(config)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+
+        def listening() -> bool:
+            with socket.socket() as sock:
+                return sock.connect_ex(("127.0.0.1", port)) == 0
+
+        eventually(listening, what="mosquitto listening")
+        yield port
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+@pytest.mark.slow
+def test_refused_credentials_are_answered_as_mosquitto_answers_them(secured, closed_mosquitto):
+    """3.1.1: return code 5 without credentials and with wrong ones; 5.0 without credentials: 0x87.
+    (With a wrong password Mosquitto's 5.0 answer is 0x87 too; ours is MoP's 0x86.)"""
+    side = secured()
+    cases = [(MQTT_3_1_1, None), (MQTT_3_1_1, b"wrong"), (MQTT_5, None)]
+    answers = {}
+    for port in (side.broker.mqtt_port, closed_mosquitto):
+        for version, password in cases:
+            raw = RawClient(port, version)
+            fields = {} if password is None else {"username": "u", "password": password}
+            answers.setdefault((version, password), []).append(raw.connect("anchor", **fields).reason_code)
+            raw.close()
+    assert answers == {
+        (MQTT_3_1_1, None): [NOT_AUTHORIZED_3_1_1] * 2,
+        (MQTT_3_1_1, b"wrong"): [NOT_AUTHORIZED_3_1_1] * 2,
+        (MQTT_5, None): [R.NOT_AUTHORIZED] * 2,
+    }

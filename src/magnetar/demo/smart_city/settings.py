@@ -65,6 +65,11 @@ class CitySettings:
         "run secured: the broker on TLS ports only, token authentication and authorization; "
         "each vehicle has its own role, allowed to consume only its area's alerts topic",
     )
+    mqtt: bool = _setting(
+        False,
+        "vehicles speak MQTT (paho-mqtt) to the broker's MQTT port: each publishes its telemetry at QoS 1 "
+        "and subscribes to its area's alerts; with --secure over mqtts:// with its token as the password",
+    )
     districts: int = _setting(
         1,
         "districts: with 2 or more, each district runs its own edge broker (cluster district-K) whose raw "
@@ -86,6 +91,8 @@ class CitySettings:
             raise ValueError("districts must be between 1 and areas (each district has an area)")
         if self.districts > 1 and self.secure:
             raise ValueError("--districts above 1 does not run --secure")
+        if self.districts > 1 and self.mqtt:
+            raise ValueError("--districts above 1 does not run --mqtt")
 
     @property
     def window_ms(self) -> int:

@@ -95,6 +95,8 @@ class Summary:
     refused: bool = False
     #: ``--districts`` (2 or more): each district's replication to central and alerts back.
     districts: list[DistrictReport] = field(default_factory=list)
+    #: ``--mqtt``: the vehicles over MQTT ("" when they used the Pulsar protocol).
+    mqtt: str = ""
 
     @property
     def clean_area_alerts(self) -> int:
@@ -150,6 +152,8 @@ class Summary:
             f" arrival {self.frame_latency.line().split('   ')[0]}",
             f"  wall time           {self.wall_s:.1f} s",
         ]
+        if self.mqtt:
+            lines.insert(-1, f"  vehicles over MQTT  {self.mqtt}")
         if self.security:
             lines.insert(-1, f"  secured             {self.security}")
             lines.insert(-1, f"  access check        {self.refusal}")
