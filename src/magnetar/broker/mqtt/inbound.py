@@ -16,6 +16,7 @@ answered as a duplicate once the first is stored.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Callable
@@ -71,7 +72,7 @@ def handle_publish(cnx: MqttConnection, packet: Publish) -> None:
             cnx.send(PubRec(packet.packet_id))  # sent again: it is stored already
             return
     try:
-        topic_name = pulsar_topic(name, cnx.config.mqtt_default_tenant, cnx.config.mqtt_default_namespace)
+        topic_name = _mapped(name, cnx.config.mqtt_default_tenant, cnx.config.mqtt_default_namespace)
         if not topic_name.persistent:
             raise InvalidTopicName("MQTT publishes to persistent topics only for now")
     except InvalidTopicName as exc:
@@ -86,6 +87,13 @@ def handle_publish(cnx: MqttConnection, packet: Publish) -> None:
         cnx.wait_for(opening, lambda done: _publish_to(cnx, packet, topic_name, done))
         return
     _publish_to(cnx, packet, topic_name, None)
+
+
+@functools.lru_cache(maxsize=4096)
+def _mapped(name: str, tenant: str, namespace: str) -> TopicName:
+    """``pulsar_topic``, once per name: a device publishes to the same few topics again and again
+    (an InvalidTopicName is not cached, and raised again)."""
+    return pulsar_topic(name, tenant, namespace)
 
 
 def _topic_name(cnx: MqttConnection, packet: Publish) -> str:
