@@ -42,6 +42,42 @@ def cpu_split(pid: int) -> tuple[float, float]:
     return int(fields[11]) / CLOCK_TICKS, int(fields[12]) / CLOCK_TICKS
 
 
+def tree_cpu_seconds(pid: int) -> float:
+    """User plus system CPU seconds of ``pid`` and of every process under it, live or reaped: each
+    live one's own threads (fields 14, 15) and the children it already waited for (fields 16, 17:
+    a worker that a supervisor restarted still counts). Children are found through every thread's
+    ``children`` file, since any thread may have started one."""
+    total = 0.0
+    for each in [pid, *descendants(pid)]:
+        try:
+            text = Path(f"/proc/{each}/stat").read_text()
+        except OSError:  # it exited meanwhile: its parent's fields 16 and 17 have it once reaped
+            continue
+        fields = text[text.rindex(")") + 2 :].split()
+        total += sum(int(f) for f in fields[11:15]) / CLOCK_TICKS
+    return total
+
+
+def descendants(pid: int) -> list[int]:
+    """Every live process under ``pid``, children first."""
+    found: list[int] = []
+    todo = [pid]
+    while todo:
+        parent = todo.pop()
+        try:
+            tasks = list(Path(f"/proc/{parent}/task").iterdir())
+        except OSError:
+            continue
+        for task in tasks:
+            try:
+                children = [int(p) for p in (task / "children").read_text().split()]
+            except OSError:
+                continue
+            found += children
+            todo += children
+    return found
+
+
 def memory_kib(pid: int) -> dict[str, int]:
     """``VmRSS`` and ``VmHWM`` (peak RSS) of ``pid`` in KiB, from ``/proc/<pid>/status``."""
     found: dict[str, int] = {}

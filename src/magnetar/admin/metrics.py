@@ -8,6 +8,7 @@ where Pulsar has one (``pulsar_active_connections``, ``pulsar_broker_throttled_c
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterator, Mapping
 from operator import attrgetter
@@ -26,7 +27,10 @@ from magnetar.broker.housekeeping import broadcast_dispatchers
 from magnetar.broker.replication import replication_stats
 
 if TYPE_CHECKING:
+    from magnetar.admin.every_worker import Part
     from magnetar.broker.service import BrokerService
+
+log = logging.getLogger(__name__)
 
 #: A topic's traffic (broker/traffic.py), metric: (Traffic field, help). The rates are gauges over
 #: the last stats interval; the counters are totals since the topic was loaded.
@@ -61,6 +65,11 @@ class BrokerCollector(Collector):
         yield from self._topic_counts()
         yield from self._offload()
         yield from self._topics()
+        yield from compaction_metrics(
+            self.service.topics,
+            self.service.config.cluster_name,
+            self.service.config.expose_topic_level_metrics_in_prometheus,
+        )
         yield from broadcast_metrics(self.service.topics, self.service.config.cluster_name)
         yield from replication_metrics(self.service.topics, self.service.config.cluster_name)
 
@@ -361,6 +370,73 @@ _TOPIC_METRICS = [
 ]
 
 
+#: A topic's compaction metrics, Pulsar's names (gauges in Pulsar too): (name, help, its value).
+_COMPACTION_METRICS = [
+    (
+        "pulsar_compaction_removed_event_count",
+        "Messages compactions removed (superseded or deleted), since the topic was loaded",
+        lambda c: c.record.removed_event_count,
+    ),
+    (
+        "pulsar_compaction_succeed_count",
+        "Compactions that succeeded, since the topic was loaded",
+        lambda c: c.record.succeed_count,
+    ),
+    (
+        "pulsar_compaction_failed_count",
+        "Compactions that failed, since the topic was loaded",
+        lambda c: c.record.failed_count,
+    ),
+    (
+        "pulsar_compaction_duration_time_in_mills",
+        "Milliseconds compactions took, all together, since the topic was loaded",
+        lambda c: c.record.duration_ms,
+    ),
+    (
+        "pulsar_compaction_read_throughput",
+        "Bytes per second compactions read, over the last stats interval",
+        lambda c: c.record.read_throughput,
+    ),
+    (
+        "pulsar_compaction_write_throughput",
+        "Bytes per second compactions wrote to compacted ledgers, over the last stats interval",
+        lambda c: c.record.write_throughput,
+    ),
+    (
+        "pulsar_compaction_compacted_entries_count",
+        "Entries of the topic's compacted ledger",
+        lambda c: c.view.ledger.entries if c.view is not None else 0,
+    ),
+    (
+        "pulsar_compaction_compacted_entries_size",
+        "Bytes of the topic's compacted ledger",
+        lambda c: c.view.ledger.size_bytes if c.view is not None else 0,
+    ),
+]
+
+
+def compaction_metrics(topics, cluster: str, per_topic: bool) -> Iterator[Metric]:
+    """``pulsar_compaction_*`` of each persistent topic compacted (since it was loaded, or with a
+    compacted view), as Pulsar lists them only for compacted topics; with
+    expose_topic_level_metrics_in_prometheus off, one series per namespace, summed."""
+    labels = ["cluster", "namespace", "topic"] if per_topic else ["cluster", "namespace"]
+    rows: dict[tuple[str, ...], list[float]] = {}
+    for name, topic in list(topics.items()):
+        compaction = getattr(topic, "compaction", None)
+        if compaction is None or (compaction.view is None and not compaction.record.ran):
+            continue
+        namespace = str(topic.name.namespace_name)
+        key: tuple[str, ...] = (cluster, namespace, name) if per_topic else (cluster, namespace)
+        sums = rows.setdefault(key, [0.0] * len(_COMPACTION_METRICS))
+        for i, (_, _, value) in enumerate(_COMPACTION_METRICS):
+            sums[i] += value(compaction)
+    for i, (metric, text, _) in enumerate(_COMPACTION_METRICS):
+        family = GaugeMetricFamily(metric, text, labels=labels)
+        for key, sums in rows.items():
+            family.add_metric(list(key), sums[i])
+        yield family
+
+
 #: A broadcast subscription's metrics: (family, name, help, its dispatcher.stats() field).
 _BROADCAST_METRICS = [
     (GaugeMetricFamily, "magnetar_broadcast_consumers", "Broadcast consumers connected", "virtualCursors"),
@@ -484,6 +560,26 @@ def build_registry(service: BrokerService) -> CollectorRegistry:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(BrokerCollector(service))
     registry.register(ProcessCollector(registry=None))
+    return registry
+
+
+def workers_registry(local: CollectorRegistry, me: str, parts: list[Part]) -> CollectorRegistry:
+    """One scrape of every worker: this one's ``local`` registry and the other workers' ``parts``
+    (their own scrapes), each series labelled with its worker (metrics_workers.py)."""
+    from magnetar.admin.metrics_workers import WorkersCollector, parse
+
+    families = {me: list(local.collect())}
+    up = {me: True}
+    for part in parts:
+        up[part.worker] = False
+        if part.ok:
+            try:
+                families[part.worker] = parse(part.body.decode())
+                up[part.worker] = True
+            except ValueError as exc:
+                log.warning("the metrics of %s cannot be read: %s", part.worker, exc)
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(WorkersCollector(dict(sorted(families.items())), dict(sorted(up.items()))))
     return registry
 
 

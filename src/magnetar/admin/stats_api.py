@@ -17,6 +17,8 @@ from aiohttp import web
 from magnetar.admin.consumers_api import page_path
 from magnetar.admin.errors import partitions_of, persistent, single_topic, translate_errors
 from magnetar.admin.partition_fanout import each_partition
+from magnetar.broker.compacted_topic import COMPACTED_TOPIC_LEDGER, COMPACTION_SUBSCRIPTION
+from magnetar.broker.compaction_stats import CompactionRecord
 from magnetar.broker.dispatchers.broadcast_stats import PAGE_LIMIT, STATS_CONSUMERS, is_broadcast
 from magnetar.broker.offloads import Offloads
 from magnetar.broker.replication import cursor_name, replication_stats
@@ -107,6 +109,15 @@ def _subscription_stats(sub: PersistentSubscription | NonPersistentSubscription)
     return stats
 
 
+#: What a topic never compacted shows (a non-persistent one, which has nothing to compact).
+_NEVER_COMPACTED = CompactionRecord()
+
+
+def _compaction_record(topic: PersistentTopic | NonPersistentTopic) -> CompactionRecord:
+    compaction = getattr(topic, "compaction", None)
+    return _NEVER_COMPACTED if compaction is None else compaction.record
+
+
 def topic_stats(topic: PersistentTopic | NonPersistentTopic, offloads: Offloads | None = None) -> dict:
     ml = topic.ml
     stats = {
@@ -125,6 +136,8 @@ def topic_stats(topic: PersistentTopic | NonPersistentTopic, offloads: Offloads 
         ],
         "lastConfirmedEntry": str(ml.last_confirmed) if ml is not None else None,
         "replication": replication_stats(topic) if ml is not None else {},
+        # Pulsar's CompactionStats: the last compaction (zeros before the first one)
+        "compaction": _compaction_record(topic).to_json(),
     }
     if ml is None:  # non-persistent, as Pulsar's: the subscriptions' drop rates added up
         stats["msgDropRate"] = sum(sub["msgDropRate"] for sub in stats["subscriptions"].values())
@@ -178,6 +191,17 @@ def internal_stats(topic: PersistentTopic) -> dict:
             "individuallyDeletedMessages": _deleted_ranges(cursor.individually_deleted_ranges()),
             "durable": True,
         }
+    compaction = topic.compaction
+    if (compactor := compaction.cursor) is not None:  # Pulsar's compactor's subscription
+        mark_delete, read = compactor.mark_delete_position, compactor.read_position
+        view = compaction.view
+        cursors[COMPACTION_SUBSCRIPTION] = {
+            "markDeletePosition": str(mark_delete),
+            "readPosition": str(read),
+            "individuallyDeletedMessages": _deleted_ranges(compactor.individually_deleted_ranges()),
+            "durable": True,
+            "properties": {COMPACTED_TOPIC_LEDGER: view.ledger.ledger_id} if view is not None else {},
+        }
     created = datetime.fromtimestamp(current.created_at, tz=UTC)
     return {
         "numberOfEntries": sum(info.entries for info in ledgers),
@@ -205,10 +229,27 @@ def internal_stats(topic: PersistentTopic) -> dict:
             for info in ledgers
         ],
         "cursors": cursors,
+        "compactedLedger": _compacted_ledger(topic),
         # Magnetar's own: entries passed over because their records are damaged, and tails
         # recovery cut off, since the topic was loaded (docs/storage.md, "Damaged files")
         "damagedEntries": ml.damage.damaged_entries,
         "damage": ml.damage.stats(),
+    }
+
+
+def _compacted_ledger(topic: PersistentTopic) -> dict:
+    """Pulsar's ``compactedLedger`` of internal stats: the compacted ledger's id, entries and
+    bytes; -1 for each before the first compaction."""
+    view = topic.compaction.view
+    if view is None:
+        return {"ledgerId": -1, "entries": -1, "size": -1, "offloaded": False, "underReplicated": False}
+    ledger = view.ledger
+    return {
+        "ledgerId": ledger.ledger_id,
+        "entries": ledger.entries,
+        "size": ledger.size_bytes,
+        "offloaded": False,
+        "underReplicated": False,
     }
 
 

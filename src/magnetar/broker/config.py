@@ -28,6 +28,7 @@ from pydantic import Field, ValidationError
 from pydantic.dataclasses import dataclass
 
 from magnetar.broker import backlog_quota, config_sources
+from magnetar.broker.compaction_pause import Step as CompactionStep
 from magnetar.broker.config_sources import ConfigError
 from magnetar.broker.inactive_topic_policies import NO_SUBSCRIPTIONS, DeleteMode, InactiveTopicPolicies
 from magnetar.broker.offload_policies import OffloadPolicies
@@ -110,6 +111,16 @@ class BrokerConfig:
     #: Serve plain HTTP on ``http_port``. Off: HTTPS only (Pulsar: an empty webServicePort);
     #: web_service_port_tls must then be set.
     web_service_port_enabled: bool = True
+    #: Pulsar's webSocketServiceEnabled: the WebSocket API (``/ws/v2/...``, docs/websocket.md) on
+    #: the HTTP port(s). On, as in Pulsar's standalone: it is served under the same authentication
+    #: and authorization as the binary port, so it opens nothing that port does not.
+    web_socket_service_enabled: bool = True
+    #: Pulsar's webSocketMaxTextFrameSize: the largest text frame a WebSocket client may send.
+    #: Unset: room for a message of max_message_size, base64 in its JSON.
+    web_socket_max_text_frame_size: PositiveInt | None = None
+    #: The web console at ``/console`` on the HTTP port(s) (docs/console.md): its page, and the
+    #: admin paths it reads under ``/admin/v2/console/``, behind the admin API's authentication.
+    web_console_enabled: bool = True
 
     # TLS (broker/tls.py, docs/configuration.md): off unless a TLS port is set.
     #: Pulsar's brokerServicePortTls: pulsar+ssl:// on this port (beside the plain one, unless
@@ -318,6 +329,18 @@ class BrokerConfig:
     backlog_quota_default_retention_policy: backlog_quota.RetentionPolicy = backlog_quota.HOLD
     #: How often topics are checked against their backlog quotas.
     backlog_quota_check_interval_seconds: PositiveFloat = 60.0
+
+    # Topic compaction (docs/compaction.md, Pulsar's names).
+    #: Pulsar's brokerServiceCompactionThresholdInBytes: a topic is compacted by itself once the
+    #: backlog of its __compaction cursor passes this many bytes, where neither the topic nor its
+    #: namespace sets a compactionThreshold; 0: never by itself.
+    broker_service_compaction_threshold_in_bytes: NonNegativeInt = 0
+    #: Pulsar's brokerServiceCompactionMonitorIntervalInSeconds: how often loaded topics are
+    #: checked against their compaction threshold.
+    broker_service_compaction_monitor_interval_in_seconds: PositiveFloat = 60.0
+    #: TESTS ONLY: every compaction waits at this step until the broker stops (compaction_pause.py),
+    #: so that a crash test kills the broker there. Never set it in production.
+    test_compaction_pause_at: CompactionStep | None = None
 
     # Topics.
     #: Broker-side deduplication by producer name and sequence id (namespaces may override).

@@ -1,5 +1,6 @@
 """The broker's background work, run every so often on the loop: rates over the stats interval,
-backlog quotas, cursor and state flushes, message TTL, retention trims, the broadcast lag policy.
+backlog quotas, cursor and state flushes, message TTL, retention trims, the broadcast lag policy,
+compaction by threshold.
 
 A pass over every loaded topic goes ``SLICE`` topics at a time, and the loop serves everyone else
 between slices: with 100,000 topics loaded one pass in one go would stall every client for
@@ -11,6 +12,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import Executor
 
 from magnetar.broker import descriptors
 from magnetar.broker.coarse_clock import CLOCK
@@ -20,6 +22,7 @@ from magnetar.broker.namespaces import NamespaceRegistry
 from magnetar.broker.nonpersistent import NonPersistentTopic
 from magnetar.broker.offloads import Offloads
 from magnetar.broker.topic import PersistentTopic
+from magnetar.protocol.topic_name import TopicName
 from magnetar.storage.errors import StorageFullError
 
 log = logging.getLogger(__name__)
@@ -81,6 +84,8 @@ def update_rates(topics: Topics) -> Iterator[None]:
                 producer.traffic.update_rates(now)
             for replicator in topic.replicators.values():
                 replicator.traffic.update_rates(now)
+            if isinstance(topic, PersistentTopic):
+                topic.compaction.record.update_rates(now)
             for subscription in topic.subscriptions.values():
                 subscription.traffic.update_rates(now)
                 for consumer in subscription.consumers:
@@ -149,6 +154,31 @@ def offload_all(topics: Topics, offloads: Offloads) -> Iterator[None]:
                 offloads.check(topic)
         yield
     offloads.sweep()
+
+
+def check_compaction(
+    topics: Topics, threshold_of: Callable[[TopicName], int], executor: Executor | None
+) -> Iterator[None]:
+    """Pulsar's compaction monitor: start a compaction of each persistent topic whose backlog not
+    yet compacted is past the compaction threshold that applies to it (``threshold_of``: 0 is
+    off); one under its threshold gets its ``__compaction`` cursor, so nothing is trimmed before
+    compaction reads it."""
+    for part in in_slices(topics):
+        for topic in part:
+            if not isinstance(topic, PersistentTopic):
+                continue
+            threshold = threshold_of(topic.name)
+            compaction = topic.compaction
+            if threshold <= 0 or compaction.running:
+                continue
+            durable = [sub.cursor for sub in topic.subscriptions.values() if sub.durable]
+            backlog = compaction.backlog_estimate(durable)
+            if backlog > threshold:
+                log.info("%s: %d bytes not compacted, over %d: compacting", topic.name, backlog, threshold)
+                compaction.start(executor)
+            else:
+                compaction.make_cursor(executor)
+        yield
 
 
 def broadcast_dispatchers(topics: Topics) -> Iterator[tuple[PersistentTopic, str, BroadcastDispatcher]]:

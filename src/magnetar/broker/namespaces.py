@@ -86,6 +86,10 @@ class NamespacePolicies:
     offload_threshold: int | None = None
     offload_deletion_lag_ms: int | None = None
     offload_policies: dict[str, Any] | None = None
+
+    #: Pulsar's compaction_threshold: bytes of a topic's backlog not compacted yet past which it is
+    #: compacted by itself (compaction_policies.py); 0: never; None: the broker's setting.
+    compaction_threshold: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:

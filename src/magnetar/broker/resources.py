@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from magnetar.broker.clusters import ClusterRegistry
+from magnetar.broker.compaction_policies import TopicCompactionThresholds
 from magnetar.broker.inactive_topic_policies import TopicInactivePolicies
 from magnetar.broker.namespaces import NamespaceRegistry
 from magnetar.broker.offload_policies import TopicOffloadPolicies
@@ -34,6 +35,9 @@ class BrokerResources:
     #: Topics' own offload policies (tiered storage).
     topic_offload_policies: TopicOffloadPolicies
 
+    #: Topics' own compaction thresholds.
+    topic_compaction_thresholds: TopicCompactionThresholds
+
     @classmethod
     def open(cls, storage: Storage, cluster_name: str, default_bundles: int) -> BrokerResources:
         """The registries over ``storage``'s metadata store (``public/default`` made if new, cut
@@ -48,4 +52,5 @@ class BrokerResources:
             schemas=SchemaRegistry(metadata, namespaces),
             topic_inactive_policies=TopicInactivePolicies(metadata),
             topic_offload_policies=TopicOffloadPolicies(metadata),
+            topic_compaction_thresholds=TopicCompactionThresholds(metadata),
         )

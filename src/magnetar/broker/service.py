@@ -19,17 +19,27 @@ import threading
 import time
 import urllib.parse
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any, Protocol, TypeVar
 
-from magnetar.broker import descriptors, frame_room, housekeeping, loop_pass, offload_policies, tls
+from magnetar.broker import (
+    descriptors,
+    frame_room,
+    housekeeping,
+    loop_pass,
+    offload_policies,
+    tls,
+    worker_credentials,
+)
 from magnetar.broker.authorization import CONSUME, PRODUCE, Authorizer
 from magnetar.broker.clusters import ClusterRegistry
+from magnetar.broker.compaction_policies import TopicCompactionThresholds, applied_threshold
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.data_dir_lock import DataDirLock
 from magnetar.broker.dispatchers.broadcast_lag import LagLimits
+from magnetar.broker.errors import TopicNotFound
 from magnetar.broker.flow_control import Hold, PublishBuffer, no_holds
 from magnetar.broker.frame_budget import FrameBudget, FrameReceiver
 from magnetar.broker.inactive_topic_policies import InactiveTopicPolicies
@@ -52,6 +62,7 @@ from magnetar.broker.startup import BrokerSetup
 from magnetar.broker.topic import PersistentTopic
 from magnetar.broker.topic_catalog import TopicCatalog, Topics
 from magnetar.broker.topic_loader import TopicLoader
+from magnetar.broker.worker_credentials import WorkerSecret
 from magnetar.broker.worker_role import WorkerRole
 from magnetar.offload.offloader import LedgerOffloader
 from magnetar.protocol.frames import SHARED_READ_SIZE
@@ -64,6 +75,8 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 #: The name of the thread that lists topics (tests look for it).
 LISTING_THREAD = "magnetar-list"
+#: The name of the thread that compacts topics.
+COMPACTION_THREAD = "magnetar-compaction"
 #: How often a broker sharing bundles renews its session (a third of the store's lease) and
 #: looks for policies changed by the others (what "at once" means across workers).
 OWNERSHIP_RENEW_SECONDS = 3.0
@@ -100,6 +113,9 @@ class BrokerService:
         self._loader: TopicLoader | None = None
         #: Lists a namespace's topics (GET_TOPICS_OF_NAMESPACE, the admin lists) off the loop.
         self._listing = ThreadPoolExecutor(1, thread_name_prefix=LISTING_THREAD)
+        #: Runs topic compactions (both phases), one at a time, apart from the open threads: a
+        #: long compaction holds up no topic's load (compacted_topic.py).
+        self.compaction_executor = ThreadPoolExecutor(1, thread_name_prefix=COMPACTION_THREAD)
         self.port: int | None = None
         #: The pulsar+ssl:// port as bound; None while TLS is off (broker/tls.py).
         self.tls_port: int | None = None
@@ -124,6 +140,9 @@ class BrokerService:
         #: The MQTT port as bound; None while MQTT is off (mqtt_port); the MQTT-over-TLS one (mqtts_port).
         self.mqtt_port: int | None = None
         self.mqtts_port: int | None = None
+        #: Called when bundles lost their owner (bundles_moved): geo-replication loads the
+        #: replicated topics of the bundles this broker then owns.
+        self.ownership_listeners: list[Callable[[], None]] = []
         #: When each loaded topic was last seen in use: idle ones are unloaded (inactive_topics.py).
         self.inactive_topics = InactiveTopics()
         self._offloads: Offloads | None = None
@@ -153,6 +172,11 @@ class BrokerService:
         config = setup.config
         #: The authentication providers, None while authentication is off (authentication.py).
         self.authentication = setup.authentication
+        #: A worker's secret shared with the other workers, which it seals an HTTP client's
+        #: credentials with at their Pulsar ports (and takes them sealed); None alone.
+        self.worker_secret: WorkerSecret | None = None
+        if self.worker is not None:
+            self.worker_secret = worker_credentials.install(self.authentication, config.data_dir)
         #: Credentials accepted and refused (CONNECT, AUTH_RESPONSE, expiry), by auth method (/metrics).
         self.authentication_successes: Counter[str] = Counter()
         self.authentication_failures: Counter[str] = Counter()
@@ -270,7 +294,10 @@ class BrokerService:
             topic_type=config.auto_topic_creation_type,
             default_num_partitions=config.default_num_partitions,
         )
-        catalog = TopicCatalog(self.topics, resources, self.limits, auto_creation, self.replication_changed)
+        shared = self._namespace_service.topic_loaded if self._ownership_shared else _nothing
+        catalog = TopicCatalog(
+            self.topics, resources, self.limits, auto_creation, self.replication_changed, shared
+        )
         self._catalog = catalog
         self._loader = TopicLoader(
             self.topics,
@@ -280,10 +307,12 @@ class BrokerService:
             self._interceptors,
             self._topic_loaded,
             check_owned=self.check_served_here,
+            nonpersistent_loaded=shared,
         )
 
     def _topic_loaded(self, topic: PersistentTopic) -> None:
         self.open_replication_cursors(topic)
+        self.prepare_compaction(topic)
         self.replication_changed()
         for listener in list(self.topic_listeners):
             try:
@@ -417,6 +446,7 @@ class BrokerService:
                 config.managed_ledger_offload_check_interval_seconds,
                 partial(housekeeping.offload_all, topics, self.offloads),
             ),
+            (config.broker_service_compaction_monitor_interval_in_seconds, self.check_compaction),
         ]
         if self.authentication is not None:
             work.append((config.authentication_refresh_check_seconds, self.check_credentials))
@@ -425,7 +455,9 @@ class BrokerService:
         if self._ownership_shared:  # other workers own bundles and change policies too
             service = self.namespace_service
             work.append((OWNERSHIP_RENEW_SECONDS, service.keep_alive))
-            poll = partial(service.poll_changes, self.policies_changed, self.schemas.forget)
+            poll = partial(
+                service.poll_changes, self.policies_changed, self.schemas.forget, self.bundles_moved
+            )
             work.append((POLICY_POLL_SECONDS, poll))
         return work
 
@@ -452,6 +484,37 @@ class BrokerService:
             namespace.offload_deletion_lag_ms,
             self.config.offload_policies(),
         )
+
+    def check_compaction(self) -> Iterator[None]:
+        """Compact the loaded topics past their compaction threshold (housekeeping.check_compaction):
+        the topics' own thresholds read once for the pass."""
+        own = self.resources.topic_compaction_thresholds.all()
+        return housekeeping.check_compaction(
+            self.topics, lambda name: self.compaction_threshold(name, own), self.compaction_executor
+        )
+
+    def compaction_threshold(self, name: TopicName, own: dict[str, int] | None = None) -> int:
+        """What applies to ``name``: the topic's own compaction threshold (from ``own`` when
+        given: all of them, read at once), else its namespace's, else the broker's."""
+        if own is None:
+            mine = self.resources.topic_compaction_thresholds.get(name)
+        else:
+            mine = own.get(TopicCompactionThresholds.name_of(name))
+        try:
+            namespace = self.namespaces.policies(name.namespace_name).compaction_threshold
+        except TopicNotFound:  # the namespace was deleted meanwhile
+            namespace = None
+        return applied_threshold(mine, namespace, self.config.broker_service_compaction_threshold_in_bytes)
+
+    def prepare_compaction(self, topic: PersistentTopic) -> None:
+        """A topic with a compaction threshold gets its ``__compaction`` cursor (off the loop) as soon
+        as it is loaded or the threshold set, as Pulsar's does: nothing is trimmed before it is
+        compacted."""
+        try:
+            if self.compaction_threshold(topic.name) > 0:
+                topic.compaction.make_cursor(self.loader.executor)
+        except Exception:
+            log.exception("%s: cannot prepare its compaction", topic.name)
 
     def inactive_topic_policies(self, name: TopicName) -> InactiveTopicPolicies:
         """What applies to ``name``: the topic's own policies, else its namespace's, else the broker's."""
@@ -514,6 +577,10 @@ class BrokerService:
         if self._namespace_service is not None and self._namespace_service.me is not None:
             self._namespace_service.unregister()
         self._listing.shutdown(wait=True, cancel_futures=True)
+        for topic in list(self.topics.values()):  # a compaction under way stops at its next check
+            if isinstance(topic, PersistentTopic):
+                topic.compaction.stop()
+        self.compaction_executor.shutdown(wait=True, cancel_futures=True)
         if self._loader is not None:  # opens and unloads under way finish before storage closes
             self._loader.executor.shutdown(wait=True)
             self._loader.closer.shutdown(wait=True)
@@ -595,8 +662,11 @@ class BrokerService:
         namespace raises here; the loaded topics' names are taken here, on the loop."""
         self.namespaces.policies(namespace)
         catalog, loaded = self.catalog, list(self.topics)
+        shared = self._namespace_service if self._ownership_shared else None
 
         def work() -> T:
+            if shared is not None:  # other workers' non-persistent topics exist only there
+                loaded.extend(shared.nonpersistent_topics(namespace))
             if mode is None:
                 topics = catalog.topics_of_namespace(namespace, loaded)
             else:
@@ -608,10 +678,12 @@ class BrokerService:
     def apply_policies(self, namespace: str) -> None:
         """Policies are read when used; nothing is cached that would need refreshing, but a change
         of replication clusters opens the new remotes' cursors at once (a message published
-        next is replicated) and tells the replication layer."""
+        next is replicated) and tells the replication layer, and a compaction threshold set makes
+        the topics' ``__compaction`` cursors."""
         for topic in list(self.topics.values()):
             if isinstance(topic, PersistentTopic) and topic.name.namespace_name == namespace:
                 self.open_replication_cursors(topic)
+                self.prepare_compaction(topic)
         self.replication_changed()
 
     def open_replication_cursors(self, topic: PersistentTopic) -> None:
@@ -624,6 +696,12 @@ class BrokerService:
                 topic.open_replication_cursors(remotes)
         except Exception:
             log.exception("%s: cannot open its replication cursors", topic.name)
+
+    def bundles_moved(self) -> None:
+        """Bundles lost their owner (another worker unloaded them, or died): whoever must serve
+        topics nobody asks for (geo-replication's) looks again."""
+        for listener in list(self.ownership_listeners):
+            listener()
 
     def replication_changed(self) -> None:
         for listener in list(self.replication_listeners):
@@ -677,3 +755,7 @@ def _notifier(loop: asyncio.AbstractEventLoop, passes: loop_pass.PassScheduler):
             loop.call_soon_threadsafe(passes.run_now, callback)
 
     return notify
+
+
+def _nothing(key: str, loaded: bool) -> None:
+    """A broker alone: its loaded topics are all there are, nobody else lists them."""

@@ -196,14 +196,18 @@ class PersistentSubscription:
         self.dispatcher.redeliver(consumer, positions)
 
     # -- seek -----------------------------------------------------------------------------
-    def reset_cursor(self, position: Position) -> None:
-        """Move the subscription to ``position`` (first entry to deliver next).
+    def reset_cursor(self, position: Position, exactly: bool = False) -> None:
+        """Move the subscription to ``position`` (first entry to deliver next); ``exactly``: read
+        from there as it is, even in a ledger trimmed since (a seek into the compacted view,
+        Pulsar's forced reset).
 
         As in Pulsar, every consumer is disconnected first; they subscribe again and
         receive from the new position.
         """
         self.disconnect_all()
         self.cursor.reset(position)
+        if exactly:
+            self.cursor.seek_exactly(position)
         if self.dispatcher is not None:
             self.dispatcher.on_cursor_reset()
 

@@ -110,7 +110,7 @@ class PersistentTopic:
         self.replication_cursors: dict[str, ManagedCursor] = {}
         self.replicators: dict[str, ReplicatorLink] = {}
         #: Topic compaction: the compacted view and the compactor's runs (its cursor is no subscription).
-        self.compaction = CompactedTopic(ml)
+        self.compaction = CompactedTopic(ml, config.test_compaction_pause_at)
         #: Offloaded entries a dispatcher could not wait for are fetched: read again (tiered storage).
         ml.on_offloaded_data = self._notify_subscriptions
         for name_of_cursor, cursor in ml.cursors().items():
@@ -389,8 +389,15 @@ class PersistentTopic:
         return topic_backlog.expire_older_than(self, seconds, subscriptions)
 
     # -- queries ----------------------------------------------------------------------------
-    def last_message_position(self) -> tuple[Position, int]:
-        """The last stored entry and the batch index of its last message (-1 if not a batch)."""
+    def last_message_position(self, read_compacted: bool = False) -> tuple[Position, int]:
+        """The last stored entry and the batch index of its last message (-1 if not a batch). For a
+        readCompacted consumer, while the compacted view covers the whole topic (its horizon is the
+        last entry, or the topic holds none), the view's last message instead, as Pulsar answers."""
+        horizon = self.compaction.horizon
+        if read_compacted and horizon is not None:
+            last = self.ml.last_confirmed
+            if last.entry_id < 0 or last <= horizon:
+                return self.compaction.last_message()
         return last_message_position(self.ml)
 
     def seek_position(self, msg_id: wire.MessageIdData) -> Position:

@@ -35,6 +35,8 @@ class SubscriptionOpener:
         self._subscriptions = subscriptions
         #: Durable subscriptions being created on an open thread, by name (``prepare``).
         self._preparing: dict[str, asyncio.Future] = {}
+        #: Those created so, until their first SUBSCRIBE: it created them (``_from_earliest``).
+        self._prepared_new: set[str] = set()
 
     @property
     def preparing(self) -> bool:
@@ -53,7 +55,8 @@ class SubscriptionOpener:
                 "readCompacted only allowed on failover or exclusive subscriptions"
             )  # Pulsar's words
         subscription = self._subscriptions.get(name)
-        created = subscription is None
+        created = subscription is None or name in self._prepared_new
+        self._prepared_new.discard(name)
         if subscription is None:
             subscription = self._create(cmd)
         consumer = consumer_factory(subscription)
@@ -103,6 +106,7 @@ class SubscriptionOpener:
             return
         if name not in self._subscriptions:
             self._subscriptions[name] = PersistentSubscription(topic, name, cursor, durable=True)
+            self._prepared_new.add(name)
 
     def _create(self, cmd: wire.CommandSubscribe) -> PersistentSubscription:
         topic = self._topic

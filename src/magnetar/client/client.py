@@ -30,6 +30,7 @@ from magnetar.client.producer import Producer, ProducerConfig
 from magnetar.client.reader import READER_ARGUMENTS, Reader
 from magnetar.client.service_url import is_tls_url, parse_service_url
 from magnetar.client.services import Closable
+from magnetar.client.table_view import TableView
 from magnetar.client.tls import tls_options
 from magnetar.protocol import pulsar_wire_pb2 as wire
 from magnetar.protocol.topic_name import full_topic_name, partition_name
@@ -256,6 +257,39 @@ class Client:
             raise ValueError("a ColumnReader takes no reader_listener")
         args = {k: v for k, v in options.items() if k in READER_ARGUMENTS and v is not None}
         return await self._start(ColumnReader(self, full_topic_name(topic), start_message_id, **args))
+
+    async def create_table_view(
+        self, topic: str, subscription_name: str | None = None, **options: Any
+    ) -> TableView:
+        """A ``TableView`` of ``topic``: the latest value of each key, over all its partitions, read
+        compacted from the earliest message (table_view.py). Returns once it holds what the topic
+        held; ``subscription_name`` names its readers' subscriptions (random otherwise). Options as
+        the official client's (``schema``: bytes only)."""
+        check_options("create_table_view", options)
+        topic = full_topic_name(topic)
+        partitions = await self.get_topic_partitions(topic)
+        started = await asyncio.gather(
+            *(
+                self._start(
+                    Reader(
+                        self,
+                        partition,
+                        MessageId.earliest,
+                        is_read_compacted=True,
+                        subscription_name=subscription_name,
+                    )
+                )
+                for partition in partitions
+            ),
+            return_exceptions=True,
+        )
+        readers = [reader for reader in started if isinstance(reader, Reader)]
+        failure = next((e for e in started if isinstance(e, BaseException)), None)
+        if failure is not None:
+            for reader in readers:
+                await reader.close()
+            raise failure
+        return await self._start(TableView(topic, readers, subscription_name))
 
     async def _start(self, handler: _Handler) -> _Handler:
         if self._closed:

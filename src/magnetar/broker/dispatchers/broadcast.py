@@ -118,6 +118,8 @@ class BroadcastDispatcher(Dispatcher):
         vc = self._detached.take(consumer.name)
         if vc is None:  # else back within the grace period: its virtual cursor, already in the floor
             start = self.cursor.mark_delete_position
+            if consumer.joins_at_tail:  # only what is stored from now on (an MQTT subscriber's)
+                start = max(start, self.ml.last_confirmed)
             vc = VirtualCursor(start, self.ml.next_position(start))
             self._floor.add(start)
         self.consumers[consumer] = vc

@@ -3,7 +3,8 @@
 While the cursor's read position is at or before the compaction horizon (or on a consumer's first
 read when it asked for the earliest message), entries come from the compacted ledger, with their
 original positions, and the cursor is moved (exactly: ``seek_exactly``, its ledger may be trimmed)
-past the last one read; once the view has nothing more, the cursor goes to the entry after the
+past the last one read; those it has acknowledged are left out (one in a ledger trimmed since is
+not known to it: it goes out); once the view has nothing more, the cursor goes to the entry after the
 horizon and the topic is read as usual. So a consumer gets the latest message of each key up to the
 horizon, then everything after it, with the original message ids.
 """
@@ -38,6 +39,9 @@ def read_compacted(
     if horizon is None:
         return None
     start = Position.EARLIEST if from_start else cursor.read_position
+    # The cursor knows the acks of the topic's entries only: one in a ledger trimmed since (the
+    # view keeps it) is not acknowledged whatever the mark-delete position says.
+    tracked = ml.ceil_position(Position.EARLIEST)
     while start <= horizon:
         read = view.read_compacted(start, max_entries, max_bytes)
         if not read:
@@ -45,7 +49,7 @@ def read_compacted(
         last = read[-1].position
         start = Position(last.ledger_id, last.entry_id + 1)
         cursor.seek_exactly(start)
-        entries = read if from_start else [entry for entry in read if not cursor.is_acked(entry.position)]
+        entries = [entry for entry in read if entry.position < tracked or not cursor.is_acked(entry.position)]
         if entries:
             return entries
     cursor.seek(ml.next_position(horizon))

@@ -167,7 +167,7 @@ def handle_get_last_message_id(cnx: HandlerCnx, frame: Frame) -> None:
     if not isinstance(topic, PersistentTopic) or cursor is None:
         cnx.send_error(cmd.request_id, NotAllowed("non-persistent topics keep no last message id"))
         return
-    position, batch_index = topic.last_message_position()
+    position, batch_index = topic.last_message_position(consumer.read_compacted)
     last = wire.MessageIdData(ledger_id=to_u64(position.ledger_id), entry_id=to_u64(position.entry_id))
     if batch_index >= 0:
         last.batch_index = batch_index
@@ -191,13 +191,21 @@ def handle_seek(cnx: HandlerCnx, frame: Frame) -> None:
         if not isinstance(topic, PersistentTopic) or not isinstance(subscription, PersistentSubscription):
             # non-persistent: nothing stored to seek in
             raise NotAllowed("seek is not supported on non-persistent topics")
+        compacted = topic.compaction if consumer.read_compacted else None
+        exactly = False
         if cmd.HasField("message_id"):
-            position = topic.seek_position(cmd.message_id)
+            if compacted is not None:  # into the compacted view where the id is up to its horizon
+                position, exactly = compacted.seek_position(cmd.message_id)
+            else:
+                position = topic.seek_position(cmd.message_id)
         elif cmd.HasField("message_publish_time"):
-            position = topic.find_position_by_time(cmd.message_publish_time)
+            if compacted is not None:
+                position, exactly = compacted.time_position(cmd.message_publish_time)
+            else:
+                position = topic.find_position_by_time(cmd.message_publish_time)
         else:
             raise BrokerError("seek needs a message id or a publish time", wire.NotAllowedError)
-        subscription.reset_cursor(position)
+        subscription.reset_cursor(position, exactly)
     except BrokerError as exc:
         cnx.send_error(cmd.request_id, exc)
         return

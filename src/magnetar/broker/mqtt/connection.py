@@ -17,6 +17,7 @@ Pulsar command the broker sends them (CLOSE_CONSUMER ...) is taken as the event 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import secrets
 from collections.abc import Callable
@@ -24,7 +25,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from magnetar.broker import loop_pass
 from magnetar.broker.auth_session import AuthSession
-from magnetar.broker.mqtt import access, floods, inbound, outbound, subscriptions
+from magnetar.broker.mqtt import access, floods, inbound, outbound, subscriptions, will
 from magnetar.broker.mqtt.inbound import TOPIC_ALIAS_MAXIMUM
 from magnetar.broker.mqtt.packet_room import PacketRoom
 from magnetar.broker.mqtt.session import NEVER, MqttSession
@@ -50,12 +51,16 @@ from magnetar.protocol.mqtt import (
     PubRec,
     PubRel,
     ReasonCode,
+    SubAck,
     Subscribe,
+    UnsubAck,
     Unsubscribe,
     UnsupportedProtocolVersion,
+    Will,
     encode,
 )
 from magnetar.protocol.mqtt.codes import ALLOWED_REASONS, PacketType
+from magnetar.protocol.mqtt.properties import NONE
 
 if TYPE_CHECKING:
     from magnetar.broker.consumer import Consumer
@@ -76,6 +81,14 @@ CONNECT_TIMEOUT_S = 10.0
 INFLIGHT_3_1_1 = 100
 #: At most this many to a 5.0 client whatever its Receive Maximum.
 MAX_INFLIGHT = 1000
+
+
+#: The packets that carry a Reason String or User Properties only if the client asks for them.
+_PROBLEM_INFORMATION = (PubAck, PubRec, PubRel, PubComp, SubAck, UnsubAck, Auth)
+
+
+def _without_problem_information(properties: Properties) -> Properties:
+    return properties.replace(reason_string=None, user_properties=())
 
 
 class MqttConnection(asyncio.Protocol):
@@ -108,14 +121,22 @@ class MqttConnection(asyncio.Protocol):
         #: The client's own limits (5.0 CONNECT properties).
         self.client_max_packet = 0
         self.receive_maximum = INFLIGHT_3_1_1
+        #: Topic Aliases the client takes from the broker (5.0: its Topic Alias Maximum).
+        self.client_alias_maximum = 0
+        #: The client asked for no Reason String or User Property on acknowledgements (3.1.2.11.7).
+        self.no_problem_information = False
+        #: QoS 1 and 2 PUBLISHes received and not yet answered with PUBACK or PUBCOMP, as
+        #: (qos, packet identifier): at most the Receive Maximum announced (5.0, 3.3.4).
+        self.unanswered: set[tuple[int, int]] = set()
+        self.server_receive_maximum = 65535
         #: A packet waiting for something off the loop; those behind it wait too.
         self._waiting: asyncio.Future[Any] | None = None
         #: Stores in flight (sends awaiting their durable receipt), for flow control.
         self.pending_stores = 0
         self._held = False
-        #: Topic -> this connection's producer on it, consumer on it (one per topic).
+        #: Topic -> this connection's producer on it; (topic, subscription) -> its consumer there.
         self.producers_by_topic: dict[str, Producer] = {}
-        self.consumers_by_topic: dict[str, MqttConsumer] = {}
+        self.consumers_by_key: dict[tuple[str, str], MqttConsumer] = {}
         #: Producer and consumer ids, as their topics know them (``producers`` and ``consumers``).
         self.producers: dict[int, Producer] = {}
         self.consumers: dict[int, Consumer] = {}
@@ -129,6 +150,8 @@ class MqttConnection(asyncio.Protocol):
         self._passes: loop_pass.PassScheduler | None = None
         #: Set by a DISCONNECT from the client: its connection ends normally.
         self.disconnected = False
+        #: The CONNECT's Last Will, until a DISCONNECT discards it (``will.py``).
+        self.will: Will | None = None
 
     # -- TransportCnx, as this connection's consumers and producers see it --------------------
     @property
@@ -156,7 +179,7 @@ class MqttConnection(asyncio.Protocol):
             subscriptions.forget_consumer(self, consumer)
 
     def send_active_consumer_change(self, consumer_id: int, is_active: bool) -> None:
-        """Failover only; MQTT consumers are Exclusive."""
+        """Failover only; no MQTT consumer is on a Failover subscription."""
 
     def close_producer_by_broker(self, producer_id: int, producer: object) -> None:
         """The broker closed a producer (fencing, a full disk): the next PUBLISH makes a new one."""
@@ -223,7 +246,9 @@ class MqttConnection(asyncio.Protocol):
         self.producers.clear()
         self.producers_by_topic.clear()
         if self.session is not None:
-            self.server.connection_ended(self.session, self)
+            if self.will is not None:
+                will.connection_closed(self.server, self.session, self, self.will)
+            self.server.sessions.connection_ended(self.session, self)
 
     def pause_writing(self) -> None:
         self.writable = False
@@ -299,8 +324,50 @@ class MqttConnection(asyncio.Protocol):
 
     # -- output --------------------------------------------------------------------------------
     def send(self, packet: Packet) -> None:
-        """Write ``packet`` with the others of this event-loop pass."""
-        self.send_bytes(encode(packet, self.version or MQTT_3_1_1))
+        """Write ``packet`` with the others of this event-loop pass: without its Reason String and
+        User Properties where the client asked for none (Request Problem Information 0) or where
+        they would take it past the client's Maximum Packet Size (3.1.2.11.4)."""
+        if (
+            self.no_problem_information
+            and isinstance(packet, _PROBLEM_INFORMATION)
+            and packet.properties is not NONE
+        ):
+            packet = dataclasses.replace(packet, properties=_without_problem_information(packet.properties))
+        data = encode(packet, self.version or MQTT_3_1_1)
+        if self.client_max_packet and len(data) > self.client_max_packet:
+            properties = getattr(packet, "properties", NONE)
+            if isinstance(packet, Publish) or properties is NONE:
+                log.info(
+                    "%s: a %s over the client's Maximum Packet Size is not sent",
+                    self.remote,
+                    packet.type.name,
+                )
+                return
+            trimmed = _without_problem_information(properties)
+            packet = dataclasses.replace(packet, properties=trimmed)  # type: ignore[arg-type]  # it has properties
+            data = encode(packet, self.version)
+            if len(data) > self.client_max_packet:
+                log.info(
+                    "%s: a %s over the client's Maximum Packet Size is not sent",
+                    self.remote,
+                    packet.type.name,
+                )
+                return
+        self.send_bytes(data)
+
+    def received_unanswered(self, qos: int, packet_id: int) -> None:
+        """A QoS 1 or 2 PUBLISH came: a 5.0 client past the Receive Maximum announced to it is
+        disconnected (0x93, 3.3.4)."""
+        self.unanswered.add((qos, packet_id))
+        if self.version == MQTT_5 and len(self.unanswered) > self.server_receive_maximum:
+            raise MqttError(
+                R.RECEIVE_MAXIMUM_EXCEEDED,
+                f"more than {self.server_receive_maximum} QoS 1 and 2 messages unacknowledged",
+            )
+
+    def answered(self, qos: int, packet_id: int) -> None:
+        """PUBACK (QoS 1) or PUBCOMP, or a refusing PUBREC (QoS 2), went to the client."""
+        self.unanswered.discard((qos, packet_id))
 
     def send_bytes(self, data: bytes) -> None:
         self._out.append(data)
@@ -418,11 +485,17 @@ class MqttConnection(asyncio.Protocol):
             if properties.receive_maximum:
                 self.receive_maximum = min(properties.receive_maximum, MAX_INFLIGHT)
             self.client_max_packet = properties.maximum_packet_size or 0
+            self.client_alias_maximum = properties.topic_alias_maximum or 0
+            self.no_problem_information = properties.request_problem_information == 0
         else:
             expiry = 0 if packet.clean_start else NEVER
         self.keep_alive = packet.keep_alive
+        self.will = packet.will
+        self.server_receive_maximum = min(
+            self.config.max_pending_publish_requests_per_connection or 65535, 65535
+        )
         self.decoder.max_packet_size = self.config.mqtt_message_max_length
-        session, present, loading = self.server.open_session(self, client_id, packet.clean_start, expiry)
+        session, present, loading = self.server.sessions.open(self, client_id, packet.clean_start, expiry)
         self.session = session
 
         def answer(done: asyncio.Future[Any]) -> None:
@@ -439,17 +512,14 @@ class MqttConnection(asyncio.Protocol):
             if v5:
                 reply = Properties(
                     assigned_client_identifier=assigned,
-                    receive_maximum=min(
-                        self.config.max_pending_publish_requests_per_connection or 65535, 65535
-                    ),
+                    receive_maximum=self.server_receive_maximum,
                     maximum_packet_size=self.decoder.max_packet_size,
-                    retain_available=0,
                     topic_alias_maximum=TOPIC_ALIAS_MAXIMUM,
-                    subscription_identifier_available=0,
-                    shared_subscription_available=0,
                     authentication_method=self.auth.method if self.auth.supports_refresh else None,
                 )
             self.send(ConnAck(present, 0, reply))
+            if present:
+                self.outbound.resume()
             subscriptions.resume(self)
 
         self.wait_for(loading, answer)
@@ -476,6 +546,8 @@ class MqttConnection(asyncio.Protocol):
                     R.PROTOCOL_ERROR, "a Session Expiry Interval set at DISCONNECT after 0 at CONNECT"
                 )
             session.expiry = expiry
+        if self.version != MQTT_5 or packet.reason_code != R.DISCONNECT_WITH_WILL_MESSAGE:
+            self.will = None  # discarded (3.14.4); 0x04 asks for it to be published
         self.disconnected = True
         self.close()
 

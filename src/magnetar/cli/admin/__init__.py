@@ -11,6 +11,7 @@ import click
 from magnetar.cli.admin import (  # noqa: F401  (their verbs join topics, namespaces)
     bundles,
     compaction,
+    compaction_threshold,
     inactive_topics,
     offload,
     topic_replication,

@@ -25,6 +25,7 @@ MAX_PRODUCERS_PER_TOPIC = "maxProducersPerTopic"
 MAX_CONSUMERS_PER_TOPIC = "maxConsumersPerTopic"
 MAX_CONSUMERS_PER_SUBSCRIPTION = "maxConsumersPerSubscription"
 MAX_TOPICS_PER_NAMESPACE = "maxTopicsPerNamespace"
+COMPACTION_THRESHOLD = "compactionThreshold"
 
 #: Backlog quota kinds and policies (Pulsar's names).
 DESTINATION_STORAGE = "destination_storage"
@@ -133,6 +134,18 @@ class Namespaces:
 
     def remove_offload_policies(self, namespace: str) -> None:
         self._call("DELETE", namespace, "/removeOffloadPolicies")
+
+    def get_compaction_threshold(self, namespace: str) -> int | None:
+        """Bytes not compacted yet past which the namespace's topics are compacted by themselves;
+        None when not set (the broker's setting applies)."""
+        return self.get_policy(namespace, COMPACTION_THRESHOLD)
+
+    def set_compaction_threshold(self, namespace: str, threshold: int) -> None:
+        """0: never by threshold. PUT, as Pulsar's admin API takes it."""
+        self._call("PUT", namespace, f"/{COMPACTION_THRESHOLD}", int(threshold))
+
+    def remove_compaction_threshold(self, namespace: str) -> None:
+        self.remove_policy(namespace, COMPACTION_THRESHOLD)
 
     def get_message_ttl(self, namespace: str) -> int | None:
         return self.get_policy(namespace, MESSAGE_TTL)

@@ -169,6 +169,19 @@ class Topics:
     def remove_offload_policies(self, topic: str) -> None:
         self._request("DELETE", f"{topic_path(topic)}/offloadPolicies")
 
+    def get_compaction_threshold(self, topic: str, applied: bool = False) -> int | None:
+        """The topic's own compaction threshold in bytes, None if not set; ``applied``: what applies
+        (its own, else its namespace's, else the broker's)."""
+        params = {"applied": "true"} if applied else None
+        return self._request("GET", f"{topic_path(topic)}/compactionThreshold", params=params)
+
+    def set_compaction_threshold(self, topic: str, threshold: int) -> None:
+        """Compact the topic by itself once this many bytes are not compacted yet; 0: never."""
+        self._request("POST", f"{topic_path(topic)}/compactionThreshold", int(threshold))
+
+    def remove_compaction_threshold(self, topic: str) -> None:
+        self._request("DELETE", f"{topic_path(topic)}/compactionThreshold")
+
     # -- replication (a topic's override of its namespace's clusters) ---------------------------------
     def get_replication_clusters(self, topic: str, applied: bool = False) -> list[str] | None:
         """The topic's own replication clusters, None if not set; ``applied``: what applies

@@ -28,11 +28,12 @@ from magnetar.demo.smart_city.fanout import AlertFanout, Receipt
 from magnetar.demo.smart_city.frames import FrameVerifier
 from magnetar.demo.smart_city.mqtt_vehicles import MqttVehicles
 from magnetar.demo.smart_city.pipeline import SparkPipeline, rule_of
-from magnetar.demo.smart_city.runtime import BROKER_SETTINGS, LoopThread, connect, try_subscribe
+from magnetar.demo.smart_city.runtime import LoopThread, broker_settings, connect, try_subscribe
 from magnetar.demo.smart_city.security import PIPELINE_ROLE, Admin, ClientOptions, SecureCity, vehicle_role
 from magnetar.demo.smart_city.settings import CitySettings
 from magnetar.demo.smart_city.simulator import Simulator
 from magnetar.demo.smart_city.summary import Latency, Summary
+from magnetar.demo.smart_city.vehicle_state import VehicleState, VehicleStateReport, compact
 
 
 class Job:
@@ -57,15 +58,15 @@ class Job:
     def run(self) -> Summary:
         s = self.settings
         work = s.work_path() or Path(tempfile.mkdtemp(prefix="magnetar-smart-city-"))
-        broker_settings: dict[str, object] = dict(BROKER_SETTINGS)
+        settings = broker_settings(s.workers)
         if s.secure:
             vehicle_ids = [v.id for v in self.city.devices_of(VEHICLE)]
             self.secure = SecureCity.create(work / "secure", vehicle_ids)
-            broker_settings |= self.secure.broker_settings()
+            settings |= self.secure.broker_settings()
         if s.mqtt:  # MQTT over TLS only when secured, as every other port then
-            broker_settings["mqtts_port" if self.secure is not None else "mqtt_port"] = 0
+            settings["mqtts_port" if self.secure is not None else "mqtt_port"] = 0
         loop = LoopThread()
-        broker = EmbeddedBroker(work / "broker", broker_settings)
+        broker = EmbeddedBroker(work / "broker", settings)
         pipeline = client = fanout = verifier = None
         vehicle_clients: dict[str, aio.Client] = {}
         try:
@@ -74,7 +75,8 @@ class Job:
                 service_url, admin_url = broker.service_url_tls, broker.https_url
             else:
                 service_url, admin_url = broker.service_url, broker.admin_url
-            self.say(f"broker      {service_url} (admin {admin_url}), data in {work}")
+            workers = f", {s.workers} workers" if s.workers > 1 else ""
+            self.say(f"broker      {service_url} (admin {admin_url}), data in {work}{workers}")
             admin = Admin(admin_url, self.secure)
             admin.create_namespace(s.namespace, exist_ok=True)  # public/default always exists
             admin.create_partitioned_topic(s.telemetry_topic, s.partitions)
@@ -94,12 +96,21 @@ class Job:
             pipeline.start()
             self.say(f"spark       query running ({s.spark_master}, trigger {s.trigger_ms} ms)")
             simulator = Simulator(s, self.city, client, self.mqtt)
+            simulator.vehicle_state = state = VehicleState(s.vehicle_state_topic, client)
+            loop.run(state.open())
             loop.run(simulator.open())
             self._warm_up(loop, simulator, pipeline)
             played = loop.submit(simulator.play())
             self._follow(simulator, pipeline, fanout, verifier, played)
             loop.run(simulator.close())
-            return self._summary(simulator, pipeline, fanout, verifier)
+            loop.run(state.close())
+            summary = self._summary(simulator, pipeline, fanout, verifier)
+            try:
+                summary.vehicle_state = self._vehicle_state(loop, admin, state)
+            except Exception as exc:  # the summary says so, and the run fails
+                summary.errors.append(f"vehicle state: {type(exc).__name__}: {exc}")
+            summary.wall_s = time.monotonic() - self.started
+            return summary
         finally:
             if pipeline is not None:
                 if s.keep_work_dir or s.work_dir:
@@ -117,6 +128,13 @@ class Job:
             broker.stop()
             if not s.keep_work_dir and not s.work_dir:
                 shutil.rmtree(work, ignore_errors=True)
+
+    def _vehicle_state(self, loop: LoopThread, admin: Admin, state: VehicleState) -> VehicleStateReport:
+        """Compact the vehicle state topic, then read it back as a table view."""
+        seconds = compact(admin, state.topic)
+        report = loop.run(state.read_back(seconds))
+        self.say(f"state       {state.topic} compacted in {seconds:.2f} s; table view of {report.keys} keys")
+        return report
 
     def _options_for(self, vehicle: str | None) -> ClientOptions | None:
         """Our client's options: the pipeline's role (vehicle None) or the vehicle's own, secured."""
@@ -294,6 +312,7 @@ class Job:
             expected_receipts=expected_receipts,
             vehicles_missing_alerts=missing,
             latency=Latency.of([r.latency_ms for r in receipts]),
+            latency_samples_ms=[float(r.latency_ms) for r in receipts],
             pipeline_latency=Latency.of([r.pipeline_ms for r in receipts]),
             broadcast_latency=Latency.of([r.broadcast_ms for r in receipts]),
             frames_sent=c.frames_sent,

@@ -59,6 +59,11 @@ class CitySettings:
     )
     work_dir: str = _setting("", "broker data and Spark checkpoints (default: a temporary directory)")
     keep_work_dir: bool = _setting(False, "keep the work directory at the end")
+    report: str = _setting(
+        "",
+        "the HTML report's path (default: smart-city-report.html in the work directory when it is"
+        " kept, else in the system's temporary directory)",
+    )
     quiet: bool = _setting(False, "no progress lines")
     secure: bool = _setting(
         False,
@@ -69,6 +74,11 @@ class CitySettings:
         False,
         "vehicles speak MQTT (paho-mqtt) to the broker's MQTT port: each publishes its telemetry at QoS 1 "
         "and subscribes to its area's alerts; with --secure over mqtts:// with its token as the password",
+    )
+    workers: int = _setting(
+        1,
+        "broker processes of each embedded broker (magnetar standalone --workers N): with 2 or more, the "
+        "job's topics and the telemetry's partitions spread over the workers",
     )
     districts: int = _setting(
         1,
@@ -87,12 +97,16 @@ class CitySettings:
             raise ValueError("max_lateness_s must be below watermark_s, or late events would be dropped")
         if self.window_s <= 0 or self.duration_s <= 0 or self.partitions < 1:
             raise ValueError("window_s, duration_s and partitions must be positive")
+        if self.workers < 1:
+            raise ValueError("workers must be at least 1")
         if not 1 <= self.districts <= self.areas:
             raise ValueError("districts must be between 1 and areas (each district has an area)")
         if self.districts > 1 and self.secure:
             raise ValueError("--districts above 1 does not run --secure")
         if self.districts > 1 and self.mqtt:
             raise ValueError("--districts above 1 does not run --mqtt")
+        if self.workers > 1 and self.mqtt:
+            raise ValueError("--mqtt runs on one broker process (MQTT is served with workers = 1)")
 
     @property
     def window_ms(self) -> int:
@@ -112,6 +126,10 @@ class CitySettings:
 
     def alerts_topic(self, area: str) -> str:
         return self.topic(f"city-alerts-{area}")
+
+    @property
+    def vehicle_state_topic(self) -> str:
+        return self.topic("city-vehicle-state")
 
     # Command line (the flags themselves are made in cli.py).
     @classmethod

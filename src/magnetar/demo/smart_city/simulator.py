@@ -29,6 +29,7 @@ from magnetar.client import aio
 from magnetar.client.message import MessageId
 from magnetar.demo.smart_city.city import TICK, VEHICLE, City, FramePlan
 from magnetar.demo.smart_city.settings import CitySettings
+from magnetar.demo.smart_city.vehicle_state import VehicleState
 from magnetar.protocol.key_hash import key_partition
 
 log = logging.getLogger(__name__)
@@ -81,6 +82,8 @@ class Simulator:
         self._cameras: dict[str, AnyProducer] = {}
         #: The frames sent, as the pipeline sees them (their event time is known once sent).
         self.frame_records: list[dict] = []
+        #: Where each vehicle report also goes, keyed by the vehicle (None: nowhere).
+        self.vehicle_state: VehicleState | None = None
 
     async def open(self) -> None:
         """Create the producers: the telemetry gateway and one chunking producer per camera."""
@@ -153,15 +156,18 @@ class Simulator:
         for reading in self.city.readings:
             await self._sleep_until(reading.send_ms)
             record = reading.record(self.start_ms)
+            payload = json.dumps(record).encode()
             future: asyncio.Future[MessageId] | asyncio.Future[None]
             if self.mqtt is not None and reading.kind == VEHICLE:
-                future = self.mqtt.publish(reading.device, json.dumps(record).encode())
+                future = self.mqtt.publish(reading.device, payload)  # the vehicle itself, over MQTT
             else:
                 future = await producer.send_async(
-                    json.dumps(record).encode(), partition_key=reading.area, event_timestamp=record["ts"]
+                    payload, partition_key=reading.area, event_timestamp=record["ts"]
                 )
             future.add_done_callback(functools.partial(self._sent, kind=reading.kind))
             pending.append(future)
+            if self.vehicle_state is not None and reading.kind == VEHICLE:
+                await self.vehicle_state.report(reading.device, payload)
         await asyncio.gather(*pending, return_exceptions=True)
 
     def _sent(self, future: asyncio.Future[MessageId] | asyncio.Future[None], kind: str) -> None:

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from magnetar.demo.smart_city.districts import DistrictReport
+from magnetar.demo.smart_city.vehicle_state import VehicleStateReport
 
 
 def percentile(values: Sequence[float], p: float) -> float | None:
@@ -97,6 +98,10 @@ class Summary:
     districts: list[DistrictReport] = field(default_factory=list)
     #: ``--mqtt``: the vehicles over MQTT ("" when they used the Pulsar protocol).
     mqtt: str = ""
+    #: The main job's compacted topic of the latest state per vehicle and its table view.
+    vehicle_state: VehicleStateReport | None = None
+    #: Every alert receipt's latency (``latency`` is their percentiles): the report's histogram.
+    latency_samples_ms: list[float] = field(default_factory=list, repr=False)
 
     @property
     def clean_area_alerts(self) -> int:
@@ -116,6 +121,7 @@ class Summary:
             and self.frames_intact == self.frames_planned == self.frames_sent
             and (not self.security or self.refused)
             and all(d.ok for d in self.districts)
+            and (self.vehicle_state is None or self.vehicle_state.ok)
         )
 
     def render(self) -> str:
@@ -157,6 +163,8 @@ class Summary:
         if self.security:
             lines.insert(-1, f"  secured             {self.security}")
             lines.insert(-1, f"  access check        {self.refusal}")
+        if self.vehicle_state is not None:
+            lines[-1:-1] = self.vehicle_state.lines()
         for district in self.districts:
             lines[-1:-1] = district.lines()
         if not self.drained:
