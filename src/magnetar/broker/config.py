@@ -33,6 +33,7 @@ from magnetar.broker.config_sources import ConfigError
 from magnetar.broker.inactive_topic_policies import NO_SUBSCRIPTIONS, DeleteMode, InactiveTopicPolicies
 from magnetar.broker.offload_policies import OffloadPolicies
 from magnetar.offload.settings import OffloadSettings
+from magnetar.protocol.mqtt.codes import MAX_PACKET_SIZE as MQTT_MAX_PACKET_SIZE
 from magnetar.storage.config import (
     MIB,
     STRICT,
@@ -144,10 +145,20 @@ class BrokerConfig:
     # MQTT (docs/mqtt.md; Pulsar's MQTT handler's names where it has the setting).
     #: MQTT 3.1.1 and 5.0 on this port (1883 is the usual one); None: off. 0 picks a free one.
     mqtt_port: Port | None = None
+    #: MQTT over TLS on this port (8883 is the usual one, MoP's ``mqtt+ssl://`` listener), with the
+    #: broker's TLS settings (tls_certificate_file_path ...); None: off. 0 picks a free one.
+    mqtts_port: Port | None = None
     #: MoP's defaultTenant and defaultNamespace: an MQTT Topic Name ``a/b`` is the topic
     #: ``persistent://{tenant}/{namespace}/a%2Fb``.
     mqtt_default_tenant: str = "public"
     mqtt_default_namespace: str = "default"
+    #: MoP's mqttMessageMaxLength: the largest MQTT packet taken (5.0 clients are told it as the
+    #: Maximum Packet Size); a message above max_message_size is stored in chunks (PIP 37).
+    #: At most 268435460 bytes, MQTT's own limit.
+    mqtt_message_max_length: PositiveInt = 64 * MIB
+    #: CONNECTs a second one client address may make (as many at once); more are refused with
+    #: CONNACK 0x9F / 3 (broker/mqtt/floods.py). 0: no limit, as the other limits.
+    mqtt_max_connect_rate_per_ip: NonNegativeFloat = 0.0
 
     # Protocol.
     max_message_size: PositiveInt = 5 * MIB
@@ -452,8 +463,15 @@ class BrokerConfig:
         settings = self.offload_settings()
         if settings is not None:
             settings.check()  # the driver's name, its bucket or directory
-        if self.mqtt_port is not None and self.workers != 1:
-            raise ValueError("mqtt_port is served by one broker process only (workers = 1) for now")
+        if self.mqtt_message_max_length > MQTT_MAX_PACKET_SIZE:
+            raise ValueError(
+                f"mqtt_message_max_length {self.mqtt_message_max_length} is over MQTT's own limit "
+                f"of {MQTT_MAX_PACKET_SIZE} bytes"
+            )
+        if (self.mqtt_port is not None or self.mqtts_port is not None) and self.workers != 1:
+            raise ValueError(
+                "mqtt_port and mqtts_port are served by one broker process only (workers = 1) for now"
+            )
         if self.authorization_enabled and not self.authentication_enabled:
             raise ValueError(
                 "authorization_enabled needs authentication_enabled: without a proved role no grant can apply"

@@ -138,8 +138,9 @@ class BrokerService:
         self.topic_listeners: list[Callable[[PersistentTopic], None]] = []
         #: Servers of other protocols on this broker (MQTT), closed with the Pulsar ones.
         self.protocol_servers: list[ProtocolServer] = []
-        #: The MQTT port as bound; None while MQTT is off (mqtt_port).
+        #: The MQTT port as bound; None while MQTT is off (mqtt_port); the MQTT-over-TLS one (mqtts_port).
         self.mqtt_port: int | None = None
+        self.mqtts_port: int | None = None
         #: Called when bundles lost their owner (bundles_moved): geo-replication loads the
         #: replicated topics of the bundles this broker then owns.
         self.ownership_listeners: list[Callable[[], None]] = []
@@ -558,6 +559,8 @@ class BrokerService:
         now = time.time()
         for cnx in list(self.connections):
             cnx.check_credentials(now)
+        for other in self.protocol_servers:
+            other.check_credentials(now)
 
     def stop_serving(self) -> None:
         """Stop accepting and close every connection: no SEND is taken while the rest of the
@@ -727,13 +730,20 @@ class BrokerService:
                 if topic.namespace_name == namespace and not authz.can_topic(topic, cnx.role, CONSUME):
                     log.info("%r is not allowed to consume from %s anymore: consumer closed", cnx.role, topic)
                     consumer.disconnect()
+        for other in self.protocol_servers:
+            other.recheck_permissions(namespace)
 
 
 class ProtocolServer(Protocol):
     """Another protocol's server on this broker (broker/mqtt's): stops accepting and closes its
-    connections when the broker stops serving."""
+    connections when the broker stops serving; applies expired credentials and revoked grants
+    to its connections as the Pulsar port does."""
 
     def close(self) -> None: ...
+
+    def check_credentials(self, now: float) -> None: ...
+
+    def recheck_permissions(self, namespace: str) -> None: ...
 
 
 def _notifier(loop: asyncio.AbstractEventLoop, passes: loop_pass.PassScheduler):

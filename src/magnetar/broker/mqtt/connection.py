@@ -24,8 +24,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
 from magnetar.broker import loop_pass
-from magnetar.broker.mqtt import inbound, outbound, subscriptions, will
+from magnetar.broker.auth_session import AuthSession
+from magnetar.broker.mqtt import access, floods, inbound, outbound, subscriptions, will
 from magnetar.broker.mqtt.inbound import TOPIC_ALIAS_MAXIMUM
+from magnetar.broker.mqtt.packet_room import PacketRoom
 from magnetar.broker.mqtt.session import NEVER, MqttSession
 from magnetar.broker.names import MAX_NAME_LENGTH
 from magnetar.protocol import wire
@@ -62,6 +64,7 @@ from magnetar.protocol.mqtt.properties import NONE
 
 if TYPE_CHECKING:
     from magnetar.broker.consumer import Consumer
+    from magnetar.broker.limits import LimitReached
     from magnetar.broker.mqtt.outbound import MqttConsumer
     from magnetar.broker.mqtt.server import MqttServer
     from magnetar.broker.producer import Producer
@@ -72,8 +75,6 @@ R = ReasonCode
 #: The largest packet before CONNECT: a CONNECT holds at most a will, a user name and a password
 #: of 64 KiB each; nobody unknown makes the broker buffer more.
 MAX_PACKET_BEFORE_CONNECT = 256 * 1024
-#: Room for a PUBLISH's topic and properties beside a payload of max_message_size.
-PUBLISH_OVERHEAD = 64 * 1024
 #: A connection that has not sent CONNECT within this many seconds is closed.
 CONNECT_TIMEOUT_S = 10.0
 #: QoS 1 and 2 messages in flight to a 3.1.1 client (5.0 clients say theirs: Receive Maximum).
@@ -99,6 +100,15 @@ class MqttConnection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.remote = "?"
         self.closed = False
+        #: What the TLS handshake and the CONNECT's credentials proved (``access.py``).
+        self.auth = AuthSession()
+        #: The client's address; counted against the connection limits (``floods.py``), or the
+        #: limit it is past (its CONNECT is then refused).
+        self.address = "?"
+        self.counted_address: str | None = None
+        self.over_limit: LimitReached | None = None
+        #: Memory set aside for a large packet being received (``packet_room.py``).
+        self.room = PacketRoom(self)
         self.writable = True
         #: Set once CONNECT is accepted.
         self.session: MqttSession | None = None
@@ -189,6 +199,10 @@ class MqttConnection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         if peer:
             self.remote = f"{peer[0]}:{peer[1]}"
+            self.address = str(peer[0])
+        self.over_limit = floods.admit_connection(self, self.address)
+        if transport.get_extra_info("sslcontext") is not None:  # mqtts_port
+            self.auth.over_tls(transport.get_extra_info("peercert") or None)
         self._since = self.last_heard = asyncio.get_running_loop().time()
         self.server.connections.add(self)
         self._keepalive_slot = self.server.keepalive.add(self)
@@ -206,6 +220,8 @@ class MqttConnection(asyncio.Protocol):
                 self.refuse(exc)
                 return
             if packet is None:
+                if not self.room.update():  # a large packet begun: it waits for room
+                    self._pause_reading()
                 return
             try:
                 self._handle(packet)
@@ -215,6 +231,8 @@ class MqttConnection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        floods.release(self)
+        self.room.release()
         if self._keepalive_slot is not None:
             self.server.keepalive.remove(self, self._keepalive_slot)
             self._keepalive_slot = None
@@ -295,7 +313,14 @@ class MqttConnection(asyncio.Protocol):
 
     def _may_read(self) -> bool:
         """Nothing waits off the loop and flow control holds nothing back."""
-        return self._waiting is None and not self._held
+        return self._waiting is None and not self._held and not self.room.waiting
+
+    def hold_for_room(self) -> None:
+        """A large packet waits for memory (``packet_room.py``): the socket is not read."""
+        self._pause_reading()
+
+    def room_granted(self) -> None:
+        self._resume()
 
     # -- output --------------------------------------------------------------------------------
     def send(self, packet: Packet) -> None:
@@ -396,7 +421,9 @@ class MqttConnection(asyncio.Protocol):
         if self.closed:
             return
         if self.session is None:
-            if now - self._since > CONNECT_TIMEOUT_S:
+            if self.over_limit is not None and now - self._since > floods.REFUSED_WAIT_S:
+                self.close()
+            elif now - self._since > CONNECT_TIMEOUT_S:
                 log.info("%s: no CONNECT within %.0f s, closing", self.remote, CONNECT_TIMEOUT_S)
                 self.close()
             return
@@ -432,7 +459,7 @@ class MqttConnection(asyncio.Protocol):
         elif isinstance(packet, Disconnect):
             self._disconnect(packet)
         elif isinstance(packet, Auth):
-            raise MqttError(R.PROTOCOL_ERROR, "AUTH without an authentication method at CONNECT")
+            access.reauthenticate(self, packet)
         else:
             raise MqttError(R.PROTOCOL_ERROR, f"a client does not send {packet.type.name}")
 
@@ -445,7 +472,8 @@ class MqttConnection(asyncio.Protocol):
         if refusal is not None:
             code, return_code, why = refusal
             log.info("%s: CONNECT refused: %s", self.remote, why)
-            self.send(ConnAck(False, code if v5 else return_code))
+            reason = Properties(reason_string=why[:1000]) if v5 else Properties()  # 3.2.2.3.9
+            self.send(ConnAck(False, code if v5 else return_code, reason))
             self.close()
             return
         client_id = packet.client_id
@@ -466,7 +494,7 @@ class MqttConnection(asyncio.Protocol):
         self.server_receive_maximum = min(
             self.config.max_pending_publish_requests_per_connection or 65535, 65535
         )
-        self.decoder.max_packet_size = self.config.max_message_size + PUBLISH_OVERHEAD
+        self.decoder.max_packet_size = self.config.mqtt_message_max_length
         session, present, loading = self.server.sessions.open(self, client_id, packet.clean_start, expiry)
         self.session = session
 
@@ -487,6 +515,7 @@ class MqttConnection(asyncio.Protocol):
                     receive_maximum=self.server_receive_maximum,
                     maximum_packet_size=self.decoder.max_packet_size,
                     topic_alias_maximum=TOPIC_ALIAS_MAXIMUM,
+                    authentication_method=self.auth.method if self.auth.supports_refresh else None,
                 )
             self.send(ConnAck(present, 0, reply))
             if present:
@@ -497,16 +526,15 @@ class MqttConnection(asyncio.Protocol):
 
     def _connect_refusal(self, packet: Connect) -> tuple[int, int, str] | None:
         """(5.0 reason, 3.1.1 return code, why) of a CONNECT refused; None when accepted."""
-        if self.service.authentication is not None:
-            return R.NOT_AUTHORIZED, ConnectReturnCode.NOT_AUTHORIZED, "MQTT has no authentication yet"
-        if packet.properties.authentication_method is not None:
-            return R.BAD_AUTHENTICATION_METHOD, 0, "no enhanced authentication method is supported"
+        flooding = floods.connect_refusal(self, self.address, asyncio.get_running_loop().time())
+        if flooding is not None:
+            return flooding
         if packet.protocol_level == MQTT_3_1_1 and not packet.client_id and not packet.clean_start:
             return 0, ConnectReturnCode.IDENTIFIER_REJECTED, "an empty client id without Clean Session"
         if len(packet.client_id) > MAX_NAME_LENGTH:
             reason = (R.CLIENT_IDENTIFIER_NOT_VALID, ConnectReturnCode.IDENTIFIER_REJECTED)
             return (*reason, f"a client id of more than {MAX_NAME_LENGTH} characters")
-        return None
+        return access.authenticate(self, packet)
 
     def _disconnect(self, packet: Disconnect) -> None:
         session = self.session

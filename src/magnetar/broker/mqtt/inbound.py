@@ -4,7 +4,8 @@ The topic is the MQTT Topic Name mapped as Pulsar's MQTT handler maps it (``puls
 message is stored as a Pulsar producer's would be (``messages.to_pulsar``), under the client's
 producer on that topic, and acknowledged once it is on disk: PUBACK (QoS 1) and PUBREC (QoS 2)
 leave only from the store's durable callback, as a Pulsar SEND_RECEIPT does. QoS 0 is stored
-the same way, with nothing to answer.
+the same way, with nothing to answer. A message over ``max_message_size`` (metadata and payload,
+as Pulsar counts) is stored in chunks (``large_messages.py``), answered once all are durable.
 
 QoS 2 is exactly once through the topic's deduplication: the client's producer is deduplicated
 whatever the namespace says, each message gets a sequence id above any the topic holds from it,
@@ -16,12 +17,14 @@ answered as a duplicate once the first is stored.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from magnetar.broker.errors import REQUEST_ERRORS, BrokerError
+from magnetar.broker.mqtt import access, large_messages
 from magnetar.broker.mqtt.messages import to_pulsar
 from magnetar.broker.mqtt.qos2_store import Received
 from magnetar.broker.mqtt.retained import Retained, kept_properties
@@ -78,17 +81,28 @@ def handle_publish(cnx: MqttConnection, packet: Publish) -> None:
             cnx.send(PubRec(packet.packet_id))  # sent again: it is stored already
             return
     try:
-        topic_name = pulsar_topic(name, cnx.config.mqtt_default_tenant, cnx.config.mqtt_default_namespace)
+        topic_name = _mapped(name, cnx.config.mqtt_default_tenant, cnx.config.mqtt_default_namespace)
         if not topic_name.persistent:
             raise InvalidTopicName("MQTT publishes to persistent topics only for now")
     except InvalidTopicName as exc:
         _refused(cnx, packet, R.TOPIC_NAME_INVALID, str(exc))
+        return
+    unauthorized = access.publish_refused(cnx, topic_name)
+    if unauthorized is not None:  # before anything is made for it (the topic included)
+        _refused(cnx, packet, R.NOT_AUTHORIZED, unauthorized)
         return
     opening = cnx.service.preparing(topic_name)
     if opening is not None:  # opened off the loop first; the packets behind wait
         cnx.wait_for(opening, lambda done: _publish_to(cnx, packet, topic_name, done))
         return
     _publish_to(cnx, packet, topic_name, None)
+
+
+@functools.lru_cache(maxsize=4096)
+def _mapped(name: str, tenant: str, namespace: str) -> TopicName:
+    """``pulsar_topic``, once per name: a device publishes to the same few topics again and again
+    (an InvalidTopicName is not cached, and raised again)."""
+    return pulsar_topic(name, tenant, namespace)
 
 
 def _utf8(payload: bytes) -> bool:
@@ -189,9 +203,7 @@ def _store(
         packet.payload, packet.properties, producer.name, sequence, int(now * 1000), packet.retain
     )
     size = len(data)
-    if size > cnx.config.max_message_size:
-        _refused(cnx, packet, R.QUOTA_EXCEEDED, f"message of {size} bytes over max_message_size")
-        return
+    max_size = cnx.config.max_message_size
     retaining = None
     if packet.retain:  # an empty payload deletes the topic's retained message (3.3.1.3)
         retaining = cnx.server.retained.set(str(topic.name), retained_of(str(topic.name), packet, now))
@@ -203,6 +215,10 @@ def _store(
     cnx.store_started()
     stored = _stored(cnx, packet, retaining)
     try:
+        if metadata.ByteSize() + len(packet.payload) > max_size:
+            # over max_message_size (metadata and payload): stored in chunks (large_messages.py)
+            large_messages.store_chunked(topic, producer, metadata, packet.payload, max_size, stored)
+            return
         topic.publish(producer, send, memoryview(data), stored, metadata)
     except Exception as exc:
         if not isinstance(exc, REQUEST_ERRORS):

@@ -30,9 +30,11 @@ from typing import TYPE_CHECKING
 
 from magnetar.broker.consumer import Consumer
 from magnetar.broker.entries import DispatchEntry
+from magnetar.broker.mqtt.chunks import ChunkedMessages
 from magnetar.broker.mqtt.messages import Outgoing, decoded
 from magnetar.broker.mqtt.session import MessageKey
 from magnetar.protocol import wire
+from magnetar.protocol.chunks import chunk_ref
 from magnetar.protocol.message_id import to_u64
 from magnetar.protocol.mqtt import MQTT_5, Publish, PubRec, PubRel, ReasonCode, encode
 from magnetar.protocol.mqtt.codes import PacketType
@@ -159,6 +161,8 @@ class Outbound:
         self._next_id = 0
         #: Topic Name -> the Topic Alias given it on this connection (5.0, 3.3.2.3.4).
         self.aliases: dict[str, int] = {}
+        #: Chunked messages being put together (chunks.py).
+        self.chunks = ChunkedMessages(_drop_chunk, cnx.config.mqtt_message_max_length)
 
     def _send(self, packet: Publish) -> None:
         """Send a PUBLISH, under a Topic Alias where the client takes them: the first one to a
@@ -186,6 +190,11 @@ class Outbound:
 
     def deliver(self, consumer: MqttConsumer, entry: DispatchEntry) -> None:
         cnx = self.cnx
+        if chunk_ref(entry.metadata) is not None:  # one chunk of a large message (chunks.py)
+            whole = self.chunks.take(consumer, entry)
+            if whole is None:
+                return
+            entry = whole
         session = cnx.session
         delivery = consumer.delivery
         messages = decoded(entry)
@@ -364,10 +373,20 @@ def done(consumer: MqttConsumer, position: Position, messages: int) -> None:
     """Acknowledge the entry on the subscription and give its permits back."""
     if consumer.closed:
         return
-    message_id = wire.MessageIdData(ledger_id=to_u64(position.ledger_id), entry_id=to_u64(position.entry_id))
+    outbound: Outbound = consumer.cnx.outbound  # type: ignore[attr-defined]  # an MqttConnection
+    message_ids = [
+        wire.MessageIdData(ledger_id=to_u64(one.ledger_id), entry_id=to_u64(one.entry_id))
+        for one in outbound.chunks.positions(consumer, position)  # a chunked message: all its chunks
+    ]
     ack = wire.CommandAck(
-        consumer_id=consumer.consumer_id, ack_type=wire.CommandAck.Individual, message_id=[message_id]
+        consumer_id=consumer.consumer_id, ack_type=wire.CommandAck.Individual, message_id=message_ids
     )
     subscription = consumer.subscription
     subscription.acknowledge(ack, consumer)
     subscription.flow(consumer, messages)
+
+
+def _drop_chunk(consumer: Consumer, position: Position) -> None:
+    """A chunk that will never make a message: acknowledged, its permit given back."""
+    if isinstance(consumer, MqttConsumer):
+        done(consumer, position, 1)

@@ -1,7 +1,8 @@
 """The MQTT server of a broker: its port, its connections, its sessions (``sessions.py``), and
 the topics loaded later that subscriptions pick up.
 
-Started by ``broker/server.py`` once the broker serves (when ``mqtt_port`` is set): the durable
+Started by ``broker/server.py`` once the broker serves (when ``mqtt_port`` or ``mqtts_port``, MQTT
+over TLS, is set): the durable
 sessions stored before are read first, then the port opens. Closed with the Pulsar ports
 (``BrokerService.stop_serving``). Keepalive runs from a wheel of its own (keepalive.py) turned
 every ``KEEPALIVE_CHECK_S``/16 seconds: MQTT keep alives are per client and often shorter than
@@ -19,13 +20,15 @@ from typing import TYPE_CHECKING
 from magnetar.broker import housekeeping
 from magnetar.broker.keepalive import KeepaliveWheel
 from magnetar.broker.listener import Listener, listen
-from magnetar.broker.mqtt import subscriptions
+from magnetar.broker.mqtt import access, subscriptions
 from magnetar.broker.mqtt.connection import MqttConnection
+from magnetar.broker.mqtt.floods import ConnectRate
 from magnetar.broker.mqtt.qos2_store import Qos2Store
 from magnetar.broker.mqtt.records import RecordWriter
 from magnetar.broker.mqtt.retained import RetainedStore
 from magnetar.broker.mqtt.sessions import Sessions
 from magnetar.broker.refusal import PULSAR_OUT_OF_DESCRIPTORS
+from magnetar.broker.tls import HANDSHAKE_TIMEOUT_S
 from magnetar.protocol.mqtt import ReasonCode
 
 if TYPE_CHECKING:
@@ -42,6 +45,8 @@ class MqttServer:
         self.service = service
         self.connections: set[MqttConnection] = set()
         self.keepalive = KeepaliveWheel(KEEPALIVE_CHECK_S)
+        #: CONNECTs per second per client address (floods.py).
+        self.connect_rate = ConnectRate(service.config.mqtt_max_connect_rate_per_ip)
         metadata = service.storage.metadata
         self.qos2 = Qos2Store(metadata)
         #: Threads writing the session records (one write at a time each: records.py).
@@ -51,15 +56,20 @@ class MqttServer:
             metadata, RecordWriter(metadata, self._records, "MQTT retained message")
         )
         self._listener: Listener | None = None
+        #: MQTT over TLS (``mqtts_port``), with the broker's TLS settings.
+        self._tls_listener: Listener | None = None
         self._task: asyncio.Task[None] | None = None
 
     @property
     def port(self) -> int | None:
         return None if self._listener is None else self._listener.port
 
+    @property
+    def tls_port(self) -> int | None:
+        return None if self._tls_listener is None else self._tls_listener.port
+
     async def start(self) -> None:
         config = self.service.config
-        assert config.mqtt_port is not None
         loop = asyncio.get_running_loop()
         stored, broken = await loop.run_in_executor(self._records, self.sessions.store.load_all)
         for key in broken:
@@ -67,14 +77,26 @@ class MqttServer:
         self.sessions.restore(stored, time.time())
         for key in await loop.run_in_executor(self._records, self.retained.load):
             log.error("the MQTT retained message record %s does not read: left as it is", key)
-        self._listener = await listen(
-            config.host,
-            config.mqtt_port,
-            lambda: MqttConnection(self),
-            PULSAR_OUT_OF_DESCRIPTORS,
-            "the MQTT port",
-            "MQTT port (--mqtt-port)",
-        )
+        if config.mqtt_port is not None:
+            self._listener = await listen(
+                config.host,
+                config.mqtt_port,
+                lambda: MqttConnection(self),
+                PULSAR_OUT_OF_DESCRIPTORS,
+                "the MQTT port",
+                "MQTT port (--mqtt-port)",
+            )
+        if config.mqtts_port is not None:
+            self._tls_listener = await listen(
+                config.host,
+                config.mqtts_port,
+                lambda: MqttConnection(self),
+                PULSAR_OUT_OF_DESCRIPTORS,
+                "the MQTT TLS port",
+                "MQTT TLS port (--mqtts-port)",
+                tls=self.service.ssl_context,
+                handshake_timeout=HANDSHAKE_TIMEOUT_S,
+            )
         self._task = asyncio.create_task(housekeeping.every(self.keepalive.turn_seconds, self._turn))
         self.service.topic_listeners.append(self.topic_loaded)
         self.service.protocol_servers.append(self)
@@ -85,9 +107,10 @@ class MqttServer:
     def close(self) -> None:
         """Stop accepting; tell 5.0 clients the server is shutting down, and close every connection."""
         self.sessions.close()
-        if self._listener is not None:
-            self._listener.close()
-            self._listener = None
+        for listener in (self._listener, self._tls_listener):
+            if listener is not None:
+                listener.close()
+        self._listener = self._tls_listener = None
         if self._task is not None:
             self._task.cancel()
             self._task = None
@@ -95,6 +118,17 @@ class MqttServer:
             cnx.close_with(ReasonCode.SERVER_SHUTTING_DOWN)
         self.qos2.close()
         self._records.shutdown(wait=True)
+
+    # -- credentials and grants (access.py) --------------------------------------------------------
+    def check_credentials(self, now: float) -> None:
+        """Every authentication_refresh_check_seconds: connections whose credentials expired go."""
+        for cnx in list(self.connections):
+            access.credentials_expired(cnx, now)
+
+    def recheck_permissions(self, namespace: str) -> None:
+        """The namespace's grants changed: what a role lost is taken from its connections."""
+        for cnx in list(self.connections):
+            access.recheck_permissions(cnx, namespace)
 
     # -- topics loaded later ---------------------------------------------------------------------
     def topic_loaded(self, topic: PersistentTopic) -> None:
@@ -116,4 +150,5 @@ async def start(service: BrokerService) -> MqttServer:
     server = MqttServer(service)
     await server.start()
     service.mqtt_port = server.port
+    service.mqtts_port = server.tls_port
     return server

@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, NamedTuple
 
 from magnetar.broker.consumer import Consumer
+from magnetar.broker.mqtt import access
 from magnetar.broker.mqtt.outbound import PERMITS, Delivery, MqttConsumer
 from magnetar.broker.mqtt.session import FilterOptions, MqttSession
 from magnetar.broker.topic import PersistentTopic
@@ -85,6 +86,9 @@ def handle_subscribe(cnx: MqttConnection, packet: Subscribe) -> None:
         group, plain = split_filter(topic_filter)
         if group is not None and sub.no_local and v5:
             raise MqttError(R.PROTOCOL_ERROR, f"No Local on the shared subscription {topic_filter!r}")
+        if not access.may_subscribe(cnx, topic_filter):
+            codes.append(R.NOT_AUTHORIZED if v5 else SUBACK_FAILURE_3_1_1)
+            continue
         domain, namespace, _ = _split(cnx, plain)
         if domain == NON_PERSISTENT or not _namespace_exists(cnx, namespace):
             codes.append(failure)
@@ -333,7 +337,7 @@ def attach_loaded(cnx: MqttConnection, topic: PersistentTopic, initial: str = "l
     none, their options brought up to date where it has; a durable subscription still to be
     made is made off the loop first (``attach_topic``)."""
     session = cnx.session
-    if session is None or cnx.closed:
+    if session is None or cnx.closed or not access.may_consume(cnx, topic.name):
         return
     wanted = options_by_group(session, topic.name, default_namespace(cnx))
     if not wanted:

@@ -8,8 +8,9 @@ Delay Interval holds it back: it goes when the delay has passed or its session e
 comes first, and not at all if the client resumes the session before (3.1.3.2.2). It is stored
 as the client's PUBLISH would be: in the topic its Will Topic maps to, under the client's
 producer name and deduplication's numbering, with its Will Properties; with Will Retain it is
-also the topic's retained message. Pending wills are held in memory: a broker that stops loses
-them.
+also the topic's retained message. With authorization on, a will goes only where the client's
+role may produce (access.py), as its PUBLISH would. Pending wills are held in memory: a broker
+that stops loses them.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
+from magnetar.broker.mqtt import access
 from magnetar.broker.mqtt.messages import to_pulsar
 from magnetar.broker.mqtt.retained import Retained, kept_properties
 from magnetar.broker.producer import Producer
@@ -87,6 +89,10 @@ async def _publish(server: MqttServer, session: MqttSession, will: Will, cnx: Mq
         log.warning(
             "MQTT client %r: its Will Topic %r names no topic: %s", session.client_id, will.topic, exc
         )
+        return
+    if access.publish_refused(cnx, name) is not None:  # as any PUBLISH of its role (access.py)
+        client = session.client_id
+        log.warning("MQTT client %r: its will to %s is not published (not authorized)", client, name)
         return
     opening = service.preparing(name)
     if opening is not None:

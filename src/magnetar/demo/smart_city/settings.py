@@ -70,6 +70,11 @@ class CitySettings:
         "run secured: the broker on TLS ports only, token authentication and authorization; "
         "each vehicle has its own role, allowed to consume only its area's alerts topic",
     )
+    mqtt: bool = _setting(
+        False,
+        "vehicles speak MQTT (paho-mqtt) to the broker's MQTT port: each publishes its telemetry at QoS 1 "
+        "and subscribes to its area's alerts; with --secure over mqtts:// with its token as the password",
+    )
     workers: int = _setting(
         1,
         "broker processes of each embedded broker (magnetar standalone --workers N): with 2 or more, the "
@@ -109,6 +114,10 @@ class CitySettings:
             raise ValueError(
                 "--offload-frames runs with one broker process: not with --districts or --workers"
             )
+        if self.districts > 1 and self.mqtt:
+            raise ValueError("--districts above 1 does not run --mqtt")
+        if self.workers > 1 and self.mqtt:
+            raise ValueError("--mqtt runs on one broker process (MQTT is served with workers = 1)")
 
     @property
     def window_ms(self) -> int:

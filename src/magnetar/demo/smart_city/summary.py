@@ -99,6 +99,8 @@ class Summary:
     districts: list[DistrictReport] = field(default_factory=list)
     #: ``--offload-frames``: the frames kept in tiered storage and read back (None: not asked).
     archive: ArchiveReport | None = None
+    #: ``--mqtt``: the vehicles over MQTT ("" when they used the Pulsar protocol).
+    mqtt: str = ""
     #: The main job's compacted topic of the latest state per vehicle and its table view.
     vehicle_state: VehicleStateReport | None = None
     #: Every alert receipt's latency (``latency`` is their percentiles): the report's histogram.
@@ -160,6 +162,8 @@ class Summary:
             f" arrival {self.frame_latency.line().split('   ')[0]}",
             f"  wall time           {self.wall_s:.1f} s",
         ]
+        if self.mqtt:
+            lines.insert(-1, f"  vehicles over MQTT  {self.mqtt}")
         if self.security:
             lines.insert(-1, f"  secured             {self.security}")
             lines.insert(-1, f"  access check        {self.refusal}")
