@@ -42,6 +42,42 @@ def cpu_split(pid: int) -> tuple[float, float]:
     return int(fields[11]) / CLOCK_TICKS, int(fields[12]) / CLOCK_TICKS
 
 
+def tree_cpu_seconds(pid: int) -> float:
+    """User plus system CPU seconds of ``pid`` and of every process under it, live or reaped: each
+    live one's own threads (fields 14, 15) and the children it already waited for (fields 16, 17:
+    a worker that a supervisor restarted still counts). Children are found through every thread's
+    ``children`` file, since any thread may have started one."""
+    total = 0.0
+    for each in [pid, *descendants(pid)]:
+        try:
+            text = Path(f"/proc/{each}/stat").read_text()
+        except OSError:  # it exited meanwhile: its parent's fields 16 and 17 have it once reaped
+            continue
+        fields = text[text.rindex(")") + 2 :].split()
+        total += sum(int(f) for f in fields[11:15]) / CLOCK_TICKS
+    return total
+
+
+def descendants(pid: int) -> list[int]:
+    """Every live process under ``pid``, children first."""
+    found: list[int] = []
+    todo = [pid]
+    while todo:
+        parent = todo.pop()
+        try:
+            tasks = list(Path(f"/proc/{parent}/task").iterdir())
+        except OSError:
+            continue
+        for task in tasks:
+            try:
+                children = [int(p) for p in (task / "children").read_text().split()]
+            except OSError:
+                continue
+            found += children
+            todo += children
+    return found
+
+
 def memory_kib(pid: int) -> dict[str, int]:
     """``VmRSS`` and ``VmHWM`` (peak RSS) of ``pid`` in KiB, from ``/proc/<pid>/status``."""
     found: dict[str, int] = {}
@@ -52,31 +88,24 @@ def memory_kib(pid: int) -> dict[str, int]:
     return found
 
 
-def children(pid: int) -> list[int]:
-    """The processes ``pid`` started (a supervisor's workers), from ``/proc``."""
-    try:
-        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
-    except OSError:
-        return []
-    return [int(p) for p in text.split()]
-
-
 def tree_cpu_split(pid: int) -> tuple[float, float]:
-    """``cpu_split`` of ``pid`` and its children together (a broker with workers is several processes)."""
+    """``tree_cpu_seconds`` as user and system seconds (the kernel's share: socket writes and reads)."""
     user = system = 0.0
-    for one in (pid, *children(pid)):
+    for each in [pid, *descendants(pid)]:
         try:
-            u, s = cpu_split(one)
+            text = Path(f"/proc/{each}/stat").read_text()
         except OSError:
-            continue  # gone meanwhile
-        user, system = user + u, system + s
+            continue
+        fields = text[text.rindex(")") + 2 :].split()
+        user += (int(fields[11]) + int(fields[13])) / CLOCK_TICKS
+        system += (int(fields[12]) + int(fields[14])) / CLOCK_TICKS
     return user, system
 
 
 def tree_memory_kib(pid: int) -> dict[str, int]:
-    """``memory_kib`` of ``pid`` and its children, summed."""
+    """``memory_kib`` of ``pid`` and every live process under it, summed."""
     total: dict[str, int] = {"VmRSS": 0, "VmHWM": 0}
-    for one in (pid, *children(pid)):
+    for one in (pid, *descendants(pid)):
         try:
             for key, value in memory_kib(one).items():
                 total[key] += value

@@ -7,8 +7,14 @@ processes (multiprocessing: one official client each, so the clients are not one
 ``--seconds``; the figure is receipts per second from the first client's start to the last
 one's flush. Consume: ``--consumers`` processes drain what
 was produced through one Shared subscription made before producing; the figure is messages per
-second from the first to the last received. Broker CPU is the supervisor's and workers' CPU
-seconds over each phase (``bench.procs``). Prints one JSON object (the machine included).
+second from the first to the last received. Broker CPU is the CPU seconds of the broker's whole
+process tree over each phase: the supervisor and its workers, every thread of each, and any child
+already reaped (``bench.procs.tree_cpu_seconds``); the clients' CPU (each client process's own
+``getrusage``, the official client's threads included) and the machine's busy CPU
+(``/proc/stat``) are measured over the same phase, so the three can be checked against each other.
+The producers batch, so the broker's work is per entry (a batch) more than per message: the
+report gives the entries the topic stored and the broker's CPU per entry and per message. Prints
+one JSON object (the machine included).
 
     .venv/bin/python -m bench.workers                          # workers 1 and 2, 20 s each phase
     .venv/bin/python -m bench.workers --workers 1 2 4 --seconds 10
@@ -20,6 +26,7 @@ import argparse
 import json
 import logging
 import multiprocessing
+import resource
 import sys
 import tempfile
 import time
@@ -29,7 +36,9 @@ from typing import Any
 import pulsar
 
 from bench.machine import describe
-from bench.procs import tree_cpu_split
+from bench.plots import workers_svg
+from bench.procs import CLOCK_TICKS, tree_cpu_seconds
+from bench.svg import write
 from magnetar.broker_process import BrokerProcess
 from magnetar.client.admin import AdminClient
 
@@ -69,7 +78,7 @@ def produce(service_url: str, topic: str, size: int, seconds: float, results) ->
     while time.monotonic() < end:
         producer.send_async(payload, receipt)
     producer.flush()
-    results.put((done[0], start, time.monotonic()))
+    results.put((done[0], start, time.monotonic(), own_cpu()))
     client.close()
 
 
@@ -89,15 +98,54 @@ def consume(service_url: str, topic: str, results) -> None:
         first = last if first is None else first
         count += 1
         consumer.acknowledge(message)
-    results.put((count, first, last))
+    results.put((count, first, last, own_cpu()))
     client.close()
 
 
+def own_cpu() -> float:
+    """This client process's CPU seconds so far, every thread (the official client's included)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def broker_cpu(broker: BrokerProcess) -> float:
-    """CPU seconds of the broker's processes: the supervisor and its workers."""
+    """CPU seconds of the broker's process tree: the supervisor and its workers, all threads."""
     assert broker.proc is not None
-    pid = broker.proc.pid
-    return sum(tree_cpu_split(pid))
+    return tree_cpu_seconds(broker.proc.pid)
+
+
+def machine_busy() -> float:
+    """CPU seconds the machine spent on anything but idle and I/O wait, all cores (``/proc/stat``)."""
+    with open("/proc/stat") as stat:
+        fields = [int(f) for f in stat.readline().split()[1:8]]
+    user, nice, system, _idle, _iowait, irq, softirq = fields
+    return (user + nice + system + irq + softirq) / CLOCK_TICKS
+
+
+def stored_entries(admin: AdminClient, topic: str) -> int:
+    """Entries (batches) the partitions' ledgers hold now."""
+    return sum(
+        admin.topics.internal_stats(f"{topic}-partition-{i}")["numberOfEntries"] for i in range(PARTITIONS)
+    )
+
+
+class Phase:
+    """CPU seconds over one phase: the broker's tree, the machine's busy time, and wall time."""
+
+    def __init__(self, broker: BrokerProcess) -> None:
+        self.broker = broker
+        self.broker0, self.machine0, self.wall0 = broker_cpu(broker), machine_busy(), time.monotonic()
+
+    def end(self, clients_cpu: float, messages: int, entries: int) -> dict[str, Any]:
+        broker = broker_cpu(self.broker) - self.broker0
+        return {
+            "wall_s": round(time.monotonic() - self.wall0, 1),
+            "broker_cpu_s": round(broker, 2),
+            "clients_cpu_s": round(clients_cpu, 2),
+            "machine_busy_cpu_s": round(machine_busy() - self.machine0, 2),
+            "broker_us_per_msg": round(broker / messages * 1e6, 1) if messages else None,
+            "broker_us_per_entry": round(broker / entries * 1e6, 1) if entries else None,
+        }
 
 
 def run_all(ctx: Any, results: Any, target: Any, args: tuple[Any, ...], count: int) -> list[Any]:
@@ -121,28 +169,31 @@ def run_one(workers: int, args: argparse.Namespace, workdir: Path) -> dict[str, 
         setup.subscribe(topic, SUBSCRIPTION, consumer_type=pulsar.ConsumerType.Shared).close()
         setup.close()
         results = ctx.Queue()
-        cpu0 = broker_cpu(broker)
+        admin = AdminClient(broker.http_url)
+        phase = Phase(broker)
         sending = (broker.service_url, topic, args.size, args.seconds, results)
         runs = run_all(ctx, results, produce, sending, args.producers)
-        sent = sum(count for count, _, _ in runs)
+        sent = sum(run[0] for run in runs)
         # From the first client's start to the last one's flush: the clients' start-up left out.
-        produce_s = max(e for _, _, e in runs) - min(s for _, s, _ in runs)
-        produce_cpu = broker_cpu(broker) - cpu0
-        cpu0 = broker_cpu(broker)
+        produce_s = max(run[2] for run in runs) - min(run[1] for run in runs)
+        entries = stored_entries(admin, topic)
+        produce_cpu = phase.end(sum(run[3] for run in runs), sent, entries)
+        phase = Phase(broker)
         got = run_all(ctx, results, consume, (broker.service_url, topic, results), args.consumers)
-        received = sum(count for count, _, _ in got)
-        firsts = [f for _, f, _ in got if f is not None]
-        lasts = [last for _, _, last in got if last is not None]
+        received = sum(run[0] for run in got)
+        firsts = [run[1] for run in got if run[1] is not None]
+        lasts = [run[2] for run in got if run[2] is not None]
         consume_s = (max(lasts) - min(firsts)) if firsts else 0.0
-        consume_cpu = broker_cpu(broker) - cpu0
+        consume_cpu = phase.end(sum(run[3] for run in got), received, entries)
         return {
             "workers": workers,
             "produced": sent,
+            "entries": entries,
             "produce_msg_s": round(sent / produce_s),
-            "produce_broker_cpu_s": round(produce_cpu, 1),
+            "produce_cpu": produce_cpu,
             "received": received,
             "consume_msg_s": round(received / consume_s) if consume_s else None,
-            "consume_broker_cpu_s": round(consume_cpu, 1),
+            "consume_cpu": consume_cpu,
         }
     finally:
         broker.stop()
@@ -156,6 +207,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--producers", type=int, default=4)
     parser.add_argument("--consumers", type=int, default=4)
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--plot", type=Path, help="throughput against workers as SVG (default: beside --out)")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="bench-workers-") as tmp:
         results = [run_one(n, args, Path(tmp)) for n in args.workers]
@@ -177,6 +229,10 @@ def main(argv: list[str] | None = None) -> int:
     print(text)
     if args.out is not None:
         args.out.write_text(text + "\n")
+    plot = args.plot or (args.out.with_suffix(".svg") if args.out is not None else None)
+    if plot is not None:
+        rows = [(r["workers"], r["produce_msg_s"], r["consume_msg_s"] or 0.0) for r in results]
+        print(f"wrote {write(plot, workers_svg(rows))}", file=sys.stderr)
     return 0
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pulsar
 
-from bench.procs import BrokerProcess, children
+from bench.procs import BrokerProcess, descendants
 from magnetar.protocol import FrameDecoder, encode_frame, wire
 from magnetar.protocol.commands import wrap
 
@@ -68,7 +68,7 @@ def sockets_per_process(broker: BrokerProcess) -> dict[str, int]:
     """Open sockets of each broker process (a worker's: about its connections), by worker name."""
     names = {pid: name for name, (pid, _) in worker_ports(broker).items()}
     out = {}
-    for pid in children(broker.pid):
+    for pid in descendants(broker.pid):
         fds = Path(f"/proc/{pid}/fd")
         try:
             count = sum(1 for fd in fds.iterdir() if _is_socket(fd))

@@ -31,7 +31,7 @@ TOPIC = "persistent://public/default/entry-meta"
 @dataclass
 class FakeProducer:  # all PersistentTopic.publish reads of a producer
     name: str = "prod"
-    replicator: bool = False
+    deduplicated: bool = False  # a geo-replicator's or an MQTT QoS 2 session's producer
 
 
 def message(

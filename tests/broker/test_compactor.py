@@ -49,7 +49,7 @@ def test_a_topic_of_100_messages_over_5_keys_compacts_to_the_last_of_each(harnes
     view = _compact(h, topic)
     assert view.horizon == positions[-1]
     assert _view(topic) == [(positions[95 + i], f"k{i}", f"v{95 + i}".encode()) for i in range(5)]
-    assert topic.compaction.last.removed_event_count == 95
+    assert topic.compaction.record.last_removed_event_count == 95
     assert topic.compaction.cursor.mark_delete_position == positions[-1]
     assert COMPACTION_SUBSCRIPTION not in topic.subscriptions
 

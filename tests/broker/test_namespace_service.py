@@ -108,6 +108,23 @@ def test_a_policy_change_reaches_the_other_worker(workers):
     assert one.namespaces.policies("public/default").message_ttl_seconds == 60
 
 
+def test_an_unloaded_bundle_tells_every_worker_once_and_policies_still_arrive(workers):
+    (one, two), _ = workers
+    topic = topics(1)[0]
+    owner = one.lookup(topic)
+    mover = one if owner.broker_id == "w0" else two
+    moved: list[str] = []
+    two.poll_changes(lambda ns: None, bundles_moved=lambda: moved.append("before"))
+    assert moved == []  # nothing moved yet
+    mover.unload(mover.bundle_of(topic))
+    one.namespaces.update_policy("public/default", message_ttl_seconds=30)
+    heard: list[str] = []
+    two.poll_changes(heard.append, bundles_moved=lambda: moved.append("unload"))
+    assert moved == ["unload"] and heard == ["public/default"]
+    two.poll_changes(heard.append, bundles_moved=lambda: moved.append("again"))
+    assert moved == ["unload"]
+
+
 def test_an_expired_session_unloads_everything_and_joins_again(tmp_path):
     now = [0.0]
     store = SqliteOwnership(tmp_path / "o.sqlite", lease_seconds=5, clock=lambda: now[0])

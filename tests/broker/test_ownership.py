@@ -124,15 +124,44 @@ def test_register_again_keeps_the_bundles_and_takes_the_new_urls(stores):
     assert two.owner(BUNDLE) == moved
 
 
+def test_non_persistent_topics_loaded_by_one_are_listed_by_the_other_while_its_session_lives(stores, clock):
+    one, two = stores
+    one.register(broker(0))
+    two.register(broker(1))
+    one.topic_loaded("worker-0", "non-persistent://public/default/a", True)
+    two.topic_loaded("worker-1", "non-persistent://public/default/b", True)
+    one.topic_loaded("worker-0", "non-persistent://public/other/c", True)
+    assert two.loaded_topics("non-persistent://public/default/") == [
+        "non-persistent://public/default/a",
+        "non-persistent://public/default/b",
+    ]
+    two.topic_loaded("worker-1", "non-persistent://public/default/a", False)  # only its loader's goes
+    one.topic_loaded("worker-0", "non-persistent://public/default/b", False)
+    assert len(one.loaded_topics("non-persistent://public/default/")) == 2
+    one.topic_loaded("worker-0", "non-persistent://public/default/a", False)
+    assert two.loaded_topics("non-persistent://public/default/") == ["non-persistent://public/default/b"]
+    clock.now += 5
+    one.renew("worker-0")
+    clock.now += 6  # worker-1's lease ran out: its topics are gone with it
+    assert one.loaded_topics("non-persistent://public/") == ["non-persistent://public/other/c"]
+    one.unregister("worker-0")
+    one.register(broker(0))
+    assert one.loaded_topics("non-persistent://") == []
+    assert LocalOwnership().loaded_topics("non-persistent://") == []
+
+
 def test_reset_forgets_a_previous_run(tmp_path):
     store = SqliteOwnership.in_data_dir(tmp_path)
     store.register(broker(0))
     store.assign(BUNDLE, "worker-0")
     store.mark_spread("persistent://public/default/alerts")
+    store.topic_loaded("worker-0", "non-persistent://public/default/a", True)
     store.close()
     SqliteOwnership.reset(tmp_path)
     again = SqliteOwnership.in_data_dir(tmp_path)
-    assert again.brokers() == [] and again.owner(BUNDLE) is None and again.spread_topics() == set()
+    assert again.brokers() == [] and again.spread_topics() == set()
+    again.register(broker(0))
+    assert again.owner(BUNDLE) is None and again.loaded_topics("non-persistent://") == []
     again.close()
 
 

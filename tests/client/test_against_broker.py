@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
+import urllib.request
 
 import pytest
 
@@ -280,8 +282,6 @@ def test_receive_timeout_and_closed_errors(magnetar_client, topic):
 
 
 def test_partitioned_topic_round_trip(broker, magnetar_client, topic):
-    import json
-    import urllib.request
 
     path = topic.replace("persistent://", "")
     request = urllib.request.Request(
@@ -299,6 +299,25 @@ def test_partitioned_topic_round_trip(broker, magnetar_client, topic):
     assert sent <= {0, 1, 2}
     got = sorted(m.data() for m in receive_n(consumer, 12))
     assert got == sorted(b"%d" % i for i in range(12))
+
+
+def test_a_partition_named_directly_keeps_its_index_in_message_ids(magnetar_client, broker, topic):
+    """As Pulsar's clients: a producer or consumer of ``<topic>-partition-1`` gives ids of partition 1."""
+    path = topic.replace("persistent://", "")
+    request = urllib.request.Request(
+        f"{broker.http_url}/admin/v2/persistent/{path}/partitions",
+        data=json.dumps(2).encode(),
+        method="PUT",
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=5) as response:
+        assert response.status == 204
+    consumer = magnetar_client.subscribe(f"{topic}-partition-1", "sub")
+    producer = magnetar_client.create_producer(f"{topic}-partition-1")
+    assert producer.send(b"one").partition() == 1
+    (message,) = receive_n(consumer, 1)
+    assert message.message_id().partition() == 1
+    consumer.acknowledge(message)
 
 
 @pytest.mark.slow

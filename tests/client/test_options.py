@@ -35,6 +35,7 @@ OFFICIAL = {
     "create_producer": pulsar.Client.create_producer,
     "subscribe": pulsar.Client.subscribe,
     "create_reader": pulsar.Client.create_reader,
+    "create_table_view": pulsar.Client.create_table_view,
 }
 #: Positional arguments, not options.
 POSITIONAL = {"self", "service_url", "topic", "subscription_name", "start_message_id"}
@@ -47,6 +48,7 @@ USED = {
     "subscribe": {f.name for f in dataclasses.fields(ConsumerConfig)}
     | {"message_listener", "pattern_auto_discovery_period"},
     "create_reader": set(READER_ARGUMENTS) | {"reader_listener"},
+    "create_table_view": set(),  # its one option, schema, takes bytes only
 }
 
 #: Accepted and ignored: each changes nothing a user can observe here (see the tables' reasons).
@@ -70,6 +72,8 @@ def call(client: Client, entry: str, **options):
         return client.create_producer("persistent://public/default/t", **options)
     if entry == "subscribe":
         return client.subscribe("persistent://public/default/t", "sub", **options)
+    if entry == "create_table_view":
+        return client.create_table_view("persistent://public/default/t", **options)
     return client.create_reader("persistent://public/default/t", MessageId.earliest, **options)
 
 

@@ -93,3 +93,9 @@ def test_frames_are_large_spread_out_and_flagged_by_ground_truth():
 def test_settings_refuse_lateness_beyond_the_watermark():
     with pytest.raises(ValueError, match="watermark"):
         CitySettings(max_lateness_s=3, watermark_s=2).validate()
+
+
+def test_settings_refuse_a_broker_of_no_worker():
+    with pytest.raises(ValueError, match="workers"):
+        CitySettings(workers=0).validate()
+    CitySettings(workers=2).validate()

@@ -11,14 +11,13 @@ import pulsar
 import pytest
 
 from magnetar.client import Client, ConsumerType, NotAllowedError
+from tests.interop.compaction_support import compact as _compact
+from tests.interop.compaction_support import compaction_path as _path
+from tests.interop.compaction_support import read_all as _read_all
 from tests.interop.support import admin_call
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.interop
-
-
-def _path(topic: str) -> str:
-    return "/admin/v2/" + topic.replace("://", "/") + "/compaction"
 
 
 def _pipelined_puts(port: int, path: str) -> tuple[int, tuple[int, object]]:
@@ -37,25 +36,6 @@ def _pipelined_puts(port: int, path: str) -> tuple[int, tuple[int, object]]:
             body = reader.read(int(headers.get("content-length", "0")))
             answers.append((status, json.loads(body) if body else None))
     return answers[0][0], answers[1]
-
-
-def _compact(broker, topic: str) -> None:
-    status, body = admin_call(broker, "PUT", _path(topic))
-    assert status == 204, body
-
-    def over():
-        status, body = admin_call(broker, "GET", _path(topic))
-        assert status == 200 and body["status"] in ("SUCCESS", "ERROR"), body
-        return body
-
-    assert eventually(over, what="the compaction to end")["status"] == "SUCCESS"
-
-
-def _read_all(reader) -> list:
-    out = []
-    while reader.has_message_available():
-        out.append(reader.read_next(timeout_millis=5000))
-    return out
 
 
 def test_a_reader_of_100_messages_over_5_keys_gets_5_after_compaction(broker, client, topic):

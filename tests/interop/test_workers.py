@@ -6,6 +6,7 @@ admin port, a bundle unload, and every kind of subscription on each worker."""
 from __future__ import annotations
 
 import asyncio
+import re
 import uuid
 
 import pulsar
@@ -13,6 +14,7 @@ import pytest
 
 from magnetar.client.admin import AdminClient
 from magnetar.client.client import Client
+from magnetar.protocol import pulsar_wire_pb2 as wire
 
 from .support import receive_n
 from .test_broadcast import BROADCAST
@@ -32,9 +34,9 @@ def binary_lookups(service_url: str, topics: list[str]) -> dict[str, str]:
     return asyncio.run(ask())
 
 
-def topics_on_two_owners(service_url: str, prefix: str) -> dict[str, str]:
+def topics_on_two_owners(service_url: str, prefix: str, domain: str = "persistent") -> dict[str, str]:
     """Topics and their owners, enough for two owners (4 bundles over 2 workers: a few names do)."""
-    topics = [f"persistent://public/default/{prefix}-{i}-{uuid.uuid4().hex[:6]}" for i in range(12)]
+    topics = [f"{domain}://public/default/{prefix}-{i}-{uuid.uuid4().hex[:6]}" for i in range(12)]
     owners = binary_lookups(service_url, topics)
     assert len(set(owners.values())) == 2, owners
     return owners
@@ -147,3 +149,45 @@ def test_every_kind_of_subscription_on_the_topics_of_both_workers(broker_factory
         for consumer in consumers:  # a broadcast subscription: every consumer every message
             got = [m.data() for m in receive_n(consumer, len(sent), ack=True)]
             assert got == sent if kind != "KeyShared" else sorted(got) == sorted(sent)
+
+
+def listed_by_each_connection(service_url: str, namespace: str, mode: int, times: int) -> list[set[str]]:
+    """GET_TOPICS_OF_NAMESPACE on ``times`` new connections to the shared port (the kernel spreads
+    them over the workers): each answer's topics."""
+
+    async def ask() -> list[set[str]]:
+        answers = []
+        for _ in range(times):
+            async with Client(service_url) as client:
+                answers.append(set((await client.get_topics_of_namespace(namespace, mode)).topics))
+        return answers
+
+    return asyncio.run(ask())
+
+
+def test_non_persistent_topics_of_each_worker_are_listed_by_every_worker(broker_factory, client_factory):
+    """A non-persistent topic exists only where it is loaded, on its owner; every worker lists
+    those of the others too (the admin list, GET_TOPICS_OF_NAMESPACE, a pattern subscription)."""
+    broker = broker_factory(WORKERS)
+    owners = topics_on_two_owners(broker.service_url, "np", "non-persistent")
+    topics = sorted({owner: topic for topic, owner in owners.items()}.values())
+    client = client_factory(broker.service_url)
+    producers = [client.create_producer(topic, batching_enabled=False) for topic in topics]  # loads them
+    admin = AdminClient(broker.http_url)
+    for _ in range(6):  # the kernel spreads these over both workers
+        assert set(topics) <= set(admin.topics.get_list("public/default", "non-persistent"))
+    non_persistent = wire.CommandGetTopicsOfNamespace.NON_PERSISTENT
+    for listed in listed_by_each_connection(broker.service_url, "public/default", non_persistent, 6):
+        assert set(topics) <= listed
+    pattern = re.compile(r"public/default/np-.*")  # the mode below names the domain
+    consumer = client.subscribe(
+        pattern, "sub", regex_subscription_mode=pulsar.RegexSubscriptionMode.NonPersistentOnly
+    )
+    for producer, topic in zip(producers, topics, strict=True):
+        producer.send(topic.encode())
+    assert sorted(m.data().decode() for m in receive_n(consumer, 2, ack=True)) == topics
+    producers[0].close()
+    consumer.close()
+    admin.topics.delete(topics[0])  # gone from its owner, and from every worker's list
+    for _ in range(6):
+        assert topics[0] not in admin.topics.get_list("public/default", "non-persistent")

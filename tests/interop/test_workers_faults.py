@@ -14,6 +14,7 @@ import threading
 import pulsar
 import pytest
 
+from magnetar.broker.data_dir_lock import DataDirInUse, DataDirLock
 from magnetar.broker_process import BrokerProcessError
 from magnetar.client.admin import AdminClient
 
@@ -61,7 +62,12 @@ class Sending:
             self.sent += 1
             self.producer.send_async(payload, self._done(payload))
             if self.sent % 50 == 0:
-                self.producer.flush()
+                try:
+                    self.producer.flush()
+                except pulsar.PulsarException as exc:  # the broker is gone (a test killed it)
+                    with self._lock:
+                        self.failed.append(f"flush: {exc}")
+                    return
 
     def _done(self, payload: bytes):
         def callback(result, _msg_id) -> None:
@@ -78,9 +84,13 @@ class Sending:
             return len(self.receipted)
 
     def stop(self) -> None:
+        self.stop_now()
+        self.producer.flush()
+
+    def stop_now(self) -> None:
+        """Stop sending, without waiting for the receipts of what was sent."""
         self._stop.set()
         self._thread.join(30)
-        self.producer.flush()
 
 
 def test_a_worker_killed_mid_traffic_is_restarted_and_loses_nothing(broker_factory, client_factory):
@@ -138,6 +148,63 @@ def test_sigterm_stops_every_worker_cleanly(broker_factory, client_factory):
     assert log.count("stopped cleanly") == 3, log  # each worker, then the supervisor
     for pid in pids:
         assert not _alive(pid)
+
+
+@pytest.mark.slow
+def test_a_supervisor_killed_with_9_keeps_the_data_directory_locked_until_its_workers_flushed(
+    broker_factory,
+):
+    """The workers notice their supervisor's death, flush and stop; until the last one has exited,
+    no other broker can lock the data directory, and what they receipted is all there afterwards."""
+    broker = broker_factory(WORKERS)
+    topics = list(
+        {owner: topic for topic, owner in topics_on_two_owners(broker.service_url, "orphan").items()}.values()
+    )
+    client = pulsar.Client(broker.service_url, operation_timeout_seconds=5)
+    for topic in topics:
+        client.subscribe(topic, "check").close()  # the messages stay for it
+    producers = [  # sends that the dead workers never answer fail fast, so that sending stops
+        client.create_producer(topic, batching_enabled=False, send_timeout_millis=1000) for topic in topics
+    ]
+    sending = [Sending(producer, topic[-8:]) for producer, topic in zip(producers, topics, strict=True)]
+    eventually(lambda: all(s.count() >= 200 for s in sending), what="receipts before the kill")
+    pids = list(worker_pids(broker).values())
+    assert len(pids) == 2, broker.log_text()
+    assert broker.proc is not None
+    os.kill(broker.proc.pid, signal.SIGKILL)
+    broker.proc.wait()
+
+    alive_when_locked: list[int] = []
+
+    def locked() -> bool:
+        lock = DataDirLock(broker.data_dir)
+        try:
+            lock.acquire()
+        except DataDirInUse:
+            return False
+        alive_when_locked.extend(pid for pid in pids if _alive(pid))
+        lock.release()
+        return True
+
+    eventually(locked, interval=0.005, what="the data directory's lock free")
+    assert not alive_when_locked, "the lock was free while these workers lived"
+    receipted = [set(s.receipted) for s in sending]  # none can be receipted any more
+    log = broker.log_text()
+    assert log.count("its supervisor (pid") == 2 and log.count("stopped cleanly") == 2, log
+    for s in sending:
+        s.stop_now()
+    client.close()
+
+    broker.start()  # the same data directory: every receipted message is there
+    reader_client = pulsar.Client(broker.service_url)
+    try:
+        for topic, want in zip(topics, receipted, strict=True):
+            consumer = reader_client.subscribe(topic, "check")
+            got: set[bytes] = set()
+            while not want <= got:
+                got.add(consumer.receive(15_000).data())
+    finally:
+        reader_client.close()
 
 
 def test_a_worker_that_cannot_start_stops_the_broker_with_one_line(broker_factory, tmp_path):

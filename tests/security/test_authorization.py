@@ -182,10 +182,26 @@ def test_parse_actions_takes_pulsars_auth_actions_only():
         ("POST", "/admin/v2/schemas/{tenant}/{namespace}/{topic}/schema", PRODUCE),
         ("DELETE", "/admin/v2/schemas/{tenant}/{namespace}/{topic}/schema", ADMIN),
         ("GET", "/admin/v2/somewhere/new", SUPERUSER),
+        ("GET", "/ws/v2/producer/persistent/{tenant}/{namespace}/{topic}", PRODUCE),
+        ("GET", "/ws/v2/consumer/non-persistent/{tenant}/{namespace}/{topic}/{subscription}", CONSUME),
+        ("GET", "/ws/v2/reader/persistent/{tenant}/{namespace}/{topic}", CONSUME),
+        ("POST", "/topics/persistent/{tenant}/{namespace}/{topic}", PRODUCE),
+        ("POST", "/topics/persistent/{tenant}/{namespace}/{topic}/partitions/{partition}", PRODUCE),
+        ("GET", "/ws/v2/elsewhere/persistent/{tenant}/{namespace}/{topic}", SUPERUSER),
     ],
 )
 def test_each_admin_path_needs_the_right_pulsar_asks(method, path, need):
     assert requirement(method, path)[0] == need
+
+
+def test_websocket_and_rest_produce_paths_name_their_domain():
+    assert requirement(
+        "GET", "/ws/v2/consumer/non-persistent/{tenant}/{namespace}/{topic}/{subscription}"
+    ) == (
+        CONSUME,
+        "non-persistent",
+    )
+    assert requirement("POST", "/topics/persistent/{tenant}/{namespace}/{topic}") == (PRODUCE, "persistent")
 
 
 def test_admin_refusals_carry_pulsars_reasons():

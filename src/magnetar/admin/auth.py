@@ -14,13 +14,24 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 
 from magnetar.broker.authentication import Authentication, AuthenticationFailed
+from magnetar.websocket.http_session import TOKEN_PARAMETER
 
 log = logging.getLogger(__name__)
 
 #: Where a request's authenticated role is kept (None while authentication is off).
 ROLE: web.RequestKey[str | None] = web.RequestKey("magnetar.role")
+#: The WebSocket API's paths, whose requests may carry their token as a query parameter.
+WEBSOCKET_PREFIX = "/ws/"
 #: Paths left open when ``authenticate_metrics_endpoint`` is false (Prometheus, health probes).
 SCRAPE_PATHS = frozenset({"/metrics", "/metrics/", "/admin/v2/brokers/health"})
+#: The web console's own files (console_api.py): a page with no data in it, open so that a browser
+#: can load its login form; every figure it then shows comes with the token it logs in with.
+CONSOLE_PAGE = "/console"
+
+
+def is_console_page(path: str) -> bool:
+    return path == CONSOLE_PAGE or path.startswith(CONSOLE_PAGE + "/")
+
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -41,12 +52,18 @@ def middleware(
         request[ROLE] = None
         if authentication is None or (not authenticate_metrics and request.path in SCRAPE_PATHS):
             return await handler(request)
+        if is_console_page(request.path):
+            return await handler(request)
         peer_certificate = None
         if (
             ssl_object := request.transport.get_extra_info("ssl_object") if request.transport else None
         ) is not None:
             peer_certificate = ssl_object.getpeercert()
         header = request.headers.get("Authorization")
+        if header is None and request.path.startswith(WEBSOCKET_PREFIX):
+            # Browsers cannot set headers on a WebSocket: Pulsar's WebSocket API takes ?token=.
+            token = request.query.get(TOKEN_PARAMETER)
+            header = f"Bearer {token}" if token else None
         method = "token" if header and header.strip().lower().startswith("bearer") else "other"
         try:
             request[ROLE] = authentication.authenticate_http(header, peer_certificate)

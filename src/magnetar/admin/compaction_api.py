@@ -37,7 +37,7 @@ def add_routes(app: web.Application, service: BrokerService) -> None:
             ]
         else:
             topics = [persistent(single_topic(service, request, "persistent", ""))]
-        executor = service.loader.executor
+        executor = service.compaction_executor
         if any(topic.compaction.running for topic in topics):
             raise reason_error(web.HTTPConflict, ALREADY_RUNNING)
         for topic in topics:

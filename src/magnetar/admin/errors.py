@@ -12,9 +12,11 @@ from aiohttp import web
 from magnetar.broker.errors import BrokerError, NotAllowed, SubscriptionNotFound, TopicNotFound
 from magnetar.broker.namespace_service import ServiceUnitNotReady
 from magnetar.broker.namespaces import AlreadyExists, NotEmpty
+from magnetar.broker.offloads import OffloadConflict
 from magnetar.broker.replication import ClusterNotAllowed
 from magnetar.broker.topic import PersistentTopic
 from magnetar.protocol.topic_name import InvalidTopicName, TopicName
+from magnetar.storage.errors import OffloadedReadError
 
 if TYPE_CHECKING:
     from magnetar.broker.nonpersistent import NonPersistentTopic
@@ -42,6 +44,10 @@ def translate_errors(handler: Handler) -> Handler:
             raise reason_error(web.HTTPForbidden, str(exc)) from None
         except ServiceUnitNotReady as exc:  # another worker owns the topic (its bundle moved)
             raise reason_error(web.HTTPServiceUnavailable, str(exc)) from None
+        except OffloadedReadError as exc:  # the object store holding an offloaded ledger fails
+            raise reason_error(web.HTTPServiceUnavailable, str(exc)) from None
+        except OffloadConflict as exc:
+            raise reason_error(web.HTTPConflict, str(exc)) from None
         except BrokerError as exc:
             raise reason_error(web.HTTPPreconditionFailed, str(exc)) from None
 

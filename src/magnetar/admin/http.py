@@ -1,4 +1,5 @@
-"""The broker's HTTP port: health, metrics, topic stats and Pulsar's admin v2 API."""
+"""The broker's HTTP port: health, metrics, topic stats, Pulsar's admin v2 API, and its WebSocket and
+REST produce APIs (``magnetar.websocket``)."""
 
 from __future__ import annotations
 
@@ -9,15 +10,20 @@ from aiohttp import web
 from magnetar.admin import (
     auth,
     authz,
+    brokers_api,
     bundles_api,
     clusters_api,
     compaction_api,
+    compaction_threshold_api,
+    console_api,
     consumers_api,
+    every_worker,
     http_refusal,
     inactive_topics_api,
     index_api,
     messages_api,
     namespaces_api,
+    offload_api,
     owner_proxy,
     permissions_api,
     replication_api,
@@ -28,11 +34,10 @@ from magnetar.admin import (
 )
 from magnetar.admin.owner_calls import OWNER_CALLS, OwnerCalls
 from magnetar.broker.listener import Listener, listen
+from magnetar.websocket import routes as websocket_routes
 
 if TYPE_CHECKING:
     import ssl
-
-    from prometheus_client import CollectorRegistry
 
     from magnetar.broker.service import BrokerService
 
@@ -54,9 +59,6 @@ def build_app(service: BrokerService, web_urls: clusters_api.WebUrls | None = No
     calls = app[OWNER_CALLS] = OwnerCalls(service)
     app.on_cleanup.append(calls.close)
 
-    async def health(request: web.Request) -> web.Response:
-        return web.Response(text="ok")
-
     namespaces_api.add_routes(app, service)
     permissions_api.add_routes(app, service)
     topics_api.add_routes(app, service)
@@ -71,19 +73,25 @@ def build_app(service: BrokerService, web_urls: clusters_api.WebUrls | None = No
     replication_api.add_routes(app, service)
     inactive_topics_api.add_routes(app, service)
     compaction_api.add_routes(app, service)
-    registry: list[CollectorRegistry] = []  # built at the first scrape (metrics.py)
+    offload_api.add_routes(app, service)
+    compaction_threshold_api.add_routes(app, service)
+    websocket_routes.add_routes(app, service)  # the WebSocket API and REST produce (docs/websocket.md)
+    brokers_api.add_routes(app, service)
+    console_api.add_routes(app, service)  # the web console (docs/console.md)
 
     async def metrics_page(request: web.Request) -> web.Response:
         # Imported here: prometheus_client takes 2 MiB that a broker nobody scrapes need not hold.
         from magnetar.admin import metrics
 
-        if not registry:
-            registry.append(metrics.build_registry(service))
-        return metrics.response(registry[0])
+        registry = await metrics.collected(service)
+        if not every_worker.gathers(service, request):
+            return metrics.response(await metrics.rendered(lambda: registry))
+        parts = await every_worker.other_parts(service, request)
+        me = service.namespace_service.broker_id
+        return metrics.response(await metrics.rendered(lambda: metrics.workers_registry(registry, me, parts)))
 
     app.router.add_get("/metrics", metrics_page)
     app.router.add_get("/metrics/", metrics_page)
-    app.router.add_get("/admin/v2/brokers/health", health)
     return app
 
 

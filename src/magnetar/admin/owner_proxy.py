@@ -10,6 +10,10 @@ and the owner's ports need not be reachable by the client. The proxied request c
 ``PROXIED_BY``; a worker that gets one for a topic it does not own (the bundle moved meanwhile)
 answers 503, as Pulsar answers a request for a bundle being moved, and never proxies it again.
 
+WebSocket sessions (``/ws/v2/...``) and REST produce (``/topics/...``) are not proxied: the worker
+that gets one serves it, with a Pulsar session to the owner of each topic (partition) it does not
+own (``magnetar.websocket.sessions``), so a partitioned topic's own name is served whole.
+
 Paths about metadata only (namespaces, partition counts, schemas, lookups, a topic's bundle) are
 served by whichever worker gets them: the metadata store is shared.
 """
@@ -29,18 +33,23 @@ if TYPE_CHECKING:
     from magnetar.broker.ownership import BrokerInfo
     from magnetar.broker.service import BrokerService
 
+#: The WebSocket API's and REST produce's paths: served where they land (see above).
+_MESSAGING = ("/ws/v2/", "/topics/")
 #: Topic paths whose answer is the shared metadata, served anywhere.
 _METADATA_SUFFIXES = ("/bundle", "/partitions")
 
 
 def owner_of_request(service: BrokerService, request: web.Request) -> BrokerInfo | None:
     """The worker that must serve ``request``; None where any may (no topic or bundle named, a
-    partitioned topic's own name, metadata only, a bundle nobody owns)."""
+    partitioned topic's own name, metadata only, a bundle nobody owns, the WebSocket API and
+    REST produce)."""
     info = request.match_info
     path = request.path
     if "bundle" in info and path.startswith("/admin/v2/namespaces/"):
         bundle = f"{info['tenant']}/{info['namespace']}/{info['bundle']}"
         return service.namespace_service.store.owner(bundle)
+    if path.startswith(_MESSAGING):
+        return None
     if "topic" not in info or not path.startswith("/admin/v2/") or path.endswith(_METADATA_SUFFIXES):
         return None
     domain = path.split("/")[3]

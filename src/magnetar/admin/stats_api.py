@@ -17,7 +17,10 @@ from aiohttp import web
 from magnetar.admin.consumers_api import page_path
 from magnetar.admin.errors import partitions_of, persistent, single_topic, translate_errors
 from magnetar.admin.partition_fanout import each_partition
+from magnetar.broker.compacted_topic import COMPACTED_TOPIC_LEDGER, COMPACTION_SUBSCRIPTION
+from magnetar.broker.compaction_stats import CompactionRecord
 from magnetar.broker.dispatchers.broadcast_stats import PAGE_LIMIT, STATS_CONSUMERS, is_broadcast
+from magnetar.broker.offloads import Offloads
 from magnetar.broker.replication import cursor_name, replication_stats
 
 if TYPE_CHECKING:
@@ -26,6 +29,8 @@ if TYPE_CHECKING:
     from magnetar.broker.subscription import PersistentSubscription
     from magnetar.broker.topic import PersistentTopic
     from magnetar.broker.traffic import Traffic
+    from magnetar.protocol.topic_name import TopicName
+    from magnetar.storage.managed_ledger import ManagedLedger
 
 #: Fields summed over partitions: a topic's and a publisher's (in), a subscription's (out).
 _IN = ("msgRateIn", "msgThroughputIn", "msgInCounter", "bytesInCounter")
@@ -104,12 +109,22 @@ def _subscription_stats(sub: PersistentSubscription | NonPersistentSubscription)
     return stats
 
 
-def topic_stats(topic: PersistentTopic | NonPersistentTopic) -> dict:
+#: What a topic never compacted shows (a non-persistent one, which has nothing to compact).
+_NEVER_COMPACTED = CompactionRecord()
+
+
+def _compaction_record(topic: PersistentTopic | NonPersistentTopic) -> CompactionRecord:
+    compaction = getattr(topic, "compaction", None)
+    return _NEVER_COMPACTED if compaction is None else compaction.record
+
+
+def topic_stats(topic: PersistentTopic | NonPersistentTopic, offloads: Offloads | None = None) -> dict:
     ml = topic.ml
     stats = {
         **_in(topic.traffic),
         **_out(topic.traffic),
         "storageSize": ml.size_bytes() if ml is not None else 0,
+        **(offload_stats(topic.name, ml, offloads) if ml is not None else {}),
         "publishers": [
             {"producerId": p.producer_id, "producerName": p.name, **_in(p.traffic)}
             for p in topic.producers.values()
@@ -121,10 +136,23 @@ def topic_stats(topic: PersistentTopic | NonPersistentTopic) -> dict:
         ],
         "lastConfirmedEntry": str(ml.last_confirmed) if ml is not None else None,
         "replication": replication_stats(topic) if ml is not None else {},
+        # Pulsar's CompactionStats: the last compaction (zeros before the first one)
+        "compaction": _compaction_record(topic).to_json(),
     }
     if ml is None:  # non-persistent, as Pulsar's: the subscriptions' drop rates added up
         stats["msgDropRate"] = sum(sub["msgDropRate"] for sub in stats["subscriptions"].values())
     return stats
+
+
+def offload_stats(name: TopicName, ml: ManagedLedger, offloads: Offloads | None) -> dict:
+    """Pulsar's offload fields of topic stats (tiered storage)."""
+    state = offloads.of(name) if offloads is not None else None
+    return {
+        "offloadedStorageSize": ml.offloaded_size_bytes(),
+        "lastOffloadLedgerId": state.last_ledger_id if state else 0,
+        "lastOffloadSuccessTimeStamp": state.last_success_ms if state else 0,
+        "lastOffloadFailureTimeStamp": state.last_failure_ms if state else 0,
+    }
 
 
 def _deleted_ranges(ranges: list[tuple[int, int, int]]) -> str:
@@ -163,6 +191,17 @@ def internal_stats(topic: PersistentTopic) -> dict:
             "individuallyDeletedMessages": _deleted_ranges(cursor.individually_deleted_ranges()),
             "durable": True,
         }
+    compaction = topic.compaction
+    if (compactor := compaction.cursor) is not None:  # Pulsar's compactor's subscription
+        mark_delete, read = compactor.mark_delete_position, compactor.read_position
+        view = compaction.view
+        cursors[COMPACTION_SUBSCRIPTION] = {
+            "markDeletePosition": str(mark_delete),
+            "readPosition": str(read),
+            "individuallyDeletedMessages": _deleted_ranges(compactor.individually_deleted_ranges()),
+            "durable": True,
+            "properties": {COMPACTED_TOPIC_LEDGER: view.ledger.ledger_id} if view is not None else {},
+        }
     created = datetime.fromtimestamp(current.created_at, tz=UTC)
     return {
         "numberOfEntries": sum(info.entries for info in ledgers),
@@ -173,14 +212,44 @@ def internal_stats(topic: PersistentTopic) -> dict:
         "lastConfirmedEntry": str(ml.last_confirmed),
         "state": "LedgerOpened",
         "ledgers": [
-            {"ledgerId": info.ledger_id, "entries": info.entries, "size": info.size_bytes, "offloaded": False}
+            {
+                "ledgerId": info.ledger_id,
+                "entries": info.entries,
+                "size": info.size_bytes,
+                "offloaded": info.offloaded,
+                "underReplicated": False,
+                **({"timestamp": int(info.closed_at * 1000)} if info.closed_at else {}),
+                # Magnetar's own: where an offloaded ledger's object is, and whether the local copy is left
+                **(
+                    {"offloadState": info.offload.state, "offloadKey": info.offload.key, "local": info.local}
+                    if info.offload is not None
+                    else {}
+                ),
+            }
             for info in ledgers
         ],
         "cursors": cursors,
+        "compactedLedger": _compacted_ledger(topic),
         # Magnetar's own: entries passed over because their records are damaged, and tails
         # recovery cut off, since the topic was loaded (docs/storage.md, "Damaged files")
         "damagedEntries": ml.damage.damaged_entries,
         "damage": ml.damage.stats(),
+    }
+
+
+def _compacted_ledger(topic: PersistentTopic) -> dict:
+    """Pulsar's ``compactedLedger`` of internal stats: the compacted ledger's id, entries and
+    bytes; -1 for each before the first compaction."""
+    view = topic.compaction.view
+    if view is None:
+        return {"ledgerId": -1, "entries": -1, "size": -1, "offloaded": False, "underReplicated": False}
+    ledger = view.ledger
+    return {
+        "ledgerId": ledger.ledger_id,
+        "entries": ledger.entries,
+        "size": ledger.size_bytes,
+        "offloaded": False,
+        "underReplicated": False,
     }
 
 
@@ -238,7 +307,7 @@ def add_routes(app: web.Application, service: BrokerService) -> None:
         @translate_errors
         async def stats(request: web.Request, domain: str = domain) -> web.Response:
             topic = single_topic(service, request, domain, "ask for its partitioned-stats")
-            return web.json_response(topic_stats(topic))
+            return web.json_response(topic_stats(topic, service.offloads))
 
         @translate_errors
         async def partitioned(request: web.Request, domain: str = domain) -> web.Response:
@@ -247,7 +316,7 @@ def add_routes(app: web.Application, service: BrokerService) -> None:
                 service,
                 request,
                 names,
-                lambda partition: topic_stats(service.get_topic(partition, create=False)),
+                lambda partition: topic_stats(service.get_topic(partition, create=False), service.offloads),
                 suffix="/stats",
             )
             partitions = {str(name): stats for name, stats in zip(names, answers, strict=True)}

@@ -28,8 +28,12 @@ from pydantic import Field, ValidationError
 from pydantic.dataclasses import dataclass
 
 from magnetar.broker import backlog_quota, config_sources
+from magnetar.broker.compaction_pause import Step as CompactionStep
 from magnetar.broker.config_sources import ConfigError
 from magnetar.broker.inactive_topic_policies import NO_SUBSCRIPTIONS, DeleteMode, InactiveTopicPolicies
+from magnetar.broker.offload_policies import OffloadPolicies
+from magnetar.offload.settings import OffloadSettings
+from magnetar.protocol.mqtt.codes import MAX_PACKET_SIZE as MQTT_MAX_PACKET_SIZE
 from magnetar.storage.config import (
     MIB,
     STRICT,
@@ -65,6 +69,14 @@ STORAGE_SETTINGS = (
     "entry_cache_bytes",
     "max_individual_ack_cache_bytes_per_cursor",
 )
+#: Tiered storage's read settings: the broker's name -> StorageConfig's.
+OFFLOAD_READ_SETTINGS = {
+    "managed_ledger_offload_read_cache_bytes": "offload_read_cache_bytes",
+    "managed_ledger_offload_read_buffer_size_in_bytes": "offload_read_block_bytes",
+    "managed_ledger_offload_prefetch_rounds": "offload_prefetch_blocks",
+    "managed_ledger_offload_read_retry_seconds": "offload_read_retry_seconds",
+    "managed_ledger_offload_read_timeout_seconds": "offload_read_timeout_seconds",
+}
 #: The storage layer's defaults, as its settings model holds them (data_dir aside).
 _STORAGE_DEFAULTS = StorageConfig(data_dir=Path("./data"))
 #: The settings of broker/limits.py (0: no limit).
@@ -99,6 +111,16 @@ class BrokerConfig:
     #: Serve plain HTTP on ``http_port``. Off: HTTPS only (Pulsar: an empty webServicePort);
     #: web_service_port_tls must then be set.
     web_service_port_enabled: bool = True
+    #: Pulsar's webSocketServiceEnabled: the WebSocket API (``/ws/v2/...``, docs/websocket.md) on
+    #: the HTTP port(s). On, as in Pulsar's standalone: it is served under the same authentication
+    #: and authorization as the binary port, so it opens nothing that port does not.
+    web_socket_service_enabled: bool = True
+    #: Pulsar's webSocketMaxTextFrameSize: the largest text frame a WebSocket client may send.
+    #: Unset: room for a message of max_message_size, base64 in its JSON.
+    web_socket_max_text_frame_size: PositiveInt | None = None
+    #: The web console at ``/console`` on the HTTP port(s) (docs/console.md): its page, and the
+    #: admin paths it reads under ``/admin/v2/console/``, behind the admin API's authentication.
+    web_console_enabled: bool = True
 
     # TLS (broker/tls.py, docs/configuration.md): off unless a TLS port is set.
     #: Pulsar's brokerServicePortTls: pulsar+ssl:// on this port (beside the plain one, unless
@@ -119,6 +141,24 @@ class BrokerConfig:
     tls_protocols: list[str] = field(default_factory=list)
     #: TLS 1.2 cipher suites in OpenSSL's names (e.g. "ECDHE-RSA-AES256-GCM-SHA384"); empty: defaults.
     tls_ciphers: list[str] = field(default_factory=list)
+
+    # MQTT (docs/mqtt.md; Pulsar's MQTT handler's names where it has the setting).
+    #: MQTT 3.1.1 and 5.0 on this port (1883 is the usual one); None: off. 0 picks a free one.
+    mqtt_port: Port | None = None
+    #: MQTT over TLS on this port (8883 is the usual one, MoP's ``mqtt+ssl://`` listener), with the
+    #: broker's TLS settings (tls_certificate_file_path ...); None: off. 0 picks a free one.
+    mqtts_port: Port | None = None
+    #: MoP's defaultTenant and defaultNamespace: an MQTT Topic Name ``a/b`` is the topic
+    #: ``persistent://{tenant}/{namespace}/a%2Fb``.
+    mqtt_default_tenant: str = "public"
+    mqtt_default_namespace: str = "default"
+    #: MoP's mqttMessageMaxLength: the largest MQTT packet taken (5.0 clients are told it as the
+    #: Maximum Packet Size); a message above max_message_size is stored in chunks (PIP 37).
+    #: At most 268435460 bytes, MQTT's own limit.
+    mqtt_message_max_length: PositiveInt = 64 * MIB
+    #: CONNECTs a second one client address may make (as many at once); more are refused with
+    #: CONNACK 0x9F / 3 (broker/mqtt/floods.py). 0: no limit, as the other limits.
+    mqtt_max_connect_rate_per_ip: NonNegativeFloat = 0.0
 
     # Protocol.
     max_message_size: PositiveInt = 5 * MIB
@@ -238,6 +278,61 @@ class BrokerConfig:
     #: Pulsar's exposeTopicLevelMetricsInPrometheus: /metrics has each loaded topic's series; false:
     #: one series per namespace, its topics' values summed (100,000 topics make a scrape huge).
     expose_topic_level_metrics_in_prometheus: bool = True
+    #: Pulsar's enableBrokerSideSubscriptionPatternEvaluation: a GET_TOPICS_OF_NAMESPACE with a
+    #: regex subscription's topics_pattern is answered with the matching topics only (a namespace
+    #: of 100,000 topics is not sent whole to each pattern consumer at each poll).
+    enable_broker_side_subscription_pattern_evaluation: bool = True
+    #: Pulsar's subscriptionPatternMaxLength: a longer pattern is not evaluated (the whole list is
+    #: answered and the client filters it).
+    subscription_pattern_max_length: PositiveInt = 50
+
+    # Tiered storage (docs/tiered-storage.md; Pulsar's names in snake_case). Off unless a driver is set.
+    #: Pulsar's managedLedgerOffloadDriver: aws-s3 (or S3), google-cloud-storage, azureblob, filesystem.
+    managed_ledger_offload_driver: str | None = None
+    #: The bucket (container, for azureblob) offloaded ledgers go to (Pulsar's managedLedgerOffloadBucket).
+    managed_ledger_offload_bucket: str | None = None
+    managed_ledger_offload_region: str | None = None
+    #: An S3-compatible store's URL (MinIO, Ceph ...); http:// is allowed.
+    managed_ledger_offload_service_endpoint: str | None = None
+    #: The filesystem driver's directory (a path or file:// URI; an NFS mount), Pulsar's fileSystemURI.
+    file_system_uri: str | None = None
+    #: A file of name=value lines with the store's credentials (else the environment: AWS_*,
+    #: GOOGLE_*, AZURE_STORAGE_*); never logged.
+    managed_ledger_offload_credentials_file: str | None = None
+    #: Pulsar's gcsManagedLedgerOffloadServiceAccountKeyFile.
+    gcs_managed_ledger_offload_service_account_key_file: str | None = None
+    #: Pulsar's managedLedgerOffloadAutoTriggerSizeThresholdBytes: bytes a topic keeps locally before
+    #: its older closed ledgers are offloaded (-1: off, 0: as soon as closed); namespaces and topics
+    #: may set their own (offloadThreshold).
+    managed_ledger_offload_threshold_in_bytes: Annotated[int, Field(ge=-1)] = -1
+    #: Pulsar's managedLedgerOffloadThresholdInSeconds: a closed ledger is offloaded this long after
+    #: its close, whatever the size threshold says (-1: not by age; 0: as soon as closed);
+    #: namespaces and topics may set their own (offloadThresholdInSeconds).
+    managed_ledger_offload_threshold_in_seconds: Annotated[int, Field(ge=-1)] = -1
+    #: Pulsar's managedLedgerOffloadDeletionLagMs: how long a verified offload's local copy stays.
+    managed_ledger_offload_deletion_lag_ms: Annotated[int, Field(ge=-1)] = 4 * 3600 * 1000
+    #: Pulsar's managedLedgerOffloadMaxThreads: ledgers uploaded at once.
+    managed_ledger_offload_max_threads: PositiveInt = 2
+    #: Threads reading offloaded ranges.
+    managed_ledger_offload_read_threads: PositiveInt = 2
+    #: Pulsar's managedLedgerOffloadMaxBlockSizeInBytes: multipart part size of uploads.
+    managed_ledger_offload_max_block_size_in_bytes: Annotated[int, Field(ge=5 * MIB)] = 64 * MIB
+    #: One request to the object store fails after this long.
+    managed_ledger_offload_timeout_seconds: PositiveFloat = 30.0
+    #: How often topics are checked against their offload threshold and deletion lag.
+    managed_ledger_offload_check_interval_seconds: PositiveFloat = 60.0
+    #: Memory for offloaded data read back (the read-ahead cache), all topics together.
+    managed_ledger_offload_read_cache_bytes: NonNegativeInt = _STORAGE_DEFAULTS.offload_read_cache_bytes
+    #: Pulsar's managedLedgerOffloadReadBufferSizeInBytes: the unit of range reads.
+    managed_ledger_offload_read_buffer_size_in_bytes: PositiveInt = _STORAGE_DEFAULTS.offload_read_block_bytes
+    #: Pulsar's managedLedgerOffloadPrefetchRounds: read buffers fetched ahead of what a read needs.
+    managed_ledger_offload_prefetch_rounds: NonNegativeInt = _STORAGE_DEFAULTS.offload_prefetch_blocks
+    #: After a failed read from the store, reads of offloaded data fail at once this long.
+    managed_ledger_offload_read_retry_seconds: NonNegativeFloat = _STORAGE_DEFAULTS.offload_read_retry_seconds
+    #: The longest a seek or admin look-up waits for offloaded bytes.
+    managed_ledger_offload_read_timeout_seconds: PositiveFloat = (
+        _STORAGE_DEFAULTS.offload_read_timeout_seconds
+    )
 
     # Backlog quotas (see backlog_quota.py; namespaces may set their own).
     #: Largest backlog per topic, in bytes from the slowest subscription on (-1: no limit).
@@ -248,6 +343,21 @@ class BrokerConfig:
     backlog_quota_default_retention_policy: backlog_quota.RetentionPolicy = backlog_quota.HOLD
     #: How often topics are checked against their backlog quotas.
     backlog_quota_check_interval_seconds: PositiveFloat = 60.0
+
+    # Topic compaction (docs/compaction.md, Pulsar's names).
+    #: Pulsar's brokerServiceCompactionThresholdInBytes: a topic is compacted by itself once the
+    #: backlog of its __compaction cursor passes this many bytes, where neither the topic nor its
+    #: namespace sets a compactionThreshold; 0: never by itself.
+    broker_service_compaction_threshold_in_bytes: NonNegativeInt = 0
+    #: Pulsar's brokerServiceCompactionMonitorIntervalInSeconds: how often loaded topics are
+    #: checked against their compaction threshold.
+    broker_service_compaction_monitor_interval_in_seconds: PositiveFloat = 60.0
+    #: Milliseconds of a compaction's work between two yields of the GIL, so that the event loop
+    #: serves sends meanwhile without waiting for Python's switch interval (compactor.py); 0: never.
+    compaction_yield_interval_ms: NonNegativeFloat = 0.2
+    #: TESTS ONLY: every compaction waits at this step until the broker stops (compaction_pause.py),
+    #: so that a crash test kills the broker there. Never set it in production.
+    test_compaction_pause_at: CompactionStep | None = None
 
     # Topics.
     #: Broker-side deduplication by producer name and sequence id (namespaces may override).
@@ -296,7 +406,34 @@ class BrokerConfig:
     def storage_config(self) -> StorageConfig:
         """The storage layer's settings, as this broker's."""
         passed = {name: getattr(self, name) for name in STORAGE_SETTINGS}
+        passed.update({ours: getattr(self, name) for name, ours in OFFLOAD_READ_SETTINGS.items()})
         return StorageConfig(data_dir=Path(self.data_dir), **passed)
+
+    def offload_settings(self) -> OffloadSettings | None:
+        """The offload driver's settings; None while tiered storage is off (no driver)."""
+        if not self.managed_ledger_offload_driver:
+            return None
+        return OffloadSettings(
+            self.managed_ledger_offload_driver,
+            bucket=self.managed_ledger_offload_bucket,
+            region=self.managed_ledger_offload_region,
+            service_endpoint=self.managed_ledger_offload_service_endpoint,
+            file_system_uri=self.file_system_uri,
+            credentials_file=self.managed_ledger_offload_credentials_file,
+            gcs_service_account_key_file=self.gcs_managed_ledger_offload_service_account_key_file,
+            max_threads=self.managed_ledger_offload_max_threads,
+            read_threads=self.managed_ledger_offload_read_threads,
+            max_block_size_in_bytes=self.managed_ledger_offload_max_block_size_in_bytes,
+            timeout_seconds=self.managed_ledger_offload_timeout_seconds,
+        )
+
+    def offload_policies(self) -> OffloadPolicies:
+        """The broker's offload threshold and deletion lag (where no namespace or topic sets one)."""
+        return OffloadPolicies(
+            self.managed_ledger_offload_threshold_in_bytes,
+            self.managed_ledger_offload_deletion_lag_ms,
+            self.managed_ledger_offload_threshold_in_seconds,
+        )
 
     def worker_count(self) -> int:
         """``workers`` as a number: ``"auto"`` is the cores this process may run on."""
@@ -326,6 +463,18 @@ class BrokerConfig:
 
     def validate(self) -> None:
         """The checks across settings that need no other module (the rest: ``startup.prepare``)."""
+        settings = self.offload_settings()
+        if settings is not None:
+            settings.check()  # the driver's name, its bucket or directory
+        if self.mqtt_message_max_length > MQTT_MAX_PACKET_SIZE:
+            raise ValueError(
+                f"mqtt_message_max_length {self.mqtt_message_max_length} is over MQTT's own limit "
+                f"of {MQTT_MAX_PACKET_SIZE} bytes"
+            )
+        if (self.mqtt_port is not None or self.mqtts_port is not None) and self.workers != 1:
+            raise ValueError(
+                "mqtt_port and mqtts_port are served by one broker process only (workers = 1) for now"
+            )
         if self.authorization_enabled and not self.authentication_enabled:
             raise ValueError(
                 "authorization_enabled needs authentication_enabled: without a proved role no grant can apply"

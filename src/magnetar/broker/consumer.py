@@ -7,7 +7,7 @@ the consumer holds it as a ``TransportCnx``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 from magnetar.broker.chunk_watch import ChunkWatch
 from magnetar.broker.entries import DispatchEntry
@@ -34,7 +34,6 @@ class Consumer:
         "chunk_watch",
         "closed",
         "cnx",
-        "compacted_from_start",
         "consumer_id",
         "id_field",
         "key_shared_meta",
@@ -48,6 +47,13 @@ class Consumer:
         "traffic",
         "wants_entry_metadata",
     )
+
+    #: Dispatchers may write it MESSAGE frames they built (``write_frames``); a consumer of
+    #: another protocol's connection (MQTT) sends entries its own way (``send_own_way``).
+    takes_frames: ClassVar[bool] = True
+    #: A broadcast consumer that starts at the end of the topic, not at the subscription's
+    #: mark-delete position (an MQTT subscriber gets what is published after it subscribed).
+    joins_at_tail: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -68,8 +74,6 @@ class Consumer:
         self.permits = 0
         #: readCompacted (Exclusive and Failover only): the compacted view up to its horizon first.
         self.read_compacted = False
-        #: Its first read starts at the compacted view's start (it asked for the earliest message).
-        self.compacted_from_start = False
         #: Entries sent and not yet acknowledged: position -> message count (shared dispatchers).
         self.pending_acks: dict[Position, int] = {}
         self.closed = False
@@ -128,6 +132,12 @@ class Consumer:
     def write_frames(self, frames: list[bytes | memoryview]) -> None:
         """MESSAGE frames built by a dispatcher (``broadcast_send``), written in this loop pass."""
         self.cnx.write_many(frames)
+
+    def send_own_way(self, entries: list[DispatchEntry]) -> tuple[int, int]:
+        """For a consumer that takes no frames: send ``entries``, charge its permits and count its
+        own traffic; the messages and bytes sent (its dispatcher counts them for the
+        subscription and topic)."""
+        raise NotImplementedError
 
     def notify_active_consumer_change(self, is_active: bool) -> None:
         """Tell a Failover consumer whether it is now the one receiving."""

@@ -1,7 +1,10 @@
 """One broker per data directory: two processes appending to the same ledgers would corrupt them.
 
 An exclusive ``flock`` on ``<data_dir>/broker.lock``; the kernel drops it when the process
-ends, however it ends (``kill -9`` included), so a crashed broker never leaves a stale lock.
+ends, however it ends (``kill -9`` included), so a crashed broker never leaves a stale lock. The
+lock belongs to the open file, not to one process: a supervisor passes its descriptor to its
+workers (``fileno``), so that the lock is held until the last of them has flushed and exited, even
+when the supervisor itself was killed first.
 """
 
 from __future__ import annotations
@@ -42,9 +45,15 @@ class DataDirLock:
         os.write(fd, str(os.getpid()).encode())
         self._fd = fd
 
+    def fileno(self) -> int:
+        """The locked file's descriptor, for a child process to inherit (and the lock with it)."""
+        if self._fd is None:
+            raise DataDirError(f"{self.path} is not locked")
+        return self._fd
+
     def release(self) -> None:
         if self._fd is not None:
-            os.close(self._fd)  # closing the descriptor drops the lock
+            os.close(self._fd)  # the lock goes once no process holds the file open
             self._fd = None
 
 

@@ -1,7 +1,8 @@
 """The broker's background work, run every so often on the loop: rates over the stats interval,
-backlog quotas, cursor and state flushes, message TTL, retention trims, the broadcast lag policy.
+backlog quotas, cursor and state flushes, message TTL, retention trims, the broadcast lag policy,
+compaction by threshold.
 
-A pass over every loaded topic goes ``SLICE`` topics at a time, and the loop serves everyone else
+A pass over every loaded topic goes ``topic_slices.SLICE`` topics at a time, and the loop serves everyone else
 between slices: with 100,000 topics loaded one pass in one go would stall every client for
 seconds."""
 
@@ -11,30 +12,31 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import Executor
+from functools import partial
 
-from magnetar.broker import descriptors
+from magnetar.broker import descriptors, topic_slices
 from magnetar.broker.coarse_clock import CLOCK
 from magnetar.broker.dispatchers import broadcast_lag
 from magnetar.broker.dispatchers.broadcast import BroadcastDispatcher
 from magnetar.broker.namespaces import NamespaceRegistry
 from magnetar.broker.nonpersistent import NonPersistentTopic
+from magnetar.broker.offloads import Offloads
 from magnetar.broker.topic import PersistentTopic
+from magnetar.protocol.topic_name import TopicName
 from magnetar.storage.errors import StorageFullError
 
 log = logging.getLogger(__name__)
 
 Topics = Mapping[str, PersistentTopic | NonPersistentTopic]
-#: Topics one step of a pass handles before the loop serves others.
-SLICE = 500
 #: A background action: done when it returns, or a pass of steps (the loop runs between them).
 Action = Callable[[], "Iterator[None] | None"]
 
 
 def in_slices(topics: Topics) -> Iterator[list[PersistentTopic | NonPersistentTopic]]:
-    """The topics loaded when the pass began, ``SLICE`` at a time; one unloaded meanwhile is left out."""
-    snapshot = list(topics.items())
-    for start in range(0, len(snapshot), SLICE):
-        yield [topic for key, topic in snapshot[start : start + SLICE] if topics.get(key) is topic]
+    """The topics loaded when the pass began, ``SLICE`` at a time (topic_slices.py)."""
+    for part in topic_slices.in_slices(topics):
+        yield [topic for _, topic in part]
 
 
 async def every(seconds: float, action: Action) -> None:
@@ -80,6 +82,8 @@ def update_rates(topics: Topics) -> Iterator[None]:
                 producer.traffic.update_rates(now)
             for replicator in topic.replicators.values():
                 replicator.traffic.update_rates(now)
+            if isinstance(topic, PersistentTopic):
+                topic.compaction.record.update_rates(now)
             for subscription in topic.subscriptions.values():
                 subscription.traffic.update_rates(now)
                 for consumer in subscription.consumers:
@@ -116,9 +120,13 @@ def expire_messages(topics: Topics, namespaces: NamespaceRegistry) -> Iterator[N
             ttl = namespaces.policies(topic.name.namespace_name).message_ttl_seconds
             if not ttl:
                 continue
-            for name in topic.expire_older_than(ttl):
-                log.info("%s/%s: expired messages older than %ds", topic.name, name, ttl)
+            topic.expire_older_than(ttl, expired=partial(_said_expired, topic.name, ttl))
         yield
+
+
+def _said_expired(topic: TopicName, ttl: int, names: list[str]) -> None:
+    for name in names:
+        log.info("%s/%s: expired messages older than %ds", topic, name, ttl)
 
 
 def trim_all(topics: Topics, namespaces: NamespaceRegistry) -> Iterator[None]:
@@ -136,6 +144,42 @@ def trim_all(topics: Topics, namespaces: NamespaceRegistry) -> Iterator[None]:
             deleted = topic.trim(time_s, size_b)  # flushes the topic state first
             if deleted:
                 log.info("%s: deleted consumed ledgers %s", topic.name, deleted)
+        yield
+
+
+def offload_all(topics: Topics, offloads: Offloads) -> Iterator[None]:
+    """Tiered storage: each persistent topic's offload threshold and deletion lag (the uploads run
+    on the offload threads), then the objects nobody owns."""
+    for part in in_slices(topics):
+        for topic in part:
+            if topic.ml is not None and not topic.ml.closed:
+                offloads.check(topic)
+        yield
+    offloads.sweep()
+
+
+def check_compaction(
+    topics: Topics, threshold_of: Callable[[TopicName], int], executor: Executor | None
+) -> Iterator[None]:
+    """Pulsar's compaction monitor: start a compaction of each persistent topic whose backlog not
+    yet compacted is past the compaction threshold that applies to it (``threshold_of``: 0 is
+    off); one under its threshold gets its ``__compaction`` cursor, so nothing is trimmed before
+    compaction reads it."""
+    for part in in_slices(topics):
+        for topic in part:
+            if not isinstance(topic, PersistentTopic):
+                continue
+            threshold = threshold_of(topic.name)
+            compaction = topic.compaction
+            if threshold <= 0 or compaction.running:
+                continue
+            durable = [sub.cursor for sub in topic.subscriptions.values() if sub.durable]
+            backlog = compaction.backlog_estimate(durable)
+            if backlog > threshold:
+                log.info("%s: %d bytes not compacted, over %d: compacting", topic.name, backlog, threshold)
+                compaction.start(executor)
+            else:
+                compaction.make_cursor(executor)
         yield
 
 

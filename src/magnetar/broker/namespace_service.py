@@ -20,6 +20,10 @@ from magnetar.broker.ownership import SPREAD_CHANGE, BrokerInfo, OwnershipStore
 from magnetar.protocol import wire
 from magnetar.protocol.topic_name import TopicName
 
+#: The change published when bundles lose their owner (``bundle/tenant/ns/range``, or ``bundles``
+#: for a broker's whole share): the brokers look again at what they should serve.
+BUNDLE_PATH = "bundle"
+
 
 class ServiceUnitNotReady(BrokerError):
     """Pulsar's ServiceUnitNotReadyException: this broker does not serve the topic's bundle."""
@@ -71,6 +75,15 @@ class NamespaceService:
     def unregister(self) -> None:
         if self.me is not None:
             self.store.unregister(self.me.broker_id)
+
+    def topic_loaded(self, topic: str, loaded: bool) -> None:
+        """A non-persistent ``topic`` was loaded here (or left): the other brokers list it too."""
+        if self.me is not None:
+            self.store.topic_loaded(self.me.broker_id, topic, loaded)
+
+    def nonpersistent_topics(self, namespace: str) -> list[str]:
+        """The non-persistent topics of ``namespace`` that the live brokers have loaded."""
+        return self.store.loaded_topics(f"non-persistent://{namespace}/")
 
     @property
     def broker_id(self) -> str:
@@ -127,6 +140,7 @@ class NamespaceService:
         files this broker still has open, and no client is served here meanwhile."""
         closed = self._unload_topics(bundle)
         self.store.release(str(bundle), self.broker_id)
+        self.store.publish_change(f"{BUNDLE_PATH}{bundle}")  # its next owner resumes its replication
         return closed
 
     def split(self, bundle: NamespaceBundle) -> tuple[NamespaceBundle, ...]:
@@ -150,6 +164,7 @@ class NamespaceService:
             return
         self._unload_all()
         self.store.register(self.me)
+        self.store.publish_change(f"{BUNDLE_PATH}s")  # the bundles it had are anyone's now
 
     def _unload_all(self) -> None:
         for tenant in self.namespaces.tenants():
@@ -161,11 +176,13 @@ class NamespaceService:
         self,
         changed: Callable[[str], None],
         schema_changed: Callable[[str | None], None] = lambda sid: None,
+        bundles_moved: Callable[[], None] = lambda: None,
         spread_changed: Callable[[], None] = lambda: None,
     ) -> None:
         """Apply the namespaces other brokers changed: their cached policies are dropped and
         ``changed(namespace)`` is called (``"*"``: every namespace may have changed); a topic's
-        schema changed: ``schema_changed(its schema id)`` (None: any); a topic was made spread:
+        schema changed: ``schema_changed(its schema id)`` (None: any); bundles lost their owner
+        (an unload, a broker gone): ``bundles_moved()``, once; a topic was made spread:
         ``spread_changed()``."""
         self._version, paths = self.store.changes_since(self._version)
         for path in dict.fromkeys(paths):
@@ -182,3 +199,5 @@ class NamespaceService:
                 namespace = path.removeprefix("namespace/")
                 self.namespaces.forget(namespace)
                 changed(namespace)
+        if any(path.startswith(BUNDLE_PATH) or path == "*" for path in paths):
+            bundles_moved()

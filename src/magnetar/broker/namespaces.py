@@ -80,6 +80,18 @@ class NamespacePolicies:
     bundles: dict[str, Any] | None = None
     #: Pulsar's InactiveTopicPolicies JSON (inactive_topic_policies.py); None: the broker's settings.
     inactive_topic_policies: dict[str, Any] | None = None
+    #: Tiered storage (offload_policies.py): Pulsar's ``offload_threshold`` (bytes kept locally;
+    #: -1 off, 0 at once), ``offload_threshold_in_seconds`` (seconds after its close a ledger is
+    #: offloaded; -1 off), ``offload_deletion_lag_ms`` and ``offload_policies`` (OffloadPolicies
+    #: JSON); None: the broker's settings.
+    offload_threshold: int | None = None
+    offload_threshold_in_seconds: int | None = None
+    offload_deletion_lag_ms: int | None = None
+    offload_policies: dict[str, Any] | None = None
+
+    #: Pulsar's compaction_threshold: bytes of a topic's backlog not compacted yet past which it is
+    #: compacted by itself (compaction_policies.py); 0: never; None: the broker's setting.
+    compaction_threshold: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:

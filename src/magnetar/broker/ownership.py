@@ -96,6 +96,15 @@ class OwnershipStore(Protocol):
     def spread_topics(self) -> set[str]:
         """The topics marked spread."""
 
+    def topic_loaded(self, broker_id: str, topic: str, loaded: bool) -> None:
+        """``topic``, which exists only while a broker has it loaded (a non-persistent topic), is
+        loaded on ``broker_id`` now (or no longer): so that every broker lists it (Pulsar asks each
+        bundle's owner for its non-persistent topics). Ending a session forgets its topics."""
+
+    def loaded_topics(self, prefix: str) -> list[str]:
+        """The topics live brokers said they have loaded (``topic_loaded``) whose names start with
+        ``prefix`` (``non-persistent://tenant/ns/``), sorted."""
+
     def publish_change(self, path: str) -> None:
         """Tell every broker that the metadata at ``path`` changed (e.g. ``namespace/t/ns``)."""
 
@@ -150,6 +159,12 @@ class LocalOwnership:
 
     def spread_topics(self) -> set[str]:
         return set()
+
+    def topic_loaded(self, broker_id: str, topic: str, loaded: bool) -> None:
+        pass  # the broker's own loaded topics are all there are
+
+    def loaded_topics(self, prefix: str) -> list[str]:
+        return []
 
     def publish_change(self, path: str) -> None:
         pass

@@ -40,6 +40,11 @@ CREATE TABLE IF NOT EXISTS bundle_owners (
     broker_id TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS bundle_owners_by_broker ON bundle_owners (broker_id);
+CREATE TABLE IF NOT EXISTS loaded_topics (
+    topic TEXT PRIMARY KEY,
+    broker_id TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS loaded_topics_by_broker ON loaded_topics (broker_id);
 CREATE TABLE IF NOT EXISTS changes (
     version INTEGER PRIMARY KEY AUTOINCREMENT,
     path TEXT NOT NULL
@@ -84,6 +89,7 @@ class SqliteOwnership:
         try:
             with store._write() as db:
                 db.execute("DELETE FROM bundle_owners")
+                db.execute("DELETE FROM loaded_topics")
                 db.execute("DELETE FROM brokers")
                 db.execute("DELETE FROM spread_topics")
         finally:
@@ -125,6 +131,7 @@ class SqliteOwnership:
     def unregister(self, broker_id: str) -> None:
         with self._write() as db:
             db.execute("DELETE FROM bundle_owners WHERE broker_id = ?", (broker_id,))
+            db.execute("DELETE FROM loaded_topics WHERE broker_id = ?", (broker_id,))
             db.execute("DELETE FROM brokers WHERE broker_id = ?", (broker_id,))
 
     def brokers(self) -> list[BrokerInfo]:
@@ -198,6 +205,23 @@ class SqliteOwnership:
 
     def spread_topics(self) -> set[str]:
         return {str(topic) for (topic,) in self._query("SELECT topic FROM spread_topics")}
+
+    # -- topics that exist only while loaded ---------------------------------------------------------
+    def topic_loaded(self, broker_id: str, topic: str, loaded: bool) -> None:
+        with self._write() as db:
+            if loaded:
+                sql = "INSERT OR REPLACE INTO loaded_topics (topic, broker_id) VALUES (?, ?)"
+                db.execute(sql, (topic, broker_id))
+            else:
+                db.execute("DELETE FROM loaded_topics WHERE topic = ? AND broker_id = ?", (topic, broker_id))
+
+    def loaded_topics(self, prefix: str) -> list[str]:
+        rows = self._query(
+            "SELECT t.topic FROM loaded_topics t JOIN brokers b ON b.broker_id = t.broker_id"
+            " WHERE substr(t.topic, 1, ?) = ? AND b.lease_until > ? ORDER BY t.topic",
+            (len(prefix), prefix, self._clock()),
+        )
+        return [str(row[0]) for row in rows]
 
     # -- change notices ---------------------------------------------------------------------------
     def publish_change(self, path: str) -> None:

@@ -58,6 +58,9 @@ class Producer:
         self.name = name
         #: A geo-replicator's producer: deduplicated whatever the namespace says.
         self.replicator = is_replicator_producer(name)
+        #: Deduplicated whatever the namespace says: a geo-replicator's, and the MQTT handler's
+        #: (QoS 2 is exactly once through deduplication).
+        self.deduplicated = self.replicator
         self.user_provided_name = user_provided_name
         self.access_mode = access_mode
         self.closed = False
@@ -68,8 +71,9 @@ class Producer:
         self._pending: deque[PendingSend] = deque()
         #: A send of this producer could not be stored: later ones are not tried (see ``not_stored``).
         self.refusing_sends = False
-        #: Called once a WaitForExclusive producer gets the topic (set by the connection).
-        self.on_ready: Callable[[], None] = lambda: None
+        #: Called with this producer once a WaitForExclusive producer gets the topic (set by the
+        #: connection; given the producer rather than holding it, so the two make no cycle).
+        self.on_ready: Callable[[Producer], None] = lambda producer: None
 
     def fence(self) -> None:
         """Another producer took exclusive access with fencing: close this one (the client

@@ -7,8 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from magnetar.broker.clusters import ClusterRegistry
+from magnetar.broker.compaction_policies import TopicCompactionThresholds
 from magnetar.broker.inactive_topic_policies import TopicInactivePolicies
 from magnetar.broker.namespaces import NamespaceRegistry
+from magnetar.broker.offload_policies import TopicOffloadPolicies
 from magnetar.broker.replication import TopicReplication
 from magnetar.broker.schemas.registry import SchemaRegistry
 from magnetar.storage.store import Storage
@@ -30,6 +32,11 @@ class BrokerResources:
     schemas: SchemaRegistry
     #: Topics' own inactive-topic policies.
     topic_inactive_policies: TopicInactivePolicies
+    #: Topics' own offload policies (tiered storage).
+    topic_offload_policies: TopicOffloadPolicies
+
+    #: Topics' own compaction thresholds.
+    topic_compaction_thresholds: TopicCompactionThresholds
 
     @classmethod
     def open(cls, storage: Storage, cluster_name: str, default_bundles: int) -> BrokerResources:
@@ -44,4 +51,6 @@ class BrokerResources:
             topic_replication=TopicReplication(metadata),
             schemas=SchemaRegistry(metadata, namespaces),
             topic_inactive_policies=TopicInactivePolicies(metadata),
+            topic_offload_policies=TopicOffloadPolicies(metadata),
+            topic_compaction_thresholds=TopicCompactionThresholds(metadata),
         )

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from magnetar.broker.connection import ServerCnx
+from magnetar.broker.mqtt import server as mqtt_server
 from magnetar.broker.service import BrokerService
 
 
@@ -23,5 +24,12 @@ def channel_initializer(service: BrokerService) -> Callable[[], ServerCnx]:
 
 
 async def start(service: BrokerService) -> None:
-    """Start ``service``, serving the binary protocol through ``ServerCnx`` connections."""
+    """Start ``service``, serving the binary protocol through ``ServerCnx`` connections, and MQTT
+    (``broker/mqtt``) when ``mqtt_port`` or ``mqtts_port`` is set."""
     await service.start(channel_initializer(service))
+    if service.config.mqtt_port is not None or service.config.mqtts_port is not None:
+        try:
+            await mqtt_server.start(service)
+        except BaseException:
+            await service.stop()
+            raise

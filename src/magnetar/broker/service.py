@@ -19,17 +19,28 @@ import threading
 import time
 import urllib.parse
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
-from magnetar.broker import descriptors, frame_room, housekeeping, loop_pass, tls
+from magnetar.broker import (
+    descriptors,
+    frame_room,
+    housekeeping,
+    loop_pass,
+    memory,
+    offload_policies,
+    tls,
+    worker_credentials,
+)
 from magnetar.broker.authorization import CONSUME, PRODUCE, Authorizer
 from magnetar.broker.clusters import ClusterRegistry
+from magnetar.broker.compaction_policies import TopicCompactionThresholds, applied_threshold
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.data_dir_lock import DataDirLock
 from magnetar.broker.dispatchers.broadcast_lag import LagLimits
+from magnetar.broker.errors import TopicNotFound
 from magnetar.broker.flow_control import Hold, PublishBuffer, no_holds
 from magnetar.broker.frame_budget import FrameBudget, FrameReceiver
 from magnetar.broker.inactive_topic_policies import InactiveTopicPolicies
@@ -40,6 +51,8 @@ from magnetar.broker.listener import Listener, listen
 from magnetar.broker.namespace_service import NamespaceService
 from magnetar.broker.namespaces import AutoTopicCreation, NamespaceRegistry
 from magnetar.broker.nonpersistent import NonPersistentTopic
+from magnetar.broker.offload_policies import OffloadPolicies
+from magnetar.broker.offloads import Offloads
 from magnetar.broker.ownership import BrokerInfo, LocalOwnership, OwnershipStore
 from magnetar.broker.refusal import PULSAR_OUT_OF_DESCRIPTORS
 from magnetar.broker.replication import TopicReplication, effective_clusters
@@ -51,7 +64,9 @@ from magnetar.broker.startup import BrokerSetup
 from magnetar.broker.topic import PersistentTopic
 from magnetar.broker.topic_catalog import TopicCatalog, Topics
 from magnetar.broker.topic_loader import TopicLoader
+from magnetar.broker.worker_credentials import WorkerSecret
 from magnetar.broker.worker_role import WorkerRole
+from magnetar.offload.offloader import LedgerOffloader
 from magnetar.protocol.frames import SHARED_READ_SIZE
 from magnetar.protocol.topic_name import TopicName
 from magnetar.storage import ledger_files
@@ -62,6 +77,8 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 #: The name of the thread that lists topics (tests look for it).
 LISTING_THREAD = "magnetar-list"
+#: The name of the thread that compacts topics.
+COMPACTION_THREAD = "magnetar-compaction"
 #: How often a broker sharing bundles renews its session (a third of the store's lease) and
 #: looks for policies changed by the others (what "at once" means across workers).
 OWNERSHIP_RENEW_SECONDS = 3.0
@@ -100,6 +117,9 @@ class BrokerService:
         self._loader: TopicLoader | None = None
         #: Lists a namespace's topics (GET_TOPICS_OF_NAMESPACE, the admin lists) off the loop.
         self._listing = ThreadPoolExecutor(1, thread_name_prefix=LISTING_THREAD)
+        #: Runs topic compactions (both phases), one at a time, apart from the open threads: a
+        #: long compaction holds up no topic's load (compacted_topic.py).
+        self.compaction_executor = ThreadPoolExecutor(1, thread_name_prefix=COMPACTION_THREAD)
         self.port: int | None = None
         #: The pulsar+ssl:// port as bound; None while TLS is off (broker/tls.py).
         self.tls_port: int | None = None
@@ -116,6 +136,17 @@ class BrokerService:
         #: Called with each persistent topic loaded and each namespace whose policies changed:
         #: geo-replication (magnetar.replication, a layer above) attaches its replicators.
         self.replication_listeners: list[Callable[[], None]] = []
+        #: Called with each persistent topic loaded (created or opened again): the MQTT handler
+        #: subscribes its wildcard subscriptions to the new topics that match (broker/mqtt).
+        self.topic_listeners: list[Callable[[PersistentTopic], None]] = []
+        #: Servers of other protocols on this broker (MQTT), closed with the Pulsar ones.
+        self.protocol_servers: list[ProtocolServer] = []
+        #: The MQTT port as bound; None while MQTT is off (mqtt_port); the MQTT-over-TLS one (mqtts_port).
+        self.mqtt_port: int | None = None
+        self.mqtts_port: int | None = None
+        #: Called when bundles lost their owner (bundles_moved): geo-replication loads the
+        #: replicated topics of the bundles this broker then owns.
+        self.ownership_listeners: list[Callable[[], None]] = []
         #: When each loaded topic was last seen in use: idle ones are unloaded (inactive_topics.py).
         self.inactive_topics = InactiveTopics()
         #: One topic's broadcast consumers on every worker: spread topics and followers (spread.py).
@@ -129,6 +160,7 @@ class BrokerService:
             lambda: self.loader.executor,
             lambda name: partial(self.namespaces.policies, name.namespace_name),
         )
+        self._offloads: Offloads | None = None
 
     def _flow_control(self, config: BrokerConfig) -> None:
         """What connections share: the read buffer, the publish buffer, room for large frames."""
@@ -155,6 +187,11 @@ class BrokerService:
         config = setup.config
         #: The authentication providers, None while authentication is off (authentication.py).
         self.authentication = setup.authentication
+        #: A worker's secret shared with the other workers, which it seals an HTTP client's
+        #: credentials with at their Pulsar ports (and takes them sealed); None alone.
+        self.worker_secret: WorkerSecret | None = None
+        if self.worker is not None:
+            self.worker_secret = worker_credentials.install(self.authentication, config.data_dir)
         #: Credentials accepted and refused (CONNECT, AUTH_RESPONSE, expiry), by auth method (/metrics).
         self.authentication_successes: Counter[str] = Counter()
         self.authentication_failures: Counter[str] = Counter()
@@ -199,6 +236,13 @@ class BrokerService:
     @property
     def schemas(self) -> SchemaRegistry:
         return self.resources.schemas
+
+    @property
+    def offloads(self) -> Offloads:
+        """Tiered storage's offloads (offloads.py), made at start."""
+        if self._offloads is None:
+            raise BrokerNotStarted("the broker is not started")
+        return self._offloads
 
     @property
     def namespace_service(self) -> NamespaceService:
@@ -265,7 +309,10 @@ class BrokerService:
             topic_type=config.auto_topic_creation_type,
             default_num_partitions=config.default_num_partitions,
         )
-        catalog = TopicCatalog(self.topics, resources, self.limits, auto_creation, self.replication_changed)
+        shared = self._namespace_service.topic_loaded if self._ownership_shared else _nothing
+        catalog = TopicCatalog(
+            self.topics, resources, self.limits, auto_creation, self.replication_changed, shared
+        )
         self._catalog = catalog
         self._loader = TopicLoader(
             self.topics,
@@ -275,11 +322,18 @@ class BrokerService:
             self._interceptors,
             self._topic_loaded,
             check_owned=self.check_served_here,
+            nonpersistent_loaded=shared,
         )
 
     def _topic_loaded(self, topic: PersistentTopic) -> None:
         self.open_replication_cursors(topic)
+        self.prepare_compaction(topic)
         self.replication_changed()
+        for listener in list(self.topic_listeners):
+            try:
+                listener(topic)
+            except Exception:
+                log.exception("%s: a topic listener failed", topic.name)
 
     def _hold_all(self, reason: int) -> None:
         log.debug("publish buffer over %d bytes: not reading any connection", self.publish_buffer.limit)
@@ -346,12 +400,19 @@ class BrokerService:
         if self.worker is None:  # a worker's supervisor holds it for all of them
             self._lock.acquire()
         passes = loop_pass.for_loop(loop)
+        settings = self.config.offload_settings()
+        offloader = LedgerOffloader(settings) if settings is not None else None
         storage = Storage(
             self.config.storage_config(),
             notify=_notifier(loop, passes),
             defer=lambda callback: passes.defer(loop_pass.SYNC, callback),
             check_directories=self.worker is None,
+            object_reader=offloader.io if offloader is not None else None,
         )
+        #: Tiered storage: offloads by threshold and by the admin API (offloads.py).
+        self._offloads = Offloads(offloader, storage.metadata, self.offload_policies)
+        if offloader is not None:
+            log.info("tiered storage: closed ledgers are offloaded to %s", offloader.settings.describe())
         # Descriptors are the process's: a broker's storage sets the bound for every ledger.
         ledger_files.set_open_limit(descriptors.ledger_file_limit(self.config.max_open_ledger_files))
         self._open_resources(storage)
@@ -410,6 +471,11 @@ class BrokerService:
             ),
             (min(1.0, timeout / 4), partial(frame_room.close_stalled, self.frame_budget, timeout)),
             (config.broker_delete_inactive_topics_frequency_seconds, self.check_inactive_topics),
+            (
+                config.managed_ledger_offload_check_interval_seconds,
+                partial(housekeeping.offload_all, topics, self.offloads),
+            ),
+            (config.broker_service_compaction_monitor_interval_in_seconds, self.check_compaction),
         ]
         if self.authentication is not None:
             work.append((config.authentication_refresh_check_seconds, self.check_credentials))
@@ -419,7 +485,11 @@ class BrokerService:
             service = self.namespace_service
             work.append((OWNERSHIP_RENEW_SECONDS, service.keep_alive))
             poll = partial(
-                service.poll_changes, self.policies_changed, self.schemas.forget, self.spread.refresh
+                service.poll_changes,
+                self.policies_changed,
+                self.schemas.forget,
+                self.bundles_moved,
+                self.spread.refresh,
             )
             work.append((POLICY_POLL_SECONDS, poll))
         if self.spread.active:
@@ -429,18 +499,64 @@ class BrokerService:
             work.append((config.broadcast_lag_check_interval_seconds, sweep_lag))
         return work
 
-    def check_inactive_topics(self) -> None:
+    def check_inactive_topics(self) -> Iterator[None]:
         """Delete the unused topics the inactive-topic policies say to; unload the others nobody
-        has used for ``broker_unload_inactive_topics_seconds``."""
-        self.inactive_topics.sweep(
+        has used for ``broker_unload_inactive_topics_seconds``. A slice of topics at a time
+        (``housekeeping.every`` runs the loop between them)."""
+        gone = yield from self.inactive_topics.sweeping(
             self.topics,
-            time.monotonic(),
+            time.monotonic,
             self.config.broker_unload_inactive_topics_seconds,
             self.loader.unload,
             self.catalog.topics_changed,
             lambda topic: self.inactive_topic_policies(topic.name),
             self._delete_inactive,
         )
+        if gone and memory.trims():  # their memory back to the system, once their closes are done
+            self.loader.after_closes(memory.give_back)
+
+    def offload_policies(self, name: TopicName) -> OffloadPolicies:
+        """The offload threshold and deletion lag that apply to ``name`` (offload_policies.py)."""
+        namespace = self.namespaces.policies(name.namespace_name)
+        return offload_policies.applied(
+            self.resources.topic_offload_policies.get(name),
+            namespace.offload_policies,
+            namespace.offload_threshold,
+            namespace.offload_deletion_lag_ms,
+            self.config.offload_policies(),
+            namespace.offload_threshold_in_seconds,
+        )
+
+    def check_compaction(self) -> Iterator[None]:
+        """Compact the loaded topics past their compaction threshold (housekeeping.check_compaction):
+        the topics' own thresholds read once for the pass."""
+        own = self.resources.topic_compaction_thresholds.all()
+        return housekeeping.check_compaction(
+            self.topics, lambda name: self.compaction_threshold(name, own), self.compaction_executor
+        )
+
+    def compaction_threshold(self, name: TopicName, own: dict[str, int] | None = None) -> int:
+        """What applies to ``name``: the topic's own compaction threshold (from ``own`` when
+        given: all of them, read at once), else its namespace's, else the broker's."""
+        if own is None:
+            mine = self.resources.topic_compaction_thresholds.get(name)
+        else:
+            mine = own.get(TopicCompactionThresholds.name_of(name))
+        try:
+            namespace = self.namespaces.policies(name.namespace_name).compaction_threshold
+        except TopicNotFound:  # the namespace was deleted meanwhile
+            namespace = None
+        return applied_threshold(mine, namespace, self.config.broker_service_compaction_threshold_in_bytes)
+
+    def prepare_compaction(self, topic: PersistentTopic) -> None:
+        """A topic with a compaction threshold gets its ``__compaction`` cursor (off the loop) as soon
+        as it is loaded or the threshold set, as Pulsar's does: nothing is trimmed before it is
+        compacted."""
+        try:
+            if self.compaction_threshold(topic.name) > 0:
+                topic.compaction.make_cursor(self.loader.executor)
+        except Exception:
+            log.exception("%s: cannot prepare its compaction", topic.name)
 
     def inactive_topic_policies(self, name: TopicName) -> InactiveTopicPolicies:
         """What applies to ``name``: the topic's own policies, else its namespace's, else the broker's."""
@@ -480,6 +596,8 @@ class BrokerService:
         now = time.time()
         for cnx in list(self.connections):
             cnx.check_credentials(now)
+        for other in self.protocol_servers:
+            other.check_credentials(now)
 
     def stop_serving(self) -> None:
         """Stop accepting and close every connection: no SEND is taken while the rest of the
@@ -488,6 +606,8 @@ class BrokerService:
         for server in (self._server, self._tls_server, *self._shared_servers):
             if server is not None:
                 server.close()
+        for other in self.protocol_servers:
+            other.close()
         for cnx in list(self.connections):
             cnx.close()
 
@@ -500,11 +620,17 @@ class BrokerService:
         if self._namespace_service is not None and self._namespace_service.me is not None:
             self._namespace_service.unregister()
         self._listing.shutdown(wait=True, cancel_futures=True)
+        for topic in list(self.topics.values()):  # a compaction under way stops at its next check
+            if isinstance(topic, PersistentTopic):
+                topic.compaction.stop()
+        self.compaction_executor.shutdown(wait=True, cancel_futures=True)
         if self._loader is not None:  # opens and unloads under way finish before storage closes
             self._loader.executor.shutdown(wait=True)
             self._loader.closer.shutdown(wait=True)
         # Let receipts already on their way out reach the clients.
         await asyncio.sleep(0)
+        if self._offloads is not None:  # uploads under way are given up while their topics are open
+            self._offloads.close()
         for topic in list(self.topics.values()):
             try:
                 topic.close()
@@ -579,8 +705,11 @@ class BrokerService:
         namespace raises here; the loaded topics' names are taken here, on the loop."""
         self.namespaces.policies(namespace)
         catalog, loaded = self.catalog, list(self.topics)
+        shared = self._namespace_service if self._ownership_shared else None
 
         def work() -> T:
+            if shared is not None:  # other workers' non-persistent topics exist only there
+                loaded.extend(shared.nonpersistent_topics(namespace))
             if mode is None:
                 topics = catalog.topics_of_namespace(namespace, loaded)
             else:
@@ -592,10 +721,12 @@ class BrokerService:
     def apply_policies(self, namespace: str) -> None:
         """Policies are read when used; nothing is cached that would need refreshing, but a change
         of replication clusters opens the new remotes' cursors at once (a message published
-        next is replicated) and tells the replication layer."""
+        next is replicated) and tells the replication layer, and a compaction threshold set makes
+        the topics' ``__compaction`` cursors."""
         for topic in list(self.topics.values()):
             if isinstance(topic, PersistentTopic) and topic.name.namespace_name == namespace:
                 self.open_replication_cursors(topic)
+                self.prepare_compaction(topic)
         self.replication_changed()
 
     def open_replication_cursors(self, topic: PersistentTopic) -> None:
@@ -608,6 +739,12 @@ class BrokerService:
                 topic.open_replication_cursors(remotes)
         except Exception:
             log.exception("%s: cannot open its replication cursors", topic.name)
+
+    def bundles_moved(self) -> None:
+        """Bundles lost their owner (another worker unloaded them, or died): whoever must serve
+        topics nobody asks for (geo-replication's) looks again."""
+        for listener in list(self.ownership_listeners):
+            listener()
 
     def replication_changed(self) -> None:
         for listener in list(self.replication_listeners):
@@ -631,6 +768,20 @@ class BrokerService:
                 if topic.namespace_name == namespace and not authz.can_topic(topic, cnx.role, CONSUME):
                     log.info("%r is not allowed to consume from %s anymore: consumer closed", cnx.role, topic)
                     consumer.disconnect()
+        for other in self.protocol_servers:
+            other.recheck_permissions(namespace)
+
+
+class ProtocolServer(Protocol):
+    """Another protocol's server on this broker (broker/mqtt's): stops accepting and closes its
+    connections when the broker stops serving; applies expired credentials and revoked grants
+    to its connections as the Pulsar port does."""
+
+    def close(self) -> None: ...
+
+    def check_credentials(self, now: float) -> None: ...
+
+    def recheck_permissions(self, namespace: str) -> None: ...
 
 
 def _notifier(loop: asyncio.AbstractEventLoop, passes: loop_pass.PassScheduler):
@@ -647,3 +798,7 @@ def _notifier(loop: asyncio.AbstractEventLoop, passes: loop_pass.PassScheduler):
             loop.call_soon_threadsafe(passes.run_now, callback)
 
     return notify
+
+
+def _nothing(key: str, loaded: bool) -> None:
+    """A broker alone: its loaded topics are all there are, nobody else lists them."""

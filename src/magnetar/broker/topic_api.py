@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Never, Protocol, TypeVar
 if TYPE_CHECKING:
     from magnetar.broker.config import BrokerConfig
     from magnetar.broker.entries import RecentEntries
+    from magnetar.broker.entry_search import EntryReader
     from magnetar.broker.namespaces import NamespacePolicies
     from magnetar.broker.traffic import Traffic
     from magnetar.protocol import wire
@@ -139,6 +140,11 @@ class CompactedReads(Protocol):
         """The view's entries at or after ``start``, with their original positions."""
         ...
 
+    def earliest(self) -> tuple[Position, bool]:
+        """Where a compacted read from the earliest message starts, and whether exactly there (in
+        the view, before the topic's first entry)."""
+        ...
+
 
 class LedgerTopic(Topic[Never], Protocol):
     """A persistent topic as its subscriptions, dispatchers and helpers see it: its messages in a
@@ -164,7 +170,7 @@ class LedgerTopic(Topic[Never], Protocol):
     @property
     def replication_cursors(self) -> Mapping[str, ManagedCursor]: ...
 
-    def find_position_by_time(self, timestamp_ms: int) -> Position: ...
+    def find_position_by_time(self, timestamp_ms: int, read: EntryReader | None = None) -> Position: ...
 
     def remove_subscription(self, name: str) -> None: ...
 

@@ -36,15 +36,19 @@ class TopicCatalog:
         limits: Limits,
         auto_creation: AutoTopicCreation,
         topics_changed: Callable[[], None],
+        nonpersistent_loaded: Callable[[str, bool], None] = lambda key, loaded: None,
     ) -> None:
         self._topics = topics
         self._storage = resources.storage
         self._namespaces = resources.namespaces
         self._topic_replication = resources.topic_replication
         self._topic_inactive_policies = resources.topic_inactive_policies
+        self._topic_compaction_thresholds = resources.topic_compaction_thresholds
         self._limits = limits
         self._auto_creation = auto_creation
         self._topics_changed = topics_changed
+        #: Told of each non-persistent topic that leaves the loaded topics (it no longer exists).
+        self._nonpersistent_loaded = nonpersistent_loaded
 
     def check_namespace(self, name: TopicName) -> None:
         self._namespaces.policies(name.namespace_name)  # raises NamespaceNotFound
@@ -147,7 +151,7 @@ class TopicCatalog:
             if self.exists(str(partition)):
                 self.delete_topic(partition)
         namespaces.delete_partitions(str(name))
-        self._forget_replication(name)
+        self._forget_policies(name)
 
     # -- topics -----------------------------------------------------------------------------
     def check_new_topic(self, name: TopicName) -> None:
@@ -170,13 +174,15 @@ class TopicCatalog:
                 raise NotEmpty(f"Topic {key} has connected producers or consumers")
             topic.close()
             del self._topics[key]
+            if topic.ml is None:
+                self._nonpersistent_loaded(key, False)
             if changed:
                 self._topics_changed()  # its replicators stop
             if topic.ml is None:
                 return
         self._storage.delete_managed_ledger(key)
         if name.partitioned_base() is None:
-            self._forget_replication(name)
+            self._forget_policies(name)
             self._topic_inactive_policies.remove(name)
 
     def unload_bundle(self, bundle: NamespaceBundle) -> int:
@@ -212,14 +218,18 @@ class TopicCatalog:
                 consumer.disconnect()
         topic.detach()
         del self._topics[str(topic.name)]
+        if topic.ml is None:
+            self._nonpersistent_loaded(str(topic.name), False)
 
     def topics_changed(self) -> None:
         """Loaded topics went (or came): geo-replication is told."""
         self._topics_changed()
 
-    def _forget_replication(self, name: TopicName) -> None:
-        """A deleted topic's replication-clusters override goes with it (Pulsar's topic policies do)."""
+    def _forget_policies(self, name: TopicName) -> None:
+        """A deleted topic's replication-clusters override and compaction threshold go with it
+        (Pulsar's topic policies do)."""
         self._topic_replication.remove(name)
+        self._topic_compaction_thresholds.remove(name)
 
     def topics_of_namespace(self, namespace: str, loaded: Iterable[str] | None = None) -> list[str]:
         """Every topic (partitions included) stored or loaded in ``namespace``, sorted. The stored

@@ -52,6 +52,7 @@ class TopicLoader:
         interceptors: Sequence[InterceptorFactory],
         loaded: Callable[[PersistentTopic], None],
         check_owned: Callable[[TopicName], None] = lambda name: None,
+        nonpersistent_loaded: Callable[[str, bool], None] = lambda key, loaded: None,
     ) -> None:
         self._topics = topics
         self._storage = resources.storage
@@ -63,6 +64,8 @@ class TopicLoader:
         #: Workers: only a bundle's owner may open its topics (two writers on one managed ledger
         #: would corrupt it); alone, a broker owns every bundle.
         self.check_owned = check_owned
+        #: Told of each non-persistent topic loaded: it exists only here, and other workers list it.
+        self._nonpersistent_loaded = nonpersistent_loaded
         #: Set once storage is closed: a topic whose open finishes after that is not added.
         self.storage_closed = False
         self.executor = ThreadPoolExecutor(OPEN_THREADS, thread_name_prefix="magnetar-open")
@@ -87,6 +90,7 @@ class TopicLoader:
             if not (create and catalog.auto_topic_creation(name.namespace_name).allow_auto_topic_creation):
                 raise TopicNotFound(f"Topic {key} does not exist")
             topic = self._topics[key] = NonPersistentTopic(name, self._config)
+            self._nonpersistent_loaded(key, True)
             return topic
         catalog.check_creatable(name, create)
         return self._add_topic(name, self._open_managed_ledger(key))
@@ -179,6 +183,16 @@ class TopicLoader:
     def _forget_closing(self, key: str, closing: concurrent.futures.Future[None]) -> None:
         if self._closing.get(key) is closing:
             del self._closing[key]
+
+    def after_closes(self, then: Callable[[], object]) -> None:
+        """Run ``then`` on a close thread once the unloads' closes under way now are done."""
+        under_way = list(self._closing.values())
+
+        def run() -> None:
+            concurrent.futures.wait(under_way)
+            then()
+
+        self.closer.submit(run)
 
     def settle(self, key: str) -> None:
         """Wait (blocking) until an unload of ``key`` has closed its storage: a load on the loop, or

@@ -11,13 +11,14 @@ from typing import TYPE_CHECKING
 
 from magnetar.broker import descriptors
 from magnetar.broker.consumer import Consumer
-from magnetar.broker.errors import NotAllowed
+from magnetar.broker.errors import NotAllowed, ServiceNotReady
 from magnetar.broker.ids import is_earliest, is_latest, position_of
 from magnetar.broker.namespaces import AlreadyExists
 from magnetar.broker.subscription import PersistentSubscription
 from magnetar.protocol import wire
 from magnetar.protocol.broadcast import wants_broadcast
 from magnetar.storage.cursor import ManagedCursor
+from magnetar.storage.owner_ref import OwnerRef
 from magnetar.storage.position import Position
 
 if TYPE_CHECKING:
@@ -31,10 +32,17 @@ class SubscriptionOpener:
     the topic, and names it only as a ``LedgerTopic``)."""
 
     def __init__(self, topic: LedgerTopic, subscriptions: dict[str, PersistentSubscription]) -> None:
-        self._topic = topic
+        #: Held weakly: the topic owns its opener (storage/owner_ref.py).
+        self._owner = OwnerRef(topic, "topic", topic.name, ServiceNotReady)
         self._subscriptions = subscriptions
         #: Durable subscriptions being created on an open thread, by name (``prepare``).
         self._preparing: dict[str, asyncio.Future] = {}
+        #: Those created so, until their first SUBSCRIBE: it created them (``_from_earliest``).
+        self._prepared_new: set[str] = set()
+
+    @property
+    def _topic(self) -> LedgerTopic:
+        return self._owner()
 
     @property
     def preparing(self) -> bool:
@@ -53,13 +61,18 @@ class SubscriptionOpener:
                 "readCompacted only allowed on failover or exclusive subscriptions"
             )  # Pulsar's words
         subscription = self._subscriptions.get(name)
-        created = subscription is None
+        created = subscription is None or name in self._prepared_new
+        self._prepared_new.discard(name)
         if subscription is None:
             subscription = self._create(cmd)
         consumer = consumer_factory(subscription)
         if cmd.read_compacted:
             consumer.read_compacted = True
-            consumer.compacted_from_start = _from_earliest(cmd, created)
+            self._place_in_view(subscription, cmd, created)
+        elif subscription.durable:
+            # A plain consumer reads no compacted view: what is left of it before the first entry
+            # (a readCompacted consumer's place there) is behind this subscription from now on.
+            subscription.mark_delete(topic.ml.before_first())
         try:
             subscription.add_consumer(consumer, cmd.sub_type, broadcast=wants_broadcast(cmd))
         except Exception:
@@ -67,6 +80,38 @@ class SubscriptionOpener:
                 topic.remove_subscription(name)
             raise
         return consumer
+
+    def _place_in_view(
+        self, subscription: PersistentSubscription, cmd: wire.CommandSubscribe, created: bool
+    ) -> None:
+        """Start a readCompacted consumer's subscription in the compacted view where it begins
+        before the topic's first entry (ledgers trimmed since hold the rest of its messages): a
+        reader's or a new subscription's at the earliest message at the view's first message, a
+        reader's from a given message (a reconnect's last one) at that message. A new durable
+        subscription's place is stored at once, so a restart finds it there."""
+        topic = self._topic
+        cursor = subscription.cursor
+        earliest = cmd.initial_position == wire.CommandSubscribe.Earliest
+        if subscription.durable:  # where it is, unless this SUBSCRIBE created it
+            if not (created and earliest):
+                return
+            start, exactly = topic.compaction.earliest()
+        elif not cmd.HasField("start_message_id"):
+            if not earliest:
+                return
+            start, exactly = topic.compaction.earliest()
+        elif is_earliest(cmd.start_message_id):
+            start, exactly = topic.compaction.earliest()
+        elif is_latest(cmd.start_message_id):
+            return
+        else:
+            start = position_of(cmd.start_message_id)
+            exactly = start < topic.ml.before_first()
+        if not exactly or start >= cursor.read_position:
+            return
+        cursor.reset_exactly(start)
+        if subscription.durable:
+            topic.ml.persist_cursors([cursor])
 
     async def prepare(self, name: str, initial: str, executor) -> None:
         """Create the durable subscription ``name`` with its cursor stored on ``executor``'s
@@ -103,6 +148,7 @@ class SubscriptionOpener:
             return
         if name not in self._subscriptions:
             self._subscriptions[name] = PersistentSubscription(topic, name, cursor, durable=True)
+            self._prepared_new.add(name)
 
     def _create(self, cmd: wire.CommandSubscribe) -> PersistentSubscription:
         topic = self._topic
@@ -153,11 +199,3 @@ class SubscriptionOpener:
 
 
 _READ_COMPACTED_TYPES = (wire.CommandSubscribe.Exclusive, wire.CommandSubscribe.Failover)
-
-
-def _from_earliest(cmd: wire.CommandSubscribe, created: bool) -> bool:
-    """Whether a readCompacted consumer starts at the compacted view's first entry: a reader asking
-    for the earliest message, or a subscription this SUBSCRIBE created at the earliest one."""
-    if cmd.HasField("start_message_id"):
-        return is_earliest(cmd.start_message_id)
-    return created and cmd.initial_position == wire.CommandSubscribe.Earliest

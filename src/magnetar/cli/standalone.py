@@ -77,7 +77,9 @@ class Standalone:
     def listening(self) -> str:
         """The addresses served, as the ``listening on`` line names them (broker_process.py)."""
         b, a = self.broker, self.admin
-        return listening_addresses(self.config.host, b.port, a.http_port, b.tls_port, a.https_port)
+        return listening_addresses(
+            self.config.host, b.port, a.http_port, b.tls_port, a.https_port, b.mqtt_port, b.mqtts_port
+        )
 
 
 def tune_gc() -> None:
@@ -109,6 +111,8 @@ def load_setup(args: argparse.Namespace, **more: Any) -> BrokerSetup:
             "host": args.host,
             "port": args.port,
             "http_port": args.http_port,
+            "mqtt_port": args.mqtt_port,
+            "mqtts_port": args.mqtts_port,
             "data_dir": args.data_dir,
             "broker_service_port_enabled": args.broker_service_port_enabled,
             "web_service_port_enabled": args.web_service_port_enabled,

@@ -4,7 +4,10 @@ What only one process may do, it does once, before any worker starts: it holds t
 directory's lock (``broker.lock``, for the whole broker), checks the storage's directories and
 brings the metadata store up to date, empties ``ownership.sqlite`` (owners left by a previous run
 are stale), and binds the advertised ports with SO_REUSEPORT without listening, so that they are
-the workers' (port 0 picked here) from the first worker's start to the last one's stop. Then it
+the workers' (port 0 picked here) from the first worker's start to the last one's stop. Each
+worker inherits the lock's descriptor, so the data directory stays locked until every worker has
+exited, even when the supervisor is killed with -9 (its workers then get SIGTERM and flush first:
+worker.py); a new broker on the same directory cannot start while an old worker still writes. Then it
 starts the workers (``python -m magnetar standalone --worker ...``, worker.py), logs the
 ``listening on`` line once every worker is serving, and restarts a worker that dies, after ending
 its session in the ownership store so that its bundles go to the live workers at once. SIGTERM or
@@ -31,6 +34,7 @@ from typing import Any
 from magnetar import __version__
 from magnetar.broker.data_dir_lock import DataDirLock
 from magnetar.broker.listener import reserve
+from magnetar.broker.namespace_service import BUNDLE_PATH
 from magnetar.broker.ownership_sqlite import SqliteOwnership
 from magnetar.broker.resources import BrokerResources
 from magnetar.broker.startup import BrokerSetup
@@ -156,7 +160,11 @@ class Supervisor:
         role = {
             "index": index,
             "parent": os.getpid(),
-            "settings": {name: port for name, port in self.ports.items() if port is not None},
+            # The ports as bound, and how many workers there are (every_worker.py asks each one).
+            "settings": {
+                **{name: port for name, port in self.ports.items() if port is not None},
+                "workers": self.count,
+            },
         }
         cmd = [sys.executable, "-m", "magnetar", "standalone", "--worker", json.dumps(role)]
         cmd += ["--data-dir", str(self.config.data_dir), "--host", self.config.host]
@@ -173,7 +181,10 @@ class Supervisor:
         """Start worker ``index`` and wait until it serves; WorkerFailed with its reason if not."""
         broker_id = WorkerRole(index).broker_id
         proc = await asyncio.create_subprocess_exec(
-            *self._command(index), stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE
+            *self._command(index),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            pass_fds=(self._lock.fileno(),),  # the lock outlives the supervisor until the worker exits
         )
         self._workers[index] = proc
         self._started_at[index] = time.monotonic()
@@ -205,6 +216,7 @@ class Supervisor:
             log.warning("%s (pid %d) exited with %s; starting it again", broker_id, proc.pid, code)
             if self._ownership is not None:  # its bundles go to the live workers now, not at lease end
                 self._ownership.unregister(broker_id)
+                self._ownership.publish_change(f"{BUNDLE_PATH}s")  # they resume its replication
             await asyncio.sleep(delay)
             if self._stopping:
                 return

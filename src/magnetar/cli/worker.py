@@ -7,7 +7,9 @@ own. It tells its supervisor on standard output, one JSON line, that it is ready
 or why it cannot start (``{"error": reason}``: the supervisor says it, once, for the whole broker).
 It stops on SIGTERM only: a terminal's SIGINT reaches every process of the group, and the
 supervisor, not each worker, decides that the broker stops. It also stops when its supervisor dies
-(the parent-death signal), so that no worker outlives a supervisor killed with -9.
+(the parent-death signal), so that no worker outlives a supervisor killed with -9, and flushes as
+on SIGTERM. It holds the data directory's lock, inherited from the supervisor (an open descriptor of
+``broker.lock``), until it exits: a broker started anew on the directory waits for every old worker.
 """
 
 from __future__ import annotations
@@ -79,6 +81,8 @@ async def run(args: argparse.Namespace, role: dict[str, Any]) -> int:
     log.info("%s (pid %d) serving on %s", worker.broker_id, os.getpid(), standalone.listening())
     report({"ready": worker.broker_id})
     await stop.wait()
+    if os.getppid() != int(role["parent"]):
+        log.warning("%s: its supervisor (pid %s) is gone; stopping", worker.broker_id, role["parent"])
     log.info("%s shutting down", worker.broker_id)
     await standalone.stop()
     ownership.close()

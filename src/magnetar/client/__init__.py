@@ -57,7 +57,7 @@ from magnetar.client.errors import (
 # pulsar.LookupError, left out of __all__: a star import would shadow the builtin.
 from magnetar.client.errors import LookupError as LookupError
 from magnetar.client.message import ChunkMessageId, Message, MessageId
-from magnetar.client.sync import Client, ColumnReader, Consumer, Producer, Reader, Result
+from magnetar.client.sync import Client, ColumnReader, Consumer, Producer, Reader, Result, TableView
 from magnetar.client.tls import AuthenticationTLS, TlsError
 
 __all__ = [
@@ -107,6 +107,7 @@ __all__ = [
     "ServerError",
     "ServiceUnitNotReady",
     "SubscriptionNotFound",
+    "TableView",
     "Timeout",
     "TlsError",
     "TooManyLookupRequestException",

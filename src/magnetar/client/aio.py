@@ -13,6 +13,7 @@ from magnetar.client.multi_topics_consumer import MultiTopicsConsumer
 from magnetar.client.partitioned_producer import PartitionedProducer
 from magnetar.client.producer import Producer
 from magnetar.client.reader import Reader
+from magnetar.client.table_view import TableView
 from magnetar.client.tls import AuthenticationTLS, TlsError
 
 __all__ = [
@@ -29,5 +30,6 @@ __all__ = [
     "PartitionedProducer",
     "Producer",
     "Reader",
+    "TableView",
     "TlsError",
 ]

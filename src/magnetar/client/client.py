@@ -30,6 +30,7 @@ from magnetar.client.producer import Producer, ProducerConfig
 from magnetar.client.reader import READER_ARGUMENTS, Reader
 from magnetar.client.service_url import is_tls_url, parse_service_url
 from magnetar.client.services import Closable
+from magnetar.client.table_view import TableView
 from magnetar.client.tls import tls_options
 from magnetar.protocol import pulsar_wire_pb2 as wire
 from magnetar.protocol.topic_name import full_topic_name, partition_name
@@ -56,6 +57,7 @@ class Client:
         initial_backoff_seconds: float = 0.1,
         max_backoff_seconds: float = 30,
         max_lookup_redirects: int = 20,
+        partitions_update_interval_seconds: float = 60,
         listener_name: str | None = None,
         authentication: Authentication | None = None,
         use_tls: bool = False,
@@ -93,6 +95,9 @@ class Client:
         self.initial_backoff = initial_backoff_seconds
         self.max_backoff = max_backoff_seconds
         self.max_lookup_redirects = max_lookup_redirects
+        #: How often a table view of a partitioned topic looks for partitions added since (the
+        #: C++ client's ``partitionsUpdateInterval``, 60 s); 0: never.
+        self.partitions_update_interval = float(partitions_update_interval_seconds)
         self.listener_name = listener_name
         self._pool: dict[str, asyncio.Future[Connection]] = {}
         self._producer_ids = itertools.count()
@@ -191,13 +196,18 @@ class Client:
         namespace: str,
         mode: wire.CommandGetTopicsOfNamespace.Mode.ValueType,
         topics_hash: str | None = None,
+        topics_pattern: str | None = None,
     ) -> wire.CommandGetTopicsOfNamespaceResponse:
         """The broker's list of ``namespace``'s topics (partitions included); with the hash of
-        an earlier answer, a reply with ``changed`` False when the list is the same."""
+        an earlier answer, a reply with ``changed`` False when the list is the same; with a
+        regex subscription's ``topics_pattern``, the broker may list only the matching topics
+        (``filtered``)."""
         cnx = await self.connection(self._service_address())
         body = wire.CommandGetTopicsOfNamespace(namespace=namespace, mode=mode)
         if topics_hash is not None:
             body.topics_hash = topics_hash
+        if topics_pattern is not None:
+            body.topics_pattern = topics_pattern
         return await cnx.request(body)
 
     async def get_topic_partitions(self, topic: str) -> list[str]:
@@ -256,6 +266,52 @@ class Client:
             raise ValueError("a ColumnReader takes no reader_listener")
         args = {k: v for k, v in options.items() if k in READER_ARGUMENTS and v is not None}
         return await self._start(ColumnReader(self, full_topic_name(topic), start_message_id, **args))
+
+    async def create_table_view(
+        self, topic: str, subscription_name: str | None = None, **options: Any
+    ) -> TableView:
+        """A ``TableView`` of ``topic``: the latest value of each key, over all its partitions, read
+        compacted from the earliest message (table_view.py). Returns once it holds what the topic
+        held; ``subscription_name`` names its readers' subscriptions (random otherwise). Options as
+        the official client's (``schema``: bytes only)."""
+        check_options("create_table_view", options)
+        topic = full_topic_name(topic)
+        partitions = await self.get_partitioned_topic_metadata(topic)
+
+        async def open_readers(names: list[str]) -> list[Reader]:
+            """Readers of these partitions from the earliest message, read compacted (all or none)."""
+            started = await asyncio.gather(
+                *(
+                    self._start(
+                        Reader(
+                            self,
+                            name,
+                            MessageId.earliest,
+                            is_read_compacted=True,
+                            subscription_name=subscription_name,
+                        )
+                    )
+                    for name in names
+                ),
+                return_exceptions=True,
+            )
+            readers = [reader for reader in started if isinstance(reader, Reader)]
+            failure = next((e for e in started if isinstance(e, BaseException)), None)
+            if failure is not None:
+                for reader in readers:
+                    await reader.close()
+                raise failure
+            return readers
+
+        names = [partition_name(topic, i) for i in range(partitions)] if partitions > 0 else [topic]
+        table_view = TableView(topic, await open_readers(names), subscription_name)
+        if partitions > 0 and self.partitions_update_interval > 0:
+            table_view.follow_partitions(
+                lambda: self.get_partitioned_topic_metadata(topic),
+                lambda first, count: open_readers([partition_name(topic, i) for i in range(first, count)]),
+                self.partitions_update_interval,
+            )
+        return await self._start(table_view)
 
     async def _start(self, handler: _Handler) -> _Handler:
         if self._closed:

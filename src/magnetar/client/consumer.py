@@ -35,6 +35,7 @@ from magnetar.client.redelivery import Redelivery
 from magnetar.client.start_position import StartPosition
 from magnetar.protocol import commands
 from magnetar.protocol import pulsar_wire_pb2 as wire
+from magnetar.protocol.topic_name import split_partition
 
 if TYPE_CHECKING:
     from magnetar.client.connection import Connection
@@ -53,7 +54,8 @@ class Consumer(HandlerBase):
     ) -> None:
         super().__init__(client, topic)
         self.config = config
-        self.partition = partition
+        # As Pulsar's client: a partition named directly keeps its index in the ids it gives.
+        self.partition = partition if partition >= 0 else split_partition(topic)[1]
         self.consumer_id = client.new_consumer_id()
         self._queue: ReceiveQueue[Message] = ReceiveQueue(self._message_processed)
         self._flow = FlowPermits(

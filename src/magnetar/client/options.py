@@ -1,12 +1,12 @@
 """The options each client entry point takes, defined once for the asyncio client and the sync facade.
 
-Every name of the official Python client's ``Client``, ``create_producer``, ``subscribe`` and
-``create_reader`` is in these tables, so code moved from it never runs differently unnoticed:
-an option is either supported, accepted because it changes nothing here (a tuning knob of the
-C++ client's threads, say), or refused by name with ``UnsupportedOption``. A refused option is
-still accepted when its value asks for what Magnetar does anyway (``None``, the official
-client's "not set", or e.g. ``schema=BytesSchema()``). A name in no table is a ``TypeError``
-naming the nearest known one, as Python does for a misspelt keyword argument.
+Every name of the official Python client's ``Client``, ``create_producer``, ``subscribe``,
+``create_reader`` and ``create_table_view`` is in these tables, so code moved from it never runs
+differently unnoticed: an option is either supported, accepted because it changes nothing here (a
+tuning knob of the C++ client's threads, say), or refused by name with ``UnsupportedOption``. A
+refused option is still accepted when its value asks for what Magnetar does anyway (``None``, the
+official client's "not set", or e.g. ``schema=BytesSchema()``). A name in no table is a
+``TypeError`` naming the nearest known one, as Python does for a misspelt keyword argument.
 """
 
 from __future__ import annotations
@@ -107,6 +107,9 @@ CLIENT_OPTIONS: dict[str, Option] = {
     "initial_backoff_seconds": _ours("first reconnection delay"),
     "max_backoff_seconds": _ours("longest reconnection delay"),
     "max_lookup_redirects": _ours("lookup redirects followed before giving up"),
+    "partitions_update_interval_seconds": _ours(
+        "how often a table view looks for partitions added to its topic, 60 s as the C++ client"
+    ),
 }
 
 PRODUCER_OPTIONS: dict[str, Option] = {
@@ -210,12 +213,17 @@ READER_OPTIONS: dict[str, Option] = {
     "crypto_failure_action": _CRYPTO_FAILURE,
 }
 
+TABLE_VIEW_OPTIONS: dict[str, Option] = {
+    "schema": _SCHEMA,
+}
+
 #: Entry point name (as in errors) -> its table.
 ENTRY_POINTS: dict[str, dict[str, Option]] = {
     "Client": CLIENT_OPTIONS,
     "create_producer": PRODUCER_OPTIONS,
     "subscribe": CONSUMER_OPTIONS,
     "create_reader": READER_OPTIONS,
+    "create_table_view": TABLE_VIEW_OPTIONS,
 }
 
 

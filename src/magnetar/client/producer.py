@@ -48,6 +48,7 @@ from magnetar.protocol import commands
 from magnetar.protocol import pulsar_wire_pb2 as wire
 from magnetar.protocol.headers import encode_headers_and_payload
 from magnetar.protocol.message_id import to_signed
+from magnetar.protocol.topic_name import split_partition
 
 if TYPE_CHECKING:
     from magnetar.client.connection import Connection
@@ -67,7 +68,8 @@ class Producer(HandlerBase):
         config.validate()
         super().__init__(client, topic)
         self.config = config
-        self.partition = partition
+        # As Pulsar's client: a partition named directly keeps its index in the ids it gives.
+        self.partition = partition if partition >= 0 else split_partition(topic)[1]
         self.producer_id = client.new_producer_id()
         self._producer_name = config.producer_name
         self._user_named = config.producer_name is not None

@@ -45,7 +45,11 @@ class Reader(Consumer):
         subscription_role_prefix: str | None = None,
         is_read_compacted: bool = False,
         start_message_id_inclusive: bool = False,
+        subscription_name: str | None = None,
     ) -> None:
+        """``subscription_name`` names its non-durable subscription (a TableView's, as the official
+        client's internal subscription name); otherwise ``subscription_role_prefix`` and a random
+        suffix do."""
         if not isinstance(start_message_id, MessageId):
             start_message_id = MessageId.deserialize(start_message_id.serialize())
         if isinstance(start_message_id, ChunkMessageId):
@@ -56,7 +60,7 @@ class Reader(Consumer):
             )
         prefix = subscription_role_prefix or "reader"
         config = ConsumerConfig(
-            subscription_name=f"{prefix}-{uuid.uuid4().hex[:10]}",
+            subscription_name=subscription_name or f"{prefix}-{uuid.uuid4().hex[:10]}",
             consumer_type=ConsumerType.Exclusive,
             receiver_queue_size=receiver_queue_size,
             consumer_name=reader_name,
@@ -96,5 +100,12 @@ class Reader(Consumer):
         return last.entry_position() > read.entry_position() or (
             last.entry_position() == read.entry_position()
             and read.batch_index() >= 0
-            and read.batch_index() < max(last.batch_index(), read.batch_size() - 1)
+            and read.batch_index() < _last_index_of_batch(last, read)
         )
+
+
+def _last_index_of_batch(last: MessageId, read: MessageId) -> int:
+    """The batch index of the last message of ``read``'s batch, where ``last`` is in that batch: the
+    broker's answer (a compacted batch's last kept message, for a readCompacted reader), or the
+    batch's size where the broker names no index."""
+    return last.batch_index() if last.batch_index() >= 0 else read.batch_size() - 1

@@ -54,7 +54,8 @@ class BrokerView:
 
     def earliest(self, topic: str) -> int | None:
         return self.retry.call(
-            lambda: probes.first_index(self.client, self.admin, topic), f"first index of {topic}"
+            lambda: probes.first_index(self.client, self.admin, topic, self.options.read_compacted),
+            f"first index of {topic}",
         )
 
     def at_time(self, topic: str, timestamp_ms: int) -> int | None:

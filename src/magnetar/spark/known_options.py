@@ -14,6 +14,9 @@ from collections.abc import Iterable, Mapping
 from magnetar.spark.errors import InvalidOptionError
 from magnetar.spark.security import HOSTNAME, INSECURE, PARAMS, PLUGIN, TRUST
 
+#: Pulsar's Spark connector's name: its ``pulsar.reader.`` prefix and the reader's ``readCompacted``.
+READ_COMPACTED = "pulsar.reader.readCompacted"
+
 # Options Spark itself adds: load(path) / save(path), the stream sink's checkpoint and query name.
 SPARK_PASSED = ("path", "paths", "checkpointLocation", "queryName")
 
@@ -54,6 +57,7 @@ SOURCE_OPTIONS = (
     "recordsPerBatch",
     "bytesPerBatch",
     "retryTimeoutMs",
+    READ_COMPACTED,
 )
 
 SINK_OPTIONS = (

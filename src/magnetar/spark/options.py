@@ -17,7 +17,7 @@ from typing import overload
 from magnetar.client.admin import indexed_topic
 from magnetar.protocol.topic_name import split_topic_pattern
 from magnetar.spark.errors import InvalidOptionError
-from magnetar.spark.known_options import SINK_OPTIONS, SOURCE_OPTIONS, check_known
+from magnetar.spark.known_options import READ_COMPACTED, SINK_OPTIONS, SOURCE_OPTIONS, check_known
 from magnetar.spark.offsets import EARLIEST, LATEST
 from magnetar.spark.retry import DEFAULT_RETRY_TIMEOUT_MS, RetryPolicy
 from magnetar.spark.schema import DEFAULT_BYTES_PER_BATCH
@@ -210,6 +210,8 @@ class ReadOptions:
     ending_by_timestamp: dict[str, int] | None = None
     min_offsets_per_trigger: int | None = None
     max_trigger_delay_ms: int = DEFAULT_MAX_TRIGGER_DELAY_MS
+    #: ``pulsar.reader.readCompacted``: read each partition's compacted view (compaction.md).
+    read_compacted: bool = False
 
     @property
     def retry(self) -> RetryPolicy:
@@ -269,6 +271,7 @@ class ReadOptions:
             retry_timeout_ms=_retry_timeout_ms(options),
             bytes_per_batch=_int(options, "bytesPerBatch", DEFAULT_BYTES_PER_BATCH, minimum=1),
             security=parse_security(options),
+            read_compacted=option_flag(options, READ_COMPACTED, False),
         )
 
 

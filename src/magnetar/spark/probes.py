@@ -65,9 +65,13 @@ def next_index(admin: AdminClient, topic: str, last_id: MessageId) -> int | None
     return None if last is None else last + 1
 
 
-def first_index(client: Client, admin: AdminClient, topic: str) -> int | None:
-    """Index of the first retained message; None when none is retained."""
-    reader = client.create_reader(topic, MessageId.earliest, receiver_queue_size=10)
+def first_index(client: Client, admin: AdminClient, topic: str, read_compacted: bool = False) -> int | None:
+    """Index of the first retained message; None when none is retained. ``read_compacted``: of the
+    first message a compacted read gets (the compacted view's first, which may be older than the
+    first retained ledger's)."""
+    reader = client.create_reader(
+        topic, MessageId.earliest, receiver_queue_size=10, is_read_compacted=read_compacted
+    )
     try:
         if reader.get_last_message_id().entry_id() < 0:
             return None

@@ -11,6 +11,13 @@ rows are a function of the range alone, so a replayed micro-batch yields exactly
 The reader starts at the message id of ``start`` (looked up over HTTP) and stops once it has
 passed the entry of ``end - 1`` with no chunked message begun before ``end`` still incomplete.
 
+With ``read_compacted`` (``pulsar.reader.readCompacted``) the reader reads the partition's
+compacted view (compaction.md): the latest message of each key up to the compaction horizon, then
+the topic. The entry of ``end - 1`` may have been compacted out, so the scan also ends when the
+reader has nothing more to read (``has_message_available``: for a compacted reader the broker
+names the view's last kept message while the view covers the topic); a ``start`` in ledgers
+retention deleted is read from the view's start (the view keeps what those ledgers held).
+
 A broker restart does not fail the task: look-ups and the reader's creation are retried
 (``RetryPolicy``, option ``retryTimeoutMs``), and while the reader is disconnected (it
 reconnects by itself, from the last message it handed out) the wait counts against
@@ -63,6 +70,7 @@ class ReadTask:
     retry_timeout_ms: int = DEFAULT_RETRY_TIMEOUT_MS
     bytes_per_batch: int = DEFAULT_BYTES_PER_BATCH
     security: ConnectionSecurity = field(default_factory=ConnectionSecurity)
+    read_compacted: bool = False
 
     @property
     def retry(self) -> RetryPolicy:
@@ -87,7 +95,12 @@ def read_range(task: ReadTask) -> Iterator[pa.RecordBatch]:
 
         reader = retry.call(
             lambda: on_loop(
-                client.aio.create_column_reader(task.topic, start_id, start_message_id_inclusive=True)
+                client.aio.create_column_reader(
+                    task.topic,
+                    start_id,
+                    start_message_id_inclusive=True,
+                    is_read_compacted=task.read_compacted,
+                )
             ),
             f"reader of {task.topic}",
         )
@@ -116,8 +129,12 @@ def _ahead(
         pending.cancel()  # a batch nobody will take: its read stops before the reader is closed
 
 
-def _bounds(client: Client, admin: AdminClient, task: ReadTask) -> tuple[int, MessageId, MessageId] | None:
-    """(start, id of start, id of end - 1), after the data-loss rules; None: nothing to read."""
+def _bounds(
+    client: Client, admin: AdminClient, task: ReadTask
+) -> tuple[int, MessageId, MessageId | None] | None:
+    """(start, id of start, id of end - 1), after the data-loss rules; None: nothing to read. A
+    compacted read of indexes retention deleted starts at the view's start and may not know the
+    id of ``end - 1`` (None)."""
     start = task.start
     start_id = probes.message_id_at(admin, task.topic, start)
     if start_id is None:
@@ -127,6 +144,12 @@ def _bounds(client: Client, admin: AdminClient, task: ReadTask) -> tuple[int, Me
         if first is not None and first <= start:
             _data_loss(task, f"index {start} of {task.topic} is not written yet")
             return None
+        if task.read_compacted:  # deleted, but what the view kept of them is there
+            last_id = probes.message_id_at(admin, task.topic, task.end - 1)
+            if last_id is None and first is not None and first <= task.end - 1:
+                _data_loss(task, f"index {task.end - 1} of {task.topic} is not written yet")
+                return None
+            return start, MessageId.earliest, last_id  # None: end - 1 was deleted too
         _data_loss(
             task,
             f"indexes {start}..{min(task.end, first if first is not None else task.end) - 1} of {task.topic} "
@@ -157,11 +180,13 @@ class RangeScan:
     """Drives an asyncio column reader over one range and decides, entry by entry, what belongs
     to it. Runs on the client's event loop, so taking messages costs no thread hop."""
 
-    def __init__(self, reader: ColumnReader, task: ReadTask, start: int, last_id: MessageId) -> None:
+    def __init__(self, reader: ColumnReader, task: ReadTask, start: int, last_id: MessageId | None) -> None:
         self.reader = reader
         self.task = task
         self.start = start
-        self.last_key = probes.entry_key(last_id)
+        #: None: a compacted read whose end was deleted by retention; a chunked message (kept whole
+        #: by compaction) then counts at its last chunk's index, as the entry's place is unknown.
+        self.last_key = None if last_id is None else probes.entry_key(last_id)
         self.watch = ChunkWatch(reader)
         self.reached = False
         self.finished = False
@@ -187,6 +212,9 @@ class RangeScan:
             cols = await self.reader.receive_columns(max_messages, max_bytes, POLL_MS)
         except Timeout:
             if self._waiting_for_reconnect():
+                return None
+            if self.task.read_compacted and not await self.reader.has_message_available():
+                self.finished = True  # the rest of the range was compacted out
                 return None
             if time.monotonic() - self._idle_since > self.task.read_timeout_ms / 1000:
                 raise ReadStalledError(
@@ -221,7 +249,7 @@ class RangeScan:
         if not _all_indexed(indexes):
             raise IndexNotEnabledError(self.task.topic, "messages arrive without an index")
         start, end = self.start, self.task.end
-        if not any(cols.chunk_ids):
+        if not any(cols.chunk_ids) or self.last_key is None:
             if indexes[-1] >= end - 1:
                 self.reached = True
             lo, hi = bisect.bisect_left(indexes, start), bisect.bisect_left(indexes, end)
@@ -241,6 +269,8 @@ class RangeScan:
         return cols.take(keep)
 
     def _done(self) -> bool:
+        if self.last_key is None:
+            return self.reached
         if not self.reached:
             self.reached = self.watch.passed(self.last_key)
         return self.reached and not self.watch.pending_started_by(self.last_key)

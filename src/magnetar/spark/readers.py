@@ -41,7 +41,12 @@ def plan(view: BrokerView, start: dict[str, int], end: dict[str, int]) -> list[I
             _check_order(opts, topic, begin, stop)
             continue
         ranges.append(IndexRange(topic, begin, stop))
-    pieces = split(ranges, opts.max_records_per_partition, opts.min_partitions)
+    # A compacted read's index range says nothing of how many rows it holds (one per key), and
+    # each piece would read the compacted view again: one task per partition.
+    if opts.read_compacted:
+        pieces = [r for r in ranges if r.size > 0]
+    else:
+        pieces = split(ranges, opts.max_records_per_partition, opts.min_partitions)
     return [InputPartition(_task(opts, r)) for r in pieces]
 
 
@@ -71,6 +76,7 @@ def _task(opts: ReadOptions, r: IndexRange) -> ReadTask:
         retry_timeout_ms=opts.retry_timeout_ms,
         bytes_per_batch=opts.bytes_per_batch,
         security=opts.security,
+        read_compacted=opts.read_compacted,
     )
 
 

@@ -110,6 +110,10 @@ class IndividualAcks:
     def ledger_ids(self) -> list[int]:
         return list(self._ids)
 
+    def acked_before(self, ledger_id: int) -> int:
+        """Individually deleted entries in the ledgers before ``ledger_id``."""
+        return sum(self._refs[lid].acked for lid in self._ids[: bisect_left(self._ids, ledger_id)])
+
     # ---------------------------------------------------------------- queries
 
     def __contains__(self, position: Position) -> bool:

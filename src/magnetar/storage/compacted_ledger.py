@@ -92,6 +92,10 @@ class CompactedLedger:
         first = bisect.bisect_left(self._positions, start)
         return self._read(first, max_entries, max_bytes)
 
+    def entry_at(self, index: int) -> Entry:
+        """The ``index``-th entry (0 the first), with its original position."""
+        return self._read(index, 1, None)[0]
+
     def all_entries(self) -> list[Entry]:
         return self._read(0, len(self._positions), None)
 

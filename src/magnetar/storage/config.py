@@ -63,3 +63,14 @@ class StorageConfig:
     #: Adds are refused (StorageFullError) while the data directory's filesystem has less
     #: free than this, before it is actually full; 0: only a real "no space" refuses them.
     min_free_disk_bytes: NonNegativeInt = 0
+    #: Tiered storage (docs/tiered-storage.md): memory for blocks of offloaded ledgers read from the
+    #: object store, all managed ledgers together; the least recently used go first.
+    offload_read_cache_bytes: NonNegativeInt = 64 * MIB
+    #: The unit of range reads from the object store (Pulsar's managedLedgerOffloadReadBufferSizeInBytes).
+    offload_read_block_bytes: PositiveInt = MIB
+    #: Blocks fetched ahead of the ones a read needs (Pulsar's managedLedgerOffloadPrefetchRounds).
+    offload_prefetch_blocks: NonNegativeInt = 1
+    #: After a failed read from the object store, reads of offloaded data fail at once this long.
+    offload_read_retry_seconds: NonNegativeFloat = 5.0
+    #: The longest a read that waits (a seek, an admin look-up) waits for offloaded bytes.
+    offload_read_timeout_seconds: PositiveFloat = 30.0

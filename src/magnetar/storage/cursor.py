@@ -9,6 +9,8 @@ from magnetar.storage.ack_state import IndividualAcks
 from magnetar.storage.batch_acks import to_signed
 from magnetar.storage.cursor_state import CursorState
 from magnetar.storage.entry import Entry
+from magnetar.storage.errors import OffloadedReadPending
+from magnetar.storage.owner_ref import OwnerRef
 from magnetar.storage.position import Position
 
 if TYPE_CHECKING:
@@ -30,6 +32,13 @@ class ManagedCursor:
     Pulsar. A durable cursor persists its state on ``flush`` and holds retention;
     a non-durable one (readers) does neither.
 
+    A subscription reading a topic's compacted view may be placed before the managed ledger's
+    first entry (``reset_exactly``): the view keeps messages of ledgers trimmed since. Its
+    mark-delete position then lies in those ledgers, it keeps acknowledgements of the view's
+    messages there, and the mark-delete position moves over them as over entries
+    (``ManagedLedger.compacted_after``); just after it is where a compacted read goes on, while
+    a plain read steps to the first entry.
+
     A durable cursor's acks live in its cursor ledger (``CursorStore``), one page
     per ledger, and only a bounded number of pages stay in memory (PIP 81).
 
@@ -45,7 +54,7 @@ class ManagedCursor:
         store: CursorStore | None = None,
     ):
         """``state`` is the starting state unless ``store`` recovered one from its cursor ledger."""
-        self._ledger = ledger
+        self._owner = OwnerRef(ledger, "managed ledger", ledger.name)
         self.name = name
         self.durable = durable
         self._store = store
@@ -65,13 +74,18 @@ class ManagedCursor:
                 self._acks.set_batch(position, words)
             self._dirty = store is not None  # a new cursor ledger gets its first marker at the next flush
         self._drop_state_past(ledger.last_confirmed)
-        self._read_position = ledger.next_position(self._mark_delete)
+        self._read_position = self._after_mark_delete()
 
     def __repr__(self) -> str:
         return (
             f"ManagedCursor({self.name!r}, durable={self.durable}, mark_delete={self._mark_delete},"
             f" read={self._read_position}, individually_deleted={len(self._acks)})"
         )
+
+    @property
+    def _ledger(self) -> ManagedLedger:
+        """The managed ledger, held weakly (owner_ref.py): StorageClosedError once it is gone."""
+        return self._owner()
 
     # ------------------------------------------------------------------- state
 
@@ -111,7 +125,10 @@ class ManagedCursor:
         start = ledger.next_position(self._mark_delete)
         if start > last:
             return 0
-        return max(0, ledger.number_of_entries(start, last) - len(self._acks))
+        acked = len(self._acks)
+        if self._mark_delete < (before_first := ledger.before_first()):
+            acked -= self._acks.acked_before(before_first.ledger_id)  # the compacted view's, not entries
+        return max(0, ledger.number_of_entries(start, last) - acked)
 
     def snapshot(self) -> CursorState:
         """The whole state in the earlier one-row form (reads every page: for tests and tools)."""
@@ -144,10 +161,12 @@ class ManagedCursor:
 
     # ------------------------------------------------------------------- reads
 
-    def read_entries(self, max_entries: int, max_bytes: int | None = None) -> list[Entry]:
+    def read_entries(self, max_entries: int, max_bytes: int | None = None, wait: bool = True) -> list[Entry]:
         """Read from ``read_position``, skipping acknowledged entries, and move past what was read.
 
         Returns at least one entry when any is readable, even if it alone exceeds ``max_bytes``.
+        ``wait``: as ``ManagedLedger.read_entries`` (without it, offloaded entries being fetched end
+        the read, or raise ``OffloadedReadPending`` when nothing was read before them).
         """
         ledger = self._ledger
         position = self._read_position
@@ -158,7 +177,7 @@ class ManagedCursor:
         ):
             # At the tail with nothing acked out of order, the common case of a consumer that keeps up:
             # no entry to skip, and positions in the open ledger need no stepping across ledgers.
-            got = ledger.read_entries(position, max_entries, max_bytes)
+            got = ledger.read_entries(position, max_entries, max_bytes, wait=wait)
             if got:
                 self._read_position = Position(position.ledger_id, got[-1].position.entry_id + 1)
             return got
@@ -173,7 +192,12 @@ class ManagedCursor:
             next_acked = self._acks.next_acked_in_ledger(position)
             if next_acked is not None:
                 run = min(run, next_acked - position.entry_id)
-            got = ledger.read_entries(position, run, budget, at_least_one=not out)
+            try:
+                got = ledger.read_entries(position, run, budget, at_least_one=not out, wait=wait)
+            except OffloadedReadPending:
+                if not out:
+                    raise
+                break
             if not got:
                 break
             out.extend(got)
@@ -200,8 +224,9 @@ class ManagedCursor:
         self._read_position = position
 
     def rewind(self) -> None:
-        """Read again from the first entry after the mark-delete position."""
-        self._read_position = self._ledger.next_position(self._mark_delete)
+        """Read again from just after the mark-delete position (Pulsar's ``rewind(readCompacted)``:
+        below the first entry, from there as it is, for a compacted read to go on in the view)."""
+        self._read_position = self._after_mark_delete()
 
     def reset(self, position: Position) -> None:
         """Pulsar's resetCursor: forget every ack and start over at ``position``."""
@@ -210,6 +235,17 @@ class ManagedCursor:
         self._acks.clear()
         self._mark_delete = ledger.previous_position(start)
         self._read_position = start
+        self._dirty = True
+
+    def reset_exactly(self, position: Position) -> None:
+        """``reset`` to ``position`` as it is, even before the first entry: a subscription placed in
+        a compacted view whose ledgers were trimmed since (at its start, or by a seek into it).
+        Its mark-delete position is just before ``position``."""
+        self._acks.clear()
+        self._mark_delete = min(
+            Position(position.ledger_id, position.entry_id - 1), self._ledger.previous_position(position)
+        )
+        self._read_position = position
         self._dirty = True
 
     # -------------------------------------------------------------------- acks
@@ -240,7 +276,9 @@ class ManagedCursor:
                 self._mark_delete = position
                 changed = True
                 continue
-            if position <= mark_delete or not ledger.has_entry(position):
+            if position <= mark_delete or not (
+                ledger.has_entry(position) or ledger.holds_compacted(position)
+            ):
                 continue
             added = acks.add(position) or added
         if added:
@@ -258,7 +296,7 @@ class ManagedCursor:
         """
         if self.is_acked(position):
             return True
-        if not self._ledger.has_entry(position):
+        if not (self._ledger.has_entry(position) or self._ledger.holds_compacted(position)):
             return False
         all_acked, changed = self._acks.apply_batch(position, unacked_words, batch_size)
         if all_acked:
@@ -310,10 +348,31 @@ class ManagedCursor:
             position = ledger.next_position(Position(position.ledger_id, end - 1))
         return position
 
+    def _after_mark_delete(self) -> Position:
+        """Where reading goes on after the mark-delete position: the next entry, or, below the first
+        entry (in ledgers trimmed since, where only a compacted view has messages), the position
+        just after it as it is (a plain read steps to the first entry from there)."""
+        mark_delete = self._mark_delete
+        if mark_delete < self._ledger.before_first():
+            return Position(mark_delete.ledger_id, mark_delete.entry_id + 1)
+        return self._ledger.next_position(mark_delete)
+
     def _advance_mark_delete(self) -> None:
-        """Move the mark-delete position over the acked run right after it, crossing ledgers."""
+        """Move the mark-delete position over the acked run right after it, crossing ledgers;
+        below the first entry, over the compacted view's acknowledged messages, then to just
+        before the first entry once none is left there."""
         ledger = self._ledger
-        while True:
+        below_first = False
+        while self._mark_delete < (before_first := ledger.before_first()):
+            kept = ledger.compacted_after(self._mark_delete)
+            if kept is None:
+                self._mark_delete = before_first
+            elif kept in self._acks:
+                self._mark_delete = kept
+            else:
+                below_first = True
+                break
+        while not below_first:
             following = ledger.next_position(self._mark_delete)
             end = self._acks.run_end(following)
             if end == following.entry_id:
@@ -321,7 +380,7 @@ class ManagedCursor:
             self._mark_delete = Position(following.ledger_id, end - 1)
         self._acks.remove_up_to(self._mark_delete)
         if self._read_position <= self._mark_delete:
-            self._read_position = ledger.next_position(self._mark_delete)
+            self._read_position = self._after_mark_delete()
 
     def _drop_state_past(self, last: Position) -> None:
         """On recovery, forget acks of entries that did not survive (possible with fsync "never")."""

@@ -2,7 +2,9 @@
 
 Here are adds, rollover, group-commit rounds, positions, trimming and closing; the ledger list is
 rebuilt on open by ``ledger_recovery.py``, the cursors are ``cursor_container.py``'s, whether adds
-are accepted is ``write_gate.py``'s, reads (salvaging damaged spans) ``ledger_reads.py``'s.
+are accepted is ``write_gate.py``'s, reads (salvaging damaged spans) ``ledger_reads.py``'s; where
+each ledger lives (local files, an object in the object store, both) is in its ``LedgerInfo``, and
+offloaded ledgers are read through ``tiered_reads.py`` (docs/tiered-storage.md).
 """
 
 from __future__ import annotations
@@ -10,9 +12,11 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import TypeVar
 
 from magnetar.storage.callbacks import DurableCallback, Notify, dispatch
 from magnetar.storage.config import StorageConfig
@@ -22,22 +26,36 @@ from magnetar.storage.damage import Damage, DamageLog
 from magnetar.storage.disk_space import DiskSpace
 from magnetar.storage.entry import Entry, EntryData
 from magnetar.storage.entry_cache import EntryCache
-from magnetar.storage.errors import EntryNotFoundError, StorageClosedError, StorageError
+from magnetar.storage.errors import (
+    EntryNotFoundError,
+    OffloadedReadError,
+    OffloadedReadPending,
+    StorageClosedError,
+    StorageError,
+)
 from magnetar.storage.ledger_files import OPEN_LEDGER_FILES, try_hold
-from magnetar.storage.ledger_info import LedgerInfo, bytes_after
-from magnetar.storage.ledger_reads import LedgerReader
+from magnetar.storage.ledger_info import OFFLOADED, OFFLOADING, LedgerInfo, Offload, bytes_after
+from magnetar.storage.ledger_reads import LedgerReader, ReadableLedger
 from magnetar.storage.ledger_recovery import recover_ledgers, remove_orphan_segments
 from magnetar.storage.metadata_store import ManagedLedgerRecord, MetadataStore
+from magnetar.storage.offload_selection import past_deletion_lag
+from magnetar.storage.offloaded_segment import OffloadedSegment
+from magnetar.storage.owner_ref import WeakCall
 from magnetar.storage.position import Position
 from magnetar.storage.retention import deletable_ledgers
-from magnetar.storage.segment import Segment, delete_segment_files
+from magnetar.storage.segment import Segment, delete_segment_files, index_bytes, segment_paths
 from magnetar.storage.segment_readers import SegmentReaders
 from magnetar.storage.syncer import Syncer
+from magnetar.storage.tiered_reads import TieredReads
 from magnetar.storage.virtual_cursors import VirtualCursorStore
 from magnetar.storage.virtual_cursors_elsewhere import VirtualCursorsElsewhere
 from magnetar.storage.write_gate import WriteGate
 
 log = logging.getLogger(__name__)
+#: What its parts call it when it is gone (owner_ref.py).
+ML = "managed ledger"
+
+_T = TypeVar("_T")
 
 
 class ManagedLedger:
@@ -64,6 +82,7 @@ class ManagedLedger:
         cache: EntryCache,
         notify: Notify | None,
         on_close: Callable[[ManagedLedger], None],
+        tiered: TieredReads | None = None,
     ):
         self.name = record.name
         self._id = record.ml_id
@@ -87,11 +106,25 @@ class ManagedLedger:
         #: A rollover whose metadata is committed but whose new segment is not created yet.
         self._next_ledger: tuple[int, LedgerInfo, float] | None = None
         self._closed = False
-        self.damage = DamageLog(keep=self.set_property)
+        # Its parts call it back through weak references (owner_ref.py): no cycle keeps a closed
+        # managed ledger in memory until the collector's next full pass.
+        self.damage = DamageLog(keep=WeakCall(self.set_property, ML, self.name))
         self._cursors = ManagedCursorContainer(
-            self, self._id, directory, config, metadata, self.damage, self._lock, self._check_open
+            self,
+            self._id,
+            directory,
+            config,
+            metadata,
+            self.damage,
+            self._lock,
+            WeakCall(self._check_open, ML, self.name),
         )
-        self._reader = LedgerReader(self._id, cache, self._segment_for, self._damaged_read)
+        self._reader = LedgerReader(
+            self._id,
+            cache,
+            WeakCall(self._segment_for, ML, self.name),
+            WeakCall(self._damaged_read, ML, self.name),
+        )
         #: Its properties, read once here: reads need no metadata query (and no wait for its
         #: lock behind another thread's commit); writes go through to the store.
         self._properties = metadata.properties(record.ml_id)
@@ -101,6 +134,16 @@ class ManagedLedger:
         )
         remove_orphan_segments(directory, self._ledgers, config.data_dir, self.name)
         self._last_added = self._last_confirmed = self._ledgers.last_position()
+        #: Offloaded ledgers are read through it (None: a store without tiered storage).
+        self._tiered = tiered
+        #: Offloaded ledgers whose local files are gone, being read from their objects.
+        self._offloaded: dict[int, OffloadedSegment] = {}
+        #: Called (on the thread that fetched) once offloaded bytes a read waited for are fetched
+        #: or failed: the owner reads again (a broker wakes the topic's dispatchers).
+        self.on_offloaded_data: Callable[[], None] | None = None
+        #: The original positions of the topic's compacted view (``set_compacted_positions``).
+        self._compacted: Sequence[Position] = ()
+        self._recover_offloads()
         self._cursors.load()
         OPEN_LEDGER_FILES.opened(self, self._files_open())
 
@@ -140,9 +183,12 @@ class ManagedLedger:
 
     def check_writable(self) -> None:
         """Raise the error an add would get now, without writing (a broker asks before it lets a
-        producer on); after a failure, this is what resumes writes once there is room again."""
+        producer on); after a failure, this is what resumes writes once there is room again. The
+        open ledger's files are opened again if they were closed (``ledger_files``), so an
+        ``OSError`` an add would meet there (out of descriptors, a file gone) is raised here too."""
         with self._lock:
             self._check_writable()
+            self._live_current()
 
     def add_entry(self, data: EntryData | bytearray, on_durable: DurableCallback | None = None) -> Position:
         """Append ``data`` now and return its position; ``on_durable`` fires once it is durable.
@@ -334,19 +380,31 @@ class ManagedLedger:
 
     # ------------------------------------------------------------------- reads
 
-    def read_entry(self, position: Position) -> Entry:
-        """The entry at ``position``; EntryNotFoundError when there is none or it is damaged."""
-        with self._lock:
-            self._check_open()
-            if not self.has_entry(position):
-                raise EntryNotFoundError(f"{self.name}: no readable entry at {position}")
-            got, _ = self._reader.read_span(position, 1, None, True)
-            if not got:
-                raise EntryNotFoundError(f"{self.name}: the entry at {position} is damaged")
-            return got[0]
+    def read_entry(self, position: Position, *, wait: bool = True) -> Entry:
+        """The entry at ``position``; EntryNotFoundError when there is none or it is damaged.
+        An offloaded entry is waited for (up to ``offload_read_timeout_seconds``), or with
+        ``wait=False`` raises ``OffloadedReadPending`` while it is fetched."""
+
+        def read() -> Entry:
+            with self._lock:
+                self._check_open()
+                if not self.has_entry(position):
+                    raise EntryNotFoundError(f"{self.name}: no readable entry at {position}")
+                got, _ = self._reader.read_span(position, 1, None, True)
+                if not got:
+                    raise EntryNotFoundError(f"{self.name}: the entry at {position} is damaged")
+                return got[0]
+
+        return self._waiting(read) if wait else read()
 
     def read_entries(
-        self, start: Position, max_entries: int, max_bytes: int | None = None, *, at_least_one: bool = True
+        self,
+        start: Position,
+        max_entries: int,
+        max_bytes: int | None = None,
+        *,
+        at_least_one: bool = True,
+        wait: bool = True,
     ) -> list[Entry]:
         """Entries from ``start`` (inclusive) on, across ledgers, never past ``last_confirmed``.
 
@@ -355,16 +413,64 @@ class ManagedLedger:
         is False, which callers that already hold entries use). A damaged entry is
         left out, as if it was not there, and counts against neither limit; every
         cursor is told it is gone (``ManagedCursorContainer.skip_damaged``).
-        """
-        with self._lock:
-            self._check_open()
-            return self._reader.read(
-                self._ledgers, start, self._last_confirmed, max_entries, max_bytes, at_least_one
-            )
 
-    def _segment_for(self, ledger_id: int) -> Segment:
+        Offloaded entries being fetched from the object store: with ``wait`` the read waits for
+        them (``OffloadedReadError`` after ``offload_read_timeout_seconds``); without it, it returns
+        what it read before them, or raises ``OffloadedReadPending`` when that is nothing
+        (``on_offloaded_data`` is called once they are there).
+        """
+
+        def read() -> list[Entry]:
+            with self._lock:
+                self._check_open()
+                return self._reader.read(
+                    self._ledgers, start, self._last_confirmed, max_entries, max_bytes, at_least_one, not wait
+                )
+
+        return self._waiting(read) if wait else read()
+
+    @property
+    def offload_read_timeout_seconds(self) -> float:
+        """The longest a read that must answer waits for offloaded bytes."""
+        return self._config.offload_read_timeout_seconds
+
+    def _waiting(self, read: Callable[[], _T]) -> _T:
+        """``read()``, again after each fetch of offloaded bytes it waits for (not under the lock),
+        or as soon as the store is found failing (the read then fails at once)."""
+        deadline = time.monotonic() + self._config.offload_read_timeout_seconds
+        while True:
+            try:
+                return read()
+            except OffloadedReadPending as pending:
+                woken = threading.Event()
+                pending.then(woken.set)
+                left = deadline - time.monotonic()
+                if left <= 0 or not woken.wait(left):
+                    raise OffloadedReadError(
+                        f"{self.name}: offloaded data not read from the object store within"
+                        f" {self._config.offload_read_timeout_seconds:g} s"
+                    ) from None
+
+    def _offloaded_ready(self) -> None:
+        """A fetch a read waited for is over (on a reader thread): the owner hears of it on its own
+        thread, through ``notify`` when one was given."""
+        callback = self.on_offloaded_data
+        if callback is None:
+            return
+        if self._notify is None:
+            callback()
+        else:
+            try:
+                self._notify(callback)
+            except Exception:  # the owner's loop is closed: nobody waits any more
+                log.debug("%s: offloaded data fetched after the owner stopped", self.name)
+
+    def _segment_for(self, ledger_id: int) -> ReadableLedger:
         if ledger_id == self._current.ledger_id:
             return self._live_current()
+        info = self._infos.get(ledger_id)
+        if info is not None and not info.local:
+            return self._offloaded_segment(info)
         readers = self._readers
         before = readers.open_count
         segment = readers.get(ledger_id, self._ledgers.count(ledger_id))
@@ -376,6 +482,119 @@ class ManagedLedger:
             self._note_damage(segment.damage)
             segment.damage = []
         return segment
+
+    def _offloaded_segment(self, info: LedgerInfo) -> OffloadedSegment:
+        segment = self._offloaded.get(info.ledger_id)
+        if segment is None:
+            if self._tiered is None:
+                raise OffloadedReadError(
+                    f"{self.name}: ledger {info.ledger_id} is offloaded, but no offload driver is configured"
+                )
+            if len(self._offloaded) >= 8:  # as SegmentReaders: the oldest opened goes
+                del self._offloaded[next(iter(self._offloaded))]
+            segment = self._offloaded[info.ledger_id] = OffloadedSegment(
+                info, self._tiered, self._offloaded_ready
+            )
+        return segment
+
+    # ----------------------------------------------------------- tiered storage
+
+    def _recover_offloads(self) -> None:
+        """On open: an offload a crash interrupted is given up (its object queued for deletion, to
+        be written again under a new key); local files of ledgers read from their objects (a crash
+        between the commit and the deletion) are deleted."""
+        for ledger_id, info in list(self._infos.items()):
+            offload = info.offload
+            if offload is None:
+                continue
+            if offload.state == OFFLOADING:
+                self._metadata.abort_offload(ledger_id, offload.key)
+                self._infos[ledger_id] = replace(info, offload=None)
+                log.info(
+                    "%s: the offload of ledger %d to %s did not complete; it is done again",
+                    self.name,
+                    ledger_id,
+                    offload.key,
+                )
+            elif offload.local_deleted:
+                delete_segment_files(self._dir, ledger_id)
+
+    def offload_source(self, ledger_id: int) -> tuple[Path, int, bytes]:
+        """What an offloader copies of a closed local ledger: its log file, the size of its data,
+        and its index (little-endian u64 offsets, one per entry, as storage reads them: a missing
+        or damaged index file is rebuilt from the log). Any thread; reads the files."""
+        with self._lock:
+            info = self._infos.get(ledger_id)
+            if info is None or not info.closed or not info.local:
+                raise StorageError(f"{self.name}: ledger {ledger_id} is not a closed local ledger")
+        segment = Segment.open_read(self._dir, ledger_id, info.entries)
+        try:
+            if segment.damage or segment.size_bytes != info.size_bytes:
+                raise StorageError(
+                    f"{self.name}: ledger {ledger_id} does not read back as it was closed"
+                    f" ({segment.size_bytes} bytes, {len(segment.damage)} damaged places): not offloaded"
+                )
+            return segment_paths(self._dir, ledger_id)[0], segment.size_bytes, index_bytes(segment.offsets)
+        finally:
+            segment.close()
+
+    def begin_offload(self, ledger_id: int, key: str) -> bool:
+        """Record (durably) that ``key`` is being written for ledger ``ledger_id``; False when the
+        ledger cannot be offloaded now (gone, open, offloaded or being offloaded)."""
+        with self._lock:
+            info = self._infos.get(ledger_id)
+            if info is None or not info.closed or info.offload is not None:
+                return False
+            if not self._metadata.begin_offload(ledger_id, key):
+                return False
+            self._infos[ledger_id] = replace(info, offload=Offload(key))
+            return True
+
+    def complete_offload(self, ledger_id: int, key: str, object_size: int, checksum: int) -> bool:
+        """The object ``key`` is complete and verified (size, CRC32C); False when the ledger no
+        longer waits for it (trimmed or deleted meanwhile): then nothing owns the object."""
+        now = time.time()
+        with self._lock:
+            if not self._metadata.complete_offload(ledger_id, key, object_size, checksum, now):
+                return False
+            info = self._infos.get(ledger_id)
+            if info is not None:
+                offload = Offload(key, OFFLOADED, object_size, checksum, now)
+                self._infos[ledger_id] = replace(info, offload=offload)
+            return True
+
+    def abort_offload(self, ledger_id: int, key: str) -> None:
+        """An attempt failed: the ledger is local only again, and ``key`` goes to the garbage."""
+        with self._lock:
+            self._metadata.abort_offload(ledger_id, key)
+            info = self._infos.get(ledger_id)
+            if info is not None and info.offload is not None and info.offload.key == key:
+                self._infos[ledger_id] = replace(info, offload=None)
+
+    def delete_offloaded_local(self, deletion_lag_seconds: float) -> list[int]:
+        """Delete the local files of the ledgers offloaded ``deletion_lag_seconds`` ago or longer
+        (the metadata first says they are read from their objects), and their entries in the
+        entry cache; returns their ids."""
+        with self._lock:
+            self._check_open()
+            closed = [self._infos[ledger_id] for ledger_id in self._ledgers.ids()[:-1]]
+            doomed = [info.ledger_id for info in past_deletion_lag(closed, deletion_lag_seconds, time.time())]
+            if not doomed:
+                return []
+            self._metadata.mark_local_deleted(doomed)
+            for ledger_id in doomed:
+                info = self._infos[ledger_id]
+                assert info.offload is not None
+                self._infos[ledger_id] = replace(info, offload=replace(info.offload, local_deleted=True))
+                self._readers.discard(ledger_id)
+            if not self._current.closed:
+                OPEN_LEDGER_FILES.opened(self, self._files_open())
+            # Their entries are read from the objects from now on, not from memory either.
+            self._cache.invalidate(self._id, set(doomed))
+        for ledger_id in doomed:
+            delete_segment_files(self._dir, ledger_id)
+        log.info("%s: deleted the local copies of offloaded ledgers %s", self.name, doomed)
+        return doomed
 
     # ------------------------------------------------------------------ damage
 
@@ -415,6 +634,36 @@ class ManagedLedger:
             first = self._ledgers.first_position()
             return first if first is not None and first <= self._last_confirmed else None
 
+    def before_first(self) -> Position:
+        """Just before the first entry (before where the next add goes, with none): a mark-delete
+        position below it lies in ledgers trimmed since."""
+        with self._lock:
+            first = self._ledgers.ceil(Position.EARLIEST)
+        return Position(first.ledger_id, first.entry_id - 1)
+
+    # ------------------------------------ the compacted view's positions (broker/compacted_topic.py)
+
+    def set_compacted_positions(self, positions: Sequence[Position]) -> None:
+        """The original positions of the topic's compacted view, in order (its compacted ledger's,
+        kept outside the ledgers). Those before the first entry, in ledgers trimmed since, are still
+        messages to a subscription reading the view: its cursor keeps their acknowledgements and
+        moves its mark-delete position over them (``cursor.py``)."""
+        self._compacted = positions
+
+    def compacted_after(self, position: Position) -> Position | None:
+        """The compacted view's first position after ``position``, if it lies before the first entry."""
+        kept = self._compacted
+        index = bisect_right(kept, position)
+        if index < len(kept) and kept[index] < self.before_first():
+            return kept[index]
+        return None
+
+    def holds_compacted(self, position: Position) -> bool:
+        """Whether ``position`` is one of the compacted view's, before the first entry."""
+        kept = self._compacted
+        index = bisect_left(kept, position)
+        return index < len(kept) and kept[index] == position and position < self.before_first()
+
     def number_of_entries(self, start: Position, end: Position) -> int:
         with self._lock:
             return self._ledgers.number_of_entries(start, end)
@@ -431,8 +680,12 @@ class ManagedLedger:
             return infos
 
     def size_bytes(self) -> int:
-        """Bytes of all the ledgers' segment data (Pulsar's storageSize)."""
+        """Bytes of all the ledgers' segment data, local or offloaded (Pulsar's storageSize)."""
         return sum(info.size_bytes for info in self.ledgers())
+
+    def offloaded_size_bytes(self) -> int:
+        """Bytes of the ledgers with a verified copy in the object store (Pulsar's offloadedStorageSize)."""
+        return sum(info.size_bytes for info in self.ledgers() if info.offloaded)
 
     def size_after(self, position: Position) -> int:
         """Estimated bytes of the entries after ``position`` (Pulsar's estimated backlog size)."""
@@ -508,6 +761,11 @@ class ManagedLedger:
             self._check_open()
             slowest = self._cursors.slowest_mark_delete()
             closed = [self._infos[ledger_id] for ledger_id in self._ledgers.ids()[:-1]]
+            # A ledger being offloaded stays until its attempt ends (its object would be orphaned).
+            busy = next(
+                (n for n, info in enumerate(closed) if info.offload and not info.offload.complete), None
+            )
+            closed = closed if busy is None else closed[:busy]
             cfg = self._config
             doomed = deletable_ledgers(
                 closed,
@@ -518,11 +776,13 @@ class ManagedLedger:
             )
             if not doomed:
                 return []
-            self._metadata.delete_ledgers(doomed)
+            keys = [off.key for ledger_id in doomed if (off := self._infos[ledger_id].offload) is not None]
+            self._metadata.delete_ledgers(doomed, keys)  # their objects go with them (offload_garbage)
             for ledger_id in doomed:
                 self._ledgers.remove(ledger_id)
                 del self._infos[ledger_id]
                 self._readers.discard(ledger_id)
+                self._offloaded.pop(ledger_id, None)
             if not self._current.closed:
                 OPEN_LEDGER_FILES.opened(self, self._files_open())  # fewer readers open
             self._cache.invalidate(self._id, set(doomed))

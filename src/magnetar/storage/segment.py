@@ -484,6 +484,12 @@ def _offsets_from(raw: bytes) -> array[int]:
     return offsets
 
 
+def index_bytes(offsets: array[int]) -> bytes:
+    """An index file's bytes: each offset as a little-endian u64 (what an offloaded ledger's object
+    ends with too)."""
+    return _offsets_bytes(offsets)
+
+
 def _offsets_bytes(offsets: array[int]) -> bytes:
     if sys.byteorder == "big":
         offsets = array("Q", offsets)

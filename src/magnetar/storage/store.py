@@ -20,6 +20,7 @@ from magnetar.storage.names import encode_name
 from magnetar.storage.orphans import move_aside
 from magnetar.storage.segment import fsync_directory
 from magnetar.storage.syncer import Syncer
+from magnetar.storage.tiered_reads import ObjectReader, TieredReads
 
 log = logging.getLogger(__name__)
 
@@ -47,10 +48,13 @@ class Storage:
         notify: Notify | None = None,
         defer: Callable[[Callable[[], None]], None] | None = None,
         check_directories: bool = True,
+        object_reader: ObjectReader | None = None,
     ):
         """``check_directories``: account for every managed-ledger directory first
         (``_check_directories``); off in a broker worker, whose supervisor checked them once before
-        any worker started (a worker would move aside a directory another one just made)."""
+        any worker started (a worker would move aside a directory another one just made).
+        ``object_reader``: the object store offloaded ledgers are read from (tiered storage; None:
+        reads of an offloaded ledger fail with ``OffloadedReadError``)."""
         self.config = config
         self._notify = notify
         self._ledgers_dir = config.data_dir / LEDGERS_DIR
@@ -60,6 +64,14 @@ class Storage:
             _refuse_without_metadata(config.data_dir, self._ledgers_dir, "is missing")
         self.metadata = MetadataStore(metadata_path)
         self.entry_cache = EntryCache(config.entry_cache_bytes)
+        #: Offloaded ledgers' reads: the read-ahead cache and the fetches under way (tiered_reads.py).
+        self.tiered = TieredReads(
+            object_reader,
+            config.offload_read_cache_bytes,
+            config.offload_read_block_bytes,
+            config.offload_prefetch_blocks,
+            config.offload_read_retry_seconds,
+        )
         self._syncer = Syncer(
             config.fsync_policy, config.fsync_interval_ms / 1000.0, defer, config.fsync_inline_max_ms / 1000.0
         )
@@ -147,6 +159,7 @@ class Storage:
             self.entry_cache,
             self._notify,
             self._forget,
+            self.tiered,
         )
 
     def follow_managed_ledger(self, name: str, follower: str) -> FollowedLedger:

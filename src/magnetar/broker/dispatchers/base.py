@@ -9,7 +9,11 @@ from typing import TYPE_CHECKING
 
 from magnetar.broker import descriptors, loop_pass
 from magnetar.broker.entries import DispatchEntry
+from magnetar.broker.errors import ServiceNotReady
+from magnetar.broker.offload_failures import OFFLOAD_READ_FAILURES, OFFLOAD_RETRY_S
 from magnetar.protocol import wire
+from magnetar.storage.errors import OffloadedReadError, OffloadedReadPending
+from magnetar.storage.owner_ref import OwnerRef
 from magnetar.storage.position import Position
 
 if TYPE_CHECKING:
@@ -35,8 +39,13 @@ class Dispatcher(ABC):
     #: their virtual cursors (each subclass makes its own).
     consumers: Collection[Consumer]
 
+    @property
+    def subscription(self) -> CursorSubscription[Consumer]:
+        return self._subscription()
+
     def __init__(self, subscription: CursorSubscription[Consumer], max_read_batch: int = 100) -> None:
-        self.subscription = subscription
+        #: Held weakly: the subscription owns its dispatcher (storage/owner_ref.py).
+        self._subscription = OwnerRef(subscription, "subscription", subscription.name, ServiceNotReady)
         self.cursor = subscription.cursor
         self.max_read_batch = max_read_batch
         #: How often each position was redelivered on request (nack, ack timeout).
@@ -142,6 +151,13 @@ class Dispatcher(ABC):
         more = self._send_queued() if self.queued else False
         try:
             progress = self.dispatch_round()
+        except OffloadedReadPending:
+            return  # the topic wakes its dispatchers when the bytes are fetched
+        except OffloadedReadError as exc:
+            # The object store fails: said (throttled), and tried again; local topics go on.
+            OFFLOAD_READ_FAILURES.failed(f"{self.subscription.topic.name}/{self.subscription.name}: {exc}")
+            asyncio.get_running_loop().call_later(OFFLOAD_RETRY_S, self.schedule)
+            return
         except OSError as exc:
             if not descriptors.is_exhaustion(exc):
                 raise
@@ -177,7 +193,9 @@ class Dispatcher(ABC):
     def read_from_cursor(self, max_messages: int) -> list[DispatchEntry]:
         count = max(1, min(max_messages, self.max_read_batch))
         recent = self.subscription.topic.recent_entries.entry
-        return [recent(e) for e in self.cursor.read_entries(count, MAX_READ_BYTES)]
+        # Offloaded entries are not waited for on the loop: OffloadedReadPending ends the round,
+        # and the topic wakes its dispatchers once they are fetched (docs/tiered-storage.md).
+        return [recent(e) for e in self.cursor.read_entries(count, MAX_READ_BYTES, wait=False)]
 
     def close(self) -> None:
         self._closed = True

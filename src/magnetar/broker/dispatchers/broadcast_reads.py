@@ -12,6 +12,9 @@ from typing import TYPE_CHECKING
 from magnetar.broker.dispatchers.base import MAX_READ_BYTES
 from magnetar.broker.dispatchers.entry_window import EntryWindow
 from magnetar.broker.entries import DispatchEntry
+from magnetar.broker.errors import ServiceNotReady
+from magnetar.storage.errors import OffloadedReadPending
+from magnetar.storage.owner_ref import OwnerRef
 from magnetar.storage.position import Position
 
 if TYPE_CHECKING:
@@ -29,8 +32,13 @@ def after(position: Position) -> Position:
 
 
 class SharedReads:
+    @property
+    def subscription(self) -> CursorSubscription[Consumer]:
+        return self._subscription()
+
     def __init__(self, subscription: CursorSubscription[Consumer], max_read_batch: int) -> None:
-        self.subscription = subscription
+        #: Held weakly: the subscription owns its dispatcher (storage/owner_ref.py).
+        self._subscription = OwnerRef(subscription, "subscription", subscription.name, ServiceNotReady)
         self.ml = subscription.topic.ml
         self.max_read_batch = max_read_batch
         self.window = EntryWindow(WINDOW_ENTRIES, WINDOW_BYTES)
@@ -57,7 +65,14 @@ class SharedReads:
             budget -= len(item.data)
             next_position = after(next_position)
         if len(entries) < count and next_position <= last and budget > 0:
-            raw = self.ml.read_entries(next_position, count - len(entries), budget, at_least_one=not entries)
+            try:  # offloaded entries are not waited for on the loop (the dispatcher is woken)
+                raw = self.ml.read_entries(
+                    next_position, count - len(entries), budget, at_least_one=not entries, wait=False
+                )
+            except OffloadedReadPending:
+                if not entries:
+                    raise
+                raw = []
             if raw:
                 self.reads += 1
                 self.entries_read += len(raw)

@@ -1,11 +1,14 @@
 """readCompacted for a single-active dispatcher, as Pulsar's ``CompactedTopicImpl.asyncReadEntriesOrWait``.
 
-While the cursor's read position is at or before the compaction horizon (or on a consumer's first
-read when it asked for the earliest message), entries come from the compacted ledger, with their
-original positions, and the cursor is moved (exactly: ``seek_exactly``, its ledger may be trimmed)
-past the last one read; once the view has nothing more, the cursor goes to the entry after the
-horizon and the topic is read as usual. So a consumer gets the latest message of each key up to the
-horizon, then everything after it, with the original message ids.
+While the cursor's read position is at or before the compaction horizon, entries come from the
+compacted ledger, with their original positions, and the cursor is moved (exactly: ``seek_exactly``,
+its ledger may be trimmed) past the last one read; those it has acknowledged are left out (in
+ledgers trimmed since too: the cursor keeps those acknowledgements, ``storage/cursor.py``); once the
+view has nothing more, the cursor goes to the entry after the horizon and the topic is read as
+usual. So a consumer gets the latest message of each key up to the horizon, then everything after
+it, with the original message ids. A subscription that starts in the view before the topic's first
+entry is placed there when it subscribes (``topic_subscriptions.py``), and a rewind (a reconnect, a
+redelivery, a failover) goes back to just after its mark-delete position, in the view too.
 """
 
 from __future__ import annotations
@@ -31,13 +34,12 @@ def read_compacted(
     view: CompactedReads,
     max_entries: int,
     max_bytes: int,
-    from_start: bool,
 ) -> list[Entry] | None:
     """The next entries of the compacted view for this cursor, or None: read the topic instead."""
     horizon = view.horizon
     if horizon is None:
         return None
-    start = Position.EARLIEST if from_start else cursor.read_position
+    start = cursor.read_position
     while start <= horizon:
         read = view.read_compacted(start, max_entries, max_bytes)
         if not read:
@@ -45,7 +47,7 @@ def read_compacted(
         last = read[-1].position
         start = Position(last.ledger_id, last.entry_id + 1)
         cursor.seek_exactly(start)
-        entries = read if from_start else [entry for entry in read if not cursor.is_acked(entry.position)]
+        entries = [entry for entry in read if not cursor.is_acked(entry.position)]
         if entries:
             return entries
     cursor.seek(ml.next_position(horizon))

@@ -80,10 +80,9 @@ class SingleActiveConsumerDispatcher(Dispatcher):
 
     def _read_compacted(self, consumer: Consumer) -> list[DispatchEntry] | None:
         """The next entries of the topic's compacted view (``compacted_reads.py``), or None."""
-        from_start, consumer.compacted_from_start = consumer.compacted_from_start, False
         topic = self.subscription.topic
         count = max(1, min(consumer.permits, self.max_read_batch))
-        read = read_compacted(self.cursor, topic.ml, topic.compaction, count, MAX_READ_BYTES, from_start)
+        read = read_compacted(self.cursor, topic.ml, topic.compaction, count, MAX_READ_BYTES)
         return None if read is None else [DispatchEntry.of(entry) for entry in read]
 
     def _delivered_unacked(self) -> list[Position]:

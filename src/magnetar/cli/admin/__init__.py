@@ -8,7 +8,14 @@ from __future__ import annotations
 
 import click
 
-from magnetar.cli.admin import bundles, compaction, inactive_topics, topic_replication  # noqa: F401  (their verbs join topics, namespaces)
+from magnetar.cli.admin import (  # noqa: F401  (their verbs join topics, namespaces)
+    bundles,
+    compaction,
+    compaction_threshold,
+    inactive_topics,
+    offload,
+    topic_replication,
+)
 from magnetar.cli.admin.clusters import clusters
 from magnetar.cli.admin.common import DEFAULT_ADMIN_URL, AdminTarget
 from magnetar.cli.admin.namespaces import namespaces

@@ -25,6 +25,7 @@ MAX_PRODUCERS_PER_TOPIC = "maxProducersPerTopic"
 MAX_CONSUMERS_PER_TOPIC = "maxConsumersPerTopic"
 MAX_CONSUMERS_PER_SUBSCRIPTION = "maxConsumersPerSubscription"
 MAX_TOPICS_PER_NAMESPACE = "maxTopicsPerNamespace"
+COMPACTION_THRESHOLD = "compactionThreshold"
 
 #: Backlog quota kinds and policies (Pulsar's names).
 DESTINATION_STORAGE = "destination_storage"
@@ -106,6 +107,52 @@ class Namespaces:
 
     def remove_inactive_topic_policies(self, namespace: str) -> None:
         self.remove_policy(namespace, INACTIVE_TOPIC_POLICIES)
+
+    def get_offload_threshold(self, namespace: str) -> int:
+        """Bytes the namespace's topics keep locally before older ledgers are offloaded (-1: off)."""
+        return int(self._call("GET", namespace, "/offloadThreshold"))
+
+    def set_offload_threshold(self, namespace: str, size_bytes: int) -> None:
+        self._call("PUT", namespace, "/offloadThreshold", int(size_bytes))
+
+    def get_offload_threshold_in_seconds(self, namespace: str) -> int:
+        """Seconds after its close a ledger is offloaded, whatever its size (-1: off)."""
+        return int(self._call("GET", namespace, "/offloadThresholdInSeconds"))
+
+    def set_offload_threshold_in_seconds(self, namespace: str, seconds: int) -> None:
+        self._call("PUT", namespace, "/offloadThresholdInSeconds", int(seconds))
+
+    def get_offload_deletion_lag_ms(self, namespace: str) -> int | None:
+        """How long an offloaded ledger's local copy stays (ms); None: the broker's setting."""
+        return self._call("GET", namespace, "/offloadDeletionLagMs")
+
+    def set_offload_deletion_lag_ms(self, namespace: str, lag_ms: int) -> None:
+        self._call("PUT", namespace, "/offloadDeletionLagMs", int(lag_ms))
+
+    def clear_offload_deletion_lag(self, namespace: str) -> None:
+        self._call("DELETE", namespace, "/offloadDeletionLagMs")
+
+    def get_offload_policies(self, namespace: str) -> dict[str, Any] | None:
+        """Pulsar's OffloadPolicies JSON of the namespace; None when not set."""
+        return self._call("GET", namespace, "/offloadPolicies")
+
+    def set_offload_policies(self, namespace: str, policies: dict[str, Any]) -> None:
+        self._call("POST", namespace, "/offloadPolicies", dict(policies))
+
+    def remove_offload_policies(self, namespace: str) -> None:
+        self._call("DELETE", namespace, "/removeOffloadPolicies")
+
+    def get_compaction_threshold(self, namespace: str) -> int | None:
+        """Bytes not compacted yet past which the namespace's topics are compacted by themselves;
+        None when not set (the broker's setting applies)."""
+        return self.get_policy(namespace, COMPACTION_THRESHOLD)
+
+    def set_compaction_threshold(self, namespace: str, threshold: int) -> None:
+        """0: never by threshold. PUT, as Pulsar's admin API takes it."""
+        self._call("PUT", namespace, f"/{COMPACTION_THRESHOLD}", int(threshold))
+
+    def remove_compaction_threshold(self, namespace: str) -> None:
+        self.remove_policy(namespace, COMPACTION_THRESHOLD)
 
     def get_message_ttl(self, namespace: str) -> int | None:
         return self.get_policy(namespace, MESSAGE_TTL)

@@ -146,6 +146,42 @@ class Topics:
         and ``lastError``."""
         return self._request("GET", f"{topic_path(topic)}/compaction")
 
+    # -- tiered storage --------------------------------------------------------------------------------
+    def trigger_offload(self, topic: str, ledger_id: int, entry_id: int = 0) -> None:
+        """Offload every closed ledger before ledger ``ledger_id`` (Pulsar's ``PUT .../offload``
+        with a message id); raises a 409 ``AdminError`` while an offload is running."""
+        body = {"ledgerId": ledger_id, "entryId": entry_id, "partitionIndex": -1}
+        self._request("PUT", f"{topic_path(topic)}/offload", body)
+
+    def offload_status(self, topic: str) -> dict[str, Any]:
+        """Pulsar's OffloadProcessStatus JSON: ``status`` (NOT_RUN, RUNNING, SUCCESS or ERROR),
+        ``lastError`` and ``firstUnoffloadedMessage``."""
+        return self._request("GET", f"{topic_path(topic)}/offload")
+
+    def get_offload_policies(self, topic: str, applied: bool = False) -> dict[str, Any] | None:
+        """The topic's own OffloadPolicies JSON (None when not set); ``applied``: what applies."""
+        params = {"applied": "true"} if applied else None
+        return self._admin.request("GET", f"{topic_path(topic)}/offloadPolicies", None, params)
+
+    def set_offload_policies(self, topic: str, policies: dict[str, Any]) -> None:
+        self._request("POST", f"{topic_path(topic)}/offloadPolicies", dict(policies))
+
+    def remove_offload_policies(self, topic: str) -> None:
+        self._request("DELETE", f"{topic_path(topic)}/offloadPolicies")
+
+    def get_compaction_threshold(self, topic: str, applied: bool = False) -> int | None:
+        """The topic's own compaction threshold in bytes, None if not set; ``applied``: what applies
+        (its own, else its namespace's, else the broker's)."""
+        params = {"applied": "true"} if applied else None
+        return self._request("GET", f"{topic_path(topic)}/compactionThreshold", params=params)
+
+    def set_compaction_threshold(self, topic: str, threshold: int) -> None:
+        """Compact the topic by itself once this many bytes are not compacted yet; 0: never."""
+        self._request("POST", f"{topic_path(topic)}/compactionThreshold", int(threshold))
+
+    def remove_compaction_threshold(self, topic: str) -> None:
+        self._request("DELETE", f"{topic_path(topic)}/compactionThreshold")
+
     # -- replication (a topic's override of its namespace's clusters) ---------------------------------
     def get_replication_clusters(self, topic: str, applied: bool = False) -> list[str] | None:
         """The topic's own replication clusters, None if not set; ``applied``: what applies

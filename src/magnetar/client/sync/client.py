@@ -23,6 +23,7 @@ from magnetar.client.sync.column_reader import ColumnReader
 from magnetar.client.sync.consumer import Consumer, Reader
 from magnetar.client.sync.loop import ClientLoop
 from magnetar.client.sync.producer import Producer
+from magnetar.client.sync.table_view import TableView
 
 R = TypeVar("R")
 
@@ -81,6 +82,15 @@ class Client:
         """A blocking ``ColumnReader`` (``receive_columns``) of one topic partition."""
         return ColumnReader(
             self._loop, self._run(self._client.create_column_reader(topic, start_message_id, **options))
+        )
+
+    def create_table_view(
+        self, topic: str, subscription_name: str | None = None, **options: Any
+    ) -> TableView:
+        """A ``TableView`` of ``topic`` (every partition, read compacted), once it holds what the
+        topic held."""
+        return TableView(
+            self._loop, self._run(self._client.create_table_view(topic, subscription_name, **options))
         )
 
     def get_topic_partitions(self, topic: str) -> list[str]:

@@ -85,6 +85,14 @@ class _Mailbox:
                 log.exception("posted client call %r failed", fn)
 
 
+#: On a listener thread, the ``ClientLoop`` whose thread it is.
+_LISTENER_OF = threading.local()
+
+
+def _mark_listener_thread(client_loop: ClientLoop) -> None:
+    _LISTENER_OF.client_loop = client_loop
+
+
 class ClientLoop:
     """The loop thread, its mailbox and the listener thread of one blocking client."""
 
@@ -92,7 +100,16 @@ class ClientLoop:
         self._thread = _LoopThread()
         self._mailbox = _Mailbox(self._thread.loop)
         #: Listeners run here, one at a time, never on the loop thread.
-        self.listeners = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="magnetar-listener")
+        self.listeners = concurrent.futures.ThreadPoolExecutor(
+            1,
+            thread_name_prefix="magnetar-listener",
+            initializer=_mark_listener_thread,
+            initargs=(self,),
+        )
+
+    def on_listener_thread(self) -> bool:
+        """Whether the caller is this client's listener thread (work it submits waits behind it)."""
+        return getattr(_LISTENER_OF, "client_loop", None) is self
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:

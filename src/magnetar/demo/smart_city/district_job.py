@@ -33,7 +33,7 @@ from magnetar.demo.smart_city.fanout import AlertFanout
 from magnetar.demo.smart_city.frames import FrameVerifier
 from magnetar.demo.smart_city.job import Job
 from magnetar.demo.smart_city.pipeline import SparkPipeline
-from magnetar.demo.smart_city.runtime import BROKER_SETTINGS, LoopThread, connect
+from magnetar.demo.smart_city.runtime import LoopThread, broker_settings, connect
 from magnetar.demo.smart_city.settings import CitySettings
 from magnetar.demo.smart_city.simulator import AnyProducer, Simulator
 from magnetar.demo.smart_city.summary import Summary
@@ -155,7 +155,7 @@ class DistrictJob(Job):
         work = s.work_path() or Path(tempfile.mkdtemp(prefix="magnetar-smart-city-"))
         district_of = districts_of_areas(self.city.areas, s.districts)
         loop = LoopThread()
-        districts = Districts(s, work, dict(BROKER_SETTINGS))
+        districts = Districts(s, work, broker_settings(s.workers))
         pipeline = client = fanout = verifier = audit = None
         edge_clients: dict[str, aio.Client] = {}
         try:

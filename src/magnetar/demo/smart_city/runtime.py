@@ -21,6 +21,11 @@ BROKER_SETTINGS: dict[str, object] = {
 }
 
 
+def broker_settings(workers: int) -> dict[str, object]:
+    """The embedded brokers' settings, run as ``workers`` processes each."""
+    return {**BROKER_SETTINGS, "workers": workers}
+
+
 class LoopThread:
     """An asyncio loop on a daemon thread; ``run`` waits for a coroutine, ``submit`` does not."""
 

@@ -1,0 +1,154 @@
+"""The MQTT server of a broker: its port, its connections, its sessions (``sessions.py``), and
+the topics loaded later that subscriptions pick up.
+
+Started by ``broker/server.py`` once the broker serves (when ``mqtt_port`` or ``mqtts_port``, MQTT
+over TLS, is set): the durable
+sessions stored before are read first, then the port opens. Closed with the Pulsar ports
+(``BrokerService.stop_serving``). Keepalive runs from a wheel of its own (keepalive.py) turned
+every ``KEEPALIVE_CHECK_S``/16 seconds: MQTT keep alives are per client and often shorter than
+the broker's Pulsar keepalive interval.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
+
+from magnetar.broker import housekeeping
+from magnetar.broker.keepalive import KeepaliveWheel
+from magnetar.broker.listener import Listener, listen
+from magnetar.broker.mqtt import access, subscriptions
+from magnetar.broker.mqtt.connection import MqttConnection
+from magnetar.broker.mqtt.floods import ConnectRate
+from magnetar.broker.mqtt.qos2_store import Qos2Store
+from magnetar.broker.mqtt.records import RecordWriter
+from magnetar.broker.mqtt.retained import RetainedStore
+from magnetar.broker.mqtt.sessions import Sessions
+from magnetar.broker.refusal import PULSAR_OUT_OF_DESCRIPTORS
+from magnetar.broker.tls import HANDSHAKE_TIMEOUT_S
+from magnetar.protocol.mqtt import ReasonCode
+
+if TYPE_CHECKING:
+    from magnetar.broker.service import BrokerService
+    from magnetar.broker.topic import PersistentTopic
+
+log = logging.getLogger(__name__)
+#: Each connection's keep alive is looked at about this often.
+KEEPALIVE_CHECK_S = 1.0
+
+
+class MqttServer:
+    def __init__(self, service: BrokerService) -> None:
+        self.service = service
+        self.connections: set[MqttConnection] = set()
+        self.keepalive = KeepaliveWheel(KEEPALIVE_CHECK_S)
+        #: CONNECTs per second per client address (floods.py).
+        self.connect_rate = ConnectRate(service.config.mqtt_max_connect_rate_per_ip)
+        metadata = service.storage.metadata
+        self.qos2 = Qos2Store(metadata)
+        #: Threads writing the session records (one write at a time each: records.py).
+        self._records = ThreadPoolExecutor(2, thread_name_prefix="magnetar-mqtt-records")
+        self.sessions = Sessions(self, RecordWriter(metadata, self._records, "MQTT session"))
+        self.retained = RetainedStore(
+            metadata, RecordWriter(metadata, self._records, "MQTT retained message")
+        )
+        self._listener: Listener | None = None
+        #: MQTT over TLS (``mqtts_port``), with the broker's TLS settings.
+        self._tls_listener: Listener | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def port(self) -> int | None:
+        return None if self._listener is None else self._listener.port
+
+    @property
+    def tls_port(self) -> int | None:
+        return None if self._tls_listener is None else self._tls_listener.port
+
+    async def start(self) -> None:
+        config = self.service.config
+        loop = asyncio.get_running_loop()
+        stored, broken = await loop.run_in_executor(self._records, self.sessions.store.load_all)
+        for key in broken:
+            log.error("the MQTT session record %s does not read: left as it is", key)
+        self.sessions.restore(stored, time.time())
+        for key in await loop.run_in_executor(self._records, self.retained.load):
+            log.error("the MQTT retained message record %s does not read: left as it is", key)
+        if config.mqtt_port is not None:
+            self._listener = await listen(
+                config.host,
+                config.mqtt_port,
+                lambda: MqttConnection(self),
+                PULSAR_OUT_OF_DESCRIPTORS,
+                "the MQTT port",
+                "MQTT port (--mqtt-port)",
+            )
+        if config.mqtts_port is not None:
+            self._tls_listener = await listen(
+                config.host,
+                config.mqtts_port,
+                lambda: MqttConnection(self),
+                PULSAR_OUT_OF_DESCRIPTORS,
+                "the MQTT TLS port",
+                "MQTT TLS port (--mqtts-port)",
+                tls=self.service.ssl_context,
+                handshake_timeout=HANDSHAKE_TIMEOUT_S,
+            )
+        self._task = asyncio.create_task(housekeeping.every(self.keepalive.turn_seconds, self._turn))
+        self.service.topic_listeners.append(self.topic_loaded)
+        self.service.protocol_servers.append(self)
+
+    def _turn(self) -> None:
+        self.keepalive.turn(asyncio.get_running_loop().time())
+
+    def close(self) -> None:
+        """Stop accepting; tell 5.0 clients the server is shutting down, and close every connection."""
+        self.sessions.close()
+        for listener in (self._listener, self._tls_listener):
+            if listener is not None:
+                listener.close()
+        self._listener = self._tls_listener = None
+        if self._task is not None:
+            self._task.cancel()
+            self._task = None
+        for cnx in list(self.connections):
+            cnx.close_with(ReasonCode.SERVER_SHUTTING_DOWN)
+        self.qos2.close()
+        self._records.shutdown(wait=True)
+
+    # -- credentials and grants (access.py) --------------------------------------------------------
+    def check_credentials(self, now: float) -> None:
+        """Every authentication_refresh_check_seconds: connections whose credentials expired go."""
+        for cnx in list(self.connections):
+            access.credentials_expired(cnx, now)
+
+    def recheck_permissions(self, namespace: str) -> None:
+        """The namespace's grants changed: what a role lost is taken from its connections."""
+        for cnx in list(self.connections):
+            access.recheck_permissions(cnx, namespace)
+
+    # -- topics loaded later ---------------------------------------------------------------------
+    def topic_loaded(self, topic: PersistentTopic) -> None:
+        """A topic was created or opened again: the clients whose filters match it get a consumer
+        there, and the durable sessions away their durable subscriptions. A subscription made now
+        starts at the topic's first message if it has none yet (a new topic: its first messages
+        are being published), else at its end."""
+        initial = "earliest" if topic.ml.first_position() is None else "latest"
+        for cnx in list(self.connections):
+            if cnx.session is not None and cnx.session.filters and not cnx.closed:
+                try:
+                    subscriptions.attach_loaded(cnx, topic, initial)
+                except Exception:
+                    log.exception("%s: cannot subscribe to the new topic %s", cnx.remote, topic.name)
+        self.sessions.topic_loaded(topic, initial)
+
+
+async def start(service: BrokerService) -> MqttServer:
+    server = MqttServer(service)
+    await server.start()
+    service.mqtt_port = server.port
+    service.mqtts_port = server.tls_port
+    return server
