@@ -21,6 +21,7 @@ from magnetar.broker import loop_pass
 from magnetar.broker.consumer import Consumer
 from magnetar.broker.dispatchers.broadcast import BroadcastDispatcher
 from magnetar.broker.entries import RecentEntries
+from magnetar.broker.entry_search import EntryReader
 from magnetar.broker.errors import NotAllowed
 from magnetar.broker.seek import last_message_position, position_for_time
 from magnetar.broker.subscription import PersistentSubscription
@@ -89,6 +90,9 @@ class _NoCompactedView:
     def read_compacted(self, start: Position, max_entries: int, max_bytes: int) -> list[Entry]:
         return []
 
+    def earliest(self) -> tuple[Position, bool]:
+        return Position(-1, -1), False
+
 
 class FollowerTopic:
     """A topic as a follower sees it: a ``LedgerTopic`` over a followed ledger, whose only
@@ -115,6 +119,8 @@ class FollowerTopic:
         self.topic_epoch = 0
         self._wake_scheduled = False
         self._passes: loop_pass.PassScheduler | None = None
+        #: Offloaded entries a dispatcher could not wait for are fetched: read again (tiered storage).
+        ml.on_offloaded_data = self._wake
 
     @property
     def terminated(self) -> bool:
@@ -149,11 +155,14 @@ class FollowerTopic:
         subscription.add_consumer(consumer, cmd.sub_type, broadcast=True)
         return consumer
 
-    def last_message_position(self) -> tuple[Position, int]:
-        return last_message_position(self.ml)
+    def last_message_position(
+        self, read_compacted: bool = False, read: EntryReader | None = None
+    ) -> tuple[Position, int]:
+        """The last durable entry as the owner said it (no compacted view here)."""
+        return last_message_position(self.ml, read)
 
-    def find_position_by_time(self, timestamp_ms: int) -> Position:
-        return position_for_time(self.ml, timestamp_ms)
+    def find_position_by_time(self, timestamp_ms: int, read: EntryReader | None = None) -> Position:
+        return position_for_time(self.ml, timestamp_ms, read)
 
     def remove_subscription(self, name: str) -> None:
         subscription = self.subscriptions.pop(name, None)
@@ -255,7 +264,7 @@ class FollowerSubscription(PersistentSubscription):
     def unsubscribe(self, consumer: Consumer) -> None:
         raise NotAllowed(f"unsubscribe from {self.name} at the owner of {self.topic.name}")
 
-    def reset_cursor(self, position: Position) -> None:
+    def reset_cursor(self, position: Position, exactly: bool = False) -> None:
         raise NotAllowed(f"seek on {self.name} at the owner of {self.topic.name}")
 
     def close_link(self, give_up: bool) -> None:

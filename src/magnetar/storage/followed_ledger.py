@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from magnetar.storage.callbacks import DurableCallback
+from magnetar.storage.callbacks import DurableCallback, Notify
 from magnetar.storage.config import StorageConfig
 from magnetar.storage.cursor import ManagedCursor
 from magnetar.storage.cursor_state import CursorState
@@ -31,13 +31,15 @@ from magnetar.storage.errors import MissingLedgerError, StorageError
 from magnetar.storage.ledger_files import OPEN_LEDGER_FILES, try_hold
 from magnetar.storage.ledger_info import LedgerInfo
 from magnetar.storage.ledger_list import LedgerList
-from magnetar.storage.ledger_reads import LedgerReader
+from magnetar.storage.ledger_reads import LedgerReader, ReadableLedger
 from magnetar.storage.managed_ledger import ManagedLedger
 from magnetar.storage.metadata_store import ManagedLedgerRecord, MetadataStore
 from magnetar.storage.metadata_virtual_cursors import follower_key
+from magnetar.storage.offloaded_segment import OffloadedSegment
 from magnetar.storage.position import Position
 from magnetar.storage.segment import Segment
 from magnetar.storage.segment_readers import SegmentReaders
+from magnetar.storage.tiered_reads import TieredReads
 from magnetar.storage.virtual_cursors import VirtualCursorStore, VirtualCursorStores
 from magnetar.storage.virtual_cursors_elsewhere import VirtualCursorsElsewhere
 
@@ -60,8 +62,11 @@ class FollowedLedger(ManagedLedger):
         cache: EntryCache,
         follower: str,
         on_close: Callable[[ManagedLedger], None],
+        notify: Notify | None = None,
+        tiered: TieredReads | None = None,
     ) -> None:
-        """``follower``: who reads (a worker's name), in the key of the virtual cursors kept here."""
+        """``follower``: who reads (a worker's name), in the key of the virtual cursors kept here;
+        ``notify`` and ``tiered`` as a managed ledger's (offloaded ledgers are read through them)."""
         # Not ManagedLedger.__init__: that one recovers the files it opens, and this one must not.
         self.name = record.name
         self._id = record.ml_id
@@ -78,6 +83,12 @@ class FollowedLedger(ManagedLedger):
         self._reader = LedgerReader(self._id, cache, self._segment_for, self._damaged_read)
         self._properties = metadata.properties(record.ml_id)
         self._stores = VirtualCursorStores(metadata, self._id, self.name)
+        self._notify = notify
+        #: Offloaded ledgers (tiered storage) are read from their objects, as the owner reads them.
+        self._tiered = tiered
+        self._offloaded: dict[int, OffloadedSegment] = {}
+        self.on_offloaded_data: Callable[[], None] | None = None
+        self._compacted: Sequence[Position] = ()
         #: The ledger the owner appends to (the last one) and its files as far as followed.
         self._following: Segment | None = None
         self._infos: dict[int, LedgerInfo] = {}
@@ -135,7 +146,7 @@ class FollowedLedger(ManagedLedger):
         if rows and self._last_confirmed < Position(rows[0].ledger_id, -1):
             self._last_confirmed = self._last_added = Position(rows[0].ledger_id, -1)
 
-    def _segment_for(self, ledger_id: int) -> Segment:
+    def _segment_for(self, ledger_id: int) -> ReadableLedger:
         if ledger_id == self._ledgers.last_id and not self._infos[ledger_id].closed:
             segment = self._following
             if segment is None or segment.closed:
@@ -149,6 +160,9 @@ class FollowedLedger(ManagedLedger):
                     f"ledger {ledger_id}: fewer than {count} records yet", ledger_id, count
                 )
             return segment
+        info = self._infos.get(ledger_id)
+        if info is not None and not info.local:
+            return self._offloaded_segment(info)
         readers = self._readers
         before = readers.open_count
         segment = readers.get(ledger_id, self._ledgers.count(ledger_id))

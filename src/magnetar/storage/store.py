@@ -179,6 +179,8 @@ class Storage:
             self.entry_cache,
             follower,
             self._forget_followed,
+            self._notify,
+            self.tiered,
         )
         with self._lock:
             if self._closed:
