@@ -37,7 +37,9 @@ from bench.brokers import MAGNETAR, PEER, SPECS, BrokerSpec, MagnetarSource, mak
 from bench.hotspots import start_profiler, stop_profiler
 from bench.machine import describe
 from bench.output import emit
+from bench.plots import broadcast_latency_svg
 from bench.procs import UsageSampler
+from bench.svg import write
 
 BROADCAST = {"magnetar.subscription.type": "Broadcast"}
 STAMP = struct.Struct(">qi")  # send time (ns), sequence number
@@ -173,6 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for every delivery")
     parser.add_argument("--fsync", choices=["always", "never"], default="always")
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--plot", type=Path, help="the latency distribution as SVG (default: beside --out)")
     parser.add_argument("--profile", type=Path, help="py-spy profiles of the Magnetar brokers into this dir")
     args = parser.parse_args(argv)
     spec = SPECS["magnetar-fsync" if args.fsync == "always" else "magnetar-nofsync"]
@@ -193,6 +196,14 @@ def main(argv: list[str] | None = None) -> int:
         "results": results,
     }
     emit(document, args.out)
+    plot = args.plot or (args.out.with_suffix(".svg") if args.out is not None else None)
+    if plot is not None:
+        shown = [
+            (r["name"], r["latency_ms"]["p50"], r["latency_ms"]["p99"], r["latency_ms"]["max"])
+            for r in results
+            if r.get("latency_ms")
+        ]
+        print(f"wrote {write(plot, broadcast_latency_svg(shown, args.consumers))}", file=sys.stderr)
     failed = [r["name"] for r in results if r.get("missing") or r.get("duplicates") or r.get("out_of_order")]
     if failed:
         print(f"FAILED correctness: {', '.join(failed)}", file=sys.stderr)

@@ -3,11 +3,12 @@
 The smart-city layout (a topic per device): ``--topics`` topics, each created by a producer of the
 official client that sends one message and closes, spread over ``--clients`` processes of
 ``--threads`` threads each so that the client is not the limit; then a consumer round (each topic's
-message read once, by a new subscription from the earliest message); then a restart with every
-topic on disk: the time to listening and the time to the first message of a topic. Magnetar
-(defaults) and the peer (``pulsar-lite``, when installed) side by side in one run. Per phase: the
-time, errors, the broker's descriptors (``/proc/PID/fd``) and its RSS per topic. Prints one JSON
-object.
+message read once, by a new subscription from the earliest message); then ``--idle`` seconds in
+which nobody uses them (Magnetar unloads a topic idle for 60 s, its sweep every 60 s); then a
+restart with every topic on disk: the time to listening and the time to the first message of a
+topic. Magnetar (defaults) and the peer (``pulsar-lite``, when installed) side by side in one run.
+Per phase: the time, errors, the broker's descriptors (``/proc/PID/fd``) and its RSS per topic.
+Prints one JSON object.
 
     .venv/bin/python -m bench.many_topics                     # 100,000 topics on each broker
     .venv/bin/python -m bench.many_topics --topics 10000
@@ -138,6 +139,9 @@ def measure(name: str, workdir: Path, args: argparse.Namespace, source: Magnetar
         result: dict[str, object] = {"broker": name, "empty": {"descriptors": descriptors(broker.pid)}}
         result["produce"] = phase(broker, "produce", args, rss0)
         result["consume"] = phase(broker, "consume", args, rss0)
+        if args.idle:
+            time.sleep(args.idle)  # nobody uses the topics: Magnetar unloads them (60 s, swept every 60 s)
+            result["idle"] = {"after_s": args.idle, **snapshot(broker, rss0, args.topics)}
         broker.stop()
         started = time.monotonic()
         broker.start(START_TIMEOUT_S)
@@ -158,6 +162,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--topics", type=int, default=100_000)
     p.add_argument("--clients", type=int, default=4, help="client processes")
     p.add_argument("--threads", type=int, default=8, help="threads in each client process")
+    p.add_argument(
+        "--idle",
+        type=float,
+        default=130.0,
+        help="seconds nobody uses the topics after the consumer round, then the same figures (0: skip)",
+    )
     p.add_argument("--only", choices=["magnetar-fsync", PEER], help="measure one broker")
     p.add_argument("--magnetar-ref", help="run Magnetar from a snapshot of this git ref")
     p.add_argument("--out", type=Path, help="also write the JSON here")

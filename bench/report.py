@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.brokers import PEER, SPECS, MagnetarSource, peer_version
+from bench.plots import FOLDER, write_report_figures
 from bench.scenarios import Limits, Scenario, failures, scenario_dict
 from bench.stats import ratio, spread
 
@@ -177,6 +178,8 @@ def write_json(document: dict, path: Path) -> None:
 
 
 def write_markdown(document: dict, path: Path) -> None:
+    """The tables between the markers of ``path``, and their pictures in ``FOLDER`` beside it."""
+    write_report_figures(document, path.parent / FOLDER)
     section = "\n".join([BEGIN, *render(document), END])
     old = path.read_text() if path.exists() else ""
     if BEGIN in old and END in old:
@@ -194,11 +197,14 @@ def render(doc: dict) -> list[str]:
     lines = _header(doc)
     lines += _failures(doc)
     lines += ["", "### Throughput", "", *_figure_table(doc, brokers, THROUGHPUT, scale=1)]
+    lines += ["", f"![Produce messages per second by scenario and broker]({FOLDER}/throughput.svg)"]
     lines += ["", "### Publish latency (1 KB, sync send), milliseconds", ""]
     lines += [
         "`backlog` is the producer alone; `concurrent` has a consumer draining at the same time.",
         "",
         *_figure_table(doc, brokers, LATENCY, scale=1e-3, only="1KB-sync"),
+        "",
+        f"![Publish latency percentiles of a 1 KB sync send by broker and mode]({FOLDER}/latency.svg)",
     ]
     lines += ["", "### Broker CPU and memory", ""]
     lines += [

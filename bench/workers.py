@@ -36,7 +36,9 @@ from typing import Any
 import pulsar
 
 from bench.machine import describe
+from bench.plots import workers_svg
 from bench.procs import CLOCK_TICKS, tree_cpu_seconds
+from bench.svg import write
 from magnetar.broker_process import BrokerProcess
 from magnetar.client.admin import AdminClient
 
@@ -205,6 +207,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--producers", type=int, default=4)
     parser.add_argument("--consumers", type=int, default=4)
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--plot", type=Path, help="throughput against workers as SVG (default: beside --out)")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="bench-workers-") as tmp:
         results = [run_one(n, args, Path(tmp)) for n in args.workers]
@@ -226,6 +229,10 @@ def main(argv: list[str] | None = None) -> int:
     print(text)
     if args.out is not None:
         args.out.write_text(text + "\n")
+    plot = args.plot or (args.out.with_suffix(".svg") if args.out is not None else None)
+    if plot is not None:
+        rows = [(r["workers"], r["produce_msg_s"], r["consume_msg_s"] or 0.0) for r in results]
+        print(f"wrote {write(plot, workers_svg(rows))}", file=sys.stderr)
     return 0
 
 

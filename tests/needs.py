@@ -26,3 +26,13 @@ def need_spark() -> None:
     pytest.importorskip("pyspark", reason="the spark extra is not installed")
     if not java_available():
         pytest.skip("Spark needs Java (17)", allow_module_level=True)
+
+
+def chromium_path() -> str:
+    """Debian's ``chromium`` (.ci/system-packages installs it), for the console's browser tests;
+    the test module is skipped without it (a failure under ``CI=true``)."""
+    pytest.importorskip("playwright", reason="the dev extra's playwright is not installed")
+    path = shutil.which("chromium") or shutil.which("chromium-browser")
+    if path is None:
+        pytest.skip("the console's browser tests need Debian's chromium", allow_module_level=True)
+    return path

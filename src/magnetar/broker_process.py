@@ -28,7 +28,7 @@ STOP_TIMEOUT_S = 20.0
 # (TLS only: broker_service_port_enabled / web_service_port_enabled false) is left out.
 LISTENING = re.compile(r"listening on (?P<addresses>[^\n]*)")
 ADDRESS = re.compile(
-    r"(?<![\w+])(?P<scheme>pulsar|http|pulsar\+ssl|https|mqtt)://(?P<host>[^\s/]+?):(?P<port>\d+)"
+    r"(?<![\w+])(?P<scheme>pulsar|http|pulsar\+ssl|https|mqtts|mqtt)://(?P<host>[^\s/]+?):(?P<port>\d+)"
 )
 
 
@@ -57,6 +57,8 @@ class Listening(NamedTuple):
     https_port: int | None = None
     #: The MQTT port (``mqtt_port``); None where the broker serves no MQTT.
     mqtt_port: int | None = None
+    #: The MQTT-over-TLS port (``mqtts_port``); None where the broker serves none.
+    mqtts_port: int | None = None
 
 
 def listening_addresses(
@@ -66,6 +68,7 @@ def listening_addresses(
     tls_port: int | None,
     https_port: int | None,
     mqtt_port: int | None = None,
+    mqtts_port: int | None = None,
 ) -> str:
     """The addresses of the ``listening on`` line: the plain ones, then `` (TLS: ...)``; a port
     that is None is left out. Plain only, the text is what it always was (older parsers read it)."""
@@ -74,6 +77,7 @@ def listening_addresses(
     plain += [f"mqtt://{host}:{mqtt_port}"] if mqtt_port is not None else []
     tls = [f"pulsar+ssl://{host}:{tls_port}"] if tls_port is not None else []
     tls += [f"https://{host}:{https_port}"] if https_port is not None else []
+    tls += [f"mqtts://{host}:{mqtts_port}"] if mqtts_port is not None else []
     if plain and tls:
         return f"{' and '.join(plain)} (TLS: {' and '.join(tls)})"
     return " and ".join(plain or tls)
@@ -98,6 +102,7 @@ def parse_listening(log_text: str) -> Listening | None:
         found["pulsar+ssl"][1] if "pulsar+ssl" in found else None,
         found["https"][1] if "https" in found else None,
         found["mqtt"][1] if "mqtt" in found else None,
+        found["mqtts"][1] if "mqtts" in found else None,
     )
 
 
@@ -170,8 +175,9 @@ class BrokerProcess:
         #: The pulsar+ssl:// and HTTPS ports, where the config asks for TLS (else None).
         self.tls_port: int | None = None
         self.https_port: int | None = None
-        #: The MQTT port, where the config sets mqtt_port (else None).
+        #: The MQTT port, where the config sets mqtt_port (else None), and the MQTT-over-TLS one.
         self.mqtt_port: int | None = None
+        self.mqtts_port: int | None = None
 
     # -- lifecycle ----------------------------------------------------------------------------------------
 
@@ -204,9 +210,8 @@ class BrokerProcess:
         while time.monotonic() < deadline:
             listening = parse_listening(self.log_path.read_text(errors="replace"))
             if listening is not None:
-                self.host, self.port, _, self.http_port, self.tls_port, self.https_port, self.mqtt_port = (
-                    listening
-                )
+                self.host, self.port, _, self.http_port, self.tls_port, self.https_port = listening[:6]
+                self.mqtt_port, self.mqtts_port = listening.mqtt_port, listening.mqtts_port
                 return
             if self.proc.poll() is not None:
                 tail = self.log_tail()

@@ -28,6 +28,8 @@ def test_the_broadcast_benchmark_runs_and_magnetar_delivers_everything(tmp_path)
     done = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, timeout=240)
     assert out.exists(), f"no JSON report:\n{done.stderr[-5000:]}"
     doc = json.loads(out.read_text())
+    picture = out.with_suffix(".svg").read_text()  # the latency distribution, drawn beside --out
+    assert "magnetar-broadcast" in picture and "magnetar-subscriptions" in picture
     names = [r["name"] for r in doc["results"]]
     expected = ["magnetar-broadcast", "magnetar-subscriptions"]
     assert names == expected + (["pulsar-lite-subscriptions"] if peer_installed() else [])

@@ -13,6 +13,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from xml.etree import ElementTree
 
 import pytest
 
@@ -81,3 +82,17 @@ def test_markdown_has_the_tables_and_says_when_the_peer_is_missing(smoke):
         assert "magnetar-fsync / peer" in md
     else:
         assert "pulsar-lite is not installed" in md and "/ peer" not in md
+
+
+def test_the_pictures_are_drawn_beside_the_tables(smoke, tmp_path_factory):
+    _, _, md = smoke
+    for name in ("throughput.svg", "latency.svg"):
+        assert f"](benchmarks/{name})" in md
+    # the smoke run's folder (pytest also links it as bench-smokecurrent): each picture once
+    pictures = sorted(
+        {p.resolve() for p in Path(tmp_path_factory.getbasetemp()).glob("bench-smoke*/benchmarks/*.svg")}
+    )
+    assert sorted(p.name for p in pictures) == ["latency.svg", "throughput.svg"], pictures
+    for picture in pictures:
+        root = ElementTree.parse(picture).getroot()
+        assert root.tag.endswith("svg") and "magnetar-fsync" in picture.read_text()

@@ -25,3 +25,5 @@ def test_every_message_produced_is_consumed_with_one_and_two_workers(tmp_path, c
         assert result["produced"] > 0 and result["received"] == result["produced"], result
     assert doc["results"][0]["produce_ratio"] == 1.0 and "consume_ratio" in doc["results"][1]
     assert doc["machine"]["cores"]
+    picture = out.with_suffix(".svg").read_text()  # drawn beside --out
+    assert "produce" in picture and "consume" in picture and picture.startswith("<svg")

@@ -144,17 +144,26 @@ def test_unreadable_tls_files_are_named(tmp_path, monkeypatch):
 
 def test_listening_line_with_and_without_tls():
     old = "Magnetar 0.1.0 listening on pulsar://127.0.0.1:6650 and http://127.0.0.1:8080, data in ./data\n"
-    assert parse_listening(old) == ("127.0.0.1", 6650, "127.0.0.1", 8080, None, None, None)
+    assert parse_listening(old) == ("127.0.0.1", 6650, "127.0.0.1", 8080, None, None, None, None)
     both = (
         "Magnetar 0.1.0 listening on pulsar://127.0.0.1:6650 and http://127.0.0.1:8080 "
         "(TLS: pulsar+ssl://127.0.0.1:6651 and https://127.0.0.1:8443), data in ./data\n"
     )
-    assert parse_listening(both) == ("127.0.0.1", 6650, "127.0.0.1", 8080, 6651, 8443, None)
+    assert parse_listening(both) == ("127.0.0.1", 6650, "127.0.0.1", 8080, 6651, 8443, None, None)
     https_only = "listening on pulsar://h:1 and http://h:2 (TLS: https://h:3), data in d\n"
-    assert parse_listening(https_only) == ("h", 1, "h", 2, None, 3, None)
+    assert parse_listening(https_only) == ("h", 1, "h", 2, None, 3, None, None)
     with_mqtt = "listening on pulsar://h:1 and http://h:2 and mqtt://h:1883, data in d\n"
-    assert parse_listening(with_mqtt) == ("h", 1, "h", 2, None, None, 1883)
+    assert parse_listening(with_mqtt) == ("h", 1, "h", 2, None, None, 1883, None)
     assert listening_addresses("h", 1, 2, None, None, 1883) == "pulsar://h:1 and http://h:2 and mqtt://h:1883"
+    both_mqtt = listening_addresses("h", 1, 2, 3, None, 1883, 8883)
+    assert (
+        both_mqtt
+        == "pulsar://h:1 and http://h:2 and mqtt://h:1883 (TLS: pulsar+ssl://h:3 and mqtts://h:8883)"
+    )
+    assert parse_listening(f"listening on {both_mqtt}, data in d") == ("h", 1, "h", 2, 3, None, 1883, 8883)
+    mqtts_only = listening_addresses("h", 1, 2, None, None, None, 8883)
+    parsed = parse_listening(f"listening on {mqtts_only}, data in d")
+    assert parsed == ("h", 1, "h", 2, None, None, None, 8883)
 
 
 @pytest.mark.parametrize(
@@ -175,7 +184,7 @@ def test_listening_line_for_each_combination_of_ports(ports, text):
     """Plain only, the line is what it always was; a port that is off is named nowhere and parses as None."""
     assert listening_addresses("h", *ports) == text
     line = f"2026-01-01 INFO Magnetar 0.1.0 listening on {text}, data in /tmp/http://x:1\n"
-    assert parse_listening(line) == ("h", ports[0], "h", ports[1], ports[2], ports[3], None)
+    assert parse_listening(line) == ("h", ports[0], "h", ports[1], ports[2], ports[3], None, None)
 
 
 def test_tls_only_settings():

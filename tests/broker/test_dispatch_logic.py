@@ -110,6 +110,20 @@ def test_take_passes_over_what_waits_and_says_which_tags_wait():
     assert q.take(10, lambda route, held: False) == ([Position(1, e) for e in (2, 3, 4)], set(), True)
 
 
+def test_positions_taken_come_back_with_their_routes():
+    # What a dispatcher took but cannot read now (offloaded, being fetched) goes back as it was.
+    q = ReplayQueue()
+    route = Route(key_hash=7)
+    q.add(Position(1, 0), route)
+    q.add(Position(1, 1))
+    routes: dict = {}
+    taken, _, _ = q.take(5, lambda route, held: False, routes)
+    assert taken == [Position(1, 0), Position(1, 1)] and routes == {Position(1, 0): route}
+    for position in taken:
+        q.add(position, routes.get(position))
+    assert q.take(5, lambda route, held: route.key_hash == 7) == ([Position(1, 1)], {7}, True)
+
+
 def test_take_stops_at_n_and_says_it_did_not_look_at_everything():
     q = ReplayQueue()
     for entry_id in range(5):

@@ -7,6 +7,7 @@ import asyncio
 from functools import partial
 
 from magnetar.broker import housekeeping
+from magnetar.broker.topic_slices import SLICE
 
 
 class Topic:
@@ -20,7 +21,7 @@ class Topic:
 
 def test_a_pass_over_many_topics_lets_the_loop_run_between_slices():
     log: list[str] = []
-    topics = {f"t{i}": Topic(f"t{i}", log) for i in range(2 * housekeeping.SLICE + 1)}
+    topics = {f"t{i}": Topic(f"t{i}", log) for i in range(2 * SLICE + 1)}
 
     async def flushed_when_another_task_runs() -> int:
         task = asyncio.create_task(housekeeping.every(0, partial(housekeeping.flush_all, topics)))
@@ -29,15 +30,15 @@ def test_a_pass_over_many_topics_lets_the_loop_run_between_slices():
         task.cancel()
         return len(log)
 
-    assert asyncio.run(flushed_when_another_task_runs()) == housekeeping.SLICE
+    assert asyncio.run(flushed_when_another_task_runs()) == SLICE
 
 
 def test_a_topic_unloaded_during_a_pass_is_left_out():
     log: list[str] = []
-    topics = {f"t{i}": Topic(f"t{i}", log) for i in range(housekeeping.SLICE + 1)}
+    topics = {f"t{i}": Topic(f"t{i}", log) for i in range(SLICE + 1)}
     steps = housekeeping.flush_all(topics)
     next(steps)  # the first slice
-    del topics[f"t{housekeeping.SLICE}"]
+    del topics[f"t{SLICE}"]
     for _ in steps:
         pass
-    assert log == [f"t{i}" for i in range(housekeeping.SLICE)]
+    assert log == [f"t{i}" for i in range(SLICE)]

@@ -9,6 +9,7 @@ import pytest
 
 from magnetar.broker.inactive_topic_policies import CAUGHT_UP, NO_SUBSCRIPTIONS, InactiveTopicPolicies
 from magnetar.broker.inactive_topics import InactiveTopics, deletable, in_use
+from magnetar.broker.topic_slices import SLICE
 from magnetar.protocol.topic_name import TopicName
 
 
@@ -164,3 +165,24 @@ def test_a_deletable_topic_waits_loaded_for_its_duration_and_the_others_are_unlo
     del topics[str(behind.name)]
     assert sweep(29.0) == 0
     assert sweep(30.0) == 1 and deleted == [empty] and (tracker.unloaded, tracker.deleted) == (1, 1)
+
+
+# -- a sweep in slices -----------------------------------------------------------------------------
+
+
+def test_a_sweep_goes_a_slice_at_a_time_and_leaves_out_topics_unloaded_meanwhile():
+    tracker = InactiveTopics()
+    topics = {str(t.name): t for t in (topic(i) for i in range(2 * SLICE + 1))}
+    unloaded: list = []
+    told: list = []
+    assert tracker.sweep(topics, 0.0, 10.0, unloaded.append, lambda: None) == 0  # all first seen
+    steps = tracker.sweeping(topics, lambda: 10.0, 10.0, unloaded.append, lambda: told.append(1))
+    next(steps)
+    assert len(unloaded) == SLICE and told == []  # one slice, and the loop runs before the next
+    for t in unloaded:
+        del topics[str(t.name)]  # as the loader does
+    last = topic(2 * SLICE)
+    del topics[str(last.name)]  # gone meanwhile (a bundle's unload): not looked at
+    assert list(steps) == [None, None]  # the second slice, and the third's one topic left out
+    assert len(unloaded) == 2 * SLICE and last.name not in {t.name for t in unloaded}
+    assert told == [1] and tracker.unloaded == 2 * SLICE

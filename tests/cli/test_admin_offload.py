@@ -45,9 +45,19 @@ def test_offload_keeping_a_size_then_wait_for_its_status(broker_factory, client_
 
 
 def test_namespace_offload_threshold_and_deletion_lag(broker):
-    assert ok(broker, "namespaces", "get-offload-threshold", "public/default") == "-1\n"
-    ok(broker, "namespaces", "set-offload-threshold", "--size", "10M", "public/default")
-    assert ok(broker, "namespaces", "get-offload-threshold", "public/default") == f"{10 * 1024 * 1024}\n"
+    said = ok(broker, "namespaces", "get-offload-threshold", "public/default")
+    assert said == "offloadThresholdInBytes: -1\noffloadThresholdInSeconds: -1\n"
+    ok(broker, "namespaces", "set-offload-threshold", "--size", "10M", "--time", "2h", "public/default")
+    said = ok(broker, "namespaces", "get-offload-threshold", "public/default", "--json")
+    assert json.loads(said) == {
+        "offloadThresholdInBytes": 10 * 1024 * 1024,
+        "offloadThresholdInSeconds": 7200,
+    }
+    ok(broker, "namespaces", "set-offload-threshold", "-s", "1G", "public/default")  # no -t: not by age
+    assert json.loads(ok(broker, "namespaces", "get-offload-threshold", "public/default", "--json")) == {
+        "offloadThresholdInBytes": 1024**3,
+        "offloadThresholdInSeconds": -1,
+    }
     ok(broker, "namespaces", "set-offload-deletion-lag", "--lag", "1h", "public/default")
     assert ok(broker, "namespaces", "get-offload-deletion-lag", "public/default") == "3600000\n"
     ok(broker, "namespaces", "clear-offload-deletion-lag", "public/default")

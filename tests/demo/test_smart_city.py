@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+from pathlib import Path
 
 import pytest
 
@@ -55,6 +56,7 @@ def test_the_main_job_with_two_broker_workers_runs_as_with_one():
 def a_good_run(summary, text: str) -> None:
     """What every run of SMALL must show, however its broker runs."""
     assert "events in" in text and "Smart city — summary" in text, text
+    a_report_of_every_area(summary, text)
 
     assert summary.drained and not summary.errors, text
     assert summary.events_in > 0 and summary.events_failed == 0
@@ -84,3 +86,18 @@ def a_good_run(summary, text: str) -> None:
     assert state.reports == summary.events_by_kind["vehicle"] and not state.mismatched, text
     assert "table view        6 keys for 6 vehicles, each its last report" in text
     assert summary.ok
+
+
+def a_report_of_every_area(summary, text: str) -> None:
+    """The HTML report the run printed the path of: there, naming every area and its alerts."""
+    (line,) = [line for line in text.splitlines() if line.strip().startswith("report ")]
+    report = Path(line.split(None, 1)[1].strip())
+    try:
+        html = report.read_text()
+        for area in summary.areas:
+            assert f"{area} (" in html or f">{area}<" in html, area
+        for area in summary.damaged_areas:
+            assert f"{summary.alerts_by_area[area]} (damaged)" in html
+        assert "Latency of the alert receipts" in html and html.count("<svg") == 2
+    finally:
+        report.unlink(missing_ok=True)

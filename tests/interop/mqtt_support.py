@@ -17,14 +17,25 @@ from ..waiting import eventually
 
 @dataclass
 class Received:
-    """What a client's subscriptions delivered: (topic, payload, qos, user properties)."""
+    """What a client's subscriptions delivered: (topic, payload, qos, user properties, retain),
+    and each message's MQTT 5 properties (paho's, by name) in ``properties``."""
 
-    messages: list[tuple[str, bytes, int, tuple[tuple[str, str], ...]]] = field(default_factory=list)
+    messages: list[tuple[str, bytes, int, tuple[tuple[str, str], ...], bool]] = field(default_factory=list)
+    properties: list[dict] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def add(self, topic: str, payload: bytes, qos: int, properties: tuple[tuple[str, str], ...]) -> None:
+    def add(
+        self,
+        topic: str,
+        payload: bytes,
+        qos: int,
+        properties: tuple[tuple[str, str], ...],
+        retain: bool = False,
+        all_properties: dict | None = None,
+    ) -> None:
         with self.lock:
-            self.messages.append((topic, payload, qos, properties))
+            self.messages.append((topic, payload, qos, properties, retain))
+            self.properties.append(all_properties or {})
 
     def payloads(self) -> list[bytes]:
         with self.lock:
@@ -34,7 +45,17 @@ class Received:
 class PahoClient:
     """A connected paho-mqtt client with its network loop on a thread."""
 
-    def __init__(self, port: int, client_id: str, version: int, clean: bool = True) -> None:
+    def __init__(
+        self,
+        port: int,
+        client_id: str,
+        version: int,
+        clean: bool = True,
+        session_expiry: int | None = None,
+        will: tuple | None = None,
+    ) -> None:
+        """``clean``: Clean Session (3.1.1) or Clean Start (5.0); ``session_expiry``: 5.0's Session
+        Expiry Interval; ``will``: (topic, payload, qos, retain[, 5.0 will properties])."""
         protocol = paho.MQTTv5 if version == MQTT_5 else paho.MQTTv311
         kwargs = {} if version == MQTT_5 else {"clean_session": clean}
         self.client = paho.Client(
@@ -42,21 +63,57 @@ class PahoClient:
         )
         self.received = Received()
         self.version = version
+        self.session_present: bool | None = None
         self.client.on_message = self._on_message
+        self.client.on_connect = self._on_connect
         self.suback: dict[int, list] = {}
         self.client.on_subscribe = lambda c, u, mid, codes, props: self.suback.__setitem__(mid, list(codes))
         self.unsuback: set[int] = set()
         self.client.on_unsubscribe = lambda c, u, mid, codes, props: self.unsuback.add(mid)
-        self.client.connect("127.0.0.1", port, keepalive=30)
+        if will is not None:
+            self.client.will_set(*will)
+        connect_options: dict = {}
+        if version == MQTT_5:
+            from paho.mqtt.packettypes import PacketTypes
+            from paho.mqtt.properties import Properties
+
+            connect_options["clean_start"] = clean
+            if session_expiry is not None:
+                properties = Properties(PacketTypes.CONNECT)
+                properties.SessionExpiryInterval = session_expiry
+                connect_options["properties"] = properties
+        self.client.connect("127.0.0.1", port, keepalive=30, **connect_options)
         self.client.loop_start()
         eventually(self.client.is_connected, what="paho connected")
 
+    def _on_connect(self, client, userdata, flags, reason_code, properties) -> None:
+        self.session_present = bool(flags.session_present)
+
     def _on_message(self, client, userdata, message) -> None:
         properties = getattr(message.properties, "UserProperty", None) or []
-        self.received.add(message.topic, message.payload, message.qos, tuple(properties))
+        every = message.properties.json() if getattr(message, "properties", None) is not None else {}
+        self.received.add(
+            message.topic, message.payload, message.qos, tuple(properties), bool(message.retain), every
+        )
 
-    def subscribe(self, topic_filter: str, qos: int) -> list:
-        result, mid = self.client.subscribe(topic_filter, qos=qos)
+    def subscribe(self, topic_filter: str, qos: int, **options) -> list:
+        """SUBSCRIBE; 5.0 ``options`` (paho's SubscribeOptions: noLocal, retainAsPublished,
+        retainHandling) and ``subscription_id``."""
+        properties = None
+        if self.version == MQTT_5:
+            from paho.mqtt.packettypes import PacketTypes
+            from paho.mqtt.properties import Properties
+            from paho.mqtt.subscribeoptions import SubscribeOptions
+
+            subscription_id = options.pop("subscription_id", None)
+            if subscription_id is not None:
+                properties = Properties(PacketTypes.SUBSCRIBE)
+                properties.SubscriptionIdentifier = subscription_id
+            result, mid = self.client.subscribe(
+                topic_filter, options=SubscribeOptions(qos=qos, **options), properties=properties
+            )
+        else:
+            result, mid = self.client.subscribe(topic_filter, qos=qos)
         assert result == paho.MQTT_ERR_SUCCESS
         return eventually(lambda: self.suback.get(mid), what=f"SUBACK of {topic_filter}")
 
@@ -66,22 +123,40 @@ class PahoClient:
         eventually(lambda: mid in self.unsuback, what=f"UNSUBACK of {topic_filter}")
 
     def publish(
-        self, topic: str, payload: bytes, qos: int, user_properties: list[tuple[str, str]] | None = None
+        self,
+        topic: str,
+        payload: bytes,
+        qos: int,
+        user_properties: list[tuple[str, str]] | None = None,
+        retain: bool = False,
+        **properties_by_name,
     ) -> None:
+        """PUBLISH and wait for its acknowledgement; 5.0 properties by paho's names
+        (``ContentType=...``)."""
         properties = None
-        if user_properties:
+        if user_properties or properties_by_name:
             from paho.mqtt.packettypes import PacketTypes
             from paho.mqtt.properties import Properties
 
             properties = Properties(PacketTypes.PUBLISH)
-            properties.UserProperty = user_properties
-        info = self.client.publish(topic, payload, qos=qos, properties=properties)
+            if user_properties:
+                properties.UserProperty = user_properties
+            for name, value in properties_by_name.items():
+                setattr(properties, name, value)
+        info = self.client.publish(topic, payload, qos=qos, retain=retain, properties=properties)
         info.wait_for_publish(10)
         assert info.is_published()
 
     def close(self) -> None:
         self.client.disconnect()
         self.client.loop_stop()
+
+    def drop(self) -> None:
+        """Lose the connection without a DISCONNECT (as a network failure would)."""
+        self.client.loop_stop()
+        sock = self.client.socket()
+        if sock is not None:
+            sock.close()
 
 
 class RawClient:

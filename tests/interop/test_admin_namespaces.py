@@ -4,6 +4,7 @@ used by the official client."""
 from __future__ import annotations
 
 import re
+import uuid
 
 import pulsar
 import pytest
@@ -33,6 +34,9 @@ def test_tenant_and_namespace_lifecycle(broker):
     assert call(broker, "GET", "/admin/v2/namespaces/acme") == (200, ["acme/prod"])
     assert call(broker, "PUT", "/admin/v2/namespaces/nobody/prod")[0] == 404
     assert call(broker, "DELETE", "/admin/v2/tenants/acme")[0] == 409, "a tenant with namespaces stays"
+    assert call(broker, "PUT", "/admin/v2/persistent/acme/prod/t")[0] == 204
+    assert call(broker, "DELETE", "/admin/v2/namespaces/acme/prod")[0] == 409, "a namespace with topics stays"
+    assert call(broker, "DELETE", "/admin/v2/persistent/acme/prod/t")[0] == 204
     assert call(broker, "DELETE", "/admin/v2/namespaces/acme/prod")[0] == 204
     assert call(broker, "DELETE", "/admin/v2/tenants/acme")[0] == 204
     assert call(broker, "GET", "/admin/v2/tenants") == (200, ["public"])
@@ -179,5 +183,51 @@ def test_topics_of_namespace_lists_new_topics_and_partitions_and_reports_changes
         raw.send_command(wire.CommandGetTopicsOfNamespace(request_id=4, namespace="nobody/nothing"))
         error = raw.expect(wire.BaseCommand.ERROR).body()
         assert error.request_id == 4 and error.error == wire.TopicNotFound
+    finally:
+        raw.close()
+
+
+def test_topics_of_namespace_with_a_pattern_lists_the_matching_topics_only(broker, client, topic):
+    """Broker-side pattern evaluation (Pulsar's enableBrokerSideSubscriptionPatternEvaluation): a
+    regex subscription's poll gets the matching topics (``filtered``), hashed as listed; a pattern
+    longer than subscription_pattern_max_length (50), or no regex, gets the whole list."""
+    base = f"pat{uuid.uuid4().hex[:6]}"  # a pattern of 50 characters at most, the domain included
+    call(broker, "PUT", f"/admin/v2/persistent/public/default/{base}-p/partitions", 2)
+    for name in (f"{base}-a", f"{base}x-other"):
+        client.create_producer(name).send(b"x")
+    wanted = {
+        f"persistent://public/default/{base}-a",
+        f"persistent://public/default/{base}-p-partition-0",
+        f"persistent://public/default/{base}-p-partition-1",
+    }
+    raw = RawConnection(broker.port)
+    try:
+        raw.handshake()
+
+        def ask(request_id: int, pattern: str, topics_hash: str | None = None):
+            command = wire.CommandGetTopicsOfNamespace(
+                request_id=request_id, namespace="public/default", topics_pattern=pattern
+            )
+            if topics_hash is not None:
+                command.topics_hash = topics_hash
+            raw.send_command(command)
+            return raw.expect(wire.BaseCommand.GET_TOPICS_OF_NAMESPACE_RESPONSE).body()
+
+        first = ask(1, f"persistent://public/default/{base}-.*")
+        assert first.filtered and set(first.topics) == wanted
+        same = ask(2, f"persistent://public/default/{base}-.*", first.topics_hash)
+        assert not same.changed and list(same.topics) == []
+        client.create_producer(f"{base}x-another").send(b"x")  # no match: the hash stays
+        assert not ask(3, f"persistent://public/default/{base}-.*", first.topics_hash).changed
+        client.create_producer(f"{base}-b").send(b"x")
+        changed = ask(4, f"persistent://public/default/{base}-.*", first.topics_hash)
+        assert changed.changed and set(changed.topics) == {*wanted, f"persistent://public/default/{base}-b"}
+
+        long_pattern = f"persistent://public/default/{base}-(a|b|c|d|e|f|g|h|i|j).*"
+        assert len(long_pattern) > 50
+        whole = ask(5, long_pattern)
+        assert not whole.filtered and f"persistent://public/default/{base}x-other" in whole.topics
+        unreadable = ask(6, "persistent://public/default/(")
+        assert not unreadable.filtered and f"persistent://public/default/{base}x-other" in unreadable.topics
     finally:
         raw.close()

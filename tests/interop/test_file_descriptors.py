@@ -329,3 +329,66 @@ def test_a_read_that_cannot_reopen_its_ledger_files_waits_for_descriptors_and_th
     received = [consumer.receive(10_000).data() for _ in range(3)]
     assert received == [b"m2", b"m3", b"m4"]
     assert "Traceback" not in broker.log_text()
+
+
+def lowest_free_fd(pid: int) -> int:
+    """The descriptor the next open would get: a soft limit of this leaves none to open, even where
+    closed files left holes below the highest one open."""
+    taken = {int(fd) for fd in os.listdir(f"/proc/{pid}/fd")}
+    return next(n for n in range(len(taken) + 1) if n not in taken)
+
+
+def writes_refused(broker) -> float:
+    return refusals(broker).get("write", 0.0)
+
+
+#: A send the broker cannot store must fail well before the client's send timeout.
+SEND_TIMEOUT_MS = 30_000
+
+
+def test_a_write_that_cannot_reopen_its_ledger_files_fails_at_once_and_the_producer_goes_on_later(
+    broker_factory, client_factory, topic
+):
+    """A producer's topic whose files were closed (a bound of 2 ledgers with open files) cannot
+    reopen them with no descriptor left: the send fails at once with a clear error (the producer
+    is closed, and its re-creation refused as a full disk's is, so the client fails the send rather
+    than resend it until its send timeout), the broker says and counts it; once descriptors are
+    back the same producer sends again. What failed was not stored."""
+    broker = broker_factory({"max_open_ledger_files": 2, "entry_cache_bytes": 0})
+    pid = broker.proc.pid
+    client = client_factory(broker.service_url)
+    producer = client.create_producer(topic, batching_enabled=False, send_timeout_millis=SEND_TIMEOUT_MS)
+    producer.send(b"m0")
+    client.create_producer(f"{topic}-other").send(b"x")  # its files push the topic's out
+    set_soft_limit(pid, lowest_free_fd(pid))
+    try:
+        started = time.monotonic()
+        with pytest.raises(pulsar.ProducerBlockedQuotaExceededException):
+            producer.send(b"m1")
+        assert time.monotonic() - started < SEND_TIMEOUT_MS / 1000 / 3
+    finally:
+        set_soft_limit(pid, 4096)
+    producer.send(b"m2")  # the producer is created again once its files open
+    assert writes_refused(broker) >= 1
+    assert OUT_OF_FDS_LOG in broker.log_text() and "Traceback" not in broker.log_text()
+    consumer = client.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
+    assert [m.data() for m in receive_n(consumer, 2, ack=True)] == [b"m0", b"m2"]
+
+
+def test_a_write_whose_ledger_file_is_gone_fails_at_once_saying_why(broker_factory, client_factory, topic):
+    """The same with a file error: the open ledger's log was removed while its files were closed.
+    The send fails at once, the broker logs why in one line (no traceback), and the producer is
+    refused again, with the reason, while the file cannot be opened."""
+    broker = broker_factory({"max_open_ledger_files": 2, "entry_cache_bytes": 0})
+    client = client_factory(broker.service_url)
+    producer = client.create_producer(topic, batching_enabled=False, send_timeout_millis=SEND_TIMEOUT_MS)
+    producer.send(b"m0")
+    client.create_producer(f"{topic}-other").send(b"x")  # its files push the topic's out
+    (log_file,) = [p for p in broker.data_dir.glob("ledgers/*/*.log") if "other" not in str(p.parent)]
+    log_file.rename(log_file.with_name(log_file.name + ".moved"))
+    started = time.monotonic()
+    with pytest.raises(pulsar.ProducerBlockedQuotaExceededException):
+        producer.send(b"m1")
+    assert time.monotonic() - started < SEND_TIMEOUT_MS / 1000 / 3
+    eventually(lambda: "files cannot be opened" in broker.log_text(), what="the refusal logged")
+    assert "No such file or directory" in broker.log_text() and "Traceback" not in broker.log_text()

@@ -6,6 +6,8 @@ offload and the store unreachable."""
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 import time
 import urllib.request
 
@@ -251,3 +253,126 @@ def test_an_unreachable_store_fails_offloaded_reads_clearly_while_local_topics_g
         s3.resume()
     assert [reader.read_next(timeout_millis=20_000).data() for _ in range(30)] == _expected(30)
     assert "reading offloaded data failed" in broker.log_text()
+
+
+def test_offload_by_age_takes_the_ledgers_closed_that_long_ago(
+    broker_factory, client_factory, topic, tmp_path
+):
+    broker = broker_factory(
+        {
+            **SMALL_LEDGERS,
+            "managed_ledger_offload_driver": "filesystem",
+            "file_system_uri": str(tmp_path / "o"),
+            "managed_ledger_offload_threshold_in_seconds": 3600,  # the broker's: an hour
+        }
+    )
+    client = client_factory(broker.service_url)
+    _produce(client, topic, 40)
+    status, body = admin_call(broker, "GET", _admin(topic, "/offloadPolicies?applied=true"))
+    assert status == 200 and body["managedLedgerOffloadThresholdInSeconds"] == 3600, body
+    # The namespace's offloadThresholdInSeconds: a ledger goes a second after its close, whatever
+    # its size (no size threshold is set).
+    namespace = "/admin/v2/namespaces/public/default/offloadThresholdInSeconds"
+    assert admin_call(broker, "PUT", namespace, 1)[0] == 204
+    assert admin_call(broker, "GET", namespace) == (200, 1)
+    stats = eventually(
+        lambda: _all_offloaded_keeping_local(broker, topic), what="the closed ledgers offloaded"
+    )
+    assert len(stats["ledgers"]) > 4
+    status, body = admin_call(broker, "GET", _admin(topic, "/offloadPolicies?applied=true"))
+    assert (
+        body["managedLedgerOffloadThresholdInSeconds"] == 1
+        and body["managedLedgerOffloadThresholdInBytes"] == -1
+    ), body
+    assert _read_all(client, topic, 40) == _expected(40)
+
+
+def _all_offloaded_keeping_local(broker, topic: str) -> dict:
+    stats = _internal(broker, topic)
+    closed = stats["ledgers"][:-1]
+    assert closed and all(ledger["offloaded"] and ledger["local"] for ledger in closed), closed
+    return stats
+
+
+def test_repair_after_the_metadata_is_lost_finds_the_ledgers_only_the_store_holds(
+    broker_factory, client_factory, topic, tmp_path
+):
+    store = tmp_path / "offloaded"
+    broker = broker_factory(
+        {
+            **SMALL_LEDGERS,
+            "managed_ledger_offload_driver": "filesystem",
+            "file_system_uri": f"file://{store}",
+            "managed_ledger_offload_threshold_in_bytes": 0,
+            "managed_ledger_offload_deletion_lag_ms": 0,
+        }
+    )
+    client = client_factory(broker.service_url)
+    consumer = client.subscribe(topic, "sub", initial_position=pulsar.InitialPosition.Earliest)
+    _produce(client, topic, 40)
+    for _ in range(10):
+        consumer.acknowledge(consumer.receive(20_000))
+    offloaded = len(eventually(lambda: _all_offloaded(broker, topic), what="offloaded")["ledgers"]) - 1
+    client.close()
+    assert broker.stop() == 0
+    for path in broker.data_dir.glob("metadata.sqlite*"):
+        path.unlink()
+
+    command = [sys.executable, "-m", "magnetar", "repair", "--config", str(broker.config_path)]
+    repaired = subprocess.run(
+        [*command, "--data-dir", str(broker.data_dir)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert repaired.returncode == 0, repaired.stderr
+    assert f"{offloaded} in the object store only" in repaired.stdout, repaired.stdout
+
+    broker.start()
+    client = client_factory(broker.service_url)
+    assert _read_all(client, topic, 40) == _expected(40)
+    stats = _internal(broker, topic)
+    assert [ledger["offloaded"] for ledger in stats["ledgers"]] == [True] * offloaded + [False]
+    consumer = client.subscribe(topic, "sub")  # its acks came back from its cursor ledger
+    assert consumer.receive(20_000).data() == _expected(40)[10]
+
+
+def test_a_stopping_broker_gives_up_an_upload_under_way_and_does_it_again_after_the_restart(
+    broker_factory, client_factory, topic, tmp_path, s3
+):
+    # A store that hangs: each request waits up to a minute, far past a broker's stop.
+    broker = broker_factory(_s3_config(s3, tmp_path, managed_ledger_offload_timeout_seconds=60.0))
+    client = client_factory(broker.service_url)
+    _produce(client, topic, 30)
+    ledgers = _internal(broker, topic)["ledgers"]
+    s3.pause()
+    try:
+        status, body = admin_call(
+            broker, "PUT", _admin(topic, "/offload"), {"ledgerId": ledgers[-1]["ledgerId"], "entryId": 0}
+        )
+        assert status == 204, body
+
+        def attempt_recorded():
+            first = _internal(broker, topic)["ledgers"][0]
+            assert first.get("offloadState") == "offloading", first
+            return first["offloadKey"]
+
+        given_up = eventually(attempt_recorded, what="an upload under way")
+        client.close()
+        assert broker.stop(timeout=10) == 0  # SIGTERM: not held up by the upload
+    finally:
+        s3.resume()
+    assert "still inside a request to the object store; the broker stops without" in broker.log_text()
+    broker.config = {**broker.config, "managed_ledger_offload_threshold_in_bytes": 0}
+    broker.start()
+    client = client_factory(broker.service_url)
+
+    def offloaded_again():
+        closed = _internal(broker, topic)["ledgers"][:-1]
+        assert all(ledger["offloaded"] for ledger in closed), closed
+        return closed
+
+    closed = eventually(offloaded_again, what="the ledgers offloaded after the restart")
+    assert given_up not in {ledger["offloadKey"] for ledger in closed}  # under a new key
+    assert _read_all(client, topic, 30) == _expected(30)
+    eventually(lambda: not s3.exists(given_up), what="the attempt given up deleted from the store")

@@ -66,6 +66,41 @@ def test_ws_producer_to_official_consumer(broker, client, topic):
     assert base64.b64decode(acks[1]["messageId"]) == second.message_id().serialize()
 
 
+def test_ws_producer_batching_stores_several_messages_per_entry(broker, client, topic):
+    """``batchingEnabled``: up to ``batchingMaxMessages`` an entry (or what came within
+    ``batchingMaxPublishDelay``), each message answered with the id the official client sees, and
+    each keeping its own key, properties and event time; a delayed message goes alone."""
+    consumer = client.subscribe(topic, "s", consumer_type=pulsar.ConsumerType.Shared)
+    url = ws_url(
+        broker, "producer", topic, batchingEnabled=True, batchingMaxMessages=5, batchingMaxPublishDelay=1500
+    )
+    with connect(url) as ws:
+        for i in range(12):  # pipelined: 5, 5, and 2 sent by the delay
+            fields = {"key": f"k{i}", "properties": {"n": str(i)}, "eventTime": 1_000 + i, "context": str(i)}
+            ws.send(json.dumps({"payload": base64.b64encode(b"m%d" % i).decode(), **fields}))
+        acks = [next_message(ws) for _ in range(12)]
+        delayed = publish(ws, b"delayed", deliverAfterMs=1)
+    assert [a["result"] for a in acks] == ["ok"] * 12 and [a["context"] for a in acks] == [
+        str(i) for i in range(12)
+    ]
+    ids = [pulsar.MessageId.deserialize(base64.b64decode(a["messageId"])) for a in acks]
+    entries = [(i.ledger_id(), i.entry_id()) for i in ids]
+    assert [entries.count(e) for e in dict.fromkeys(entries)] == [5, 5, 2]
+    assert [i.batch_index() for i in ids] == [0, 1, 2, 3, 4, 0, 1, 2, 3, 4, 0, 1]
+    alone = pulsar.MessageId.deserialize(base64.b64decode(delayed["messageId"]))
+    assert alone.batch_index() == -1 and (alone.ledger_id(), alone.entry_id()) not in entries
+    got = {m.data(): m for m in receive_n(consumer, 13, ack=True)}
+    for i, ack in enumerate(acks):
+        message = got[b"m%d" % i]
+        assert base64.b64decode(ack["messageId"]) == message.message_id().serialize()
+        assert (message.partition_key(), message.properties(), message.event_timestamp()) == (
+            f"k{i}",
+            {"n": str(i)},
+            1_000 + i,
+        )
+    assert got[b"delayed"].message_id().serialize() == base64.b64decode(delayed["messageId"])
+
+
 def test_ws_producer_bad_input_answers_that_message_only(broker, client, topic):
     consumer = client.subscribe(topic, "s")
     with connect(ws_url(broker, "producer", topic)) as ws:

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
-from magnetar.offload.object_io import OffloadVerifyError
+from magnetar.broker.offloaded_reads import PatientReader, answered
+from magnetar.offload.object_io import OffloadCancelled, OffloadVerifyError
+from magnetar.offload.settings import OffloadSettings
 from magnetar.storage import Position
 from magnetar.storage.errors import OffloadedReadError, OffloadedReadPending
 from magnetar.storage.ledger_info import OFFLOADED
 from tests.storage.conftest import add_durable, payloads
 
-from .conftest import TOPIC, objects, offload_all
+from .conftest import TOPIC, io_for, objects, offload_all
 
 
 def _local_logs(tmp_path) -> list[str]:
@@ -76,6 +80,28 @@ def test_a_read_that_may_not_wait_is_told_when_the_bytes_are_there(open_tiered, 
             assert again.ready.wait(5)
     assert [e.position for e in entries] == positions
     assert woken
+
+
+def test_an_answer_on_the_event_loop_is_computed_again_once_its_offloaded_entries_are_fetched(
+    open_tiered, offloader
+):
+    ml = open_tiered(entry_cache_bytes=0).open_managed_ledger(TOPIC)
+    positions = add_durable(ml, payloads(9, size=20))
+    offload_all(offloader, ml)
+    ml.delete_offloaded_local(0)
+    reader = PatientReader(ml)
+    tries = []
+
+    def work() -> list[bytes]:
+        tries.append(len(tries))
+        return [bytes(reader(position)) for position in positions]
+
+    async def main() -> list[bytes]:
+        return await answered(ml, work, "reading every entry")
+
+    assert asyncio.run(main()) == payloads(9, size=20)
+    # tried again after each fetch (an index, then the data, of each offloaded ledger), each entry read once
+    assert len(tries) > 2 and reader.reads == 9
 
 
 def test_a_cursor_reads_across_offloaded_and_local_ledgers(open_tiered, offloader):
@@ -172,3 +198,41 @@ def test_offloaded_ledgers_without_a_driver_fail_reads_clearly_and_local_ones_go
         assert ml.read_entry(positions[8]).data == payloads(9, size=20)[8]
     finally:
         bare.close()
+
+
+def test_an_upload_is_given_up_between_its_chunks_when_asked_and_leaves_no_object(tmp_path):
+    settings = OffloadSettings(
+        "filesystem", file_system_uri=str(tmp_path / "store"), max_block_size_in_bytes=5 * 1024 * 1024
+    )
+    io = io_for(settings)
+    log = tmp_path / "big.log"
+    size = 12 * 1024 * 1024
+    log.write_bytes(bytes(size))  # a multipart upload of three chunks
+    asked = []
+
+    def cancelled() -> bool:
+        asked.append(True)
+        return len(asked) > 1  # the broker stops after the first chunk
+
+    try:
+        with pytest.raises(OffloadCancelled):
+            io.upload("t/00000000000000000001-aa.ledger", log, size, b"", cancelled)
+        assert not io.exists("t/00000000000000000001-aa.ledger") and objects(tmp_path / "store") == []
+        assert (
+            io.upload("t/00000000000000000001-bb.ledger", log, 12 * 1024 * 1024, b"")[0] == 12 * 1024 * 1024
+        )
+    finally:
+        io.close()
+
+
+def test_a_ledger_whose_local_copy_is_deleted_is_read_from_its_object_not_from_the_entry_cache(
+    open_tiered, offloader
+):
+    ml = open_tiered().open_managed_ledger(TOPIC)  # the default entry cache holds what was added
+    add_durable(ml, payloads(9, size=20))
+    offload_all(offloader, ml)
+    assert ml.read_entries(Position.EARLIEST, 3, wait=False)  # still local, and cached
+    ml.delete_offloaded_local(0)
+    with pytest.raises(OffloadedReadPending):
+        ml.read_entries(Position.EARLIEST, 3, wait=False)  # fetched from the store
+    assert [bytes(e.data) for e in ml.read_entries(Position.EARLIEST, 100)] == payloads(9, size=20)

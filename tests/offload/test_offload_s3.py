@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from magnetar.offload.object_io import OffloadCancelled
 from magnetar.offload.offloader import LedgerOffloader
 from magnetar.storage import Position
 from magnetar.storage.errors import OffloadedReadError
@@ -97,3 +98,27 @@ def test_an_offload_while_the_store_is_unreachable_is_given_up_and_retried(
     # the credentials (from a file) are in no log line, nor in the settings' description
     assert "not-a-secret" not in caplog.text and "magnetar-test" not in caplog.text
     assert "not-a-secret" not in s3_offloader.settings.describe() + repr(s3_offloader.settings)
+
+
+def test_closing_the_offloader_gives_up_an_upload_under_way_without_waiting_for_it(
+    open_tiered, s3_server, tmp_path
+):
+    # A store that hangs for longer than anyone waits at a shutdown.
+    offloader = LedgerOffloader(s3_settings(s3_server, tmp_path, timeout_seconds=30.0))
+    storage = open_tiered(io=offloader.io)
+    ml = storage.open_managed_ledger(TOPIC)
+    add_durable(ml, payloads(6, size=20))
+    first = ml.ledgers()[0].ledger_id
+    s3_server.pause()
+    try:
+        running = offloader.submit(offloader.offload_ledger, ml, first)
+        eventually(lambda: ml.ledgers()[0].offload is not None, what="the attempt recorded")
+        assert not offloader.close(wait_seconds=0.5)  # it is inside a request: not waited for
+        assert ml.ledgers()[0].offload.state == "offloading"
+    finally:
+        s3_server.resume()
+    with pytest.raises(OffloadCancelled):
+        running.result(timeout=30)  # the request ends, and the attempt is given up, not committed
+    assert ml.ledgers()[0].offload is None and not ml.ledgers()[0].offloaded
+    assert offloader.figures.cancelled == 1 and offloader.figures.errors == 0
+    assert len(storage.metadata.offload_garbage()) == 1  # its object (if any) goes with the sweep

@@ -3,6 +3,7 @@ import pytest
 from magnetar.protocol.topic_name import (
     InvalidTopicName,
     TopicName,
+    filter_topics,
     full_topic_name,
     partition_name,
     split_partition,
@@ -72,3 +73,24 @@ def test_a_pattern_names_its_domain_and_namespace():
     for bad in ("persistent://acme", "persistent://acme/iot/", "kafka://a/b/c", "a/b.*"):
         with pytest.raises(InvalidTopicName):
             split_topic_pattern(bad)
+
+
+def test_a_broker_filters_topics_as_pulsar_does_for_a_regex_subscription():
+    topics = [
+        "persistent://public/default/orders-eu",
+        "persistent://public/default/orders-us-partition-0",
+        "persistent://public/default/orders-us-partition-1",
+        "persistent://public/default/ordersx",
+        "persistent://public/default/audit-orders-eu",
+    ]
+    taken = [
+        "persistent://public/default/orders-eu",
+        "persistent://public/default/orders-us-partition-0",
+        "persistent://public/default/orders-us-partition-1",
+    ]
+    # With or without its domain; matched whole, a partition by its topic's name.
+    assert filter_topics(topics, "persistent://public/default/orders-.*") == taken
+    assert filter_topics(topics, "public/default/orders-.*") == taken
+    assert filter_topics(topics, "public/default/orders-us") == taken[1:]
+    assert filter_topics(topics, "public/default/orders") == []
+    assert filter_topics(topics, "persistent://public/default/(") is None  # no regex: not filtered

@@ -152,6 +152,40 @@ def test_consumer_message_leaves_out_what_is_not_set(utc):
     assert (body["eventTime"], body["key"]) == ("2016-08-30T16:45:57Z", "k")
 
 
+@settings(max_examples=300, deadline=None)
+@given(
+    properties=st.dictionaries(st.text(max_size=8), st.text(max_size=8), max_size=3),
+    key=st.none() | st.text(max_size=10),
+    payload=st.binary(max_size=40),
+    publish_time=st.integers(min_value=0, max_value=2**42),
+    event_time=st.integers(min_value=0, max_value=2**42),
+    redelivery=st.integers(min_value=0, max_value=2**31),
+)
+def test_consumer_message_is_what_json_dumps_writes(
+    properties, key, payload, publish_time, event_time, redelivery
+):
+    """Written by hand for speed, it is the text ``json.dumps`` of the object gives."""
+    message_id = wire.MessageIdData(ledger_id=7, entry_id=9, partition=2, batch_index=1, batch_size=3)
+    message = IncomingMessage(message_id, payload, properties, publish_time, redelivery, event_time, key)
+    expected = {
+        "messageId": encode_message_id(message_id),
+        "payload": base64.b64encode(payload).decode(),
+        "properties": properties,
+        "publishTime": format_time(publish_time),
+        "redeliveryCount": redelivery,
+    }
+    if event_time:
+        expected["eventTime"] = format_time(event_time)
+    if key is not None:
+        expected["key"] = key
+    assert consumer_message(message) == json.dumps(expected)
+    for context in (None, "c", 'quote " and \\ and é'):
+        ack = {"result": "ok", "messageId": expected["messageId"]}
+        if context is not None:
+            ack["context"] = context
+        assert producer_ack(message_id, context) == json.dumps(ack)
+
+
 def test_consumer_commands():
     message_id = encode_message_id(wire.MessageIdData(ledger_id=1, entry_id=2))
     assert parse_consumer_command(json.dumps({"messageId": message_id})).type == "ack"

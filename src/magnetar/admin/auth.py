@@ -24,6 +24,14 @@ ROLE: web.RequestKey[str | None] = web.RequestKey("magnetar.role")
 WEBSOCKET_PREFIX = "/ws/"
 #: Paths left open when ``authenticate_metrics_endpoint`` is false (Prometheus, health probes).
 SCRAPE_PATHS = frozenset({"/metrics", "/metrics/", "/admin/v2/brokers/health"})
+#: The web console's own files (console_api.py): a page with no data in it, open so that a browser
+#: can load its login form; every figure it then shows comes with the token it logs in with.
+CONSOLE_PAGE = "/console"
+
+
+def is_console_page(path: str) -> bool:
+    return path == CONSOLE_PAGE or path.startswith(CONSOLE_PAGE + "/")
+
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -43,6 +51,8 @@ def middleware(
     async def authenticate(request: web.Request, handler: Handler) -> web.StreamResponse:
         request[ROLE] = None
         if authentication is None or (not authenticate_metrics and request.path in SCRAPE_PATHS):
+            return await handler(request)
+        if is_console_page(request.path):
             return await handler(request)
         peer_certificate = None
         if (

@@ -7,7 +7,9 @@ are clusters (list, get); a tenant's admins may call everything on its namespace
 included); other roles may read a topic's stats and metadata with ``produce`` or ``consume``, list a
 namespace's topics with either on the namespace, and use subscriptions and peek messages with
 ``consume``. The WebSocket API's producers need ``produce`` and its consumers and readers
-``consume``; REST produce needs ``produce``.
+``consume``; REST produce needs ``produce``, and a role without it gets 401, not 403, as Pulsar's
+``TopicsBase.validateProducePermission`` answers. The web console's own paths (console_api.py) need a
+valid role, and its page of a namespace's topics what listing them needs.
 """
 
 from __future__ import annotations
@@ -51,6 +53,8 @@ _TOPIC_TAILS: dict[tuple[str, str], str] = {
 }
 
 
+#: REST produce's paths (PIP-64).
+REST_PRODUCE_PREFIX = "/topics/"
 #: What each WebSocket endpoint needs (``/ws/v2/{producer|consumer|reader}/{domain}/...``).
 _WEBSOCKET = {"producer": PRODUCE, "consumer": CONSUME, "reader": CONSUME}
 
@@ -71,6 +75,10 @@ def requirement(method: str, canonical: str) -> tuple[str, str | None]:
     if parts[:2] != ["admin", "v2"] or len(parts) < 3:
         return SUPERUSER, None
     area, rest = parts[2], parts[3:]
+    if area == "console":  # the web console's own paths (console_api.py)
+        if rest[:1] == ["topics"] and len(rest) == 3:
+            return LIST_TOPICS, None  # a page of a namespace's topics: as listing them
+        return OPEN, None  # who am I, the broker at a glance (as /metrics), what may I list
     if area in ("tenants", "brokers", "clusters"):
         return SUPERUSER, None
     if area == "namespaces" and rest:
@@ -88,6 +96,13 @@ def requirement(method: str, canonical: str) -> tuple[str, str | None]:
             return LOOKUP, "persistent"
         return (PRODUCE if method == "POST" else ADMIN), "persistent"
     return SUPERUSER, None
+
+
+def _rest_produce_refusal(role: str, path: str, match: dict[str, str]) -> str:
+    """Pulsar's words for a REST produce request without ``produce`` (its client data aside)."""
+    domain = path.split("/")[2]
+    topic = f"{domain}://{match.get('tenant')}/{match.get('namespace')}/{match.get('topic')}"
+    return f"Unauthorized to produce to topic {topic} with clientAppId [{role}]"
 
 
 def _operation_name(need: str) -> str:
@@ -139,7 +154,10 @@ def middleware(service: BrokerService, failures: Counter[str]):
         if reason is None:
             return await handler(request)
         failures["admin"] += 1
-        log.info("%s %s by %r: 403: %s", request.method, request.path, role, reason)
-        return web.json_response({"reason": reason}, status=403)
+        status = 403
+        if route.resource.canonical.startswith(REST_PRODUCE_PREFIX):
+            status, reason = 401, _rest_produce_refusal(role, request.path, dict(request.match_info))
+        log.info("%s %s by %r: %d: %s", request.method, request.path, role, status, reason)
+        return web.json_response({"reason": reason}, status=status)
 
     return authorize

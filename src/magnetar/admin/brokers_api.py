@@ -6,11 +6,14 @@ part of its bundles (until the supervisor has it back), and a probe should see t
 worker the kernel handed it to. ``broker-stats/topics`` is Pulsar's "every topic's stats by
 namespace": ``{namespace: {bundle: {"persistent" | "non-persistent": {topic: stats}}}}`` over the
 loaded topics; with workers each worker's loaded topics are in bundles it owns, so the parts fit
-together without overlapping.
+together without overlapping. With 100,000 topics loaded their stats are read on the loop 100 at a
+time (``topic_slices``), the loop serving everyone else between slices, and the JSON is made on a
+thread (issue 40).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +23,7 @@ from magnetar.admin import every_worker
 from magnetar.admin.errors import reason_error
 from magnetar.admin.stats_api import topic_stats
 from magnetar.broker.errors import BrokerError
+from magnetar.broker.topic_slices import READ_SLICE, in_slices
 
 if TYPE_CHECKING:
     from magnetar.broker.service import BrokerService
@@ -37,33 +41,36 @@ def add_routes(app: web.Application, service: BrokerService) -> None:
         return web.Response(text="ok")
 
     async def topics(request: web.Request) -> web.Response:
-        found = loaded_topics_stats(service)
+        found = await loaded_topics_stats(service)
         if every_worker.gathers(service, request):
             for part in await every_worker.other_parts(service, request):
                 if not part.ok:
                     why = part.missing or f"HTTP {part.status}"
                     raise reason_error(web.HTTPServiceUnavailable, f"{part.worker} gave no stats: {why}")
                 merge(found, json.loads(part.body))
-        return web.json_response(found)
+        body = await asyncio.get_running_loop().run_in_executor(None, lambda: json.dumps(found).encode())
+        return web.Response(body=body, content_type="application/json")
 
     app.router.add_get("/admin/v2/brokers/health", health)
     app.router.add_get("/admin/v2/broker-stats/topics", topics)
 
 
-def loaded_topics_stats(service: BrokerService) -> TopicsByNamespace:
-    """This process's loaded topics' stats, by namespace, bundle and domain."""
+async def loaded_topics_stats(service: BrokerService) -> TopicsByNamespace:
+    """This process's loaded topics' stats, by namespace, bundle and domain, ``READ_SLICE`` topics
+    at a time (a topic unloaded meanwhile is left out)."""
     found: TopicsByNamespace = {}
     names = service.namespace_service
-    for key, topic in list(service.topics.items()):
-        name = topic.name
-        try:
-            bundle = names.bundle_of(name).range
-        except BrokerError:  # its namespace is being deleted: the topic is going too
-            continue
-        domain = "persistent" if name.persistent else "non-persistent"
-        found.setdefault(name.namespace_name, {}).setdefault(bundle, {}).setdefault(domain, {})[key] = (
-            topic_stats(topic)
-        )
+    for part in in_slices(service.topics, READ_SLICE):
+        for key, topic in part:
+            name = topic.name
+            try:
+                bundle = names.bundle_of(name).range
+            except BrokerError:  # its namespace is being deleted: the topic is going too
+                continue
+            domain = "persistent" if name.persistent else "non-persistent"
+            by_domain = found.setdefault(name.namespace_name, {}).setdefault(bundle, {})
+            by_domain.setdefault(domain, {})[key] = topic_stats(topic)
+        await asyncio.sleep(0)
     return found
 
 

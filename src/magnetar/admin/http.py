@@ -15,6 +15,7 @@ from magnetar.admin import (
     clusters_api,
     compaction_api,
     compaction_threshold_api,
+    console_api,
     consumers_api,
     every_worker,
     http_refusal,
@@ -37,8 +38,6 @@ from magnetar.websocket import routes as websocket_routes
 
 if TYPE_CHECKING:
     import ssl
-
-    from prometheus_client import CollectorRegistry
 
     from magnetar.broker.service import BrokerService
 
@@ -78,19 +77,18 @@ def build_app(service: BrokerService, web_urls: clusters_api.WebUrls | None = No
     compaction_threshold_api.add_routes(app, service)
     websocket_routes.add_routes(app, service)  # the WebSocket API and REST produce (docs/websocket.md)
     brokers_api.add_routes(app, service)
-    registry: list[CollectorRegistry] = []  # built at the first scrape (metrics.py)
+    console_api.add_routes(app, service)  # the web console (docs/console.md)
 
     async def metrics_page(request: web.Request) -> web.Response:
         # Imported here: prometheus_client takes 2 MiB that a broker nobody scrapes need not hold.
         from magnetar.admin import metrics
 
-        if not registry:
-            registry.append(metrics.build_registry(service))
+        registry = await metrics.collected(service)
         if not every_worker.gathers(service, request):
-            return metrics.response(registry[0])
+            return metrics.response(await metrics.rendered(lambda: registry))
         parts = await every_worker.other_parts(service, request)
         me = service.namespace_service.broker_id
-        return metrics.response(metrics.workers_registry(registry[0], me, parts))
+        return metrics.response(await metrics.rendered(lambda: metrics.workers_registry(registry, me, parts)))
 
     app.router.add_get("/metrics", metrics_page)
     app.router.add_get("/metrics/", metrics_page)

@@ -24,6 +24,7 @@ from magnetar.broker.index_lookup import (
     message_id_for_index,
     message_id_json,
 )
+from magnetar.broker.offloaded_reads import PatientReader, answered
 from magnetar.protocol.topic_name import TopicName
 from magnetar.storage.position import Position
 
@@ -63,8 +64,11 @@ def add_routes(app: web.Application, service: BrokerService) -> None:
     async def message_id(request: web.Request) -> web.Response:
         index = _int_arg(request.match_info["index"], "index")
         topic = topic_of(request)
+        reader = PatientReader(topic.ml)
         try:
-            found = message_id_for_index(topic, index)
+            found = await answered(
+                topic.ml, lambda: message_id_for_index(topic, index, reader), f"looking up index {index}"
+            )
         except IndexLookupError as exc:
             raise _reason(exc.status, str(exc)) from None
         return web.json_response(message_id_json(topic, found))
@@ -75,8 +79,13 @@ def add_routes(app: web.Application, service: BrokerService) -> None:
         position = Position(_int_arg(q.get("ledgerId"), "ledgerId"), _int_arg(q.get("entryId"), "entryId"))
         batch_index = _int_arg(q.get("batchIndex"), "batchIndex", default=-1)
         topic = topic_of(request)
+        reader = PatientReader(topic.ml)
         try:
-            value = index_for_message_id(topic, position, batch_index)
+            value = await answered(
+                topic.ml,
+                lambda: index_for_message_id(topic, position, batch_index, reader),
+                f"looking up the index of {position}",
+            )
         except IndexLookupError as exc:
             raise _reason(exc.status, str(exc)) from None
         return web.json_response({"index": value})

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from magnetar.admin.errors import persistent, reason_error, single_topic, translate_errors
+from magnetar.broker.offloaded_reads import answered
 from magnetar.protocol import ProtocolError, wire
 from magnetar.protocol.compression import decompress
 from magnetar.protocol.entry import split_entry_metadata
@@ -80,9 +81,11 @@ def entry_headers(
     return headers
 
 
-def entry_response(topic: PersistentTopic, position: Position) -> web.Response:
-    """The stored entry at ``position`` as Pulsar's admin API answers it."""
-    data = topic.ml.read_entry(position).data
+async def entry_response(topic: PersistentTopic, position: Position) -> web.Response:
+    """The stored entry at ``position`` as Pulsar's admin API answers it (an offloaded one is
+    fetched without blocking the loop; 503 at once while its store is known to fail)."""
+    ml = topic.ml
+    data = await answered(ml, lambda: ml.read_entry(position, wait=False).data, f"reading {position}")
     try:
         broker, producer_bytes = split_entry_metadata(data)
         metadata, payload = parse_metadata(producer_bytes)
@@ -114,7 +117,7 @@ def add_routes(app: web.Application, service: BrokerService) -> None:
         position = subscription.nth_position(n)
         if position is None:
             raise reason_error(web.HTTPNotFound, "Message not found")
-        return entry_response(topic, position)
+        return await entry_response(topic, position)
 
     @translate_errors
     async def by_id(request: web.Request) -> web.Response:
@@ -122,7 +125,7 @@ def add_routes(app: web.Application, service: BrokerService) -> None:
         position = Position(int(request.match_info["ledger"]), int(request.match_info["entry"]))
         if not topic.ml.has_entry(position):
             raise reason_error(web.HTTPNotFound, f"Message {position} not found")
-        return entry_response(topic, position)
+        return await entry_response(topic, position)
 
     base = "/admin/v2/persistent/{tenant}/{namespace}/{topic}"
     app.router.add_get(base + "/subscription/{subscription}/position/{n:-?[0-9]+}", peek)

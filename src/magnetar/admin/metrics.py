@@ -4,13 +4,18 @@ Every value is read from the broker's own state when scraped (a collector, not c
 bumped on the send path), so metrics cost nothing between scrapes. Names follow Pulsar's
 where Pulsar has one (``pulsar_active_connections``, ``pulsar_broker_throttled_connections``,
 ``pulsar_msg_backlog`` ...), so its dashboards and alerts work; ``magnetar_`` ones are ours.
+
+A scrape does not stall the loop with many topics loaded (issue 40: 100,000): the topics' values
+are read on the loop a slice at a time (``topic_slices``), as plain numbers (``TopicValues``),
+and the page is made from them off the loop (``page``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from operator import attrgetter
 from typing import TYPE_CHECKING
 
@@ -21,10 +26,11 @@ from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from magnetar.broker.descriptors import EXHAUSTION
+from magnetar.broker.dispatchers.broadcast import BroadcastDispatcher
 from magnetar.broker.dispatchers.broadcast_stats import largest_lag
 from magnetar.broker.flow_control import Hold, no_holds
-from magnetar.broker.housekeeping import broadcast_dispatchers
 from magnetar.broker.replication import replication_stats
+from magnetar.broker.topic_slices import READ_SLICE, in_slices
 
 if TYPE_CHECKING:
     from magnetar.admin.every_worker import Part
@@ -56,6 +62,8 @@ _REASONS = {
 
 
 class BrokerCollector(Collector):
+    """The broker-wide metrics (connections, the disk, topic counts, refusals): few, read at once."""
+
     def __init__(self, service: BrokerService) -> None:
         self.service = service
 
@@ -64,14 +72,6 @@ class BrokerCollector(Collector):
         yield from self._disk()
         yield from self._topic_counts()
         yield from self._offload()
-        yield from self._topics()
-        yield from compaction_metrics(
-            self.service.topics,
-            self.service.config.cluster_name,
-            self.service.config.expose_topic_level_metrics_in_prometheus,
-        )
-        yield from broadcast_metrics(self.service.topics, self.service.config.cluster_name)
-        yield from replication_metrics(self.service.topics, self.service.config.cluster_name)
 
     def _topic_counts(self) -> Iterator[Metric]:
         service = self.service
@@ -261,28 +261,6 @@ class BrokerCollector(Collector):
             service.limits.refusals.counts,
         )
 
-    def _topics(self) -> Iterator[Metric]:
-        """Each loaded topic's series, or with expose_topic_level_metrics_in_prometheus off (as
-        Pulsar's switch) one per namespace, the sum of its loaded topics' values."""
-        per_topic = self.service.config.expose_topic_level_metrics_in_prometheus
-        labels = ["cluster", "namespace", "topic"] if per_topic else ["cluster", "namespace"]
-        cluster = self.service.config.cluster_name
-        rows: dict[tuple[str, ...], list[float | None]] = {}  # None: not a metric of these topics
-        for name, topic in list(self.service.topics.items()):
-            namespace = str(topic.name.namespace_name)
-            key: tuple[str, ...] = (cluster, namespace, name) if per_topic else (cluster, namespace)
-            sums = rows.setdefault(key, [None] * len(_TOPIC_METRICS))
-            persistent = topic.ml is not None
-            for i, (_, _, _, value, persistent_only) in enumerate(_TOPIC_METRICS):
-                if persistent or not persistent_only:
-                    sums[i] = (sums[i] or 0) + value(topic)
-        for i, (kind, metric, text, _, _) in enumerate(_TOPIC_METRICS):
-            family = kind(metric, text, labels=labels)
-            for key, sums in rows.items():
-                if (total := sums[i]) is not None:
-                    family.add_metric(list(key), total)
-            yield family
-
 
 def _traffic(field: str):
     get = attrgetter(field)
@@ -415,28 +393,6 @@ _COMPACTION_METRICS = [
 ]
 
 
-def compaction_metrics(topics, cluster: str, per_topic: bool) -> Iterator[Metric]:
-    """``pulsar_compaction_*`` of each persistent topic compacted (since it was loaded, or with a
-    compacted view), as Pulsar lists them only for compacted topics; with
-    expose_topic_level_metrics_in_prometheus off, one series per namespace, summed."""
-    labels = ["cluster", "namespace", "topic"] if per_topic else ["cluster", "namespace"]
-    rows: dict[tuple[str, ...], list[float]] = {}
-    for name, topic in list(topics.items()):
-        compaction = getattr(topic, "compaction", None)
-        if compaction is None or (compaction.view is None and not compaction.record.ran):
-            continue
-        namespace = str(topic.name.namespace_name)
-        key: tuple[str, ...] = (cluster, namespace, name) if per_topic else (cluster, namespace)
-        sums = rows.setdefault(key, [0.0] * len(_COMPACTION_METRICS))
-        for i, (_, _, value) in enumerate(_COMPACTION_METRICS):
-            sums[i] += value(compaction)
-    for i, (metric, text, _) in enumerate(_COMPACTION_METRICS):
-        family = GaugeMetricFamily(metric, text, labels=labels)
-        for key, sums in rows.items():
-            family.add_metric(list(key), sums[i])
-        yield family
-
-
 #: A broadcast subscription's metrics: (family, name, help, its dispatcher.stats() field).
 _BROADCAST_METRICS = [
     (GaugeMetricFamily, "magnetar_broadcast_consumers", "Broadcast consumers connected", "virtualCursors"),
@@ -475,29 +431,11 @@ _BROADCAST_METRICS = [
 
 
 def broadcast_metrics(topics, cluster: str) -> Iterator[Metric]:
-    """``magnetar_broadcast_*`` per persistent broadcast subscription, read from its dispatcher at
-    scrape time (the largest lag: one comparison per consumer and one ledger-list count)."""
-    labels = ["cluster", "namespace", "topic", "subscription"]
-    families = [(kind(name, text, labels=labels), field) for kind, name, text, field in _BROADCAST_METRICS]
-    out = CounterMetricFamily(
-        "magnetar_broadcast_messages_out", "Messages delivered, all consumers together", labels=labels
-    )
-    lag = GaugeMetricFamily(
-        "magnetar_broadcast_consumer_lag_max",
-        "Messages (entries, as msgBacklog counts them) after the lowest connected consumer's mark-delete",
-        labels=labels,
-    )
-    for topic, name, dispatcher in broadcast_dispatchers(topics):
-        values = [cluster, str(topic.name.namespace_name), str(topic.name), name]
-        stats = dispatcher.stats()
-        for family, field in families:
-            family.add_metric(values, stats.get(field, 0))
-        out.add_metric(values, dispatcher.subscription.traffic.messages_out)
-        lag.add_metric(values, largest_lag(dispatcher))
-    for family, _ in families:
-        yield family
-    yield out
-    yield lag
+    """``magnetar_broadcast_*`` per persistent broadcast subscription of ``topics`` (at once)."""
+    values = TopicValues(per_topic=True)
+    for key, topic in list(topics.items()):
+        values.add(key, topic, cluster)
+    return values.broadcast_families()
 
 
 #: A replicator's metrics, Pulsar's names: (family, name, help, its stats() field).
@@ -532,22 +470,6 @@ _REPLICATION_METRICS = [
 ]
 
 
-def replication_metrics(topics, cluster: str) -> Iterator[Metric]:
-    """``pulsar_replication_*`` per persistent topic and remote cluster (label
-    ``remote_cluster``), read from the topic's replicators' stats at scrape time."""
-    labels = ["cluster", "namespace", "topic", "remote_cluster"]
-    families = [(kind(name, text, labels=labels), field) for kind, name, text, field in _REPLICATION_METRICS]
-    for name, topic in list(topics.items()):
-        if not topic.replication_cursors:
-            continue
-        for remote, stats in replication_stats(topic).items():
-            values = [cluster, str(topic.name.namespace_name), name, remote]
-            for family, field in families:
-                family.add_metric(values, float(stats[field]))
-    for family, _ in families:
-        yield family
-
-
 def counts_by(name: str, documentation: str, label: str, counts: Mapping[str, int]) -> CounterMetricFamily:
     """A counter with one sample per key of ``counts`` (the key as the value of ``label``)."""
     family = CounterMetricFamily(name, documentation, labels=[label])
@@ -556,11 +478,155 @@ def counts_by(name: str, documentation: str, label: str, counts: Mapping[str, in
     return family
 
 
-def build_registry(service: BrokerService) -> CollectorRegistry:
+class TopicValues:
+    """The loaded topics' values for a scrape, as plain numbers: read on the loop (``add``, a
+    slice at a time), made into metric families off it (``collect``). ``per_topic``: each topic's
+    own series, or (Pulsar's exposeTopicLevelMetricsInPrometheus off) one per namespace, the sum
+    of its loaded topics' values."""
+
+    def __init__(self, per_topic: bool) -> None:
+        self.per_topic = per_topic
+        #: (cluster, namespace[, topic]): each of ``_TOPIC_METRICS``' values (None: not one of
+        #: these topics' metrics).
+        self.rows: dict[tuple[str, ...], list[float | None]] = {}
+        #: ``_COMPACTION_METRICS``' values of each topic compacted (since it was loaded, or with a
+        #: compacted view: Pulsar lists only those), by the same keys as ``rows``.
+        self.compaction: dict[tuple[str, ...], list[float]] = {}
+        #: Per broadcast subscription: its labels, its dispatcher's stats, messages out, largest lag.
+        self.broadcast: list[tuple[list[str], dict, float, float]] = []
+        #: Per replicated topic and remote cluster: its labels and the replicator's stats.
+        self.replication: list[tuple[list[str], dict]] = []
+
+    def add(self, key: str, topic, cluster: str) -> None:
+        """Read ``topic``'s values (on the loop: its state is the loop's)."""
+        namespace = str(topic.name.namespace_name)
+        row_key: tuple[str, ...] = (cluster, namespace, key) if self.per_topic else (cluster, namespace)
+        sums = self.rows.get(row_key)
+        if sums is None:
+            sums = self.rows[row_key] = [None] * len(_TOPIC_METRICS)
+        persistent = topic.ml is not None
+        for i, (_, _, _, value, persistent_only) in enumerate(_TOPIC_METRICS):
+            if persistent or not persistent_only:
+                sums[i] = (sums[i] or 0) + value(topic)
+        if not persistent:
+            return
+        compaction = getattr(topic, "compaction", None)
+        if compaction is not None and (compaction.view is not None or compaction.record.ran):
+            compacted = self.compaction.get(row_key)
+            if compacted is None:
+                compacted = self.compaction[row_key] = [0.0] * len(_COMPACTION_METRICS)
+            for i, (_, _, value) in enumerate(_COMPACTION_METRICS):
+                compacted[i] += value(compaction)
+        for name, sub in list(topic.subscriptions.items()):
+            dispatcher = sub.dispatcher
+            if isinstance(dispatcher, BroadcastDispatcher):
+                labels = [cluster, namespace, key, name]
+                out = dispatcher.subscription.traffic.messages_out
+                self.broadcast.append((labels, dispatcher.stats(), out, largest_lag(dispatcher)))
+        if topic.replication_cursors:
+            for remote, stats in replication_stats(topic).items():
+                self.replication.append(([cluster, namespace, key, remote], stats))
+
+    def collect(self) -> Iterator[Metric]:
+        """The families (off the loop: this makes one sample per value)."""
+        labels = ["cluster", "namespace", "topic"] if self.per_topic else ["cluster", "namespace"]
+        for i, (kind, metric, text, _, _) in enumerate(_TOPIC_METRICS):
+            family = kind(metric, text, labels=labels)
+            for key, sums in self.rows.items():
+                if (total := sums[i]) is not None:
+                    family.add_metric(list(key), total)
+            yield family
+        for i, (metric, text, _) in enumerate(_COMPACTION_METRICS):
+            compaction = GaugeMetricFamily(metric, text, labels=labels)
+            for key, values in self.compaction.items():
+                compaction.add_metric(list(key), values[i])
+            yield compaction
+        yield from self.broadcast_families()
+        yield from self.replication_families()
+
+    def broadcast_families(self) -> Iterator[Metric]:
+        labels = ["cluster", "namespace", "topic", "subscription"]
+        families = [
+            (kind(name, text, labels=labels), field) for kind, name, text, field in _BROADCAST_METRICS
+        ]
+        out = CounterMetricFamily(
+            "magnetar_broadcast_messages_out", "Messages delivered, all consumers together", labels=labels
+        )
+        lag = GaugeMetricFamily(
+            "magnetar_broadcast_consumer_lag_max",
+            "Messages (entries, as msgBacklog counts them) after the lowest connected consumer's mark-delete",
+            labels=labels,
+        )
+        for values, stats, messages_out, largest in self.broadcast:
+            for family, key in families:
+                family.add_metric(values, stats.get(key, 0))
+            out.add_metric(values, messages_out)
+            lag.add_metric(values, largest)
+        for family, _ in families:
+            yield family
+        yield out
+        yield lag
+
+    def replication_families(self) -> Iterator[Metric]:
+        """``pulsar_replication_*`` per persistent topic and remote cluster (label ``remote_cluster``)."""
+        labels = ["cluster", "namespace", "topic", "remote_cluster"]
+        families = [
+            (kind(name, text, labels=labels), field) for kind, name, text, field in _REPLICATION_METRICS
+        ]
+        for values, stats in self.replication:
+            for family, field in families:
+                family.add_metric(values, float(stats[field]))
+        for family, _ in families:
+            yield family
+
+
+async def read_topics(service: BrokerService) -> TopicValues:
+    """Every loaded topic's values, ``topic_slices.READ_SLICE`` topics at a time: the loop serves
+    everyone else between slices (100,000 topics read at once held it for seconds)."""
+    values = TopicValues(service.config.expose_topic_level_metrics_in_prometheus)
+    cluster = service.config.cluster_name
+    for part in in_slices(service.topics, READ_SLICE):
+        for key, topic in part:
+            values.add(key, topic, cluster)
+        await asyncio.sleep(0)
+    return values
+
+
+class _Collected(Collector):
+    """Metrics read already (on the loop), for a registry that makes the page off it."""
+
+    def __init__(self, metrics: list[Metric], topics: TopicValues) -> None:
+        self._metrics = metrics
+        self._topics = topics
+
+    def collect(self) -> Iterator[Metric]:
+        yield from self._metrics
+        yield from self._topics.collect()
+
+
+async def collected(service: BrokerService) -> CollectorRegistry:
+    """``GET /metrics``'s registry: what is read of the broker is read here, on the loop (the
+    topics a slice at a time); its families are made when it is collected (``rendered``)."""
+    broker = list(BrokerCollector(service).collect())
+    return registry_of(broker, await read_topics(service))
+
+
+def registry_of(broker: list[Metric], topics: TopicValues) -> CollectorRegistry:
+    """A registry of what was read (``broker``'s families, ``topics``' values) and the process's
+    own metrics."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(BrokerCollector(service))
+    registry.register(_Collected(broker, topics))
     registry.register(ProcessCollector(registry=None))
     return registry
+
+
+async def rendered(registry: Callable[[], CollectorRegistry]) -> bytes:
+    """The page of the registry ``registry()`` makes, in Prometheus' text format, made on a thread."""
+    return await asyncio.get_running_loop().run_in_executor(None, lambda: generate_latest(registry()))
+
+
+def response(body: bytes) -> web.Response:
+    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 
 def workers_registry(local: CollectorRegistry, me: str, parts: list[Part]) -> CollectorRegistry:
@@ -581,7 +647,3 @@ def workers_registry(local: CollectorRegistry, me: str, parts: list[Part]) -> Co
     registry = CollectorRegistry(auto_describe=False)
     registry.register(WorkersCollector(dict(sorted(families.items())), dict(sorted(up.items()))))
     return registry
-
-
-def response(registry: CollectorRegistry) -> web.Response:
-    return web.Response(body=generate_latest(registry), headers={"Content-Type": CONTENT_TYPE_LATEST})

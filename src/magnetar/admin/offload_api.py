@@ -4,7 +4,8 @@
   ``ledgerId``, ``entryId``, ``partitionIndex``) offloads every closed ledger before that message's
   ledger (204; 409 while a run is under way); ``GET`` the same path answers the last run's status
   as Pulsar's OffloadProcessStatus (``status``, ``lastError``, ``firstUnoffloadedMessage``).
-- A namespace's ``offloadThreshold`` (GET, PUT a number), ``offloadDeletionLagMs`` (GET, PUT,
+- A namespace's ``offloadThreshold`` and ``offloadThresholdInSeconds`` (GET, PUT a number; -1
+  when not set), ``offloadDeletionLagMs`` (GET, PUT,
   DELETE) and ``offloadPolicies`` (GET, POST, DELETE; also ``DELETE .../removeOffloadPolicies``).
 - A topic's ``offloadPolicies`` (GET, with ``?applied=true`` what applies; POST; DELETE).
 """
@@ -74,6 +75,19 @@ def add_routes(app: web.Application, service: BrokerService) -> None:
         return no_content()
 
     @translate_errors
+    async def get_threshold_seconds(request):
+        threshold = service.namespaces.policies(ns(request)).offload_threshold_in_seconds
+        return web.json_response(-1 if threshold is None else threshold)
+
+    @translate_errors
+    async def set_threshold_seconds(request):
+        name = ns(request)
+        service.namespaces.policies(name)
+        value = _whole_number(await json_body(request), "offloadThresholdInSeconds", -1)
+        service.namespaces.update_policy(name, offload_threshold_in_seconds=value)
+        return no_content()
+
+    @translate_errors
     async def get_lag(request):
         return web.json_response(service.namespaces.policies(ns(request)).offload_deletion_lag_ms)
 
@@ -110,6 +124,8 @@ def add_routes(app: web.Application, service: BrokerService) -> None:
 
     app.router.add_get(f"{NAMESPACE}/offloadThreshold", get_threshold)
     app.router.add_put(f"{NAMESPACE}/offloadThreshold", set_threshold)
+    app.router.add_get(f"{NAMESPACE}/offloadThresholdInSeconds", get_threshold_seconds)
+    app.router.add_put(f"{NAMESPACE}/offloadThresholdInSeconds", set_threshold_seconds)
     app.router.add_get(f"{NAMESPACE}/offloadDeletionLagMs", get_lag)
     app.router.add_put(f"{NAMESPACE}/offloadDeletionLagMs", set_lag)
     app.router.add_delete(f"{NAMESPACE}/offloadDeletionLagMs", clear_lag)

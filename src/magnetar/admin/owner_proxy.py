@@ -10,9 +10,9 @@ and the owner's ports need not be reachable by the client. The proxied request c
 ``PROXIED_BY``; a worker that gets one for a topic it does not own (the bundle moved meanwhile)
 answers 503, as Pulsar answers a request for a bundle being moved, and never proxies it again.
 
-WebSocket sessions (``/ws/v2/...``) are relayed to the owner (websocket_relay.py), and REST produce
-(``/topics/...``) proxied, for a topic or one partition; a partitioned topic's own name is served by
-the worker that gets it, which serves the partitions it owns only (the others answer 503).
+WebSocket sessions (``/ws/v2/...``) and REST produce (``/topics/...``) are not proxied: the worker
+that gets one serves it, with a Pulsar session to the owner of each topic (partition) it does not
+own (``magnetar.websocket.sessions``), so a partitioned topic's own name is served whole.
 
 Paths about metadata only (namespaces, partition counts, schemas, lookups, a topic's bundle) are
 served by whichever worker gets them: the metadata store is shared.
@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from magnetar.admin import websocket_relay
 from magnetar.admin.errors import Handler, reason_error
 from magnetar.admin.owner_calls import OWNER_CALLS, PROXIED_BY
 from magnetar.broker.errors import BrokerError
@@ -34,7 +33,7 @@ if TYPE_CHECKING:
     from magnetar.broker.ownership import BrokerInfo
     from magnetar.broker.service import BrokerService
 
-#: The WebSocket API's and REST produce's paths: served by the topic's owner too.
+#: The WebSocket API's and REST produce's paths: served where they land (see above).
 _MESSAGING = ("/ws/v2/", "/topics/")
 #: Topic paths whose answer is the shared metadata, served anywhere.
 _METADATA_SUFFIXES = ("/bundle", "/partitions")
@@ -42,14 +41,15 @@ _METADATA_SUFFIXES = ("/bundle", "/partitions")
 
 def owner_of_request(service: BrokerService, request: web.Request) -> BrokerInfo | None:
     """The worker that must serve ``request``; None where any may (no topic or bundle named, a
-    partitioned topic's own name, metadata only, a bundle nobody owns)."""
+    partitioned topic's own name, metadata only, a bundle nobody owns, the WebSocket API and
+    REST produce)."""
     info = request.match_info
     path = request.path
     if "bundle" in info and path.startswith("/admin/v2/namespaces/"):
         bundle = f"{info['tenant']}/{info['namespace']}/{info['bundle']}"
         return service.namespace_service.store.owner(bundle)
-    if "topic" in info and path.startswith(_MESSAGING):
-        return _messaging_owner(service, request)
+    if path.startswith(_MESSAGING):
+        return None
     if "topic" not in info or not path.startswith("/admin/v2/") or path.endswith(_METADATA_SUFFIXES):
         return None
     domain = path.split("/")[3]
@@ -59,23 +59,6 @@ def owner_of_request(service: BrokerService, request: web.Request) -> BrokerInfo
         topic = TopicName.parse(f"{domain}://{info['tenant']}/{info['namespace']}/{info['topic']}")
         if service.namespaces.partitions(str(topic)):
             return None  # the handler goes over the partitions (see docs/architecture.md, Workers)
-        return service.owner_of(topic)
-    except (InvalidTopicName, BrokerError, ValueError):
-        return None  # the handler answers it as it would
-
-
-def _messaging_owner(service: BrokerService, request: web.Request) -> BrokerInfo | None:
-    """The owner of the topic (or partition) of a WebSocket or REST produce path; None for a
-    partitioned topic's own name (its partitions may be on several workers: served here)."""
-    info = request.match_info
-    parts = request.path.split("/")
-    domain = parts[2] if request.path.startswith("/topics/") else parts[4]
-    try:
-        topic = TopicName.parse(f"{domain}://{info['tenant']}/{info['namespace']}/{info['topic']}")
-        if "partition" in info:
-            topic = topic.partition(int(info["partition"]))
-        if service.namespaces.partitions(str(topic)):
-            return None
         return service.owner_of(topic)
     except (InvalidTopicName, BrokerError, ValueError):
         return None  # the handler answers it as it would
@@ -95,8 +78,6 @@ def middleware(service: BrokerService):
             raise reason_error(
                 web.HTTPServiceUnavailable, f"{request.path} is being moved to {owner.broker_id}"
             )
-        if websocket_relay.is_websocket(request):
-            return await websocket_relay.relay(request, service, owner)
         status, body, headers = await request.app[OWNER_CALLS].call(
             request, owner, request.method, request.path, await request.read()
         )

@@ -9,7 +9,7 @@ under ``/admin/v2/{persistent|non-persistent}/{tenant}/{namespace}/{topic}``: ``
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
@@ -17,6 +17,7 @@ from aiohttp import web
 from magnetar.admin.errors import json_body, no_content, persistent, topic_of, translate_errors
 from magnetar.admin.partition_fanout import each_partition
 from magnetar.broker.names import check_name
+from magnetar.broker.offloaded_reads import PatientReader, answered
 from magnetar.protocol import wire
 from magnetar.protocol.message_id import to_u64
 
@@ -123,7 +124,8 @@ def _lifecycle_routes(app: web.Application, service: BrokerService) -> None:
     app.router.add_delete(BASE, delete)
 
 
-Action = Callable[["PersistentTopic", "PersistentSubscription", web.Request], None]
+#: What a path does to one topic's subscription (an awaitable where it may wait for offloaded data).
+Action = Callable[["PersistentTopic", "PersistentSubscription", web.Request], "Awaitable[None] | None"]
 
 
 def _on_each(service: BrokerService, action: Action):
@@ -151,14 +153,18 @@ def _skip(topic: PersistentTopic, subscription: PersistentSubscription, request:
     subscription.skip(count)
 
 
-def _reset_to_time(
+async def _reset_to_time(
     topic: PersistentTopic, subscription: PersistentSubscription, request: web.Request
 ) -> None:
-    subscription.reset_cursor(topic.find_position_by_time(int(request.match_info["timestamp"])))
+    stamp, reader = int(request.match_info["timestamp"]), PatientReader(topic.ml)
+    position = await answered(
+        topic.ml, lambda: topic.find_position_by_time(stamp, reader), f"resetting {subscription.name} by time"
+    )
+    subscription.reset_cursor(position)
 
 
-def _expire(topic: PersistentTopic, subscription: PersistentSubscription, request: web.Request) -> None:
-    topic.expire_older_than(int(request.match_info["seconds"]), [subscription])
+async def _expire(topic: PersistentTopic, subscription: PersistentSubscription, request: web.Request) -> None:
+    await topic.expired_older_than(int(request.match_info["seconds"]), [subscription])
 
 
 def _cursor_routes(app: web.Application, service: BrokerService) -> None:
@@ -180,7 +186,7 @@ def _cursor_routes(app: web.Application, service: BrokerService) -> None:
     @translate_errors
     async def expire_all(request: web.Request) -> web.Response:
         seconds = int(request.match_info["seconds"])
-        await _on_persistent(service, request, lambda topic: topic.expire_older_than(seconds))
+        await _on_persistent(service, request, lambda topic: topic.expired_older_than(seconds))
         return no_content()
 
     app.router.add_post(f"{BASE}/skip_all", _on_each(service, _clear_backlog))

@@ -99,10 +99,11 @@ class TlsProvider(AuthenticationProvider):
 
     @classmethod
     def from_config(cls, config: BrokerConfig) -> TlsProvider:
-        if config.broker_service_port_tls is None and config.web_service_port_tls is None:
+        tls_ports = (config.broker_service_port_tls, config.web_service_port_tls, config.mqtts_port)
+        if all(port is None for port in tls_ports):
             raise ValueError(
                 "the tls authentication provider needs a TLS port "
-                "(broker_service_port_tls or web_service_port_tls)"
+                "(broker_service_port_tls, web_service_port_tls or mqtts_port)"
             )
         if not config.tls_trust_certs_file_path:
             raise ValueError(

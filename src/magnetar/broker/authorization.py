@@ -166,6 +166,19 @@ class Authorizer:
             return self._granted(topic, role, operation)
         return False
 
+    def can_namespace(self, namespace: str, role: str | None, action: str) -> bool:
+        """Does ``role`` hold ``action`` (PRODUCE, CONSUME) on every topic of ``namespace``: a
+        tenant admin, or a grant on the namespace itself (an MQTT wildcard filter needs one)."""
+        if role is None:
+            return False
+        if self.is_tenant_admin(namespace.split("/")[0], role):
+            return True
+        try:
+            policies = self._auth_policies(namespace)
+        except BrokerError:
+            return False
+        return granted(policies, None, role, action, self.wildcards)
+
     def can_list_topics(self, namespace: str, role: str | None) -> bool:
         """Pulsar's NamespaceOperation GET_TOPICS: tenant admins, or produce/consume on the namespace."""
         if role is None:

@@ -33,6 +33,7 @@ from magnetar.broker.config_sources import ConfigError
 from magnetar.broker.inactive_topic_policies import NO_SUBSCRIPTIONS, DeleteMode, InactiveTopicPolicies
 from magnetar.broker.offload_policies import OffloadPolicies
 from magnetar.offload.settings import OffloadSettings
+from magnetar.protocol.mqtt.codes import MAX_PACKET_SIZE as MQTT_MAX_PACKET_SIZE
 from magnetar.storage.config import (
     MIB,
     STRICT,
@@ -117,6 +118,9 @@ class BrokerConfig:
     #: Pulsar's webSocketMaxTextFrameSize: the largest text frame a WebSocket client may send.
     #: Unset: room for a message of max_message_size, base64 in its JSON.
     web_socket_max_text_frame_size: PositiveInt | None = None
+    #: The web console at ``/console`` on the HTTP port(s) (docs/console.md): its page, and the
+    #: admin paths it reads under ``/admin/v2/console/``, behind the admin API's authentication.
+    web_console_enabled: bool = True
 
     # TLS (broker/tls.py, docs/configuration.md): off unless a TLS port is set.
     #: Pulsar's brokerServicePortTls: pulsar+ssl:// on this port (beside the plain one, unless
@@ -141,10 +145,20 @@ class BrokerConfig:
     # MQTT (docs/mqtt.md; Pulsar's MQTT handler's names where it has the setting).
     #: MQTT 3.1.1 and 5.0 on this port (1883 is the usual one); None: off. 0 picks a free one.
     mqtt_port: Port | None = None
+    #: MQTT over TLS on this port (8883 is the usual one, MoP's ``mqtt+ssl://`` listener), with the
+    #: broker's TLS settings (tls_certificate_file_path ...); None: off. 0 picks a free one.
+    mqtts_port: Port | None = None
     #: MoP's defaultTenant and defaultNamespace: an MQTT Topic Name ``a/b`` is the topic
     #: ``persistent://{tenant}/{namespace}/a%2Fb``.
     mqtt_default_tenant: str = "public"
     mqtt_default_namespace: str = "default"
+    #: MoP's mqttMessageMaxLength: the largest MQTT packet taken (5.0 clients are told it as the
+    #: Maximum Packet Size); a message above max_message_size is stored in chunks (PIP 37).
+    #: At most 268435460 bytes, MQTT's own limit.
+    mqtt_message_max_length: PositiveInt = 64 * MIB
+    #: CONNECTs a second one client address may make (as many at once); more are refused with
+    #: CONNACK 0x9F / 3 (broker/mqtt/floods.py). 0: no limit, as the other limits.
+    mqtt_max_connect_rate_per_ip: NonNegativeFloat = 0.0
 
     # Protocol.
     max_message_size: PositiveInt = 5 * MIB
@@ -261,6 +275,13 @@ class BrokerConfig:
     #: Pulsar's exposeTopicLevelMetricsInPrometheus: /metrics has each loaded topic's series; false:
     #: one series per namespace, its topics' values summed (100,000 topics make a scrape huge).
     expose_topic_level_metrics_in_prometheus: bool = True
+    #: Pulsar's enableBrokerSideSubscriptionPatternEvaluation: a GET_TOPICS_OF_NAMESPACE with a
+    #: regex subscription's topics_pattern is answered with the matching topics only (a namespace
+    #: of 100,000 topics is not sent whole to each pattern consumer at each poll).
+    enable_broker_side_subscription_pattern_evaluation: bool = True
+    #: Pulsar's subscriptionPatternMaxLength: a longer pattern is not evaluated (the whole list is
+    #: answered and the client filters it).
+    subscription_pattern_max_length: PositiveInt = 50
 
     # Tiered storage (docs/tiered-storage.md; Pulsar's names in snake_case). Off unless a driver is set.
     #: Pulsar's managedLedgerOffloadDriver: aws-s3 (or S3), google-cloud-storage, azureblob, filesystem.
@@ -281,6 +302,10 @@ class BrokerConfig:
     #: its older closed ledgers are offloaded (-1: off, 0: as soon as closed); namespaces and topics
     #: may set their own (offloadThreshold).
     managed_ledger_offload_threshold_in_bytes: Annotated[int, Field(ge=-1)] = -1
+    #: Pulsar's managedLedgerOffloadThresholdInSeconds: a closed ledger is offloaded this long after
+    #: its close, whatever the size threshold says (-1: not by age; 0: as soon as closed);
+    #: namespaces and topics may set their own (offloadThresholdInSeconds).
+    managed_ledger_offload_threshold_in_seconds: Annotated[int, Field(ge=-1)] = -1
     #: Pulsar's managedLedgerOffloadDeletionLagMs: how long a verified offload's local copy stays.
     managed_ledger_offload_deletion_lag_ms: Annotated[int, Field(ge=-1)] = 4 * 3600 * 1000
     #: Pulsar's managedLedgerOffloadMaxThreads: ledgers uploaded at once.
@@ -402,7 +427,9 @@ class BrokerConfig:
     def offload_policies(self) -> OffloadPolicies:
         """The broker's offload threshold and deletion lag (where no namespace or topic sets one)."""
         return OffloadPolicies(
-            self.managed_ledger_offload_threshold_in_bytes, self.managed_ledger_offload_deletion_lag_ms
+            self.managed_ledger_offload_threshold_in_bytes,
+            self.managed_ledger_offload_deletion_lag_ms,
+            self.managed_ledger_offload_threshold_in_seconds,
         )
 
     def worker_count(self) -> int:
@@ -436,8 +463,15 @@ class BrokerConfig:
         settings = self.offload_settings()
         if settings is not None:
             settings.check()  # the driver's name, its bucket or directory
-        if self.mqtt_port is not None and self.workers != 1:
-            raise ValueError("mqtt_port is served by one broker process only (workers = 1) for now")
+        if self.mqtt_message_max_length > MQTT_MAX_PACKET_SIZE:
+            raise ValueError(
+                f"mqtt_message_max_length {self.mqtt_message_max_length} is over MQTT's own limit "
+                f"of {MQTT_MAX_PACKET_SIZE} bytes"
+            )
+        if (self.mqtt_port is not None or self.mqtts_port is not None) and self.workers != 1:
+            raise ValueError(
+                "mqtt_port and mqtts_port are served by one broker process only (workers = 1) for now"
+            )
         if self.authorization_enabled and not self.authentication_enabled:
             raise ValueError(
                 "authorization_enabled needs authentication_enabled: without a proved role no grant can apply"

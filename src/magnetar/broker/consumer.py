@@ -7,7 +7,7 @@ the consumer holds it as a ``TransportCnx``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 from magnetar.broker.chunk_watch import ChunkWatch
 from magnetar.broker.entries import DispatchEntry
@@ -47,6 +47,13 @@ class Consumer:
         "traffic",
         "wants_entry_metadata",
     )
+
+    #: Dispatchers may write it MESSAGE frames they built (``write_frames``); a consumer of
+    #: another protocol's connection (MQTT) sends entries its own way (``send_own_way``).
+    takes_frames: ClassVar[bool] = True
+    #: A broadcast consumer that starts at the end of the topic, not at the subscription's
+    #: mark-delete position (an MQTT subscriber gets what is published after it subscribed).
+    joins_at_tail: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -125,6 +132,12 @@ class Consumer:
     def write_frames(self, frames: list[bytes | memoryview]) -> None:
         """MESSAGE frames built by a dispatcher (``broadcast_send``), written in this loop pass."""
         self.cnx.write_many(frames)
+
+    def send_own_way(self, entries: list[DispatchEntry]) -> tuple[int, int]:
+        """For a consumer that takes no frames: send ``entries``, charge its permits and count its
+        own traffic; the messages and bytes sent (its dispatcher counts them for the
+        subscription and topic)."""
+        raise NotImplementedError
 
     def notify_active_consumer_change(self, is_active: bool) -> None:
         """Tell a Failover consumer whether it is now the one receiving."""

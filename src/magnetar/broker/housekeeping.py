@@ -2,7 +2,7 @@
 backlog quotas, cursor and state flushes, message TTL, retention trims, the broadcast lag policy,
 compaction by threshold.
 
-A pass over every loaded topic goes ``SLICE`` topics at a time, and the loop serves everyone else
+A pass over every loaded topic goes ``topic_slices.SLICE`` topics at a time, and the loop serves everyone else
 between slices: with 100,000 topics loaded one pass in one go would stall every client for
 seconds."""
 
@@ -13,8 +13,9 @@ import logging
 import time
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Executor
+from functools import partial
 
-from magnetar.broker import descriptors
+from magnetar.broker import descriptors, topic_slices
 from magnetar.broker.coarse_clock import CLOCK
 from magnetar.broker.dispatchers import broadcast_lag
 from magnetar.broker.dispatchers.broadcast import BroadcastDispatcher
@@ -28,17 +29,14 @@ from magnetar.storage.errors import StorageFullError
 log = logging.getLogger(__name__)
 
 Topics = Mapping[str, PersistentTopic | NonPersistentTopic]
-#: Topics one step of a pass handles before the loop serves others.
-SLICE = 500
 #: A background action: done when it returns, or a pass of steps (the loop runs between them).
 Action = Callable[[], "Iterator[None] | None"]
 
 
 def in_slices(topics: Topics) -> Iterator[list[PersistentTopic | NonPersistentTopic]]:
-    """The topics loaded when the pass began, ``SLICE`` at a time; one unloaded meanwhile is left out."""
-    snapshot = list(topics.items())
-    for start in range(0, len(snapshot), SLICE):
-        yield [topic for key, topic in snapshot[start : start + SLICE] if topics.get(key) is topic]
+    """The topics loaded when the pass began, ``SLICE`` at a time (topic_slices.py)."""
+    for part in topic_slices.in_slices(topics):
+        yield [topic for _, topic in part]
 
 
 async def every(seconds: float, action: Action) -> None:
@@ -122,9 +120,13 @@ def expire_messages(topics: Topics, namespaces: NamespaceRegistry) -> Iterator[N
             ttl = namespaces.policies(topic.name.namespace_name).message_ttl_seconds
             if not ttl:
                 continue
-            for name in topic.expire_older_than(ttl):
-                log.info("%s/%s: expired messages older than %ds", topic.name, name, ttl)
+            topic.expire_older_than(ttl, expired=partial(_said_expired, topic.name, ttl))
         yield
+
+
+def _said_expired(topic: TopicName, ttl: int, names: list[str]) -> None:
+    for name in names:
+        log.info("%s/%s: expired messages older than %ds", topic, name, ttl)
 
 
 def trim_all(topics: Topics, namespaces: NamespaceRegistry) -> Iterator[None]:

@@ -6,7 +6,8 @@ A topic is in use while it has a producer, a consumer (a reader's too), a replic
 consumer kept detached for its reconnect grace, or work under way (adds not yet stored,
 subscriptions being created, a terminate waiting). Each sweep (every
 ``broker_delete_inactive_topics_frequency_seconds``, Pulsar's "how often to check for inactive
-topics") notes which loaded topics are; one not seen in use for
+topics"; a slice of ``topic_slices.SLICE`` topics at a time, the loop serving everyone else
+between slices) notes which loaded topics are; one not seen in use for
 ``broker_unload_inactive_topics_seconds`` is unloaded. Its durable subscriptions keep their
 places: they are stored, and read back when it loads again.
 
@@ -19,10 +20,11 @@ subscription with a backlog) is unloaded as any other.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Generator, Mapping
 from typing import TYPE_CHECKING
 
 from magnetar.broker.inactive_topic_policies import NO_SUBSCRIPTIONS, DeleteMode, InactiveTopicPolicies
+from magnetar.broker.topic_slices import in_slices
 
 if TYPE_CHECKING:
     from magnetar.broker.nonpersistent import NonPersistentTopic
@@ -63,19 +65,6 @@ class InactiveTopics:
         self.unloaded = 0
         self.deleted = 0
 
-    def idle(self, topics: Mapping[str, AnyTopic], now: float) -> list[tuple[AnyTopic, float]]:
-        """The loaded topics not in use now, each with how long it has not been seen in use."""
-        last_used: dict[str, float] = {}
-        idle = []
-        for key, topic in topics.items():
-            if in_use(topic):
-                last_used[key] = now
-                continue
-            since = last_used[key] = self._last_used.get(key, now)
-            idle.append((topic, now - since))
-        self._last_used = last_used
-        return idle
-
     def sweep(
         self,
         topics: Mapping[str, AnyTopic],
@@ -86,27 +75,62 @@ class InactiveTopics:
         policies: Callable[[AnyTopic], InactiveTopicPolicies] | None = None,
         delete: Callable[[AnyTopic], None] | None = None,
     ) -> int:
-        """Delete (``delete``) each unused topic its ``policies`` say to, once unused for their
-        duration; unload (``unload``) the others unused for ``unload_after`` seconds (0: never);
-        then call ``unloaded`` once if any went. How many went."""
+        """One whole sweep at once (``sweeping``'s slices one after the other); how many went."""
+        steps = self.sweeping(topics, lambda: now, unload_after, unload, unloaded, policies, delete)
+        while True:
+            try:
+                next(steps)
+            except StopIteration as done:
+                gone: int = done.value
+                return gone
+
+    def sweeping(
+        self,
+        topics: Mapping[str, AnyTopic],
+        clock: Callable[[], float],
+        unload_after: float,
+        unload: Callable[[AnyTopic], None],
+        unloaded: Callable[[], None],
+        policies: Callable[[AnyTopic], InactiveTopicPolicies] | None = None,
+        delete: Callable[[AnyTopic], None] | None = None,
+    ) -> Generator[None, None, int]:
+        """A sweep over the topics loaded when it begins, ``topic_slices.SLICE`` at a time (the
+        loop serves everyone else between slices; ``clock`` is read at each): delete (``delete``)
+        each unused topic its ``policies`` say to, once unused for their duration; unload
+        (``unload``) the others unused for ``unload_after`` seconds (0: never); then call
+        ``unloaded`` once if any went. Returns how many went."""
         gone = deleted = 0
-        for topic, idle_for in self.idle(topics, now):
-            policy = policies(topic) if policies is not None and delete is not None else None
-            if (
-                policy is not None
-                and policy.delete_while_inactive
-                and deletable(topic, policy.inactive_topic_delete_mode)
-            ):
-                if delete is not None and idle_for >= policy.max_inactive_duration_seconds:
-                    self._last_used.pop(str(topic.name), None)
-                    log.info("%s: deleted, unused for %gs (inactive topic policies)", topic.name, idle_for)
-                    delete(topic)
-                    deleted += 1
-                continue  # kept loaded until then: an unloaded topic is not looked at
-            if unload_after and idle_for >= unload_after:
-                self._last_used.pop(str(topic.name), None)
-                unload(topic)
-                gone += 1
+        last_used: dict[str, float] = {}  # the topics still loaded, as this sweep sees them
+        for part in in_slices(topics):
+            now = clock()
+            for key, topic in part:
+                if in_use(topic):
+                    last_used[key] = now
+                    continue
+                since = self._last_used.get(key, now)
+                idle_for = now - since
+                policy = policies(topic) if policies is not None and delete is not None else None
+                if (
+                    policy is not None
+                    and policy.delete_while_inactive
+                    and deletable(topic, policy.inactive_topic_delete_mode)
+                ):
+                    if delete is not None and idle_for >= policy.max_inactive_duration_seconds:
+                        log.info(
+                            "%s: deleted, unused for %gs (inactive topic policies)", topic.name, idle_for
+                        )
+                        delete(topic)
+                        deleted += 1
+                    else:  # kept loaded until then: an unloaded topic is not looked at
+                        last_used[key] = since
+                    continue
+                if unload_after and idle_for >= unload_after:
+                    unload(topic)
+                    gone += 1
+                else:
+                    last_used[key] = since
+            yield
+        self._last_used = last_used
         self.unloaded += gone
         self.deleted += deleted
         if gone:

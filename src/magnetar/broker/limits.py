@@ -30,6 +30,8 @@ CONSUMERS_PER_TOPIC = "max_consumers_per_topic"
 CONSUMERS_PER_SUBSCRIPTION = "max_consumers_per_subscription"
 CONSUMERS_PER_CONNECTION = "max_consumers_per_connection"
 TOPICS_PER_NAMESPACE = "max_topics_per_namespace"
+#: MQTT CONNECTs per second from one address (broker/mqtt/floods.py).
+MQTT_CONNECT_RATE = "mqtt_max_connect_rate_per_ip"
 ALL = (
     CONNECTIONS,
     CONNECTIONS_PER_IP,
@@ -39,6 +41,7 @@ ALL = (
     CONSUMERS_PER_SUBSCRIPTION,
     CONSUMERS_PER_CONNECTION,
     TOPICS_PER_NAMESPACE,
+    MQTT_CONNECT_RATE,
 )
 #: At most one log line per limit per this many seconds.
 LOG_INTERVAL_S = 60.0

@@ -81,9 +81,11 @@ class NamespacePolicies:
     #: Pulsar's InactiveTopicPolicies JSON (inactive_topic_policies.py); None: the broker's settings.
     inactive_topic_policies: dict[str, Any] | None = None
     #: Tiered storage (offload_policies.py): Pulsar's ``offload_threshold`` (bytes kept locally;
-    #: -1 off, 0 at once), ``offload_deletion_lag_ms`` and ``offload_policies`` (OffloadPolicies
+    #: -1 off, 0 at once), ``offload_threshold_in_seconds`` (seconds after its close a ledger is
+    #: offloaded; -1 off), ``offload_deletion_lag_ms`` and ``offload_policies`` (OffloadPolicies
     #: JSON); None: the broker's settings.
     offload_threshold: int | None = None
+    offload_threshold_in_seconds: int | None = None
     offload_deletion_lag_ms: int | None = None
     offload_policies: dict[str, Any] | None = None
 

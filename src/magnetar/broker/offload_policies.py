@@ -1,8 +1,9 @@
 """Pulsar's offload policies: when a topic's closed ledgers go to the object store
-(``offloadThreshold``, bytes kept locally: -1 off, 0 as soon as closed) and how long their local
-copies stay after (``offloadDeletionLag``). Set per topic (``offloadPolicies``), per namespace
-(``offloadPolicies``, or the older ``offloadThreshold`` and ``offloadDeletionLagMs``), or by the
-broker's ``managed_ledger_offload_*`` settings, in that order (docs/tiered-storage.md).
+(``offloadThreshold``, bytes kept locally: -1 off, 0 as soon as closed; ``offloadThresholdInSeconds``,
+how long after its close a ledger goes: -1 off) and how long their local copies stay after
+(``offloadDeletionLag``). Set per topic (``offloadPolicies``), per namespace (``offloadPolicies``, or
+the older ``offloadThreshold``, ``offloadThresholdInSeconds`` and ``offloadDeletionLagMs``), or by
+the broker's ``managed_ledger_offload_*`` settings, in that order (docs/tiered-storage.md).
 
 The JSON is Pulsar's OffloadPoliciesImpl. One broker offloads to one store, its own: a body may
 repeat the broker's driver, but naming another is refused rather than ignored.
@@ -59,14 +60,25 @@ SECRET = {"s3ManagedLedgerOffloadCredentialSecret"}
 
 @dataclass(frozen=True)
 class OffloadPolicies:
-    """What applies to a topic: bytes kept locally before older ledgers are offloaded (-1: off),
-    and milliseconds a verified offload's local copy is kept (-1: kept)."""
+    """What applies to a topic: bytes kept locally before older ledgers are offloaded (-1: not by
+    size), milliseconds a verified offload's local copy is kept (-1: kept), and seconds after its
+    close a ledger is offloaded whatever its size (-1: not by age)."""
 
     threshold_bytes: int = -1
     deletion_lag_ms: int = 4 * 3600 * 1000
+    threshold_seconds: int = -1
+
+    @property
+    def automatic(self) -> bool:
+        """Whether ledgers are offloaded without an admin call (by size or by age)."""
+        return self.threshold_bytes >= 0 or self.threshold_seconds >= 0
 
     def to_json(self) -> dict[str, Any]:
-        return {THRESHOLD: self.threshold_bytes, DELETION_LAG: self.deletion_lag_ms}
+        return {
+            THRESHOLD: self.threshold_bytes,
+            THRESHOLD_SECONDS: self.threshold_seconds,
+            DELETION_LAG: self.deletion_lag_ms,
+        }
 
 
 def _optional_int(data: dict[str, Any], key: str, minimum: int) -> int | None:
@@ -108,18 +120,24 @@ def applied(
     namespace_threshold: int | None,
     namespace_lag_ms: int | None,
     broker: OffloadPolicies,
+    namespace_threshold_seconds: int | None = None,
 ) -> OffloadPolicies:
     """The topic's own policies, else its namespace's (``offloadPolicies``, then the older
-    ``offloadThreshold`` / ``offloadDeletionLagMs``), else the broker's: field by field."""
-    threshold = broker.threshold_bytes
-    for candidate in (namespace_threshold, (namespace or {}).get(THRESHOLD), (topic or {}).get(THRESHOLD)):
-        if candidate is not None:
-            threshold = candidate
-    lag = broker.deletion_lag_ms
-    for candidate in (namespace_lag_ms, (namespace or {}).get(DELETION_LAG), (topic or {}).get(DELETION_LAG)):
-        if candidate is not None:
-            lag = candidate
-    return OffloadPolicies(threshold, lag)
+    ``offloadThreshold`` / ``offloadThresholdInSeconds`` / ``offloadDeletionLagMs``), else the
+    broker's: field by field."""
+
+    def pick(broker_value: int, namespace_value: int | None, key: str) -> int:
+        value = broker_value
+        for candidate in (namespace_value, (namespace or {}).get(key), (topic or {}).get(key)):
+            if candidate is not None:
+                value = candidate
+        return value
+
+    return OffloadPolicies(
+        pick(broker.threshold_bytes, namespace_threshold, THRESHOLD),
+        pick(broker.deletion_lag_ms, namespace_lag_ms, DELETION_LAG),
+        pick(broker.threshold_seconds, namespace_threshold_seconds, THRESHOLD_SECONDS),
+    )
 
 
 def _key(topic: TopicName) -> str:

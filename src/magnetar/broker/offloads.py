@@ -1,8 +1,9 @@
 """Which ledgers are offloaded when (tiered storage, docs/tiered-storage.md), run on the
-offloader's threads: by each topic's ``offloadThreshold`` (``check``, from the background work, a
-slice of topics at a time), or up to a message id by the admin API (``trigger``, Pulsar's
-``PUT .../offload``, whose last run ``status`` answers as Pulsar's OffloadProcessStatus); local
-copies deleted once ``offloadDeletionLag`` has passed; objects nobody owns deleted (``sweep``).
+offloader's threads: by each topic's ``offloadThreshold`` and ``offloadThresholdInSeconds``
+(``check``, from the background work, a slice of topics at a time), or up to a message id by the
+admin API (``trigger``, Pulsar's ``PUT .../offload``, whose last run ``status`` answers as
+Pulsar's OffloadProcessStatus); local copies deleted once ``offloadDeletionLag`` has passed;
+objects nobody owns deleted (``sweep``).
 
 The event loop only decides and records: uploads, verifications and deletes run on the offload
 threads, one run at a time per topic.
@@ -19,6 +20,7 @@ from dataclasses import dataclass, field
 from magnetar.broker.errors import BrokerError, NotAllowed
 from magnetar.broker.offload_policies import OffloadPolicies
 from magnetar.broker.topic import PersistentTopic
+from magnetar.offload.object_io import OffloadCancelled
 from magnetar.offload.offloader import LedgerOffloader
 from magnetar.protocol import wire
 from magnetar.protocol.topic_name import TopicName
@@ -116,12 +118,14 @@ class Offloads:
         policies = self._policies(topic.name)
         if policies.deletion_lag_ms >= 0:
             ml.delete_offloaded_local(policies.deletion_lag_ms / 1000.0)
-        if self.offloader is None or policies.threshold_bytes < 0:
+        if self.offloader is None or not policies.automatic:
             return
         state = self.of(topic.name)
         if state.busy:
             return
-        chosen = over_threshold(ml.ledgers(), policies.threshold_bytes)
+        chosen = over_threshold(
+            ml.ledgers(), policies.threshold_bytes, policies.threshold_seconds, time.time()
+        )
         if chosen:
             state.running = self._start(ml, state, [info.ledger_id for info in chosen], manual=False)
 
@@ -155,6 +159,8 @@ class Offloads:
                 if self.offloader.offload_ledger(ml, ledger_id):
                     state.last_ledger_id = ledger_id
                     state.last_success_ms = int(time.time() * 1000)
+            except OffloadCancelled:
+                return  # the broker stops: the rest is offloaded after the restart
             except Exception as exc:
                 error = f"Error offloading: {self.offloader.figures.last_error or exc}"
                 state.last_failure_ms = int(time.time() * 1000)
@@ -169,5 +175,7 @@ class Offloads:
             state.status = ERROR if error else SUCCESS
 
     def close(self) -> None:
+        """Uploads under way are given up (not counted done; made again after a restart), waiting
+        for them a short while only (``LedgerOffloader.close``)."""
         if self.offloader is not None:
             self.offloader.close()

@@ -71,8 +71,9 @@ class Producer:
         self._pending: deque[PendingSend] = deque()
         #: A send of this producer could not be stored: later ones are not tried (see ``not_stored``).
         self.refusing_sends = False
-        #: Called once a WaitForExclusive producer gets the topic (set by the connection).
-        self.on_ready: Callable[[], None] = lambda: None
+        #: Called with this producer once a WaitForExclusive producer gets the topic (set by the
+        #: connection; given the producer rather than holding it, so the two make no cycle).
+        self.on_ready: Callable[[Producer], None] = lambda producer: None
 
     def fence(self) -> None:
         """Another producer took exclusive access with fencing: close this one (the client

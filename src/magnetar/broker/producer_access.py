@@ -68,7 +68,7 @@ class ProducerAccess:
             waiter = self._waiting.pop(0)
             self._take_exclusive(waiter)
             producers[producer_key(waiter)] = waiter
-            waiter.on_ready()
+            waiter.on_ready(waiter)
 
     def _take_exclusive(self, producer: Producer) -> None:
         self._exclusive = producer

@@ -57,14 +57,14 @@ def position_for_time(ml: ManagedLedger, timestamp_ms: int, read: EntryReader | 
     return space.position(found)
 
 
-def last_message_position(ml: ManagedLedger) -> tuple[Position, int]:
+def last_message_position(ml: ManagedLedger, read: EntryReader | None = None) -> tuple[Position, int]:
     """The last stored entry and the batch index of its last message (-1 if not a batch, or
     unknown: a damaged last entry is still the last position, as reads pass over it)."""
     last = ml.last_confirmed
     if last.entry_id < 0:
         return last, -1
     try:
-        _, producer_bytes = split_entry_metadata(ml.read_entry(last).data)
+        _, producer_bytes = split_entry_metadata(reader_for(ml, read)(last))
         metadata, _ = parse_metadata(producer_bytes)
     except (ProtocolError, EntryNotFoundError):
         return last, -1

@@ -25,9 +25,9 @@ def channel_initializer(service: BrokerService) -> Callable[[], ServerCnx]:
 
 async def start(service: BrokerService) -> None:
     """Start ``service``, serving the binary protocol through ``ServerCnx`` connections, and MQTT
-    (``broker/mqtt``) when ``mqtt_port`` is set."""
+    (``broker/mqtt``) when ``mqtt_port`` or ``mqtts_port`` is set."""
     await service.start(channel_initializer(service))
-    if service.config.mqtt_port is not None:
+    if service.config.mqtt_port is not None or service.config.mqtts_port is not None:
         try:
             await mqtt_server.start(service)
         except BaseException:

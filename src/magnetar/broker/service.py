@@ -24,7 +24,16 @@ from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any, Protocol, TypeVar
 
-from magnetar.broker import descriptors, frame_room, housekeeping, loop_pass, offload_policies, tls
+from magnetar.broker import (
+    descriptors,
+    frame_room,
+    housekeeping,
+    loop_pass,
+    memory,
+    offload_policies,
+    tls,
+    worker_credentials,
+)
 from magnetar.broker.authorization import CONSUME, PRODUCE, Authorizer
 from magnetar.broker.clusters import ClusterRegistry
 from magnetar.broker.compaction_policies import TopicCompactionThresholds, applied_threshold
@@ -54,6 +63,7 @@ from magnetar.broker.startup import BrokerSetup
 from magnetar.broker.topic import PersistentTopic
 from magnetar.broker.topic_catalog import TopicCatalog, Topics
 from magnetar.broker.topic_loader import TopicLoader
+from magnetar.broker.worker_credentials import WorkerSecret
 from magnetar.broker.worker_role import WorkerRole
 from magnetar.offload.offloader import LedgerOffloader
 from magnetar.protocol.frames import SHARED_READ_SIZE
@@ -128,8 +138,9 @@ class BrokerService:
         self.topic_listeners: list[Callable[[PersistentTopic], None]] = []
         #: Servers of other protocols on this broker (MQTT), closed with the Pulsar ones.
         self.protocol_servers: list[ProtocolServer] = []
-        #: The MQTT port as bound; None while MQTT is off (mqtt_port).
+        #: The MQTT port as bound; None while MQTT is off (mqtt_port); the MQTT-over-TLS one (mqtts_port).
         self.mqtt_port: int | None = None
+        self.mqtts_port: int | None = None
         #: Called when bundles lost their owner (bundles_moved): geo-replication loads the
         #: replicated topics of the bundles this broker then owns.
         self.ownership_listeners: list[Callable[[], None]] = []
@@ -162,6 +173,11 @@ class BrokerService:
         config = setup.config
         #: The authentication providers, None while authentication is off (authentication.py).
         self.authentication = setup.authentication
+        #: A worker's secret shared with the other workers, which it seals an HTTP client's
+        #: credentials with at their Pulsar ports (and takes them sealed); None alone.
+        self.worker_secret: WorkerSecret | None = None
+        if self.worker is not None:
+            self.worker_secret = worker_credentials.install(self.authentication, config.data_dir)
         #: Credentials accepted and refused (CONNECT, AUTH_RESPONSE, expiry), by auth method (/metrics).
         self.authentication_successes: Counter[str] = Counter()
         self.authentication_failures: Counter[str] = Counter()
@@ -446,18 +462,21 @@ class BrokerService:
             work.append((POLICY_POLL_SECONDS, poll))
         return work
 
-    def check_inactive_topics(self) -> None:
+    def check_inactive_topics(self) -> Iterator[None]:
         """Delete the unused topics the inactive-topic policies say to; unload the others nobody
-        has used for ``broker_unload_inactive_topics_seconds``."""
-        self.inactive_topics.sweep(
+        has used for ``broker_unload_inactive_topics_seconds``. A slice of topics at a time
+        (``housekeeping.every`` runs the loop between them)."""
+        gone = yield from self.inactive_topics.sweeping(
             self.topics,
-            time.monotonic(),
+            time.monotonic,
             self.config.broker_unload_inactive_topics_seconds,
             self.loader.unload,
             self.catalog.topics_changed,
             lambda topic: self.inactive_topic_policies(topic.name),
             self._delete_inactive,
         )
+        if gone and memory.trims():  # their memory back to the system, once their closes are done
+            self.loader.after_closes(memory.give_back)
 
     def offload_policies(self, name: TopicName) -> OffloadPolicies:
         """The offload threshold and deletion lag that apply to ``name`` (offload_policies.py)."""
@@ -468,6 +487,7 @@ class BrokerService:
             namespace.offload_threshold,
             namespace.offload_deletion_lag_ms,
             self.config.offload_policies(),
+            namespace.offload_threshold_in_seconds,
         )
 
     def check_compaction(self) -> Iterator[None]:
@@ -539,6 +559,8 @@ class BrokerService:
         now = time.time()
         for cnx in list(self.connections):
             cnx.check_credentials(now)
+        for other in self.protocol_servers:
+            other.check_credentials(now)
 
     def stop_serving(self) -> None:
         """Stop accepting and close every connection: no SEND is taken while the rest of the
@@ -569,14 +591,14 @@ class BrokerService:
             self._loader.closer.shutdown(wait=True)
         # Let receipts already on their way out reach the clients.
         await asyncio.sleep(0)
+        if self._offloads is not None:  # uploads under way are given up while their topics are open
+            self._offloads.close()
         for topic in list(self.topics.values()):
             try:
                 topic.close()
             except Exception:
                 log.exception("closing topic %s failed", topic.name)
         self.topics.clear()
-        if self._offloads is not None:  # uploads under way finish (or fail) before storage closes
-            self._offloads.close()
         if self._resources is not None:
             self._resources.storage.close()
         if self._loader is not None:
@@ -708,13 +730,20 @@ class BrokerService:
                 if topic.namespace_name == namespace and not authz.can_topic(topic, cnx.role, CONSUME):
                     log.info("%r is not allowed to consume from %s anymore: consumer closed", cnx.role, topic)
                     consumer.disconnect()
+        for other in self.protocol_servers:
+            other.recheck_permissions(namespace)
 
 
 class ProtocolServer(Protocol):
     """Another protocol's server on this broker (broker/mqtt's): stops accepting and closes its
-    connections when the broker stops serving."""
+    connections when the broker stops serving; applies expired credentials and revoked grants
+    to its connections as the Pulsar port does."""
 
     def close(self) -> None: ...
+
+    def check_credentials(self, now: float) -> None: ...
+
+    def recheck_permissions(self, namespace: str) -> None: ...
 
 
 def _notifier(loop: asyncio.AbstractEventLoop, passes: loop_pass.PassScheduler):

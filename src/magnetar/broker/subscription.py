@@ -7,13 +7,14 @@ from typing import TYPE_CHECKING
 
 from magnetar.broker.consumer import Consumer
 from magnetar.broker.dispatchers import Dispatcher, create_dispatcher
-from magnetar.broker.errors import ConsumerBusy, NotAllowed
+from magnetar.broker.errors import ConsumerBusy, NotAllowed, ServiceNotReady
 from magnetar.broker.ids import position_of
 from magnetar.broker.subscription_type import SubscriptionType, SubTypeValue
 from magnetar.broker.traffic import Traffic
 from magnetar.protocol import wire
 from magnetar.protocol.message_id import to_signed
 from magnetar.storage.cursor import ManagedCursor
+from magnetar.storage.owner_ref import OwnerRef
 from magnetar.storage.position import Position
 
 if TYPE_CHECKING:
@@ -22,7 +23,8 @@ if TYPE_CHECKING:
 
 class PersistentSubscription:
     def __init__(self, topic: LedgerTopic, name: str, cursor: ManagedCursor, durable: bool) -> None:
-        self.topic = topic
+        #: Held weakly: the topic owns its subscriptions (storage/owner_ref.py).
+        self._topic = OwnerRef(topic, "topic", topic.name, ServiceNotReady)
         self.name = name
         self.cursor = cursor
         self.durable = durable
@@ -32,6 +34,10 @@ class PersistentSubscription:
         self.dispatcher: Dispatcher | None = None
         #: Messages and bytes dispatched to this subscription's consumers, past ones included.
         self.traffic = Traffic()
+
+    @property
+    def topic(self) -> LedgerTopic:
+        return self._topic()
 
     @property
     def consumers(self) -> Collection[Consumer]:

@@ -1,4 +1,5 @@
-"""The broker's TLS: one ``ssl.SSLContext`` from the config, shared by the pulsar+ssl and HTTPS ports.
+"""The broker's TLS: one ``ssl.SSLContext`` from the config, shared by the pulsar+ssl, HTTPS and
+MQTT-over-TLS ports.
 
 Which client certificates are asked for follows Pulsar's settings:
 ``tls_require_trusted_client_cert_on_connect`` makes a certificate signed by a CA in
@@ -28,8 +29,12 @@ class TlsConfigError(ValueError):
     match its certificate, contradictory settings. The broker does not start."""
 
 
+#: The settings that each open a TLS port.
+TLS_PORTS = ("broker_service_port_tls", "web_service_port_tls", "mqtts_port")
+
+
 def tls_enabled(config: BrokerConfig) -> bool:
-    return config.broker_service_port_tls is not None or config.web_service_port_tls is not None
+    return any(getattr(config, name) is not None for name in TLS_PORTS)
 
 
 def check_settings(config: BrokerConfig) -> None:
@@ -55,7 +60,7 @@ def check_settings(config: BrokerConfig) -> None:
     missing = [n for n in ("tls_certificate_file_path", "tls_key_file_path") if not getattr(config, n)]
     if missing:
         raise TlsConfigError(
-            "a TLS port is set (broker_service_port_tls or web_service_port_tls) but "
+            "a TLS port is set (broker_service_port_tls, web_service_port_tls or mqtts_port) but "
             f"{' and '.join(missing)} is not: the broker needs its certificate and private key to serve TLS"
         )
     if config.tls_require_trusted_client_cert_on_connect:

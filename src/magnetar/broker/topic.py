@@ -10,10 +10,12 @@ store_waiters.py (``terminate`` waiting for the adds before it), message_dedupli
 from __future__ import annotations
 
 import logging
+import weakref
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import TYPE_CHECKING
 
-from magnetar.broker import backlog_quota, loop_pass, topic_backlog, topic_state
+from magnetar.broker import backlog_quota, descriptors, loop_pass, topic_backlog, topic_state
 from magnetar.broker.chunk_contexts import ChunkContexts
 from magnetar.broker.chunk_watch import keeps_partial_chunks
 from magnetar.broker.compacted_topic import COMPACTION_SUBSCRIPTION, CompactedTopic
@@ -96,7 +98,7 @@ class PersistentTopic:
         recovered = topic_state.recover(ml, stored_chunks, self.interceptors)
         #: Sequence ids per producer and recent chunks: what is not stored twice.
         self.deduplication = MessageDeduplication(
-            self.deduplication_enabled, recovered.producer_sequences, stored_chunks
+            partial(_deduplication_enabled, config, policies), recovered.producer_sequences, stored_chunks
         )
         #: What official C++ consumers may still hold of chunked messages (kept across restarts).
         self.chunk_contexts = ChunkContexts(ml)
@@ -114,7 +116,8 @@ class PersistentTopic:
             ml, config.test_compaction_pause_at, config.compaction_yield_interval_ms / 1000
         )
         #: Offloaded entries a dispatcher could not wait for are fetched: read again (tiered storage).
-        ml.on_offloaded_data = self._notify_subscriptions
+        #: Weakly: the managed ledger is the topic's, and a bound method would make the two a cycle.
+        ml.on_offloaded_data = partial(_wake_if_loaded, weakref.ref(self))
         for name_of_cursor, cursor in ml.cursors().items():
             remote = remote_of_cursor(name_of_cursor)
             if name_of_cursor == COMPACTION_SUBSCRIPTION:
@@ -153,11 +156,26 @@ class PersistentTopic:
             raise BrokerError(
                 f"Cannot create producer on topic {self.name}: backlog quota exceeded ({kind})", code
             )
-        try:  # a full disk: refused as a quota is (the client fails its pending sends, retries later)
+        # A full disk, or files that cannot be opened again (out of descriptors, a file gone):
+        # refused as a quota is, the one refusal on which the official clients fail their pending
+        # sends at once (and retry creating the producer later) rather than resend them until their
+        # send timeout.
+        try:
             self.ml.check_writable()
         except (StorageFullError, ManagedLedgerFencedError) as exc:
             raise BrokerError(
                 f"Cannot create producer on topic {self.name}: storage refuses writes: {exc}",
+                wire.ProducerBlockedQuotaExceededException,
+            ) from exc
+        except OSError as exc:
+            if descriptors.is_exhaustion(exc):
+                descriptors.EXHAUSTION.refused("write", f"a producer on {self.name}: {exc}")
+                reason = f"the broker is out of file descriptors ({exc})"
+            else:
+                log.error("%s: a producer is refused: the topic's files cannot be opened: %s", self.name, exc)
+                reason = f"its files cannot be opened ({exc})"
+            raise BrokerError(
+                f"Cannot create producer on topic {self.name}: {reason}",
                 wire.ProducerBlockedQuotaExceededException,
             ) from exc
         return self._access.admit(self.producers, producer)
@@ -263,8 +281,7 @@ class PersistentTopic:
             self._index.last_index = self._stored.index if self._stored.HasField("index") else -1
 
     def deduplication_enabled(self) -> bool:
-        policy = self.policies().deduplication_enabled if self.policies is not None else None
-        return self.config.deduplication_enabled if policy is None else policy
+        return _deduplication_enabled(self.config, self.policies)
 
     def _notify_subscriptions(self) -> None:
         # Many receipts arrive together after one fsync: wake the dispatchers once for all.
@@ -384,23 +401,36 @@ class PersistentTopic:
         return topic_backlog.enforce(self)
 
     def expire_older_than(
+        self,
+        seconds: float,
+        subscriptions: list[PersistentSubscription] | None = None,
+        expired: Callable[[list[str]], None] | None = None,
+    ) -> None:
+        """Acknowledge, for ``subscriptions`` (default: all), the messages older than ``seconds`` by
+        broker time: at once, or once the offloaded entries the search reads are fetched;
+        ``expired`` is told the names of those that had any."""
+        topic_backlog.expire_older_than(self, seconds, subscriptions, expired)
+
+    async def expired_older_than(
         self, seconds: float, subscriptions: list[PersistentSubscription] | None = None
     ) -> list[str]:
-        """Acknowledge, for ``subscriptions`` (default: all), the messages older than ``seconds`` by
-        broker time; the names of those that had any."""
-        return topic_backlog.expire_older_than(self, seconds, subscriptions)
+        """``expire_older_than``, awaited (the admin API): the names of those that had any."""
+        return await topic_backlog.expired_older_than(self, seconds, subscriptions)
 
     # -- queries ----------------------------------------------------------------------------
-    def last_message_position(self, read_compacted: bool = False) -> tuple[Position, int]:
+    def last_message_position(
+        self, read_compacted: bool = False, read: EntryReader | None = None
+    ) -> tuple[Position, int]:
         """The last stored entry and the batch index of its last message (-1 if not a batch). For a
         readCompacted consumer, while the compacted view covers the whole topic (its horizon is the
-        last entry, or the topic holds none), the view's last message instead, as Pulsar answers."""
+        last entry, or the topic holds none), the view's last message instead, as Pulsar answers.
+        ``read`` reads the last entry (offloaded_reads.PatientReader: without waiting for the store)."""
         horizon = self.compaction.horizon
         if read_compacted and horizon is not None:
             last = self.ml.last_confirmed
             if last.entry_id < 0 or last <= horizon:
                 return self.compaction.last_message()
-        return last_message_position(self.ml)
+        return last_message_position(self.ml, read)
 
     def seek_position(self, msg_id: wire.MessageIdData) -> Position:
         return position_for_message_id(self.ml, msg_id)
@@ -474,6 +504,20 @@ class PersistentTopic:
         self._persist()
         self.compaction.close()
         self.ml.close()
+
+
+def _wake_if_loaded(topic: weakref.ref[PersistentTopic]) -> None:
+    """Offloaded entries were fetched: the topic's dispatchers read again (none once it is gone)."""
+    loaded = topic()
+    if loaded is not None:
+        loaded._notify_subscriptions()
+
+
+def _deduplication_enabled(config: BrokerConfig, policies: Callable[[], NamespacePolicies] | None) -> bool:
+    """The namespace's deduplication policy, else the broker's setting (a function of its own, not a
+    method: the topic's deduplication calls it, and a bound method would make the two a cycle)."""
+    policy = policies().deduplication_enabled if policies is not None else None
+    return config.deduplication_enabled if policy is None else policy
 
 
 def _metadata_or_none(headers_and_payload: memoryview) -> wire.MessageMetadata | None:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Never, Protocol, TypeVar
 if TYPE_CHECKING:
     from magnetar.broker.config import BrokerConfig
     from magnetar.broker.entries import RecentEntries
+    from magnetar.broker.entry_search import EntryReader
     from magnetar.broker.namespaces import NamespacePolicies
     from magnetar.broker.traffic import Traffic
     from magnetar.protocol import wire
@@ -169,7 +170,7 @@ class LedgerTopic(Topic[Never], Protocol):
     @property
     def replication_cursors(self) -> Mapping[str, ManagedCursor]: ...
 
-    def find_position_by_time(self, timestamp_ms: int) -> Position: ...
+    def find_position_by_time(self, timestamp_ms: int, read: EntryReader | None = None) -> Position: ...
 
     def remove_subscription(self, name: str) -> None: ...
 

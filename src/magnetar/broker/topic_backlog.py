@@ -3,17 +3,21 @@ their policies do when it is past one (hold or refuse producers, evict), and mes
 
 from __future__ import annotations
 
+import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Never
 
 from magnetar.broker import backlog_quota
 from magnetar.broker.entry_search import EntrySpace, entry_time, first_true
-from magnetar.storage.errors import EntryNotFoundError
+from magnetar.broker.offloaded_reads import PatientReader, answer, answered
+from magnetar.storage.errors import EntryNotFoundError, OffloadedReadError, OffloadedReadPending
 from magnetar.storage.position import Position
 
 if TYPE_CHECKING:
     from magnetar.broker.topic_api import CursorSubscription, LedgerTopic
+
+log = logging.getLogger(__name__)
 
 
 def quotas(topic: LedgerTopic) -> dict[str, backlog_quota.BacklogQuota]:
@@ -40,16 +44,24 @@ def size(topic: LedgerTopic) -> int:
 
 
 def oldest_age(topic: LedgerTopic, now_ms: int) -> float | None:
-    """Seconds since the oldest unacknowledged message was stored (broker time), if any."""
+    """Seconds since the oldest unacknowledged message was stored (broker time), if any.
+
+    An oldest entry in an offloaded ledger is not waited for on the loop: while it is fetched (or
+    its store fails) the age is estimated from its ledger's close time, which it cannot be younger
+    than (as Pulsar's estimate with ``preciseTimeBasedBacklogQuotaCheck`` off)."""
     slowest = _slowest_position(topic)
     if slowest is None:
         return None
-    oldest = topic.ml.next_position(slowest)
-    while topic.ml.has_entry(oldest):
+    ml = topic.ml
+    oldest = ml.next_position(slowest)
+    while ml.has_entry(oldest):
         try:
-            return (now_ms - entry_time(topic.ml.read_entry(oldest).data)) / 1000
+            return (now_ms - entry_time(ml.read_entry(oldest, wait=False).data)) / 1000
         except EntryNotFoundError:  # damaged: reads pass over it, and so does its age
-            oldest = topic.ml.next_position(oldest)
+            oldest = ml.next_position(oldest)
+        except (OffloadedReadPending, OffloadedReadError):
+            closed_at = next((i.closed_at for i in ml.ledgers() if i.ledger_id == oldest.ledger_id), None)
+            return None if closed_at is None else max(0.0, now_ms / 1000 - closed_at)
     return None
 
 
@@ -93,11 +105,48 @@ def _evict_to_size(topic: LedgerTopic, limit_bytes: int) -> None:
 
 
 def expire_older_than(
+    topic: LedgerTopic,
+    seconds: float,
+    subscriptions: Sequence[CursorSubscription[Never]] | None = None,
+    expired: Callable[[list[str]], None] | None = None,
+) -> None:
+    """Acknowledge, for ``subscriptions`` (default: all of ``topic``'s), the messages older than
+    ``seconds`` by broker time (message TTL, age quota eviction); ``expired`` is told the names of
+    those that had any. The search never waits for the object store on the loop: with offloaded
+    entries to fetch, the expiry is applied once they are there (offloaded_reads.py); a store
+    that fails leaves it to the next time."""
+    stamp, reader = _expiry_stamp(seconds), PatientReader(topic.ml)
+
+    def apply(start: Position | None, error: BaseException | None) -> None:
+        if start is None:
+            log.warning("%s: messages older than %gs not expired now: %s", topic.name, seconds, error)
+            return
+        names = expire_before(topic, start, subscriptions)
+        if expired is not None:
+            expired(names)
+
+    what = f"expiring messages of {topic.name}"
+    answer(topic.ml, lambda: topic.find_position_by_time(stamp, reader), what, apply)
+
+
+async def expired_older_than(
     topic: LedgerTopic, seconds: float, subscriptions: Sequence[CursorSubscription[Never]] | None = None
 ) -> list[str]:
-    """Acknowledge, for ``subscriptions`` (default: all of ``topic``'s), the messages older than
-    ``seconds`` by broker time (message TTL, expire-messages, age quota eviction); the names of
-    those that had any."""
-    start = topic.find_position_by_time(int(time.time() * 1000 - seconds * 1000))
+    """``expire_older_than`` for an answer that waits (the admin API's expire-messages): the names
+    of the subscriptions that had messages to expire; ``OffloadedReadError`` if the store fails."""
+    stamp, reader = _expiry_stamp(seconds), PatientReader(topic.ml)
+    what = f"expiring messages of {topic.name}"
+    start = await answered(topic.ml, lambda: topic.find_position_by_time(stamp, reader), what)
+    return expire_before(topic, start, subscriptions)
+
+
+def _expiry_stamp(seconds: float) -> int:
+    return int(time.time() * 1000 - seconds * 1000)
+
+
+def expire_before(
+    topic: LedgerTopic, start: Position, subscriptions: Sequence[CursorSubscription[Never]] | None = None
+) -> list[str]:
+    """Acknowledge everything before ``start`` for ``subscriptions`` (default: all); those that had any."""
     targets = list(topic.subscriptions.values()) if subscriptions is None else subscriptions
     return [subscription.name for subscription in targets if subscription.expire_before(start)]

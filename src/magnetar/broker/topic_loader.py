@@ -184,6 +184,16 @@ class TopicLoader:
         if self._closing.get(key) is closing:
             del self._closing[key]
 
+    def after_closes(self, then: Callable[[], object]) -> None:
+        """Run ``then`` on a close thread once the unloads' closes under way now are done."""
+        under_way = list(self._closing.values())
+
+        def run() -> None:
+            concurrent.futures.wait(under_way)
+            then()
+
+        self.closer.submit(run)
+
     def settle(self, key: str) -> None:
         """Wait (blocking) until an unload of ``key`` has closed its storage: a load on the loop, or
         a delete, of a topic being unloaded (rare: an unloaded topic's next use is usually a

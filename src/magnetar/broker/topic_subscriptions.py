@@ -11,13 +11,14 @@ from typing import TYPE_CHECKING
 
 from magnetar.broker import descriptors
 from magnetar.broker.consumer import Consumer
-from magnetar.broker.errors import NotAllowed
+from magnetar.broker.errors import NotAllowed, ServiceNotReady
 from magnetar.broker.ids import is_earliest, is_latest, position_of
 from magnetar.broker.namespaces import AlreadyExists
 from magnetar.broker.subscription import PersistentSubscription
 from magnetar.protocol import wire
 from magnetar.protocol.broadcast import wants_broadcast
 from magnetar.storage.cursor import ManagedCursor
+from magnetar.storage.owner_ref import OwnerRef
 from magnetar.storage.position import Position
 
 if TYPE_CHECKING:
@@ -31,12 +32,17 @@ class SubscriptionOpener:
     the topic, and names it only as a ``LedgerTopic``)."""
 
     def __init__(self, topic: LedgerTopic, subscriptions: dict[str, PersistentSubscription]) -> None:
-        self._topic = topic
+        #: Held weakly: the topic owns its opener (storage/owner_ref.py).
+        self._owner = OwnerRef(topic, "topic", topic.name, ServiceNotReady)
         self._subscriptions = subscriptions
         #: Durable subscriptions being created on an open thread, by name (``prepare``).
         self._preparing: dict[str, asyncio.Future] = {}
         #: Those created so, until their first SUBSCRIBE: it created them (``_from_earliest``).
         self._prepared_new: set[str] = set()
+
+    @property
+    def _topic(self) -> LedgerTopic:
+        return self._owner()
 
     @property
     def preparing(self) -> bool:

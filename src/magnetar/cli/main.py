@@ -64,6 +64,11 @@ _PATH = click.Path(path_type=Path)
     "--mqtt-port", type=int, help="Serve MQTT 3.1.1 and 5.0 on this port (default off; 0 picks a free one)."
 )
 @click.option(
+    "--mqtts-port",
+    type=int,
+    help="Serve MQTT over TLS on this port with the broker's TLS settings (default off; 0 picks a free one).",
+)
+@click.option(
     "--broker-service-port-enabled/--no-broker-service-port-enabled",
     default=None,
     help="Serve the plain binary protocol on --port (default on; off: pulsar+ssl:// only).",

@@ -11,12 +11,18 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from magnetar.broker.config import BrokerConfig
+    from magnetar.offload.recovery import StoreRecovery
 
 NOTE = """\
 Rebuilds the metadata store (metadata.sqlite) of a data directory from its ledger files, e.g.
 after the metadata was deleted or damaged (a broker refuses to start then, and names this
-command). Topic names come from the ledger directories' names, ledgers from the segment files,
-subscriptions from the cursor ledgers. Topics the metadata store already knows are left as they
+command). Topic names come from the ledger directories' names, ledgers from the segment files and,
+with tiered storage configured, from the offloaded objects in the store, subscriptions from the
+cursor ledgers. Topics the metadata store already knows are left as they
 are, and nothing is deleted. Stop the broker first: repair refuses to run while one holds the
 data directory. See docs/storage.md, "Lost metadata and magnetar repair"."""
 
@@ -26,7 +32,8 @@ def run(args: argparse.Namespace) -> int:
     from magnetar.broker.data_dir_lock import DataDirError, DataDirInUse, DataDirLock
     from magnetar.storage.repair import repair
 
-    data_dir = startup.load(args.config, os.environ, data_dir=args.data_dir).config.data_dir
+    config = startup.load(args.config, os.environ, data_dir=args.data_dir).config
+    data_dir = config.data_dir
     if not Path(data_dir).is_dir():
         print(f"magnetar repair: {data_dir} is not a directory", file=sys.stderr)
         return 1
@@ -40,7 +47,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"magnetar repair: {exc}", file=sys.stderr)
         return 1
     try:
-        report = repair(data_dir)
+        offloaded = _object_store(config)
+        try:
+            report = repair(data_dir, offloaded)
+        finally:
+            if offloaded is not None:
+                offloaded.io.close()
         _restore_namespaces(data_dir, report.topics, report.lines)
     finally:
         lock.release()
@@ -55,6 +67,19 @@ def run(args: argparse.Namespace) -> int:
             print(f"  - {line}")
     print(f"repaired: {len(report.topics)} topics recorded; start the broker again")
     return 0
+
+
+def _object_store(config: BrokerConfig) -> StoreRecovery | None:
+    """The broker's object store (tiered storage), to find offloaded ledgers in; None without one."""
+    from magnetar.offload.drivers import open_store
+    from magnetar.offload.object_io import ObjectIO
+    from magnetar.offload.recovery import StoreRecovery
+
+    settings = config.offload_settings()
+    if settings is None:
+        return None
+    print(f"magnetar repair: offloaded ledgers are looked for in {settings.describe()}")
+    return StoreRecovery(ObjectIO(open_store(settings), settings))
 
 
 def _restore_namespaces(data_dir: Path, topics: list[str], lines: list[str]) -> None:

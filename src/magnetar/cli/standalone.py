@@ -77,7 +77,7 @@ class Standalone:
         """The addresses served, as the ``listening on`` line names them (broker_process.py)."""
         b, a = self.broker, self.admin
         return listening_addresses(
-            self.config.host, b.port, a.http_port, b.tls_port, a.https_port, b.mqtt_port
+            self.config.host, b.port, a.http_port, b.tls_port, a.https_port, b.mqtt_port, b.mqtts_port
         )
 
 
@@ -111,6 +111,7 @@ def load_setup(args: argparse.Namespace, **more: Any) -> BrokerSetup:
             "port": args.port,
             "http_port": args.http_port,
             "mqtt_port": args.mqtt_port,
+            "mqtts_port": args.mqtts_port,
             "data_dir": args.data_dir,
             "broker_service_port_enabled": args.broker_service_port_enabled,
             "web_service_port_enabled": args.web_service_port_enabled,

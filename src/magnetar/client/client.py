@@ -196,13 +196,18 @@ class Client:
         namespace: str,
         mode: wire.CommandGetTopicsOfNamespace.Mode.ValueType,
         topics_hash: str | None = None,
+        topics_pattern: str | None = None,
     ) -> wire.CommandGetTopicsOfNamespaceResponse:
         """The broker's list of ``namespace``'s topics (partitions included); with the hash of
-        an earlier answer, a reply with ``changed`` False when the list is the same."""
+        an earlier answer, a reply with ``changed`` False when the list is the same; with a
+        regex subscription's ``topics_pattern``, the broker may list only the matching topics
+        (``filtered``)."""
         cnx = await self.connection(self._service_address())
         body = wire.CommandGetTopicsOfNamespace(namespace=namespace, mode=mode)
         if topics_hash is not None:
             body.topics_hash = topics_hash
+        if topics_pattern is not None:
+            body.topics_pattern = topics_pattern
         return await cnx.request(body)
 
     async def get_topic_partitions(self, topic: str) -> list[str]:

@@ -2,9 +2,10 @@
 
 As Pulsar's clients do, the pattern names its namespace (``persistent://tenant/ns/orders-.*``;
 a bare ``orders-.*`` is ``persistent://public/default/orders-.*``), the broker lists the
-namespace's topics (GET_TOPICS_OF_NAMESPACE, partitions included), and a topic is taken when
-its whole name, without a partition's ``-partition-N`` suffix, matches the pattern: a
-partitioned topic is taken with all its partitions. The list is asked for again every
+namespace's topics (GET_TOPICS_OF_NAMESPACE, partitions included; with the pattern, so the
+broker answers with the matching topics only), and a topic is taken when its whole name, without
+a partition's ``-partition-N`` suffix, matches the pattern: a partitioned topic is taken with all
+its partitions. The list is asked for again every
 ``pattern_auto_discovery_period`` seconds (with the hash of the last answer, so an unchanged
 namespace costs a short reply): new topics are subscribed, deleted ones dropped.
 """
@@ -79,7 +80,9 @@ class PatternConsumer(MultiTopicsConsumer):
 
     async def discover(self) -> None:
         """Ask the broker for the namespace's topics; subscribe to new matches, drop gone ones."""
-        answer = await self.client.get_topics_of_namespace(self._namespace, self._mode, self._topics_hash)
+        answer = await self.client.get_topics_of_namespace(
+            self._namespace, self._mode, self._topics_hash, self._broker_side_pattern()
+        )
         if answer.HasField("changed") and not answer.changed:
             return
         self._topics_hash = answer.topics_hash if answer.HasField("topics_hash") else None
@@ -97,6 +100,12 @@ class PatternConsumer(MultiTopicsConsumer):
         if failure is not None:
             self._topics_hash = None  # the list did not all take: ask for it whole next time
             raise failure
+
+    def _broker_side_pattern(self) -> str | None:
+        """The pattern for the broker to filter the list with, as Pulsar's clients send it; not
+        one with flags the broker cannot know of (it would leave out topics the client takes)."""
+        flags = self._pattern.flags & ~re.UNICODE
+        return None if flags else self._pattern.pattern
 
     async def _rediscover(self) -> None:
         while not self._closed:

@@ -50,6 +50,7 @@ class ClientServices(Protocol):
         namespace: str,
         mode: wire.CommandGetTopicsOfNamespace.Mode.ValueType,
         topics_hash: str | None = None,
+        topics_pattern: str | None = None,
     ) -> wire.CommandGetTopicsOfNamespaceResponse: ...
 
     def forget(self, handler: Closable) -> None:

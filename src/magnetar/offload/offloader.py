@@ -11,19 +11,24 @@ key: a partial object is never counted done, and never read.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 import uuid
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
 from magnetar.offload.drivers import open_store
-from magnetar.offload.object_io import ObjectIO
+from magnetar.offload.object_io import ObjectIO, OffloadCancelled
 from magnetar.offload.settings import OffloadSettings
+from magnetar.offload.workers import DaemonWorkers
 from magnetar.storage.managed_ledger import ManagedLedger
 from magnetar.storage.metadata_store import MetadataStore
 
 log = logging.getLogger(__name__)
+
+#: How long a stopping broker waits for uploads under way to give up (at their next chunk).
+SHUTDOWN_WAIT_S = 2.0
 
 
 @dataclass
@@ -35,6 +40,8 @@ class OffloadFigures:
     errors: int = 0
     seconds: float = 0.0
     deleted_objects: int = 0
+    #: Attempts given up because the broker stopped (not errors: made again after the restart).
+    cancelled: int = 0
     last_error: str = ""
 
 
@@ -52,7 +59,9 @@ class LedgerOffloader:
     def __init__(self, settings: OffloadSettings, io: ObjectIO | None = None) -> None:
         self.settings = settings
         self.io = io if io is not None else ObjectIO(open_store(settings), settings)
-        self._executor = ThreadPoolExecutor(settings.max_threads, thread_name_prefix="magnetar-offload")
+        self._executor = DaemonWorkers(settings.max_threads, "magnetar-offload")
+        #: Set when the broker stops: uploads under way are given up at their next chunk.
+        self.stopping = threading.Event()
         self.figures = OffloadFigures()
 
     def submit(self, work: Any, *args: Any) -> Future:
@@ -67,13 +76,31 @@ class LedgerOffloader:
         if not ml.begin_offload(ledger_id, key):
             return False
         began = time.monotonic()
+        stopping = self.stopping.is_set
         try:
+            if stopping():
+                raise OffloadCancelled(
+                    f"the offload of ledger {ledger_id} was given up: the broker is stopping"
+                )
             log_path, log_size, index = ml.offload_source(ledger_id)
-            size, checksum = self.io.upload(key, log_path, log_size, index)
-            self.io.verify(key, size, checksum)
+            size, checksum = self.io.upload(key, log_path, log_size, index, stopping)
+            self.io.verify(key, size, checksum, stopping)
+            if stopping():
+                raise OffloadCancelled(
+                    f"the offload of ledger {ledger_id} was given up: the broker is stopping"
+                )
         except BaseException as exc:
-            self.figures.errors += 1
-            self.figures.last_error = _one_line(exc)
+            if isinstance(exc, OffloadCancelled):
+                self.figures.cancelled += 1
+                log.info(
+                    "%s: the offload of ledger %d was given up (the broker stops); it is done again"
+                    " after the restart",
+                    ml.name,
+                    ledger_id,
+                )
+            else:
+                self.figures.errors += 1
+                self.figures.last_error = _one_line(exc)
             try:
                 ml.abort_offload(ledger_id, key)
             except Exception as abort:  # the next open of the managed ledger gives it up
@@ -94,6 +121,8 @@ class LedgerOffloader:
         keys = metadata.offload_garbage(limit)
         done = []
         for key in keys:
+            if self.stopping.is_set():
+                break
             self.io.delete(key)
             done.append(key)
         if done:
@@ -101,9 +130,20 @@ class LedgerOffloader:
             self.figures.deleted_objects += len(done)
         return len(done)
 
-    def close(self) -> None:
-        self._executor.shutdown(wait=True, cancel_futures=True)
+    def close(self, wait_seconds: float = SHUTDOWN_WAIT_S) -> bool:
+        """Stop: uploads and deletes not started are dropped, those under way are given up at their
+        next chunk (an attempt given up is not counted done, and is made again after a restart);
+        waits at most ``wait_seconds`` for them (one inside a request to a store that hangs is left
+        to end with the process). True when nothing runs any more."""
+        self.stopping.set()
+        idle = self._executor.shutdown(wait_seconds)
+        if not idle:
+            log.warning(
+                "an offload is still inside a request to the object store; the broker stops without"
+                " waiting for it (its attempt is given up when its topic next opens)"
+            )
         self.io.close()
+        return idle
 
 
 def _one_line(exc: BaseException) -> str:

@@ -131,3 +131,22 @@ def topics_hash(topics: list[str]) -> str:
     for name in sorted(topics):
         digest = crc32c.crc32c(name.encode(), digest)
     return f"{digest:08x}"
+
+
+def filter_topics(topics: list[str], pattern: str) -> list[str] | None:
+    """The topics a regex subscription's ``pattern`` takes, as a broker filters them for
+    GET_TOPICS_OF_NAMESPACE's ``topics_pattern`` (Pulsar's ``TopicList.filterTopics``): the pattern
+    without its ``domain://``, matched whole against each name without its domain and without a
+    partition's suffix (a partitioned topic is taken with every partition). None when the pattern
+    is no regex this side can read (the client then filters the whole list itself)."""
+    _, separator, rest = pattern.partition("://")
+    try:
+        compiled = re.compile(rest if separator else pattern)
+    except re.error:
+        return None
+    out = []
+    for name in topics:
+        base = split_partition(name)[0]
+        if compiled.fullmatch(base.partition("://")[2]):
+            out.append(name)
+    return out

@@ -87,11 +87,11 @@ class ReplicationManager:
         namespaces = {ns for remote in remotes for ns in service.namespaces.replication_users(remote)}
         names = {name for ns in namespaces for name in service.topics_of_namespace(ns)}
         overridden = set(service.topic_replication.all())
-        stored = set(service.storage.managed_ledger_names())
-        for name in stored:
-            topic = TopicName.parse(name)
-            if str(topic.partitioned_base() or topic) in overridden:
-                names.add(name)
+        if overridden:  # else not a name read, nor parsed, per stored topic (100,000 of them)
+            for name in service.storage.managed_ledger_names():
+                topic = TopicName.parse(name)
+                if str(topic.partitioned_base() or topic) in overridden:
+                    names.add(name)
         return sorted(names)
 
     async def _load_replicated_topics(self) -> None:

@@ -10,6 +10,7 @@ from magnetar.storage.batch_acks import to_signed
 from magnetar.storage.cursor_state import CursorState
 from magnetar.storage.entry import Entry
 from magnetar.storage.errors import OffloadedReadPending
+from magnetar.storage.owner_ref import OwnerRef
 from magnetar.storage.position import Position
 
 if TYPE_CHECKING:
@@ -53,7 +54,7 @@ class ManagedCursor:
         store: CursorStore | None = None,
     ):
         """``state`` is the starting state unless ``store`` recovered one from its cursor ledger."""
-        self._ledger = ledger
+        self._owner = OwnerRef(ledger, "managed ledger", ledger.name)
         self.name = name
         self.durable = durable
         self._store = store
@@ -80,6 +81,11 @@ class ManagedCursor:
             f"ManagedCursor({self.name!r}, durable={self.durable}, mark_delete={self._mark_delete},"
             f" read={self._read_position}, individually_deleted={len(self._acks)})"
         )
+
+    @property
+    def _ledger(self) -> ManagedLedger:
+        """The managed ledger, held weakly (owner_ref.py): StorageClosedError once it is gone."""
+        return self._owner()
 
     # ------------------------------------------------------------------- state
 

@@ -22,6 +22,7 @@ from magnetar.storage.cursor_stores import CursorStores
 from magnetar.storage.damage import DamageLog
 from magnetar.storage.errors import StorageClosedError
 from magnetar.storage.metadata_store import MetadataStore
+from magnetar.storage.owner_ref import OwnerRef
 from magnetar.storage.position import Position
 from magnetar.storage.virtual_cursors import VirtualCursorStore, VirtualCursorStores
 
@@ -50,7 +51,7 @@ class ManagedCursorContainer:
         lock: threading.RLock,
         check_open: Callable[[], None],
     ) -> None:
-        self._ledger = ledger
+        self._owner = OwnerRef(ledger, "managed ledger", ledger.name)
         self._ml_id = ml_id
         self._lock = lock
         self._check_open = check_open
@@ -58,8 +59,13 @@ class ManagedCursorContainer:
         self._stores = CursorStores(ledger.name, ml_id, directory, config, metadata, damage)
         self._virtual_cursors = VirtualCursorStores(metadata, ml_id, ledger.name)
         self._durable: dict[str, ManagedCursor] = {}
-        self._non_durable: weakref.WeakSet[ManagedCursor] = weakref.WeakSet()
+        #: Readers' cursors, made at the first (a WeakSet costs 0.7 KiB, per managed ledger).
+        self._non_durable: weakref.WeakSet[ManagedCursor] | None = None
         self._non_durable_seq = 0
+
+    @property
+    def _ledger(self) -> ManagedLedger:
+        return self._owner()
 
     def load(self) -> None:
         """Recover each durable cursor from its cursor ledger (those in the earlier JSON form are
@@ -196,6 +202,8 @@ class ManagedCursorContainer:
                 name = f"non-durable-{self._non_durable_seq}"
             first = ledger.ceil_position(start)
             cursor = ManagedCursor(ledger, name, False, CursorState(ledger.previous_position(first)))
+            if self._non_durable is None:
+                self._non_durable = weakref.WeakSet()
             self._non_durable.add(cursor)
             return cursor
 
@@ -203,5 +211,5 @@ class ManagedCursorContainer:
         """Damaged entries cannot be delivered: every cursor takes them as acknowledged, so no
         subscription waits on them and backlogs count only what can still arrive."""
         if positions:
-            for cursor in [*self._durable.values(), *self._non_durable]:
+            for cursor in [*self._durable.values(), *(self._non_durable or ())]:
                 cursor.delete(positions)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import logging
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from magnetar.storage.errors import StorageError
@@ -94,17 +94,31 @@ class DamageLog:
     def __init__(self, keep: Callable[[str, str], None] | None = None) -> None:
         self._keep = keep
         self._keep_failed = False
-        self._entries: set[tuple[int, int]] = set()
-        self.recent: deque[Damage] = deque(maxlen=MAX_RECENT)
+        # Made at the first damage: every managed ledger has a log, and nearly all stay empty
+        # (an empty set and deque are about 1 KiB, per loaded topic: issue 40).
+        self._entries: set[tuple[int, int]] | None = None
+        self._recent: deque[Damage] | None = None
         self.damaged_entries = 0
         self.dropped_tails = 0
         self.dropped_entries = 0  # indexed entries in the tails cut
         self.damaged_bytes = 0
 
+    @property
+    def recent(self) -> Sequence[Damage]:
+        """The last ``MAX_RECENT`` places found, oldest first."""
+        return () if self._recent is None else self._recent
+
+    def _remember(self, places: Iterable[Damage]) -> None:
+        if self._recent is None:
+            self._recent = deque(maxlen=MAX_RECENT)
+        self._recent.extend(places)
+
     def add(self, damage: Damage) -> bool:
         """Count ``damage``; False when it is an entry already known (log it once only)."""
         if damage.entry_id is not None:
             key = (damage.ledger_id, damage.entry_id)
+            if self._entries is None:
+                self._entries = set()
             if key in self._entries:
                 return False
             self._entries.add(key)
@@ -113,7 +127,7 @@ class DamageLog:
             self.dropped_tails += 1
             self.dropped_entries += damage.entries
         self.damaged_bytes += damage.size
-        self.recent.append(damage)
+        self._remember((damage,))
         return True
 
     def note(self, owner: str, places: Iterable[Damage]) -> None:
@@ -157,7 +171,7 @@ class DamageLog:
                 "droppedTails": self.dropped_tails,
                 "droppedEntries": self.dropped_entries,
                 "damagedBytes": self.damaged_bytes,
-                "entries": sorted(self._entries)[:MAX_KEPT_ENTRIES],
+                "entries": sorted(self._entries or ())[:MAX_KEPT_ENTRIES],
                 "places": [d.as_json() for d in self.recent],
             }
         )
@@ -175,7 +189,7 @@ class DamageLog:
             self.dropped_entries = int(kept["droppedEntries"])
             self.damaged_bytes = int(kept["damagedBytes"])
             self._entries = {(int(ledger), int(entry)) for ledger, entry in kept["entries"]}
-            self.recent.extend(Damage.from_json(place) for place in kept["places"])
+            self._remember(Damage.from_json(place) for place in kept["places"])
         except (ValueError, KeyError, TypeError) as exc:
             log.warning("%s: the damage kept from before could not be read (%s); counting anew", owner, exc)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 
 class StorageError(Exception):
@@ -59,14 +60,20 @@ class MetadataMissingError(StorageError):
 class OffloadedReadPending(StorageError):
     """The bytes of an offloaded ledger that a read needs are being fetched from the object store.
 
-    Nothing was read. ``ready`` is set once the fetch is over (done or failed): a caller that may
-    wait waits on it and reads again; one that may not (a dispatcher on the event loop) is told
-    through the managed ledger's ``on_offloaded_data`` and reads again then.
+    Nothing was read. ``ready`` is set once the fetch is over (done or failed). ``then(call)``
+    calls ``call`` (on the fetching thread, or at once) when it is over, or earlier when the store
+    is found failing meanwhile: the caller reads again then, which reads the bytes or fails at
+    once. A dispatcher on the event loop is told through the managed ledger's
+    ``on_offloaded_data`` instead; an answer that may not block the loop (a seek, a peek) awaits
+    ``then`` (``broker/offloaded_reads.py``).
     """
 
-    def __init__(self, message: str, ready: threading.Event) -> None:
+    def __init__(
+        self, message: str, ready: threading.Event, then: Callable[[Callable[[], None]], None]
+    ) -> None:
         super().__init__(message)
         self.ready = ready
+        self.then = then
 
 
 class OffloadedReadError(StorageError):

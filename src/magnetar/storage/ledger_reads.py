@@ -54,7 +54,8 @@ class LedgerReader:
         #: Told of the damaged entries a read passed over (to report them and skip them for good).
         self._on_damaged = on_damaged
         #: Ledgers found without their log file (said once each).
-        self._missing: set[int] = set()
+        #: (A dict as a set: an empty dict costs a quarter of an empty set, per managed ledger.)
+        self._missing: dict[int, None] = {}
 
     def read(
         self,
@@ -134,7 +135,7 @@ class LedgerReader:
         for them all), later the ``count`` entries read from ``begin`` (each report costs its
         entries)."""
         if missing.ledger_id not in self._missing:
-            self._missing.add(missing.ledger_id)
+            self._missing[missing.ledger_id] = None
             log.error("%s; its %d entries are skipped", missing, missing.entries)
             end = missing.entries
         else:

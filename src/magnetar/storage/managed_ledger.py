@@ -40,6 +40,7 @@ from magnetar.storage.ledger_recovery import recover_ledgers, remove_orphan_segm
 from magnetar.storage.metadata_store import ManagedLedgerRecord, MetadataStore
 from magnetar.storage.offload_selection import past_deletion_lag
 from magnetar.storage.offloaded_segment import OffloadedSegment
+from magnetar.storage.owner_ref import WeakCall
 from magnetar.storage.position import Position
 from magnetar.storage.retention import deletable_ledgers
 from magnetar.storage.segment import Segment, delete_segment_files, index_bytes, segment_paths
@@ -50,6 +51,8 @@ from magnetar.storage.virtual_cursors import VirtualCursorStore
 from magnetar.storage.write_gate import WriteGate
 
 log = logging.getLogger(__name__)
+#: What its parts call it when it is gone (owner_ref.py).
+ML = "managed ledger"
 
 _T = TypeVar("_T")
 
@@ -102,11 +105,25 @@ class ManagedLedger:
         #: A rollover whose metadata is committed but whose new segment is not created yet.
         self._next_ledger: tuple[int, LedgerInfo, float] | None = None
         self._closed = False
-        self.damage = DamageLog(keep=self.set_property)
+        # Its parts call it back through weak references (owner_ref.py): no cycle keeps a closed
+        # managed ledger in memory until the collector's next full pass.
+        self.damage = DamageLog(keep=WeakCall(self.set_property, ML, self.name))
         self._cursors = ManagedCursorContainer(
-            self, self._id, directory, config, metadata, self.damage, self._lock, self._check_open
+            self,
+            self._id,
+            directory,
+            config,
+            metadata,
+            self.damage,
+            self._lock,
+            WeakCall(self._check_open, ML, self.name),
         )
-        self._reader = LedgerReader(self._id, cache, self._segment_for, self._damaged_read)
+        self._reader = LedgerReader(
+            self._id,
+            cache,
+            WeakCall(self._segment_for, ML, self.name),
+            WeakCall(self._damaged_read, ML, self.name),
+        )
         #: Its properties, read once here: reads need no metadata query (and no wait for its
         #: lock behind another thread's commit); writes go through to the store.
         self._properties = metadata.properties(record.ml_id)
@@ -165,9 +182,12 @@ class ManagedLedger:
 
     def check_writable(self) -> None:
         """Raise the error an add would get now, without writing (a broker asks before it lets a
-        producer on); after a failure, this is what resumes writes once there is room again."""
+        producer on); after a failure, this is what resumes writes once there is room again. The
+        open ledger's files are opened again if they were closed (``ledger_files``), so an
+        ``OSError`` an add would meet there (out of descriptors, a file gone) is raised here too."""
         with self._lock:
             self._check_writable()
+            self._live_current()
 
     def add_entry(self, data: EntryData | bytearray, on_durable: DurableCallback | None = None) -> Position:
         """Append ``data`` now and return its position; ``on_durable`` fires once it is durable.
@@ -359,9 +379,10 @@ class ManagedLedger:
 
     # ------------------------------------------------------------------- reads
 
-    def read_entry(self, position: Position) -> Entry:
+    def read_entry(self, position: Position, *, wait: bool = True) -> Entry:
         """The entry at ``position``; EntryNotFoundError when there is none or it is damaged.
-        An offloaded entry is waited for (up to ``offload_read_timeout_seconds``)."""
+        An offloaded entry is waited for (up to ``offload_read_timeout_seconds``), or with
+        ``wait=False`` raises ``OffloadedReadPending`` while it is fetched."""
 
         def read() -> Entry:
             with self._lock:
@@ -373,7 +394,7 @@ class ManagedLedger:
                     raise EntryNotFoundError(f"{self.name}: the entry at {position} is damaged")
                 return got[0]
 
-        return self._waiting(read)
+        return self._waiting(read) if wait else read()
 
     def read_entries(
         self,
@@ -407,15 +428,23 @@ class ManagedLedger:
 
         return self._waiting(read) if wait else read()
 
+    @property
+    def offload_read_timeout_seconds(self) -> float:
+        """The longest a read that must answer waits for offloaded bytes."""
+        return self._config.offload_read_timeout_seconds
+
     def _waiting(self, read: Callable[[], _T]) -> _T:
-        """``read()``, again after each fetch of offloaded bytes it waits for (not under the lock)."""
+        """``read()``, again after each fetch of offloaded bytes it waits for (not under the lock),
+        or as soon as the store is found failing (the read then fails at once)."""
         deadline = time.monotonic() + self._config.offload_read_timeout_seconds
         while True:
             try:
                 return read()
             except OffloadedReadPending as pending:
+                woken = threading.Event()
+                pending.then(woken.set)
                 left = deadline - time.monotonic()
-                if left <= 0 or not pending.ready.wait(left):
+                if left <= 0 or not woken.wait(left):
                     raise OffloadedReadError(
                         f"{self.name}: offloaded data not read from the object store within"
                         f" {self._config.offload_read_timeout_seconds:g} s"
@@ -543,7 +572,8 @@ class ManagedLedger:
 
     def delete_offloaded_local(self, deletion_lag_seconds: float) -> list[int]:
         """Delete the local files of the ledgers offloaded ``deletion_lag_seconds`` ago or longer
-        (the metadata first says they are read from their objects); returns their ids."""
+        (the metadata first says they are read from their objects), and their entries in the
+        entry cache; returns their ids."""
         with self._lock:
             self._check_open()
             closed = [self._infos[ledger_id] for ledger_id in self._ledgers.ids()[:-1]]
@@ -558,6 +588,8 @@ class ManagedLedger:
                 self._readers.discard(ledger_id)
             if not self._current.closed:
                 OPEN_LEDGER_FILES.opened(self, self._files_open())
+            # Their entries are read from the objects from now on, not from memory either.
+            self._cache.invalidate(self._id, set(doomed))
         for ledger_id in doomed:
             delete_segment_files(self._dir, ledger_id)
         log.info("%s: deleted the local copies of offloaded ledgers %s", self.name, doomed)

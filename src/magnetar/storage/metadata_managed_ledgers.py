@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from magnetar.storage.group_commit import GroupCommit
@@ -82,11 +83,15 @@ class ManagedLedgerTable:
         directory: str,
         ledgers: list[LedgerInfo],
         cursors: dict[str, tuple[Position, int]],
+        garbage: Iterable[str] = (),
     ) -> ManagedLedgerRecord:
-        """Record a managed ledger found on disk (``magnetar repair``), in one commit.
+        """Record a managed ledger found on disk and in the object store (``magnetar repair``), in
+        one commit.
 
-        ``ledgers`` keep their ids; ``cursors`` map a name to (mark-delete, cursor ledger id). The
-        ledger-id counter is raised past every id given, so no id is handed out twice.
+        ``ledgers`` keep their ids and where they live (an offloaded one its object); ``cursors``
+        map a name to (mark-delete, cursor ledger id); ``garbage``: objects to delete (copies of
+        ledgers recorded with another). The ledger-id counter is raised past every id given, so
+        no id is handed out twice.
         """
         with self._commits.transaction() as db:
             cur = db.execute(
@@ -95,10 +100,23 @@ class ManagedLedgerTable:
             )
             ml_id = int(cur.lastrowid or 0)
             db.executemany(
-                "INSERT INTO ledgers (ledger_id, ml_id, entries, size_bytes, created_at, closed_at)"
-                " VALUES (?, ?, ?, ?, ?, ?)",
-                [(i.ledger_id, ml_id, i.entries, i.size_bytes, i.created_at, closed_at(i)) for i in ledgers],
+                "INSERT INTO ledgers (ledger_id, ml_id, entries, size_bytes, created_at, closed_at,"
+                " offload_key, offload_state, offload_size, offload_checksum, offloaded_at, local_deleted)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (
+                        i.ledger_id,
+                        ml_id,
+                        i.entries,
+                        i.size_bytes,
+                        i.created_at,
+                        closed_at(i),
+                        *_offload_columns(i),
+                    )
+                    for i in ledgers
+                ],
             )
+            queue_garbage(db, garbage)
             for cursor_name, (mark_delete, cursor_ledger) in cursors.items():
                 db.execute(
                     "INSERT INTO cursors (ml_id, name, md_ledger, md_entry, individually_deleted,"
@@ -109,6 +127,20 @@ class ManagedLedgerTable:
             if ids:
                 raise_counter(db, max(ids))
             return ManagedLedgerRecord(ml_id, name, directory)
+
+
+def _offload_columns(info: LedgerInfo) -> tuple[object, ...]:
+    offload = info.offload
+    if offload is None:
+        return (None, None, 0, 0, None, 0)
+    return (
+        offload.key,
+        offload.state,
+        offload.object_size,
+        offload.checksum,
+        offload.offloaded_at,
+        int(offload.local_deleted),
+    )
 
 
 def _after_prefix(prefix: str) -> str:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import sqlite3
+from collections.abc import Mapping
+
 from magnetar.storage.group_commit import GroupCommit
 
 
@@ -68,6 +71,24 @@ class BrokerValueTable:
     def delete_grouped(self, key: str) -> None:
         """``delete``, group-committed as ``put_grouped``."""
         self._commits.grouped(lambda db: db.execute("DELETE FROM kv WHERE key = ?", (key,)))
+
+    def write_grouped(self, changes: Mapping[str, str | None]) -> None:
+        """Put each key's value (None: delete it), all in one group-committed transaction: what
+        changed of many records since the last write (the MQTT sessions, retained messages)."""
+
+        def write(db: sqlite3.Connection) -> None:
+            for key, value in changes.items():
+                if value is None:
+                    db.execute("DELETE FROM kv WHERE key = ?", (key,))
+                else:
+                    db.execute("INSERT OR REPLACE INTO kv (key, value) VALUES (?, ?)", (key, value))
+
+        self._commits.grouped(write)
+
+    def items(self, prefix: str) -> list[tuple[str, str]]:
+        """The keys starting with ``prefix`` and their values, in key order."""
+        sql = "SELECT key, value FROM kv WHERE substr(key, 1, ?) = ? ORDER BY key"
+        return [(row[0], row[1]) for row in self._commits.query(sql, (len(prefix), prefix))]
 
     def keys(self, prefix: str = "") -> list[str]:
         sql = "SELECT key FROM kv WHERE substr(key, 1, ?) = ? ORDER BY key"

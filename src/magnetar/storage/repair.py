@@ -11,11 +11,18 @@ the data is still all there; this finds it again:
 - its cursors from the cursor ledgers in ``cursors/``: the owner's name from ``<id>.name``, the
   state from the newest cursor ledger with an intact marker.
 
-It never deletes anything. A directory whose name cannot be decoded stays where it is (and is
-reported); a cursor ledger with no recorded name is moved to ``orphaned/`` (its subscription is
-lost: a consumer that subscribes again starts at its initial position). Managed ledgers the
-store already knows are left as they are. A store that cannot be opened is moved aside and a new
-one is built.
+- its offloaded ledgers (tiered storage) from the object store, when one is given
+  (``ObjectStoreLedgers``, which ``magnetar.offload.recovery`` implements: storage itself does no
+  network I/O): a ledger whose only copy is its object is recorded as offloaded, its local files
+  gone, and one with both keeps its object as its verified copy; a managed ledger whose every
+  ledger is offloaded and whose directory is gone too is found from the store alone.
+
+It never deletes anything local. A directory whose name cannot be decoded stays where it is (and
+is reported); a cursor ledger with no recorded name is moved to ``orphaned/`` (its subscription is
+lost: a consumer that subscribes again starts at its initial position); further copies of a
+ledger recorded with another object are queued for deletion from the store, objects that do not
+read back whole are reported and left. Managed ledgers the store already knows are left as they
+are. A store that cannot be opened is moved aside and a new one is built.
 """
 
 from __future__ import annotations
@@ -23,8 +30,9 @@ from __future__ import annotations
 import os
 import re
 import sqlite3
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Protocol
 
 from magnetar.storage.cursor_ledger import (
     CURSORS_DIR,
@@ -45,6 +53,30 @@ _LOG_FILE = re.compile(r"^(\d{20})\.log$")
 
 
 @dataclass
+class StoreLedgers:
+    """What the object store holds of one managed-ledger directory."""
+
+    #: One verified copy per ledger (closed, ``offload`` set, its local files taken as gone).
+    ledgers: list[LedgerInfo] = field(default_factory=list)
+    #: Further verified copies of a ledger found (attempts whose commit the lost metadata held).
+    duplicates: list[str] = field(default_factory=list)
+    #: Objects that do not read back as a whole ledger: (key, why).
+    unreadable: list[tuple[str, str]] = field(default_factory=list)
+
+
+class ObjectStoreLedgers(Protocol):
+    """The offloaded ledgers of the object store, found again without the metadata store."""
+
+    def directories(self) -> list[str]:
+        """The managed-ledger directories (names on disk) the store holds objects of."""
+        ...
+
+    def find(self, directory: str) -> StoreLedgers:
+        """The ledgers of ``directory`` the store holds whole."""
+        ...
+
+
+@dataclass
 class RepairReport:
     """What a repair found and did, in lines an operator reads."""
 
@@ -57,8 +89,9 @@ class RepairReport:
         self.lines.append(line)
 
 
-def repair(data_dir: Path) -> RepairReport:
-    """Record in the metadata store every managed ledger found under ``data_dir/ledgers``.
+def repair(data_dir: Path, offloaded: ObjectStoreLedgers | None = None) -> RepairReport:
+    """Record in the metadata store every managed ledger found under ``data_dir/ledgers`` (and,
+    with ``offloaded``, in the object store).
 
     The caller must make sure no broker runs on ``data_dir`` (the CLI holds the broker's lock).
     """
@@ -67,16 +100,24 @@ def repair(data_dir: Path) -> RepairReport:
     ledgers_dir = data_dir / LEDGERS_DIR
     store = _open_store(data_dir, report)
     try:
-        if not ledgers_dir.exists():
+        local = sorted(p for p in ledgers_dir.iterdir() if p.is_dir()) if ledgers_dir.exists() else []
+        in_store = offloaded.directories() if offloaded is not None else []
+        if not local and not in_store:
             report.say(f"no {ledgers_dir}: nothing to repair")
             return report
         known = store.managed_ledger_directories()
         highest = store.last_ledger_id()
-        for directory in sorted(p for p in ledgers_dir.iterdir() if p.is_dir()):
+        for directory in local:
             highest = max(highest, _highest_id(directory))
             if directory.name.endswith(DELETING_SUFFIX) or directory.name in known:
                 continue
-            _import(store, data_dir, directory, report)
+            highest = max(highest, _import(store, data_dir, directory, report, offloaded))
+        seen = {directory.name.removesuffix(DELETING_SUFFIX) for directory in local}
+        for name in in_store:
+            if name not in seen and name not in known:
+                # Every ledger offloaded, and the directory gone too: the store alone knows it.
+                assert offloaded is not None
+                highest = max(highest, _import(store, data_dir, ledgers_dir / name, report, offloaded))
         store.raise_ledger_counter(highest)
         if not report.topics:
             report.say("every managed-ledger directory is known to the metadata store: nothing to do")
@@ -110,27 +151,69 @@ def _open_store(data_dir: Path, report: RepairReport) -> MetadataStore:
     return store
 
 
-def _import(store: MetadataStore, data_dir: Path, directory: Path, report: RepairReport) -> None:
+def _import(
+    store: MetadataStore,
+    data_dir: Path,
+    directory: Path,
+    report: RepairReport,
+    offloaded: ObjectStoreLedgers | None,
+) -> int:
+    """Record one managed ledger; the highest ledger id it has (-1: none, or not recorded)."""
     name = decode_name(directory.name)
     if name is None:
         report.say(f"{directory}: the topic name cannot be told from this directory's name; left in place")
         report.lost.append(f"{directory.name}: not imported (unknown name); its files are untouched")
-        return
+        return -1
     if store.managed_ledger(name) is not None:
         report.say(f"{directory}: {name} is already recorded with another directory; left in place")
-        return
-    ledgers = _ledgers(directory)
+        return -1
+    found = offloaded.find(directory.name) if offloaded is not None else StoreLedgers()
+    if not directory.exists():
+        directory.mkdir(parents=True)
+        report.lost.append(
+            f"{name}: its directory was gone, its ledgers are read from the object store; its"
+            " subscriptions (kept on the local disk only) are lost"
+        )
+    local = _ledgers(directory)
+    ledgers, garbage = _with_offloaded(name, local, found, report)
     cursors = _cursors(data_dir, directory, name, report)
-    store.import_managed_ledger(name, directory.name, ledgers, cursors)
-    entries = sum(info.entries for info in ledgers[:-1])
-    if ledgers:
-        last = directory / f"{ledgers[-1].ledger_id:020d}.log"
+    store.import_managed_ledger(name, directory.name, ledgers, cursors, garbage)
+    entries = sum(info.entries for info in ledgers if info.closed)
+    if local and not local[-1].closed:
+        last = directory / f"{local[-1].ledger_id:020d}.log"
         entries += _intact_records(last, last.stat().st_size)[0]
     report.topics.append(name)
+    stored = sum(1 for info in ledgers if not info.local)
     report.say(
-        f"{name}: {len(ledgers)} ledgers ({', '.join(str(i.ledger_id) for i in ledgers) or 'none'}),"
+        f"{name}: {len(ledgers)} ledgers ({', '.join(str(i.ledger_id) for i in ledgers) or 'none'}"
+        f"{f'; {stored} in the object store only' if stored else ''}),"
         f" {entries} entries, {len(cursors)} subscriptions ({', '.join(sorted(cursors)) or 'none'})"
     )
+    return max((info.ledger_id for info in ledgers), default=-1)
+
+
+def _with_offloaded(
+    name: str, local: list[LedgerInfo], found: StoreLedgers, report: RepairReport
+) -> tuple[list[LedgerInfo], list[str]]:
+    """The local ledgers and the offloaded ones, by id; the objects to delete (further copies)."""
+    ledgers = {info.ledger_id: info for info in local}
+    for info in found.ledgers:
+        assert info.offload is not None
+        mine = ledgers.get(info.ledger_id)
+        if mine is None:
+            ledgers[info.ledger_id] = info
+        elif mine.closed and (mine.entries, mine.size_bytes) == (info.entries, info.size_bytes):
+            ledgers[info.ledger_id] = replace(mine, offload=replace(info.offload, local_deleted=False))
+        else:
+            report.say(
+                f"{name}: the object {info.offload.key} does not hold ledger {info.ledger_id} as its"
+                " local files do; the local files are used, the object is left in the store"
+            )
+    for key, why in found.unreadable:
+        report.lost.append(
+            f"{name}: the object {key} does not read back as a ledger ({why}); left in the store"
+        )
+    return [ledgers[ledger_id] for ledger_id in sorted(ledgers)], found.duplicates
 
 
 def _ledgers(directory: Path) -> list[LedgerInfo]:

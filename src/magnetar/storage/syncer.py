@@ -129,6 +129,9 @@ class Syncer:
             if targets is None:
                 return
             self._round(targets)
+            # Not kept while the thread waits for the next round: a managed ledger closed meanwhile
+            # (an unloaded topic's) is freed at once.
+            del targets
 
     def _round(self, targets: list[SyncTarget]) -> None:
         self.rounds += 1

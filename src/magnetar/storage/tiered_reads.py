@@ -5,13 +5,15 @@ Storage does no network I/O itself (docs/architecture.md): the object store is a
 object and a byte range; the range is served from cached blocks of ``block_bytes`` when they are
 all there, else the blocks it needs and ``prefetch_blocks`` more are fetched on a reader thread,
 and the read raises ``OffloadedReadPending`` (``ready`` set when the fetch is over; ``on_ready``
-called then, on the reader thread). A reader that may wait (an admin look-up, a seek) waits and
-reads again; a dispatcher on the event loop goes on with other work and is woken up.
+called then, on the reader thread; ``then`` takes more callbacks). A reader that may wait (a
+thread) waits and reads again; one on the event loop (a dispatcher, a seek, a peek, an index
+look-up) goes on with other work and is woken up.
 
 A failed fetch fails every read of offloaded data for ``retry_seconds`` at once with
 ``OffloadedReadError`` (the store's error in it), without touching the store: a store that is down
 costs the event loop nothing, local ledgers are not affected, and the first read after the pause
-tries the store again.
+tries the store again. It also wakes whoever waits for the other fetches under way (the store is
+known to fail now: they read again and fail at once rather than wait for their own fetch's timeout).
 """
 
 from __future__ import annotations
@@ -56,8 +58,32 @@ class ReadFigures:
 
 @dataclass
 class _Fetch:
+    """One fetch under way; ``then`` callbacks run (once each) when it is over, or earlier when
+    another fetch finds the store failing (``wake``)."""
+
     ready: threading.Event = field(default_factory=threading.Event)
     waiting: list[Callable[[], None]] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def then(self, call: Callable[[], None]) -> None:
+        """Call ``call`` once the fetch is over (at once if it is); any thread."""
+        with self.lock:
+            if not self.ready.is_set():
+                self.waiting.append(call)
+                return
+        call()
+
+    def wake(self, done: bool) -> None:
+        """Run the callbacks waiting now (``done``: the fetch is over, and ``ready`` is set first)."""
+        with self.lock:
+            if done:
+                self.ready.set()
+            calls, self.waiting = self.waiting, []
+        for call in calls:
+            try:
+                call()
+            except Exception:
+                log.exception("a reader woken after a fetch raised")
 
 
 class TieredReads:
@@ -124,9 +150,11 @@ class TieredReads:
                 stop = max(stop, last)
                 fetch = self._fetching[(key, first, stop)] = _Fetch()
                 self._store.submit(lambda: self._fetch(key, first, stop, object_size, fetch))
-            if on_ready is not None:
-                fetch.waiting.append(on_ready)
-        raise OffloadedReadPending(f"fetching {key} bytes {start}..{end} from the object store", fetch.ready)
+        if on_ready is not None:
+            fetch.then(on_ready)
+        raise OffloadedReadPending(
+            f"fetching {key} bytes {start}..{end} from the object store", fetch.ready, fetch.then
+        )
 
     def _cached(self, key: str, first: int, last: int) -> bytes | None:
         parts = []
@@ -164,7 +192,10 @@ class TieredReads:
                 self.figures.failures += 1
                 self.figures.last_error = _one_line(exc)
                 del self._fetching[(key, first, last)]
+                others = list(self._fetching.values())
             log.warning("reading offloaded data failed: %s", self.figures.last_error)
+            for other in others:  # the store is known to fail: their readers need not wait
+                other.wake(done=False)
         else:
             with self._lock:
                 self._failed_at = None
@@ -183,12 +214,7 @@ class TieredReads:
                 self._evict(fresh)
                 del self._fetching[(key, first, last)]
         finally:
-            fetch.ready.set()
-            for call in fetch.waiting:
-                try:
-                    call()
-                except Exception:
-                    log.exception("a reader woken after a fetch of %s raised", key)
+            fetch.wake(done=True)
 
     def _evict(self, keep: set[tuple[str, int]]) -> None:
         """Oldest blocks out past the budget; the blocks just fetched stay (their reader comes next)."""

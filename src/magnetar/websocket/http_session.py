@@ -1,5 +1,5 @@
-"""What the WebSocket and REST handlers share: the HTTP client's credentials, its topic, a session
-opened for it, and the broker's refusals as HTTP answers (Pulsar's ``getErrorCode``)."""
+"""What the WebSocket and REST handlers share: the HTTP client's credentials, its topic, the
+sessions opened for it, and the broker's refusals as HTTP answers (Pulsar's ``getErrorCode``)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from aiohttp import web
 
 from magnetar.protocol import wire
 from magnetar.protocol.topic_name import InvalidTopicName, TopicName
-from magnetar.websocket.session import Credentials, LocalSession, SessionError
+from magnetar.websocket.session import Credentials, SessionError
+from magnetar.websocket.sessions import Sessions
 
 if TYPE_CHECKING:
     from magnetar.broker.service import BrokerService
@@ -64,11 +65,12 @@ def transport_info(request: web.Request) -> dict[str, Any]:
     return info
 
 
-async def open_session(service: BrokerService, request: web.Request, query_token: bool) -> LocalSession:
-    """A session with the HTTP client's credentials (SessionError: refused at CONNECT)."""
+def sessions_for(service: BrokerService, request: web.Request, query_token: bool) -> Sessions:
+    """The sessions (one per worker owning a topic it uses) with the HTTP client's credentials."""
     info = transport_info(request)
-    credentials = Credentials(bearer_token(request, query_token), over_tls="peercert" in info)
-    return await LocalSession.open(service, credentials, info)
+    certificate = info.get("peercert") or None
+    credentials = Credentials(bearer_token(request, query_token), "peercert" in info, certificate)
+    return Sessions(service, credentials, info)
 
 
 def topic_of(request: web.Request, domain: str) -> TopicName:

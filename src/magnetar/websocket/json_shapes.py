@@ -13,7 +13,9 @@ from __future__ import annotations
 import base64
 import datetime
 import enum
+import functools
 import json
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -94,19 +96,27 @@ def _signed(value: int) -> int:
 def format_time(epoch_ms: int) -> str:
     """``epoch_ms`` as Java's ``ISO_OFFSET_DATE_TIME`` in the local zone: fraction digits only as
     needed (``.785``, ``.78``, none), ``Z`` for UTC, else ``+HH:MM``."""
-    moment = datetime.datetime.fromtimestamp(epoch_ms / 1000, tz=datetime.UTC).astimezone()
-    text = moment.strftime("%Y-%m-%dT%H:%M:%S")
-    millis = epoch_ms % 1000
+    seconds, millis = divmod(epoch_ms, 1000)
+    text, offset = _second(seconds, time.tzname)
     if millis:
         text += f".{millis:03d}".rstrip("0")
+    return text + offset
+
+
+@functools.lru_cache(maxsize=64)
+def _second(seconds: int, zone: tuple[str, str]) -> tuple[str, str]:
+    """One second's date-time text and offset in the local ``zone`` (a burst of messages shares its
+    second: formatting it is most of a consumer message's cost when not cached)."""
+    moment = datetime.datetime.fromtimestamp(seconds, tz=datetime.UTC).astimezone()
+    text = moment.strftime("%Y-%m-%dT%H:%M:%S")
     offset = moment.utcoffset() or datetime.timedelta(0)
     if not offset:
-        return text + "Z"
-    seconds = int(offset.total_seconds())
-    sign = "+" if seconds >= 0 else "-"
-    hours, rest = divmod(abs(seconds), 3600)
+        return text, "Z"
+    total = int(offset.total_seconds())
+    sign = "+" if total >= 0 else "-"
+    hours, rest = divmod(abs(total), 3600)
     minutes, secs = divmod(rest, 60)
-    return f"{text}{sign}{hours:02d}:{minutes:02d}" + (f":{secs:02d}" if secs else "")
+    return text, f"{sign}{hours:02d}:{minutes:02d}" + (f":{secs:02d}" if secs else "")
 
 
 def parse_time(value: object) -> int:
@@ -141,6 +151,8 @@ class OutgoingMessage:
     context: str | None = None
     #: The partition asked for (REST produce), or None.
     partition: int | None = None
+    #: The key is base64 of bytes (a KEY_VALUE schema's key: ``partition_key_b64_encoded``).
+    key_b64: bool = False
 
 
 def parse_producer_message(text: str | bytes) -> OutgoingMessage:
@@ -235,10 +247,11 @@ def parse_event_time(body: dict[str, Any], message: OutgoingMessage) -> None:
 
 
 def producer_ack(message_id: wire.MessageIdData, context: str | None) -> str:
-    reply: dict[str, Any] = {"result": "ok", "messageId": encode_message_id(message_id)}
-    if context is not None:
-        reply["context"] = context
-    return json.dumps(reply)
+    """Written by hand: the id is base64 (nothing to escape), only the context is JSON-encoded."""
+    text = '{"result": "ok", "messageId": "' + encode_message_id(message_id)
+    if context is None:
+        return text + '"}'
+    return text + '", "context": ' + json.dumps(context) + "}"
 
 
 def producer_error(error: WebSocketError, message: str, context: str | None) -> str:
@@ -263,19 +276,28 @@ class IncomingMessage:
 
 
 def consumer_message(message: IncomingMessage) -> str:
-    """Pulsar's ``ConsumerMessage``: ``eventTime`` only when set, ``key`` only when there is one."""
-    body: dict[str, Any] = {
-        "messageId": encode_message_id(message.message_id),
-        "payload": base64.b64encode(message.payload).decode(),
-        "properties": message.properties,
-        "publishTime": format_time(message.publish_time),
-        "redeliveryCount": message.redelivery_count,
-    }
+    """Pulsar's ``ConsumerMessage``: ``eventTime`` only when set, ``key`` only when there is one.
+    Written by hand, as ``json.dumps`` of the object would write it: ids, payloads (base64) and
+    times need no escaping, so only the properties and the key go through the JSON encoder."""
+    properties = json.dumps(message.properties) if message.properties else "{}"
+    parts = [
+        '{"messageId": "',
+        encode_message_id(message.message_id),
+        '", "payload": "',
+        base64.b64encode(message.payload).decode(),
+        '", "properties": ',
+        properties,
+        ', "publishTime": "',
+        format_time(message.publish_time),
+        '", "redeliveryCount": ',
+        str(message.redelivery_count),
+    ]
     if message.event_time:
-        body["eventTime"] = format_time(message.event_time)
+        parts += [', "eventTime": "', format_time(message.event_time), '"']
     if message.key is not None:
-        body["key"] = message.key
-    return json.dumps(body)
+        parts += [', "key": ', json.dumps(message.key)]
+    parts.append("}")
+    return "".join(parts)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,5 @@
-"""A consumer (or a reader) on one topic or on every partition of one, over an in-process session.
+"""A consumer (or a reader) on one topic or on every partition of one, over the sessions of the
+workers that own them (``sessions.py``: in-process for this one's).
 
 What Pulsar's WebSocket service gets from its internal Java consumer, built on the broker's own
 SUBSCRIBE / FLOW / MESSAGE / ACK / REDELIVER: a receive queue of ``receiver_queue_size`` per
@@ -22,6 +23,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from magnetar.protocol import ProtocolError, wire
 from magnetar.protocol.commands import wrap
@@ -31,6 +33,9 @@ from magnetar.protocol.topic_name import TopicName
 from magnetar.websocket.entry_messages import ChunkAssembly, parse_entry
 from magnetar.websocket.json_shapes import IncomingMessage
 from magnetar.websocket.session import LocalSession, SessionClosed, SessionError
+
+if TYPE_CHECKING:
+    from magnetar.websocket.sessions import Sessions
 
 log = logging.getLogger(__name__)
 
@@ -72,9 +77,10 @@ def _key(message_id: wire.MessageIdData) -> Key:
 
 class LocalConsumer:
     def __init__(
-        self, session: LocalSession, topics: list[TopicName], subscription: str, options: ConsumerOptions
+        self, sessions: Sessions, topics: list[TopicName], subscription: str, options: ConsumerOptions
     ) -> None:
-        self.session = session
+        self.sessions = sessions
+        self._session_of: dict[int, LocalSession] = {}  # partition (-1 for none) -> its session
         self.topics = topics
         self.subscription = subscription
         self.options = options
@@ -92,16 +98,20 @@ class LocalConsumer:
         self._last: dict[int, wire.MessageIdData] = {}  # a reader's last message handed out, by partition
         self._tasks: set[asyncio.Task[None]] = set()
         self._timer: asyncio.TimerHandle | None = None
+        #: Acks of this loop turn not yet sent: individual ones, and a reader's last position.
+        self._acks: dict[int, list[tuple[int, int]]] = {}
+        self._cumulative: dict[int, tuple[int, int]] = {}
+        self._ack_flush_scheduled = False
         self.closed = False
         #: Called once if the consumer ends without being closed by its owner.
         self.on_closed: Callable[[str], None] = lambda reason: None
 
     @classmethod
     async def subscribe(
-        cls, session: LocalSession, topics: list[TopicName], subscription: str, options: ConsumerOptions
+        cls, sessions: Sessions, topics: list[TopicName], subscription: str, options: ConsumerOptions
     ) -> LocalConsumer:
         """Subscribed on every topic (partition), or SessionError as the broker refuses one."""
-        consumer = cls(session, topics, subscription, options)
+        consumer = cls(sessions, topics, subscription, options)
         try:
             for topic in topics:
                 await consumer._subscribe(topic)
@@ -119,8 +129,9 @@ class LocalConsumer:
 
     async def _subscribe(self, topic: TopicName) -> None:
         options = self.options
-        consumer_id = self.session.new_id()
-        request_id = self.session.new_request_id()
+        session = await self.sessions.for_topic(topic)
+        consumer_id = session.new_id()
+        request_id = session.new_request_id()
         command = wire.CommandSubscribe(
             topic=str(topic),
             subscription=self.subscription,
@@ -138,12 +149,13 @@ class LocalConsumer:
         if start is not None:
             command.start_message_id.CopyFrom(start)
         partition = topic.partition_index
-        self.session.add_consumer(consumer_id, _End(self, consumer_id))
+        session.add_consumer(consumer_id, _End(self, consumer_id))
         try:
-            await self.session.request(wrap(command), request_id)
+            await session.request(wrap(command), request_id)
         except SessionError:
-            self.session.remove_consumer(consumer_id)
+            session.remove_consumer(consumer_id)
             raise
+        self._session_of[partition] = session
         self._ids[partition] = consumer_id
         self._partitions[consumer_id] = partition
         self._flow(consumer_id, self._queue_size)
@@ -155,9 +167,25 @@ class LocalConsumer:
             return None
         return self._last.get(topic.partition_index) or self.options.start_message_id or latest()
 
+    def _session(self, consumer_id: int) -> LocalSession | None:
+        """The open session of a consumer id; None once it has ended."""
+        partition = self._partitions.get(consumer_id)
+        session = self._session_of.get(partition) if partition is not None else None
+        return None if session is None or session.closed else session
+
+    def _send(self, consumer_id: int, command: wire.BaseCommand) -> None:
+        """Send ``command`` after the acks waiting to go, so the broker sees them first."""
+        if self._acks or self._cumulative:
+            self._flush_acks()
+        self._send_now(consumer_id, command)
+
+    def _send_now(self, consumer_id: int, command: wire.BaseCommand) -> None:
+        if (session := self._session(consumer_id)) is not None:
+            session.send(command)
+
     def _flow(self, consumer_id: int, permits: int) -> None:
-        if permits > 0 and not self.session.closed:
-            self.session.send(wrap(wire.CommandFlow(consumer_id=consumer_id, message_permits=permits)))
+        if permits > 0:
+            self._send(consumer_id, wrap(wire.CommandFlow(consumer_id=consumer_id, message_permits=permits)))
 
     def _give_back(self, consumer_id: int, permits: int) -> None:
         """Permits for messages that left the queue; sent once half the queue's worth has."""
@@ -238,7 +266,7 @@ class LocalConsumer:
             self._give_back(consumer_id, 1)
         if self.options.reader:
             self._last[partition] = message.message_id
-            if consumer_id is not None and not self.session.closed:
+            if consumer_id is not None:
                 self._ack(consumer_id, key, cumulative=True)
         elif self.options.ack_timeout_ms > 0:
             self._deadlines.setdefault(key, time.monotonic() + self.options.ack_timeout_ms / 1000)
@@ -265,15 +293,34 @@ class LocalConsumer:
             ack = wire.CommandAck(consumer_id=consumer_id, ack_type=wire.CommandAck.Individual)
             for ledger, entry in positions:
                 ack.message_id.add(ledger_id=ledger, entry_id=entry)
-            self.session.send(wrap(ack))
+            self._send(consumer_id, wrap(ack))
             return
         self._ack(consumer_id, key, cumulative=False)
 
     def _ack(self, consumer_id: int, key: Key, cumulative: bool) -> None:
-        ack_type = wire.CommandAck.Cumulative if cumulative else wire.CommandAck.Individual
-        ack = wire.CommandAck(consumer_id=consumer_id, ack_type=ack_type)
-        ack.message_id.add(ledger_id=key[1], entry_id=key[2])
-        self.session.send(wrap(ack))
+        """The acks of one loop turn go as one ACK per consumer (Pulsar's Java client groups its
+        acks over 100 ms; a turn spares a command per message without delaying any)."""
+        if cumulative:
+            self._cumulative[consumer_id] = (key[1], key[2])
+        else:
+            self._acks.setdefault(consumer_id, []).append((key[1], key[2]))
+        if not self._ack_flush_scheduled:
+            self._ack_flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush_acks)
+
+    def _flush_acks(self) -> None:
+        self._ack_flush_scheduled = False
+        individual, self._acks = self._acks, {}
+        cumulative, self._cumulative = self._cumulative, {}
+        for consumer_id, positions in individual.items():
+            ack = wire.CommandAck(consumer_id=consumer_id, ack_type=wire.CommandAck.Individual)
+            for ledger, entry in positions:
+                ack.message_id.add(ledger_id=ledger, entry_id=entry)
+            self._send_now(consumer_id, wrap(ack))
+        for consumer_id, (ledger, entry) in cumulative.items():
+            ack = wire.CommandAck(consumer_id=consumer_id, ack_type=wire.CommandAck.Cumulative)
+            ack.message_id.add(ledger_id=ledger, entry_id=entry)
+            self._send_now(consumer_id, wrap(ack))
 
     def negative_acknowledge(self, message_id: wire.MessageIdData) -> None:
         """Have the message's entry delivered again after the negative-ack delay."""
@@ -289,7 +336,7 @@ class LocalConsumer:
         """REDELIVER_UNACKNOWLEDGED_MESSAGES: the entries named for Shared and Key_Shared; for
         Exclusive and Failover, everything unacknowledged (the broker rewinds, and what waits in
         our queue is dropped with its permits given back, as the Java client does)."""
-        if self.closed or self.session.closed:
+        if self.closed:
             return
         shared = self.options.subscription_type in (
             wire.CommandSubscribe.Shared,
@@ -307,7 +354,7 @@ class LocalConsumer:
                     command.message_ids.add(ledger_id=ledger, entry_id=entry)
             else:
                 self._drop_queued(consumer_id)
-            self.session.send(wrap(command))
+            self._send(consumer_id, wrap(command))
 
     def _drop_queued(self, consumer_id: int) -> None:
         before = len(self._queue)
@@ -341,10 +388,12 @@ class LocalConsumer:
 
     async def unsubscribe(self) -> None:
         """UNSUBSCRIBE on every partition (SessionError as the broker refuses: consumers attached)."""
-        for consumer_id in list(self._partitions):
-            request_id = self.session.new_request_id()
+        self._flush_acks()
+        for consumer_id, partition in list(self._partitions.items()):
+            session = self._session_of[partition]
+            request_id = session.new_request_id()
             command = wire.CommandUnsubscribe(consumer_id=consumer_id, request_id=request_id)
-            await self.session.request(wrap(command), request_id)
+            await session.request(wrap(command), request_id)
         self.close()
 
     def on_closed_by_broker(self, consumer_id: int, reason: str) -> None:
@@ -355,7 +404,8 @@ class LocalConsumer:
         self._ids.pop(partition, None)
         self._to_flow.pop(consumer_id, None)
         self._drop_queued_partition(partition)
-        if self.session.closed:
+        session = self._session_of.pop(partition, None)
+        if session is None or session.closed:
             self._end(reason)
             return
         task = asyncio.get_running_loop().create_task(self._resubscribe(partition, reason))
@@ -373,7 +423,7 @@ class LocalConsumer:
         pause = RESUBSCRIBE_PAUSE_S
         for _ in range(RESUBSCRIBE_TRIES):
             await asyncio.sleep(pause)
-            if self.closed or self.session.closed:
+            if self.closed:
                 return
             try:
                 await self._subscribe(topic)
@@ -391,7 +441,9 @@ class LocalConsumer:
             self.on_closed(reason)
 
     def close(self) -> None:
-        """Stop: the owner closes the session (which drops the broker's consumers), or this was the end."""
+        """Stop: the owner closes the session (which drops the broker's consumers), or this was the end.
+        The acks given so far go first."""
+        self._flush_acks()
         self.closed = True
         if self._timer is not None:
             self._timer.cancel()

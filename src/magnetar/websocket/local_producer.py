@@ -1,9 +1,13 @@
-"""A producer on one topic (or partition) of an in-process session (``session.py``).
+"""A producer on one topic (or partition) of a session (``session.py``: in-process, or to the
+worker that owns the topic).
 
 It builds each message as a client does (``MessageMetadata`` with its sequence id, publish time,
 properties, key, event time; the CRC32C checksum) and sends it unbatched, as Pulsar's WebSocket
-producer does by default. The broker answers each send with a receipt once the entry is on disk
-(or a SEND_ERROR), in the order of the sends: ``send`` returns a future of the message id.
+producer does by default, or several as one batch entry (``send_batch``: each member's own
+``SingleMessageMetadata``, as the Java client under Pulsar's WebSocket service batches them). The
+broker answers each send with a receipt once the entry is on disk (or a SEND_ERROR), in the order
+of the sends: ``send`` returns a future of the message id, ``send_batch`` one per member, whose
+ids carry their ``batch_index`` and ``batch_size`` as the official clients' ids do.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from collections import deque
 from collections.abc import Callable
 
 from magnetar.protocol import wire
+from magnetar.protocol.batch import encode_batch
 from magnetar.protocol.commands import wrap
 from magnetar.protocol.compression import CompressionType, compress
 from magnetar.protocol.headers import encode_headers_and_payload
@@ -46,7 +51,8 @@ class LocalProducer:
         self.schema_version = schema_version
         self.compression = compression
         self._next_sequence_id = last_sequence_id + 1
-        self._pending: deque[asyncio.Future[wire.MessageIdData]] = deque()
+        #: Per entry sent and not yet answered: its messages' futures, and whether it is a batch.
+        self._pending: deque[tuple[list[asyncio.Future[wire.MessageIdData]], bool]] = deque()
         self.closed = False
         #: Why the producer ended when the broker ended it (CLOSE_PRODUCER, the session closed).
         self.closed_reason = ""
@@ -88,39 +94,79 @@ class LocalProducer:
         if self.closed:
             future.set_exception(SessionClosed(self.closed_reason or "the producer is closed"))
             return future
+        sequence_id = self._sequence_id(message)
+        metadata = message_metadata(message, self.name, sequence_id, self.schema_version)
+        send = wire.CommandSend(producer_id=self.producer_id, sequence_id=sequence_id, num_messages=1)
+        self._send_entry(send, metadata, message.payload, [future], batch=False)
+        return future
+
+    def send_batch(
+        self, messages: list[OutgoingMessage], futures: list[asyncio.Future[wire.MessageIdData]]
+    ) -> None:
+        """Send ``messages`` as one batch entry (none of them delayed or routed for replication:
+        those go alone, ``batchable``); ``futures`` get their ids."""
+        if self.closed:
+            for future in futures:
+                future.set_exception(SessionClosed(self.closed_reason or "the producer is closed"))
+            return
+        sequence_ids = [self._sequence_id(message) for message in messages]
+        metadata, payload = batch_entry(messages, sequence_ids, self.name, self.schema_version)
+        send = wire.CommandSend(
+            producer_id=self.producer_id, sequence_id=sequence_ids[0], num_messages=len(messages)
+        )
+        if len(messages) > 1:
+            send.highest_sequence_id = sequence_ids[-1]
+        self._send_entry(send, metadata, payload, futures, batch=True)
+
+    def _sequence_id(self, message: OutgoingMessage) -> int:
         sequence_id = message.sequence_id if message.sequence_id is not None else self._next_sequence_id
         self._next_sequence_id = max(self._next_sequence_id, sequence_id + 1)
-        metadata = message_metadata(message, self.name, sequence_id, self.schema_version)
-        payload = message.payload
+        return sequence_id
+
+    def _send_entry(
+        self,
+        send: wire.CommandSend,
+        metadata: wire.MessageMetadata,
+        payload: bytes,
+        futures: list[asyncio.Future[wire.MessageIdData]],
+        batch: bool,
+    ) -> None:
         if self.compression is not CompressionType.NONE:
             metadata.compression = wire.CompressionType.ValueType(int(self.compression))
             metadata.uncompressed_size = len(payload)
             payload = compress(self.compression, payload)
-        send = wire.CommandSend(producer_id=self.producer_id, sequence_id=sequence_id, num_messages=1)
-        self._pending.append(future)
+        self._pending.append((futures, batch))
         try:
             self.session.send(wrap(send), encode_headers_and_payload(metadata, payload))
         except SessionError as exc:
             self._pending.pop()
-            future.set_exception(exc)
-        return future
+            for future in futures:
+                future.set_exception(exc)
 
     # -- the session's callbacks -----------------------------------------------------------------
     def on_receipt(self, receipt: wire.CommandSendReceipt) -> None:
         if not self._pending:
             return
-        future = self._pending.popleft()
-        if future.done():
-            return
+        futures, batch = self._pending.popleft()
         stored = receipt.message_id
-        message_id = wire.MessageIdData(ledger_id=stored.ledger_id, entry_id=stored.entry_id)
-        if self._partition >= 0:
-            message_id.partition = self._partition
-        future.set_result(message_id)
+        for index, future in enumerate(futures):
+            if future.done():
+                continue
+            message_id = wire.MessageIdData(ledger_id=stored.ledger_id, entry_id=stored.entry_id)
+            if self._partition >= 0:
+                message_id.partition = self._partition
+            if batch:
+                message_id.batch_index = index
+                message_id.batch_size = len(futures)
+            future.set_result(message_id)
 
     def on_send_error(self, error: wire.CommandSendError) -> None:
-        if self._pending and not (future := self._pending.popleft()).done():
-            future.set_exception(SessionError(error.message, error.error))
+        if not self._pending:
+            return
+        futures, _ = self._pending.popleft()
+        for future in futures:
+            if not future.done():
+                future.set_exception(SessionError(error.message, error.error))
 
     def on_closed(self, reason: str) -> None:
         """The broker closed this producer (storage refused a write, its grant was revoked, its
@@ -129,9 +175,10 @@ class LocalProducer:
         self.closed = True
         self.closed_reason = reason
         while self._pending:
-            future = self._pending.popleft()
-            if not future.done():
-                future.set_exception(SessionClosed(f"{reason}: the message may not be stored"))
+            futures, _ = self._pending.popleft()
+            for future in futures:
+                if not future.done():
+                    future.set_exception(SessionClosed(f"{reason}: the message may not be stored"))
         if ended_here:
             self.on_gone(reason)
 
@@ -146,6 +193,8 @@ def message_metadata(
         metadata.properties.add(key=key, value=value)
     if message.key is not None:
         metadata.partition_key = message.key
+        if message.key_b64:
+            metadata.partition_key_b64_encoded = True
     if message.event_time:
         metadata.event_time = message.event_time
     if message.disable_replication:
@@ -159,3 +208,47 @@ def message_metadata(
     if schema_version is not None:
         metadata.schema_version = schema_version
     return metadata
+
+
+def batchable(message: OutgoingMessage) -> bool:
+    """Whether ``message`` may share an entry: a batch's delivery time and replication are its
+    entry's, so a delayed message or one routed for replication goes alone (as the Java client
+    sends a delayed one)."""
+    return not (
+        message.deliver_at
+        or message.deliver_after_ms
+        or message.disable_replication
+        or message.replication_clusters is not None
+    )
+
+
+def batch_entry(
+    messages: list[OutgoingMessage], sequence_ids: list[int], producer_name: str, schema_version: bytes | None
+) -> tuple[wire.MessageMetadata, bytes]:
+    """One batch entry of ``messages``: the entry's metadata and its (uncompressed) payload of
+    ``[size][SingleMessageMetadata][payload]`` per message, each with its own sequence id,
+    properties, key and event time."""
+    members = []
+    for message, sequence_id in zip(messages, sequence_ids, strict=True):
+        single = wire.SingleMessageMetadata(sequence_id=sequence_id)
+        for key, value in message.properties.items():
+            single.properties.add(key=key, value=value)
+        if message.key is not None:
+            single.partition_key = message.key
+            if message.key_b64:
+                single.partition_key_b64_encoded = True
+        if message.event_time:
+            single.event_time = message.event_time
+        members.append((single, message.payload))
+    now = int(time.time() * 1000)
+    metadata = wire.MessageMetadata(
+        producer_name=producer_name,
+        sequence_id=sequence_ids[0],
+        publish_time=now,
+        num_messages_in_batch=len(messages),
+    )
+    if len(messages) > 1:
+        metadata.highest_sequence_id = sequence_ids[-1]
+    if schema_version is not None:
+        metadata.schema_version = schema_version
+    return metadata, encode_batch(members)

@@ -39,6 +39,7 @@ class LocalTransport(asyncio.Transport):
         self._paused = False
         #: Bytes for the connection that wait while it is not read (its flow control holds it).
         self._held: list[bytes] = []
+        self._release_scheduled = False
         self._loop = asyncio.get_running_loop()
         #: Set while the connection takes bytes; the session waits on it before taking more from
         #: its own client (so the WebSocket client is held back as a TCP peer would be).
@@ -80,7 +81,9 @@ class LocalTransport(asyncio.Transport):
         if not self._paused:
             return
         self._paused = False
-        self._loop.call_soon(self._release)
+        if not self._release_scheduled:
+            self._release_scheduled = True
+            self._loop.call_soon(self._release)
 
     def is_reading(self) -> bool:
         return not self._paused
@@ -96,13 +99,16 @@ class LocalTransport(asyncio.Transport):
 
     # -- the session's side -------------------------------------------------------------------
     def push(self, data: bytes) -> None:
-        """Hand ``data`` (whole frames) to the connection, or keep it until the connection reads again."""
+        """Hand ``data`` (whole frames) to the connection at the end of this loop turn, with
+        whatever else the session sends in it (or once the connection reads again): the
+        connection then reads them as one read off a socket, in one pass (one SEND after another
+        becomes one storage write of many entries, as from a client that pipelines)."""
         if self._closing:
             return
-        if self._paused or self._held:
-            self._held.append(data)
-            return
-        self._feed(memoryview(data))
+        self._held.append(data)
+        if not self._paused and not self._release_scheduled:
+            self._release_scheduled = True
+            self._loop.call_soon(self._release)
 
     def _feed(self, view: memoryview) -> None:
         protocol = self._protocol
@@ -116,8 +122,16 @@ class LocalTransport(asyncio.Transport):
             view = view[n:]
             protocol.buffer_updated(n)
 
+    def flush(self) -> None:
+        """Hand the connection what is pushed now rather than at the end of the turn (the session
+        is closing: what it sent last, its final acks, must arrive before the close)."""
+        if not self._paused and not self._closing:
+            self._release()
+
     def _release(self) -> None:
+        self._release_scheduled = False
         while self._held and not self._paused and not self._closing:
-            self._feed(memoryview(self._held.pop(0)))
+            held, self._held = self._held, []
+            self._feed(memoryview(b"".join(held) if len(held) > 1 else held[0]))
         if not self._paused and not self._closing:
             self.readable.set()

@@ -9,143 +9,93 @@ as ``SchemaInfo`` JSON, or ``schemaVersion``; a STRING schema when none is given
 id (``ledger:entry:partition``) or an error (``errorCode`` 2 and ``errorMsg``), and the schema
 version, once every message is stored (on disk) or refused. A partitioned topic's messages go to
 ``partition`` when given, else round robin over the partitions, as Pulsar's broker sends them.
-The messages are sent by one producer per partition on an in-process session, under the
+The messages are sent by one producer per partition on the session of its owner, under the
 request's credentials, so a role without ``produce`` is refused and deduplication applies.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
-import json
 import logging
-import struct
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from magnetar.broker.schemas.registry import TYPE_NAMES, StoredSchema, parse_version, schema_id, to_wire
+from magnetar.broker.schemas.registry import StoredSchema, parse_version, schema_id, to_wire
 from magnetar.protocol import wire
-from magnetar.websocket.http_session import open_session, refusal, refused, topic_of
+from magnetar.websocket.http_session import refusal, refused, sessions_for, topic_of
 from magnetar.websocket.json_shapes import (
-    OutgoingMessage,
     ProduceRequest,
     message_id_text,
     parse_produce_request,
     produce_answer,
 )
 from magnetar.websocket.local_producer import LocalProducer
-from magnetar.websocket.session import LocalSession, SessionError
+from magnetar.websocket.rest_schemas import MessageEncoder, key_value_schema, parse_schema_info
+from magnetar.websocket.session import SessionError
 
 if TYPE_CHECKING:
+    from magnetar.broker.schemas.compatibility import SchemaData
     from magnetar.broker.service import BrokerService
     from magnetar.protocol.topic_name import TopicName
+    from magnetar.websocket.sessions import Sessions
 
 log = logging.getLogger(__name__)
 
 #: ``errorCode`` of a message that was not stored (Pulsar: 2, "retry with another broker" aside).
 PUBLISH_ERROR = 2
-#: Room beyond ``max_message_size`` for the JSON around a request's messages.
+#: A payload is JSON text: one byte of it takes at most 6 in the body (``\u0001``).
+_JSON_ESCAPE = 6
+#: Room for the rest of a request: the other fields, the schema, more messages.
 _BODY_ROOM = 1024 * 1024
 
 
-class Encoder:
-    """A message's text as the schema's bytes (Pulsar's ``encodeWithSchema``)."""
-
-    _PACKED = {"INT8": ">b", "INT16": ">h", "INT32": ">i", "INT64": ">q", "TIME": ">q", "TIMESTAMP": ">q"}
-    _FLOATS = {"FLOAT": ">f", "DOUBLE": ">d"}
-    TYPES = frozenset({"STRING", "BYTES", "NONE", "JSON", "BOOLEAN", *_PACKED, *_FLOATS})
-
-    def __init__(self, schema_type: str) -> None:
-        if schema_type not in self.TYPES:
-            raise ValueError(
-                f"REST produce does not encode {schema_type} payloads (it does {sorted(self.TYPES)})"
-            )
-        self.type = schema_type
-
-    def encode(self, text: str) -> bytes:
-        """ValueError when ``text`` is not a value of the schema's type."""
-        kind = self.type
-        if kind in ("STRING", "BYTES", "NONE"):
-            return text.encode()
-        if kind == "JSON":
-            return json.dumps(json.loads(text), separators=(",", ":")).encode()
-        if kind == "BOOLEAN":
-            return b"\x01" if text.strip().lower() == "true" else b"\x00"
-        if kind in self._FLOATS:
-            return struct.pack(self._FLOATS[kind], float(text))
-        try:
-            return struct.pack(self._PACKED[kind], int(text))
-        except struct.error as exc:
-            raise ValueError(f"{text!r} is out of range for {kind}: {exc}") from None
+def max_body_size(max_message_size: int) -> int:
+    """The largest request body: one message of ``max_message_size`` however its text is
+    escaped in JSON, and 1 MiB more (aiohttp's own default limit would be 1 MiB in all)."""
+    return _JSON_ESCAPE * max_message_size + _BODY_ROOM
 
 
-def _schema_data(info: dict[str, Any]) -> bytes:
-    """A ``SchemaInfo``'s ``schema``: base64 (Jackson's bytes), or the definition as text or JSON."""
-    value = info.get("schema")
-    if value in (None, ""):
-        return b""
-    if isinstance(value, (dict, list)):
-        return json.dumps(value, separators=(",", ":")).encode()
-    if not isinstance(value, str):
-        raise ValueError("a SchemaInfo's schema must be base64, text or JSON")
-    try:
-        return base64.b64decode(value, validate=True)
-    except ValueError:  # binascii.Error, or not ASCII: the definition itself
-        return value.encode()
-
-
-def request_schema(service: BrokerService, topic: TopicName, request: ProduceRequest) -> wire.Schema:
-    """The schema the request's producer registers (ValueError for one it cannot use)."""
+def request_schema(
+    service: BrokerService, topic: TopicName, request: ProduceRequest
+) -> tuple[wire.Schema, SchemaData]:
+    """The schema the request's producer registers, on the wire and as data (ValueError for one
+    it cannot use, LookupError for a version the topic does not have)."""
     sid = schema_id(topic)
     if request.schema_version is not None:
         stored = service.schemas.get(topic, request.schema_version)
         if stored is None or stored.deleted:
             raise LookupError(f"schema version {request.schema_version} of {sid} not found")
-        return to_wire(sid, stored)
+        return to_wire(sid, stored), stored.schema
+    value = parse_schema_info(request.value_schema or {"type": "STRING"})
+    data = value.schema
     if request.key_schema is not None:
-        raise ValueError("keySchema (KEY_VALUE schemas) is not supported by REST produce here")
-    info = request.value_schema or {"type": "STRING"}
-    kind = str(info["type"]).upper()
-    if kind not in TYPE_NAMES:
-        raise ValueError(f"unknown schema type {info['type']!r}")
-    properties = info.get("properties") or {}
-    if not isinstance(properties, dict):
-        raise ValueError("a SchemaInfo's properties must be an object")
-    stored = StoredSchema(0, kind, _schema_data(info), {str(k): str(v) for k, v in properties.items()})
-    schema = to_wire(sid, stored)
+        data = key_value_schema(parse_schema_info(request.key_schema), value)
+    schema = to_wire(sid, StoredSchema(0, data.type, bytes(data.data), dict(data.properties)))
     schema.SerializeToString()  # ValueError (a property protobuf cannot carry) before it is sent
-    return schema
+    return schema, data
 
 
 def handler(service: BrokerService, domain: str):
     async def produce(request: web.Request) -> web.StreamResponse:
         topic = topic_of(request, domain)
         targets = _targets(service, request, topic)
-        body = await _read_body(request, 2 * service.config.max_message_size + _BODY_ROOM)
+        body = await _read_body(request, max_body_size(service.config.max_message_size))
         try:
             produce_request = parse_produce_request(body)
-            schema = request_schema(service, topic, produce_request)
-            encoder = Encoder(_type_name(schema))
+            schema, data = request_schema(service, topic, produce_request)
+            encoder = MessageEncoder(data)
         except LookupError as exc:
             raise refusal(404, str(exc)) from None
         except ValueError as exc:
             raise refusal(400, str(exc)) from None
+        sessions = sessions_for(service, request, query_token=False)
         try:
-            session = await open_session(service, request, query_token=False)
-        except SessionError as exc:
-            raise refused(exc, "publish") from None
-        try:
-            return await _publish(session, targets, produce_request, schema, encoder)
+            return await _publish(sessions, targets, produce_request, schema, encoder)
         finally:
-            session.close()
+            sessions.close()
 
     return produce
-
-
-def _type_name(schema: wire.Schema) -> str:
-    name = wire.Schema.Type.Name(schema.type)
-    return {"None": "BYTES", "String": "STRING", "Json": "JSON", "Bool": "BOOLEAN"}.get(name, name.upper())
 
 
 def _targets(service: BrokerService, request: web.Request, topic: TopicName) -> list[TopicName]:
@@ -179,57 +129,64 @@ async def _read_body(request: web.Request, limit: int) -> bytes:
 
 
 async def _publish(
-    session: LocalSession,
+    sessions: Sessions,
     targets: list[TopicName],
     request: ProduceRequest,
     schema: wire.Schema,
-    encoder: Encoder,
+    encoder: MessageEncoder,
 ) -> web.Response:
     producers: dict[int, LocalProducer] = {}
     results: list[dict[str, Any]] = [{} for _ in request.messages]
-    sends: list[tuple[int, asyncio.Future[wire.MessageIdData]]] = []
+    sends: list[tuple[int, int, asyncio.Future[wire.MessageIdData]]] = []
     for index, (text, message) in enumerate(request.messages):
         slot = message.partition if message.partition is not None else index % len(targets)
         if len(targets) > 1 and message.partition is not None and slot >= len(targets):
-            results[index] = _error(f"the topic has no partition {slot}")
+            results[index] = _error(f"the topic has no partition {slot}", slot)
             continue
         slot = slot if len(targets) > 1 else 0
+        partition = targets[slot].partition_index
         try:
             producer = producers.get(slot)
             if producer is None:
                 producer = producers[slot] = await LocalProducer.create(
-                    session, targets[slot], request.producer_name, schema
+                    await sessions.for_topic(targets[slot]), targets[slot], request.producer_name, schema
                 )
-            payload = encoder.encode(text)
+            message.payload = encoder.value.encode(text)
         except SessionError as exc:
             if not producers:
-                raise refused(exc, "publish") from None
-            results[index] = _error(str(exc))
+                raise _refused(exc) from None
+            results[index] = _error(str(exc), partition)
             continue
         except ValueError as exc:
-            results[index] = _error(f"the payload is not a {encoder.type} value: {exc}")
+            results[index] = _error(f"the payload is not a {encoder.type} value: {exc}", partition)
             continue
-        message_with_payload = OutgoingMessage(
-            payload,
-            message.properties,
-            message.key,
-            message.event_time,
-            message.sequence_id,
-            message.replication_clusters,
-            message.disable_replication,
-            message.deliver_at,
-            message.deliver_after_ms,
-        )
-        sends.append((index, producer.send(message_with_payload)))
-    for index, future in sends:
+        if message.key is not None:
+            try:
+                message.key, message.key_b64 = encoder.encode_key(message.key)
+            except ValueError as exc:
+                assert encoder.key is not None
+                results[index] = _error(f"the key is not a {encoder.key.type} value: {exc}", partition)
+                continue
+        sends.append((index, partition, producer.send(message)))
+    for index, partition, future in sends:
         try:
             results[index] = {"messageId": message_id_text(await future), "errorCode": 0, "schemaVersion": 0}
         except SessionError as exc:
-            results[index] = _error(str(exc))
+            results[index] = _error(str(exc), partition)
     version = next((p.schema_version for p in producers.values() if p.schema_version is not None), None)
     schema_version = parse_version(version) if version else None
     return web.json_response(produce_answer(results, -1 if schema_version is None else schema_version))
 
 
-def _error(message: str) -> dict[str, Any]:
-    return {"errorCode": PUBLISH_ERROR, "errorMsg": message, "schemaVersion": 0}
+def _refused(exc: SessionError) -> web.HTTPException:
+    """The request refused by the broker: as the WebSocket API answers, but a role without
+    ``produce`` gets 401, as Pulsar's ``TopicsBase.validateProducePermission`` answers it."""
+    if exc.code == wire.AuthorizationError:
+        return refusal(401, f"Unauthorized to produce: {exc}")
+    return refused(exc, "publish")
+
+
+def _error(message: str, partition: int) -> dict[str, Any]:
+    """A message not stored, as Pulsar's ``ProducerAck`` says it: its ``messageId`` is the index
+    of the partition it was for (-1: not partitioned), ``errorCode`` 2 and ``errorMsg`` why."""
+    return {"errorMsg": message, "messageId": str(partition), "errorCode": PUBLISH_ERROR, "schemaVersion": 0}

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from aiohttp import WSMsgType, web
 
 from magnetar.protocol import wire
-from magnetar.websocket.http_session import open_session, partitions_of, refusal, refused, topic_of
+from magnetar.websocket.http_session import partitions_of, refusal, refused, sessions_for, topic_of
 from magnetar.websocket.json_shapes import (
     BadInput,
     WebSocketError,
@@ -31,11 +31,12 @@ from magnetar.websocket.json_shapes import (
     parse_consumer_command,
 )
 from magnetar.websocket.local_consumer import ConsumerOptions, LocalConsumer, earliest, latest
-from magnetar.websocket.session import LocalSession, SessionError
+from magnetar.websocket.session import SessionError
 from magnetar.websocket.ws_common import Outbox, QueryParams, close_with, invalid, upgrade
 
 if TYPE_CHECKING:
     from magnetar.broker.service import BrokerService
+    from magnetar.websocket.sessions import Sessions
 
 log = logging.getLogger(__name__)
 
@@ -103,11 +104,11 @@ def consumer_handler(service: BrokerService, domain: str):
             negative_ack_redelivery_delay_ms=params.integer("negativeAckRedeliveryDelay", 60_000),
             priority_level=params.integer("priorityLevel", 0),
         )
-        session, consumer = await _subscribe(service, request, topic, subscription, options, "subscribe")
+        sessions, consumer = await _subscribe(service, request, topic, subscription, options, "subscribe")
         log.info(
             "%s: WebSocket consumer on %s, subscription %s (%s)", request.remote, topic, subscription, kind
         )
-        return await _serve(request, service, session, consumer, Gate(pull, queue or 1), reader=False)
+        return await _serve(request, service, sessions, consumer, Gate(pull, queue or 1), reader=False)
 
     return consume
 
@@ -134,9 +135,9 @@ def reader_handler(service: BrokerService, domain: str):
             start_message_id=start_id,
         )
         subscription = LocalConsumer.reader_subscription()
-        session, consumer = await _subscribe(service, request, topic, subscription, options, "create reader")
+        sessions, consumer = await _subscribe(service, request, topic, subscription, options, "create reader")
         log.info("%s: WebSocket reader on %s from %s", request.remote, topic, start)
-        return await _serve(request, service, session, consumer, Gate(False, queue or 1), reader=True)
+        return await _serve(request, service, sessions, consumer, Gate(False, queue or 1), reader=True)
 
     return read
 
@@ -148,31 +149,27 @@ async def _subscribe(
     subscription: str,
     options: ConsumerOptions,
     what: str,
-) -> tuple[LocalSession, LocalConsumer]:
-    try:
-        session = await open_session(service, request, query_token=True)
-    except SessionError as exc:
-        raise refused(exc, what) from None
+) -> tuple[Sessions, LocalConsumer]:
     topics = partitions_of(service, topic)
     if options.reader and len(topics) > 1 and options.start_message_id is not None:
         start = options.start_message_id
         if start.ledger_id not in (earliest().ledger_id, latest().ledger_id):
-            session.close()
             raise refusal(
                 400, "Invalid query params: a reader of a partitioned topic starts at earliest or latest"
             )
+    sessions = sessions_for(service, request, query_token=True)
     try:
-        consumer = await LocalConsumer.subscribe(session, topics, subscription, options)
+        consumer = await LocalConsumer.subscribe(sessions, topics, subscription, options)
     except SessionError as exc:
-        session.close()
+        sessions.close()
         raise refused(exc, what) from None
-    return session, consumer
+    return sessions, consumer
 
 
 async def _serve(
     request: web.Request,
     service: BrokerService,
-    session: LocalSession,
+    sessions: Sessions,
     consumer: LocalConsumer,
     gate: Gate,
     reader: bool,
@@ -180,7 +177,7 @@ async def _serve(
     try:
         ws = await upgrade(request, service.config)
     except BaseException:
-        session.close()
+        sessions.close()
         raise
     outbox = Outbox(ws)
     ended: list[str] = []
@@ -211,7 +208,7 @@ async def _serve(
             await sender
         await outbox.close()
         consumer.close()
-        session.close()
+        sessions.close()
     return ws
 
 

@@ -8,7 +8,8 @@ once the broker has the entry on disk, or ``{"result": "send-error:N", "errorMsg
 partitioned topic's messages go to the partition of their key (``hashingScheme``, Java's
 ``JavaStringHash`` by default, as Pulsar's service runs the Java client), else to one partition
 chosen at random (``messageRoutingMode=SinglePartition``, Pulsar's WebSocket default) or to each
-in turn (``RoundRobinPartition``).
+in turn (``RoundRobinPartition``). Messages go one entry each unless ``batchingEnabled=true``
+(``batcher.py``: ``batchingMaxMessages``, ``batchingMaxPublishDelay``).
 """
 
 from __future__ import annotations
@@ -17,13 +18,14 @@ import asyncio
 import functools
 import logging
 import random
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from aiohttp import WSMsgType, web
 
 from magnetar.protocol.compression import CompressionType
 from magnetar.protocol.key_hash import HashingScheme, key_partition
-from magnetar.websocket.http_session import open_session, partitions_of, refused, topic_of
+from magnetar.websocket.batcher import DEFAULT_MAX_DELAY_MS, DEFAULT_MAX_MESSAGES, Batcher
+from magnetar.websocket.http_session import partitions_of, refused, sessions_for, topic_of
 from magnetar.websocket.json_shapes import (
     BadInput,
     OutgoingMessage,
@@ -78,14 +80,14 @@ def handler(service: BrokerService, domain: str):
         hashing = HashingScheme[params.choice("hashingScheme", _HASHING, "JavaStringHash")]
         compression = CompressionType[params.choice("compressionType", _COMPRESSION, "NONE")]
         max_pending = params.integer("maxPendingMessages", 1000, minimum=1)
-        try:
-            session = await open_session(service, request, query_token=True)
-        except SessionError as exc:
-            raise refused(exc, "create producer") from None
+        batching = params.boolean("batchingEnabled")
+        batch_messages = params.integer("batchingMaxMessages", DEFAULT_MAX_MESSAGES, minimum=1)
+        batch_delay_ms = params.integer("batchingMaxPublishDelay", DEFAULT_MAX_DELAY_MS)
+        sessions = sessions_for(service, request, query_token=True)
         try:
             producers = [
                 await LocalProducer.create(
-                    session,
+                    await sessions.for_topic(partition),
                     partition,
                     name,
                     initial_sequence_id=None if initial < 0 else initial,
@@ -94,20 +96,31 @@ def handler(service: BrokerService, domain: str):
                 for partition in partitions_of(service, topic)
             ]
         except SessionError as exc:
-            session.close()
+            sessions.close()
             raise refused(exc, "create producer") from None
         log.info("%s: WebSocket producer %s on %s", request.remote, producers[0].name, topic)
         try:
             ws = await upgrade(request, service.config)
-            await _serve(ws, Router(producers, routing, hashing), session, max_pending)
+            senders: dict[LocalProducer, Sender] = {
+                p: Batcher(p, batch_messages, batch_delay_ms / 1000) if batching else p for p in producers
+            }
+            await _serve(ws, Router(producers, routing, hashing), senders, max_pending)
         finally:
-            session.close()
+            sessions.close()
         return ws
 
     return produce
 
 
-async def _serve(ws: web.WebSocketResponse, router: Router, session, max_pending: int) -> None:
+class Sender(Protocol):
+    """Where a partition's messages go: its producer, or the batcher in front of it."""
+
+    def send(self, message: OutgoingMessage) -> asyncio.Future[wire.MessageIdData]: ...
+
+
+async def _serve(
+    ws: web.WebSocketResponse, router: Router, senders: dict[LocalProducer, Sender], max_pending: int
+) -> None:
     outbox = Outbox(ws)
     pending = 0
     closing: list[asyncio.Task[None]] = []
@@ -147,7 +160,7 @@ async def _serve(ws: web.WebSocketResponse, router: Router, session, max_pending
                 reason = producer.closed_reason
                 outbox.put(producer_error(WebSocketError.UnknownError, reason, message.context))
                 continue
-            future = producer.send(message)
+            future = senders[producer].send(message)
             pending += 1
             future.add_done_callback(functools.partial(answered, message.context))
             # Flow control: not read while the broker does not read this session (its holds) or
@@ -155,13 +168,22 @@ async def _serve(ws: web.WebSocketResponse, router: Router, session, max_pending
             while pending >= max_pending:
                 room.clear()
                 await room.wait()
-            await session.writable()
+            await producer.session.writable()
     finally:
+        for sender in senders.values():  # what is gathered is sent, as a closing Java producer does
+            if isinstance(sender, Batcher):
+                sender.flush()
+        for producer in router.producers:  # the session ends next: nothing more to tell the client
+            producer.on_gone = _ignore
         if closing:
             await closing[0]
         elif not ws.closed:
             await outbox.drain()
         await outbox.close()
+
+
+def _ignore(reason: str) -> None:
+    pass
 
 
 async def _close_after(outbox: Outbox, ws: web.WebSocketResponse, reason: str) -> None:

@@ -9,9 +9,11 @@ from typing import TYPE_CHECKING
 
 from magnetar.broker import descriptors, loop_pass
 from magnetar.broker.entries import DispatchEntry
+from magnetar.broker.errors import ServiceNotReady
 from magnetar.broker.offload_failures import OFFLOAD_READ_FAILURES, OFFLOAD_RETRY_S
 from magnetar.protocol import wire
 from magnetar.storage.errors import OffloadedReadError, OffloadedReadPending
+from magnetar.storage.owner_ref import OwnerRef
 from magnetar.storage.position import Position
 
 if TYPE_CHECKING:
@@ -37,8 +39,13 @@ class Dispatcher(ABC):
     #: their virtual cursors (each subclass makes its own).
     consumers: Collection[Consumer]
 
+    @property
+    def subscription(self) -> CursorSubscription[Consumer]:
+        return self._subscription()
+
     def __init__(self, subscription: CursorSubscription[Consumer], max_read_batch: int = 100) -> None:
-        self.subscription = subscription
+        #: Held weakly: the subscription owns its dispatcher (storage/owner_ref.py).
+        self._subscription = OwnerRef(subscription, "subscription", subscription.name, ServiceNotReady)
         self.cursor = subscription.cursor
         self.max_read_batch = max_read_batch
         #: How often each position was redelivered on request (nack, ack timeout).

@@ -32,6 +32,7 @@ one read from the entry cache or the files, then the same entries are written to
 
 from __future__ import annotations
 
+import asyncio
 from collections import deque
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
@@ -45,9 +46,12 @@ from magnetar.broker.dispatchers.broadcast_saved import SavedVirtualCursors
 from magnetar.broker.dispatchers.broadcast_send import OutgoingEntry
 from magnetar.broker.dispatchers.position_floor import PositionFloor
 from magnetar.broker.dispatchers.virtual_cursor import VirtualCursor
+from magnetar.broker.errors import ServiceNotReady
+from magnetar.broker.offload_failures import OFFLOAD_RETRY_S
 from magnetar.protocol import wire
 from magnetar.protocol.hot_frames import partition_field
-from magnetar.storage.errors import EntryNotFoundError
+from magnetar.storage.errors import EntryNotFoundError, OffloadedReadError, OffloadedReadPending
+from magnetar.storage.owner_ref import WeakCall
 from magnetar.storage.position import Position
 
 if TYPE_CHECKING:
@@ -90,7 +94,10 @@ class BroadcastDispatcher(Dispatcher):
         self.reconnect_grace = subscription.topic.config.broadcast_reconnect_grace_seconds
         #: Virtual cursors kept for consumers whose connection was lost; their mark-delete
         #: positions stay in ``_floor`` meanwhile.
-        self._detached = DetachedVirtualCursors(self.reconnect_grace, self._given_up)
+        self._detached = DetachedVirtualCursors(
+            self.reconnect_grace,
+            WeakCall(self._given_up, "subscription", subscription.name, ServiceNotReady),
+        )
         #: Where virtual cursors are kept durable (not for a non-durable subscription, nor without
         #: a grace period: one is then given up as soon as its connection is lost).
         self._saved: SavedVirtualCursors | None = None
@@ -118,6 +125,8 @@ class BroadcastDispatcher(Dispatcher):
         vc = self._detached.take(consumer.name)
         if vc is None:  # else back within the grace period: its virtual cursor, already in the floor
             start = self.cursor.mark_delete_position
+            if consumer.joins_at_tail:  # only what is stored from now on (an MQTT subscriber's)
+                start = max(start, self.ml.last_confirmed)
             vc = VirtualCursor(start, self.ml.next_position(start))
             self._floor.add(start)
         self.consumers[consumer] = vc
@@ -366,12 +375,21 @@ class BroadcastDispatcher(Dispatcher):
             else:
                 groups[vc.read_position] = [(consumer, vc)]
         messages = size = 0
+        failed: OffloadedReadError | None = None
         for consumer, vc in replays:
-            sent = self._send_replay(consumer, vc)
+            try:
+                sent = self._send_replay(consumer, vc)
+            except (OffloadedReadPending, OffloadedReadError) as exc:
+                failed = self._await_offloaded([consumer], exc) or failed
+                continue
             messages += sent[0]
             size += sent[1]
         for position, members in groups.items():
-            sent = self._send_group(position, members)
+            try:
+                sent = self._send_group(position, members)
+            except (OffloadedReadPending, OffloadedReadError) as exc:
+                failed = self._await_offloaded([consumer for consumer, _ in members], exc) or failed
+                continue
             messages += sent[0]
             size += sent[1]
         if messages:
@@ -379,7 +397,19 @@ class BroadcastDispatcher(Dispatcher):
                 traffic.messages_out += messages
                 traffic.bytes_out += size
         self._reads.window.evict_below(self._read_floor.lowest())
+        if failed is not None:
+            raise failed  # said and tried again by the base (the consumers: ``_await_offloaded``)
         return bool(queue)
+
+    def _await_offloaded(self, consumers: list[Consumer], exc: Exception) -> OffloadedReadError | None:
+        """Consumers whose entries are offloaded and being fetched wait with those at the tail: the
+        topic wakes its dispatchers once the bytes are there. Where the store fails, they are woken
+        again after ``OFFLOAD_RETRY_S``; the error is returned (to be said once per round)."""
+        self._at_tail.update(dict.fromkeys(c for c in consumers if c in self.consumers))
+        if isinstance(exc, OffloadedReadError):
+            asyncio.get_running_loop().call_later(OFFLOAD_RETRY_S, self.on_new_entries)
+            return exc
+        return None
 
     def _send_group(
         self, position: Position, members: list[tuple[Consumer, VirtualCursor]]
@@ -484,9 +514,14 @@ class BroadcastDispatcher(Dispatcher):
             if vc.is_acked(position) or settled(position):
                 continue
             try:
-                item = recent(self.ml.read_entry(position))
+                item = recent(self.ml.read_entry(position, wait=False))
             except EntryNotFoundError:
                 continue  # trimmed by retention since
+            except (OffloadedReadPending, OffloadedReadError):
+                queue.add(position)  # offloaded: sent once it is fetched
+                if entries:
+                    break
+                raise
             entries.append(OutgoingEntry(item, self.partition_field))
             left -= item.num_messages
         if not len(queue):

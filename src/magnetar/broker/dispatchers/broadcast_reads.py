@@ -12,7 +12,9 @@ from typing import TYPE_CHECKING
 from magnetar.broker.dispatchers.base import MAX_READ_BYTES
 from magnetar.broker.dispatchers.entry_window import EntryWindow
 from magnetar.broker.entries import DispatchEntry
+from magnetar.broker.errors import ServiceNotReady
 from magnetar.storage.errors import OffloadedReadPending
+from magnetar.storage.owner_ref import OwnerRef
 from magnetar.storage.position import Position
 
 if TYPE_CHECKING:
@@ -30,8 +32,13 @@ def after(position: Position) -> Position:
 
 
 class SharedReads:
+    @property
+    def subscription(self) -> CursorSubscription[Consumer]:
+        return self._subscription()
+
     def __init__(self, subscription: CursorSubscription[Consumer], max_read_batch: int) -> None:
-        self.subscription = subscription
+        #: Held weakly: the subscription owns its dispatcher (storage/owner_ref.py).
+        self._subscription = OwnerRef(subscription, "subscription", subscription.name, ServiceNotReady)
         self.ml = subscription.topic.ml
         self.max_read_batch = max_read_batch
         self.window = EntryWindow(WINDOW_ENTRIES, WINDOW_BYTES)

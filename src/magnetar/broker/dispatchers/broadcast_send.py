@@ -41,9 +41,13 @@ def send(consumer: Consumer, vc: VirtualCursor, outgoing: list[OutgoingEntry]) -
     """Write ``outgoing`` to ``consumer``, charge its permits, hold the entries as awaiting its
     ack, and count its traffic; the messages and bytes sent (the caller counts them for the
     subscription and topic once per round)."""
+    pending = consumer.pending_acks
+    if not consumer.takes_frames:  # another protocol's consumer (MQTT) writes the entries its own way
+        for item in outgoing:
+            pending[item.position] = item.num_messages
+        return consumer.send_own_way([item.entry for item in outgoing])
     id_field = consumer.id_field
     with_meta = consumer.wants_entry_metadata
-    pending = consumer.pending_acks
     frames: list[bytes | memoryview] = []
     messages = size = 0
     plain = vc.redelivered is None and vc.partial_batches is None

@@ -47,13 +47,17 @@ class ReplayQueue:
         return taken
 
     def take(
-        self, n: int, waits: Callable[[Route, set[str | int]], bool]
+        self,
+        n: int,
+        waits: Callable[[Route, set[str | int]], bool],
+        routes_taken: dict[Position, Route] | None = None,
     ) -> tuple[list[Position], set[str | int], bool]:
         """Pop up to ``n`` positions in order, passing over those whose route ``waits`` (given the
         tags of the positions passed over before it, which it must not overtake).
 
         Returns the positions taken, the tags of those passed over, and whether every position
-        was looked at (False: ``n`` were taken before the end).
+        was looked at (False: ``n`` were taken before the end). The routes of the positions taken
+        go to ``routes_taken`` (to ``add`` them back if they cannot be read now).
         """
         routes = self._routes
         order = self._sorted
@@ -75,7 +79,9 @@ class ReplayQueue:
         self._members.difference_update(taken)
         if routes:
             for position in taken:
-                routes.pop(position, None)
+                route = routes.pop(position, None)
+                if route is not None and routes_taken is not None:
+                    routes_taken[position] = route
         return taken, held, exhausted
 
     def discard_up_to(self, position: Position) -> None:

@@ -21,6 +21,7 @@ from magnetar.broker.dispatchers.replay_queue import ReplayQueue
 from magnetar.broker.dispatchers.routes import NO_ROUTE, ChunkOwners, Route
 from magnetar.broker.entries import DispatchEntry
 from magnetar.protocol.chunks import chunk_ref
+from magnetar.storage.errors import OffloadedReadError, OffloadedReadPending
 from magnetar.storage.position import Position
 
 if TYPE_CHECKING:
@@ -199,17 +200,38 @@ class SharedDispatcher(Dispatcher):
         held: set[str | int] = set()
         looked_at_all = True
         if self.replay:
+            routes: dict[Position, Route] = {}
             positions, held, looked_at_all = self.replay.take(
-                batch, lambda route, held: self._behind(route, held) or self._blocked(route, budget)
+                batch, lambda route, held: self._behind(route, held) or self._blocked(route, budget), routes
             )
-            entries = self._read_positions(positions)
+            entries = self._read_positions(positions, routes)
+            if len(entries) < len(positions) and self.replay:
+                looked_at_all = False  # some went back (offloaded, being fetched): they go first
         if looked_at_all and len(entries) < batch and len(self.replay) < MAX_HELD_BACK:
             entries += self.read_from_cursor(batch - len(entries))
         return entries, held
 
-    def _read_positions(self, positions: list[Position]) -> list[DispatchEntry]:
+    def _read_positions(
+        self, positions: list[Position], routes: dict[Position, Route]
+    ) -> list[DispatchEntry]:
+        """The entries to send again, read without waiting: from the first one offloaded and being
+        fetched (or whose store fails), the positions go back to the replay queue with their
+        routes, and what was read before goes out; with nothing read, the error ends the round
+        (the topic wakes its dispatchers once the bytes are there: docs/tiered-storage.md)."""
         ml, cursor, recent = self.subscription.topic.ml, self.cursor, self.subscription.topic.recent_entries
-        return [recent.entry(ml.read_entry(p)) for p in positions if not cursor.is_acked(p)]
+        out: list[DispatchEntry] = []
+        for n, position in enumerate(positions):
+            if cursor.is_acked(position):
+                continue
+            try:
+                out.append(recent.entry(ml.read_entry(position, wait=False)))
+            except (OffloadedReadPending, OffloadedReadError):
+                for later in positions[n:]:
+                    self.replay.add(later, routes.get(later))
+                if out:
+                    return out
+                raise
+        return out
 
     def _hold_delayed(self, entries: list[DispatchEntry]) -> list[DispatchEntry]:
         """Park entries whose delivery time has not come; the rest go out now."""

@@ -5,17 +5,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from magnetar.broker import authorization
+from magnetar.broker import authorization, offloaded_reads
 from magnetar.broker.consumer import Consumer
 from magnetar.broker.errors import REQUEST_ERRORS, BrokerError, NotAllowed, as_broker_error
 from magnetar.broker.handlers.access import authorize_name, check_served, opened_first, topic_name
 from magnetar.broker.names import check_name
+from magnetar.broker.offloaded_reads import PatientReader
 from magnetar.broker.subscription import PersistentSubscription
 from magnetar.broker.topic import PersistentTopic
 from magnetar.protocol import Frame, ProtocolError, wire
 from magnetar.protocol.commands import wrap
 from magnetar.protocol.message_id import to_u64
 from magnetar.protocol.topic_name import InvalidTopicName, TopicName
+from magnetar.storage.position import Position
 
 if TYPE_CHECKING:
     from magnetar.broker.handlers.cnx import HandlerCnx
@@ -167,13 +169,38 @@ def handle_get_last_message_id(cnx: HandlerCnx, frame: Frame) -> None:
     if not isinstance(topic, PersistentTopic) or cursor is None:
         cnx.send_error(cmd.request_id, NotAllowed("non-persistent topics keep no last message id"))
         return
-    position, batch_index = topic.last_message_position(consumer.read_compacted)
+    reader = PatientReader(topic.ml)
+    read_compacted = consumer.read_compacted
+    offloaded_reads.answer(
+        topic.ml,
+        lambda: topic.last_message_position(read_compacted, reader),
+        f"the last message id of {topic.name}",
+        lambda found, error: _last_message_id(cnx, consumer, cmd.request_id, found, error),
+    )
+
+
+def _last_message_id(
+    cnx: HandlerCnx,
+    consumer: Consumer,
+    request_id: int,
+    found: tuple[Position, int] | None,
+    error: BaseException | None,
+) -> None:
+    """Answer GET_LAST_MESSAGE_ID (at once, or once an offloaded last entry is read)."""
+    if cnx.closed:
+        return
+    if found is None:
+        cnx.send_error(request_id, _request_error(error, "reading the last message id"))
+        return
+    topic, cursor = consumer.subscription.topic, consumer.subscription.cursor
+    assert isinstance(topic, PersistentTopic) and cursor is not None
+    position, batch_index = found
     last = wire.MessageIdData(ledger_id=to_u64(position.ledger_id), entry_id=to_u64(position.entry_id))
     if batch_index >= 0:
         last.batch_index = batch_index
     if topic.partition_index >= 0:
         last.partition = topic.partition_index
-    reply = wire.CommandGetLastMessageIdResponse(request_id=cmd.request_id, last_message_id=last)
+    reply = wire.CommandGetLastMessageIdResponse(request_id=request_id, last_message_id=last)
     mark = cursor.mark_delete_position
     reply.consumer_mark_delete_position.CopyFrom(
         wire.MessageIdData(ledger_id=to_u64(mark.ledger_id), entry_id=to_u64(mark.entry_id))
@@ -202,14 +229,53 @@ def handle_seek(cnx: HandlerCnx, frame: Frame) -> None:
             if compacted is not None:
                 position, exactly = compacted.time_position(cmd.message_publish_time)
             else:
-                position = topic.find_position_by_time(cmd.message_publish_time)
+                # A search by time reads entries: offloaded ones are fetched without blocking the loop.
+                reader, stamp = PatientReader(topic.ml), cmd.message_publish_time
+                offloaded_reads.answer(
+                    topic.ml,
+                    lambda: topic.find_position_by_time(stamp, reader),
+                    f"seeking {topic.name} by time",
+                    lambda found, error: _seek_to(cnx, consumer, cmd.request_id, found, error),
+                )
+                return
         else:
             raise BrokerError("seek needs a message id or a publish time", wire.NotAllowedError)
-        subscription.reset_cursor(position, exactly)
     except BrokerError as exc:
         cnx.send_error(cmd.request_id, exc)
         return
-    cnx.send_command(wrap(wire.CommandSuccess(request_id=cmd.request_id)))
+    _seek_to(cnx, consumer, cmd.request_id, position, None, exactly)
+
+
+def _seek_to(
+    cnx: HandlerCnx,
+    consumer: Consumer,
+    request_id: int,
+    position: Position | None,
+    error: BaseException | None,
+    exactly: bool = False,
+) -> None:
+    """Reset the consumer's subscription to ``position`` (``exactly``: as ``reset_cursor``) and
+    answer the SEEK (or its error)."""
+    if cnx.closed:
+        return
+    if position is None:
+        cnx.send_error(request_id, _request_error(error, "seeking by time"))
+        return
+    if consumer.closed:  # closed while an offloaded entry was fetched: the seek is void
+        closed = BrokerError("the consumer was closed during the seek", wire.ConsumerNotFound)
+        cnx.send_error(request_id, closed)
+        return
+    subscription = consumer.subscription
+    assert isinstance(subscription, PersistentSubscription)
+    subscription.reset_cursor(position, exactly)
+    cnx.send_command(wrap(wire.CommandSuccess(request_id=request_id)))
+
+
+def _request_error(error: BaseException | None, what: str) -> BrokerError:
+    """A failed answer's error as the client gets it (storage's: PersistenceError, said once)."""
+    if isinstance(error, Exception) and isinstance(error, REQUEST_ERRORS):
+        return as_broker_error(error, what)
+    return BrokerError(f"{what} failed: {error}")
 
 
 def handle_consumer_stats(cnx: HandlerCnx, frame: Frame) -> None:

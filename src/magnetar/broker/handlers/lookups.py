@@ -20,7 +20,7 @@ from magnetar.broker.handlers.access import (
 from magnetar.broker.request_errors import error_reply
 from magnetar.protocol import Frame, wire
 from magnetar.protocol.commands import wrap
-from magnetar.protocol.topic_name import topics_hash
+from magnetar.protocol.topic_name import filter_topics, topics_hash
 
 if TYPE_CHECKING:
     from magnetar.broker.handlers.cnx import HandlerCnx
@@ -65,16 +65,25 @@ def handle_lookup(cnx: HandlerCnx, frame: Frame) -> None:
 
 
 def handle_get_topics_of_namespace(cnx: HandlerCnx, frame: Frame) -> None:
-    """Listed on the listing thread (``BrokerService.listing_topics``), answered on the loop."""
+    """Listed on the listing thread (``BrokerService.listing_topics``), answered on the loop. A
+    regex subscription's ``topics_pattern`` is evaluated there too (Pulsar's
+    enableBrokerSideSubscriptionPatternEvaluation): the answer has the matching topics only."""
     cmd = frame.command.get_topics_of_namespace
     request_id = cmd.request_id
     known_hash = cmd.topics_hash if cmd.HasField("topics_hash") else None
+    config = cnx.service.config
+    evaluated = (
+        cmd.HasField("topics_pattern")
+        and config.enable_broker_side_subscription_pattern_evaluation
+        and len(cmd.topics_pattern) <= config.subscription_pattern_max_length
+    )
+    pattern = cmd.topics_pattern if evaluated else None
     try:
         authz = cnx.service.authorization
         if authz is not None and not authz.can_list_topics(cmd.namespace, cnx.auth.role):
             refuse_unauthorized(cnx, "get_topics", "Get Topics Of Namespace", cmd.namespace)
         listing = cnx.service.listing_topics(
-            cmd.namespace, cmd.mode, partial(_topics_reply, request_id, known_hash)
+            cmd.namespace, cmd.mode, partial(topics_reply, request_id, known_hash, pattern)
         )
     except BrokerError as exc:
         cnx.send_error(request_id, exc)
@@ -82,13 +91,18 @@ def handle_get_topics_of_namespace(cnx: HandlerCnx, frame: Frame) -> None:
     listing.add_done_callback(partial(_listed, cnx, request_id))
 
 
-def _topics_reply(
-    request_id: int, known_hash: str | None, topics: list[str]
+def topics_reply(
+    request_id: int, known_hash: str | None, pattern: str | None, topics: list[str]
 ) -> wire.CommandGetTopicsOfNamespaceResponse:
-    """The answer, with Pulsar's topic-list hash: a client that has it already gets no list."""
+    """The answer, the topics ``pattern`` matches (``filtered``) when there is one this broker
+    can evaluate, with Pulsar's topic-list hash of what it lists: a client that has that hash
+    already gets no list (``changed`` false)."""
+    matching = filter_topics(topics, pattern) if pattern is not None else None
+    if matching is not None:
+        topics = matching
     digest = topics_hash(topics)
     reply = wire.CommandGetTopicsOfNamespaceResponse(
-        request_id=request_id, filtered=False, topics_hash=digest
+        request_id=request_id, filtered=matching is not None, topics_hash=digest
     )
     if known_hash == digest:
         reply.changed = False

@@ -4,6 +4,7 @@ producer the broker closes (CLOSE_PRODUCER to the client). Their sends: ``publis
 from __future__ import annotations
 
 import itertools
+from functools import partial
 from typing import TYPE_CHECKING
 
 from magnetar.broker import authorization
@@ -56,7 +57,7 @@ def _add_producer(cnx: HandlerCnx, cmd: wire.CommandProducer) -> tuple[Producer,
     name = cmd.producer_name or f"{service.broker_name}-{next(_producer_names)}"
     producer = Producer(cnx, topic, cmd.producer_id, name, user_named, cmd.producer_access_mode)
     producer.schema_version = schema_version
-    producer.on_ready = lambda: _producer_success(cnx, cmd.request_id, producer, ready=True)
+    producer.on_ready = partial(_producer_success, cnx, cmd.request_id)
     return producer, topic.add_producer(producer)
 
 

@@ -79,6 +79,8 @@ def handle_send(cnx: HandlerCnx, frame: Frame) -> None:
     except Exception as exc:
         if descriptors.is_exhaustion(exc):  # the ledger's closed files could not reopen
             descriptors.EXHAUSTION.refused("write", f"{producer.topic.name}: {exc}")
+        elif isinstance(exc, OSError):  # its closed files could not reopen (one gone ...): no bug
+            log.error("%s: storing a message failed: %s", producer.topic.name, exc)
         elif not isinstance(exc, REQUEST_ERRORS):  # else storage refused the write (a full disk ...)
             log.exception("%s: storing a message failed", producer.topic.name)
         cnx.send_done(size)

@@ -17,14 +17,17 @@ Pulsar command the broker sends them (CLOSE_CONSUMER ...) is taken as the event 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import secrets
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
 from magnetar.broker import loop_pass
-from magnetar.broker.mqtt import inbound, outbound, subscriptions
+from magnetar.broker.auth_session import AuthSession
+from magnetar.broker.mqtt import access, floods, inbound, outbound, subscriptions, will
 from magnetar.broker.mqtt.inbound import TOPIC_ALIAS_MAXIMUM
+from magnetar.broker.mqtt.packet_room import PacketRoom
 from magnetar.broker.mqtt.session import NEVER, MqttSession
 from magnetar.broker.names import MAX_NAME_LENGTH
 from magnetar.protocol import wire
@@ -48,15 +51,20 @@ from magnetar.protocol.mqtt import (
     PubRec,
     PubRel,
     ReasonCode,
+    SubAck,
     Subscribe,
+    UnsubAck,
     Unsubscribe,
     UnsupportedProtocolVersion,
+    Will,
     encode,
 )
 from magnetar.protocol.mqtt.codes import ALLOWED_REASONS, PacketType
+from magnetar.protocol.mqtt.properties import NONE
 
 if TYPE_CHECKING:
     from magnetar.broker.consumer import Consumer
+    from magnetar.broker.limits import LimitReached
     from magnetar.broker.mqtt.outbound import MqttConsumer
     from magnetar.broker.mqtt.server import MqttServer
     from magnetar.broker.producer import Producer
@@ -67,14 +75,20 @@ R = ReasonCode
 #: The largest packet before CONNECT: a CONNECT holds at most a will, a user name and a password
 #: of 64 KiB each; nobody unknown makes the broker buffer more.
 MAX_PACKET_BEFORE_CONNECT = 256 * 1024
-#: Room for a PUBLISH's topic and properties beside a payload of max_message_size.
-PUBLISH_OVERHEAD = 64 * 1024
 #: A connection that has not sent CONNECT within this many seconds is closed.
 CONNECT_TIMEOUT_S = 10.0
 #: QoS 1 and 2 messages in flight to a 3.1.1 client (5.0 clients say theirs: Receive Maximum).
 INFLIGHT_3_1_1 = 100
 #: At most this many to a 5.0 client whatever its Receive Maximum.
 MAX_INFLIGHT = 1000
+
+
+#: The packets that carry a Reason String or User Properties only if the client asks for them.
+_PROBLEM_INFORMATION = (PubAck, PubRec, PubRel, PubComp, SubAck, UnsubAck, Auth)
+
+
+def _without_problem_information(properties: Properties) -> Properties:
+    return properties.replace(reason_string=None, user_properties=())
 
 
 class MqttConnection(asyncio.Protocol):
@@ -86,6 +100,15 @@ class MqttConnection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.remote = "?"
         self.closed = False
+        #: What the TLS handshake and the CONNECT's credentials proved (``access.py``).
+        self.auth = AuthSession()
+        #: The client's address; counted against the connection limits (``floods.py``), or the
+        #: limit it is past (its CONNECT is then refused).
+        self.address = "?"
+        self.counted_address: str | None = None
+        self.over_limit: LimitReached | None = None
+        #: Memory set aside for a large packet being received (``packet_room.py``).
+        self.room = PacketRoom(self)
         self.writable = True
         #: Set once CONNECT is accepted.
         self.session: MqttSession | None = None
@@ -98,14 +121,22 @@ class MqttConnection(asyncio.Protocol):
         #: The client's own limits (5.0 CONNECT properties).
         self.client_max_packet = 0
         self.receive_maximum = INFLIGHT_3_1_1
+        #: Topic Aliases the client takes from the broker (5.0: its Topic Alias Maximum).
+        self.client_alias_maximum = 0
+        #: The client asked for no Reason String or User Property on acknowledgements (3.1.2.11.7).
+        self.no_problem_information = False
+        #: QoS 1 and 2 PUBLISHes received and not yet answered with PUBACK or PUBCOMP, as
+        #: (qos, packet identifier): at most the Receive Maximum announced (5.0, 3.3.4).
+        self.unanswered: set[tuple[int, int]] = set()
+        self.server_receive_maximum = 65535
         #: A packet waiting for something off the loop; those behind it wait too.
         self._waiting: asyncio.Future[Any] | None = None
         #: Stores in flight (sends awaiting their durable receipt), for flow control.
         self.pending_stores = 0
         self._held = False
-        #: Topic -> this connection's producer on it, consumer on it (one per topic).
+        #: Topic -> this connection's producer on it; (topic, subscription) -> its consumer there.
         self.producers_by_topic: dict[str, Producer] = {}
-        self.consumers_by_topic: dict[str, MqttConsumer] = {}
+        self.consumers_by_key: dict[tuple[str, str], MqttConsumer] = {}
         #: Producer and consumer ids, as their topics know them (``producers`` and ``consumers``).
         self.producers: dict[int, Producer] = {}
         self.consumers: dict[int, Consumer] = {}
@@ -119,6 +150,8 @@ class MqttConnection(asyncio.Protocol):
         self._passes: loop_pass.PassScheduler | None = None
         #: Set by a DISCONNECT from the client: its connection ends normally.
         self.disconnected = False
+        #: The CONNECT's Last Will, until a DISCONNECT discards it (``will.py``).
+        self.will: Will | None = None
 
     # -- TransportCnx, as this connection's consumers and producers see it --------------------
     @property
@@ -146,7 +179,7 @@ class MqttConnection(asyncio.Protocol):
             subscriptions.forget_consumer(self, consumer)
 
     def send_active_consumer_change(self, consumer_id: int, is_active: bool) -> None:
-        """Failover only; MQTT consumers are Exclusive."""
+        """Failover only; no MQTT consumer is on a Failover subscription."""
 
     def close_producer_by_broker(self, producer_id: int, producer: object) -> None:
         """The broker closed a producer (fencing, a full disk): the next PUBLISH makes a new one."""
@@ -166,6 +199,10 @@ class MqttConnection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         if peer:
             self.remote = f"{peer[0]}:{peer[1]}"
+            self.address = str(peer[0])
+        self.over_limit = floods.admit_connection(self, self.address)
+        if transport.get_extra_info("sslcontext") is not None:  # mqtts_port
+            self.auth.over_tls(transport.get_extra_info("peercert") or None)
         self._since = self.last_heard = asyncio.get_running_loop().time()
         self.server.connections.add(self)
         self._keepalive_slot = self.server.keepalive.add(self)
@@ -183,6 +220,8 @@ class MqttConnection(asyncio.Protocol):
                 self.refuse(exc)
                 return
             if packet is None:
+                if not self.room.update():  # a large packet begun: it waits for room
+                    self._pause_reading()
                 return
             try:
                 self._handle(packet)
@@ -192,6 +231,8 @@ class MqttConnection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        floods.release(self)
+        self.room.release()
         if self._keepalive_slot is not None:
             self.server.keepalive.remove(self, self._keepalive_slot)
             self._keepalive_slot = None
@@ -205,7 +246,9 @@ class MqttConnection(asyncio.Protocol):
         self.producers.clear()
         self.producers_by_topic.clear()
         if self.session is not None:
-            self.server.connection_ended(self.session, self)
+            if self.will is not None:
+                will.connection_closed(self.server, self.session, self, self.will)
+            self.server.sessions.connection_ended(self.session, self)
 
     def pause_writing(self) -> None:
         self.writable = False
@@ -270,12 +313,61 @@ class MqttConnection(asyncio.Protocol):
 
     def _may_read(self) -> bool:
         """Nothing waits off the loop and flow control holds nothing back."""
-        return self._waiting is None and not self._held
+        return self._waiting is None and not self._held and not self.room.waiting
+
+    def hold_for_room(self) -> None:
+        """A large packet waits for memory (``packet_room.py``): the socket is not read."""
+        self._pause_reading()
+
+    def room_granted(self) -> None:
+        self._resume()
 
     # -- output --------------------------------------------------------------------------------
     def send(self, packet: Packet) -> None:
-        """Write ``packet`` with the others of this event-loop pass."""
-        self.send_bytes(encode(packet, self.version or MQTT_3_1_1))
+        """Write ``packet`` with the others of this event-loop pass: without its Reason String and
+        User Properties where the client asked for none (Request Problem Information 0) or where
+        they would take it past the client's Maximum Packet Size (3.1.2.11.4)."""
+        if (
+            self.no_problem_information
+            and isinstance(packet, _PROBLEM_INFORMATION)
+            and packet.properties is not NONE
+        ):
+            packet = dataclasses.replace(packet, properties=_without_problem_information(packet.properties))
+        data = encode(packet, self.version or MQTT_3_1_1)
+        if self.client_max_packet and len(data) > self.client_max_packet:
+            properties = getattr(packet, "properties", NONE)
+            if isinstance(packet, Publish) or properties is NONE:
+                log.info(
+                    "%s: a %s over the client's Maximum Packet Size is not sent",
+                    self.remote,
+                    packet.type.name,
+                )
+                return
+            trimmed = _without_problem_information(properties)
+            packet = dataclasses.replace(packet, properties=trimmed)  # type: ignore[arg-type]  # it has properties
+            data = encode(packet, self.version)
+            if len(data) > self.client_max_packet:
+                log.info(
+                    "%s: a %s over the client's Maximum Packet Size is not sent",
+                    self.remote,
+                    packet.type.name,
+                )
+                return
+        self.send_bytes(data)
+
+    def received_unanswered(self, qos: int, packet_id: int) -> None:
+        """A QoS 1 or 2 PUBLISH came: a 5.0 client past the Receive Maximum announced to it is
+        disconnected (0x93, 3.3.4)."""
+        self.unanswered.add((qos, packet_id))
+        if self.version == MQTT_5 and len(self.unanswered) > self.server_receive_maximum:
+            raise MqttError(
+                R.RECEIVE_MAXIMUM_EXCEEDED,
+                f"more than {self.server_receive_maximum} QoS 1 and 2 messages unacknowledged",
+            )
+
+    def answered(self, qos: int, packet_id: int) -> None:
+        """PUBACK (QoS 1) or PUBCOMP, or a refusing PUBREC (QoS 2), went to the client."""
+        self.unanswered.discard((qos, packet_id))
 
     def send_bytes(self, data: bytes) -> None:
         self._out.append(data)
@@ -329,7 +421,9 @@ class MqttConnection(asyncio.Protocol):
         if self.closed:
             return
         if self.session is None:
-            if now - self._since > CONNECT_TIMEOUT_S:
+            if self.over_limit is not None and now - self._since > floods.REFUSED_WAIT_S:
+                self.close()
+            elif now - self._since > CONNECT_TIMEOUT_S:
                 log.info("%s: no CONNECT within %.0f s, closing", self.remote, CONNECT_TIMEOUT_S)
                 self.close()
             return
@@ -365,7 +459,7 @@ class MqttConnection(asyncio.Protocol):
         elif isinstance(packet, Disconnect):
             self._disconnect(packet)
         elif isinstance(packet, Auth):
-            raise MqttError(R.PROTOCOL_ERROR, "AUTH without an authentication method at CONNECT")
+            access.reauthenticate(self, packet)
         else:
             raise MqttError(R.PROTOCOL_ERROR, f"a client does not send {packet.type.name}")
 
@@ -378,7 +472,8 @@ class MqttConnection(asyncio.Protocol):
         if refusal is not None:
             code, return_code, why = refusal
             log.info("%s: CONNECT refused: %s", self.remote, why)
-            self.send(ConnAck(False, code if v5 else return_code))
+            reason = Properties(reason_string=why[:1000]) if v5 else Properties()  # 3.2.2.3.9
+            self.send(ConnAck(False, code if v5 else return_code, reason))
             self.close()
             return
         client_id = packet.client_id
@@ -390,11 +485,17 @@ class MqttConnection(asyncio.Protocol):
             if properties.receive_maximum:
                 self.receive_maximum = min(properties.receive_maximum, MAX_INFLIGHT)
             self.client_max_packet = properties.maximum_packet_size or 0
+            self.client_alias_maximum = properties.topic_alias_maximum or 0
+            self.no_problem_information = properties.request_problem_information == 0
         else:
             expiry = 0 if packet.clean_start else NEVER
         self.keep_alive = packet.keep_alive
-        self.decoder.max_packet_size = self.config.max_message_size + PUBLISH_OVERHEAD
-        session, present, loading = self.server.open_session(self, client_id, packet.clean_start, expiry)
+        self.will = packet.will
+        self.server_receive_maximum = min(
+            self.config.max_pending_publish_requests_per_connection or 65535, 65535
+        )
+        self.decoder.max_packet_size = self.config.mqtt_message_max_length
+        session, present, loading = self.server.sessions.open(self, client_id, packet.clean_start, expiry)
         self.session = session
 
         def answer(done: asyncio.Future[Any]) -> None:
@@ -411,32 +512,29 @@ class MqttConnection(asyncio.Protocol):
             if v5:
                 reply = Properties(
                     assigned_client_identifier=assigned,
-                    receive_maximum=min(
-                        self.config.max_pending_publish_requests_per_connection or 65535, 65535
-                    ),
+                    receive_maximum=self.server_receive_maximum,
                     maximum_packet_size=self.decoder.max_packet_size,
-                    retain_available=0,
                     topic_alias_maximum=TOPIC_ALIAS_MAXIMUM,
-                    subscription_identifier_available=0,
-                    shared_subscription_available=0,
+                    authentication_method=self.auth.method if self.auth.supports_refresh else None,
                 )
             self.send(ConnAck(present, 0, reply))
+            if present:
+                self.outbound.resume()
             subscriptions.resume(self)
 
         self.wait_for(loading, answer)
 
     def _connect_refusal(self, packet: Connect) -> tuple[int, int, str] | None:
         """(5.0 reason, 3.1.1 return code, why) of a CONNECT refused; None when accepted."""
-        if self.service.authentication is not None:
-            return R.NOT_AUTHORIZED, ConnectReturnCode.NOT_AUTHORIZED, "MQTT has no authentication yet"
-        if packet.properties.authentication_method is not None:
-            return R.BAD_AUTHENTICATION_METHOD, 0, "no enhanced authentication method is supported"
+        flooding = floods.connect_refusal(self, self.address, asyncio.get_running_loop().time())
+        if flooding is not None:
+            return flooding
         if packet.protocol_level == MQTT_3_1_1 and not packet.client_id and not packet.clean_start:
             return 0, ConnectReturnCode.IDENTIFIER_REJECTED, "an empty client id without Clean Session"
         if len(packet.client_id) > MAX_NAME_LENGTH:
             reason = (R.CLIENT_IDENTIFIER_NOT_VALID, ConnectReturnCode.IDENTIFIER_REJECTED)
             return (*reason, f"a client id of more than {MAX_NAME_LENGTH} characters")
-        return None
+        return access.authenticate(self, packet)
 
     def _disconnect(self, packet: Disconnect) -> None:
         session = self.session
@@ -448,6 +546,8 @@ class MqttConnection(asyncio.Protocol):
                     R.PROTOCOL_ERROR, "a Session Expiry Interval set at DISCONNECT after 0 at CONNECT"
                 )
             session.expiry = expiry
+        if self.version != MQTT_5 or packet.reason_code != R.DISCONNECT_WITH_WILL_MESSAGE:
+            self.will = None  # discarded (3.14.4); 0x04 asks for it to be published
         self.disconnected = True
         self.close()
 

@@ -4,7 +4,8 @@ The topic is the MQTT Topic Name mapped as Pulsar's MQTT handler maps it (``puls
 message is stored as a Pulsar producer's would be (``messages.to_pulsar``), under the client's
 producer on that topic, and acknowledged once it is on disk: PUBACK (QoS 1) and PUBREC (QoS 2)
 leave only from the store's durable callback, as a Pulsar SEND_RECEIPT does. QoS 0 is stored
-the same way, with nothing to answer.
+the same way, with nothing to answer. A message over ``max_message_size`` (metadata and payload,
+as Pulsar counts) is stored in chunks (``large_messages.py``), answered once all are durable.
 
 QoS 2 is exactly once through the topic's deduplication: the client's producer is deduplicated
 whatever the namespace says, each message gets a sequence id above any the topic holds from it,
@@ -15,14 +16,18 @@ answered as a duplicate once the first is stored.
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import logging
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from magnetar.broker.errors import REQUEST_ERRORS, BrokerError
+from magnetar.broker.mqtt import access, large_messages
 from magnetar.broker.mqtt.messages import to_pulsar
 from magnetar.broker.mqtt.qos2_store import Received
+from magnetar.broker.mqtt.retained import Retained, kept_properties
 from magnetar.broker.mqtt.session import Incoming
 from magnetar.broker.producer import Producer
 from magnetar.broker.topic import PersistentTopic
@@ -43,8 +48,6 @@ from magnetar.protocol.topic_name import InvalidTopicName, TopicName
 from magnetar.storage.position import Position
 
 if TYPE_CHECKING:
-    import asyncio
-
     from magnetar.broker.mqtt.connection import MqttConnection
 
 log = logging.getLogger(__name__)
@@ -57,11 +60,20 @@ def handle_publish(cnx: MqttConnection, packet: Publish) -> None:
     session = cnx.session
     assert session is not None
     v5 = cnx.version == MQTT_5
+    if packet.qos:
+        assert packet.packet_id is not None
+        cnx.received_unanswered(packet.qos, packet.packet_id)
     name = _topic_name(cnx, packet)
-    if packet.retain and v5:
-        raise MqttError(R.RETAIN_NOT_SUPPORTED, "retained messages are not supported yet")
     if v5 and packet.properties.subscription_identifiers:
         raise MqttError(R.PROTOCOL_ERROR, "a PUBLISH from a client with a Subscription Identifier")
+    if v5 and packet.properties.payload_format_indicator == 1 and not _utf8(packet.payload):
+        _refused(
+            cnx,
+            packet,
+            R.PAYLOAD_FORMAT_INVALID,
+            "the payload is not UTF-8, as its Payload Format Indicator says",
+        )
+        return
     if packet.qos == 2:
         assert packet.packet_id is not None
         incoming = session.incoming.get(packet.packet_id)
@@ -69,17 +81,36 @@ def handle_publish(cnx: MqttConnection, packet: Publish) -> None:
             cnx.send(PubRec(packet.packet_id))  # sent again: it is stored already
             return
     try:
-        topic_name = pulsar_topic(name, cnx.config.mqtt_default_tenant, cnx.config.mqtt_default_namespace)
+        topic_name = _mapped(name, cnx.config.mqtt_default_tenant, cnx.config.mqtt_default_namespace)
         if not topic_name.persistent:
             raise InvalidTopicName("MQTT publishes to persistent topics only for now")
     except InvalidTopicName as exc:
         _refused(cnx, packet, R.TOPIC_NAME_INVALID, str(exc))
+        return
+    unauthorized = access.publish_refused(cnx, topic_name)
+    if unauthorized is not None:  # before anything is made for it (the topic included)
+        _refused(cnx, packet, R.NOT_AUTHORIZED, unauthorized)
         return
     opening = cnx.service.preparing(topic_name)
     if opening is not None:  # opened off the loop first; the packets behind wait
         cnx.wait_for(opening, lambda done: _publish_to(cnx, packet, topic_name, done))
         return
     _publish_to(cnx, packet, topic_name, None)
+
+
+@functools.lru_cache(maxsize=4096)
+def _mapped(name: str, tenant: str, namespace: str) -> TopicName:
+    """``pulsar_topic``, once per name: a device publishes to the same few topics again and again
+    (an InvalidTopicName is not cached, and raised again)."""
+    return pulsar_topic(name, tenant, namespace)
+
+
+def _utf8(payload: bytes) -> bool:
+    try:
+        payload.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def _topic_name(cnx: MqttConnection, packet: Publish) -> str:
@@ -165,21 +196,29 @@ def _producer(cnx: MqttConnection, topic: PersistentTopic) -> Producer:
 def _store(
     cnx: MqttConnection, packet: Publish, topic: PersistentTopic, producer: Producer, sequence: int
 ) -> None:
-    """Store the message; answer PUBACK / PUBREC once it is durable."""
-    properties = packet.properties.user_properties
-    metadata, data = to_pulsar(packet.payload, properties, producer.name, sequence, int(time.time() * 1000))
+    """Store the message (and, with RETAIN, its topic's retained message); answer PUBACK /
+    PUBREC once it is durable."""
+    now = time.time()
+    metadata, data = to_pulsar(
+        packet.payload, packet.properties, producer.name, sequence, int(now * 1000), packet.retain
+    )
     size = len(data)
-    if size > cnx.config.max_message_size:
-        _refused(cnx, packet, R.QUOTA_EXCEEDED, f"message of {size} bytes over max_message_size")
-        return
+    max_size = cnx.config.max_message_size
+    retaining = None
+    if packet.retain:  # an empty payload deletes the topic's retained message (3.3.1.3)
+        retaining = cnx.server.retained.set(str(topic.name), retained_of(str(topic.name), packet, now))
     producer.traffic.messages_in += 1
     producer.traffic.bytes_in += size
     topic.traffic.messages_in += 1
     topic.traffic.bytes_in += size
     send = wire.CommandSend(producer_id=producer.producer_id, sequence_id=sequence, num_messages=1)
     cnx.store_started()
-    stored = _stored(cnx, packet)
+    stored = _stored(cnx, packet, retaining)
     try:
+        if metadata.ByteSize() + len(packet.payload) > max_size:
+            # over max_message_size (metadata and payload): stored in chunks (large_messages.py)
+            large_messages.store_chunked(topic, producer, metadata, packet.payload, max_size, stored)
+            return
         topic.publish(producer, send, memoryview(data), stored, metadata)
     except Exception as exc:
         if not isinstance(exc, REQUEST_ERRORS):
@@ -187,16 +226,25 @@ def _store(
         stored(None, exc)
 
 
-def _stored(cnx: MqttConnection, packet: Publish) -> Callable[[Position | None, Exception | None], None]:
+def _stored(
+    cnx: MqttConnection, packet: Publish, retaining: asyncio.Future[None] | None
+) -> Callable[[Position | None, Exception | None], None]:
     def stored(position: Position | None, exc: Exception | None) -> None:
+        if retaining is not None and not retaining.done():
+            retaining.add_done_callback(lambda _: stored(position, exc))  # acknowledged once both are durable
+            return
         cnx.store_done()
         if cnx.closed:
             return
-        if exc is not None:
-            _refused(cnx, packet, R.UNSPECIFIED_ERROR, f"the message could not be stored: {exc}")
+        failure: BaseException | None = exc
+        if failure is None and retaining is not None:
+            failure = asyncio.CancelledError() if retaining.cancelled() else retaining.exception()
+        if failure is not None:
+            _refused(cnx, packet, R.UNSPECIFIED_ERROR, f"the message could not be stored: {failure}")
             return
         if packet.qos == 1:
             assert packet.packet_id is not None
+            cnx.answered(1, packet.packet_id)
             cnx.send(PubAck(packet.packet_id))
         elif packet.qos == 2:
             assert packet.packet_id is not None and cnx.session is not None
@@ -206,6 +254,15 @@ def _stored(cnx: MqttConnection, packet: Publish) -> Callable[[Position | None, 
             cnx.send(PubRec(packet.packet_id))
 
     return stored
+
+
+def retained_of(topic: str, packet: Publish, now: float) -> Retained | None:
+    """What a PUBLISH with RETAIN leaves as its topic's retained message: None for an empty one."""
+    if not packet.payload:
+        return None
+    expiry = packet.properties.message_expiry_interval
+    expires_at = None if expiry is None else now + expiry
+    return Retained(topic, packet.payload, packet.qos, kept_properties(packet.properties), expires_at)
 
 
 def _reason_of(exc: Exception) -> ReasonCode:
@@ -227,6 +284,7 @@ def _refused(cnx: MqttConnection, packet: Publish, reason: ReasonCode, message: 
     if packet.qos and cnx.version == MQTT_5 and packet.packet_id is not None:
         ack = PubAck if packet.qos == 1 else PubRec
         code = reason if reason in (0x80, 0x83, 0x87, 0x90, 0x91, 0x97, 0x99) else R.UNSPECIFIED_ERROR
+        cnx.answered(packet.qos, packet.packet_id)
         cnx.send(ack(packet.packet_id, code, Properties(reason_string=message[:1000])))
         if packet.qos == 2 and cnx.session is not None:
             cnx.session.incoming.pop(packet.packet_id, None)
@@ -240,6 +298,7 @@ def handle_pubrel(cnx: MqttConnection, packet: PubRel) -> None:
     session = cnx.session
     assert session is not None
     packet_id = packet.packet_id
+    cnx.answered(2, packet_id)  # PUBCOMP follows
     incoming = session.incoming.pop(packet_id, None)
     if incoming is None:
         # Released already (a PUBREL sent again), or never received: 5.0 says which.

@@ -1,16 +1,33 @@
 """MQTT messages as Pulsar messages and back: the payload untouched, MQTT 5 User Properties as
-the Pulsar message's properties (in order, duplicates kept: both allow them).
+the Pulsar message's properties (in order, duplicates kept: both allow them), and the other
+PUBLISH properties a subscriber must get as properties under Pulsar's MQTT handler's (MoP's)
+names, ``MQTT_PROPERTIES_{identifier}_``:
+
+| MQTT 5 property | Pulsar property | value |
+|---|---|---|
+| User Property ``k: v`` | ``k`` | ``v`` (MoP's ``MQTT_PROPERTIES_38_k`` is read back too) |
+| Payload Format Indicator | ``MQTT_PROPERTIES_1_`` | ``0`` or ``1`` |
+| Message Expiry Interval | ``MQTT_PROPERTIES_2_`` | when it expires, in seconds since the epoch (MoP's) |
+| Content Type | ``MQTT_PROPERTIES_3_`` | as given |
+| Response Topic | ``MQTT_PROPERTIES_8_`` | as given |
+| Correlation Data | ``MQTT_PROPERTIES_9_`` | the bytes as UTF-8 text when they are that ... |
+| ... else | ``MQTT_PROPERTIES_9_base64`` | ... in base64 |
+| RETAIN flag | ``MQTT_RETAIN`` | ``true``, only when set (for Retain As Published) |
 
 What an MQTT PUBLISH becomes is what a Pulsar producer would send: metadata with the producer
 name and sequence id deduplication reads, the publish time, the properties; the CRC32C over
 them (``encode_headers_and_payload``). A stored entry goes the other way: a batch is taken apart
 into its messages and a compressed one decompressed, since an MQTT subscriber gets one PUBLISH
-per message.
+per message; a Pulsar producer's message may carry the properties above and its MQTT subscribers
+get them as MQTT 5 properties.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import logging
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -19,16 +36,56 @@ from magnetar.protocol import ProtocolError, wire
 from magnetar.protocol.batch import iter_batch
 from magnetar.protocol.compression import DecompressionError, decompress
 from magnetar.protocol.headers import encode_headers_and_payload, parse_metadata
+from magnetar.protocol.mqtt import Properties
+from magnetar.protocol.mqtt.properties import NONE
 
 log = logging.getLogger(__name__)
 
+#: The Pulsar property marking a message published with RETAIN (for Retain As Published).
+RETAIN_PROPERTY = "MQTT_RETAIN"
+#: MoP's prefix of the MQTT 5 properties kept as Pulsar properties.
+PREFIX = "MQTT_PROPERTIES_"
+PAYLOAD_FORMAT = "MQTT_PROPERTIES_1_"
+EXPIRES_AT = "MQTT_PROPERTIES_2_"
+CONTENT_TYPE = "MQTT_PROPERTIES_3_"
+RESPONSE_TOPIC = "MQTT_PROPERTIES_8_"
+CORRELATION = "MQTT_PROPERTIES_9_"
+CORRELATION_BASE64 = "MQTT_PROPERTIES_9_base64"
+USER_PROPERTY = "MQTT_PROPERTIES_38_"
+
+
+def pulsar_properties(properties: Properties, now_s: float, retain: bool = False) -> list[tuple[str, str]]:
+    """A PUBLISH's (or a will's) properties as the Pulsar message's, in the order above."""
+    out = list(properties.user_properties)
+    if properties.payload_format_indicator is not None:
+        out.append((PAYLOAD_FORMAT, str(properties.payload_format_indicator)))
+    if properties.message_expiry_interval is not None:
+        out.append((EXPIRES_AT, str(int(now_s) + properties.message_expiry_interval)))
+    if properties.content_type is not None:
+        out.append((CONTENT_TYPE, properties.content_type))
+    if properties.response_topic is not None:
+        out.append((RESPONSE_TOPIC, properties.response_topic))
+    if properties.correlation_data is not None:
+        try:
+            out.append((CORRELATION, properties.correlation_data.decode("utf-8")))
+        except UnicodeDecodeError:
+            out.append((CORRELATION_BASE64, base64.b64encode(properties.correlation_data).decode()))
+    if retain:
+        out.append((RETAIN_PROPERTY, "true"))
+    return out
+
 
 def to_pulsar(
-    payload: bytes, user_properties: Sequence[tuple[str, str]], producer: str, sequence_id: int, now_ms: int
+    payload: bytes,
+    properties: Properties,
+    producer: str,
+    sequence_id: int,
+    now_ms: int,
+    retain: bool = False,
 ) -> tuple[wire.MessageMetadata, bytes]:
     """The metadata and the producer's bytes of an MQTT message published at ``now_ms``."""
     metadata = wire.MessageMetadata(producer_name=producer, sequence_id=sequence_id, publish_time=now_ms)
-    for key, value in user_properties:
+    for key, value in pulsar_properties(properties, now_ms / 1000, retain):
         metadata.properties.add(key=key, value=value)
     return metadata, encode_headers_and_payload(metadata, payload)
 
@@ -37,7 +94,51 @@ class Outgoing(NamedTuple):
     """One message of a stored entry, as an MQTT subscriber gets it."""
 
     payload: bytes
+    #: Its User Properties.
     properties: tuple[tuple[str, str], ...]
+    #: It was published with RETAIN (sent so to a subscription with Retain As Published).
+    retain: bool = False
+    #: Its other MQTT 5 properties (Payload Format Indicator, Content Type, Response Topic,
+    #: Correlation Data).
+    mqtt: Properties = NONE
+    #: When it expires (seconds since the epoch); None: never.
+    expires_at: int | None = None
+
+
+def outgoing(payload: bytes, properties: Sequence[tuple[str, str]]) -> Outgoing:
+    """A message with these Pulsar properties, as an MQTT subscriber gets it; a property of MQTT's
+    whose value does not read is passed over."""
+    user: list[tuple[str, str]] = []
+    retain = False
+    expires_at: int | None = None
+    fields: dict[str, object] = {}
+    for key, value in properties:
+        if not key.startswith(PREFIX) and key != RETAIN_PROPERTY:
+            user.append((key, value))
+            continue
+        try:
+            if key == RETAIN_PROPERTY:
+                retain = value == "true"
+            elif key == PAYLOAD_FORMAT:
+                fields["payload_format_indicator"] = 1 if int(value) else 0
+            elif key == EXPIRES_AT:
+                expires_at = int(value)
+            elif key == CONTENT_TYPE:
+                fields["content_type"] = value
+            elif key == RESPONSE_TOPIC:
+                fields["response_topic"] = value
+            elif key == CORRELATION:
+                fields["correlation_data"] = value.encode()
+            elif key == CORRELATION_BASE64:
+                fields["correlation_data"] = base64.b64decode(value, validate=True)
+            elif key.startswith(USER_PROPERTY):
+                user.append((key[len(USER_PROPERTY) :], value))
+            else:
+                user.append((key, value))  # a property of MoP's we do not map: as it is
+        except (ValueError, binascii.Error):
+            log.debug("the property %s=%r does not read as MQTT's", key, value)
+    mqtt = Properties(**fields) if fields else NONE  # type: ignore[arg-type]  # the names above are its fields
+    return Outgoing(payload, tuple(user), retain, mqtt, expires_at)
 
 
 def from_entry(entry: DispatchEntry) -> list[Outgoing] | None:
@@ -53,9 +154,9 @@ def from_entry(entry: DispatchEntry) -> list[Outgoing] | None:
         else:
             data = body
         if not metadata.HasField("num_messages_in_batch"):
-            return [Outgoing(bytes(data), _pairs(metadata.properties))]
+            return [outgoing(bytes(data), _pairs(metadata.properties))]
         return [
-            Outgoing(bytes(payload), _pairs(single.properties))
+            outgoing(bytes(payload), _pairs(single.properties))
             for single, payload in iter_batch(data, metadata.num_messages_in_batch)
         ]
     except (ProtocolError, DecompressionError) as exc:
@@ -63,5 +164,25 @@ def from_entry(entry: DispatchEntry) -> list[Outgoing] | None:
         return None
 
 
-def _pairs(properties: Sequence[wire.KeyValue]) -> tuple[tuple[str, str], ...]:
-    return tuple((kv.key, kv.value) for kv in properties)
+#: Entries decoded lately: a broadcast subscription sends one entry to many MQTT subscribers, and
+#: each would otherwise parse (and decompress) it again. Keyed by the entry object, which is kept
+#: alive by its slot, so the key is never another entry's.
+_DECODED: OrderedDict[int, tuple[DispatchEntry, list[Outgoing] | None]] = OrderedDict()
+_DECODED_MAX = 256
+
+
+def decoded(entry: DispatchEntry) -> list[Outgoing] | None:
+    """``from_entry``, once per entry for all the subscribers it goes to."""
+    key = id(entry)
+    hit = _DECODED.get(key)
+    if hit is not None and hit[0] is entry:
+        return hit[1]
+    messages = from_entry(entry)
+    _DECODED[key] = (entry, messages)
+    if len(_DECODED) > _DECODED_MAX:
+        _DECODED.popitem(last=False)
+    return messages
+
+
+def _pairs(properties: Sequence[wire.KeyValue]) -> list[tuple[str, str]]:
+    return [(kv.key, kv.value) for kv in properties]

@@ -1,19 +1,28 @@
 """What an MQTT client is sent: its consumers' entries as PUBLISH packets, and the QoS 1 and 2
 flows back (PUBACK; PUBREC, PUBREL, PUBCOMP).
 
-Each topic a client's filters match has one ``MqttConsumer`` on a subscription named after the
-client id (as Pulsar's MQTT handler names it), Exclusive. Its dispatcher hands it entries within
-its permits; every message of an entry goes out at the QoS granted. A QoS 0 entry is
-acknowledged once written; a QoS 1 or 2 one once the client acknowledged each of its messages
-(PUBACK, PUBCOMP), and only then does its consumer get the permits back: the messages not yet
-acknowledged by the client are what a client's flow holds, bounded by ``PERMITS``. No more than
-the client's Receive Maximum (5.0; 100 for 3.1.1) are in flight at once: the rest wait here, in
-order, for packet identifiers.
+Each topic a client's filters match has one ``MqttConsumer`` per Pulsar subscription it takes
+messages from (``subscriptions.py``). Its dispatcher hands it entries within its permits; every
+message of an entry goes out at the QoS granted. A QoS 0 entry is acknowledged once written; a
+QoS 1 or 2 one once the client has each of its messages (PUBACK; PUBREC, after which the
+message is the client's and is never sent again, 4.3.3), and only then does its consumer get the
+permits back: the messages not yet acknowledged by the client are what a client's flow holds,
+bounded by ``PERMITS``. No more than the client's Receive Maximum (5.0; 100 for 3.1.1) are in
+flight (PUBLISH sent, PUBACK or PUBCOMP not yet come) at once: the rest wait here, in order,
+for packet identifiers.
+
+Packet identifiers belong to the session: a message sent and not acknowledged keeps its
+identifier, and when the session resumes on a new connection (its durable subscription sends
+the message again) it goes out under the same one with DUP set; a PUBREL not answered is sent
+again (4.4).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import math
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,11 +30,15 @@ from typing import TYPE_CHECKING
 
 from magnetar.broker.consumer import Consumer
 from magnetar.broker.entries import DispatchEntry
-from magnetar.broker.mqtt.messages import from_entry
+from magnetar.broker.mqtt.chunks import ChunkedMessages
+from magnetar.broker.mqtt.messages import Outgoing, decoded
+from magnetar.broker.mqtt.session import MessageKey
 from magnetar.protocol import wire
+from magnetar.protocol.chunks import chunk_ref
 from magnetar.protocol.message_id import to_u64
-from magnetar.protocol.mqtt import MQTT_5, Properties, Publish, PubRec, PubRel, encode
+from magnetar.protocol.mqtt import MQTT_5, Publish, PubRec, PubRel, ReasonCode, encode
 from magnetar.protocol.mqtt.codes import PacketType
+from magnetar.protocol.mqtt.properties import NONE
 from magnetar.storage.position import Position
 
 if TYPE_CHECKING:
@@ -38,10 +51,28 @@ log = logging.getLogger(__name__)
 PERMITS = 1000
 
 
+@dataclass(slots=True)
+class Delivery:
+    """How one consumer's messages go out: the options of the client's filters matching its topic."""
+
+    #: The Topic Name its messages carry.
+    mqtt_topic: str
+    #: The QoS granted: the highest of the client's filters matching the topic.
+    qos: int
+    #: Leave out the client's own messages (5.0's No Local, on every filter matching).
+    no_local: bool = False
+    #: Keep the RETAIN flag a message was published with (5.0's Retain As Published).
+    retain_as_published: bool = False
+    #: The Subscription Identifiers of the matching filters (5.0).
+    subscription_ids: tuple[int, ...] = ()
+
+
 class MqttConsumer(Consumer):
     """A consumer whose entries become MQTT PUBLISH packets of its connection."""
 
-    __slots__ = ("mqtt_topic", "no_local", "qos")
+    __slots__ = ("delivery", "group")
+    takes_frames = False
+    joins_at_tail = True
 
     def __init__(
         self,
@@ -49,17 +80,19 @@ class MqttConsumer(Consumer):
         subscription: Subscription[Consumer],
         consumer_id: int,
         name: str,
-        mqtt_topic: str,
-        qos: int,
-        no_local: bool,
+        delivery: Delivery,
+        group: str | None,
     ) -> None:
         super().__init__(cnx, subscription, consumer_id, name)
-        #: The Topic Name its messages carry.
-        self.mqtt_topic = mqtt_topic
-        #: The QoS granted: the highest of the client's filters matching the topic.
-        self.qos = qos
-        #: Leave out the client's own messages (5.0's No Local, on every filter matching).
-        self.no_local = no_local
+        self.delivery = delivery
+        #: The share name of a shared subscription (``$share/{group}/...``); None otherwise.
+        self.group = group
+
+    @property
+    def connection_lost(self) -> bool:
+        """What an MQTT client may get back is its session's business (durable subscriptions),
+        never a broadcast virtual cursor kept for a reconnect."""
+        return False
 
     def send_entries(
         self,
@@ -67,17 +100,28 @@ class MqttConsumer(Consumer):
         redelivery_counts: dict[Position, int],
         ack_sets: Callable[[Position], list[int] | None] | None = None,
     ) -> None:
+        messages, size = self.send_own_way(entries)
+        subscription = self.subscription
+        for traffic in (subscription.traffic, subscription.topic.traffic):
+            traffic.messages_out += messages
+            traffic.bytes_out += size
+
+    def send_own_way(self, entries: list[DispatchEntry]) -> tuple[int, int]:
         cnx: MqttConnection = self.cnx  # type: ignore[assignment]  # made with one
         messages = size = 0
         for entry in entries:
             messages += entry.num_messages
             size += len(entry.data)
-            cnx.outbound.deliver(self, entry)
+            try:
+                cnx.outbound.deliver(self, entry)
+            except Exception:  # this client's failure, never its dispatcher's (others share it)
+                log.exception("%s: delivering %s failed; closing the connection", cnx.remote, entry.position)
+                cnx.close_with(ReasonCode.UNSPECIFIED_ERROR)
+                break
         self.permits -= messages
-        subscription = self.subscription
-        for traffic in (self.traffic, subscription.traffic, subscription.topic.traffic):
-            traffic.messages_out += messages
-            traffic.bytes_out += size
+        self.traffic.messages_out += messages
+        self.traffic.bytes_out += size
+        return messages, size
 
 
 @dataclass(slots=True)
@@ -92,10 +136,20 @@ class EntryAcks:
 
 @dataclass(slots=True)
 class InFlight:
-    packet: Publish
-    entry: EntryAcks
+    qos: int
+    #: The entry it came from (None: a retained message, or its consumer is gone).
+    entry: EntryAcks | None
     #: QoS 2: the client sent PUBREC and was sent PUBREL.
     released: bool = False
+
+
+@dataclass(slots=True)
+class Waiting:
+    packet: Publish
+    entry: EntryAcks | None
+    key: MessageKey | None
+    #: When it expires (seconds since the epoch): it may while it waits.
+    expires_at: int | None = None
 
 
 class Outbound:
@@ -103,106 +157,236 @@ class Outbound:
         self.cnx = cnx
         self.in_flight: dict[int, InFlight] = {}
         #: Messages waiting for room under the client's Receive Maximum.
-        self.waiting: deque[tuple[Publish, EntryAcks]] = deque()
+        self.waiting: deque[Waiting] = deque()
         self._next_id = 0
+        #: Topic Name -> the Topic Alias given it on this connection (5.0, 3.3.2.3.4).
+        self.aliases: dict[str, int] = {}
+        #: Chunked messages being put together (chunks.py).
+        self.chunks = ChunkedMessages(_drop_chunk, cnx.config.mqtt_message_max_length)
+
+    def _send(self, packet: Publish) -> None:
+        """Send a PUBLISH, under a Topic Alias where the client takes them: the first one to a
+        topic sets it (name and alias), later ones carry the alias alone."""
+        cnx = self.cnx
+        if cnx.client_alias_maximum and packet.topic:
+            alias = self.aliases.get(packet.topic)
+            if alias is not None:
+                packet = dataclasses.replace(
+                    packet, topic="", properties=packet.properties.replace(topic_alias=alias)
+                )
+            elif len(self.aliases) < cnx.client_alias_maximum:
+                alias = self.aliases[packet.topic] = len(self.aliases) + 1
+                packet = dataclasses.replace(packet, properties=packet.properties.replace(topic_alias=alias))
+        cnx.send(packet)
+
+    def resume(self) -> None:
+        """The session resumed on this connection: its PUBRELs not answered go again (4.4)."""
+        session = self.cnx.session
+        if session is None:
+            return
+        for packet_id in sorted(session.released):
+            self.in_flight[packet_id] = InFlight(2, None, released=True)
+            self.cnx.send(PubRel(packet_id))
 
     def deliver(self, consumer: MqttConsumer, entry: DispatchEntry) -> None:
         cnx = self.cnx
-        messages = from_entry(entry)
+        if chunk_ref(entry.metadata) is not None:  # one chunk of a large message (chunks.py)
+            whole = self.chunks.take(consumer, entry)
+            if whole is None:
+                return
+            entry = whole
         session = cnx.session
+        delivery = consumer.delivery
+        messages = decoded(entry)
         if (
             messages is None
             or session is None
             or (
-                consumer.no_local
+                delivery.no_local
                 and entry.metadata is not None
                 and entry.metadata.producer_name == session.producer_name
             )
         ):
             done(consumer, entry.position, entry.num_messages)
             return
-        v5 = cnx.version == MQTT_5
-        qos = consumer.qos
+        qos = delivery.qos
         acks = EntryAcks(consumer, entry.position, entry.num_messages, 0)
-        for message in messages:
-            properties = (
-                Properties(user_properties=message.properties) if v5 and message.properties else Properties()
-            )
-            packet = Publish(consumer.mqtt_topic, message.payload, qos, properties=properties)
-            if cnx.client_max_packet and len(encode(packet, cnx.version)) > cnx.client_max_packet:
+        topic = str(consumer.subscription.topic.name)
+        position = entry.position
+        now = time.time()
+        for index, message in enumerate(messages):
+            if message.expires_at is not None and message.expires_at <= now:
+                continue  # expired before it could go: deleted for this subscriber (3.3.2.3.3)
+            packet = self._packet(delivery, message, qos, now)
+            if cnx.client_max_packet and _size(packet, cnx.version) > cnx.client_max_packet:
                 continue  # 5.0: never sent past the client's Maximum Packet Size (3.1.2.11.4)
             if qos == 0:
-                cnx.send(packet)
+                self._send(packet)
             else:
                 acks.left += 1
-                self.waiting.append((packet, acks))
+                key = (topic, position.ledger_id, position.entry_id, index)
+                self.waiting.append(Waiting(packet, acks, key, message.expires_at))
         if acks.left == 0:
             done(consumer, entry.position, entry.num_messages)
         else:
             self._send_waiting()
 
+    def _packet(self, delivery: Delivery, message: Outgoing, qos: int, now: float) -> Publish:
+        properties = NONE
+        if self.cnx.version == MQTT_5:
+            properties = message.mqtt
+            if message.properties:
+                properties = properties.replace(user_properties=message.properties)
+            if message.expires_at is not None:  # what is left of it (3.3.2.3.3)
+                properties = properties.replace(
+                    message_expiry_interval=max(math.ceil(message.expires_at - now), 1)
+                )
+            if delivery.subscription_ids:
+                properties = properties.replace(subscription_identifiers=delivery.subscription_ids)
+        retain = delivery.retain_as_published and message.retain  # else 0 to a subscription (3.3.1.3)
+        return Publish(delivery.mqtt_topic, message.payload, qos, retain, properties=properties)
+
+    def send_alone(self, packet: Publish) -> None:
+        """A message of no entry (a retained one, at SUBSCRIBE): sent at its own QoS."""
+        if packet.qos == 0:
+            self._send(packet)
+            return
+        self.waiting.append(Waiting(packet, None, None))
+        self._send_waiting()
+
     def _send_waiting(self) -> None:
         cnx = self.cnx
+        session = cnx.session
         while self.waiting and len(self.in_flight) < cnx.receive_maximum:
-            packet, acks = self.waiting.popleft()
-            if acks.consumer.closed:
+            waiting = self.waiting.popleft()
+            acks = waiting.entry
+            if acks is not None and acks.consumer.closed:
                 continue
-            packet_id = self._packet_id()
+            packet, key = waiting.packet, waiting.key
+            if waiting.expires_at is not None:
+                left = math.ceil(waiting.expires_at - time.time())
+                if left <= 0:  # expired while it waited: not sent (3.3.2.3.3)
+                    self._entry_done(InFlight(packet.qos, acks))
+                    continue
+                if cnx.version == MQTT_5:
+                    packet = dataclasses.replace(
+                        packet, properties=packet.properties.replace(message_expiry_interval=left)
+                    )
+            dup = False
+            packet_id = None
+            if session is not None and key is not None:
+                known = session.unacked.get(key)
+                if known is not None and known not in self.in_flight:
+                    packet_id, dup = known, True  # sent before this session resumed: again, as it was
+            if packet_id is None:
+                packet_id = self._packet_id()
+            if session is not None and key is not None:
+                session.sent(key, packet_id)
             sent = Publish(
-                packet.topic, packet.payload, packet.qos, packet_id=packet_id, properties=packet.properties
+                packet.topic,
+                packet.payload,
+                packet.qos,
+                packet.retain,
+                dup,
+                packet_id,
+                packet.properties,
             )
-            self.in_flight[packet_id] = InFlight(sent, acks)
-            cnx.send(sent)
+            self.in_flight[packet_id] = InFlight(packet.qos, acks)
+            self._send(sent)
 
     def _packet_id(self) -> int:
+        session = self.cnx.session
+        taken = session.unacked_ids if session is not None else {}
+        released = session.released if session is not None else set()
         for _ in range(65535):
             self._next_id = self._next_id % 65535 + 1
-            if self._next_id not in self.in_flight:
-                return self._next_id
+            candidate = self._next_id
+            if candidate not in self.in_flight and candidate not in taken and candidate not in released:
+                return candidate
         raise RuntimeError("no packet identifier free")  # in flight is bounded far below 65535
 
     def received(self, packet: PubRec) -> None:
-        """PUBREC of a QoS 2 message: PUBREL (or, for a refusal, the message is done)."""
+        """PUBREC of a QoS 2 message: it is the client's now (its entry is acknowledged); PUBREL.
+        A refusal (reason 0x80 or above) ends the flow there."""
         flight = self.in_flight.get(packet.packet_id)
-        if flight is None or flight.packet.qos != 2:
+        session = self.cnx.session
+        if flight is None or flight.qos != 2:
             self.cnx.send(PubRel(packet.packet_id, 0x92 if self.cnx.version == MQTT_5 else 0))
             return
+        if session is not None:
+            session.acknowledged(packet.packet_id)
+        if not flight.released:
+            self._entry_done(flight)
         if packet.reason_code >= 0x80:
-            self.acknowledged(packet.packet_id, PacketType.PUBREC, packet.reason_code)
+            del self.in_flight[packet.packet_id]
+            self._send_waiting()
             return
         flight.released = True
+        if session is not None:
+            session.released.add(packet.packet_id)
         self.cnx.send(PubRel(packet.packet_id))
 
     def acknowledged(self, packet_id: int, kind: PacketType, reason: int) -> None:
-        """PUBACK (QoS 1) or PUBCOMP (QoS 2): the message is done; an unknown packet identifier is
-        ignored (a late acknowledgement after a reconnect)."""
+        """PUBACK (QoS 1) or PUBCOMP (QoS 2): the flow is over; an unknown packet identifier, or
+        the wrong acknowledgement, is ignored (a late one after a reconnect)."""
         flight = self.in_flight.get(packet_id)
         if flight is None:
             return
-        qos = flight.packet.qos
-        if not ((qos == 1 and kind is PacketType.PUBACK) or (qos == 2 and kind is not PacketType.PUBACK)):
+        session = self.cnx.session
+        if kind is PacketType.PUBACK:
+            if flight.qos != 1:
+                return
+            if session is not None:
+                session.acknowledged(packet_id)
+            self._entry_done(flight)
+        elif not flight.released:  # PUBCOMP before PUBREC
             return
+        elif session is not None:
+            session.released.discard(packet_id)
         del self.in_flight[packet_id]
-        acks = flight.entry
-        acks.left -= 1
-        if acks.left == 0:
-            done(acks.consumer, acks.position, acks.messages)
         self._send_waiting()
 
+    def _entry_done(self, flight: InFlight) -> None:
+        acks, flight.entry = flight.entry, None
+        if acks is not None:
+            acks.left -= 1
+            if acks.left == 0:
+                done(acks.consumer, acks.position, acks.messages)
+
     def forget(self, consumer: MqttConsumer) -> None:
-        """``consumer`` is gone: what it had in flight is no longer waited for."""
-        for packet_id in [pid for pid, flight in self.in_flight.items() if flight.entry.consumer is consumer]:
-            del self.in_flight[packet_id]
+        """``consumer`` is gone: what it had in flight is no longer its to acknowledge (the
+        packet identifiers stay taken until the client answers)."""
+        for flight in self.in_flight.values():
+            if flight.entry is not None and flight.entry.consumer is consumer:
+                flight.entry = None
+
+
+def _size(packet: Publish, version: int) -> int:
+    """The bytes ``packet`` takes on the wire (a QoS 1 or 2 one with its packet identifier, which
+    is given only when it is sent)."""
+    if packet.qos and packet.packet_id is None:
+        packet = dataclasses.replace(packet, packet_id=1)
+    return len(encode(packet, version))
 
 
 def done(consumer: MqttConsumer, position: Position, messages: int) -> None:
     """Acknowledge the entry on the subscription and give its permits back."""
     if consumer.closed:
         return
-    message_id = wire.MessageIdData(ledger_id=to_u64(position.ledger_id), entry_id=to_u64(position.entry_id))
+    outbound: Outbound = consumer.cnx.outbound  # type: ignore[attr-defined]  # an MqttConnection
+    message_ids = [
+        wire.MessageIdData(ledger_id=to_u64(one.ledger_id), entry_id=to_u64(one.entry_id))
+        for one in outbound.chunks.positions(consumer, position)  # a chunked message: all its chunks
+    ]
     ack = wire.CommandAck(
-        consumer_id=consumer.consumer_id, ack_type=wire.CommandAck.Individual, message_id=[message_id]
+        consumer_id=consumer.consumer_id, ack_type=wire.CommandAck.Individual, message_id=message_ids
     )
     subscription = consumer.subscription
     subscription.acknowledge(ack, consumer)
     subscription.flow(consumer, messages)
+
+
+def _drop_chunk(consumer: Consumer, position: Position) -> None:
+    """A chunk that will never make a message: acknowledged, its permit given back."""
+    if isinstance(consumer, MqttConsumer):
+        done(consumer, position, 1)

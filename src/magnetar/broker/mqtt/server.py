@@ -1,26 +1,34 @@
-"""The MQTT server of a broker: its port, its connections, the sessions by client id, and the
-topics loaded later that wildcard subscriptions pick up.
+"""The MQTT server of a broker: its port, its connections, its sessions (``sessions.py``), and
+the topics loaded later that subscriptions pick up.
 
-Started by ``broker/server.py`` once the broker serves (when ``mqtt_port`` is set), closed with
-the Pulsar ports (``BrokerService.stop_serving``). Keepalive runs from a wheel of its own
-(keepalive.py) turned every ``KEEPALIVE_CHECK_S``/16 seconds: MQTT keep alives are per client
-and often shorter than the broker's Pulsar keepalive interval.
+Started by ``broker/server.py`` once the broker serves (when ``mqtt_port`` or ``mqtts_port``, MQTT
+over TLS, is set): the durable
+sessions stored before are read first, then the port opens. Closed with the Pulsar ports
+(``BrokerService.stop_serving``). Keepalive runs from a wheel of its own (keepalive.py) turned
+every ``KEEPALIVE_CHECK_S``/16 seconds: MQTT keep alives are per client and often shorter than
+the broker's Pulsar keepalive interval.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
 
 from magnetar.broker import housekeeping
 from magnetar.broker.keepalive import KeepaliveWheel
 from magnetar.broker.listener import Listener, listen
-from magnetar.broker.mqtt import subscriptions
+from magnetar.broker.mqtt import access, subscriptions
 from magnetar.broker.mqtt.connection import MqttConnection
+from magnetar.broker.mqtt.floods import ConnectRate
 from magnetar.broker.mqtt.qos2_store import Qos2Store
-from magnetar.broker.mqtt.session import NEVER, Incoming, MqttSession
+from magnetar.broker.mqtt.records import RecordWriter
+from magnetar.broker.mqtt.retained import RetainedStore
+from magnetar.broker.mqtt.sessions import Sessions
 from magnetar.broker.refusal import PULSAR_OUT_OF_DESCRIPTORS
+from magnetar.broker.tls import HANDSHAKE_TIMEOUT_S
 from magnetar.protocol.mqtt import ReasonCode
 
 if TYPE_CHECKING:
@@ -36,27 +44,59 @@ class MqttServer:
     def __init__(self, service: BrokerService) -> None:
         self.service = service
         self.connections: set[MqttConnection] = set()
-        self.sessions: dict[str, MqttSession] = {}
         self.keepalive = KeepaliveWheel(KEEPALIVE_CHECK_S)
-        self.qos2 = Qos2Store(service.storage.metadata)
+        #: CONNECTs per second per client address (floods.py).
+        self.connect_rate = ConnectRate(service.config.mqtt_max_connect_rate_per_ip)
+        metadata = service.storage.metadata
+        self.qos2 = Qos2Store(metadata)
+        #: Threads writing the session records (one write at a time each: records.py).
+        self._records = ThreadPoolExecutor(2, thread_name_prefix="magnetar-mqtt-records")
+        self.sessions = Sessions(self, RecordWriter(metadata, self._records, "MQTT session"))
+        self.retained = RetainedStore(
+            metadata, RecordWriter(metadata, self._records, "MQTT retained message")
+        )
         self._listener: Listener | None = None
+        #: MQTT over TLS (``mqtts_port``), with the broker's TLS settings.
+        self._tls_listener: Listener | None = None
         self._task: asyncio.Task[None] | None = None
 
     @property
     def port(self) -> int | None:
         return None if self._listener is None else self._listener.port
 
+    @property
+    def tls_port(self) -> int | None:
+        return None if self._tls_listener is None else self._tls_listener.port
+
     async def start(self) -> None:
         config = self.service.config
-        assert config.mqtt_port is not None
-        self._listener = await listen(
-            config.host,
-            config.mqtt_port,
-            lambda: MqttConnection(self),
-            PULSAR_OUT_OF_DESCRIPTORS,
-            "the MQTT port",
-            "MQTT port (--mqtt-port)",
-        )
+        loop = asyncio.get_running_loop()
+        stored, broken = await loop.run_in_executor(self._records, self.sessions.store.load_all)
+        for key in broken:
+            log.error("the MQTT session record %s does not read: left as it is", key)
+        self.sessions.restore(stored, time.time())
+        for key in await loop.run_in_executor(self._records, self.retained.load):
+            log.error("the MQTT retained message record %s does not read: left as it is", key)
+        if config.mqtt_port is not None:
+            self._listener = await listen(
+                config.host,
+                config.mqtt_port,
+                lambda: MqttConnection(self),
+                PULSAR_OUT_OF_DESCRIPTORS,
+                "the MQTT port",
+                "MQTT port (--mqtt-port)",
+            )
+        if config.mqtts_port is not None:
+            self._tls_listener = await listen(
+                config.host,
+                config.mqtts_port,
+                lambda: MqttConnection(self),
+                PULSAR_OUT_OF_DESCRIPTORS,
+                "the MQTT TLS port",
+                "MQTT TLS port (--mqtts-port)",
+                tls=self.service.ssl_context,
+                handshake_timeout=HANDSHAKE_TIMEOUT_S,
+            )
         self._task = asyncio.create_task(housekeeping.every(self.keepalive.turn_seconds, self._turn))
         self.service.topic_listeners.append(self.topic_loaded)
         self.service.protocol_servers.append(self)
@@ -66,99 +106,49 @@ class MqttServer:
 
     def close(self) -> None:
         """Stop accepting; tell 5.0 clients the server is shutting down, and close every connection."""
-        if self._listener is not None:
-            self._listener.close()
-            self._listener = None
+        self.sessions.close()
+        for listener in (self._listener, self._tls_listener):
+            if listener is not None:
+                listener.close()
+        self._listener = self._tls_listener = None
         if self._task is not None:
             self._task.cancel()
             self._task = None
         for cnx in list(self.connections):
             cnx.close_with(ReasonCode.SERVER_SHUTTING_DOWN)
-        for session in self.sessions.values():
-            if session.expiry_timer is not None:
-                session.expiry_timer.cancel()
         self.qos2.close()
+        self._records.shutdown(wait=True)
 
-    # -- sessions --------------------------------------------------------------------------------
-    def open_session(
-        self, cnx: MqttConnection, client_id: str, clean: bool, expiry: int
-    ) -> tuple[MqttSession, bool, asyncio.Future[Any]]:
-        """The session ``cnx`` serves, whether it was present, and what must finish before its
-        CONNACK (the QoS 2 records read or forgotten). A connection still serving the client id
-        is taken over: closed (5.0: Session taken over), its consumers gone at once."""
-        session = self.sessions.get(client_id)
-        if session is not None and isinstance(session.connection, MqttConnection):
-            old = session.connection
-            log.info(
-                "%s: client %r connected again from %s: the old connection is closed",
-                old.remote,
-                client_id,
-                cnx.remote,
-            )
-            subscriptions.drop_all(old)
-            old.close_with(ReasonCode.SESSION_TAKEN_OVER)
-            session.connection = None
-        if session is not None and session.expiry_timer is not None:
-            session.expiry_timer.cancel()
-            session.expiry_timer = None
-        present = session is not None and not clean
-        if session is None or clean:
-            session = MqttSession(client_id)
-            self.sessions[client_id] = session
-            loading: asyncio.Future[Any] = (
-                self.qos2.delete_all(client_id) if clean else self._load_records(session)
-            )
-        else:
-            loading = asyncio.get_running_loop().create_future()
-            loading.set_result(None)
-        session.expiry = expiry
-        session.connection = cnx
-        return session, present, loading
+    # -- credentials and grants (access.py) --------------------------------------------------------
+    def check_credentials(self, now: float) -> None:
+        """Every authentication_refresh_check_seconds: connections whose credentials expired go."""
+        for cnx in list(self.connections):
+            access.credentials_expired(cnx, now)
 
-    def _load_records(self, session: MqttSession) -> asyncio.Future[Any]:
-        """A session resumed across a restart: its QoS 2 messages received and not released."""
-        loading = self.qos2.load(session.client_id)
-
-        def loaded(done: asyncio.Future[Any]) -> None:
-            if not done.cancelled() and done.exception() is None:
-                for packet_id, received in done.result().items():
-                    session.incoming.setdefault(packet_id, Incoming(received))
-
-        loading.add_done_callback(loaded)
-        return loading
-
-    def connection_ended(self, session: MqttSession, cnx: MqttConnection) -> None:
-        """``cnx`` closed: its session ends now (expiry 0) or after its Session Expiry Interval."""
-        if session.connection is not cnx:
-            return  # taken over
-        session.connection = None
-        if session.expiry == 0:
-            self._end(session)
-        elif session.expiry != NEVER:
-            loop = asyncio.get_running_loop()
-            session.expiry_timer = loop.call_later(session.expiry, self._end, session)
-
-    def _end(self, session: MqttSession) -> None:
-        if self.sessions.get(session.client_id) is not session or session.connection is not None:
-            return
-        del self.sessions[session.client_id]
-        if session.incoming:
-            self.qos2.delete_all(session.client_id)
+    def recheck_permissions(self, namespace: str) -> None:
+        """The namespace's grants changed: what a role lost is taken from its connections."""
+        for cnx in list(self.connections):
+            access.recheck_permissions(cnx, namespace)
 
     # -- topics loaded later ---------------------------------------------------------------------
     def topic_loaded(self, topic: PersistentTopic) -> None:
-        """A topic was created or opened again: the connected clients whose filters match it get a
-        consumer there."""
+        """A topic was created or opened again: the clients whose filters match it get a consumer
+        there, and the durable sessions away their durable subscriptions. A subscription made now
+        starts at the topic's first message if it has none yet (a new topic: its first messages
+        are being published), else at its end."""
+        initial = "earliest" if topic.ml.first_position() is None else "latest"
         for cnx in list(self.connections):
             if cnx.session is not None and cnx.session.filters and not cnx.closed:
                 try:
-                    subscriptions.attach_loaded(cnx, topic)
+                    subscriptions.attach_loaded(cnx, topic, initial)
                 except Exception:
                     log.exception("%s: cannot subscribe to the new topic %s", cnx.remote, topic.name)
+        self.sessions.topic_loaded(topic, initial)
 
 
 async def start(service: BrokerService) -> MqttServer:
     server = MqttServer(service)
     await server.start()
     service.mqtt_port = server.port
+    service.mqtts_port = server.tls_port
     return server

@@ -2,10 +2,17 @@
 connections, until the session ends (Clean Start, or its Session Expiry Interval after the
 connection closes).
 
-Kept in memory while the broker runs: the subscriptions (Topic Filters and their options), the
-QoS 2 messages received and not yet released (also durable: ``qos2_store.py``), and the sequence
-ids given to the client's messages per topic. Not yet kept across a restart, nor the messages
-missed while disconnected (docs/mqtt.md, next steps).
+A session is *durable* when it outlives its connection (Session Expiry Interval above 0 at its
+start; 3.1.1: Clean Session 0). A durable session's subscriptions are durable Pulsar
+subscriptions named after the client id (as Pulsar's MQTT handler names them), so what is
+published while the client is away waits in them; its record (``session_store.py``) keeps its
+filters, expiry and the topics it holds subscriptions on across a broker restart. A session that
+ends with its connection takes its messages from the topic's shared broadcast subscription.
+
+Kept in memory: the QoS 2 messages received and not yet released (durable too:
+``qos2_store.py``), the sequence ids given to the client's messages per topic, and the packet
+identifiers of what it was sent and has not acknowledged, so a resumed session gets them again
+under the same identifiers (4.4).
 """
 
 from __future__ import annotations
@@ -14,17 +21,24 @@ import asyncio
 from dataclasses import dataclass, field
 
 from magnetar.broker.mqtt.qos2_store import Received
+from magnetar.protocol.mqtt import Will
 
 #: A 3.1.1 session that is not clean never expires (5.0's 0xFFFFFFFF).
 NEVER = 0xFFFFFFFF
 
+#: One message a subscriber was sent: (Pulsar topic, ledger id, entry id, index in the entry).
+MessageKey = tuple[str, int, int, int]
+
 
 @dataclass(slots=True)
 class FilterOptions:
-    """One Topic Filter a client subscribed to."""
+    """One Topic Filter a client subscribed to, with its Subscription Options (3.8.3.1)."""
 
     qos: int
     no_local: bool = False
+    retain_as_published: bool = False
+    #: 5.0's Subscription Identifier given with it, if any.
+    subscription_id: int | None = None
 
 
 @dataclass(slots=True)
@@ -40,16 +54,38 @@ class MqttSession:
     client_id: str
     #: Seconds the session outlives its connection (0: it ends with it; NEVER: it does not expire).
     expiry: int = 0
-    #: Topic Filter -> its options, in subscribe order.
+    #: Its subscriptions are durable and its record is stored (expiry above 0 when it started).
+    durable: bool = False
+    #: Topic Filter -> its options, in subscribe order (shared ones as ``$share/{group}/{filter}``).
     filters: dict[str, FilterOptions] = field(default_factory=dict)
+    #: Topics (full Pulsar names) on which it holds a durable subscription named after its client id.
+    topics: set[str] = field(default_factory=set)
+    #: (topic, share name) of the durable shared subscriptions it is a member of.
+    groups: set[tuple[str, str]] = field(default_factory=set)
     #: QoS 2 messages received and not released, by packet identifier.
     incoming: dict[int, Incoming] = field(default_factory=dict)
     #: The next sequence id of the client's messages per topic (deduplication's numbering).
     sequences: dict[str, int] = field(default_factory=dict)
+    #: QoS 1 and 2 messages sent and not yet acknowledged (PUBACK, PUBREC), and their packet
+    #: identifiers: sent again under the same ones, with DUP, when the session resumes.
+    unacked: dict[MessageKey, int] = field(default_factory=dict)
+    unacked_ids: dict[int, MessageKey] = field(default_factory=dict)
+    #: QoS 2 messages sent whose PUBREL went and whose PUBCOMP has not come: PUBREL is sent
+    #: again when the session resumes.
+    released: set[int] = field(default_factory=set)
     #: Ends the session once its connection has been closed for ``expiry`` seconds.
     expiry_timer: asyncio.TimerHandle | None = None
     #: The connection now serving it (None between connections).
     connection: object | None = None
+    #: When its last connection closed (wall-clock seconds); None while connected.
+    disconnected_at: float | None = None
+    #: It ended (expired, or a clean start replaced it): nothing more is written for it.
+    ended: bool = False
+    #: Its QoS 2 records are read (a session restored after a restart reads them when resumed).
+    records_loaded: bool = True
+    #: A will held back by its Will Delay Interval, with the connection that left it (``will.py``).
+    pending_will: tuple[Will, object] | None = None
+    will_timer: asyncio.TimerHandle | None = None
 
     @property
     def producer_name(self) -> str:
@@ -63,3 +99,32 @@ class MqttSession:
         sequence = max(self.sequences.get(topic, 0), highest_taken + 1)
         self.sequences[topic] = sequence + 1
         return sequence
+
+    def sent(self, key: MessageKey, packet_id: int) -> None:
+        """A QoS 1 or 2 message went out under ``packet_id``."""
+        old = self.unacked.get(key)
+        if old is not None and old != packet_id:
+            self.unacked_ids.pop(old, None)
+        self.unacked[key] = packet_id
+        self.unacked_ids[packet_id] = key
+
+    def acknowledged(self, packet_id: int) -> None:
+        """PUBACK or PUBREC of ``packet_id``: the message is the client's now."""
+        key = self.unacked_ids.pop(packet_id, None)
+        if key is not None and self.unacked.get(key) == packet_id:
+            del self.unacked[key]
+
+    def forget_topic(self, topic: str) -> None:
+        """Its subscription on ``topic`` is gone: what it was sent from there is not waited for."""
+        for key in [k for k in self.unacked if k[0] == topic]:
+            self.unacked_ids.pop(self.unacked.pop(key), None)
+
+
+def expires_at(expiry: int, disconnected_at: float | None, now: float) -> float | None:
+    """When a session whose connection closed at ``disconnected_at`` ends (wall-clock seconds);
+    None if never. A session found open after a crash (``disconnected_at`` None) counts from
+    ``now``: the crash's time is not known, and the standard counts from the closing of the
+    connection, which cannot have been later than the restart."""
+    if expiry == NEVER:
+        return None
+    return (now if disconnected_at is None else disconnected_at) + expiry

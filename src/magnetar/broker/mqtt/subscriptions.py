@@ -3,26 +3,50 @@
 A filter without wildcards names one topic (made if missing, as Pulsar's MQTT handler does); one
 with ``+`` or ``#`` matches the topics of its namespace whose decoded names it matches, listed off
 the loop at SUBSCRIBE, and every topic loaded later (created, or opened again) that it matches
-(``MqttServer.topic_loaded``): subscribed there at the latest position, which for a new topic is
-its first message. Each topic gets one consumer per client, at the highest QoS of its matching
-filters (3.3.4: a server may send one message per matching subscription or one in all).
+(``MqttServer.topic_loaded``). Each topic gets one consumer per client and Pulsar subscription,
+at the highest QoS of its matching filters (3.3.4: a server may send one message per matching
+subscription or one in all).
 
-The subscription on a topic is named after the client id and is non-durable: messages stored
-while the client is away are not kept for it yet (persistent sessions are a next step).
+Which Pulsar subscription a client's consumer is on:
+
+- a durable session (``session.py``): its own durable Exclusive subscription, named after the
+  client id as Pulsar's MQTT handler names it, made at the latest position when the client
+  subscribes (at the first message for a topic created later). Messages stored while the client
+  is away wait there; a session that ends deletes it (``release_unmatched``).
+- a session that ends with its connection: the topic's one non-durable broadcast subscription
+  ``mqtt-subscribers`` (docs/topics-and-subscriptions.md, Broadcast), which every such client
+  shares: each entry is read once for all of them, and each starts at the end of the topic.
+- ``$share/{group}/{filter}``: the Shared subscription named after the group (durable for a
+  durable session), whose messages go round robin to the group's members, MQTT clients and
+  Pulsar consumers alike.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, NamedTuple
 
 from magnetar.broker.consumer import Consumer
-from magnetar.broker.mqtt.outbound import PERMITS, MqttConsumer
+from magnetar.broker.mqtt import access
+from magnetar.broker.mqtt.outbound import PERMITS, Delivery, MqttConsumer
 from magnetar.broker.mqtt.session import FilterOptions, MqttSession
 from magnetar.broker.topic import PersistentTopic
 from magnetar.protocol import wire
-from magnetar.protocol.mqtt import MQTT_5, MqttError, ReasonCode, SubAck, Subscribe, UnsubAck, Unsubscribe
+from magnetar.protocol.broadcast import BROADCAST_PROPERTY, BROADCAST_VALUE
+from magnetar.protocol.mqtt import (
+    MQTT_5,
+    MqttError,
+    Properties,
+    Publish,
+    ReasonCode,
+    SubAck,
+    Subscribe,
+    UnsubAck,
+    Unsubscribe,
+)
 from magnetar.protocol.mqtt.codes import SUBACK_FAILURE_3_1_1
 from magnetar.protocol.mqtt.pulsar_names import (
     NON_PERSISTENT,
@@ -36,36 +60,47 @@ from magnetar.protocol.topic_name import InvalidTopicName, TopicName
 
 if TYPE_CHECKING:
     from magnetar.broker.mqtt.connection import MqttConnection
+    from magnetar.broker.service import BrokerService
+    from magnetar.broker.subscription import PersistentSubscription
     from magnetar.broker.topic_api import Subscription
 
 log = logging.getLogger(__name__)
 R = ReasonCode
+#: The broadcast subscription of each topic that clients of sessions ending with their
+#: connection share.
+BROADCAST_SUBSCRIPTION = "mqtt-subscribers"
 
 
 def handle_subscribe(cnx: MqttConnection, packet: Subscribe) -> None:
     session = cnx.session
     assert session is not None
     v5 = cnx.version == MQTT_5
-    if v5 and packet.properties.subscription_identifiers:
-        raise MqttError(
-            R.SUBSCRIPTION_IDENTIFIERS_NOT_SUPPORTED, "Subscription Identifiers are not supported"
-        )
+    identifiers = packet.properties.subscription_identifiers
+    subscription_id = identifiers[0] if identifiers else None
     failure = R.UNSPECIFIED_ERROR if v5 else SUBACK_FAILURE_3_1_1
     codes: list[int] = []
     wanted: list[str] = []
+    new: set[str] = set()  # filters the session did not have (Retain Handling 1)
     for sub in packet.subscriptions:
         topic_filter = sub.topic_filter
-        if shared_filter(topic_filter) is not None:
-            codes.append(R.SHARED_SUBSCRIPTIONS_NOT_SUPPORTED if v5 else SUBACK_FAILURE_3_1_1)
+        group, plain = split_filter(topic_filter)
+        if group is not None and sub.no_local and v5:
+            raise MqttError(R.PROTOCOL_ERROR, f"No Local on the shared subscription {topic_filter!r}")
+        if not access.may_subscribe(cnx, topic_filter):
+            codes.append(R.NOT_AUTHORIZED if v5 else SUBACK_FAILURE_3_1_1)
             continue
-        domain, namespace, _ = _split(cnx, topic_filter)
+        domain, namespace, _ = _split(cnx, plain)
         if domain == NON_PERSISTENT or not _namespace_exists(cnx, namespace):
             codes.append(failure)
             continue
-        session.filters[topic_filter] = FilterOptions(sub.qos, sub.no_local)
+        if topic_filter not in session.filters:
+            new.add(topic_filter)
+        session.filters[topic_filter] = FilterOptions(
+            sub.qos, sub.no_local, sub.retain_as_published, subscription_id
+        )
         codes.append(sub.qos)
         wanted.append(topic_filter)
-    attaching = asyncio.ensure_future(attach_filters(cnx, wanted))
+    attaching = asyncio.ensure_future(_subscribed(cnx, wanted))
 
     def answer(done: asyncio.Future[set[str]]) -> None:
         failed = done.result() if not done.cancelled() and done.exception() is None else set(wanted)
@@ -74,8 +109,43 @@ def handle_subscribe(cnx: MqttConnection, packet: Subscribe) -> None:
             for sub, code in zip(packet.subscriptions, codes, strict=True)
         ]
         cnx.send(SubAck(packet.packet_id, tuple(answered)))
+        # Retained messages after the SUBACK (3.3.1.3), by each filter's Retain Handling; none
+        # for a shared subscription (4.8.2).
+        for sub, code in zip(packet.subscriptions, answered, strict=True):
+            if code >= 0x80 or split_filter(sub.topic_filter)[0] is not None:
+                continue
+            if sub.retain_handling == 0 or (sub.retain_handling == 1 and sub.topic_filter in new):
+                send_retained(cnx, sub.topic_filter, sub.qos, subscription_id)
 
     cnx.wait_for(attaching, answer)
+
+
+def send_retained(cnx: MqttConnection, topic_filter: str, qos: int, subscription_id: int | None) -> None:
+    """The retained messages of the topics ``topic_filter`` matches, with RETAIN, each at the lower
+    of its QoS and the one granted."""
+    domain, namespace, local_filter = _split(cnx, topic_filter)
+    v5 = cnx.version == MQTT_5
+    now = time.time()
+    for message in cnx.server.retained.matching(namespace, local_filter, now):
+        properties = Properties()
+        if v5:
+            expiry = None if message.expires_at is None else max(int(message.expires_at - now), 1)
+            ids = () if subscription_id is None else (subscription_id,)
+            properties = message.properties.replace(
+                message_expiry_interval=expiry, subscription_identifiers=ids
+            )
+        shown = mqtt_topic(TopicName.parse(message.topic), bool(domain))
+        cnx.outbound.send_alone(
+            Publish(shown, message.payload, min(qos, message.qos), True, properties=properties)
+        )
+
+
+async def _subscribed(cnx: MqttConnection, filters: list[str]) -> set[str]:
+    failed = await attach_filters(cnx, filters)
+    session = cnx.session
+    if session is not None and session.durable:
+        await cnx.server.sessions.store.save(session)  # SUBACK once the subscription is durable
+    return failed
 
 
 def handle_unsubscribe(cnx: MqttConnection, packet: Unsubscribe) -> None:
@@ -85,13 +155,30 @@ def handle_unsubscribe(cnx: MqttConnection, packet: Unsubscribe) -> None:
     for topic_filter in packet.topic_filters:
         existed = session.filters.pop(topic_filter, None) is not None
         codes.append(R.SUCCESS if existed else R.NO_SUBSCRIPTION_EXISTED)
-    for consumer in list(cnx.consumers_by_topic.values()):
-        options = options_for(session, consumer.subscription.topic.name, default_namespace(cnx))
+    refresh(cnx)
+    releasing = asyncio.ensure_future(cnx.server.sessions.release_unmatched(session))
+
+    def answer(done: asyncio.Future[None]) -> None:
+        if not done.cancelled() and (exc := done.exception()) is not None:
+            log.error("%s: releasing the subscriptions of %r failed: %s", cnx.remote, session.client_id, exc)
+        cnx.send(UnsubAck(packet.packet_id, tuple(codes) if cnx.version == MQTT_5 else ()))
+
+    cnx.wait_for(releasing, answer)
+
+
+def refresh(cnx: MqttConnection) -> None:
+    """After the session's filters changed: each consumer takes its filters' options again, and
+    one that no filter matches any more goes."""
+    session = cnx.session
+    assert session is not None
+    namespace = default_namespace(cnx)
+    for consumer in list(cnx.consumers_by_key.values()):
+        topic = consumer.subscription.topic.name
+        options = options_by_group(session, topic, namespace).get(consumer.group)
         if options is None:
             forget_consumer(cnx, consumer)
         else:
-            consumer.qos, consumer.no_local = options.qos, options.no_local
-    cnx.send(UnsubAck(packet.packet_id, tuple(codes) if cnx.version == MQTT_5 else ()))
+            consumer.delivery = _delivery(topic, options)
 
 
 def resume(cnx: MqttConnection) -> None:
@@ -110,7 +197,7 @@ async def attach_filters(cnx: MqttConnection, filters: list[str]) -> set[str]:
     for topic_filter in filters:
         try:
             for name in await _topics_of(cnx, topic_filter):
-                await _attach(cnx, name)
+                await attach_topic(cnx, name, "latest")
         except Exception as exc:
             log.warning("%s: cannot subscribe to %r: %s", cnx.remote, topic_filter, exc)
             failed.add(topic_filter)
@@ -123,28 +210,59 @@ class Options(NamedTuple):
     no_local: bool
     #: The matching filter named the namespace (``persistent://t/ns/...``): so do the messages.
     prefixed: bool
+    retain_as_published: bool
+    subscription_ids: tuple[int, ...]
 
 
-def options_for(session: MqttSession, name: TopicName, default_namespace: str) -> Options | None:
-    """What the session's filters that match ``name`` ask for; None if none matches. A filter
-    that names no namespace filters ``default_namespace``'s persistent topics."""
+def split_filter(topic_filter: str) -> tuple[str | None, str]:
+    """(share name, plain filter) of ``$share/{group}/{filter}``; (None, the filter) otherwise."""
+    shared = shared_filter(topic_filter)
+    return (None, topic_filter) if shared is None else (shared.share_name, shared.topic_filter)
+
+
+def options_by_group(
+    session: MqttSession, name: TopicName, default_namespace: str
+) -> dict[str | None, Options]:
+    """What the session's filters that match ``name`` ask for, per share name (None: the filters
+    that are not shared). A filter that names no namespace filters ``default_namespace``'s
+    persistent topics."""
     try:
         local = decode_name(name.local_name)
     except UnicodeDecodeError:
-        return None
-    found: Options | None = None
+        return {}
+    found: dict[str | None, Options] = {}
     for topic_filter, options in session.filters.items():
-        domain, namespace, local_filter = namespace_of_filter(topic_filter, "", "")
+        group, plain = split_filter(topic_filter)
+        domain, namespace, local_filter = namespace_of_filter(plain, "", "")
         if domain:
             if domain != f"{name.domain}://" or namespace != name.namespace_name:
                 continue
         elif name.domain != "persistent" or name.namespace_name != default_namespace:
             continue
-        if matches(local_filter, local):
-            qos = max(options.qos, found.qos) if found else options.qos
-            no_local = options.no_local or (found.no_local if found else False)
-            found = Options(qos, no_local, bool(domain) if found is None else found.prefixed)
+        if not matches(local_filter, local):
+            continue
+        ids = () if options.subscription_id is None else (options.subscription_id,)
+        before = found.get(group)
+        if before is None:
+            found[group] = Options(
+                options.qos, options.no_local, bool(domain), options.retain_as_published, ids
+            )
+        else:
+            found[group] = Options(
+                max(options.qos, before.qos),
+                options.no_local or before.no_local,
+                before.prefixed,
+                options.retain_as_published or before.retain_as_published,
+                before.subscription_ids + tuple(i for i in ids if i not in before.subscription_ids),
+            )
     return found
+
+
+def subscription_name(session: MqttSession, group: str | None) -> str:
+    """The Pulsar subscription a session's consumer for ``group`` (None: not shared) is on."""
+    if group is not None:
+        return group
+    return session.client_id if session.durable else BROADCAST_SUBSCRIPTION
 
 
 def default_namespace(cnx: MqttConnection) -> str:
@@ -166,9 +284,10 @@ def _namespace_exists(cnx: MqttConnection, namespace: str) -> bool:
 
 async def _topics_of(cnx: MqttConnection, topic_filter: str) -> list[TopicName]:
     config = cnx.config
-    if not has_wildcard(topic_filter):
-        return [pulsar_topic(topic_filter, config.mqtt_default_tenant, config.mqtt_default_namespace)]
-    _, namespace, local_filter = _split(cnx, topic_filter)
+    _, plain = split_filter(topic_filter)
+    if not has_wildcard(plain):
+        return [pulsar_topic(plain, config.mqtt_default_tenant, config.mqtt_default_namespace)]
+    _, namespace, local_filter = _split(cnx, plain)
     listed: list[str] = await cnx.service.listing_topics(namespace, 0, lambda names: names)
     out = []
     for full in listed:
@@ -181,60 +300,126 @@ async def _topics_of(cnx: MqttConnection, topic_filter: str) -> list[TopicName]:
     return out
 
 
-async def _attach(cnx: MqttConnection, name: TopicName) -> None:
-    opening = cnx.service.preparing(name)
+def _missing(session: MqttSession, topic: PersistentTopic, groups: Iterable[str | None]) -> list[str]:
+    """The durable subscriptions the session needs on ``topic`` and that are not there yet."""
+    if not session.durable:
+        return []
+    names = {subscription_name(session, group) for group in groups}
+    return [name for name in names if name not in topic.subscriptions]
+
+
+async def attach_topic(cnx: MqttConnection, name: TopicName, initial: str) -> None:
+    """The client's consumers on the topic ``name`` (opened off the loop first, and its durable
+    subscriptions made there, at the ``initial`` position, when they are new)."""
+    service = cnx.service
+    opening = service.preparing(name)
     if opening is not None:
         await opening
+    session = cnx.session
+    if cnx.closed or session is None:
+        return
+    topic = service.get_topic(name, create=True)
+    if not isinstance(topic, PersistentTopic):
+        return
+    for subscription in _missing(session, topic, options_by_group(session, name, default_namespace(cnx))):
+        preparing = service.preparing(name, (subscription, initial))
+        if preparing is not None:
+            await preparing
     if cnx.closed:
         return
-    topic = cnx.service.get_topic(name, create=True)
+    topic = service.get_topic(name, create=True)  # the one loaded now (it may have been unloaded meanwhile)
     if isinstance(topic, PersistentTopic):
-        attach_loaded(cnx, topic)
+        _attach_now(cnx, session, topic)
 
 
-def attach_loaded(cnx: MqttConnection, topic: PersistentTopic) -> None:
-    """The client's consumer on the loaded ``topic``, made if its filters match and it has none."""
+def attach_loaded(cnx: MqttConnection, topic: PersistentTopic, initial: str = "latest") -> None:
+    """The client's consumers on the loaded ``topic``, made where its filters match and it has
+    none, their options brought up to date where it has; a durable subscription still to be
+    made is made off the loop first (``attach_topic``)."""
     session = cnx.session
-    if session is None or cnx.closed:
+    if session is None or cnx.closed or not access.may_consume(cnx, topic.name):
         return
-    options = options_for(session, topic.name, default_namespace(cnx))
+    wanted = options_by_group(session, topic.name, default_namespace(cnx))
+    if not wanted:
+        return
+    if _missing(session, topic, wanted):
+        task = asyncio.ensure_future(attach_topic(cnx, topic.name, initial))
+        task.add_done_callback(lambda done: _logged(cnx, topic.name, done))
+        return
+    _attach_now(cnx, session, topic)
+
+
+def _attach_now(cnx: MqttConnection, session: MqttSession, topic: PersistentTopic) -> None:
+    """The consumers, on the loop (a durable subscription not made yet is made here)."""
+    for group, options in options_by_group(session, topic.name, default_namespace(cnx)).items():
+        _consumer(cnx, session, topic, group, options)
+
+
+def _logged(cnx: MqttConnection, name: TopicName, done: asyncio.Future[None]) -> None:
+    if not done.cancelled() and (exc := done.exception()) is not None:
+        log.warning("%s: cannot subscribe to the topic %s: %s", cnx.remote, name, exc)
+
+
+def _delivery(topic: TopicName, options: Options) -> Delivery:
+    return Delivery(
+        mqtt_topic(topic, options.prefixed),
+        options.qos,
+        options.no_local,
+        options.retain_as_published,
+        options.subscription_ids,
+    )
+
+
+def _consumer(
+    cnx: MqttConnection, session: MqttSession, topic: PersistentTopic, group: str | None, options: Options
+) -> None:
     key = str(topic.name)
-    existing = cnx.consumers_by_topic.get(key)
-    if options is None:
-        return
+    subscription = subscription_name(session, group)
+    existing = cnx.consumers_by_key.get((key, subscription))
+    delivery = _delivery(topic.name, options)
     if existing is not None and not existing.closed:
-        existing.qos, existing.no_local = options.qos, options.no_local
+        existing.delivery = delivery
         return
     consumer_id = cnx.next_id()
     cmd = wire.CommandSubscribe(
         topic=key,
-        subscription=session.client_id,
+        subscription=subscription,
         sub_type=wire.CommandSubscribe.Exclusive,
         consumer_id=consumer_id,
         request_id=0,
         consumer_name=session.client_id,
-        durable=False,
+        durable=session.durable,
         initial_position=wire.CommandSubscribe.Latest,
     )
-    shown = mqtt_topic(topic.name, options.prefixed)
+    if group is not None:
+        cmd.sub_type = wire.CommandSubscribe.Shared
+    elif not session.durable:
+        cmd.durable = False
+        cmd.subscription_properties.add(key=BROADCAST_PROPERTY, value=BROADCAST_VALUE)
 
     def make(subscription: Subscription[Consumer]) -> Consumer:
-        return MqttConsumer(
-            cnx, subscription, consumer_id, session.client_id, shown, options.qos, options.no_local
-        )
+        return MqttConsumer(cnx, subscription, consumer_id, session.client_id, delivery, group)
 
     consumer = topic.subscribe(make, cmd)
     assert isinstance(consumer, MqttConsumer)
-    cnx.consumers_by_topic[key] = consumer
+    cnx.consumers_by_key[(key, subscription)] = consumer
     cnx.consumers[consumer_id] = consumer
+    if session.durable:
+        held = (key, group)
+        if group is None and key not in session.topics:
+            session.topics.add(key)
+            cnx.server.sessions.store.update(session)  # so that its end deletes this one too
+        elif group is not None and held not in session.groups:
+            session.groups.add((key, group))
+            cnx.server.sessions.store.update(session)
     consumer.subscription.flow(consumer, PERMITS)
 
 
 def forget_consumer(cnx: MqttConnection, consumer: Consumer) -> None:
     """Take ``consumer`` off its subscription and out of the connection's books."""
-    key = str(consumer.subscription.topic.name)
-    if cnx.consumers_by_topic.get(key) is consumer:
-        del cnx.consumers_by_topic[key]
+    key = (str(consumer.subscription.topic.name), consumer.subscription.name)
+    if cnx.consumers_by_key.get(key) is consumer:
+        del cnx.consumers_by_key[key]
     cnx.consumers.pop(consumer.consumer_id, None)
     if isinstance(consumer, MqttConsumer):
         cnx.outbound.forget(consumer)
@@ -245,3 +430,28 @@ def forget_consumer(cnx: MqttConnection, consumer: Consumer) -> None:
 def drop_all(cnx: MqttConnection) -> None:
     for consumer in list(cnx.consumers.values()):
         forget_consumer(cnx, consumer)
+
+
+# -- durable subscriptions given up ---------------------------------------------------------------
+async def drop_subscription(
+    service: BrokerService,
+    name: TopicName,
+    subscription: str,
+    keep_if: Callable[[PersistentSubscription], bool] | None = None,
+) -> None:
+    """Delete the durable ``subscription`` of the topic ``name`` (opened off the loop first if it
+    exists and is not loaded; a topic that is gone has nothing to delete), unless ``keep_if()``
+    says, once it is open, that someone still needs it."""
+    key = str(name)
+    if key not in service.topics:
+        if not service.catalog.exists(key):
+            return
+        opening = service.preparing(name)
+        if opening is not None:
+            await opening
+    topic = service.topics.get(key)
+    if not isinstance(topic, PersistentTopic) or subscription not in topic.subscriptions:
+        return
+    if keep_if is not None and keep_if(topic.subscriptions[subscription]):
+        return
+    topic.drop_subscription(subscription, force=True)

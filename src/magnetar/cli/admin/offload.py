@@ -94,18 +94,29 @@ def offload_status(admin: AdminClient, topic: str, wait_complete: bool, as_json:
 @json_option
 @pass_admin
 def get_offload_threshold(admin: AdminClient, namespace: str, as_json: bool) -> None:
-    """Bytes the namespace's topics keep locally before older ledgers are offloaded (-1: off)."""
-    print_value(admin.namespaces.get_offload_threshold(namespace), as_json)
+    """Bytes the namespace's topics keep locally before older ledgers are offloaded, and seconds
+    after its close a ledger is offloaded (-1: off), as pulsar-admin prints them."""
+    size = admin.namespaces.get_offload_threshold(namespace)
+    seconds = admin.namespaces.get_offload_threshold_in_seconds(namespace)
+    if as_json:
+        print_json({"offloadThresholdInBytes": size, "offloadThresholdInSeconds": seconds})
+    else:
+        click.echo(f"offloadThresholdInBytes: {size}\noffloadThresholdInSeconds: {seconds}")
 
 
 @namespaces.command("set-offload-threshold")
 @_NAMESPACE
 @click.option("-s", "--size", required=True, type=SIZE, help="10M, 1G ...; 0: offload at once, -1: off.")
+@click.option(
+    "-t", "--time", "seconds", type=DURATION, default="-1", help="10m, 5h, 3d ...; -1 (default): not by age."
+)
 @pass_admin
-def set_offload_threshold(admin: AdminClient, namespace: str, size: int) -> None:
-    """Offload a topic's older closed ledgers once it holds more than SIZE locally."""
+def set_offload_threshold(admin: AdminClient, namespace: str, size: int, seconds: int) -> None:
+    """Offload a topic's older closed ledgers once it holds more than SIZE locally, or once they
+    were closed TIME ago (both are set, as pulsar-admin sets them)."""
     admin.namespaces.set_offload_threshold(namespace, size)
-    done(f"Set the offload threshold of {namespace} to {size}")
+    admin.namespaces.set_offload_threshold_in_seconds(namespace, seconds)
+    done(f"Set the offload threshold of {namespace} to {size} bytes and {seconds} s")
 
 
 @namespaces.command("get-offload-deletion-lag")

@@ -115,6 +115,13 @@ class Namespaces:
     def set_offload_threshold(self, namespace: str, size_bytes: int) -> None:
         self._call("PUT", namespace, "/offloadThreshold", int(size_bytes))
 
+    def get_offload_threshold_in_seconds(self, namespace: str) -> int:
+        """Seconds after its close a ledger is offloaded, whatever its size (-1: off)."""
+        return int(self._call("GET", namespace, "/offloadThresholdInSeconds"))
+
+    def set_offload_threshold_in_seconds(self, namespace: str, seconds: int) -> None:
+        self._call("PUT", namespace, "/offloadThresholdInSeconds", int(seconds))
+
     def get_offload_deletion_lag_ms(self, namespace: str) -> int | None:
         """How long an offloaded ledger's local copy stays (ms); None: the broker's setting."""
         return self._call("GET", namespace, "/offloadDeletionLagMs")

@@ -9,15 +9,21 @@ alerts topic too and counts what the pipeline wrote, duplicates included.
 Latency is measured per receipt: from the alert's trigger (the event time at which the
 damage rule became true) to the moment the vehicle received it; the alert's publish time
 splits it into the pipeline's part and the broadcast's part.
+
+With ``--mqtt`` the vehicles are MQTT clients (``mqtt_vehicles.py``) and only the control room
+is a Pulsar consumer here; MQTT carries no publish time, so their receipts take the one the
+control room saw (``resolve_published``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from magnetar.client import aio
 from magnetar.demo.smart_city.city import VEHICLE, City
@@ -54,10 +60,19 @@ class ControlRoom:
     alerts: dict[str, Alert] = field(default_factory=dict)
     copies: Counter = field(default_factory=Counter)
     last_received: float = 0.0
+    #: Alert id -> when the broker stored it (its publish time).
+    published: dict[str, int] = field(default_factory=dict)
 
     @property
     def duplicates(self) -> int:
         return sum(n - 1 for n in self.copies.values())
+
+
+class MqttReceipts(Protocol):
+    """The vehicles over MQTT (``mqtt_vehicles.MqttVehicles``), as the fan-out sees them."""
+
+    receipts: list[Receipt]
+    errors: list[str]
 
 
 class AlertFanout:
@@ -67,13 +82,16 @@ class AlertFanout:
         city: City,
         client: aio.Client,
         vehicle_clients: dict[str, aio.Client] | None = None,
+        mqtt: MqttReceipts | None = None,
     ) -> None:
-        """``vehicle_clients``: a vehicle's own client (its own role, ``--secure``); others use ``client``."""
+        """``vehicle_clients``: a vehicle's own client (its own role, ``--secure``); others use
+        ``client``. ``mqtt``: the vehicles are MQTT clients, which record their own receipts."""
         self.settings = settings
         self.city = city
         self.client = client
         self.vehicle_clients = vehicle_clients or {}
-        self.receipts: list[Receipt] = []
+        self.mqtt = mqtt
+        self.receipts: list[Receipt] = mqtt.receipts if mqtt is not None else []
         self.control_room = ControlRoom()
         self.errors: list[str] = []
         self._tasks: list[asyncio.Task] = []
@@ -81,7 +99,7 @@ class AlertFanout:
     async def start(self) -> None:
         """Connect every vehicle and the control room (before any alert can exist)."""
         consumers = []
-        for vehicle in self.city.devices_of(VEHICLE):
+        for vehicle in self.city.devices_of(VEHICLE) if self.mqtt is None else ():
             client = self.vehicle_clients.get(vehicle.id, self.client)
             consumer = await client.subscribe(
                 self.settings.alerts_topic(vehicle.area),
@@ -130,7 +148,19 @@ class AlertFanout:
             else:
                 self.control_room.alerts.setdefault(alert.alert_id, alert)
                 self.control_room.copies[alert.alert_id] += 1
+                self.control_room.published.setdefault(alert.alert_id, msg.publish_timestamp())
             await consumer.acknowledge(msg)
+
+    def resolve_published(self) -> None:
+        """Receipts that came without the alert's publish time (MQTT) take the control room's."""
+        published = self.control_room.published
+        for i, r in enumerate(self.receipts):
+            if not r.published_ms and r.alert_id in published:
+                self.receipts[i] = dataclasses.replace(r, published_ms=published[r.alert_id])
+
+    @property
+    def all_errors(self) -> list[str]:
+        return self.errors + (self.mqtt.errors if self.mqtt is not None else [])
 
     async def stop(self) -> None:
         for task in self._tasks:

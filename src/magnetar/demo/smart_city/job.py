@@ -21,11 +21,13 @@ from typing import TextIO
 
 from magnetar.client import aio
 from magnetar.client.errors import ServerError
+from magnetar.demo.smart_city import archive
 from magnetar.demo.smart_city.broker import EmbeddedBroker
 from magnetar.demo.smart_city.city import CAMERA, SENSOR, VEHICLE, City, build_city
 from magnetar.demo.smart_city.detection import reference_alerts
 from magnetar.demo.smart_city.fanout import AlertFanout, Receipt
 from magnetar.demo.smart_city.frames import FrameVerifier
+from magnetar.demo.smart_city.mqtt_vehicles import MqttVehicles
 from magnetar.demo.smart_city.pipeline import SparkPipeline, rule_of
 from magnetar.demo.smart_city.runtime import LoopThread, broker_settings, connect, try_subscribe
 from magnetar.demo.smart_city.security import PIPELINE_ROLE, Admin, ClientOptions, SecureCity, vehicle_role
@@ -48,6 +50,8 @@ class Job:
         self.secure: SecureCity | None = None
         self.refusal = ""
         self.refused = False
+        #: ``--mqtt``: the vehicles as MQTT clients.
+        self.mqtt: MqttVehicles | None = None
 
     def say(self, line: str) -> None:
         print(line, file=self.out, flush=True)
@@ -56,10 +60,15 @@ class Job:
         s = self.settings
         work = s.work_path() or Path(tempfile.mkdtemp(prefix="magnetar-smart-city-"))
         settings = broker_settings(s.workers)
+        store = Path(s.offload_dir) if s.offload_dir else work / "offloaded"
+        if s.offload_frames:
+            settings |= archive.broker_settings(store)
         if s.secure:
             vehicle_ids = [v.id for v in self.city.devices_of(VEHICLE)]
             self.secure = SecureCity.create(work / "secure", vehicle_ids)
             settings |= self.secure.broker_settings()
+        if s.mqtt:  # MQTT over TLS only when secured, as every other port then
+            settings["mqtts_port" if self.secure is not None else "mqtt_port"] = 0
         loop = LoopThread()
         broker = EmbeddedBroker(work / "broker", settings)
         pipeline = client = fanout = verifier = None
@@ -76,9 +85,15 @@ class Job:
             admin.create_namespace(s.namespace, exist_ok=True)  # public/default always exists
             admin.create_partitioned_topic(s.telemetry_topic, s.partitions)
             client = loop.run(connect(service_url, self._options_for(None)))
-            if self.secure is not None:
+            frame_archive = archive.FrameArchive(s, admin, client, store) if s.offload_frames else None
+            if frame_archive is not None:
+                frame_archive.configure()
+                self.say(f"archive     the frames topic's closed ledgers are offloaded to {store}")
+            if s.mqtt:
+                self.mqtt = self._mqtt_vehicles(loop, broker, admin)
+            elif self.secure is not None:
                 vehicle_clients = self._secure_vehicles(loop, admin, service_url)
-            fanout = AlertFanout(s, self.city, client, vehicle_clients)
+            fanout = AlertFanout(s, self.city, client, vehicle_clients, self.mqtt)
             verifier = FrameVerifier(s, client)
             loop.run(fanout.start())
             loop.run(verifier.start())
@@ -88,7 +103,7 @@ class Job:
             pipeline = SparkPipeline(s, service_url, admin_url, work / "spark", spark_options)
             pipeline.start()
             self.say(f"spark       query running ({s.spark_master}, trigger {s.trigger_ms} ms)")
-            simulator = Simulator(s, self.city, client)
+            simulator = Simulator(s, self.city, client, self.mqtt)
             simulator.vehicle_state = state = VehicleState(s.vehicle_state_topic, client)
             loop.run(state.open())
             loop.run(simulator.open())
@@ -102,6 +117,9 @@ class Job:
                 summary.vehicle_state = self._vehicle_state(loop, admin, state)
             except Exception as exc:  # the summary says so, and the run fails
                 summary.errors.append(f"vehicle state: {type(exc).__name__}: {exc}")
+            if frame_archive is not None:
+                self.say("archive     waiting for the frames' ledgers to be offloaded, then reading back")
+                summary.archive = loop.run(frame_archive.check(simulator.counters.frames_sent))
             summary.wall_s = time.monotonic() - self.started
             return summary
         finally:
@@ -111,7 +129,7 @@ class Job:
                         json.dumps(pipeline.progress, indent=1, default=str)
                     )
                 pipeline.stop()
-            for part in (fanout, verifier):
+            for part in (fanout, verifier, self.mqtt):
                 if part is not None:
                     loop.run(part.stop())
             for c in [*vehicle_clients.values(), client]:
@@ -163,6 +181,39 @@ class Job:
             self.errors.append(self.refusal)
         self.say(f"secure      {self.refusal}")
         return clients
+
+    def _mqtt_vehicles(self, loop: LoopThread, broker: EmbeddedBroker, admin: Admin) -> MqttVehicles:
+        """Every vehicle as an MQTT client; secured, each vehicle's role is granted consume on its
+        area's alerts topic and produce on the telemetry, and one vehicle must be refused another
+        area's alerts (SUBACK 0x87 Not authorized)."""
+        s = self.settings
+        vehicles = self.city.devices_of(VEHICLE)
+        port = broker.mqtts_port if self.secure is not None else broker.mqtt_port
+        assert port is not None
+        if self.secure is not None:
+            for v in vehicles:
+                admin.grant_permission(s.alerts_topic(v.area), vehicle_role(v.id), ["consume"])
+                admin.grant_permission(s.telemetry_topic, vehicle_role(v.id), ["produce"])
+        mqtt = MqttVehicles(s, self.city, port, self.secure)
+        loop.run(mqtt.start())
+        self.say(
+            f"mqtt        {len(vehicles)} vehicles on {mqtt.url} (paho-mqtt, MQTT 5.0): telemetry at "
+            "QoS 1, each subscribed to its area's alerts"
+            + (" with its own token (consume its alerts, produce telemetry)" if self.secure else "")
+        )
+        others = [a for a in self.city.areas if vehicles and a != vehicles[0].area]
+        if self.secure is not None and others:
+            vehicle, other = vehicles[0], s.alerts_topic(others[0])
+            code = loop.run(mqtt.subscribe(vehicle.id, other))
+            self.refused = code == 0x87
+            verdict = "refused (SUBACK 0x87 Not authorized)" if self.refused else f"NOT refused ({code:#x})"
+            self.refusal = f"{vehicle_role(vehicle.id)} subscribing over MQTT to {other}: {verdict}"
+            if not self.refused:
+                self.errors.append(self.refusal)
+            self.say(f"secure      {self.refusal}")
+        elif self.secure is not None:
+            self.refusal, self.refused = "no other area to try", True
+        return mqtt
 
     def _city_line(self) -> str:
         c, s = self.city, self.settings
@@ -229,6 +280,7 @@ class Job:
 
     def _summary(self, simulator, pipeline, fanout, verifier) -> Summary:
         c, city, s = simulator.counters, self.city, self.settings
+        fanout.resolve_published()
         records = [r.record(simulator.start_ms) for r in city.readings] + simulator.frame_records
         expected = {a.alert_id for a in reference_alerts(records, rule_of(s), s.window_ms)}
         room = fanout.control_room
@@ -271,6 +323,7 @@ class Job:
             expected_receipts=expected_receipts,
             vehicles_missing_alerts=missing,
             latency=Latency.of([r.latency_ms for r in receipts]),
+            latency_samples_ms=[float(r.latency_ms) for r in receipts],
             pipeline_latency=Latency.of([r.pipeline_ms for r in receipts]),
             broadcast_latency=Latency.of([r.broadcast_ms for r in receipts]),
             frames_sent=c.frames_sent,
@@ -281,17 +334,28 @@ class Job:
             frame_latency=Latency.of([ch.latency_ms for ch in verifier.checks]),
             wall_s=time.monotonic() - self.started,
             drained=self.drained,
-            errors=fanout.errors + self.errors,
+            errors=fanout.all_errors + self.errors,
             security=self._security_line(),
             refusal=self.refusal,
             refused=self.refused,
+            mqtt=self._mqtt_line(),
+        )
+
+    def _mqtt_line(self) -> str:
+        if self.mqtt is None:
+            return ""
+        return (
+            f"{len(self.city.devices_of(VEHICLE))} vehicles on {self.mqtt.url}: "
+            f"{self.mqtt.acknowledged:,} readings PUBACKed (QoS 1), {len(self.mqtt.receipts)} alerts received"
         )
 
     def _security_line(self) -> str:
         if self.secure is None:
             return ""
         return (
-            "TLS only (pulsar+ssl://, https://, hostname checked; no plain ports), "
+            "TLS only (pulsar+ssl://, https://"
+            + (", mqtts://" if self.mqtt is not None else "")
+            + ", hostname checked; no plain ports), "
             "token authentication, authorization: "
             f"superuser {PIPELINE_ROLE}, "
             f"{len(self.secure.vehicle_tokens)} vehicle roles"

@@ -8,6 +8,7 @@ from typing import TextIO
 
 from magnetar.demo.smart_city.district_job import DistrictJob
 from magnetar.demo.smart_city.job import Job
+from magnetar.demo.smart_city.report import report_path, write_report
 from magnetar.demo.smart_city.settings import CitySettings
 from magnetar.demo.smart_city.summary import Summary
 
@@ -17,4 +18,6 @@ def run_job(settings: CitySettings, out: TextIO = sys.stdout) -> Summary:
     job = DistrictJob(settings, out) if settings.districts > 1 else Job(settings, out)
     summary = job.run()
     job.say(summary.render())
+    path = write_report(summary, report_path(settings))
+    job.say(f"  report              {path}")
     return summary

@@ -59,17 +59,34 @@ class CitySettings:
     )
     work_dir: str = _setting("", "broker data and Spark checkpoints (default: a temporary directory)")
     keep_work_dir: bool = _setting(False, "keep the work directory at the end")
+    report: str = _setting(
+        "",
+        "the HTML report's path (default: smart-city-report.html in the work directory when it is"
+        " kept, else in the system's temporary directory)",
+    )
     quiet: bool = _setting(False, "no progress lines")
     secure: bool = _setting(
         False,
         "run secured: the broker on TLS ports only, token authentication and authorization; "
         "each vehicle has its own role, allowed to consume only its area's alerts topic",
     )
+    mqtt: bool = _setting(
+        False,
+        "vehicles speak MQTT (paho-mqtt) to the broker's MQTT port: each publishes its telemetry at QoS 1 "
+        "and subscribes to its area's alerts; with --secure over mqtts:// with its token as the password",
+    )
     workers: int = _setting(
         1,
         "broker processes of each embedded broker (magnetar standalone --workers N): with 2 or more, the "
         "job's topics and the telemetry's partitions spread over the workers",
     )
+    offload_frames: bool = _setting(
+        False,
+        "keep the camera frames in tiered storage: the frames topic's closed ledgers are offloaded to a "
+        "filesystem store as they close and their local copies deleted; at the end every frame is read "
+        "back from the store and checked",
+    )
+    offload_dir: str = _setting("", "the --offload-frames store (default: offloaded/ in the work directory)")
     districts: int = _setting(
         1,
         "districts: with 2 or more, each district runs its own edge broker (cluster district-K) whose raw "
@@ -93,6 +110,14 @@ class CitySettings:
             raise ValueError("districts must be between 1 and areas (each district has an area)")
         if self.districts > 1 and self.secure:
             raise ValueError("--districts above 1 does not run --secure")
+        if self.offload_frames and (self.districts > 1 or self.workers > 1):
+            raise ValueError(
+                "--offload-frames runs with one broker process: not with --districts or --workers"
+            )
+        if self.districts > 1 and self.mqtt:
+            raise ValueError("--districts above 1 does not run --mqtt")
+        if self.workers > 1 and self.mqtt:
+            raise ValueError("--mqtt runs on one broker process (MQTT is served with workers = 1)")
 
     @property
     def window_ms(self) -> int:

@@ -6,6 +6,10 @@ message's event time. Devices send up to ``max_lateness_s`` late, so event times
 of order. Each camera has its own chunking producer for its frames (6-12 MB by default,
 above the broker's 5 MiB limit), with the SHA-256 of the frame in the properties.
 
+With ``--mqtt`` the vehicles' readings go over MQTT instead (``mqtt_vehicles.py``), each from
+its own vehicle, at QoS 1 into the partition its area's key routes to; a reading counts as sent
+once PUBACKed, so the closing ticks follow every stored reading, as they follow the gateway's.
+
 Clock *ticks* (one per partition, area "") move the pipeline's watermark: before the traffic
 starts, a tick in the past lets the pipeline run its first (slow) micro-batch; when the
 traffic stops, a tick past the last window plus the watermark delay closes every window.
@@ -19,6 +23,7 @@ import json
 import logging
 import time
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from magnetar.client import aio
 from magnetar.client.message import MessageId
@@ -56,11 +61,21 @@ def tick_key(partition: int, partitions: int) -> str:
 AnyProducer = aio.Producer | aio.PartitionedProducer
 
 
+class MqttPublisher(Protocol):
+    """The vehicles over MQTT (``mqtt_vehicles.MqttVehicles``), as the simulator sees them."""
+
+    def publish(self, vehicle_id: str, payload: bytes) -> asyncio.Future[None]: ...
+
+
 class Simulator:
-    def __init__(self, settings: CitySettings, city: City, client: aio.Client) -> None:
+    def __init__(
+        self, settings: CitySettings, city: City, client: aio.Client, mqtt: MqttPublisher | None = None
+    ) -> None:
         self.settings = settings
         self.city = city
         self.client = client
+        #: ``--mqtt``: the vehicles publish their own readings.
+        self.mqtt = mqtt
         self.counters = SimulatorCounters()
         self.start_ms = 0
         self._telemetry_producer: AnyProducer | None = None
@@ -142,16 +157,20 @@ class Simulator:
             await self._sleep_until(reading.send_ms)
             record = reading.record(self.start_ms)
             payload = json.dumps(record).encode()
-            future = await producer.send_async(
-                payload, partition_key=reading.area, event_timestamp=record["ts"]
-            )
+            future: asyncio.Future[MessageId] | asyncio.Future[None]
+            if self.mqtt is not None and reading.kind == VEHICLE:
+                future = self.mqtt.publish(reading.device, payload)  # the vehicle itself, over MQTT
+            else:
+                future = await producer.send_async(
+                    payload, partition_key=reading.area, event_timestamp=record["ts"]
+                )
             future.add_done_callback(functools.partial(self._sent, kind=reading.kind))
             pending.append(future)
             if self.vehicle_state is not None and reading.kind == VEHICLE:
                 await self.vehicle_state.report(reading.device, payload)
         await asyncio.gather(*pending, return_exceptions=True)
 
-    def _sent(self, future: asyncio.Future[MessageId], kind: str) -> None:
+    def _sent(self, future: asyncio.Future[MessageId] | asyncio.Future[None], kind: str) -> None:
         if future.cancelled() or future.exception() is not None:
             self.counters.events_failed += 1
             return

@@ -6,6 +6,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from magnetar.demo.smart_city.archive import ArchiveReport
 from magnetar.demo.smart_city.districts import DistrictReport
 from magnetar.demo.smart_city.vehicle_state import VehicleStateReport
 
@@ -96,8 +97,14 @@ class Summary:
     refused: bool = False
     #: ``--districts`` (2 or more): each district's replication to central and alerts back.
     districts: list[DistrictReport] = field(default_factory=list)
+    #: ``--offload-frames``: the frames kept in tiered storage and read back (None: not asked).
+    archive: ArchiveReport | None = None
+    #: ``--mqtt``: the vehicles over MQTT ("" when they used the Pulsar protocol).
+    mqtt: str = ""
     #: The main job's compacted topic of the latest state per vehicle and its table view.
     vehicle_state: VehicleStateReport | None = None
+    #: Every alert receipt's latency (``latency`` is their percentiles): the report's histogram.
+    latency_samples_ms: list[float] = field(default_factory=list, repr=False)
 
     @property
     def clean_area_alerts(self) -> int:
@@ -117,6 +124,7 @@ class Summary:
             and self.frames_intact == self.frames_planned == self.frames_sent
             and (not self.security or self.refused)
             and all(d.ok for d in self.districts)
+            and (self.archive is None or self.archive.ok)
             and (self.vehicle_state is None or self.vehicle_state.ok)
         )
 
@@ -154,6 +162,8 @@ class Summary:
             f" arrival {self.frame_latency.line().split('   ')[0]}",
             f"  wall time           {self.wall_s:.1f} s",
         ]
+        if self.mqtt:
+            lines.insert(-1, f"  vehicles over MQTT  {self.mqtt}")
         if self.security:
             lines.insert(-1, f"  secured             {self.security}")
             lines.insert(-1, f"  access check        {self.refusal}")
@@ -161,6 +171,8 @@ class Summary:
             lines[-1:-1] = self.vehicle_state.lines()
         for district in self.districts:
             lines[-1:-1] = district.lines()
+        if self.archive is not None:
+            lines.insert(-1, f"  frames archive      {self.archive.line()}")
         if not self.drained:
             lines.append("  WARNING: the pipeline did not catch up before the drain timeout")
         lines += [f"  error: {e}" for e in self.errors[:10]]

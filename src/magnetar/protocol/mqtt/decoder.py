@@ -3,8 +3,11 @@
 ``MqttDecoder`` splits the byte stream at each packet's Remaining Length and hands the body to
 ``codec.decode``. A packet larger than ``max_packet_size`` (the whole packet, fixed header
 included, as MQTT 5's Maximum Packet Size counts it) is refused as soon as its length is read,
-before its bytes are buffered: the broker then answers Packet too large (5.0) or closes (3.1.1).
-The protocol level is learnt from the CONNECT, and every later packet is read in it.
+before its bytes are buffered: the broker then answers Packet too large (5.0) or closes (3.1.1);
+a CONNECT too large is answered in its own version when its protocol level has come. The
+protocol level is learnt from the CONNECT, and every later packet is read in it.
+``pending_size`` says how large the packet now arriving is, so that the broker can set memory
+aside for a large one before it is read (``broker/mqtt/packet_room.py``).
 """
 
 from __future__ import annotations
@@ -33,6 +36,21 @@ class MqttDecoder:
         """Bytes received and not yet handed out as packets."""
         return len(self._buffer) - self._pos
 
+    @property
+    def pending_size(self) -> int:
+        """The whole size of the packet at the front, as its fixed header declares it, while
+        its bytes are still arriving; 0 when none has begun or its length is not read yet."""
+        buffer, pos = self._buffer, self._pos
+        end = len(buffer)
+        if end - pos < 2:
+            return 0
+        try:
+            remaining, start = read_varint(buffer, pos + 1, min(end, pos + 5), "remaining length")
+        except MqttError:
+            return 0
+        total = start - pos + remaining
+        return total if end - pos < total else 0
+
     def feed(self, data: bytes | bytearray | memoryview) -> None:
         if self._pos and (self._pos >= _COMPACT_AT or self._pos == len(self._buffer)):
             del self._buffer[: self._pos]
@@ -57,7 +75,7 @@ class MqttDecoder:
             raise MqttError(
                 ReasonCode.PACKET_TOO_LARGE,
                 f"packet of {total} bytes, over the maximum packet size of {self.max_packet_size}",
-                self.version,
+                self.version if self.version is not None else self._connect_level(start),
             )
         if end - start < remaining:
             return None
@@ -68,3 +86,15 @@ class MqttDecoder:
         if isinstance(packet, Connect) and self.version is None:
             self.version = packet.protocol_level
         return packet
+
+    def _connect_level(self, start: int) -> int | None:
+        """The protocol level of a CONNECT at the front (its byte after the name ``MQTT``), if
+        it has come; None for another packet."""
+        buffer = self._buffer
+        if (
+            buffer[self._pos] >> 4 != 1
+            or len(buffer) < start + 7
+            or buffer[start : start + 6] != b"\x00\x04MQTT"
+        ):
+            return None
+        return buffer[start + 6]

@@ -1,0 +1,143 @@
+"""Last Will (3.1.2.5, 3.1.3.2): the message a CONNECT leaves, published when its connection ends
+other than by a DISCONNECT that discards it.
+
+Published when the connection is lost, closed for a missed keep alive or a protocol error, taken
+over, or ended by a DISCONNECT with reason 0x04 (Disconnect with Will Message); not after a
+DISCONNECT with reason 0x00 (3.1.1: any DISCONNECT), nor when the broker itself stops. A 5.0 Will
+Delay Interval holds it back: it goes when the delay has passed or its session ends, whichever
+comes first, and not at all if the client resumes the session before (3.1.3.2.2). It is stored
+as the client's PUBLISH would be: in the topic its Will Topic maps to, under the client's
+producer name and deduplication's numbering, with its Will Properties; with Will Retain it is
+also the topic's retained message. With authorization on, a will goes only where the client's
+role may produce (access.py), as its PUBLISH would. Pending wills are held in memory: a broker
+that stops loses them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from magnetar.broker.mqtt import access
+from magnetar.broker.mqtt.messages import to_pulsar
+from magnetar.broker.mqtt.retained import Retained, kept_properties
+from magnetar.broker.producer import Producer
+from magnetar.broker.topic import PersistentTopic
+from magnetar.protocol import wire
+from magnetar.protocol.mqtt import Will
+from magnetar.protocol.mqtt.pulsar_names import pulsar_topic
+from magnetar.protocol.topic_name import InvalidTopicName
+from magnetar.storage.position import Position
+
+if TYPE_CHECKING:
+    from magnetar.broker.mqtt.connection import MqttConnection
+    from magnetar.broker.mqtt.server import MqttServer
+    from magnetar.broker.mqtt.session import MqttSession
+
+log = logging.getLogger(__name__)
+
+
+def connection_closed(server: MqttServer, session: MqttSession, cnx: MqttConnection, will: Will) -> None:
+    """``cnx``, which left ``will``, is gone without discarding it."""
+    delay = will.properties.will_delay_interval or 0
+    if session.connection is not cnx and not session.ended:
+        # Another connection resumed the session already: a delayed will is not sent (3.1.3.2.2).
+        if delay == 0:
+            publish(server, session, will, cnx)
+        return
+    if delay == 0 or session.ended:
+        publish(server, session, will, cnx)
+        return
+    cancel(session)
+    session.pending_will = (will, cnx)
+    session.will_timer = asyncio.get_running_loop().call_later(delay, fire, server, session)
+
+
+def fire(server: MqttServer, session: MqttSession) -> None:
+    """The Will Delay Interval passed, or the session ended: its pending will goes now."""
+    pending = session.pending_will
+    cancel(session)
+    if pending is not None:
+        will, cnx = pending
+        publish(server, session, will, cnx)  # type: ignore[arg-type]  # a connection, held as an object
+
+
+def cancel(session: MqttSession) -> None:
+    """The session was resumed in time (or its will went): nothing pending."""
+    session.pending_will = None
+    if session.will_timer is not None:
+        session.will_timer.cancel()
+        session.will_timer = None
+
+
+def publish(server: MqttServer, session: MqttSession, will: Will, cnx: MqttConnection) -> None:
+    """Store ``will`` in its topic (off the loop where the topic must be opened first)."""
+    if server.sessions.closing:
+        return
+    task = asyncio.ensure_future(_publish(server, session, will, cnx))
+    server.sessions.keep(task, "publishing its will", session.client_id)
+
+
+async def _publish(server: MqttServer, session: MqttSession, will: Will, cnx: MqttConnection) -> None:
+    service = server.service
+    config = service.config
+    try:
+        name = pulsar_topic(will.topic, config.mqtt_default_tenant, config.mqtt_default_namespace)
+    except InvalidTopicName as exc:
+        log.warning(
+            "MQTT client %r: its Will Topic %r names no topic: %s", session.client_id, will.topic, exc
+        )
+        return
+    if access.publish_refused(cnx, name) is not None:  # as any PUBLISH of its role (access.py)
+        client = session.client_id
+        log.warning("MQTT client %r: its will to %s is not published (not authorized)", client, name)
+        return
+    opening = service.preparing(name)
+    if opening is not None:
+        await opening
+    topic = service.get_topic(name, create=True)
+    if not isinstance(topic, PersistentTopic):
+        log.warning(
+            "MQTT client %r: its will goes to persistent topics only, not %s", session.client_id, name
+        )
+        return
+    producer = Producer(cnx, topic, 0, session.producer_name, user_provided_name=True)
+    producer.deduplicated = True
+    highest = topic.deduplication.highest_sequence_id(producer.name)
+    sequence = session.next_sequence(str(name), highest)
+    now = time.time()
+    metadata, data = to_pulsar(
+        will.payload, will.properties, producer.name, sequence, int(now * 1000), will.retain
+    )
+    stored: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def done(position: Position | None, exc: Exception | None) -> None:
+        if stored.done():
+            return
+        if exc is not None:
+            stored.set_exception(exc)
+        else:
+            stored.set_result(None)
+
+    send = wire.CommandSend(producer_id=0, sequence_id=sequence, num_messages=1)
+    topic.traffic.messages_in += 1
+    topic.traffic.bytes_in += len(data)
+    topic.publish(producer, send, memoryview(data), done, metadata)
+    if will.retain:
+        expiry = will.properties.message_expiry_interval
+        retained = (
+            Retained(
+                str(name),
+                will.payload,
+                will.qos,
+                kept_properties(will.properties),
+                None if expiry is None else now + expiry,
+            )
+            if will.payload
+            else None
+        )
+        await server.retained.set(str(name), retained)
+    await stored
+    log.info("MQTT client %r: its will was published to %s", session.client_id, name)

@@ -1,0 +1,321 @@
+"""The MQTT session logic without a network: durable session records, expiry, the packet
+identifiers a session keeps, which filters ask what of a topic, which Pulsar subscription a
+session's consumer is on, and the ordered record writer over a real metadata store."""
+
+from __future__ import annotations
+
+import asyncio
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from magnetar.broker.mqtt.records import RecordWriter
+from magnetar.broker.mqtt.session import NEVER, FilterOptions, MqttSession, expires_at
+from magnetar.broker.mqtt.session_store import PREFIX, SessionStore, decode_record, encode_record, key_of
+from magnetar.broker.mqtt.subscriptions import (
+    BROADCAST_SUBSCRIPTION,
+    Options,
+    options_by_group,
+    split_filter,
+    subscription_name,
+)
+from magnetar.protocol.topic_name import TopicName
+from magnetar.storage.metadata_store import MetadataStore
+
+DEFAULT = "public/default"
+
+
+def topic(local: str, namespace: str = DEFAULT) -> TopicName:
+    return TopicName.parse(f"persistent://{namespace}/{local}")
+
+
+# -- records ---------------------------------------------------------------------------------------
+@given(
+    client_id=st.text(min_size=1, max_size=40),
+    expiry=st.integers(1, NEVER),
+    filters=st.dictionaries(
+        st.text(min_size=1, max_size=20),
+        st.builds(
+            FilterOptions,
+            st.integers(0, 2),
+            st.booleans(),
+            st.booleans(),
+            st.none() | st.integers(1, 268_435_455),
+        ),
+        max_size=5,
+    ),
+    topics=st.sets(st.text(min_size=1, max_size=30), max_size=5),
+    groups=st.sets(st.tuples(st.text(min_size=1, max_size=30), st.text(min_size=1, max_size=10)), max_size=3),
+    disconnected_at=st.none() | st.floats(0, 2e9),
+)
+def test_a_session_record_reads_back_as_it_was(client_id, expiry, filters, topics, groups, disconnected_at):
+    session = MqttSession(client_id, expiry=expiry, durable=True)
+    session.filters = dict(filters)
+    session.topics = set(topics)
+    session.groups = set(groups)
+    session.disconnected_at = disconnected_at
+    back = decode_record(key_of(client_id), encode_record(session))
+    assert (back.client_id, back.expiry, back.durable) == (client_id, expiry, True)
+    assert list(back.filters.items()) == list(filters.items())  # subscribe order kept
+    assert (back.topics, back.groups, back.disconnected_at) == (set(topics), set(groups), disconnected_at)
+    assert not back.records_loaded  # its QoS 2 records are read when it is resumed
+
+
+def test_a_client_id_with_slashes_and_any_character_keys_one_record():
+    assert key_of("a/b") != key_of("a") and key_of("a/b").startswith(PREFIX)
+    assert "/" not in key_of("car/42 ü")[len(PREFIX) :]
+
+
+# -- expiry ----------------------------------------------------------------------------------------
+def test_expiry_counts_from_the_disconnection_or_from_a_restart_after_a_crash():
+    assert expires_at(10, 1000.0, now=5000.0) == 1010.0
+    assert expires_at(10, None, now=5000.0) == 5010.0  # connected when the broker died
+    assert expires_at(NEVER, 1000.0, now=5000.0) is None
+
+
+# -- packet identifiers kept by the session ----------------------------------------------------------
+def test_an_unacknowledged_message_keeps_its_packet_identifier_until_acknowledged():
+    session = MqttSession("c")
+    key = ("persistent://public/default/t", 3, 7, 0)
+    session.sent(key, 5)
+    assert session.unacked == {key: 5} and session.unacked_ids == {5: key}
+    session.sent(key, 9)  # sent again under another identifier: the old one is free
+    assert session.unacked == {key: 9} and session.unacked_ids == {9: key}
+    session.acknowledged(9)
+    assert session.unacked == {} and session.unacked_ids == {}
+    session.acknowledged(9)  # a late acknowledgement changes nothing
+    other = ("persistent://public/default/u", 1, 1, 2)
+    session.sent(key, 1)
+    session.sent(other, 2)
+    session.forget_topic("persistent://public/default/t")
+    assert session.unacked == {other: 2} and session.unacked_ids == {2: other}
+
+
+# -- filters and subscriptions -----------------------------------------------------------------------
+def test_the_filters_matching_a_topic_merge_per_share_name():
+    session = MqttSession("car-1")
+    session.filters = {
+        "city/+/alerts": FilterOptions(0, subscription_id=4),
+        "city/#": FilterOptions(2, no_local=True, subscription_id=9),
+        "$share/fleet/city/+/alerts": FilterOptions(1),
+        "$share/other/elsewhere/#": FilterOptions(2),
+        "persistent://smart-city/vehicles/car/+": FilterOptions(1, retain_as_published=True),
+    }
+    found = options_by_group(session, topic("city%2Farea-7%2Falerts"), DEFAULT)
+    assert found == {
+        None: Options(2, True, False, False, (4, 9)),  # the highest QoS, every identifier
+        "fleet": Options(1, False, False, False, ()),
+    }
+    prefixed = options_by_group(session, topic("car%2F42", "smart-city/vehicles"), DEFAULT)
+    assert prefixed == {None: Options(1, False, True, True, ())}  # named its namespace: so do the messages
+    assert options_by_group(session, topic("weather"), DEFAULT) == {}
+    assert (
+        options_by_group(session, topic("city%2Fx", "other/ns"), DEFAULT) == {}
+    )  # not the default namespace
+
+
+def test_a_filter_starting_with_a_wildcard_leaves_dollar_topics_out():
+    session = MqttSession("c")
+    session.filters = {"#": FilterOptions(1)}
+    assert options_by_group(session, topic("%24SYS%2Fload"), DEFAULT) == {}
+    assert None in options_by_group(session, topic("plain"), DEFAULT)
+
+
+def test_which_pulsar_subscription_a_session_takes_its_messages_from():
+    durable = MqttSession("car-7", expiry=60, durable=True)
+    clean = MqttSession("car-8")
+    assert subscription_name(durable, None) == "car-7"  # named after the client id, as MoP does
+    assert subscription_name(clean, None) == BROADCAST_SUBSCRIPTION  # shared by every such client
+    assert subscription_name(durable, "fleet") == subscription_name(clean, "fleet") == "fleet"
+    assert split_filter("$share/fleet/a/#") == ("fleet", "a/#")
+    assert split_filter("a/#") == (None, "a/#")
+
+
+# -- the record writer, on a real metadata store -----------------------------------------------------
+@pytest.fixture
+def metadata(tmp_path):
+    store = MetadataStore(tmp_path / "metadata.sqlite")
+    yield store
+    store.close()
+
+
+def test_records_are_written_in_order_the_latest_value_of_each_key(metadata):
+    executor = ThreadPoolExecutor(2)
+
+    async def run() -> None:
+        writer = RecordWriter(metadata, executor, "test")
+        waits = [writer.set("k/a", str(i)) for i in range(50)]
+        waits.append(writer.set("k/b", "kept"))
+        waits.append(writer.set("k/c", "gone"))
+        waits.append(writer.set("k/c", None))
+        await asyncio.gather(*waits)
+        assert dict(metadata.items("k/")) == {"k/a": "49", "k/b": "kept"}
+        writer.close()
+        with pytest.raises(RuntimeError):
+            await writer.set("k/d", "after close")
+
+    asyncio.run(run())
+    executor.shutdown()
+
+
+def test_stored_sessions_load_and_a_broken_record_is_left_alone(metadata):
+    executor = ThreadPoolExecutor(1)
+
+    async def run() -> tuple[list[MqttSession], list[str]]:
+        store = SessionStore(metadata, RecordWriter(metadata, executor, "MQTT session"))
+        session = MqttSession("device-1", expiry=NEVER, durable=True)
+        session.filters["a/b"] = FilterOptions(1)
+        session.topics.add("persistent://public/default/a%2Fb")
+        await store.save(session)
+        gone = MqttSession("device-2", expiry=5, durable=True)
+        await store.save(gone)
+        await store.delete("device-2")
+        metadata.put(key_of("broken"), "{not json")
+        return await asyncio.get_running_loop().run_in_executor(executor, store.load_all)
+
+    loaded, broken = asyncio.run(run())
+    executor.shutdown()
+    assert [(s.client_id, s.expiry, list(s.filters), s.topics) for s in loaded] == [
+        ("device-1", NEVER, ["a/b"], {"persistent://public/default/a%2Fb"})
+    ]
+    assert broken == [key_of("broken")]
+
+
+# -- the server's sessions: open, resume, take over, end, expire, restore ----------------------------
+class FakeConnection:
+    """What ``Sessions`` asks of a connection: its address, its consumers, closing it."""
+
+    def __init__(self, name: str) -> None:
+        self.remote = name
+        self.consumers: dict = {}
+        self.closed_with: list[int] = []
+
+    def close_with(self, reason: int, message: str | None = None) -> None:
+        self.closed_with.append(reason)
+
+
+class FakeServer:
+    """The MQTT server around ``Sessions``: its QoS 2 records on a real metadata store, a service
+    with no topic loaded."""
+
+    def __init__(self, metadata: MetadataStore) -> None:
+        from types import SimpleNamespace
+
+        from magnetar.broker.mqtt.qos2_store import Qos2Store
+
+        self.service = SimpleNamespace(
+            storage=SimpleNamespace(metadata=metadata),
+            config=SimpleNamespace(mqtt_default_tenant="public", mqtt_default_namespace="default"),
+            topics={},
+            catalog=SimpleNamespace(exists=lambda key: False),
+        )
+        self.qos2 = Qos2Store(metadata)
+
+
+def run_sessions(metadata, scenario) -> None:
+    from magnetar.broker.mqtt.sessions import Sessions
+
+    executor = ThreadPoolExecutor(1)
+    server = FakeServer(metadata)
+
+    async def run() -> None:
+        writer = RecordWriter(metadata, executor, "MQTT session")
+        sessions = Sessions(server, writer)  # type: ignore[arg-type]  # a fake server
+        await scenario(sessions, writer)
+        await writer.drain()
+
+    asyncio.run(run())
+    server.qos2.close()
+    executor.shutdown()
+
+
+def stored(metadata: MetadataStore) -> dict[str, MqttSession]:
+    loaded, broken = SessionStore(metadata, None).load_all()  # type: ignore[arg-type]  # reads only
+    assert broken == []
+    return {s.client_id: s for s in loaded}
+
+
+def test_a_durable_session_is_stored_resumed_and_expires(metadata):
+    async def scenario(sessions, writer) -> None:
+        first = FakeConnection("a")
+        session, present, loading = sessions.open(first, "car", clean=False, expiry=3600)
+        await loading  # its record is durable before the CONNACK
+        assert not present and session.durable and stored(metadata)["car"].disconnected_at is None
+        sessions.connection_ended(session, first)
+        await writer.drain()
+        assert stored(metadata)["car"].disconnected_at is not None  # its expiry counts from here
+        loop = asyncio.get_running_loop()
+        assert abs(session.expiry_timer.when() - (loop.time() + 3600)) < 5
+        again, present, loading = sessions.open(FakeConnection("b"), "car", clean=False, expiry=3600)
+        await loading
+        assert again is session and present and session.expiry_timer is None
+        sessions.connection_ended(session, again.connection)
+        sessions._expire(session)  # its Session Expiry Interval passed
+        await sessions._ending["car"]  # its subscriptions and QoS 2 records deleted
+        assert "car" not in sessions.by_client and session.ended
+        await writer.drain()
+        assert stored(metadata) == {}
+
+    run_sessions(metadata, scenario)
+
+
+def test_clean_start_ends_the_old_session_and_a_second_connection_takes_over(metadata):
+    async def scenario(sessions, writer) -> None:
+        first = FakeConnection("first")
+        old, _, loading = sessions.open(first, "bike", clean=False, expiry=60)
+        await loading
+        old.filters["a/b"] = FilterOptions(1)
+        second = FakeConnection("second")
+        new, present, loading = sessions.open(second, "bike", clean=True, expiry=60)
+        await loading
+        assert first.closed_with == [0x8E]  # Session taken over
+        assert not present and new is not old and old.ended and new.filters == {}
+        await writer.drain()
+        assert list(stored(metadata)["bike"].filters) == []  # the new session's record, not the old
+
+    run_sessions(metadata, scenario)
+
+
+def test_a_session_that_ends_with_its_connection_is_never_stored(metadata):
+    async def scenario(sessions, writer) -> None:
+        cnx = FakeConnection("c")
+        session, present, loading = sessions.open(cnx, "phone", clean=True, expiry=0)
+        await loading
+        assert not present and not session.durable
+        sessions.connection_ended(session, cnx)
+        assert "phone" not in sessions.by_client
+        await writer.drain()
+        assert stored(metadata) == {}
+
+    run_sessions(metadata, scenario)
+
+
+def test_restored_sessions_expire_by_the_time_their_connection_closed(metadata):
+    now = 10_000.0
+
+    async def scenario(sessions, writer) -> None:
+        for client_id, expiry, closed in (
+            ("gone", 10, now - 100),
+            ("later", 600, now - 100),
+            ("ever", NEVER, now - 1e6),
+        ):
+            session = MqttSession(client_id, expiry=expiry, durable=True)
+            session.disconnected_at = closed
+            await sessions.store.save(session)
+        crashed = MqttSession("crashed", expiry=30, durable=True)  # connected when the broker died
+        await sessions.store.save(crashed)
+        sessions.restore(list(stored(metadata).values()), now)
+        await asyncio.sleep(0)
+        assert sorted(sessions.by_client) == ["crashed", "ever", "later"]
+        loop = asyncio.get_running_loop()
+        assert abs(sessions.by_client["later"].expiry_timer.when() - (loop.time() + 500)) < 5
+        assert abs(sessions.by_client["crashed"].expiry_timer.when() - (loop.time() + 30)) < 5
+        assert sessions.by_client["ever"].expiry_timer is None
+        await writer.drain()
+        assert sorted(stored(metadata)) == ["crashed", "ever", "later"]
+        assert stored(metadata)["crashed"].disconnected_at == now  # counted from the restart
+        sessions.close()
+
+    run_sessions(metadata, scenario)

@@ -1,0 +1,296 @@
+"""MQTT persistent sessions against the real broker process (docs/mqtt.md, Sessions): a client
+that connects without Clean Start gets its subscriptions back, and the QoS 1 and 2 messages it
+missed, from durable Pulsar subscriptions named after its client id; also after a broker restart
+and a kill -9. paho-mqtt and gmqtt, 3.1.1 and 5.0; the official pulsar-client writes what the
+clients missed and reads the admin API's view of their subscriptions."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import urllib.parse
+
+import pytest
+
+from magnetar.protocol.mqtt import (
+    MQTT_3_1_1,
+    MQTT_5,
+    ConnAck,
+    Properties,
+    PubAck,
+    Publish,
+    PubRec,
+    PubRel,
+    Subscribe,
+)
+from magnetar.protocol.mqtt.packets import PubComp, Subscription
+
+from ..waiting import eventually
+from .mqtt_support import PahoClient, RawClient
+from .support import admin_call
+from .test_mqtt import VERSIONS, pulsar_name, unique
+
+#: 5.0's Session Expiry Interval for "a while" (3.1.1 sessions without Clean Session never expire).
+HOUR = 3600
+
+
+@pytest.fixture
+def mqtt_broker(broker_factory):
+    return broker_factory({"mqtt_port": 0})
+
+
+def subscriptions_of(broker, mqtt_name: str) -> list[str]:
+    """The Pulsar subscriptions of the topic an MQTT Topic Name maps to (admin API)."""
+    local = pulsar_name(mqtt_name).split("/", 5)[-1]
+    status, body = admin_call(
+        broker,
+        "GET",
+        f"/admin/v2/persistent/public/default/{urllib.parse.quote(local, safe='')}/subscriptions",
+    )
+    assert status == 200, body
+    return sorted(body)
+
+
+def persistent(port: int, client_id: str, version: int, expiry: int = HOUR) -> PahoClient:
+    """A paho client of a session that outlives its connection."""
+    return PahoClient(
+        port, client_id, version, clean=False, session_expiry=expiry if version == MQTT_5 else None
+    )
+
+
+def send(client, name: str, payloads: list[bytes]) -> None:
+    producer = client.create_producer(pulsar_name(name))
+    for payload in payloads:
+        producer.send(payload)
+    producer.close()
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_persistent_session_gets_its_subscriptions_and_what_it_missed(mqtt_broker, client_factory, version):
+    name = unique("fleet/car")
+    client_id = f"car-{version}"
+    paho = persistent(mqtt_broker.mqtt_port, client_id, version)
+    try:
+        assert paho.session_present is False
+        assert paho.subscribe(name, 1) == [1]
+    finally:
+        paho.close()
+    # The session's durable subscription, named after the client id as Pulsar's MQTT handler does.
+    assert subscriptions_of(mqtt_broker, name) == [client_id]
+    pulsar_client = client_factory(mqtt_broker.service_url)
+    send(pulsar_client, name, [f"missed-{i}".encode() for i in range(5)])
+    paho = persistent(mqtt_broker.mqtt_port, client_id, version)  # no SUBSCRIBE this time
+    try:
+        assert paho.session_present is True
+        eventually(lambda: len(paho.received.messages) >= 5, what="the five missed messages")
+        assert paho.received.payloads() == [f"missed-{i}".encode() for i in range(5)]
+        send(pulsar_client, name, [b"live"])
+        eventually(lambda: paho.received.payloads()[-1:] == [b"live"], what="a message sent while connected")
+    finally:
+        paho.close()
+    assert len(paho.received.messages) == 6
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("crash", [False, True], ids=["restart", "kill-9"])
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_persistent_session_survives_a_broker_restart(mqtt_broker, client_factory, version, crash):
+    name = unique("depot")
+    wild = unique("yard")
+    client_id = f"survivor-{version}-{crash}"
+    paho = persistent(mqtt_broker.mqtt_port, client_id, version)
+    try:
+        assert paho.subscribe(name, 2) == [2]
+        assert paho.subscribe(f"{wild}/+/gate", 1) == [1]
+    finally:
+        paho.close()
+    if crash:
+        mqtt_broker.kill9()
+    else:
+        mqtt_broker.stop()
+    mqtt_broker.restart()
+    pulsar_client = client_factory(mqtt_broker.service_url)
+    send(pulsar_client, name, [b"after-restart-1", b"after-restart-2"])
+    send(pulsar_client, f"{wild}/north/gate", [b"a topic made while the client was away"])
+    paho = persistent(mqtt_broker.mqtt_port, client_id, version)
+    try:
+        assert paho.session_present is True
+        eventually(lambda: len(paho.received.messages) >= 3, what="what the client missed")
+        got = sorted((m[0], m[1], m[2]) for m in paho.received.messages)
+        assert got == sorted(
+            [
+                (name, b"after-restart-1", 2),
+                (name, b"after-restart-2", 2),
+                (f"{wild}/north/gate", b"a topic made while the client was away", 1),
+            ]
+        )
+    finally:
+        paho.close()
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_gmqtt_persistent_session(mqtt_broker, client_factory, version):
+    import gmqtt
+
+    name = unique("gmqtt/persist")
+    client_id = f"gmqtt-persist-{version}"
+    expiry = {"session_expiry_interval": HOUR} if version == MQTT_5 else {}
+    pulsar_client = client_factory(mqtt_broker.service_url)
+
+    async def connect(got: list, present: list) -> gmqtt.Client:
+        mqtt = gmqtt.Client(client_id, clean_session=False, **expiry)
+        mqtt.on_message = lambda c, topic, payload, qos, properties: got.append(payload) or 0
+        mqtt.on_connect = lambda c, flags, rc, properties: present.append(bool(flags))
+        await mqtt.connect("127.0.0.1", mqtt_broker.mqtt_port, version=version)
+        return mqtt
+
+    async def run() -> tuple[list, list]:
+        got: list = []
+        present: list = []
+        subscribed = asyncio.Event()
+        mqtt = await connect(got, present)
+        mqtt.on_subscribe = lambda *args: subscribed.set()
+        mqtt.subscribe(name, qos=1)
+        await asyncio.wait_for(subscribed.wait(), 10)
+        await mqtt.disconnect()
+        await asyncio.to_thread(send, pulsar_client, name, [b"g1", b"g2", b"g3"])
+        mqtt = await connect(got, present)
+        deadline = time.monotonic() + 10
+        while len(got) < 3 and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        await mqtt.disconnect()
+        return got, present
+
+    got, present = asyncio.run(run())
+    assert got == [b"g1", b"g2", b"g3"]
+    assert present == [False, True]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_clean_start_ends_a_persistent_session(mqtt_broker, client_factory, version):
+    name = unique("clean")
+    client_id = f"cleaner-{version}"
+    paho = persistent(mqtt_broker.mqtt_port, client_id, version)
+    try:
+        paho.subscribe(name, 1)
+    finally:
+        paho.close()
+    assert subscriptions_of(mqtt_broker, name) == [client_id]
+    send(client_factory(mqtt_broker.service_url), name, [b"kept for the old session"])
+    paho = PahoClient(mqtt_broker.mqtt_port, client_id, version, clean=True)
+    try:
+        assert paho.session_present is False
+        # The old session's durable subscription (and its backlog) went before the CONNACK.
+        assert subscriptions_of(mqtt_broker, name) == []
+        paho.subscribe(f"{name}-marker", 0)  # answered after anything the old session would get
+        assert paho.received.messages == []
+    finally:
+        paho.close()
+
+
+def test_unsubscribe_deletes_the_durable_subscription(mqtt_broker):
+    name = unique("unsub-durable")
+    paho = persistent(mqtt_broker.mqtt_port, "unsubscriber", MQTT_5)
+    try:
+        paho.subscribe(name, 1)
+        paho.subscribe(f"{name}/#", 1)
+        assert subscriptions_of(mqtt_broker, name) == ["unsubscriber"]
+        paho.unsubscribe(name)  # "name/#" still matches "name": kept
+        assert subscriptions_of(mqtt_broker, name) == ["unsubscriber"]
+        paho.unsubscribe(f"{name}/#")
+        assert subscriptions_of(mqtt_broker, name) == []
+    finally:
+        paho.close()
+
+
+@pytest.mark.slow
+def test_session_expiry_removes_the_session_and_its_subscriptions(mqtt_broker):
+    name = unique("expiring")
+    paho = persistent(mqtt_broker.mqtt_port, "short-lived", MQTT_5, expiry=1)
+    try:
+        paho.subscribe(name, 1)
+    finally:
+        paho.close()
+    assert subscriptions_of(mqtt_broker, name) == ["short-lived"]
+    eventually(lambda: subscriptions_of(mqtt_broker, name) == [], what="the session's expiry")
+    paho = persistent(mqtt_broker.mqtt_port, "short-lived", MQTT_5)
+    try:
+        assert paho.session_present is False
+    finally:
+        paho.close()
+
+
+@pytest.mark.slow
+def test_session_expiry_counts_across_a_restart(mqtt_broker):
+    name = unique("expiring-restart")
+    paho = persistent(mqtt_broker.mqtt_port, "expires-while-down", MQTT_5, expiry=2)
+    try:
+        paho.subscribe(name, 1)
+    finally:
+        paho.close()
+    keeper = persistent(mqtt_broker.mqtt_port, "keeper", MQTT_5, expiry=HOUR)
+    try:
+        keeper.subscribe(name, 1)
+    finally:
+        keeper.close()
+    mqtt_broker.kill9()
+    mqtt_broker.restart()
+    eventually(lambda: subscriptions_of(mqtt_broker, name) == ["keeper"], what="the expiry after the restart")
+    expiry = Properties(session_expiry_interval=HOUR)
+    for client_id, present in (("expires-while-down", False), ("keeper", True)):
+        raw = RawClient(mqtt_broker.mqtt_port, MQTT_5)
+        try:
+            assert raw.connect(client_id, clean=False, properties=expiry).session_present is present
+        finally:
+            raw.close()
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_unacknowledged_messages_come_again_under_their_packet_identifiers(
+    mqtt_broker, client_factory, version
+):
+    """4.4: a resumed session gets its unacknowledged PUBLISH again with DUP and the same packet
+    identifier, and its unanswered PUBREL again."""
+    name = unique("again")
+    expiry = Properties(session_expiry_interval=HOUR) if version == MQTT_5 else Properties()
+    raw = RawClient(mqtt_broker.mqtt_port, version)
+    raw.connect("forgetful", clean=False, properties=expiry)
+    raw.send(Subscribe(1, (Subscription(name, 1), Subscription(f"{name}/two", 2)), Properties()))
+    raw.receive()  # SUBACK
+    pulsar_client = client_factory(mqtt_broker.service_url)
+    send(pulsar_client, name, [b"one"])
+    first = raw.receive()
+    assert isinstance(first, Publish) and first.payload == b"one" and not first.dup
+    send(pulsar_client, f"{name}/two", [b"two"])
+    second = raw.receive()
+    assert isinstance(second, Publish) and second.qos == 2
+    raw.send(PubRec(second.packet_id))
+    assert raw.receive() == PubRel(second.packet_id)
+    raw.close()  # no PUBACK of "one", no PUBCOMP of "two"
+    raw = RawClient(mqtt_broker.mqtt_port, version)
+    try:
+        assert raw.connect("forgetful", clean=False, properties=expiry).session_present is True
+        answers = [raw.receive(), raw.receive()]
+        assert PubRel(second.packet_id) in answers
+        (again,) = [p for p in answers if isinstance(p, Publish)]
+        assert (again.payload, again.packet_id, again.dup) == (b"one", first.packet_id, True)
+        raw.send(PubAck(again.packet_id))
+        raw.send(PubComp(second.packet_id))
+        send(pulsar_client, name, [b"three"])
+        third = raw.receive()
+        assert isinstance(third, Publish) and third.payload == b"three" and not third.dup
+    finally:
+        raw.close()
+
+
+def test_a_3_1_1_session_is_kept_without_clean_session(mqtt_broker):
+    raw = RawClient(mqtt_broker.mqtt_port, MQTT_3_1_1)
+    try:
+        assert raw.connect("old-device", clean=False) == ConnAck(False, 0)
+    finally:
+        raw.close()
+    raw = RawClient(mqtt_broker.mqtt_port, MQTT_3_1_1)
+    try:
+        assert raw.connect("old-device", clean=False) == ConnAck(True, 0)
+    finally:
+        raw.close()
