@@ -32,8 +32,10 @@ ARTIFACTS = Path(
 )
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def chromium() -> Iterator[object]:
+    """Playwright's sync API holds an event loop as running while it is open: kept for one module, so
+    that the tests after it in this process can run their own (asyncio.run)."""
     executable = chromium_path()
     from playwright.sync_api import sync_playwright
 

@@ -192,4 +192,34 @@ def test_a_reader_that_reconnects_goes_on_with_the_rest_of_the_view(broker_facto
     assert [m.data() for m in got] == VIEW[:5]
     broker.stop()  # the reader reconnects from the last message it got, as Pulsar's clients do
     broker.restart()
-    assert [m.data() for m in read_all(reader)] == EVERYTHING[5:]
+    rest = [reader.read_next(timeout_millis=30_000)]  # waits on the reconnect (has_message_available may not)
+    rest += read_all(reader)
+    assert [m.data() for m in rest] == EVERYTHING[5:]
+
+
+def test_a_plain_consumer_of_the_subscription_starts_at_the_topics_first_entry(
+    broker_factory, client_factory, topic
+):
+    """A consumer without readCompacted reads no view: once it is the subscription's, what was left of
+    the view before the topic's first entry is behind the subscription. One refused (the Exclusive
+    subscription is busy) changes nothing."""
+    broker = broker_factory(TRIMMED)
+    client = client_factory(broker.service_url)
+    _trimmed_view(broker, client, topic)
+    stored = [m.data() for m in read_all(client.create_reader(topic, pulsar.MessageId.earliest))]
+    assert len(stored) < len(EVERYTHING) + KEYS  # the topic holds only its last ledgers
+    consumer = _subscribe(client, topic)
+    got = receive_n(consumer, 3, ack=True)
+    _acked_at_broker(broker, topic, _position(got[2]), 0)
+    with pytest.raises(pulsar.ConsumerBusy):
+        client.subscribe(topic, "resume", consumer_type=pulsar.ConsumerType.Exclusive)
+    assert _subscription(broker, topic)["markDeletePosition"] == _position(got[2])
+    consumer.close()
+    consumer = _subscribe(client, topic)  # its place in the view is where it was
+    assert [m.data() for m in receive_n(consumer, 2)] == VIEW[3:5]
+    consumer.close()
+    plain = client.subscribe(topic, "resume", consumer_type=pulsar.ConsumerType.Exclusive)
+    _, internal = admin_call(broker, "GET", topic_path(topic) + "/internalStats")
+    first_ledger = internal["ledgers"][0]["ledgerId"]
+    assert _subscription(broker, topic)["markDeletePosition"] == f"{first_ledger}:-1"  # no longer in the view
+    _rest(plain, client, topic, stored)

@@ -105,7 +105,11 @@ def test_a_table_view_over_every_partition_before_and_after_compaction(broker, c
         producer.send(b"", partition_key=key)
     expected = {f"k{i}": f"v{48 + i}".encode() for i in range(12) if i not in (0, 7)}
     before = _table_view(client, topic)  # nothing compacted yet: it reads every message
-    assert _contents(before) == expected
+    # The C++ client's reader of a partitioned topic counts the bytes it holds, not the messages, to
+    # tell whether one is still to come (MultiTopicsConsumerImpl::hasMessageAvailableAsync): a
+    # tombstone, 0 bytes, may still be in its queue when the table view's start ends, and comes
+    # just after. (The compacted view has no tombstone: the start below holds them all at once.)
+    eventually(lambda: _contents(before) == expected, what="the tombstones of the last messages")
     before.close()
     _compact(broker, topic, partitions=3)
     after = _table_view(client, topic)

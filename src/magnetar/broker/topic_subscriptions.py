@@ -66,19 +66,20 @@ class SubscriptionOpener:
         if subscription is None:
             subscription = self._create(cmd)
         consumer = consumer_factory(subscription)
-        if cmd.read_compacted:
-            consumer.read_compacted = True
-            self._place_in_view(subscription, cmd, created)
-        elif subscription.durable:
-            # A plain consumer reads no compacted view: what is left of it before the first entry
-            # (a readCompacted consumer's place there) is behind this subscription from now on.
-            subscription.mark_delete(topic.ml.before_first())
+        consumer.read_compacted = cmd.read_compacted
         try:
             subscription.add_consumer(consumer, cmd.sub_type, broadcast=wants_broadcast(cmd))
         except Exception:
             if not subscription.durable and not subscription.consumers:
                 topic.remove_subscription(name)
             raise
+        # Placed before its first read: the dispatcher reads on a later pass of the loop.
+        if cmd.read_compacted:
+            self._place_in_view(subscription, cmd, created)
+        elif subscription.durable and not any(c.read_compacted for c in subscription.consumers):
+            # Plain consumers read no compacted view: what is left of it before the topic's first
+            # entry (a readCompacted consumer's place there) is behind this subscription from now on.
+            subscription.mark_delete(topic.ml.before_first())
         return consumer
 
     def _place_in_view(

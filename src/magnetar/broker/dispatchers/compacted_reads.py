@@ -37,9 +37,9 @@ def read_compacted(
 ) -> list[Entry] | None:
     """The next entries of the compacted view for this cursor, or None: read the topic instead."""
     horizon = view.horizon
-    if horizon is None:
-        return None
     start = cursor.read_position
+    if horizon is None or start > horizon:
+        return None  # past the view: where the cursor is (it may have read past the horizon already)
     while start <= horizon:
         read = view.read_compacted(start, max_entries, max_bytes)
         if not read:
