@@ -210,20 +210,23 @@ class PersistentSubscription:
         As in Pulsar, every consumer is disconnected first; they subscribe again and
         receive from the new position.
         """
-        self.disconnect_all()
+        disconnected = self.disconnect_all()
         if exactly:
             self.cursor.reset_exactly(position)
         else:
             self.cursor.reset(position)
         if self.dispatcher is not None:
-            self.dispatcher.on_cursor_reset()
+            self.dispatcher.on_cursor_reset(disconnected)
 
-    def disconnect_all(self) -> None:
-        """Close every consumer from the broker's side; the clients will subscribe again."""
-        for consumer in list(self.consumers):
+    def disconnect_all(self) -> list[str]:
+        """Close every consumer from the broker's side; the clients will subscribe again. Returns
+        their names."""
+        consumers = list(self.consumers)
+        for consumer in consumers:
             consumer.close_by_broker()
             consumer.cnx.forget_consumer(consumer.consumer_id)
             self.remove_consumer_silently(consumer)
+        return [consumer.name for consumer in consumers]
 
     def remove_consumer_silently(self, consumer: Consumer) -> None:
         """Detach without deleting a non-durable subscription (it is about to be reused)."""

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from typing import TYPE_CHECKING
 
 from magnetar.broker.coarse_clock import CLOCK
@@ -329,13 +329,24 @@ class BroadcastDispatcher(Dispatcher):
                     del consumer.pending_acks[stale]
                 self._wake(consumer)
 
-    def on_cursor_reset(self) -> None:
-        super().on_cursor_reset()
+    def on_cursor_reset(self, disconnected: Collection[str] = ()) -> None:
+        """A seek starts every consumer again at the new position: the connected ones, and those
+        kept for their grace (the ones the seek closed among them, with the grace period), so
+        that each that comes back resumes there and the subscription waits for it (a worker's
+        link to the owner among them: docs/architecture.md, the spread)."""
+        super().on_cursor_reset(disconnected)
         self._reads.window.evict_below(None)
-        self._drop_detached_all()  # a seek starts every consumer again at the new position
+        kept = [*self._detached.kept, *disconnected]
+        self._drop_detached_all()
         if self._saved is not None:
             self._saved.clear()
         self._applied = start = self.cursor.mark_delete_position
+        if self.reconnect_grace > 0 and not self._closed:
+            connected = {consumer.name for consumer in self.consumers}
+            for name in dict.fromkeys(kept):
+                if name not in connected:
+                    self._floor.add(start)
+                    self._detach(name, VirtualCursor(start, self.ml.next_position(start)))
         for consumer, vc in list(self.consumers.items()):
             self._floor.remove(vc.mark_delete)
             self._read_floor.remove(vc.read_position)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from typing import TYPE_CHECKING
 
 from magnetar.broker.dispatchers.base import Dispatcher
@@ -117,10 +117,10 @@ class SharedDispatcher(Dispatcher):
         super().on_mark_delete(position)
         self.on_acknowledged([p for p in self.owner if p <= position])
 
-    def on_cursor_reset(self) -> None:
+    def on_cursor_reset(self, disconnected: Collection[str] = ()) -> None:
         for position in list(self.owner):
             self._forget_delivery(position)
-        super().on_cursor_reset()
+        super().on_cursor_reset(disconnected)
         self.replay.clear()
         self.delayed.clear()
         self.chunks.clear()
