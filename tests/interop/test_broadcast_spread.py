@@ -210,3 +210,32 @@ def test_our_client_follows_the_spread_as_the_official_one_does(broker_factory, 
     finally:
         for c in clients:
             c.close()
+
+
+def test_a_followers_consumer_asks_its_last_message_id(broker_factory, client_factory):
+    broker = broker_factory(WORKERS)
+    topic, _ = spread_topic(broker, client_factory)
+    ports = own_ports(broker)
+    owner = _owner_of(broker, topic, ports)
+    follower_port = next(port for name, port in ports.items() if name != owner)
+    producer = client_factory(broker.service_url).create_producer(topic, batching_enabled=False)
+    last = producer.send(b"road-works")
+    raw = RawConnection(follower_port)
+    try:
+        raw.handshake()
+        raw.subscribe(
+            topic,
+            "fans",
+            wire.CommandSubscribe.Exclusive,
+            consumer_id=10,
+            consumer_name="raw-vehicle",
+            metadata=[wire.KeyValue(key=k, value=v) for k, v in BROADCAST.items()],
+        )
+        raw.send_command(wire.CommandGetLastMessageId(consumer_id=10, request_id=30))
+        answer = raw.expect(wire.BaseCommand.GET_LAST_MESSAGE_ID_RESPONSE).body()
+        assert (answer.last_message_id.ledger_id, answer.last_message_id.entry_id) == (
+            last.ledger_id(),
+            last.entry_id(),
+        )
+    finally:
+        raw.close()

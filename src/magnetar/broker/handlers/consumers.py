@@ -231,7 +231,7 @@ def _last_message_id(
         cnx.send_error(request_id, _request_error(error, "reading the last message id"))
         return
     topic, cursor = consumer.subscription.topic, consumer.subscription.cursor
-    assert isinstance(topic, PersistentTopic) and cursor is not None
+    assert isinstance(topic, (PersistentTopic, FollowerTopic)) and cursor is not None
     position, batch_index = found
     last = wire.MessageIdData(ledger_id=to_u64(position.ledger_id), entry_id=to_u64(position.entry_id))
     if batch_index >= 0:
