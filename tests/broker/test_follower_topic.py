@@ -8,30 +8,46 @@ from __future__ import annotations
 import pytest
 
 from magnetar.broker.dispatchers.broadcast_lag import LagLimits
-from magnetar.broker.errors import NotAllowed
+from magnetar.broker.errors import BrokerError, ConsumerBusy, NotAllowed
 from magnetar.broker.follower_topic import FollowerSubscription, FollowerTopic
 from magnetar.broker.ownership import LocalOwnership
 from magnetar.broker.spread import Spread
+from magnetar.protocol import wire
 from magnetar.storage import Storage
 from magnetar.storage.position import Position
 from magnetar.storage.virtual_cursors import VirtualCursorState
 
+from ..waiting import eventually_async
 from .recording import ack, sent_to
 from .test_broadcast_dispatch import join, lose_connection, publish_numbered, subscribe_many
 
 
 class RecordingLink:
-    """The follower's link as a list of what it was told to acknowledge."""
+    """The follower's link as a list of what it was told to acknowledge; what it asks of the
+    owner is answered with ``owner_answer`` (a stored cursor, or a BrokerError raised)."""
 
     def __init__(self) -> None:
         self.acks: list[Position] = []
         self.closed: bool | None = None  # given up, or kept at the owner
+        self.asked: list[wire.CommandSeek | str] = []
+        self.owner_answer: Position | BrokerError = Position(-1, -1)
 
     def acknowledge(self, position: Position) -> None:
         self.acks.append(position)
 
     def close(self, give_up: bool) -> None:
         self.closed = give_up
+
+    async def seek(self, seek: wire.CommandSeek) -> Position:
+        self.asked.append(seek)
+        if isinstance(self.owner_answer, BrokerError):
+            raise self.owner_answer
+        return self.owner_answer
+
+    async def unsubscribe(self) -> None:
+        self.asked.append("unsubscribe")
+        if isinstance(self.owner_answer, BrokerError):
+            raise self.owner_answer
 
 
 @pytest.fixture
@@ -190,5 +206,86 @@ def test_the_lag_policy_closes_a_followers_laggard(on_topic, follow):
         spread.sweep_lag(LagLimits(2, 0.0))
         assert slow.cnx.closed_consumers == [slow.consumer_id] and fast.cnx.closed_consumers == []
         assert follower.dispatcher.lag_disconnects == 1
+
+    on_topic(scenario)
+
+
+def test_a_reset_at_the_owner_starts_every_consumer_here_over_and_holds_the_floor(on_topic, follow):
+    async def scenario(h, topic) -> None:
+        join(topic, "at-owner", 99)
+        follower, link = follow(h, topic)
+        a, b = join(follower.topic, "vehicle-1", 1), join(follower.topic, "vehicle-2", 2)
+        stored = await publish_numbered(h, 4)
+        tell(follower, topic)
+        for consumer in (a, b):
+            await sent_to(consumer, 4)
+            ack(consumer, *stored)
+        follower.on_stored_cursor(stored[-1])  # the owner's stored cursor, as the link polls it
+        told = len(link.acks)
+        follower.on_reset(stored[0])  # a seek at the owner, found by the link subscribing again
+        assert a.closed and b.closed  # closed by the broker: their clients subscribe again
+        assert a.cnx.closed_consumers == [1] and b.cnx.closed_consumers == [2]
+        back = join(follower.topic, "vehicle-1", 3)
+        assert await sent_to(back, 3) == stored[1:]
+        ack(back, *stored[1:])
+        # vehicle-2 is not back yet: its place is kept at the reset's position, the floor with it.
+        assert link.acks[told:] == []
+        again = join(follower.topic, "vehicle-2", 4)
+        assert await sent_to(again, 3) == stored[1:]
+        ack(again, *stored[1:])
+        assert link.acks[told:] == [stored[-1]]
+
+    on_topic(scenario)
+
+
+def test_a_seek_asked_here_is_done_by_the_owner_then_here(on_topic, follow):
+    async def scenario(h, topic) -> None:
+        join(topic, "at-owner", 99)
+        follower, link = follow(h, topic)
+        vehicle = join(follower.topic, "vehicle-1", 1)
+        stored = await publish_numbered(h, 3)
+        tell(follower, topic)
+        await sent_to(vehicle, 3)
+        ack(vehicle, *stored)
+        answers: list[BrokerError | None] = []
+        # Refused by the owner: refused here, nothing changes.
+        link.owner_answer = NotAllowed("not a ledger of this topic")
+        follower.seek(wire.CommandSeek(consumer_id=1, request_id=7, message_publish_time=5), answers.append)
+        await eventually_async(lambda: len(answers) == 1, what="the refusal")
+        assert isinstance(answers[0], NotAllowed) and not vehicle.closed
+        # Done by the owner: every consumer here starts over at the owner's new stored cursor.
+        link.owner_answer = stored[0]
+        follower.seek(wire.CommandSeek(consumer_id=1, request_id=8, message_publish_time=5), answers.append)
+        await eventually_async(lambda: len(answers) == 2, what="the answer")
+        assert answers[1] is None and vehicle.closed
+        assert [a.message_publish_time for a in link.asked if isinstance(a, wire.CommandSeek)] == [5, 5]
+        back = join(follower.topic, "vehicle-1", 2)
+        assert await sent_to(back, 2) == stored[1:]
+
+    on_topic(scenario)
+
+
+def test_an_unsubscribe_asked_here_is_done_by_the_owner_when_its_consumer_is_alone(on_topic, follow):
+    async def scenario(h, topic) -> None:
+        join(topic, "at-owner", 99)
+        follower, link = follow(h, topic)
+        a, b = join(follower.topic, "vehicle-1", 1), join(follower.topic, "vehicle-2", 2)
+        answers: list[BrokerError | None] = []
+        with pytest.raises(ConsumerBusy):
+            follower.unsubscribe_at_owner(a, answers.append)
+        assert link.asked == []
+        b.subscription.remove_consumer(b)  # closed by its client
+        link.owner_answer = BrokerError("busy at the owner", wire.ConsumerBusy)
+        follower.unsubscribe_at_owner(a, answers.append)
+        await eventually_async(lambda: len(answers) == 1, what="the owner's refusal")
+        assert isinstance(answers[0], BrokerError) and answers[0].code == wire.ConsumerBusy
+        assert "fans" in follower.topic.subscriptions and not a.closed
+        link.owner_answer = Position(-1, -1)
+        follower.unsubscribe_at_owner(a, answers.append)
+        await eventually_async(lambda: len(answers) == 2, what="the owner's answer")
+        assert answers[1] is None and link.asked == ["unsubscribe", "unsubscribe"]
+        assert "fans" not in follower.topic.subscriptions
+        assert link.closed is False  # its consumer went with the subscription at the owner
+        assert a.cnx.closed_consumers == []  # it asked: answered, not closed
 
     on_topic(scenario)

@@ -13,6 +13,7 @@ is at the slowest consumer of every worker.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
@@ -22,7 +23,7 @@ from magnetar.broker.consumer import Consumer
 from magnetar.broker.dispatchers.broadcast import BroadcastDispatcher
 from magnetar.broker.entries import RecentEntries
 from magnetar.broker.entry_search import EntryReader
-from magnetar.broker.errors import NotAllowed
+from magnetar.broker.errors import BrokerError, ConsumerBusy, NotAllowed, as_broker_error
 from magnetar.broker.seek import last_message_position, position_for_time
 from magnetar.broker.subscription import PersistentSubscription
 from magnetar.broker.subscription_type import SubTypeValue
@@ -65,6 +66,17 @@ class OwnerLink(Protocol):
         else it keeps it for its reconnect grace (this worker is stopping or dying)."""
         ...
 
+    async def seek(self, seek: wire.CommandSeek) -> Position:
+        """SEEK the subscription at the owner (``seek``'s message id or publish time); the owner
+        closes every consumer, the link's too, which subscribes again there: returns the stored
+        cursor it finds then. Raises the BrokerError the consumer that asked is answered with."""
+        ...
+
+    async def unsubscribe(self) -> None:
+        """UNSUBSCRIBE at the owner, which deletes the subscription (the places every worker kept
+        with it) if the link is its only connected consumer. Raises as ``seek``."""
+        ...
+
 
 class LinkEvents(Protocol):
     """What a link tells the follower's subscription (``FollowerSubscription`` implements it)."""
@@ -75,6 +87,12 @@ class LinkEvents(Protocol):
 
     def on_stored_cursor(self, position: Position) -> None:
         """The subscription's stored cursor is at ``position`` on the owner."""
+        ...
+
+    def on_reset(self, position: Position) -> None:
+        """The owner reset the subscription (a seek asked by any worker's consumer, or the admin
+        API's reset); the link, subscribed again, found the stored cursor at ``position``: every
+        consumer here starts over there."""
         ...
 
     def on_owned_here(self) -> None:
@@ -170,7 +188,10 @@ class FollowerTopic:
             subscription.close()
 
     def delete_subscription(self, name: str) -> None:
+        """Unsubscribed at the owner, which deleted the cursor with every worker's places: nothing
+        kept here is written again."""
         self.remove_subscription(name)
+        self.ml.forget_cursor(name)
 
     @property
     def idle(self) -> bool:
@@ -256,16 +277,74 @@ class FollowerSubscription(PersistentSubscription):
         if self.dispatcher is not None:
             self.dispatcher.on_mark_delete(position)
 
+    def on_reset(self, position: Position) -> None:
+        log.info("%s/%s reset at its owner to %s: starting over", self.topic.name, self.name, position)
+        self.start_over(position)
+
     def on_owned_here(self) -> None:
         if self.owned_here is not None:
             self.owned_here()
 
+    # -- what the owner does, asked through the link ---------------------------------------------
+    def start_over(self, position: Position) -> None:
+        """The owner's subscription was reset to ``position`` (its stored cursor): as the owner does
+        with its own, every consumer here is closed (its client subscribes again) and each virtual
+        cursor starts there (kept for its grace till it is back); those stored here are deleted at
+        the next flush."""
+        disconnected = self.disconnect_all()
+        self.cursor.reset(self.follower_topic.ml.next_position(position))
+        if self.dispatcher is not None:
+            self.dispatcher.on_cursor_reset(disconnected)
+
+    def seek(self, seek: wire.CommandSeek, done: Callable[[BrokerError | None], None]) -> None:
+        """A consumer here asked to SEEK: the owner resets the subscription (the link asks it),
+        then this worker's consumers start over at the new stored cursor; ``done`` answers the SEEK.
+        The other workers' consumers start over when their links find the reset (``on_reset``)."""
+
+        def finished(task: asyncio.Future[Position]) -> None:
+            error = _failure(task, f"seeking {self.name} of {self.topic.name} at its owner")
+            if error is None:
+                self.start_over(task.result())
+            done(error)
+
+        asyncio.ensure_future(self.link.seek(seek)).add_done_callback(finished)
+
+    def unsubscribe_at_owner(self, consumer: Consumer, done: Callable[[BrokerError | None], None]) -> None:
+        """A consumer here asked to UNSUBSCRIBE: refused while another consumer here is connected,
+        as the owner refuses it while another is connected there (each worker's link counts as
+        one); else asked of the owner, which deletes the subscription and every worker's places
+        with it; then it is gone here too. ``done`` answers the UNSUBSCRIBE."""
+        if any(other is not consumer for other in self.consumers):
+            raise ConsumerBusy(f"Subscription {self.name} has other connected consumers")
+
+        def finished(task: asyncio.Future[None]) -> None:
+            error = _failure(task, f"unsubscribing {self.name} of {self.topic.name} at its owner")
+            if error is None:
+                consumer.leave_chunk_watch(keep=False)
+                self.remove_consumer_silently(consumer)
+                self.disconnect_all()  # one that joined meanwhile subscribes again: a new subscription
+                self.link.close(give_up=False)  # its consumer went with the subscription
+                self.follower_topic.delete_subscription(self.name)
+            done(error)
+
+        asyncio.ensure_future(self.link.unsubscribe()).add_done_callback(finished)
+
     # -- what only the owner does ------------------------------------------------------------------
     def unsubscribe(self, consumer: Consumer) -> None:
-        raise NotAllowed(f"unsubscribe from {self.name} at the owner of {self.topic.name}")
+        raise NotAllowed(f"unsubscribe from {self.name} through its owner (unsubscribe_at_owner)")
 
     def reset_cursor(self, position: Position, exactly: bool = False) -> None:
         raise NotAllowed(f"seek on {self.name} at the owner of {self.topic.name}")
 
     def close_link(self, give_up: bool) -> None:
         self.link.close(give_up)
+
+
+def _failure(task: asyncio.Future, what: str) -> BrokerError | None:
+    """What a request forwarded to the owner is answered with: None when it was done there."""
+    if task.cancelled():
+        return BrokerError(f"{what}: the link to the owner closed", wire.ServiceNotReady)
+    error = task.exception()
+    if error is None:
+        return None
+    return as_broker_error(error, what) if isinstance(error, Exception) else BrokerError(f"{what}: {error}")

@@ -96,6 +96,14 @@ class OwnershipStore(Protocol):
     def spread_topics(self) -> set[str]:
         """The topics marked spread."""
 
+    def note_reset(self, topic: str, subscription: str) -> None:
+        """``subscription`` of the spread ``topic`` is being reset (a seek), before its consumers
+        are closed: the followers' links, subscribing again, find it (``resets``) and start their
+        consumers over."""
+
+    def resets(self, topic: str, subscription: str) -> int:
+        """How many times ``note_reset`` was told of ``subscription`` of ``topic``."""
+
     def topic_loaded(self, broker_id: str, topic: str, loaded: bool) -> None:
         """``topic``, which exists only while a broker has it loaded (a non-persistent topic), is
         loaded on ``broker_id`` now (or no longer): so that every broker lists it (Pulsar asks each
@@ -159,6 +167,12 @@ class LocalOwnership:
 
     def spread_topics(self) -> set[str]:
         return set()
+
+    def note_reset(self, topic: str, subscription: str) -> None:
+        pass  # nothing is spread: no follower to tell
+
+    def resets(self, topic: str, subscription: str) -> int:
+        return 0
 
     def topic_loaded(self, broker_id: str, topic: str, loaded: bool) -> None:
         pass  # the broker's own loaded topics are all there are

@@ -52,6 +52,12 @@ CREATE TABLE IF NOT EXISTS changes (
 CREATE TABLE IF NOT EXISTS spread_topics (
     topic TEXT PRIMARY KEY
 );
+CREATE TABLE IF NOT EXISTS spread_resets (
+    topic TEXT NOT NULL,
+    subscription TEXT NOT NULL,
+    resets INTEGER NOT NULL,
+    PRIMARY KEY (topic, subscription)
+);
 """
 
 
@@ -92,6 +98,7 @@ class SqliteOwnership:
                 db.execute("DELETE FROM loaded_topics")
                 db.execute("DELETE FROM brokers")
                 db.execute("DELETE FROM spread_topics")
+                db.execute("DELETE FROM spread_resets")
         finally:
             store.close()
 
@@ -205,6 +212,20 @@ class SqliteOwnership:
 
     def spread_topics(self) -> set[str]:
         return {str(topic) for (topic,) in self._query("SELECT topic FROM spread_topics")}
+
+    def note_reset(self, topic: str, subscription: str) -> None:
+        with self._write() as db:
+            db.execute(
+                "INSERT INTO spread_resets (topic, subscription, resets) VALUES (?, ?, 1)"
+                " ON CONFLICT (topic, subscription) DO UPDATE SET resets = resets + 1",
+                (topic, subscription),
+            )
+
+    def resets(self, topic: str, subscription: str) -> int:
+        rows = self._query(
+            "SELECT resets FROM spread_resets WHERE topic = ? AND subscription = ?", (topic, subscription)
+        )
+        return int(str(rows[0][0])) if rows else 0
 
     # -- topics that exist only while loaded ---------------------------------------------------------
     def topic_loaded(self, broker_id: str, topic: str, loaded: bool) -> None:

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from magnetar.broker.config import BrokerConfig
     from magnetar.broker.namespaces import NamespacePolicies
     from magnetar.broker.ownership import BrokerInfo, OwnershipStore
+    from magnetar.broker.subscription import PersistentSubscription
     from magnetar.protocol.topic_name import TopicName
     from magnetar.storage import Storage
 
@@ -76,8 +77,15 @@ class StartingLink(OwnerLink, Protocol):
 
 class LinkFactory(Protocol):
     def __call__(
-        self, target: LinkTarget, owner: Callable[[], BrokerInfo | None], me: str
-    ) -> StartingLink: ...
+        self,
+        target: LinkTarget,
+        owner: Callable[[], BrokerInfo | None],
+        me: str,
+        resets: Callable[[], int],
+    ) -> StartingLink:
+        """A link to ``target``'s owner (``owner()`` now) for worker ``me``; ``resets()``: how many
+        times the owner noted the subscription reset (``watch_resets``)."""
+        ...
 
 
 class Spread:
@@ -137,6 +145,20 @@ class Spread:
             self.topics.add(topic)
             self._store.mark_spread(topic)
 
+    def watch_resets(self, name: TopicName, subscription: PersistentSubscription) -> None:
+        """The owner's broadcast ``subscription`` of ``name`` notes each reset (a seek) in the
+        shared store before closing its consumers: each follower's link, subscribing again, finds
+        it and starts the follower's consumers over (``FollowerSubscription.on_reset``)."""
+        if self.active and subscription.before_reset is None:
+            topic = str(name)
+            subscription.before_reset = lambda sub: self._note_reset(topic, sub)
+
+    def _note_reset(self, topic: str, subscription: str) -> None:
+        try:
+            self._store.note_reset(topic, subscription)
+        except Exception:  # the seek goes on; the followers' consumers keep their places
+            log.exception("noting the reset of %s/%s for its followers failed", topic, subscription)
+
     def refresh(self) -> None:
         """Read the spread topics again (a change notice said another worker marked one)."""
         if self.active:
@@ -172,7 +194,12 @@ class Spread:
             raise BrokerError(f"{name} is not served by this worker", wire.ServiceNotReady)
         me = self._broker_id()
         target = LinkTarget(str(name), subscription, link_consumer_name(me), initial)
-        link = factory(target, lambda: self._owner_of(name), me)
+        store = self._store
+
+        def resets() -> int:
+            return store.resets(target.topic, subscription)
+
+        link = factory(target, lambda: self._owner_of(name), me, resets)
         try:
             last, stored = await link.start()
             topic = await self._topic(name)
@@ -252,6 +279,10 @@ class Spread:
             if not topic.subscriptions:
                 del self.followers[name]
                 topic.close()
+        for key in list(self._idle_since):  # gone otherwise (an unsubscribe, a hand back): forgotten
+            follower = self.followers.get(key[0])
+            if follower is None or key[1] not in follower.subscriptions:
+                del self._idle_since[key]
 
     def sweep_lag(self, limits: LagLimits) -> None:
         """The broadcast lag policy over the followed subscriptions (after ``sweep_broadcast``

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING
 
 from magnetar.broker.consumer import Consumer
@@ -25,6 +25,9 @@ class PersistentSubscription:
     def __init__(self, topic: LedgerTopic, name: str, cursor: ManagedCursor, durable: bool) -> None:
         #: Held weakly: the topic owns its subscriptions (storage/owner_ref.py).
         self._topic = OwnerRef(topic, "topic", topic.name, ServiceNotReady)
+        #: Told this subscription's name before a seek resets it (a spread topic's owner tells the
+        #: followers: spread.py).
+        self.before_reset: Callable[[str], None] | None = None
         self.name = name
         self.cursor = cursor
         self.durable = durable
@@ -210,6 +213,8 @@ class PersistentSubscription:
         As in Pulsar, every consumer is disconnected first; they subscribe again and
         receive from the new position.
         """
+        if self.before_reset is not None:
+            self.before_reset(self.name)
         disconnected = self.disconnect_all()
         if exactly:
             self.cursor.reset_exactly(position)

@@ -16,6 +16,12 @@ spread).
 - Its connection lost, or its consumer closed by the owner (an unload, a seek), it connects again
   to whoever owns the topic now, under the same name, so the owner resumes its place; a worker
   that finds itself the owner tells the follower (``on_owned_here``) and stops.
+- A seek at the owner (asked by any worker's consumer, or the admin API) is noted in the shared
+  store before the owner closes the subscription's consumers, this link's too (``resets``): the
+  link finds it when closed, or when it connects again, and once subscribed again tells the
+  follower to start its consumers over there (``on_reset``).
+- A SEEK or UNSUBSCRIBE of a follower's consumer is asked of the owner as the link's consumer's
+  (``seek``, ``unsubscribe``).
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import contextlib
 import itertools
 import logging
 from collections.abc import Callable
+from typing import Any
 
 from magnetar.broker.errors import BrokerError
 from magnetar.broker.follower_topic import LinkEvents
@@ -57,12 +64,18 @@ class OwnerLink:
         target: LinkTarget,
         owner: Callable[[], BrokerInfo | None],
         me: str,
+        resets: Callable[[], int],
         poll_interval: float = 1.0,
         operation_timeout: float = 10.0,
     ) -> None:
         self.target = target
         self._owner = owner
         self._me = me
+        self._resets_now = resets
+        #: The owner's resets of the subscription as last seen, and whether the follower is to be
+        #: told of one once the link has subscribed again.
+        self._resets = 0
+        self._reset_pending = False
         self._poll_interval = poll_interval
         self._operation_timeout = operation_timeout
         self._cnx: Connection | None = None
@@ -84,6 +97,8 @@ class OwnerLink:
         self._task: asyncio.Task | None = None
         self._rejoining: asyncio.Task | None = None
         self._closed = False
+        #: A SEEK asked of the owner is in flight (the owner closes the link's consumer with the others).
+        self._seeking = False
         self.reconnects = 0  # stats, tests
         self.rejoins = 0
 
@@ -94,6 +109,7 @@ class OwnerLink:
             raise BrokerError(f"{self.target.topic} has no other owner to follow", wire.ServiceNotReady)
         try:
             last, stored = await self._connect(owner)
+            self._resets = self._resets_now()
         except ServerError as exc:
             raise BrokerError(f"the owner {owner.broker_id} refused: {exc}", exc.code) from None
         except (ClientError, OSError, ProtocolError) as exc:
@@ -114,6 +130,63 @@ class OwnerLink:
         if not self._ack_scheduled and not self._closed:
             self._ack_scheduled = True
             asyncio.get_running_loop().call_soon(self._send_ack)
+
+    async def seek(self, seek: wire.CommandSeek) -> Position:
+        cnx = self._ready("seek")
+        asked = wire.CommandSeek(consumer_id=self._consumer_id)
+        if seek.HasField("message_id"):
+            asked.message_id.CopyFrom(seek.message_id)
+        if seek.HasField("message_publish_time"):
+            asked.message_publish_time = seek.message_publish_time
+        self._seeking = True
+        try:
+            await self._at_owner(cnx, asked, "seek")
+        finally:
+            self._seeking = False
+        # The owner closed every consumer of the subscription, this one first (its CLOSE_CONSUMER
+        # came before the answer): subscribe again at once, where the subscription is now.
+        cnx.remove_consumer(self._consumer_id)
+        self._wanted = None  # the follower's consumers start over
+        try:
+            _, stored = await self._subscribe(cnx, self._names[self._name])
+        except (ClientError, OSError) as exc:
+            self._reset_pending = True  # reconnected by _run, which tells the follower the reset
+            self._drop(cnx)
+            again = f"subscribing again after the seek failed: {exc}"
+            raise BrokerError(again, wire.ServiceNotReady) from None
+        self._resets = self._resets_now()  # this one, told to the follower by the caller
+        return stored
+
+    async def unsubscribe(self) -> None:
+        cnx = self._ready("unsubscribe")
+        await self._at_owner(cnx, wire.CommandUnsubscribe(consumer_id=self._consumer_id), "unsubscribe")
+        cnx.remove_consumer(self._consumer_id)
+
+    def _ready(self, what: str) -> Connection:
+        """The connection to ask the owner on, as the link's consumer."""
+        cnx = self._cnx
+        if cnx is None or cnx.is_closed or self._closed or self._rejoining is not None or self._seeking:
+            raise BrokerError(
+                f"{what}: the link to the owner of {self.target.topic} is reconnecting, try again",
+                wire.ServiceNotReady,
+            )
+        return cnx
+
+    async def _at_owner(self, cnx: Connection, body: Any, what: str) -> Any:
+        """``body`` asked of the owner; its refusal raised as the BrokerError to answer with."""
+        try:
+            return await cnx.request(body)
+        except ServerError as exc:
+            raise BrokerError(f"{what} at the owner: {exc}", exc.code) from None
+        except (ClientError, OSError) as exc:
+            raise BrokerError(f"{what}: the owner was not reached: {exc}", wire.ServiceNotReady) from None
+
+    def _drop(self, cnx: Connection) -> None:
+        """Give ``cnx`` up: ``_run`` connects again."""
+        if self._cnx is cnx:
+            self._cnx = None
+        task = asyncio.get_running_loop().create_task(cnx.close())
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())
 
     def close(self, give_up: bool) -> None:
         if self._closed:
@@ -201,13 +274,16 @@ class OwnerLink:
                     backoff = min(backoff * 2, BACKOFF_S[1])
                     continue
                 backoff = BACKOFF_S[0]
-            else:
+            elif not self._seeking:
                 try:
                     _, stored = await self._ask(cnx)
+                except ServerError:
+                    pass  # its consumer was replaced meanwhile (a seek, a rejoin): asked next time
                 except (ClientError, OSError):
                     continue  # lost meanwhile: reconnected above
-                if self._events is not None:
-                    self._events.on_stored_cursor(stored)
+                else:
+                    if self._events is not None:
+                        self._events.on_stored_cursor(stored)
             await asyncio.sleep(self._poll_interval)
 
     async def _reconnect(self) -> bool:
@@ -227,8 +303,14 @@ class OwnerLink:
             log.debug("%s: following %s at %s failed: %s", self._me, self.target.topic, owner.broker_id, exc)
             return False
         self.reconnects += 1
+        self._note_resets()
+        reset, self._reset_pending = self._reset_pending, False
         if self._events is not None:
-            self._events.on_stored_cursor(stored)
+            if reset:  # before the acknowledgement _subscribe scheduled is sent, which is void now
+                self._wanted = None
+                self._events.on_reset(stored)
+            else:
+                self._events.on_stored_cursor(stored)
         return True
 
     def _send_ack(self) -> None:
@@ -278,9 +360,22 @@ class OwnerLink:
                 )
 
     def on_close_by_broker(self, cnx: Connection) -> None:
+        if self._seeking:
+            return  # the seek closed it: subscribed again once the owner answers
         if not self._closed:
-            self._cnx = None  # _run connects again, to whoever owns the topic now
-            asyncio.get_running_loop().create_task(cnx.close())
+            self._note_resets()  # a seek notes itself before closing the consumers
+            self._drop(cnx)  # _run connects again, to whoever owns the topic now
+
+    def _note_resets(self) -> None:
+        """Whether the owner noted the subscription reset since the link last looked."""
+        try:
+            now = self._resets_now()
+        except Exception as exc:  # the shared store: looked at again on the next reconnect
+            log.warning("%s: reading the resets of %s failed: %s", self._me, self.target.topic, exc)
+            return
+        if now != self._resets:
+            self._resets = now
+            self._reset_pending = True
 
     def on_connection_closed(self, cnx: Connection) -> None:
         if self._cnx is cnx:

@@ -213,6 +213,12 @@ class FollowedLedger(ManagedLedger):
         with self._lock:
             self._stores.flush()
 
+    def forget_cursor(self, cursor: str) -> None:
+        """The owner deleted ``cursor`` (an unsubscribe), every follower's rows with it: what is
+        kept here for it is dropped unwritten."""
+        with self._lock:
+            self._stores.forget(follower_key(cursor, self.follower))
+
     # ------------------------------------------------------------------ files
 
     def _files_open(self) -> int:

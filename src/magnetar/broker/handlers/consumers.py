@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from magnetar.broker import authorization, offloaded_reads
 from magnetar.broker.consumer import Consumer
 from magnetar.broker.errors import REQUEST_ERRORS, BrokerError, NotAllowed, as_broker_error
-from magnetar.broker.follower_topic import FollowerTopic
+from magnetar.broker.follower_topic import FollowerSubscription, FollowerTopic
 from magnetar.broker.handlers.access import (
     authorize_name,
     followed_first,
@@ -75,6 +75,7 @@ def handle_subscribe(cnx: HandlerCnx, frame: Frame) -> None:
         opened = topic.subscriptions.get(cmd.subscription)
         if opened is not None and opened.kind is SubscriptionType.Broadcast:
             cnx.service.spread.mark(topic.name)  # its broadcast consumers go to every worker now
+            cnx.service.spread.watch_resets(topic.name, opened)
     cnx.consumers[cmd.consumer_id] = consumer
     cnx.send_command(wrap(wire.CommandSuccess(request_id=cmd.request_id)))
     if topic.terminated:  # after the SUCCESS, so the client knows the consumer id
@@ -189,8 +190,18 @@ def handle_unsubscribe(cnx: HandlerCnx, frame: Frame) -> None:
     cmd = frame.command.unsubscribe
     if (consumer := _known_consumer(cnx, cmd.consumer_id, cmd.request_id)) is None:
         return
+    subscription = consumer.subscription
     try:
-        consumer.subscription.unsubscribe(consumer)
+        if isinstance(subscription, FollowerSubscription):  # asked of the owner (the spread)
+
+            def unsubscribed(error: BrokerError | None) -> None:
+                if error is None:
+                    cnx.forget_consumer(cmd.consumer_id)
+                _answer(cnx, cmd.request_id, error)
+
+            subscription.unsubscribe_at_owner(consumer, unsubscribed)
+            return
+        subscription.unsubscribe(consumer)
     except BrokerError as exc:
         cnx.send_error(cmd.request_id, exc)
         return
@@ -251,6 +262,9 @@ def handle_seek(cnx: HandlerCnx, frame: Frame) -> None:
     if (consumer := _known_consumer(cnx, cmd.consumer_id, cmd.request_id)) is None:
         return
     subscription = consumer.subscription
+    if isinstance(subscription, FollowerSubscription):  # done by the owner (the spread)
+        subscription.seek(cmd, lambda error: _answer(cnx, cmd.request_id, error))
+        return
     topic = subscription.topic
     try:
         if not isinstance(topic, PersistentTopic) or not isinstance(subscription, PersistentSubscription):
@@ -307,6 +321,16 @@ def _seek_to(
     assert isinstance(subscription, PersistentSubscription)
     subscription.reset_cursor(position, exactly)
     cnx.send_command(wrap(wire.CommandSuccess(request_id=request_id)))
+
+
+def _answer(cnx: HandlerCnx, request_id: int, error: BrokerError | None) -> None:
+    """Answer a request done elsewhere (by a topic's owner) once it is: SUCCESS or the error."""
+    if cnx.closed:
+        return
+    if error is not None:
+        cnx.send_error(request_id, error)
+    else:
+        cnx.send_command(wrap(wire.CommandSuccess(request_id=request_id)))
 
 
 def _request_error(error: BaseException | None, what: str) -> BrokerError:
