@@ -63,27 +63,39 @@ def _expected(count: int) -> list[bytes]:
     return [f"frame-{i:04d}".encode().ljust(200, b".") for i in range(count)]
 
 
-def _all_offloaded(broker, topic: str) -> dict:
+def _all_offloaded(broker, topic: str, keeping_local: bool = False) -> dict:
+    """The internal stats once every closed ledger is offloaded, and its local copy gone (or kept)."""
     stats = _internal(broker, topic)
     closed = stats["ledgers"][:-1]
-    assert closed and all(ledger["offloaded"] and not ledger["local"] for ledger in closed), closed
+    assert closed and all(ledger["offloaded"] and ledger["local"] == keeping_local for ledger in closed), (
+        closed
+    )
     return stats
+
+
+def _to_a_directory(uri: str, **more) -> dict:
+    """SMALL_LEDGERS offloaded by the filesystem driver to ``uri`` (a path or a file:// URI)."""
+    return {**SMALL_LEDGERS, "managed_ledger_offload_driver": "filesystem", "file_system_uri": uri, **more}
+
+
+def _offloading_at_once(broker_factory, client_factory, store):
+    """A broker offloading each ledger to ``store`` once it closes, its local copy deleted at
+    once, and a client of it."""
+    broker = broker_factory(
+        _to_a_directory(
+            f"file://{store}",
+            managed_ledger_offload_threshold_in_bytes=0,
+            managed_ledger_offload_deletion_lag_ms=0,
+        )
+    )
+    return broker, client_factory(broker.service_url)
 
 
 def test_offloaded_by_threshold_and_read_back_by_readers_consumers_and_seeks(
     broker_factory, client_factory, topic, tmp_path
 ):
     store = tmp_path / "offloaded"
-    broker = broker_factory(
-        {
-            **SMALL_LEDGERS,
-            "managed_ledger_offload_driver": "filesystem",
-            "file_system_uri": f"file://{store}",
-            "managed_ledger_offload_threshold_in_bytes": 0,
-            "managed_ledger_offload_deletion_lag_ms": 0,
-        }
-    )
-    client = client_factory(broker.service_url)
+    broker, client = _offloading_at_once(broker_factory, client_factory, store)
     before = int(time.time() * 1000)
     _produce(client, topic, 60)
     stats = eventually(
@@ -125,13 +137,7 @@ def test_offloaded_by_threshold_and_read_back_by_readers_consumers_and_seeks(
 
 
 def test_offload_by_the_admin_api_up_to_a_message_id(broker_factory, client_factory, topic, tmp_path):
-    broker = broker_factory(
-        {
-            **SMALL_LEDGERS,
-            "managed_ledger_offload_driver": "filesystem",
-            "file_system_uri": str(tmp_path / "o"),
-        }
-    )
+    broker = broker_factory(_to_a_directory(str(tmp_path / "o")))
     client = client_factory(broker.service_url)
     _produce(client, topic, 40)
     status, body = admin_call(broker, "GET", _admin(topic, "/offload"))
@@ -258,13 +264,9 @@ def test_an_unreachable_store_fails_offloaded_reads_clearly_while_local_topics_g
 def test_offload_by_age_takes_the_ledgers_closed_that_long_ago(
     broker_factory, client_factory, topic, tmp_path
 ):
+    # the broker's threshold: an hour
     broker = broker_factory(
-        {
-            **SMALL_LEDGERS,
-            "managed_ledger_offload_driver": "filesystem",
-            "file_system_uri": str(tmp_path / "o"),
-            "managed_ledger_offload_threshold_in_seconds": 3600,  # the broker's: an hour
-        }
+        _to_a_directory(str(tmp_path / "o"), managed_ledger_offload_threshold_in_seconds=3600)
     )
     client = client_factory(broker.service_url)
     _produce(client, topic, 40)
@@ -276,7 +278,7 @@ def test_offload_by_age_takes_the_ledgers_closed_that_long_ago(
     assert admin_call(broker, "PUT", namespace, 1)[0] == 204
     assert admin_call(broker, "GET", namespace) == (200, 1)
     stats = eventually(
-        lambda: _all_offloaded_keeping_local(broker, topic), what="the closed ledgers offloaded"
+        lambda: _all_offloaded(broker, topic, keeping_local=True), what="the closed ledgers offloaded"
     )
     assert len(stats["ledgers"]) > 4
     status, body = admin_call(broker, "GET", _admin(topic, "/offloadPolicies?applied=true"))
@@ -287,27 +289,11 @@ def test_offload_by_age_takes_the_ledgers_closed_that_long_ago(
     assert _read_all(client, topic, 40) == _expected(40)
 
 
-def _all_offloaded_keeping_local(broker, topic: str) -> dict:
-    stats = _internal(broker, topic)
-    closed = stats["ledgers"][:-1]
-    assert closed and all(ledger["offloaded"] and ledger["local"] for ledger in closed), closed
-    return stats
-
-
 def test_repair_after_the_metadata_is_lost_finds_the_ledgers_only_the_store_holds(
     broker_factory, client_factory, topic, tmp_path
 ):
     store = tmp_path / "offloaded"
-    broker = broker_factory(
-        {
-            **SMALL_LEDGERS,
-            "managed_ledger_offload_driver": "filesystem",
-            "file_system_uri": f"file://{store}",
-            "managed_ledger_offload_threshold_in_bytes": 0,
-            "managed_ledger_offload_deletion_lag_ms": 0,
-        }
-    )
-    client = client_factory(broker.service_url)
+    broker, client = _offloading_at_once(broker_factory, client_factory, store)
     consumer = client.subscribe(topic, "sub", initial_position=pulsar.InitialPosition.Earliest)
     _produce(client, topic, 40)
     for _ in range(10):
