@@ -5,11 +5,13 @@ offload and the store unreachable."""
 
 from __future__ import annotations
 
+import contextlib
 import re
 import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
 
 import pulsar
 import pytest
@@ -186,12 +188,10 @@ def _s3_config(s3: S3Server, tmp_path, **more) -> dict:
     }
 
 
-def test_kill_9_during_an_offload_to_s3_leaves_nothing_counted_and_it_is_done_again(
-    broker_factory, client_factory, topic, tmp_path, s3
-):
-    broker = broker_factory(_s3_config(s3, tmp_path, managed_ledger_offload_timeout_seconds=30.0))
-    client = client_factory(broker.service_url)
-    _produce(client, topic, 30)
+@contextlib.contextmanager
+def _an_upload_hanging(broker, topic: str, s3: S3Server) -> Iterator[str]:
+    """The store paused and an offload by the admin API of every closed ledger of ``topic`` under
+    way; yields the offload key of the first one's attempt. The store answers again on exit."""
     ledgers = _internal(broker, topic)["ledgers"]
     s3.pause()  # the upload hangs
     try:
@@ -203,16 +203,17 @@ def test_kill_9_during_an_offload_to_s3_leaves_nothing_counted_and_it_is_done_ag
         def attempt_recorded():
             first = _internal(broker, topic)["ledgers"][0]
             assert first.get("offloadState") == "offloading", first
-            return True
+            return first["offloadKey"]
 
-        eventually(attempt_recorded, what="an offload under way")
-        broker.kill9()
+        yield eventually(attempt_recorded, what="an upload under way")
     finally:
         s3.resume()
-    broker.config = {
-        **broker.config,
-        "managed_ledger_offload_threshold_in_bytes": 0,
-    }  # offload by threshold now
+
+
+def _restarted_offloading(broker, client_factory, topic: str):
+    """The stopped ``broker`` started again, offloading by threshold now: a client of it and the
+    closed ledgers of ``topic`` once every one is offloaded."""
+    broker.config = {**broker.config, "managed_ledger_offload_threshold_in_bytes": 0}
     broker.start()
     client = client_factory(broker.service_url)
 
@@ -221,7 +222,18 @@ def test_kill_9_during_an_offload_to_s3_leaves_nothing_counted_and_it_is_done_ag
         assert all(ledger["offloaded"] for ledger in closed), closed
         return closed
 
-    closed = eventually(offloaded_again, what="the ledgers offloaded again after the restart")
+    return client, eventually(offloaded_again, what="the ledgers offloaded again after the restart")
+
+
+def test_kill_9_during_an_offload_to_s3_leaves_nothing_counted_and_it_is_done_again(
+    broker_factory, client_factory, topic, tmp_path, s3
+):
+    broker = broker_factory(_s3_config(s3, tmp_path, managed_ledger_offload_timeout_seconds=30.0))
+    client = client_factory(broker.service_url)
+    _produce(client, topic, 30)
+    with _an_upload_hanging(broker, topic, s3):
+        broker.kill9()
+    client, closed = _restarted_offloading(broker, client_factory, topic)
     assert _read_all(client, topic, 30) == _expected(30)
     assert "secret-in-a-file" not in broker.log_text()
     assert all(ledger.get("offloadState") == "offloaded" for ledger in closed)
@@ -330,35 +342,11 @@ def test_a_stopping_broker_gives_up_an_upload_under_way_and_does_it_again_after_
     broker = broker_factory(_s3_config(s3, tmp_path, managed_ledger_offload_timeout_seconds=60.0))
     client = client_factory(broker.service_url)
     _produce(client, topic, 30)
-    ledgers = _internal(broker, topic)["ledgers"]
-    s3.pause()
-    try:
-        status, body = admin_call(
-            broker, "PUT", _admin(topic, "/offload"), {"ledgerId": ledgers[-1]["ledgerId"], "entryId": 0}
-        )
-        assert status == 204, body
-
-        def attempt_recorded():
-            first = _internal(broker, topic)["ledgers"][0]
-            assert first.get("offloadState") == "offloading", first
-            return first["offloadKey"]
-
-        given_up = eventually(attempt_recorded, what="an upload under way")
+    with _an_upload_hanging(broker, topic, s3) as given_up:
         client.close()
         assert broker.stop(timeout=10) == 0  # SIGTERM: not held up by the upload
-    finally:
-        s3.resume()
     assert "still inside a request to the object store; the broker stops without" in broker.log_text()
-    broker.config = {**broker.config, "managed_ledger_offload_threshold_in_bytes": 0}
-    broker.start()
-    client = client_factory(broker.service_url)
-
-    def offloaded_again():
-        closed = _internal(broker, topic)["ledgers"][:-1]
-        assert all(ledger["offloaded"] for ledger in closed), closed
-        return closed
-
-    closed = eventually(offloaded_again, what="the ledgers offloaded after the restart")
+    client, closed = _restarted_offloading(broker, client_factory, topic)
     assert given_up not in {ledger["offloadKey"] for ledger in closed}  # under a new key
     assert _read_all(client, topic, 30) == _expected(30)
     eventually(lambda: not s3.exists(given_up), what="the attempt given up deleted from the store")
