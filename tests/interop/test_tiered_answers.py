@@ -22,18 +22,9 @@ from tests.interop.test_tiered_storage import (
     _produce,
     _s3_config,
 )
-from tests.offload.s3_server import S3Server
 from tests.waiting import eventually
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow]
-
-
-@pytest.fixture
-def s3(tmp_path):
-    server = S3Server(tmp_path)
-    server.create_bucket()
-    yield server
-    server.stop()
 
 
 def _peek(broker, topic: str, subscription: str, n: int = 1) -> tuple[int, bytes]:

@@ -165,14 +165,6 @@ def test_offload_by_the_admin_api_up_to_a_message_id(broker_factory, client_fact
     assert _read_all(client, topic, 40) == _expected(40)
 
 
-@pytest.fixture
-def s3(tmp_path):
-    server = S3Server(tmp_path)
-    server.create_bucket()
-    yield server
-    server.stop()
-
-
 def _s3_config(s3: S3Server, tmp_path, **more) -> dict:
     credentials = tmp_path / "credentials"
     credentials.write_text("access_key_id=magnetar\nsecret_access_key=secret-in-a-file\n")
