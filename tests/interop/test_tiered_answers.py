@@ -16,6 +16,7 @@ import pytest
 
 from tests.interop.support import admin_call
 from tests.interop.test_tiered_storage import (
+    AT_ONCE,
     _admin,
     _all_offloaded,
     _expected,
@@ -60,8 +61,7 @@ def _offloaded_topic(broker_factory, client_factory, topic, tmp_path, s3, **conf
         _s3_config(
             s3,
             tmp_path,
-            managed_ledger_offload_threshold_in_bytes=0,
-            managed_ledger_offload_deletion_lag_ms=0,
+            **AT_ONCE,
             # Only the last fetch's blocks are kept: an answer about the first ledger asks the store.
             managed_ledger_offload_read_cache_bytes=0,
             **config,

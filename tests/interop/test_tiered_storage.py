@@ -30,6 +30,8 @@ SMALL_LEDGERS = {
     "managed_ledger_offload_check_interval_seconds": 0.2,
     "managed_ledger_offload_read_retry_seconds": 0.5,
 }
+#: Each ledger offloaded once it closes, its local copy deleted at once.
+AT_ONCE = {"managed_ledger_offload_threshold_in_bytes": 0, "managed_ledger_offload_deletion_lag_ms": 0}
 
 
 def _admin(topic: str, suffix: str) -> str:
@@ -83,13 +85,7 @@ def _to_a_directory(uri: str, **more) -> dict:
 def _offloading_at_once(broker_factory, client_factory, store):
     """A broker offloading each ledger to ``store`` once it closes, its local copy deleted at
     once, and a client of it."""
-    broker = broker_factory(
-        _to_a_directory(
-            f"file://{store}",
-            managed_ledger_offload_threshold_in_bytes=0,
-            managed_ledger_offload_deletion_lag_ms=0,
-        )
-    )
+    broker = broker_factory(_to_a_directory(f"file://{store}", **AT_ONCE))
     return broker, client_factory(broker.service_url)
 
 
@@ -234,14 +230,7 @@ def test_kill_9_during_an_offload_to_s3_leaves_nothing_counted_and_it_is_done_ag
 def test_an_unreachable_store_fails_offloaded_reads_clearly_while_local_topics_go_on(
     broker_factory, client_factory, topic, tmp_path, s3
 ):
-    broker = broker_factory(
-        _s3_config(
-            s3,
-            tmp_path,
-            managed_ledger_offload_threshold_in_bytes=0,
-            managed_ledger_offload_deletion_lag_ms=0,
-        )
-    )
+    broker = broker_factory(_s3_config(s3, tmp_path, **AT_ONCE))
     client = client_factory(broker.service_url)
     ids = _produce(client, topic, 30)
     eventually(lambda: _all_offloaded(broker, topic), what="offloaded, local copies gone")
