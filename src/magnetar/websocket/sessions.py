@@ -57,8 +57,8 @@ class Sessions:
             return None
         try:
             owner = service.owner_of(topic)
-        except (BrokerError, ValueError):
-            return None  # no such namespace ...: the broker answers it as it would
+        except (BrokerError, LookupError, ValueError):
+            return None  # no such namespace, no live broker ...: the broker answers it as it would
         if owner is None or owner.broker_id == service.namespace_service.broker_id:
             return None
         return owner
