@@ -1,9 +1,10 @@
-"""WebSocket producers and consumers outlive the end of their topic where they were attached, as
-Pulsar's do (its WebSocket service's Java client reconnects): with ``--workers 2``, the worker
-that owns the topic is killed with -9 under a WebSocket producer and consumer served by the other
-worker, and a bundle is unloaded under them. The WebSockets stay open, every receipted message
-arrives, and a send not receipted before the move is sent again (deduplication on: stored once)
-or answered with an error (off: it may or may not be stored) — never lost in silence."""
+"""WebSocket producers, consumers and readers outlive the end of their topic where they were
+attached, as Pulsar's do (its WebSocket service's Java client reconnects): with ``--workers 2``,
+the worker that owns the topic is killed with -9 under a WebSocket producer, consumer and reader
+served by the other worker, and a bundle is unloaded under them. The WebSockets stay open, every
+receipted message arrives, and a send not receipted before the move is sent again (deduplication
+on: stored once) or answered with an error (off: it may or may not be stored), never lost in
+silence."""
 
 from __future__ import annotations
 
@@ -140,9 +141,11 @@ def test_ws_producer_and_consumer_outlive_a_kill_9_of_the_topics_owner(
     elsewhere = types.SimpleNamespace(http_url=own_http_url(broker, other))
     with (
         connect(ws_url(elsewhere, "consumer", topic, "sub")) as consumer_ws,
+        connect(ws_url(elsewhere, "reader", topic, messageId="earliest")) as reader_ws,
         connect(ws_url(elsewhere, "producer", topic)) as producer_ws,
     ):
-        consumer, sending = WsReceiving(consumer_ws), WsSending(producer_ws, "m")
+        consumer, reader = WsReceiving(consumer_ws), WsReceiving(reader_ws)
+        sending = WsSending(producer_ws, "m")
         eventually(lambda: len(sending.receipted()) >= 100, what="receipts before the kill")
         os.kill(worker_pids(broker)[victim_url], signal.SIGKILL)
         eventually(
@@ -152,11 +155,12 @@ def test_ws_producer_and_consumer_outlive_a_kill_9_of_the_topics_owner(
         eventually(lambda: len(sending.receipted()) >= mark + 100, timeout=60, what="receipts after the kill")
         sending.stop()
         receipted = sending.receipted()
-        eventually(
-            lambda: consumer.has(receipted), timeout=60, what="every receipted message at the consumer"
-        )
-        consumer.close()
-    assert sending.closed == [] and consumer.closed == [], "a WebSocket ended"
+        for receiving in (consumer, reader):
+            eventually(lambda r=receiving: r.has(receipted), timeout=60, what="every receipted message")
+            receiving.close()
+    assert sending.closed == consumer.closed == reader.closed == [], "a WebSocket ended"
+    # The reader went on after the last message it handed out: none came twice.
+    assert [p for p, n in reader.got.items() if n > 1] == []
     failed = sending.failed()
     if deduplication:
         assert failed == {}, failed

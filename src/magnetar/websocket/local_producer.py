@@ -182,7 +182,8 @@ class LocalProducer:
                 future.set_exception(exc)
 
     def _push(self, entry: _Entry) -> None:
-        entry.send.producer_id = self.producer_id
+        if entry.send.producer_id != self.producer_id:  # sent again, by the producer attached again
+            entry.send.producer_id = self.producer_id
         self.session.send(wrap(entry.send), entry.data)
         entry.sent = True
 
