@@ -51,6 +51,7 @@ class Backoff:
         self._next = first
         self._most = most
         self._clock = clock
+        self.bound = bound
         self._deadline = clock() + bound
 
     def remaining(self) -> float:
@@ -66,10 +67,11 @@ class Backoff:
 
 
 async def again(attempt: Callable[[], Awaitable[T]], reason: str, backoff: Backoff | None = None) -> T:
-    """``attempt()`` after a pause, until it succeeds; SessionError saying ``reason`` and the last
-    refusal once the bound has passed or the refusal is final."""
+    """``attempt()`` after a pause, until it succeeds; SessionError once the bound has passed or
+    the refusal is final, saying why first (a WebSocket close reason holds 123 bytes), then
+    ``reason``."""
     backoff = backoff or Backoff()
-    last = ""
+    last = "gave up"
     while (pause := backoff.pause()) is not None:
         await asyncio.sleep(pause)
         remaining = backoff.remaining()
@@ -83,7 +85,7 @@ async def again(attempt: Callable[[], Awaitable[T]], reason: str, backoff: Backo
         except SessionError as exc:
             last = str(exc)
             if exc.code in FINAL:
-                raise SessionError(f"{reason}; attaching again was refused: {exc}", exc.code) from None
+                raise SessionError(f"{exc} (attaching again after: {reason})", exc.code) from None
     raise SessionError(
-        f"{reason}; the topic could not be reached again ({last or 'gave up'})", wire.ServiceNotReady
+        f"not reachable again within {backoff.bound:g} s: {last} (after: {reason})", wire.ServiceNotReady
     )
