@@ -34,6 +34,7 @@ from magnetar.broker.entries import DispatchEntry
 from magnetar.broker.mqtt import publishes
 from magnetar.broker.mqtt.chunks import ChunkedMessages
 from magnetar.broker.mqtt.session import MessageKey
+from magnetar.broker.subscription_type import SubscriptionType
 from magnetar.protocol import wire
 from magnetar.protocol.message_id import to_u64
 from magnetar.protocol.mqtt import MQTT_5, Publish, PubRec, PubRel, ReasonCode, encode
@@ -471,10 +472,19 @@ def acknowledge(consumer: MqttConsumer, position: Position) -> None:
     outbound: Outbound = consumer.cnx.outbound  # type: ignore[attr-defined]  # an MqttConnection
     subscription = consumer.subscription
     chunks = outbound.positions(consumer, position)
-    if chunks is None and subscription.acknowledge_one(
-        consumer, False, to_u64(position.ledger_id), to_u64(position.entry_id)
-    ):
-        return
+    if chunks is None:
+        # On a broadcast subscription, an entry that is the only one the consumer was sent and
+        # has not acknowledged is acknowledged with all before it: cumulatively, the cheaper way.
+        pending = consumer.pending_acks
+        cumulative = (
+            getattr(subscription, "kind", None) is SubscriptionType.Broadcast
+            and len(pending) == 1
+            and position in pending
+        )
+        if subscription.acknowledge_one(
+            consumer, cumulative, to_u64(position.ledger_id), to_u64(position.entry_id)
+        ):
+            return
     message_ids = [
         wire.MessageIdData(ledger_id=to_u64(one.ledger_id), entry_id=to_u64(one.entry_id))
         for one in (chunks or [position])
