@@ -93,9 +93,12 @@ def _encode(version: int, delivery: Delivery, message: Outgoing) -> Encoded:
 
 #: Entries prepared lately: a broadcast subscription sends one entry to many MQTT subscribers in
 #: a round. Keyed by the entry object, which is kept alive by its slot, so the key is never
-#: another entry's.
+#: another entry's. At most ``_PREPARED_MAX`` entries of at most ``_PREPARED_BYTES`` bytes
+#: together (each kept with its messages and their packets: a few times its size).
 _PREPARED: OrderedDict[int, EntryPublishes] = OrderedDict()
 _PREPARED_MAX = 256
+_PREPARED_BYTES = 32 * 1024 * 1024
+_held = [0]
 
 
 def prepared(entry: DispatchEntry) -> EntryPublishes:
@@ -104,7 +107,13 @@ def prepared(entry: DispatchEntry) -> EntryPublishes:
     hit = _PREPARED.get(key)
     if hit is not None and hit.entry is entry:
         return hit
-    made = _PREPARED[key] = EntryPublishes(entry)
-    if len(_PREPARED) > _PREPARED_MAX:
-        _PREPARED.popitem(last=False)
+    made = EntryPublishes(entry)
+    if hit is not None:
+        del _PREPARED[key]
+        _held[0] -= len(hit.entry.data)
+    _PREPARED[key] = made
+    _held[0] += len(entry.data)
+    while len(_PREPARED) > _PREPARED_MAX or (_held[0] > _PREPARED_BYTES and len(_PREPARED) > 1):
+        _, old = _PREPARED.popitem(last=False)
+        _held[0] -= len(old.entry.data)
     return made
