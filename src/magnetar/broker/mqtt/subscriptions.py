@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from magnetar.broker.consumer import Consumer
 from magnetar.broker.mqtt import access
-from magnetar.broker.mqtt.outbound import PERMITS, Delivery, MqttConsumer
+from magnetar.broker.mqtt.outbound import PERMITS, Delivery, MqttConsumer, delivery
 from magnetar.broker.mqtt.session import FilterOptions, MqttSession
 from magnetar.broker.topic import PersistentTopic
 from magnetar.protocol import wire
@@ -361,7 +361,7 @@ def _logged(cnx: MqttConnection, name: TopicName, done: asyncio.Future[None]) ->
 
 
 def _delivery(topic: TopicName, options: Options) -> Delivery:
-    return Delivery(
+    return delivery(
         mqtt_topic(topic, options.prefixed),
         options.qos,
         options.no_local,
@@ -376,9 +376,9 @@ def _consumer(
     key = str(topic.name)
     subscription = subscription_name(session, group)
     existing = cnx.consumers_by_key.get((key, subscription))
-    delivery = _delivery(topic.name, options)
+    how = _delivery(topic.name, options)
     if existing is not None and not existing.closed:
-        existing.delivery = delivery
+        existing.delivery = how
         return
     consumer_id = cnx.next_id()
     cmd = wire.CommandSubscribe(
@@ -398,7 +398,7 @@ def _consumer(
         cmd.subscription_properties.add(key=BROADCAST_PROPERTY, value=BROADCAST_VALUE)
 
     def make(subscription: Subscription[Consumer]) -> Consumer:
-        return MqttConsumer(cnx, subscription, consumer_id, session.client_id, delivery, group)
+        return MqttConsumer(cnx, subscription, consumer_id, session.client_id, how, group)
 
     consumer = topic.subscribe(make, cmd)
     assert isinstance(consumer, MqttConsumer)
