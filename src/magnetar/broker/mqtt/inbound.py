@@ -1,11 +1,13 @@
 """PUBLISH from a client into its Pulsar topic, and the QoS 2 release (PUBREL).
 
 The topic is the MQTT Topic Name mapped as Pulsar's MQTT handler maps it (``pulsar_names``). The
-message is stored as a Pulsar producer's would be (``messages.to_pulsar``), under the client's
-producer on that topic, and acknowledged once it is on disk: PUBACK (QoS 1) and PUBREC (QoS 2)
-leave only from the store's durable callback, as a Pulsar SEND_RECEIPT does. QoS 0 is stored
-the same way, with nothing to answer. A message over ``max_message_size`` (metadata and payload,
-as Pulsar counts) is stored in chunks (``large_messages.py``), answered once all are durable.
+message is stored as a Pulsar producer's would be (``messages.pulsar_properties``), under the
+client's producer on that topic, with the other messages of the connection's pass to that topic
+in one batch entry (``publish_batches.py``), and acknowledged once it is on disk: PUBACK (QoS 1)
+and PUBREC (QoS 2) leave only from the store's durable callback, as a Pulsar SEND_RECEIPT does.
+QoS 0 is stored the same way, with nothing to answer. A message over ``max_message_size``
+(metadata and payload, as Pulsar counts) is stored in chunks (``large_messages.py``), answered
+once all are durable.
 
 QoS 2 is exactly once through the topic's deduplication: the client's producer is deduplicated
 whatever the namespace says, each message gets a sequence id above any the topic holds from it,
@@ -24,8 +26,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from magnetar.broker.errors import REQUEST_ERRORS, BrokerError
-from magnetar.broker.mqtt import access, large_messages
-from magnetar.broker.mqtt.messages import to_pulsar
+from magnetar.broker.mqtt import access
+from magnetar.broker.mqtt.messages import pulsar_properties
+from magnetar.broker.mqtt.publish_batches import Pending
 from magnetar.broker.mqtt.qos2_store import Received
 from magnetar.broker.mqtt.retained import Retained, kept_properties
 from magnetar.broker.mqtt.session import Incoming
@@ -196,34 +199,22 @@ def _producer(cnx: MqttConnection, topic: PersistentTopic) -> Producer:
 def _store(
     cnx: MqttConnection, packet: Publish, topic: PersistentTopic, producer: Producer, sequence: int
 ) -> None:
-    """Store the message (and, with RETAIN, its topic's retained message); answer PUBACK /
-    PUBREC once it is durable."""
+    """Store the message (and, with RETAIN, its topic's retained message) with the others of this
+    pass to its topic (``publish_batches.py``); answer PUBACK / PUBREC once it is durable."""
     now = time.time()
-    metadata, data = to_pulsar(
-        packet.payload, packet.properties, producer.name, sequence, int(now * 1000), packet.retain
-    )
-    size = len(data)
-    max_size = cnx.config.max_message_size
     retaining = None
     if packet.retain:  # an empty payload deletes the topic's retained message (3.3.1.3)
         retaining = cnx.server.retained.set(str(topic.name), retained_of(str(topic.name), packet, now))
+    size = len(packet.payload)
     producer.traffic.messages_in += 1
     producer.traffic.bytes_in += size
     topic.traffic.messages_in += 1
     topic.traffic.bytes_in += size
-    send = wire.CommandSend(producer_id=producer.producer_id, sequence_id=sequence, num_messages=1)
     cnx.store_started()
+    properties = pulsar_properties(packet.properties, now, packet.retain, packet.qos)
     stored = _stored(cnx, packet, retaining)
-    try:
-        if metadata.ByteSize() + len(packet.payload) > max_size:
-            # over max_message_size (metadata and payload): stored in chunks (large_messages.py)
-            large_messages.store_chunked(topic, producer, metadata, packet.payload, max_size, stored)
-            return
-        topic.publish(producer, send, memoryview(data), stored, metadata)
-    except Exception as exc:
-        if not isinstance(exc, REQUEST_ERRORS):
-            log.exception("%s: storing a message failed", topic.name)
-        stored(None, exc)
+    pending = Pending(packet.payload, properties, sequence, int(now * 1000), stored, packet.qos == 2)
+    cnx.publishes.add(topic, producer, pending)
 
 
 def _stored(

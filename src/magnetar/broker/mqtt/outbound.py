@@ -3,8 +3,9 @@ flows back (PUBACK; PUBREC, PUBREL, PUBCOMP).
 
 Each topic a client's filters match has one ``MqttConsumer`` per Pulsar subscription it takes
 messages from (``subscriptions.py``). Its dispatcher hands it entries within its permits; every
-message of an entry goes out at the QoS granted. A QoS 0 entry is acknowledged once written; a
-QoS 1 or 2 one once the client has each of its messages (PUBACK; PUBREC, after which the
+message of an entry goes out at the QoS granted, or at the QoS it was published with where that is
+lower (``Outgoing.qos``). An entry whose messages all went at QoS 0 is acknowledged once written;
+one with a QoS 1 or 2 message once the client has each of its messages (PUBACK; PUBREC, after which the
 message is the client's and is never sent again, 4.3.3), and only then does its consumer get the
 permits back: the messages not yet acknowledged by the client are what a client's flow holds,
 bounded by ``PERMITS``. No more than the client's Receive Maximum (5.0; 100 for 3.1.1) are in
@@ -209,7 +210,7 @@ class Outbound:
         ):
             done(consumer, entry.position, entry.num_messages)
             return
-        qos = delivery.qos
+        granted = delivery.qos
         acks = EntryAcks(consumer, entry.position, entry.num_messages, 0)
         topic = str(consumer.subscription.topic.name)
         position = entry.position
@@ -217,6 +218,7 @@ class Outbound:
         for index, message in enumerate(messages):
             if message.expires_at is not None and message.expires_at <= now:
                 continue  # expired before it could go: deleted for this subscriber (3.3.2.3.3)
+            qos = min(granted, message.qos)  # never above the QoS it was published with (3.3.5, 3.8.4)
             packet = self._packet(delivery, message, qos, now)
             if cnx.client_max_packet and _size(packet, cnx.version) > cnx.client_max_packet:
                 continue  # 5.0: never sent past the client's Maximum Packet Size (3.1.2.11.4)
