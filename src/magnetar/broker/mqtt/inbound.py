@@ -46,6 +46,7 @@ from magnetar.protocol.mqtt import (
     PubRel,
     ReasonCode,
 )
+from magnetar.protocol.mqtt.codes import PacketType
 from magnetar.protocol.mqtt.pulsar_names import pulsar_topic
 from magnetar.protocol.topic_name import InvalidTopicName, TopicName
 from magnetar.storage.position import Position
@@ -57,6 +58,9 @@ log = logging.getLogger(__name__)
 R = ReasonCode
 #: Topic Aliases a client may set (5.0: Topic Alias Maximum in CONNACK).
 TOPIC_ALIAS_MAXIMUM = 100
+#: A PUBACK's fixed header for success: the packet identifier follows, and nothing else (a 5.0
+#: PUBACK leaves out Reason Code 0 and empty properties, 3.4.2.1), so every client reads it.
+_PUBACK = bytes((PacketType.PUBACK << 4, 2))
 
 
 def handle_publish(cnx: MqttConnection, packet: Publish) -> None:
@@ -236,7 +240,7 @@ def _stored(
         if packet.qos == 1:
             assert packet.packet_id is not None
             cnx.answered(1, packet.packet_id)
-            cnx.send(PubAck(packet.packet_id))
+            cnx.send_bytes(_PUBACK + packet.packet_id.to_bytes(2, "big"))
         elif packet.qos == 2:
             assert packet.packet_id is not None and cnx.session is not None
             incoming = cnx.session.incoming.get(packet.packet_id)
