@@ -222,8 +222,10 @@ class Outbound:
             packet = self._packet(delivery, message, qos, now)
             if cnx.client_max_packet and _size(packet, cnx.version) > cnx.client_max_packet:
                 continue  # 5.0: never sent past the client's Maximum Packet Size (3.1.2.11.4)
-            if qos == 0:
+            if qos == 0 and not self.waiting:
                 self._send(packet)
+            elif qos == 0:  # behind the QoS 1 and 2 messages waiting: a topic's order is kept (4.6)
+                self.waiting.append(Waiting(packet, None, None, message.expires_at))
             else:
                 acks.left += 1
                 key = (topic, position.ledger_id, position.entry_id, index)
@@ -274,6 +276,9 @@ class Outbound:
                     packet = dataclasses.replace(
                         packet, properties=packet.properties.replace(message_expiry_interval=left)
                     )
+            if packet.qos == 0:  # it waited only for those before it to go
+                self._send(packet)
+                continue
             dup = False
             packet_id = None
             if session is not None and key is not None:
