@@ -6,6 +6,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from magnetar.broker.entries import DispatchEntry
 from magnetar.broker.mqtt import publish_batches
 from magnetar.broker.mqtt.messages import from_entry
@@ -118,3 +121,16 @@ def test_a_batch_that_cannot_be_stored_fails_each_of_its_messages():
     topic, answers = RecordingTopic(failure=failure), []
     publish_batches.store_all(topic, Producer(), [pending(i, answers) for i in range(3)], MAX_SIZE)  # type: ignore[arg-type]
     assert answers == [(i, None, failure) for i in range(3)]
+
+
+@given(
+    st.lists(st.tuples(st.text(max_size=20), st.text(max_size=20)), max_size=4),
+    st.integers(0, 2**31 - 1),
+    st.integers(0, 2**63 - 1),
+)
+def test_single_metadata_is_what_protobuf_writes(properties, payload_size, sequence_id):
+    expected = wire.SingleMessageMetadata(payload_size=payload_size, sequence_id=sequence_id)
+    for key, value in properties:
+        expected.properties.add(key=key, value=value)
+    written = publish_batches.single_metadata(properties, payload_size, sequence_id)
+    assert written == expected.SerializeToString()

@@ -134,6 +134,8 @@ class MqttConnection(asyncio.Protocol):
         self._waiting: asyncio.Future[Any] | None = None
         #: Messages of this pass, stored together once it ends (``publish_batches.py``).
         self.publishes = PublishBatches()
+        #: Topic Name -> where its PUBLISHes go (``inbound.Target``).
+        self.publish_targets: dict[str, inbound.Target] = {}
         #: Stores in flight (sends awaiting their durable receipt), for flow control.
         self.pending_stores = 0
         self._held = False
@@ -258,6 +260,7 @@ class MqttConnection(asyncio.Protocol):
             producer.topic.remove_producer(producer)
         self.producers.clear()
         self.producers_by_topic.clear()
+        self.publish_targets.clear()
         if self.session is not None:
             if self.will is not None:
                 will.connection_closed(self.server, self.session, self, self.will)

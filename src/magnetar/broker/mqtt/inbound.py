@@ -23,6 +23,7 @@ import functools
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from magnetar.broker.errors import REQUEST_ERRORS, BrokerError
@@ -87,6 +88,16 @@ def handle_publish(cnx: MqttConnection, packet: Publish) -> None:
         if incoming is not None and incoming.stored:
             cnx.send(PubRec(packet.packet_id))  # sent again: it is stored already
             return
+    else:
+        target = cnx.publish_targets.get(name)
+        if target is not None and not target.producer.closed:  # the topic's open, its producer there
+            unauthorized = access.publish_refused(cnx, target.name)
+            if unauthorized is not None:
+                _refused(cnx, packet, R.NOT_AUTHORIZED, unauthorized)
+                return
+            topic, producer = target.topic, target.producer
+            _store(cnx, packet, topic, producer, session.next_sequence(target.key, _highest(topic, producer)))
+            return
     try:
         topic_name = _mapped(name, cnx.config.mqtt_default_tenant, cnx.config.mqtt_default_namespace)
         if not topic_name.persistent:
@@ -100,9 +111,25 @@ def handle_publish(cnx: MqttConnection, packet: Publish) -> None:
         return
     opening = cnx.service.preparing(topic_name)
     if opening is not None:  # opened off the loop first; the packets behind wait
-        cnx.wait_for(opening, lambda done: _publish_to(cnx, packet, topic_name, done))
+        cnx.wait_for(opening, lambda done: _publish_to(cnx, packet, name, topic_name, done))
         return
-    _publish_to(cnx, packet, topic_name, None)
+    _publish_to(cnx, packet, name, topic_name, None)
+
+
+@dataclass(slots=True)
+class Target:
+    """Where a client's PUBLISHes to one Topic Name go, while its producer there is open: the next
+    ones skip the mapping, the topic's lookup and the producer's."""
+
+    name: TopicName
+    #: ``str(name)``.
+    key: str
+    topic: PersistentTopic
+    producer: Producer
+
+
+#: Topic Names a connection keeps a ``Target`` for; past this many they are forgotten together.
+MAX_TARGETS = 1000
 
 
 @functools.lru_cache(maxsize=4096)
@@ -137,7 +164,11 @@ def _topic_name(cnx: MqttConnection, packet: Publish) -> str:
 
 
 def _publish_to(
-    cnx: MqttConnection, packet: Publish, name: TopicName, opened: asyncio.Future[Any] | None
+    cnx: MqttConnection,
+    packet: Publish,
+    mqtt_name: str,
+    name: TopicName,
+    opened: asyncio.Future[Any] | None,
 ) -> None:
     session = cnx.session
     assert session is not None
@@ -155,17 +186,22 @@ def _publish_to(
         log.exception("%s: cannot publish to %s", cnx.remote, name)
         _refused(cnx, packet, R.UNSPECIFIED_ERROR, str(exc))
         return
+    key = str(name)
     if packet.qos != 2:
-        _store(cnx, packet, topic, producer, session.next_sequence(str(name), _highest(topic, producer)))
+        targets = cnx.publish_targets
+        if len(targets) >= MAX_TARGETS:
+            targets.clear()
+        targets[mqtt_name] = Target(name, key, topic, producer)
+        _store(cnx, packet, topic, producer, session.next_sequence(key, _highest(topic, producer)))
         return
     assert packet.packet_id is not None
     packet_id = packet.packet_id
     incoming = session.incoming.get(packet_id)
-    if incoming is not None and (packet.dup or incoming.received.topic == str(name)):
+    if incoming is not None and (packet.dup or incoming.received.topic == key):
         # Sent again while the first copy is being stored, or after a restart (its record).
         _store(cnx, packet, topic, producer, incoming.received.sequence_id)
         return
-    received = Received(str(name), session.next_sequence(str(name), _highest(topic, producer)))
+    received = Received(key, session.next_sequence(key, _highest(topic, producer)))
     session.incoming[packet_id] = Incoming(received)
     recording = cnx.server.qos2.put(session.client_id, packet_id, received)
 

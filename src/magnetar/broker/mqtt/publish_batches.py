@@ -22,7 +22,9 @@ came (4.6), under ascending sequence ids.
 
 from __future__ import annotations
 
+import functools
 import logging
+import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -31,7 +33,6 @@ from magnetar.broker.mqtt import large_messages
 from magnetar.broker.producer import Producer
 from magnetar.broker.topic import PersistentTopic
 from magnetar.protocol import wire
-from magnetar.protocol.batch import encode_batch
 from magnetar.protocol.headers import encode_headers_and_payload
 from magnetar.storage.position import Position
 
@@ -142,13 +143,46 @@ def store_one(topic: PersistentTopic, producer: Producer, message: Pending, max_
         message.stored(None, exc)
 
 
+def single_metadata(properties: list[tuple[str, str]], payload_size: int, sequence_id: int) -> bytes:
+    """A batched message's ``SingleMessageMetadata``, serialized: its properties (serialized once
+    for every message that has the same), then ``payload_size`` (field 3) and ``sequence_id``
+    (field 8) as protobuf writes them, in field order. A message's properties are mostly the
+    same as the one before (``MQTT_QOS`` alone): building a protobuf object for each was most of
+    a batch's cost per message."""
+    return b"".join(
+        (_properties_bytes(tuple(properties)), b"\x18", _varint(payload_size), b"\x40", _varint(sequence_id))
+    )
+
+
+@functools.lru_cache(maxsize=1024)
+def _properties_bytes(properties: tuple[tuple[str, str], ...]) -> bytes:
+    single = wire.SingleMessageMetadata()
+    for key, value in properties:
+        single.properties.add(key=key, value=value)
+    return single.SerializePartialToString()  # payload_size (required) follows
+
+
+def _varint(value: int) -> bytes:
+    if value < 0x80:
+        return _ONE_BYTE[value]
+    out = bytearray()
+    while value >= 0x80:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+_ONE_BYTE = [bytes((i,)) for i in range(0x80)]
+_U32 = struct.Struct(">I")
+
+
 def _store_batch(topic: PersistentTopic, producer: Producer, run: list[Pending]) -> None:
-    members = []
+    parts: list[bytes] = []
     for message in run:
-        single = wire.SingleMessageMetadata(sequence_id=message.sequence_id)
-        for key, value in message.properties:
-            single.properties.add(key=key, value=value)
-        members.append((single, message.payload))
+        payload = message.payload
+        single = single_metadata(message.properties, len(payload), message.sequence_id)
+        parts += (_U32.pack(len(single)), single, payload)
     first, highest = run[0].sequence_id, run[-1].sequence_id
     metadata = wire.MessageMetadata(
         producer_name=producer.name,
@@ -167,7 +201,7 @@ def _store_batch(topic: PersistentTopic, producer: Producer, run: list[Pending])
                 log.exception("%s: answering a stored message failed", topic.name)
 
     try:
-        data = encode_headers_and_payload(metadata, encode_batch(members))
+        data = encode_headers_and_payload(metadata, b"".join(parts))
         send = wire.CommandSend(
             producer_id=producer.producer_id,
             sequence_id=first,
