@@ -193,6 +193,9 @@ class MqttConnection(asyncio.Protocol):
             for topic, mine in list(self.producers_by_topic.items()):
                 if mine is producer:
                     del self.producers_by_topic[topic]
+            for name, target in list(self.publish_targets.items()):
+                if target.producer is producer:  # nor is its topic (unloaded, perhaps) held here
+                    del self.publish_targets[name]
 
     def next_id(self) -> int:
         self._ids += 1
