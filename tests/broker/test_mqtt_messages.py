@@ -83,3 +83,20 @@ def test_a_property_that_does_not_read_is_passed_over():
         b"p", [("MQTT_PROPERTIES_2_", "soon"), ("MQTT_PROPERTIES_1_", "x"), ("MQTT_PROPERTIES_9_base64", "!")]
     )
     assert back.expires_at is None and back.mqtt is NONE
+
+
+def test_the_published_qos_is_kept_and_read_back_not_shown_as_a_user_property():
+    for qos in (0, 1, 2):
+        kept = pulsar_properties(Properties(user_properties=(("k", "v"),)), NOW, qos=qos)
+        assert kept == [("k", "v"), ("MQTT_QOS", str(qos))]
+        back = outgoing(b"x", kept)
+        assert (back.qos, back.properties) == (qos, (("k", "v"),))
+
+
+def test_a_message_not_published_over_mqtt_goes_at_the_granted_qos():
+    """No MQTT_QOS (a Pulsar producer's, the Spark sink's, a REST one): nothing caps its QoS; a
+    Pulsar producer may ask for less, and a value that does not read is passed over."""
+    assert outgoing(b"x", [("k", "v")]).qos == 2
+    assert outgoing(b"x", [("MQTT_QOS", "0")]).qos == 0
+    assert outgoing(b"x", [("MQTT_QOS", "7")]).qos == 2
+    assert outgoing(b"x", [("MQTT_QOS", "high")]).qos == 2

@@ -79,8 +79,9 @@ def test_paho_publishes_at_each_qos_read_by_the_pulsar_consumer(mqtt_broker, cli
     messages = drain(consumer, 3)
     assert [m.data() for m in messages] == [b"qos0", b"qos1", b"qos2"]
     assert {m.producer_name() for m in messages} == {f"mqtt-paho-{version}"}
-    if version == MQTT_5:  # User Properties are the Pulsar message's properties
-        assert [m.properties() for m in messages] == [{"unit": "C", "site": "7"}] * 3
+    # User Properties are the Pulsar message's properties; MQTT_QOS says the QoS of each PUBLISH
+    user = {"unit": "C", "site": "7"} if version == MQTT_5 else {}
+    assert [m.properties() for m in messages] == [{**user, "MQTT_QOS": str(qos)} for qos in (0, 1, 2)]
     assert nothing_more(consumer)
 
 
@@ -105,7 +106,7 @@ def test_gmqtt_publishes_at_each_qos_read_by_the_pulsar_consumer(mqtt_broker, cl
     messages = asyncio.run(run())
     assert [m.data() for m in messages] == [b"g0", b"g1", b"g2"]
     if version == MQTT_5:
-        assert [m.properties() for m in messages] == [{"k": "0"}, {"k": "1"}, {"k": "2"}]
+        assert [m.properties() for m in messages] == [{"k": f"{q}", "MQTT_QOS": f"{q}"} for q in (0, 1, 2)]
     assert nothing_more(consumer)
 
 

@@ -53,7 +53,7 @@ def test_a_10_mb_camera_frame_over_mqtt_reaches_the_pulsar_consumer_whole(broker
         camera.close()
     whole = consumer.receive(30_000)
     assert whole.data() == frame
-    assert whole.properties() == {"format": "jpeg"}
+    assert whole.properties() == {"format": "jpeg", "MQTT_QOS": "1"}
     assert whole.producer_name() == "mqtt-camera-7"
     consumer.acknowledge(whole)
     assert consumer.receive(10_000).data() == b"small"

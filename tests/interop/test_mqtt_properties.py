@@ -104,6 +104,7 @@ def test_publish_properties_reach_pulsar_consumers_and_mqtt_subscribers(mqtt_bro
         "MQTT_PROPERTIES_3_": "text/plain; charset=utf-8",
         "MQTT_PROPERTIES_8_": "replies/requester",
         "MQTT_PROPERTIES_9_base64": "AQL/",  # not UTF-8: kept in base64
+        "MQTT_QOS": "1",
     }
     sent = v5.received.properties[0]
     assert sent["ContentType"] == "text/plain; charset=utf-8" and sent["ResponseTopic"] == "replies/requester"

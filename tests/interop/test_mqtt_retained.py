@@ -58,7 +58,7 @@ def test_a_retained_message_goes_to_each_new_subscriber(mqtt_broker, client_fact
     # Stored in the topic too, as any message: the Pulsar consumer reads them, marked retained.
     messages = drain(reader, 2)
     assert [m.data() for m in messages] == [b"first", b"second"]
-    assert messages[0].properties() == {"MQTT_RETAIN": "true"}
+    assert messages[0].properties() == {"MQTT_RETAIN": "true", "MQTT_QOS": "1"}
 
 
 @pytest.mark.parametrize("version", VERSIONS)

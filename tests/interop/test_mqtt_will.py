@@ -133,6 +133,7 @@ def test_will_retain_qos_and_properties(mqtt_broker, client_factory):
         "MQTT_PROPERTIES_8_": "replies/here",
         "MQTT_PROPERTIES_9_": "\x00\x01",
         "MQTT_RETAIN": "true",
+        "MQTT_QOS": "1",
     }
     # retained: a later subscriber gets it, at the will's QoS, with its properties
     late = PahoClient(mqtt_broker.mqtt_port, unique("late"), MQTT_5)

@@ -28,6 +28,7 @@ from magnetar.broker.auth_session import AuthSession
 from magnetar.broker.mqtt import access, floods, inbound, outbound, subscriptions, will
 from magnetar.broker.mqtt.inbound import TOPIC_ALIAS_MAXIMUM
 from magnetar.broker.mqtt.packet_room import PacketRoom
+from magnetar.broker.mqtt.publish_batches import PublishBatches
 from magnetar.broker.mqtt.session import NEVER, MqttSession
 from magnetar.broker.names import MAX_NAME_LENGTH
 from magnetar.protocol import wire
@@ -116,6 +117,8 @@ class MqttConnection(asyncio.Protocol):
         "decoder",
         "disconnected",
         "keep_alive",
+        "publish_targets",
+        "publishes",
         "last_heard",
         "no_problem_information",
         "outbound",
@@ -177,6 +180,10 @@ class MqttConnection(asyncio.Protocol):
         self.server_receive_maximum = 65535
         #: A packet waiting for something off the loop; those behind it wait too.
         self._waiting: asyncio.Future[Any] | None = None
+        #: Messages of this pass, stored together once it ends (``publish_batches.py``).
+        self.publishes = PublishBatches()
+        #: Topic Name -> where its PUBLISHes go (``inbound.Target``).
+        self.publish_targets: dict[str, inbound.Target] = {}
         #: Stores in flight (sends awaiting their durable receipt), for flow control.
         self.pending_stores = 0
         self._held = False
@@ -234,6 +241,9 @@ class MqttConnection(asyncio.Protocol):
             for topic, mine in list(self.producers_by_topic.items()):
                 if mine is producer:
                     del self.producers_by_topic[topic]
+            for name, target in list(self.publish_targets.items()):
+                if target.producer is producer:  # nor is its topic (unloaded, perhaps) held here
+                    del self.publish_targets[name]
 
     def next_id(self) -> int:
         self._ids += 1
@@ -259,23 +269,33 @@ class MqttConnection(asyncio.Protocol):
         self._handle_packets()
 
     def _handle_packets(self) -> None:
-        while not self.closed and self._waiting is None and not self._held:
-            try:
-                packet = self.decoder.next_packet()
-            except MqttError as exc:
-                self.refuse(exc)
-                return
-            if packet is None:
-                if not self.room.update():  # a large packet begun: it waits for room
-                    self._pause_reading()
-                return
-            try:
-                self._handle(packet)
-            except MqttError as exc:
-                self.refuse(exc)
-                return
+        try:
+            while not self.closed and self._waiting is None and not self._held:
+                try:
+                    packet = self.decoder.next_packet()
+                except MqttError as exc:
+                    self.refuse(exc)
+                    return
+                if packet is None:
+                    if not self.room.update():  # a large packet begun: it waits for room
+                        self._pause_reading()
+                    return
+                try:
+                    self._handle(packet)
+                except MqttError as exc:
+                    self.refuse(exc)
+                    return
+        finally:
+            self.flush_publishes()
+
+    def flush_publishes(self) -> None:
+        """Store the PUBLISHes gathered in this pass (``publish_batches.py``): at its end, and
+        before anything waits off the loop, so that each topic gets them in order."""
+        if self.publishes:
+            self.publishes.flush(self.config.max_message_size)
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self.flush_publishes()  # nothing is left gathered after a pass; this is a safeguard
         self.closed = True
         floods.release(self)
         self.room.release()
@@ -291,6 +311,7 @@ class MqttConnection(asyncio.Protocol):
             producer.topic.remove_producer(producer)
         self.producers.clear()
         self.producers_by_topic.clear()
+        self.publish_targets.clear()
         if self.session is not None:
             if self.will is not None:
                 will.connection_closed(self.server, self.session, self, self.will)
@@ -326,6 +347,8 @@ class MqttConnection(asyncio.Protocol):
                 log.exception("%s: handling a packet failed", self.remote)
                 self.close_with(R.UNSPECIFIED_ERROR)
                 return
+            finally:
+                self.flush_publishes()
             self._resume()
 
         future.add_done_callback(done)

@@ -1,11 +1,13 @@
 """PUBLISH from a client into its Pulsar topic, and the QoS 2 release (PUBREL).
 
 The topic is the MQTT Topic Name mapped as Pulsar's MQTT handler maps it (``pulsar_names``). The
-message is stored as a Pulsar producer's would be (``messages.to_pulsar``), under the client's
-producer on that topic, and acknowledged once it is on disk: PUBACK (QoS 1) and PUBREC (QoS 2)
-leave only from the store's durable callback, as a Pulsar SEND_RECEIPT does. QoS 0 is stored
-the same way, with nothing to answer. A message over ``max_message_size`` (metadata and payload,
-as Pulsar counts) is stored in chunks (``large_messages.py``), answered once all are durable.
+message is stored as a Pulsar producer's would be (``messages.pulsar_properties``), under the
+client's producer on that topic, with the other messages of the connection's pass to that topic
+in one batch entry (``publish_batches.py``), and acknowledged once it is on disk: PUBACK (QoS 1)
+and PUBREC (QoS 2) leave only from the store's durable callback, as a Pulsar SEND_RECEIPT does.
+QoS 0 is stored the same way, with nothing to answer. A message over ``max_message_size``
+(metadata and payload, as Pulsar counts) is stored in chunks (``large_messages.py``), answered
+once all are durable.
 
 QoS 2 is exactly once through the topic's deduplication: the client's producer is deduplicated
 whatever the namespace says, each message gets a sequence id above any the topic holds from it,
@@ -21,11 +23,13 @@ import functools
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from magnetar.broker.errors import REQUEST_ERRORS, BrokerError
-from magnetar.broker.mqtt import access, large_messages
-from magnetar.broker.mqtt.messages import to_pulsar
+from magnetar.broker.mqtt import access
+from magnetar.broker.mqtt.messages import pulsar_properties
+from magnetar.broker.mqtt.publish_batches import Pending
 from magnetar.broker.mqtt.qos2_store import Received
 from magnetar.broker.mqtt.retained import Retained, kept_properties
 from magnetar.broker.mqtt.session import Incoming
@@ -43,6 +47,7 @@ from magnetar.protocol.mqtt import (
     PubRel,
     ReasonCode,
 )
+from magnetar.protocol.mqtt.codes import PacketType
 from magnetar.protocol.mqtt.pulsar_names import pulsar_topic
 from magnetar.protocol.topic_name import InvalidTopicName, TopicName
 from magnetar.storage.position import Position
@@ -54,6 +59,9 @@ log = logging.getLogger(__name__)
 R = ReasonCode
 #: Topic Aliases a client may set (5.0: Topic Alias Maximum in CONNACK).
 TOPIC_ALIAS_MAXIMUM = 100
+#: A PUBACK's fixed header for success: the packet identifier follows, and nothing else (a 5.0
+#: PUBACK leaves out Reason Code 0 and empty properties, 3.4.2.1), so every client reads it.
+_PUBACK = bytes((PacketType.PUBACK << 4, 2))
 
 
 def handle_publish(cnx: MqttConnection, packet: Publish) -> None:
@@ -80,6 +88,16 @@ def handle_publish(cnx: MqttConnection, packet: Publish) -> None:
         if incoming is not None and incoming.stored:
             cnx.send(PubRec(packet.packet_id))  # sent again: it is stored already
             return
+    else:
+        target = cnx.publish_targets.get(name)
+        if target is not None and not target.producer.closed:  # the topic's open, its producer there
+            unauthorized = access.publish_refused(cnx, target.name)
+            if unauthorized is not None:
+                _refused(cnx, packet, R.NOT_AUTHORIZED, unauthorized)
+                return
+            topic, producer = target.topic, target.producer
+            _store(cnx, packet, topic, producer, session.next_sequence(target.key, _highest(topic, producer)))
+            return
     try:
         topic_name = _mapped(name, cnx.config.mqtt_default_tenant, cnx.config.mqtt_default_namespace)
         if not topic_name.persistent:
@@ -93,9 +111,25 @@ def handle_publish(cnx: MqttConnection, packet: Publish) -> None:
         return
     opening = cnx.service.preparing(topic_name)
     if opening is not None:  # opened off the loop first; the packets behind wait
-        cnx.wait_for(opening, lambda done: _publish_to(cnx, packet, topic_name, done))
+        cnx.wait_for(opening, lambda done: _publish_to(cnx, packet, name, topic_name, done))
         return
-    _publish_to(cnx, packet, topic_name, None)
+    _publish_to(cnx, packet, name, topic_name, None)
+
+
+@dataclass(slots=True)
+class Target:
+    """Where a client's PUBLISHes to one Topic Name go, while its producer there is open: the next
+    ones skip the mapping, the topic's lookup and the producer's."""
+
+    name: TopicName
+    #: ``str(name)``.
+    key: str
+    topic: PersistentTopic
+    producer: Producer
+
+
+#: Topic Names a connection keeps a ``Target`` for; past this many they are forgotten together.
+MAX_TARGETS = 1000
 
 
 @functools.lru_cache(maxsize=4096)
@@ -130,7 +164,11 @@ def _topic_name(cnx: MqttConnection, packet: Publish) -> str:
 
 
 def _publish_to(
-    cnx: MqttConnection, packet: Publish, name: TopicName, opened: asyncio.Future[Any] | None
+    cnx: MqttConnection,
+    packet: Publish,
+    mqtt_name: str,
+    name: TopicName,
+    opened: asyncio.Future[Any] | None,
 ) -> None:
     session = cnx.session
     assert session is not None
@@ -148,17 +186,22 @@ def _publish_to(
         log.exception("%s: cannot publish to %s", cnx.remote, name)
         _refused(cnx, packet, R.UNSPECIFIED_ERROR, str(exc))
         return
+    key = str(name)
     if packet.qos != 2:
-        _store(cnx, packet, topic, producer, session.next_sequence(str(name), _highest(topic, producer)))
+        targets = cnx.publish_targets
+        if len(targets) >= MAX_TARGETS:
+            targets.clear()
+        targets[mqtt_name] = Target(name, key, topic, producer)
+        _store(cnx, packet, topic, producer, session.next_sequence(key, _highest(topic, producer)))
         return
     assert packet.packet_id is not None
     packet_id = packet.packet_id
     incoming = session.incoming.get(packet_id)
-    if incoming is not None and (packet.dup or incoming.received.topic == str(name)):
+    if incoming is not None and (packet.dup or incoming.received.topic == key):
         # Sent again while the first copy is being stored, or after a restart (its record).
         _store(cnx, packet, topic, producer, incoming.received.sequence_id)
         return
-    received = Received(str(name), session.next_sequence(str(name), _highest(topic, producer)))
+    received = Received(key, session.next_sequence(key, _highest(topic, producer)))
     session.incoming[packet_id] = Incoming(received)
     recording = cnx.server.qos2.put(session.client_id, packet_id, received)
 
@@ -196,34 +239,22 @@ def _producer(cnx: MqttConnection, topic: PersistentTopic) -> Producer:
 def _store(
     cnx: MqttConnection, packet: Publish, topic: PersistentTopic, producer: Producer, sequence: int
 ) -> None:
-    """Store the message (and, with RETAIN, its topic's retained message); answer PUBACK /
-    PUBREC once it is durable."""
+    """Store the message (and, with RETAIN, its topic's retained message) with the others of this
+    pass to its topic (``publish_batches.py``); answer PUBACK / PUBREC once it is durable."""
     now = time.time()
-    metadata, data = to_pulsar(
-        packet.payload, packet.properties, producer.name, sequence, int(now * 1000), packet.retain
-    )
-    size = len(data)
-    max_size = cnx.config.max_message_size
     retaining = None
     if packet.retain:  # an empty payload deletes the topic's retained message (3.3.1.3)
         retaining = cnx.server.retained.set(str(topic.name), retained_of(str(topic.name), packet, now))
+    size = len(packet.payload)
     producer.traffic.messages_in += 1
     producer.traffic.bytes_in += size
     topic.traffic.messages_in += 1
     topic.traffic.bytes_in += size
-    send = wire.CommandSend(producer_id=producer.producer_id, sequence_id=sequence, num_messages=1)
     cnx.store_started()
+    properties = pulsar_properties(packet.properties, now, packet.retain, packet.qos)
     stored = _stored(cnx, packet, retaining)
-    try:
-        if metadata.ByteSize() + len(packet.payload) > max_size:
-            # over max_message_size (metadata and payload): stored in chunks (large_messages.py)
-            large_messages.store_chunked(topic, producer, metadata, packet.payload, max_size, stored)
-            return
-        topic.publish(producer, send, memoryview(data), stored, metadata)
-    except Exception as exc:
-        if not isinstance(exc, REQUEST_ERRORS):
-            log.exception("%s: storing a message failed", topic.name)
-        stored(None, exc)
+    pending = Pending(packet.payload, properties, sequence, int(now * 1000), stored, packet.qos == 2)
+    cnx.publishes.add(topic, producer, pending)
 
 
 def _stored(
@@ -245,7 +276,7 @@ def _stored(
         if packet.qos == 1:
             assert packet.packet_id is not None
             cnx.answered(1, packet.packet_id)
-            cnx.send(PubAck(packet.packet_id))
+            cnx.send_bytes(_PUBACK + packet.packet_id.to_bytes(2, "big"))
         elif packet.qos == 2:
             assert packet.packet_id is not None and cnx.session is not None
             incoming = cnx.session.incoming.get(packet.packet_id)

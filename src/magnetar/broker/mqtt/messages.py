@@ -13,13 +13,17 @@ names, ``MQTT_PROPERTIES_{identifier}_``:
 | Correlation Data | ``MQTT_PROPERTIES_9_`` | the bytes as UTF-8 text when they are that ... |
 | ... else | ``MQTT_PROPERTIES_9_base64`` | ... in base64 |
 | RETAIN flag | ``MQTT_RETAIN`` | ``true``, only when set (for Retain As Published) |
+| QoS of the PUBLISH | ``MQTT_QOS`` | ``0``, ``1`` or ``2``: no subscriber gets it at a higher QoS |
 
 What an MQTT PUBLISH becomes is what a Pulsar producer would send: metadata with the producer
 name and sequence id deduplication reads, the publish time, the properties; the CRC32C over
 them (``encode_headers_and_payload``). A stored entry goes the other way: a batch is taken apart
 into its messages and a compressed one decompressed, since an MQTT subscriber gets one PUBLISH
 per message; a Pulsar producer's message may carry the properties above and its MQTT subscribers
-get them as MQTT 5 properties.
+get them as MQTT 5 properties. A message without ``MQTT_QOS`` (a Pulsar producer's, the Spark sink's,
+a REST or WebSocket one) is sent at the QoS each subscriber was granted: it was stored durably
+and receipted, as an MQTT QoS 2 message is, so nothing in it asks for less (MoP sends every
+message at the granted QoS); a Pulsar producer may set ``MQTT_QOS`` to ask for less.
 """
 
 from __future__ import annotations
@@ -42,6 +46,11 @@ log = logging.getLogger(__name__)
 
 #: The Pulsar property marking a message published with RETAIN (for Retain As Published).
 RETAIN_PROPERTY = "MQTT_RETAIN"
+#: The Pulsar property holding the QoS a message was published with (MQTT 3.3.5 / 5.0 3.8.4: it is
+#: never delivered at a higher one).
+QOS_PROPERTY = "MQTT_QOS"
+#: The QoS of a message without ``QOS_PROPERTY`` (not published over MQTT): the granted one.
+ANY_QOS = 2
 #: MoP's prefix of the MQTT 5 properties kept as Pulsar properties.
 PREFIX = "MQTT_PROPERTIES_"
 PAYLOAD_FORMAT = "MQTT_PROPERTIES_1_"
@@ -53,7 +62,9 @@ CORRELATION_BASE64 = "MQTT_PROPERTIES_9_base64"
 USER_PROPERTY = "MQTT_PROPERTIES_38_"
 
 
-def pulsar_properties(properties: Properties, now_s: float, retain: bool = False) -> list[tuple[str, str]]:
+def pulsar_properties(
+    properties: Properties, now_s: float, retain: bool = False, qos: int | None = None
+) -> list[tuple[str, str]]:
     """A PUBLISH's (or a will's) properties as the Pulsar message's, in the order above."""
     out = list(properties.user_properties)
     if properties.payload_format_indicator is not None:
@@ -71,7 +82,12 @@ def pulsar_properties(properties: Properties, now_s: float, retain: bool = False
             out.append((CORRELATION_BASE64, base64.b64encode(properties.correlation_data).decode()))
     if retain:
         out.append((RETAIN_PROPERTY, "true"))
+    if qos is not None:
+        out.append((QOS_PROPERTY, _QOS_TEXT[qos]))
     return out
+
+
+_QOS_TEXT = ("0", "1", "2")
 
 
 def to_pulsar(
@@ -81,10 +97,11 @@ def to_pulsar(
     sequence_id: int,
     now_ms: int,
     retain: bool = False,
+    qos: int | None = None,
 ) -> tuple[wire.MessageMetadata, bytes]:
     """The metadata and the producer's bytes of an MQTT message published at ``now_ms``."""
     metadata = wire.MessageMetadata(producer_name=producer, sequence_id=sequence_id, publish_time=now_ms)
-    for key, value in pulsar_properties(properties, now_ms / 1000, retain):
+    for key, value in pulsar_properties(properties, now_ms / 1000, retain, qos):
         metadata.properties.add(key=key, value=value)
     return metadata, encode_headers_and_payload(metadata, payload)
 
@@ -102,6 +119,8 @@ class Outgoing(NamedTuple):
     mqtt: Properties = NONE
     #: When it expires (seconds since the epoch); None: never.
     expires_at: int | None = None
+    #: The QoS it was published with: it goes out at no higher one (``ANY_QOS``: not over MQTT).
+    qos: int = ANY_QOS
 
 
 def outgoing(payload: bytes, properties: Sequence[tuple[str, str]]) -> Outgoing:
@@ -110,14 +129,17 @@ def outgoing(payload: bytes, properties: Sequence[tuple[str, str]]) -> Outgoing:
     user: list[tuple[str, str]] = []
     retain = False
     expires_at: int | None = None
+    qos = ANY_QOS
     fields: dict[str, object] = {}
     for key, value in properties:
-        if not key.startswith(PREFIX) and key != RETAIN_PROPERTY:
+        if not key.startswith(PREFIX) and key != RETAIN_PROPERTY and key != QOS_PROPERTY:
             user.append((key, value))
             continue
         try:
             if key == RETAIN_PROPERTY:
                 retain = value == "true"
+            elif key == QOS_PROPERTY:
+                qos = min(max(int(value), 0), ANY_QOS)
             elif key == PAYLOAD_FORMAT:
                 fields["payload_format_indicator"] = 1 if int(value) else 0
             elif key == EXPIRES_AT:
@@ -137,7 +159,7 @@ def outgoing(payload: bytes, properties: Sequence[tuple[str, str]]) -> Outgoing:
         except (ValueError, binascii.Error):
             log.debug("the property %s=%r does not read as MQTT's", key, value)
     mqtt = Properties(**fields) if fields else NONE  # type: ignore[arg-type]  # the names above are its fields
-    return Outgoing(payload, tuple(user), retain, mqtt, expires_at)
+    return Outgoing(payload, tuple(user), retain, mqtt, expires_at, qos)
 
 
 def from_entry(entry: DispatchEntry) -> list[Outgoing] | None:

@@ -3,8 +3,9 @@ flows back (PUBACK; PUBREC, PUBREL, PUBCOMP).
 
 Each topic a client's filters match has one ``MqttConsumer`` per Pulsar subscription it takes
 messages from (``subscriptions.py``). Its dispatcher hands it entries within its permits; every
-message of an entry goes out at the QoS granted. A QoS 0 entry is acknowledged once written; a
-QoS 1 or 2 one once the client has each of its messages (PUBACK; PUBREC, after which the
+message of an entry goes out at the QoS granted, or at the QoS it was published with where that is
+lower (``Outgoing.qos``). An entry whose messages all went at QoS 0 is acknowledged once written;
+one with a QoS 1 or 2 message once the client has each of its messages (PUBACK; PUBREC, after which the
 message is the client's and is never sent again, 4.3.3), and only then does its consumer get the
 permits back: the messages not yet acknowledged by the client are what a client's flow holds,
 bounded by ``PERMITS``. No more than the client's Receive Maximum (5.0; 100 for 3.1.1) are in
@@ -282,16 +283,19 @@ class Outbound:
             return True
         version = cnx.version
         encoded = prepared.encoded(version, how)
-        qos = how.qos
+        granted = how.qos
         max_packet = cnx.client_max_packet
         aliases = cnx.client_alias_maximum
         acks: EntryAcks | None = None
         now = 0.0
         for index, message in enumerate(messages):
             data = encoded[index]
+            qos = min(granted, message.qos)  # never above the QoS it was published with (3.3.5, 3.8.4)
             parts: tuple[bytes, bytes] | None = None
             packet: Publish | None = None
-            if data is None or aliases:  # it expires, or goes under a Topic Alias: its own packet
+            if data is None or aliases or (qos == 0 and self.waiting):
+                # It expires, goes under a Topic Alias, or waits behind QoS 1 and 2 messages
+                # (a topic's order is kept, 4.6): its own packet.
                 expires_in = None
                 if message.expires_at is not None:
                     now = now or time.time()
@@ -301,8 +305,12 @@ class Outbound:
                 packet = publishes.packet(version, how, message, expires_in)
                 if max_packet and _size(packet, version) > max_packet:
                     continue  # 5.0: never sent past the client's Maximum Packet Size (3.1.2.11.4)
-                if qos == 0:
+                if qos == 0 and not self.waiting:
                     self._send(packet)
+                    continue
+                if qos == 0:
+                    assert self.waiting is not None
+                    self.waiting.append(Waiting(0, packet, None, None, message.expires_at))
                     continue
             elif isinstance(data, bytes):  # QoS 0, the usual case
                 if not max_packet or len(data) <= max_packet:
@@ -355,6 +363,10 @@ class Outbound:
                     packet = dataclasses.replace(
                         packet, properties=packet.properties.replace(message_expiry_interval=left)
                     )
+            if waiting.qos == 0:  # it waited only for those before it to go
+                assert packet is not None
+                self._send(packet)
+                continue
             dup = False
             packet_id = None
             if session is not None and key is not None:

@@ -2,12 +2,12 @@
 
 A broadcast subscription hands one entry to thousands of MQTT subscribers in one round. What
 their packets hold depends only on the entry and on how the subscriber's filters deliver it
-(``Delivery``: Topic Name, QoS, Retain As Published, Subscription Identifiers) and its protocol
-version, so the entry is taken apart (``messages.from_entry``) and each of its messages encoded
-once per such kind of subscriber; every subscriber of that kind is then written the same bytes.
-A QoS 1 or 2 packet is kept as the bytes before its packet identifier and those after: each
-subscriber's identifier (and DUP) goes between them when it is sent (``Outbound``), nothing is
-encoded again.
+(``Delivery``: Topic Name, granted QoS, Retain As Published, Subscription Identifiers; a message
+goes at the lower of the granted QoS and its own) and its protocol version, so the entry is
+taken apart (``messages.from_entry``) and each of its messages encoded once per such kind of
+subscriber; every subscriber of that kind is then written the same bytes. A QoS 1 or 2 packet
+is kept as the bytes before its packet identifier and those after: each subscriber's
+identifier (and DUP) goes between them when it is sent (``Outbound``), nothing is encoded again.
 
 A message with a Message Expiry Interval is encoded for each subscriber as it goes (what is
 left of its interval changes by the second), as is everything to a client that takes Topic
@@ -73,7 +73,8 @@ def packet(version: int, delivery: Delivery, message: Outgoing, expires_in: int 
         if delivery.subscription_ids:
             properties = properties.replace(subscription_identifiers=delivery.subscription_ids)
     retain = delivery.retain_as_published and message.retain  # else 0 to a subscription (3.3.1.3)
-    return Publish(delivery.mqtt_topic, message.payload, delivery.qos, retain, properties=properties)
+    qos = min(delivery.qos, message.qos)  # never above the QoS it was published with (3.3.5, 3.8.4)
+    return Publish(delivery.mqtt_topic, message.payload, qos, retain, properties=properties)
 
 
 def _encode(version: int, delivery: Delivery, message: Outgoing) -> Encoded:

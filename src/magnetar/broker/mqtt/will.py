@@ -109,7 +109,7 @@ async def _publish(server: MqttServer, session: MqttSession, will: Will, cnx: Mq
     sequence = session.next_sequence(str(name), highest)
     now = time.time()
     metadata, data = to_pulsar(
-        will.payload, will.properties, producer.name, sequence, int(now * 1000), will.retain
+        will.payload, will.properties, producer.name, sequence, int(now * 1000), will.retain, will.qos
     )
     stored: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 

@@ -49,6 +49,7 @@ _ACK_TYPES: dict[PacketType, type[PublishAck]] = {
     T.PUBCOMP: PubComp,
 }
 _CONNECT_RESERVED = 0x01
+_PUBLISH = int(T.PUBLISH)
 _PING_REQ, _PING_RESP = PingReq(), PingResp()
 
 
@@ -59,6 +60,8 @@ def decode(first_byte: int, body: bytes, version: int | None) -> Packet:
     says its own, can be read then)."""
     kind = first_byte >> 4
     flags = first_byte & 0x0F
+    if kind == _PUBLISH and version in VERSIONS:  # most packets: straight to it
+        return _publish(flags, body, version)
     if kind == 0 or (kind == T.AUTH and version != MQTT_5):
         raise malformed(f"reserved packet type {kind}")
     packet_type = PacketType(kind)
@@ -127,19 +130,29 @@ def _publish(flags: int, body: bytes, version: int) -> Publish:
     dup = bool(flags & 0x08)
     if dup and not qos:
         raise malformed("PUBLISH with QoS 0 and DUP set")
-    reader = p.Reader(body)
-    topic = reader.utf8("topic name")
+    size = len(body)
+    if size < 2:
+        raise malformed("topic name runs past the end of the packet")
+    pos = 2 + (body[0] << 8 | body[1])
+    if pos > size:
+        raise malformed("topic name runs past the end of the packet")
+    topic = p.decode_utf8(body[2:pos], "topic name")
     packet_id = None
     if qos:
-        packet_id = reader.u16("packet identifier")
+        if pos + 2 > size:
+            raise malformed("packet identifier runs past the end of the packet")
+        packet_id = body[pos] << 8 | body[pos + 1]
+        pos += 2
         if not packet_id:
             raise malformed("packet identifier 0")
     properties = props.NONE
     if version == MQTT_5:
+        reader = p.Reader(body, pos)
         properties = props.decode(reader, T.PUBLISH)
+        pos = reader.pos
     if topic or properties.topic_alias is None:  # 5.0: an empty name goes with a Topic Alias
         check_topic_name(topic)
-    return Publish(topic, reader.rest(), qos, bool(flags & 0x01), dup, packet_id, properties)
+    return Publish(topic, body[pos:], qos, bool(flags & 0x01), dup, packet_id, properties)
 
 
 def _reason(reader: p.Reader, packet_type: PacketType) -> int:
@@ -314,7 +327,7 @@ def _encode_publish(packet: Publish, version: int) -> bytes:
 
 
 def _no_properties(properties: props.Properties, version: int) -> None:
-    if properties != props.NONE:
+    if properties is not props.NONE and properties != props.NONE:  # a dataclass's == compares every field
         raise ValueError(f"MQTT protocol level {version} has no properties")
 
 

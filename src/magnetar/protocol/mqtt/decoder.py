@@ -64,12 +64,16 @@ class MqttDecoder:
         end = len(buffer)
         if end - pos < 2:
             return None
-        try:
-            remaining, start = read_varint(buffer, pos + 1, min(end, pos + 5), "remaining length")
-        except MqttError:
-            if end - pos < 5 and buffer[end - 1] & 0x80:
-                return None  # the length's last byte is still on its way
-            raise
+        remaining = buffer[pos + 1]
+        if remaining < 0x80:  # a length under 128: one byte
+            start = pos + 2
+        else:
+            try:
+                remaining, start = read_varint(buffer, pos + 1, min(end, pos + 5), "remaining length")
+            except MqttError:
+                if end - pos < 5 and buffer[end - 1] & 0x80:
+                    return None  # the length's last byte is still on its way
+                raise
         total = start - pos + remaining
         if total > self.max_packet_size:
             raise MqttError(
@@ -83,7 +87,7 @@ class MqttDecoder:
         first = buffer[pos]
         self._pos = start + remaining
         packet = decode(first, body, self.version)
-        if isinstance(packet, Connect) and self.version is None:
+        if self.version is None and isinstance(packet, Connect):
             self.version = packet.protocol_level
         return packet
 
