@@ -49,8 +49,11 @@ class Storage:
         check_directories: bool = True,
         object_reader: ObjectReader | None = None,
     ):
-        """``check_directories``: account for every managed-ledger directory first
-        (``_check_directories``); off in a broker worker, whose supervisor checked them once before
+        """``check_directories``: account for every managed-ledger directory
+        (``_check_directories``) before the first managed ledger is opened or deleted: at once
+        where the metadata store knows none (lost metadata refuses the start here), otherwise on a
+        thread of its own, so that a broker with 100,000 topics on disk listens meanwhile (it
+        compares 100,000 names); off in a broker worker, whose supervisor checked them once before
         any worker started (a worker would move aside a directory another one just made).
         ``object_reader``: the object store offloaded ledgers are read from (tiered storage; None:
         reads of an offloaded ledger fail with ``OffloadedReadError``)."""
@@ -79,13 +82,23 @@ class Storage:
         self._opening: dict[str, threading.Event] = {}
         self._lock = threading.RLock()
         self._closed = False
+        #: Set once the directories are accounted for: opens and deletes wait for it.
+        self._checked = threading.Event()
+        self._checker: threading.Thread | None = None
         try:
-            if check_directories:
-                self._check_directories()
+            if check_directories and not self.metadata.knows_managed_ledgers():
+                self._check_directories()  # cheap, and may refuse the start (MetadataMissingError)
+            elif check_directories:
+                self._checker = threading.Thread(
+                    target=self._check_in_background, name="magnetar-check-directories", daemon=True
+                )
+                self._checker.start()
         except BaseException:
             self._syncer.stop()
             self.metadata.close()
             raise
+        if self._checker is None:
+            self._checked.set()
 
     def __enter__(self) -> Storage:
         return self
@@ -115,6 +128,7 @@ class Storage:
         on a worker thread so its loop goes on meanwhile (``docs/architecture.md``). Opens of
         different names run side by side; a second open of one name waits for the first.
         """
+        self._checked.wait()
         while True:
             with self._lock:
                 self._check_open()
@@ -161,14 +175,17 @@ class Storage:
 
     def has_managed_ledger(self, name: str) -> bool:
         """Whether ``name`` is stored (one indexed look-up, not a list of every name)."""
+        self._checked.wait()
         return name in self._open or self.metadata.managed_ledger(name) is not None
 
     def managed_ledger_names(self, prefix: str = "") -> list[str]:
         """Every managed ledger stored whose name starts with ``prefix``, open or not, sorted."""
+        self._checked.wait()  # a deletion a crash interrupted is finished first
         return self.metadata.managed_ledger_names(prefix)
 
     def count_managed_ledgers(self, prefix: str) -> int:
         """How many managed ledgers stored have a name starting with ``prefix``."""
+        self._checked.wait()
         return self.metadata.count_managed_ledgers(prefix)
 
     def delete_managed_ledger(self, name: str) -> None:
@@ -178,6 +195,7 @@ class Storage:
         files: a crash anywhere in between leaves a directory that says it was meant to go, which
         the next start finishes deleting. A directory without that mark is never deleted.
         """
+        self._checked.wait()
         with self._lock:
             self._check_open()
             ledger = self._open.get(name)
@@ -201,6 +219,8 @@ class Storage:
                 return
             self._closed = True
             ledgers = list(self._open.values())
+        if self._checker is not None:
+            self._checker.join()  # it uses the metadata store (a supervisor closes before its workers start)
         try:
             for ledger in ledgers:
                 try:
@@ -219,6 +239,14 @@ class Storage:
     def _check_open(self) -> None:
         if self._closed:
             raise StorageClosedError("storage is closed")
+
+    def _check_in_background(self) -> None:
+        try:
+            self._check_directories()
+        except Exception:
+            log.exception("accounting for the managed-ledger directories failed")
+        finally:
+            self._checked.set()
 
     def _check_directories(self) -> None:
         """Account for every managed-ledger directory before serving anything.
