@@ -141,13 +141,13 @@ async def run(args: argparse.Namespace) -> int:
     except START_FAILURES as exc:  # TlsConfigError is a ValueError, listener.ListenError an OSError
         await standalone.stop()
         return cannot_start(exc)
+    tune_gc()
     log.info(
         "Magnetar %s listening on %s, data in %s",  # broker_process.parse_listening reads it
         __version__,
         standalone.listening(),
         config.data_dir,
     )
-    tune_gc()  # a full collection (tens of ms): after the line that says the broker is ready
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

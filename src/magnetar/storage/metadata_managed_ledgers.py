@@ -59,6 +59,8 @@ class ManagedLedgerTable:
 
     def count_managed_ledgers(self, prefix: str) -> int:
         """How many names start with ``prefix`` (a range of the index, as ``managed_ledger_names``)."""
+        if not prefix:
+            return int(self._commits.query("SELECT COUNT(*) FROM managed_ledgers")[0][0])
         sql = "SELECT COUNT(*) FROM managed_ledgers WHERE name >= ? AND name < ?"
         return int(self._commits.query(sql, (prefix, _after_prefix(prefix)))[0][0])
 
