@@ -149,6 +149,13 @@ def spec_of(name: str, workers: int) -> BrokerSpec:
     return SPECS[name]
 
 
+def gone(pids: list[int], timeout_s: float = 120.0) -> None:
+    """Return once none of ``pids`` is alive (or after ``timeout_s``)."""
+    deadline = time.monotonic() + timeout_s
+    while any(os.path.exists(f"/proc/{pid}") for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
 def measure(name: str, workdir: Path, args: argparse.Namespace, source: MagnetarSource) -> dict[str, object]:
     broker = make_process(spec_of(name, args.workers), workdir / name, source)
     broker.start(START_TIMEOUT_S)
@@ -160,7 +167,9 @@ def measure(name: str, workdir: Path, args: argparse.Namespace, source: Magnetar
         if args.idle:
             time.sleep(args.idle)  # nobody uses the topics: Magnetar unloads them (60 s, swept every 60 s)
             result["idle"] = {"after_s": args.idle, **snapshot(broker, rss0, args.topics)}
+        workers = descendants(broker.pid)
         broker.stop()
+        gone(workers)  # a supervisor's workers hold the data directory's lock until they exit
         started = time.monotonic()
         broker.start(START_TIMEOUT_S)
         to_listening = time.monotonic() - started
