@@ -12,6 +12,9 @@ Prints one JSON object.
 
     .venv/bin/python -m bench.many_topics                     # 100,000 topics on each broker
     .venv/bin/python -m bench.many_topics --topics 10000
+    .venv/bin/python -m bench.many_topics --topics 10000 --workers 2   # and with 2 worker processes
+
+With ``--workers`` the descriptors and RSS are the supervisor's and its workers' together.
 """
 
 from __future__ import annotations
@@ -28,10 +31,10 @@ from pathlib import Path
 
 import pulsar
 
-from bench.brokers import PEER, SPECS, MagnetarSource, make_process, peer_installed
+from bench.brokers import MAGNETAR, PEER, SPECS, BrokerSpec, MagnetarSource, make_process, peer_installed
 from bench.machine import describe
 from bench.output import emit
-from bench.procs import BrokerProcess, memory_kib
+from bench.procs import BrokerProcess, descendants, memory_kib
 
 START_TIMEOUT_S = 600.0
 
@@ -91,11 +94,17 @@ def client_share(phase: str, url: str, indexes: list[int], threads: int) -> list
 
 
 def descriptors(pid: int) -> int:
-    return len(os.listdir(f"/proc/{pid}/fd"))
+    """The descriptors of ``pid`` and of the processes under it (a supervisor's workers)."""
+    return sum(len(os.listdir(f"/proc/{each}/fd")) for each in [pid, *descendants(pid)])
+
+
+def rss_kib(pid: int) -> int:
+    """The RSS of ``pid`` and of the processes under it (a supervisor's workers)."""
+    return sum(memory_kib(each)["VmRSS"] for each in [pid, *descendants(pid)])
 
 
 def snapshot(broker: BrokerProcess, rss0_kib: int, topics: int) -> dict[str, object]:
-    rss = memory_kib(broker.pid)["VmRSS"]
+    rss = rss_kib(broker.pid)
     return {
         "descriptors": descriptors(broker.pid),
         "rss_mib": round(rss / 1024, 1),
@@ -131,18 +140,36 @@ def first_message(url: str, i: int) -> float:
         client.close()
 
 
+def spec_of(name: str, workers: int) -> BrokerSpec:
+    """The broker ``name`` (``magnetar-fsync``, the peer) or, for ``magnetar-workers``, Magnetar
+    with its defaults and ``workers`` processes under a supervisor."""
+    if name == "magnetar-workers":
+        about = f"Magnetar, fsync_policy = always, {workers} workers"
+        return BrokerSpec(name, MAGNETAR, {"fsync_policy": "always", "workers": workers}, about)
+    return SPECS[name]
+
+
+def gone(pids: list[int], timeout_s: float = 120.0) -> None:
+    """Return once none of ``pids`` is alive (or after ``timeout_s``)."""
+    deadline = time.monotonic() + timeout_s
+    while any(os.path.exists(f"/proc/{pid}") for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
 def measure(name: str, workdir: Path, args: argparse.Namespace, source: MagnetarSource) -> dict[str, object]:
-    broker = make_process(SPECS[name], workdir / name, source)
+    broker = make_process(spec_of(name, args.workers), workdir / name, source)
     broker.start(START_TIMEOUT_S)
     try:
-        rss0 = memory_kib(broker.pid)["VmRSS"]
+        rss0 = rss_kib(broker.pid)
         result: dict[str, object] = {"broker": name, "empty": {"descriptors": descriptors(broker.pid)}}
         result["produce"] = phase(broker, "produce", args, rss0)
         result["consume"] = phase(broker, "consume", args, rss0)
         if args.idle:
             time.sleep(args.idle)  # nobody uses the topics: Magnetar unloads them (60 s, swept every 60 s)
             result["idle"] = {"after_s": args.idle, **snapshot(broker, rss0, args.topics)}
+        workers = descendants(broker.pid)
         broker.stop()
+        gone(workers)  # a supervisor's workers hold the data directory's lock until they exit
         started = time.monotonic()
         broker.start(START_TIMEOUT_S)
         to_listening = time.monotonic() - started
@@ -169,12 +196,20 @@ def main(argv: list[str] | None = None) -> int:
         help="seconds nobody uses the topics after the consumer round, then the same figures (0: skip)",
     )
     p.add_argument("--only", choices=["magnetar-fsync", PEER], help="measure one broker")
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=0,
+        help="also Magnetar with this many worker processes (magnetar standalone --workers; 0: not)",
+    )
     p.add_argument("--magnetar-ref", help="run Magnetar from a snapshot of this git ref")
     p.add_argument("--out", type=Path, help="also write the JSON here")
     args = p.parse_args(argv)
     names = ["magnetar-fsync"] + ([PEER] if peer_installed() else [])
     if args.only:
         names = [args.only]
+    if args.workers:
+        names.insert(1, "magnetar-workers")
     # The data directories are removed after the report: 100,000 topics' files take minutes to delete.
     tmp = tempfile.TemporaryDirectory(prefix="magnetar-many-topics-")
     source = MagnetarSource.working_tree()

@@ -1,6 +1,8 @@
 """NamespaceService: a topic's bundle, its owner among workers sharing a store, unload and split
 (no network: two services over one SQLite file stand for two workers)."""
 
+import asyncio
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -78,10 +80,48 @@ def test_unload_frees_the_bundle_and_closes_its_topics_on_the_owner(workers):
     topic = topics(1)[0]
     bundle = one.bundle_of(topic)
     owner = one if one.lookup(topic).broker_id == "w0" else two
-    owner.unload(bundle)
+    asyncio.run(owner.unload(bundle))
     assert unloaded[int(owner.broker_id[1])] == [bundle]
     assert one.store.owner(str(bundle)) is None
     assert one.lookup(topic) == two.lookup(topic)  # owned again, by whoever is least loaded
+
+
+def test_while_its_topics_close_off_the_loop_an_unloading_bundle_is_still_owned_but_serves_nobody(tmp_path):
+    store = SqliteOwnership(tmp_path / "ownership.sqlite")
+    closes_begun, closes_done = asyncio.Event(), asyncio.Event()
+    seen: list[tuple[str | None, bool]] = []
+
+    async def close_topics(bundle: NamespaceBundle) -> int:
+        closes_begun.set()
+        await closes_done.wait()
+        return 3
+
+    service = NamespaceService(NamespaceRegistry(MemoryKV()), store, lambda b: 0, close_topics)
+    service.register(BrokerInfo("w0", "pulsar://127.0.0.1:7000"))
+    topic = topics(1)[0]
+    bundle = service.bundle_of(topic)
+    service.check_served_here(topic)
+
+    async def scenario() -> int:
+        unload = asyncio.ensure_future(service.unload(bundle))
+        await closes_begun.wait()
+        owner = store.owner(str(bundle))
+        try:
+            service.check_served_here(topic)
+            refused = False
+        except ServiceUnitNotReady:
+            refused = True
+        seen.append((owner.broker_id if owner else None, refused))
+        closes_done.set()
+        return await unload
+
+    try:
+        assert asyncio.run(scenario()) == 3
+        assert seen == [("w0", True)]  # the next owner cannot have it before the closes are done
+        assert store.owner(str(bundle)) is None  # released once they are
+        service.check_served_here(topic)  # served again (here, the only broker) after its next lookup
+    finally:
+        store.close()
 
 
 def test_a_split_keeps_both_halves_with_the_owner_and_every_worker_sees_the_new_bundles(workers):
@@ -116,7 +156,7 @@ def test_an_unloaded_bundle_tells_every_worker_once_and_policies_still_arrive(wo
     moved: list[str] = []
     two.poll_changes(lambda ns: None, bundles_moved=lambda: moved.append("before"))
     assert moved == []  # nothing moved yet
-    mover.unload(mover.bundle_of(topic))
+    asyncio.run(mover.unload(mover.bundle_of(topic)))
     one.namespaces.update_policy("public/default", message_ttl_seconds=30)
     heard: list[str] = []
     two.poll_changes(heard.append, bundles_moved=lambda: moved.append("unload"))

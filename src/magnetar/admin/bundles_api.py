@@ -36,7 +36,7 @@ def add_routes(app: web.Application, service: BrokerService, web_urls) -> None:
     async def unload_bundle(request):
         namespace = namespace_of(request)
         bundle = service.namespace_service.bundle(namespace, request.match_info["bundle"])
-        service.namespace_service.unload(bundle)
+        await service.namespace_service.unload(bundle)
         return no_content()
 
     @translate_errors
@@ -47,7 +47,7 @@ def add_routes(app: web.Application, service: BrokerService, web_urls) -> None:
         for bundle in ns_service.bundles(namespace).bundles:
             owner = ns_service.store.owner(str(bundle)) if service.shares_bundles else None
             if owner is None or owner.broker_id == ns_service.broker_id:
-                ns_service.unload(bundle)
+                await ns_service.unload(bundle)
                 continue
             path = f"/admin/v2/namespaces/{namespace}/{bundle.range}/unload"
             status, body, headers = await request.app[OWNER_CALLS].call(request, owner, "PUT", path)
@@ -65,7 +65,7 @@ def add_routes(app: web.Application, service: BrokerService, web_urls) -> None:
         halves = ns_service.split(ns_service.bundle(namespace, request.match_info["bundle"]))
         if request.query.get("unload", "false").lower() == "true":
             for half in halves:
-                ns_service.unload(half)
+                await ns_service.unload(half)
         return no_content()
 
     app.router.add_get(f"{BASE}/bundles", get_bundles)

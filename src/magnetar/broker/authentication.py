@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Any
 
 from magnetar.broker.tls_identity import AUTH_METHOD_NAME as TLS_METHOD
 from magnetar.broker.tls_identity import NO_ROLE, role_from_certificate
-from magnetar.security import tokens
 
 if TYPE_CHECKING:
     from magnetar.broker.config import BrokerConfig
+    from magnetar.security import tokens
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +57,8 @@ class TokenProvider(AuthenticationProvider):
     def from_config(cls, config: BrokerConfig) -> TokenProvider:
         if config.token_secret_key and config.token_public_key:
             raise ValueError("set token_secret_key or token_public_key, not both")
+        from magnetar.security import tokens  # jwt and cryptography: only where tokens are used
+
         try:
             if config.token_secret_key:
                 return cls(
@@ -76,6 +78,8 @@ class TokenProvider(AuthenticationProvider):
         )
 
     def _verify(self, auth_data: bytes) -> tokens.VerifiedToken:
+        from magnetar.security import tokens
+
         try:
             return tokens.verify_token(auth_data, self._key, self._algorithms, self._role_claim)
         except tokens.InvalidToken as exc:

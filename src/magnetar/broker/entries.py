@@ -68,6 +68,13 @@ class RecentEntries:
         if len(facts) > self._capacity:
             facts.popitem(last=False)  # O(1); a dict's first key is found past every deleted slot
 
+    def __len__(self) -> int:
+        return len(self._facts)
+
+    def clear(self) -> None:
+        """Forget every entry's facts (and the table that held them)."""
+        self._facts.clear()
+
     def entry(self, entry: Entry) -> DispatchEntry:
         known = self._facts.get(entry.position)
         if known is None:

@@ -89,7 +89,7 @@ class InactiveTopics:
         topics: Mapping[str, AnyTopic],
         clock: Callable[[], float],
         unload_after: float,
-        unload: Callable[[AnyTopic], None],
+        unload: Callable[[AnyTopic], object],
         unloaded: Callable[[], None],
         policies: Callable[[AnyTopic], InactiveTopicPolicies] | None = None,
         delete: Callable[[AnyTopic], None] | None = None,

@@ -11,7 +11,7 @@ reconnect); a split cuts the bundle in two halves that stay with its owner, as P
 from __future__ import annotations
 
 import zlib
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 
 from magnetar.broker.bundles import NamespaceBundle, NamespaceBundles
 from magnetar.broker.errors import BrokerError
@@ -51,17 +51,23 @@ def choose_owner(counts: Mapping[str, int], bundle: str) -> str:
 
 class NamespaceService:
     """Bundles and their owners as this broker sees them; ``unload_topics`` closes the topics of
-    a bundle loaded here (and their producers and consumers) and says how many there were."""
+    a bundle loaded here (and their producers and consumers) at once and says how many there
+    were; ``close_topics`` does the same with their storage closed off the loop (an unload of a
+    bundle of thousands of topics: their fsyncs and commits), done when every close is."""
 
     def __init__(
         self,
         namespaces: NamespaceRegistry,
         store: OwnershipStore,
         unload_topics: Callable[[NamespaceBundle], int],
+        close_topics: Callable[[NamespaceBundle], Awaitable[int]] | None = None,
     ) -> None:
         self.namespaces = namespaces
         self.store = store
         self._unload_topics = unload_topics
+        self._close_topics = close_topics
+        #: Bundles whose unload is under way here: their topics are not loaded again meanwhile.
+        self._unloading: set[str] = set()
         self.me: BrokerInfo | None = None
         self._bundles: dict[str, tuple[object, NamespaceBundles]] = {}
         #: The last change of the shared metadata this broker has applied (poll_changes).
@@ -126,20 +132,30 @@ class NamespaceService:
     def check_served_here(self, topic: TopicName) -> None:
         """Raise ServiceUnitNotReady unless this broker owns ``topic``'s bundle (made its owner
         if the bundle has none and this broker is its choice)."""
-        owner = self.lookup(topic)
-        if owner.broker_id != self.broker_id:
+        bundle = self.bundle_of(topic)
+        owner = self.owner_of(bundle)
+        if owner.broker_id != self.broker_id or str(bundle) in self._unloading:
             raise ServiceUnitNotReady(not_served_message(topic, self.broker_id))
 
     def is_served_here(self, topic: TopicName) -> bool:
         return self.lookup(topic).broker_id == self.broker_id
 
     # -- moving bundles ----------------------------------------------------------------------------
-    def unload(self, bundle: NamespaceBundle) -> int:
+    async def unload(self, bundle: NamespaceBundle) -> int:
         """Close ``bundle``'s topics here, then drop this broker's ownership of it; the topics
-        closed. In that order, and with nothing awaited in between: the next owner never opens
-        files this broker still has open, and no client is served here meanwhile."""
-        closed = self._unload_topics(bundle)
-        self.store.release(str(bundle), self.broker_id)
+        closed. In that order: the next owner never opens files this broker still has open. The
+        closes run off the loop (``close_topics``); meanwhile the bundle is still owned here but
+        serves nobody (``check_served_here`` refuses its topics: the clients look up again)."""
+        name = str(bundle)
+        self._unloading.add(name)
+        try:
+            if self._close_topics is not None:
+                closed = await self._close_topics(bundle)
+            else:
+                closed = self._unload_topics(bundle)
+            self.store.release(name, self.broker_id)
+        finally:
+            self._unloading.discard(name)
         self.store.publish_change(f"{BUNDLE_PATH}{bundle}")  # its next owner resumes its replication
         return closed
 

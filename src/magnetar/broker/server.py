@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from magnetar.broker.connection import ServerCnx
-from magnetar.broker.mqtt import server as mqtt_server
 from magnetar.broker.service import BrokerService
 
 
@@ -28,6 +27,8 @@ async def start(service: BrokerService) -> None:
     (``broker/mqtt``) when ``mqtt_port`` or ``mqtts_port`` is set."""
     await service.start(channel_initializer(service))
     if service.config.mqtt_port is not None or service.config.mqtts_port is not None:
+        from magnetar.broker.mqtt import server as mqtt_server  # imported only where MQTT is served
+
         try:
             await mqtt_server.start(service)
         except BaseException:

@@ -35,6 +35,7 @@ from magnetar.broker import (
     worker_credentials,
 )
 from magnetar.broker.authorization import CONSUME, PRODUCE, Authorizer
+from magnetar.broker.bundles import NamespaceBundle
 from magnetar.broker.clusters import ClusterRegistry
 from magnetar.broker.compaction_policies import TopicCompactionThresholds, applied_threshold
 from magnetar.broker.config import BrokerConfig
@@ -302,7 +303,10 @@ class BrokerService:
         resources.namespaces.changed = self._ownership.publish_change
         resources.schemas.changed = self._ownership.publish_change
         self._namespace_service = NamespaceService(
-            resources.namespaces, self._ownership, lambda bundle: self.catalog.unload_bundle(bundle)
+            resources.namespaces,
+            self._ownership,
+            lambda bundle: self.catalog.unload_bundle(bundle),
+            self._close_bundle_topics,
         )
         auto_creation = AutoTopicCreation(
             allow_auto_topic_creation=config.allow_auto_topic_creation,
@@ -324,6 +328,19 @@ class BrokerService:
             check_owned=self.check_served_here,
             nonpersistent_loaded=shared,
         )
+
+    async def _close_bundle_topics(self, bundle: NamespaceBundle) -> int:
+        """A bundle's unload: its loaded topics let go on the loop, their storage closed on the
+        loader's close threads (a bundle of thousands of topics: seconds of fsyncs and commits
+        that would stall every client); done when every close is. The topics let go."""
+        catalog, loader = self.catalog, self.loader
+        doomed = catalog.bundle_topics(bundle)
+        closes = [closing for topic in doomed if (closing := loader.unload(topic)) is not None]
+        if doomed:
+            catalog.topics_changed()  # their replicators stop
+        if closes:
+            await asyncio.wait(closes)  # a failed close is logged (TopicLoader._closed)
+        return len(doomed)
 
     def _topic_loaded(self, topic: PersistentTopic) -> None:
         self.open_replication_cursors(topic)

@@ -182,6 +182,11 @@ class PersistentTopic:
 
     def remove_producer(self, producer: Producer) -> None:
         self._access.release(self.producers, producer)
+        if not self.producers:
+            # An idle topic (100,000 of them) keeps no table for producers gone, nor the facts of
+            # its last entries: a dispatch that does not find them parses the entry again.
+            self.producers.clear()
+            self.recent_entries.clear()
 
     def last_sequence_id(self, producer_name: str) -> int:
         return self.deduplication.last_sequence_id(producer_name)

@@ -189,17 +189,21 @@ class TopicCatalog:
         """Close the loaded topics of ``bundle`` (Pulsar's bundle unload, ``unload_topic``), their
         storage at once (cursors flushed, files synced): the next owner never opens files still
         open here. The topics closed."""
-        doomed = [
-            topic
-            for key, topic in self._topics.items()
-            if topic.name.namespace_name == bundle.namespace and bundle.includes(topic_hash(key))
-        ]
+        doomed = self.bundle_topics(bundle)
         for topic in doomed:
             self.unload_topic(topic)
             topic.close_storage()
         if doomed:
             self._topics_changed()  # their replicators stop
         return len(doomed)
+
+    def bundle_topics(self, bundle: NamespaceBundle) -> list[PersistentTopic | NonPersistentTopic]:
+        """The topics of ``bundle`` loaded now."""
+        return [
+            topic
+            for key, topic in self._topics.items()
+            if topic.name.namespace_name == bundle.namespace and bundle.includes(topic_hash(key))
+        ]
 
     def unload_topic(self, topic: PersistentTopic | NonPersistentTopic) -> None:
         """Let a loaded topic go (a bundle's unload, an idle topic's): its producers get

@@ -163,17 +163,20 @@ class TopicLoader:
         if key not in self._topics:
             self._add_topic(name, done.result())
 
-    def unload(self, topic: PersistentTopic | NonPersistentTopic) -> None:
+    def unload(self, topic: PersistentTopic | NonPersistentTopic) -> asyncio.Future[None] | None:
         """Unload ``topic`` (``TopicCatalog.unload_topic``), its storage closed on a close thread
         (fsyncs and commits: an idle broker unloading thousands of topics must not stall the loop
-        for them, nor the opens). The next use loads it again, once that close is done."""
+        for them, nor the opens). The next use loads it again, once that close is done. The
+        close's future (a failure is logged); None for a non-persistent topic, which has none."""
         self._catalog.unload_topic(topic)
         if topic.ml is None:
-            return
+            return None
         key = str(topic.name)
         closing = self.closer.submit(topic.close_storage)
         self._closing[key] = closing
-        asyncio.wrap_future(closing).add_done_callback(lambda done: self._closed(key, closing, done))
+        closed = asyncio.wrap_future(closing)
+        closed.add_done_callback(lambda done: self._closed(key, closing, done))
+        return closed
 
     def _closed(self, key: str, closing: concurrent.futures.Future[None], done: asyncio.Future[None]) -> None:
         self._forget_closing(key, closing)

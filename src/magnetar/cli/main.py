@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import json
 import logging
 import sys
@@ -20,17 +21,39 @@ import click
 
 from magnetar import __version__
 from magnetar.cli import config_show, repair
-from magnetar.cli.admin import admin
-from magnetar.cli.completion import completion
-from magnetar.cli.consume import consume, read
 from magnetar.cli.failures import os_error_text
-from magnetar.cli.perf import perf
-from magnetar.cli.produce import produce
-from magnetar.cli.tokens import tokens_group
-from magnetar.demo.smart_city.cli import smart_city
+
+#: The commands imported when named (``module:attribute``): the client tools import the whole client
+#: (and jwt, cryptography, rich ...), which ``magnetar standalone`` does not need before it listens.
+LAZY_COMMANDS = {
+    "tokens": "magnetar.cli.tokens:tokens_group",
+    "smart-city": "magnetar.demo.smart_city.cli:smart_city",
+    "produce": "magnetar.cli.produce:produce",
+    "consume": "magnetar.cli.consume:consume",
+    "read": "magnetar.cli.consume:read",
+    "admin": "magnetar.cli.admin:admin",
+    "perf": "magnetar.cli.perf:perf",
+    "completion": "magnetar.cli.completion:completion",
+}
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class LazyGroup(click.Group):
+    """A click group whose ``LAZY_COMMANDS`` are imported on first use (help, completion, a run)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *LAZY_COMMANDS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        target = LAZY_COMMANDS.get(cmd_name)
+        if target is None:
+            return super().get_command(ctx, cmd_name)
+        module, _, attribute = target.partition(":")
+        command = getattr(importlib.import_module(module), attribute)
+        assert isinstance(command, click.Command), target
+        return command
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "--version", prog_name="magnetar", message="%(prog)s %(version)s")
 def cli() -> None:
     """Magnetar, a small Pulsar-compatible broker, and tools for any Pulsar broker."""
@@ -134,16 +157,6 @@ def show(config: Path | None, json_output: bool) -> int:
     """The effective settings (defaults, --config file, MAGNETAR_* variables)."""
     _configure_logging("WARNING")
     return config_show.run(argparse.Namespace(config=config, json=json_output))
-
-
-cli.add_command(tokens_group)
-cli.add_command(smart_city)
-cli.add_command(produce)
-cli.add_command(consume)
-cli.add_command(read)
-cli.add_command(admin)
-cli.add_command(perf)
-cli.add_command(completion)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -22,12 +22,12 @@ from typing import TYPE_CHECKING
 
 from magnetar.broker.topic import PersistentTopic
 from magnetar.protocol.topic_name import TopicName
-from magnetar.replication.remote import Remote
-from magnetar.replication.replicator import Replicator
 from magnetar.replication.replicator_state import ReplicatorState
 
 if TYPE_CHECKING:
     from magnetar.broker.service import BrokerService
+    from magnetar.replication.remote import Remote
+    from magnetar.replication.replicator import Replicator
 
 log = logging.getLogger(__name__)
 
@@ -177,6 +177,8 @@ class ReplicationManager:
             target = self.remotes.get(pair[1])
             if pair in self.replicators or target is None:
                 continue
+            from magnetar.replication.replicator import Replicator  # the client: only when replicating
+
             replicator = Replicator(topic, target, service.config.cluster_name, self._partitions(topic))
             self.replicators[pair] = replicator
             replicator.start()
@@ -228,6 +230,8 @@ class ReplicationManager:
                 old = None
             if data is not None and old is None:
                 try:
+                    from magnetar.replication.remote import Remote  # the client: only when replicating
+
                     self.remotes[name] = Remote(name, data)
                     self._said.discard(f"cluster {name}")
                 except Exception as exc:

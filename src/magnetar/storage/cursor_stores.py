@@ -44,13 +44,19 @@ class CursorStores:
     ) -> None:
         self.name = name
         self._ml_id = ml_id
-        self.directory = directory / CURSORS_DIR
+        self._ml_directory = directory
         self._config = config
         self._metadata = metadata
         self._damage = damage
         #: Cursors whose last flush failed (logged once per episode); a dict as a set, as an empty
         #: dict costs a quarter of an empty set (every managed ledger has one: issue 40).
         self._flush_failing: dict[str, None] = {}
+
+    @property
+    def directory(self) -> Path:
+        """The cursor ledgers' directory: a path made when used, not kept (about 300 bytes for
+        each of 100,000 loaded topics, most of which never touch a cursor ledger)."""
+        return self._ml_directory / CURSORS_DIR
 
     def remove_orphans(self, stored: dict[str, StoredCursor]) -> None:
         """Delete or move aside the cursor ledgers no row of ``stored`` names.

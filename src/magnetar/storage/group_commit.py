@@ -139,6 +139,20 @@ class GroupCommit:
             rows: list[Row] = self._db.execute(sql, args).fetchall()
             return rows
 
+    def query_apart(self, sql: str, args: tuple[object, ...] = ()) -> list[Row]:
+        """``query`` on a connection of its own, opened for it: a long read (100,000 rows, on a
+        thread) that the shared connection's other users must not queue behind (WAL: readers
+        never wait for each other or for the writer)."""
+        with self._lock:
+            if self._db is None:
+                raise StorageClosedError("metadata store is closed")
+        db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, check_same_thread=False)
+        try:
+            rows: list[Row] = db.execute(sql, args).fetchall()
+            return rows
+        finally:
+            db.close()
+
     def close(self) -> None:
         with self._lock:
             if self._db is not None:

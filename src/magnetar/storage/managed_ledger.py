@@ -72,6 +72,45 @@ class ManagedLedger:
     position order, through ``notify`` when one was given.
     """
 
+    # A managed ledger has more attributes than CPython 3.11 keeps inline in an object (30): its
+    # instance dict was a table of its own, 1.6 KiB for each loaded topic. ``__dict__`` is for a
+    # test that patches one instance's method (made only then); ``__weakref__`` for owner_ref.py.
+    __slots__ = (
+        "__dict__",
+        "__weakref__",
+        "_cache",
+        "_closed",
+        "_compacted",
+        "_config",
+        "_current",
+        "_cursors",
+        "_dir",
+        "_gate",
+        "_id",
+        "_infos",
+        "_last_added",
+        "_last_confirmed",
+        "_ledgers",
+        "_lock",
+        "_metadata",
+        "_next_ledger",
+        "_notify",
+        "_offloaded",
+        "_on_close",
+        "_pending",
+        "_pending_segments",
+        "_preallocate",
+        "_properties",
+        "_reader",
+        "_readers",
+        "_round_lock",
+        "_syncer",
+        "_tiered",
+        "damage",
+        "name",
+        "on_offloaded_data",
+    )
+
     def __init__(
         self,
         record: ManagedLedgerRecord,

@@ -59,11 +59,18 @@ class ManagedLedgerTable:
 
     def count_managed_ledgers(self, prefix: str) -> int:
         """How many names start with ``prefix`` (a range of the index, as ``managed_ledger_names``)."""
+        if not prefix:
+            return int(self._commits.query("SELECT COUNT(*) FROM managed_ledgers")[0][0])
         sql = "SELECT COUNT(*) FROM managed_ledgers WHERE name >= ? AND name < ?"
         return int(self._commits.query(sql, (prefix, _after_prefix(prefix)))[0][0])
 
+    def knows_managed_ledgers(self) -> bool:
+        """Whether any managed ledger is stored (one row read, not a count of 100,000)."""
+        return bool(self._commits.query("SELECT 1 FROM managed_ledgers LIMIT 1"))
+
     def managed_ledger_directories(self) -> set[str]:
-        return {row[0] for row in self._commits.query("SELECT directory FROM managed_ledgers")}
+        """Every managed ledger's directory (read apart: start-up's check runs on a thread)."""
+        return {row[0] for row in self._commits.query_apart("SELECT directory FROM managed_ledgers")}
 
     def delete_managed_ledger(self, ml_id: int) -> None:
         """Forget a managed ledger and everything that hangs off it, in one commit; its ledgers'

@@ -27,8 +27,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import fastavro
-
 from magnetar.broker.schemas.compatibility import SchemaData, split_key_value
 from magnetar.broker.schemas.errors import InvalidSchema
 from magnetar.broker.schemas.registry import TYPE_NAMES
@@ -100,6 +98,8 @@ def key_value_schema(key: NamedSchema, value: NamedSchema) -> SchemaData:
 
 def avro_schema(definition: bytes) -> Any:
     """An AVRO schema's definition, parsed (ValueError if it is not one)."""
+    import fastavro  # only for AVRO: the HTTP port starts without it (issue 40, start-up)
+
     try:
         return fastavro.parse_schema(json.loads(definition))
     except (ValueError, TypeError, KeyError, AttributeError, fastavro.schema.SchemaParseException) as exc:
@@ -136,6 +136,8 @@ class Encoder:
 
     def _encode_avro(self, text: str) -> bytes:
         """A record in Avro's JSON encoding, written in its binary encoding."""
+        import fastavro
+
         try:
             line = json.dumps(json.loads(text))  # one datum on one line, as the reader takes it
             record = next(iter(fastavro.json_reader(io.StringIO(line), self._avro)))
