@@ -294,3 +294,34 @@ def test_a_3_1_1_session_is_kept_without_clean_session(mqtt_broker):
         assert raw.connect("old-device", clean=False) == ConnAck(True, 0)
     finally:
         raw.close()
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_session_that_ends_with_its_connection_is_not_resumed_by_a_takeover(
+    mqtt_broker, client_factory, version
+):
+    """A clean session (3.1.1 Clean Session 1, 5.0 expiry 0) ends with its connection, also one
+    taken over: the connection taking over without Clean Start gets no session (present 0) and
+    a fresh durable one, which keeps what is published while it is away."""
+    name = unique("takeover-clean")
+    client_id = f"takeover-clean-{version}"
+    first = RawClient(mqtt_broker.mqtt_port, version)
+    try:
+        assert first.connect(client_id, clean=True).session_present is False
+        first.send(Subscribe(1, (Subscription(name, 1),)))
+        first.receive()
+        second = persistent(mqtt_broker.mqtt_port, client_id, version)
+        try:
+            assert second.session_present is False
+            assert second.subscribe(name, 1) == [1]
+        finally:
+            second.close()
+    finally:
+        first.close()
+    send(client_factory(mqtt_broker.service_url), name, [b"one", b"two"])
+    third = persistent(mqtt_broker.mqtt_port, client_id, version)
+    try:
+        assert third.session_present is True
+        eventually(lambda: third.received.payloads() == [b"one", b"two"], what="what it missed")
+    finally:
+        third.close()
