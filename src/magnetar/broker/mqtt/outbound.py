@@ -11,6 +11,12 @@ bounded by ``PERMITS``. No more than the client's Receive Maximum (5.0; 100 for 
 flight (PUBLISH sent, PUBACK or PUBCOMP not yet come) at once: the rest wait here, in order,
 for packet identifiers.
 
+Whether a message may go to this client at all is decided in one place, ``_admit``, before it is
+given a packet identifier or Topic Alias: a property MQTT cannot encode is left out; a message
+whose Topic Name cannot be one, or that is past the client's Maximum Packet Size (5.0,
+3.1.2.11.4), is discarded for this client as if delivered (its entry acknowledged, so a durable
+session moves past it), logged and counted; nothing ends the connection for it.
+
 Packet identifiers belong to the session: a message sent and not acknowledged keeps its
 identifier, and when the session resumes on a new connection (its durable subscription sends
 the message again) it goes out under the same one with DUP set; a PUBREL not answered is sent
@@ -39,6 +45,7 @@ from magnetar.protocol.message_id import to_u64
 from magnetar.protocol.mqtt import MQTT_5, Publish, PubRec, PubRel, ReasonCode, encode
 from magnetar.protocol.mqtt.codes import PacketType
 from magnetar.protocol.mqtt.properties import NONE
+from magnetar.protocol.mqtt.sendable import MAX_U32, sendable
 from magnetar.storage.position import Position
 
 if TYPE_CHECKING:
@@ -179,6 +186,44 @@ class Outbound:
                 packet = dataclasses.replace(packet, properties=packet.properties.replace(topic_alias=alias))
         cnx.send(packet)
 
+    def _shaped(self, packet: Publish) -> Publish:
+        """``packet`` as ``_send`` would send it now (or larger, never smaller: a Topic Alias it
+        would set is counted with the Topic Name, which later ones leave out)."""
+        cnx = self.cnx
+        if cnx.client_alias_maximum and packet.topic:
+            alias = self.aliases.get(packet.topic)
+            if alias is not None:
+                return dataclasses.replace(
+                    packet, topic="", properties=packet.properties.replace(topic_alias=alias)
+                )
+            if len(self.aliases) < cnx.client_alias_maximum:
+                return dataclasses.replace(packet, properties=packet.properties.replace(topic_alias=0xFFFF))
+        return packet
+
+    def _admit(self, packet: Publish) -> Publish | None:
+        """Whether, and as what, ``packet`` may go to this client: the one check, made before a
+        packet identifier or Topic Alias is taken for it (see the module's docstring). None: it
+        never goes to this client."""
+        cnx = self.cnx
+        fitted, problems = sendable(packet)
+        if fitted is not None and cnx.client_max_packet:
+            size = _size(self._shaped(fitted), cnx.version)
+            if size > cnx.client_max_packet:
+                problems.append(
+                    f"{size} bytes, past the client's Maximum Packet Size {cnx.client_max_packet}"
+                )
+                fitted = None
+        if problems:
+            cnx.server.unsendable += 1
+            log.info(
+                "%s: a message to %r %s: %s",
+                cnx.remote,
+                packet.topic[:200],
+                "left out of its properties what MQTT cannot carry" if fitted else "is not sent",
+                "; ".join(problems),
+            )
+        return fitted
+
     def resume(self) -> None:
         """The session resumed on this connection: its PUBRELs not answered go again (4.4)."""
         session = self.cnx.session
@@ -217,9 +262,10 @@ class Outbound:
         for index, message in enumerate(messages):
             if message.expires_at is not None and message.expires_at <= now:
                 continue  # expired before it could go: deleted for this subscriber (3.3.2.3.3)
-            packet = self._packet(delivery, message, qos, now)
-            if cnx.client_max_packet and _size(packet, cnx.version) > cnx.client_max_packet:
-                continue  # 5.0: never sent past the client's Maximum Packet Size (3.1.2.11.4)
+            admitted = self._admit(self._packet(delivery, message, qos, now))
+            if admitted is None:
+                continue  # discarded for this client as if delivered
+            packet = admitted
             if qos == 0:
                 self._send(packet)
             else:
@@ -239,7 +285,7 @@ class Outbound:
                 properties = properties.replace(user_properties=message.properties)
             if message.expires_at is not None:  # what is left of it (3.3.2.3.3)
                 properties = properties.replace(
-                    message_expiry_interval=max(math.ceil(message.expires_at - now), 1)
+                    message_expiry_interval=min(max(math.ceil(message.expires_at - now), 1), MAX_U32)
                 )
             if delivery.subscription_ids:
                 properties = properties.replace(subscription_identifiers=delivery.subscription_ids)
@@ -248,6 +294,10 @@ class Outbound:
 
     def send_alone(self, packet: Publish) -> None:
         """A message of no entry (a retained one, at SUBSCRIBE): sent at its own QoS."""
+        admitted = self._admit(packet)
+        if admitted is None:
+            return
+        packet = admitted
         if packet.qos == 0:
             self._send(packet)
             return
@@ -270,7 +320,8 @@ class Outbound:
                     continue
                 if cnx.version == MQTT_5:
                     packet = dataclasses.replace(
-                        packet, properties=packet.properties.replace(message_expiry_interval=left)
+                        packet,
+                        properties=packet.properties.replace(message_expiry_interval=min(left, MAX_U32)),
                     )
             dup = False
             packet_id = None
