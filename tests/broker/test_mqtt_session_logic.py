@@ -195,6 +195,9 @@ class FakeConnection:
     def close_with(self, reason: int, message: str | None = None) -> None:
         self.closed_with.append(reason)
 
+    def release_producers(self) -> None:
+        self.producers_released = True
+
 
 class FakeServer:
     """The MQTT server around ``Sessions``: its QoS 2 records on a real metadata store, a service

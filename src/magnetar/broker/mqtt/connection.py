@@ -81,6 +81,10 @@ CONNECT_TIMEOUT_S = 10.0
 INFLIGHT_3_1_1 = 100
 #: At most this many to a 5.0 client whatever its Receive Maximum.
 MAX_INFLIGHT = 1000
+#: A closed connection whose output the client has not taken within this many seconds is
+#: aborted: a client that stopped reading (a half-open link) must not keep its session, its will
+#: and its producers for ever.
+CLOSE_DRAIN_S = 1.0
 
 
 #: The packets that carry a Reason String or User Properties only if the client asks for them.
@@ -240,15 +244,20 @@ class MqttConnection(asyncio.Protocol):
         if self._waiting is not None:
             self._waiting.cancel()
         subscriptions.drop_all(self)
+        self.release_producers()
+        if self.session is not None:
+            if self.will is not None:
+                will.connection_closed(self.server, self.session, self, self.will)
+            self.server.sessions.connection_ended(self.session, self)
+
+    def release_producers(self) -> None:
+        """Its producers leave their topics (at its end, or at once when it is taken over: the
+        connection taking over publishes under the same producer names)."""
         for producer in self.producers.values():
             producer.closed = True
             producer.topic.remove_producer(producer)
         self.producers.clear()
         self.producers_by_topic.clear()
-        if self.session is not None:
-            if self.will is not None:
-                will.connection_closed(self.server, self.session, self, self.will)
-            self.server.sessions.connection_ended(self.session, self)
 
     def pause_writing(self) -> None:
         self.writable = False
@@ -384,9 +393,13 @@ class MqttConnection(asyncio.Protocol):
             self.transport.writelines(out)
 
     def close(self) -> None:
-        if self.transport is not None and not self.transport.is_closing():
+        """Close after what is written (a DISCONNECT ...) has gone; aborted if the client has not
+        taken it within ``CLOSE_DRAIN_S`` (``connection_lost`` then comes all the same)."""
+        transport = self.transport
+        if transport is not None and not transport.is_closing():
             self._flush()
-            self.transport.close()
+            transport.close()
+            asyncio.get_running_loop().call_later(CLOSE_DRAIN_S, _abort_unless_lost, self, transport)
         self.closed = True
 
     def close_with(self, reason: ReasonCode, message: str | None = None) -> None:
@@ -554,3 +567,10 @@ class MqttConnection(asyncio.Protocol):
     def __repr__(self) -> str:
         client = self.session.client_id if self.session else "?"
         return f"MqttConnection({client!r}, {self.remote})"
+
+
+def _abort_unless_lost(cnx: MqttConnection, transport: asyncio.Transport) -> None:
+    """The client did not take a closed connection's output: the connection ends now."""
+    if cnx in cnx.server.connections:  # connection_lost has not come
+        log.info("%s: nothing taken %.0f s after the close, aborting", cnx.remote, CLOSE_DRAIN_S)
+        transport.abort()

@@ -77,7 +77,7 @@ class Sessions:
         """The session ``cnx`` serves, whether it was present, and what must finish before its
         CONNACK (an old session ended, the QoS 2 records read, the new record written). A
         connection still serving the client id is taken over: closed (5.0: Session taken over),
-        its consumers gone at once. Only a durable session is resumed: one that ends with its
+        its consumers and producers gone at once. Only a durable session is resumed: one that ends with its
         connection is never present to the next."""
         session = self.by_client.get(client_id)
         if session is not None and session.connection is not None:
@@ -89,6 +89,7 @@ class Sessions:
                 cnx.remote,
             )
             subscriptions.drop_all(old)
+            old.release_producers()
             old.close_with(ReasonCode.SESSION_TAKEN_OVER)
             session.connection = None
         if session is not None and not session.durable:
