@@ -196,24 +196,21 @@ def _producer(cnx: MqttConnection, topic: PersistentTopic) -> Producer:
 def _store(
     cnx: MqttConnection, packet: Publish, topic: PersistentTopic, producer: Producer, sequence: int
 ) -> None:
-    """Store the message (and, with RETAIN, its topic's retained message); answer PUBACK /
-    PUBREC once it is durable."""
+    """Store the message (and, once it is stored, with RETAIN, its topic's retained message);
+    answer PUBACK / PUBREC once both are durable."""
     now = time.time()
     metadata, data = to_pulsar(
         packet.payload, packet.properties, producer.name, sequence, int(now * 1000), packet.retain
     )
     size = len(data)
     max_size = cnx.config.max_message_size
-    retaining = None
-    if packet.retain:  # an empty payload deletes the topic's retained message (3.3.1.3)
-        retaining = cnx.server.retained.set(str(topic.name), retained_of(str(topic.name), packet, now))
     producer.traffic.messages_in += 1
     producer.traffic.bytes_in += size
     topic.traffic.messages_in += 1
     topic.traffic.bytes_in += size
     send = wire.CommandSend(producer_id=producer.producer_id, sequence_id=sequence, num_messages=1)
     cnx.store_started()
-    stored = _stored(cnx, packet, retaining)
+    stored = _stored(cnx, packet, str(topic.name), now)
     try:
         if metadata.ByteSize() + len(packet.payload) > max_size:
             # over max_message_size (metadata and payload): stored in chunks (large_messages.py)
@@ -227,11 +224,18 @@ def _store(
 
 
 def _stored(
-    cnx: MqttConnection, packet: Publish, retaining: asyncio.Future[None] | None
+    cnx: MqttConnection, packet: Publish, topic: str, now: float
 ) -> Callable[[Position | None, Exception | None], None]:
+    retaining: asyncio.Future[None] | None = None
+
     def stored(position: Position | None, exc: Exception | None) -> None:
+        nonlocal retaining
+        if exc is None and packet.retain and retaining is None:
+            # Only a message stored replaces the retained one (a refused one leaves it as it was);
+            # an empty payload deletes it (3.3.1.3). Acknowledged once both are durable.
+            retaining = cnx.server.retained.set(topic, retained_of(topic, packet, now))
         if retaining is not None and not retaining.done():
-            retaining.add_done_callback(lambda _: stored(position, exc))  # acknowledged once both are durable
+            retaining.add_done_callback(lambda _: stored(position, exc))
             return
         cnx.store_done()
         if cnx.closed:
