@@ -325,3 +325,32 @@ def test_a_session_that_ends_with_its_connection_is_not_resumed_by_a_takeover(
         eventually(lambda: third.received.payloads() == [b"one", b"two"], what="what it missed")
     finally:
         third.close()
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_filter_that_cannot_attach_at_resume_stays_in_the_session(mqtt_broker, client_factory, version):
+    """Its durable subscription busy (a Pulsar consumer holds it, Exclusive) when the session
+    resumes: the filter stays the session's and attaches once the subscription is free."""
+    import pulsar
+
+    name = unique("busy")
+    client_id = f"busy-{version}"
+    paho = persistent(mqtt_broker.mqtt_port, client_id, version)
+    try:
+        paho.subscribe(name, 1)
+    finally:
+        paho.close()
+    pulsar_client = client_factory(mqtt_broker.service_url)
+    holder = pulsar_client.subscribe(
+        pulsar_name(name), client_id, consumer_type=pulsar.ConsumerType.Exclusive
+    )
+    paho = persistent(mqtt_broker.mqtt_port, client_id, version)
+    try:
+        assert paho.session_present is True
+        holder.close()
+        send(pulsar_client, name, [b"after"])
+        eventually(
+            lambda: paho.received.payloads() == [b"after"], what="the message, once the filter attached"
+        )
+    finally:
+        paho.close()
