@@ -132,6 +132,9 @@ class MqttConnection(asyncio.Protocol):
         #: QoS 1 and 2 PUBLISHes received and not yet answered with PUBACK or PUBCOMP, as
         #: (qos, packet identifier): at most the Receive Maximum announced (5.0, 3.3.4).
         self.unanswered: set[tuple[int, int]] = set()
+        #: The same PUBLISHes in the order they came, each with its PUBACK or PUBREC once known:
+        #: answers go in that order (4.6, MQTT-4.6.0-2/-3), whichever store finished first.
+        self._answers: dict[tuple[int, int], Packet | None] = {}
         self.server_receive_maximum = 65535
         #: A packet waiting for something off the loop; those behind it wait too.
         self._waiting: asyncio.Future[Any] | None = None
@@ -368,11 +371,28 @@ class MqttConnection(asyncio.Protocol):
         """A QoS 1 or 2 PUBLISH came: a 5.0 client past the Receive Maximum announced to it is
         disconnected (0x93, 3.3.4)."""
         self.unanswered.add((qos, packet_id))
+        self._answers.setdefault((qos, packet_id), None)
         if self.version == MQTT_5 and len(self.unanswered) > self.server_receive_maximum:
             raise MqttError(
                 R.RECEIVE_MAXIMUM_EXCEEDED,
                 f"more than {self.server_receive_maximum} QoS 1 and 2 messages unacknowledged",
             )
+
+    def send_answer(self, qos: int, packet_id: int, answer: Packet) -> None:
+        """The PUBACK or PUBREC of a PUBLISH received: sent once those of the PUBLISHes before
+        it are."""
+        answers = self._answers
+        if (qos, packet_id) not in answers:  # answered already (a copy sent again)
+            self.send(answer)
+            return
+        answers[(qos, packet_id)] = answer
+        while answers:
+            first = next(iter(answers))
+            ready = answers[first]
+            if ready is None:
+                return
+            del answers[first]
+            self.send(ready)
 
     def answered(self, qos: int, packet_id: int) -> None:
         """PUBACK (QoS 1) or PUBCOMP, or a refusing PUBREC (QoS 2), went to the client."""

@@ -3,9 +3,11 @@
 The topic is the MQTT Topic Name mapped as Pulsar's MQTT handler maps it (``pulsar_names``). The
 message is stored as a Pulsar producer's would be (``messages.to_pulsar``), under the client's
 producer on that topic, and acknowledged once it is on disk: PUBACK (QoS 1) and PUBREC (QoS 2)
-leave only from the store's durable callback, as a Pulsar SEND_RECEIPT does. QoS 0 is stored
-the same way, with nothing to answer. A message over ``max_message_size`` (metadata and payload,
-as Pulsar counts) is stored in chunks (``large_messages.py``), answered once all are durable.
+leave only from the store's durable callback, as a Pulsar SEND_RECEIPT does, and in the order the
+PUBLISHes came (4.6; ``MqttConnection.send_answer``: one stored sooner waits for those before).
+QoS 0 is stored the same way, with nothing to answer. A message over ``max_message_size``
+(metadata and payload, as Pulsar counts) is stored in chunks (``large_messages.py``), answered
+once all are durable.
 
 QoS 2 is exactly once through the topic's deduplication: the client's producer is deduplicated
 whatever the namespace says, each message gets a sequence id above any the topic holds from it,
@@ -78,7 +80,7 @@ def handle_publish(cnx: MqttConnection, packet: Publish) -> None:
         assert packet.packet_id is not None
         incoming = session.incoming.get(packet.packet_id)
         if incoming is not None and incoming.stored:
-            cnx.send(PubRec(packet.packet_id))  # sent again: it is stored already
+            cnx.send_answer(2, packet.packet_id, PubRec(packet.packet_id))  # sent again: stored already
             return
     try:
         topic_name = _mapped(name, cnx.config.mqtt_default_tenant, cnx.config.mqtt_default_namespace)
@@ -249,13 +251,13 @@ def _stored(
         if packet.qos == 1:
             assert packet.packet_id is not None
             cnx.answered(1, packet.packet_id)
-            cnx.send(PubAck(packet.packet_id))
+            cnx.send_answer(1, packet.packet_id, PubAck(packet.packet_id))
         elif packet.qos == 2:
             assert packet.packet_id is not None and cnx.session is not None
             incoming = cnx.session.incoming.get(packet.packet_id)
             if incoming is not None:
                 incoming.stored = True
-            cnx.send(PubRec(packet.packet_id))
+            cnx.send_answer(2, packet.packet_id, PubRec(packet.packet_id))
 
     return stored
 
@@ -289,7 +291,11 @@ def _refused(cnx: MqttConnection, packet: Publish, reason: ReasonCode, message: 
         ack = PubAck if packet.qos == 1 else PubRec
         code = reason if reason in (0x80, 0x83, 0x87, 0x90, 0x91, 0x97, 0x99) else R.UNSPECIFIED_ERROR
         cnx.answered(packet.qos, packet.packet_id)
-        cnx.send(ack(packet.packet_id, code, Properties(reason_string=message[:1000])))
+        cnx.send_answer(
+            packet.qos,
+            packet.packet_id,
+            ack(packet.packet_id, code, Properties(reason_string=message[:1000])),
+        )
         if packet.qos == 2 and cnx.session is not None:
             cnx.session.incoming.pop(packet.packet_id, None)
         return
