@@ -386,3 +386,20 @@ def test_a_message_too_large_for_the_client_takes_no_receive_maximum_slot(mqtt_b
         assert raw.receive().payload == b"fits too"
     finally:
         raw.close()
+
+
+def test_no_local_leaves_out_own_messages_only_where_every_matching_filter_says_so(mqtt_broker):
+    """No Local on one filter does not take the client's own messages from another filter of
+    its that matches them too (3.8.3.1); with No Local on every matching filter they are left out."""
+    name = unique("no-local")
+    paho = PahoClient(mqtt_broker.mqtt_port, unique("local"), MQTT_5)
+    try:
+        paho.subscribe(f"{name}/both", 1)  # No Local 0
+        paho.subscribe(f"{name}/+", 1, noLocal=True)
+        paho.subscribe(f"{name}/#", 1, noLocal=True)
+        paho.publish(f"{name}/only-no-local", b"left out", 1)
+        paho.publish(f"{name}/both", b"own", 1)
+        eventually(lambda: paho.received.payloads() == [b"own"], what="its own message, once")
+    finally:
+        paho.close()
+    assert paho.received.payloads() == [b"own"]

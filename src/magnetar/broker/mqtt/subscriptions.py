@@ -276,7 +276,9 @@ def options_by_group(
         else:
             found[group] = Options(
                 max(options.qos, before.qos),
-                options.no_local or before.no_local,
+                # The client's own messages are left out only if every filter matching says
+                # so: one without No Local still wants them (3.8.3.1).
+                options.no_local and before.no_local,
                 before.prefixed,
                 options.retain_as_published or before.retain_as_published,
                 before.subscription_ids + tuple(i for i in ids if i not in before.subscription_ids),
