@@ -302,3 +302,21 @@ def test_a_connection_taking_over_a_stalled_one_publishes_under_its_producer_nam
     finally:
         raw.close()
     assert [m.data() for m in drain(reader, 2)] == [b"from the stalled one", b"from the second"]
+
+
+@pytest.mark.parametrize("reason", [0x80, 0x83], ids=["unspecified-error", "implementation-specific"])
+def test_a_disconnect_with_an_error_publishes_the_will(mqtt_broker, reason):
+    """Only DISCONNECT 0x00 discards the will (MQTT-3.14.4-3): a client ending with an error
+    reason code leaves it to be published."""
+    from paho.mqtt.packettypes import PacketTypes
+    from paho.mqtt.reasoncodes import ReasonCode as PahoReasonCode
+
+    topic = unique("status")
+    watching = watcher(mqtt_broker, topic)
+    try:
+        paho = PahoClient(mqtt_broker.mqtt_port, unique("failing"), MQTT_5, will=(topic, b"failed", 1, False))
+        paho.client.disconnect(reasoncode=PahoReasonCode(PacketTypes.DISCONNECT, identifier=reason))
+        paho.client.loop_stop()
+        eventually(lambda: watching.received.payloads() == [b"failed"], what="the will")
+    finally:
+        watching.close()

@@ -579,8 +579,10 @@ class MqttConnection(asyncio.Protocol):
                     R.PROTOCOL_ERROR, "a Session Expiry Interval set at DISCONNECT after 0 at CONNECT"
                 )
             session.expiry = expiry
-        if self.version != MQTT_5 or packet.reason_code != R.DISCONNECT_WITH_WILL_MESSAGE:
-            self.will = None  # discarded (3.14.4); 0x04 asks for it to be published
+        if self.version != MQTT_5 or packet.reason_code == R.SUCCESS:
+            # Discarded by a normal disconnection (3.14.4, MQTT-3.14.4-3); 0x04 asks for it to
+            # be published, and so does an error the client ends with (0x80 and above).
+            self.will = None
         self.disconnected = True
         self.close()
 
