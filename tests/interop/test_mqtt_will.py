@@ -320,3 +320,24 @@ def test_a_disconnect_with_an_error_publishes_the_will(mqtt_broker, reason):
         eventually(lambda: watching.received.payloads() == [b"failed"], what="the will")
     finally:
         watching.close()
+
+
+def test_a_will_is_admitted_as_a_publish_is(mqtt_broker, client_factory):
+    """The will's producer goes through the topic's admission, as a PUBLISH's does: a topic held
+    by an exclusive Pulsar producer refuses it (and it is not stored behind that producer's back)."""
+    import pulsar
+
+    topic = unique("held")
+    pulsar_client = client_factory(mqtt_broker.service_url)
+    reader = pulsar_client.subscribe(pulsar_name(topic), "reader")
+    holder = pulsar_client.create_producer(
+        pulsar_name(topic), access_mode=pulsar.ProducerAccessMode.Exclusive
+    )
+    client_id = unique("refused-will")
+    paho = PahoClient(mqtt_broker.mqtt_port, client_id, MQTT_5, will=(topic, b"will", 1, False))
+    paho.drop()
+    eventually(
+        lambda: f"MQTT client {client_id!r}: its will to" in mqtt_broker.log_text(), what="the will refused"
+    )
+    holder.send(b"marker")
+    assert [m.data() for m in drain(reader, 1)] == [b"marker"]
