@@ -354,3 +354,44 @@ def test_a_filter_that_cannot_attach_at_resume_stays_in_the_session(mqtt_broker,
         )
     finally:
         paho.close()
+
+
+def test_a_connections_flow_permits_are_bounded_whatever_its_filters_match(mqtt_broker, client_factory):
+    """What a client's consumers may be sent ahead of its acknowledgements is bounded per
+    connection (1000 permits, one at least per consumer), not per topic its filters match; every
+    topic still gets its messages through."""
+    from magnetar.broker.mqtt.outbound import PERMITS
+
+    name = unique("many")
+    topics = [f"{name}/{i}" for i in range(20)]
+    pulsar_client = client_factory(mqtt_broker.service_url)
+    send(pulsar_client, topics[0], [b"made"])
+    for topic in topics[1:]:
+        send(pulsar_client, topic, [b"made"])
+    client_id = unique("wide").replace("/", "-")
+    paho = persistent(mqtt_broker.mqtt_port, client_id, MQTT_5)
+    try:
+        paho.subscribe(f"{name}/#", 1)
+
+        def permits() -> list[int]:
+            out = []
+            for topic in topics:
+                local = pulsar_name(topic).split("/", 5)[-1]
+                path = f"/admin/v2/persistent/public/default/{urllib.parse.quote(local, safe='')}/stats"
+                status, stats = admin_call(mqtt_broker, "GET", path)
+                assert status == 200, stats
+                consumers = stats["subscriptions"].get(client_id, {}).get("consumers", [])
+                assert consumers, f"no consumer on {topic} yet"
+                out.append(consumers[0]["availablePermits"])
+            return out
+
+        given = eventually(permits, what="a consumer on each topic")
+        assert sum(given) <= PERMITS + len(topics), given
+        for topic in topics:
+            send(pulsar_client, topic, [topic.encode()])
+        eventually(
+            lambda: sorted(paho.received.payloads()) == sorted(t.encode() for t in topics),
+            what="a message from every topic",
+        )
+    finally:
+        paho.close()

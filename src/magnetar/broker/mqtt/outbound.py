@@ -7,9 +7,11 @@ message of an entry goes out at the QoS granted. A QoS 0 entry is acknowledged o
 QoS 1 or 2 one once the client has each of its messages (PUBACK; PUBREC, after which the
 message is the client's and is never sent again, 4.3.3), and only then does its consumer get the
 permits back: the messages not yet acknowledged by the client are what a client's flow holds,
-bounded by ``PERMITS``. No more than the client's Receive Maximum (5.0; 100 for 3.1.1) are in
-flight (PUBLISH sent, PUBACK or PUBCOMP not yet come) at once: the rest wait here, in order,
-for packet identifiers.
+bounded by ``PERMITS`` for the connection as a whole, however many topics its filters match
+(``grant``: each consumer gets a share, one at least, so none starves; permits that come back go
+first to the consumers that ran out, in turn). No more than the client's Receive Maximum (5.0;
+100 for 3.1.1) are in flight (PUBLISH sent, PUBACK or PUBCOMP not yet come) at once: the rest
+wait here, in order, for packet identifiers.
 
 Whether a message may go to this client at all is decided in one place, ``_admit``, before it is
 given a packet identifier or Topic Alias: a property MQTT cannot encode is left out; a message
@@ -54,8 +56,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: Messages a consumer may hold unacknowledged by the client (its flow permits).
+#: Messages a connection's consumers may hold unacknowledged by the client, all together (their
+#: flow permits; at least one per consumer).
 PERMITS = 1000
+#: At most this many given a consumer at once: one running out gets more while the connection
+#: is under ``PERMITS``, so a single busy topic still gets them all, and many share them.
+GRANT = 100
 
 
 @dataclass(slots=True)
@@ -77,7 +83,7 @@ class Delivery:
 class MqttConsumer(Consumer):
     """A consumer whose entries become MQTT PUBLISH packets of its connection."""
 
-    __slots__ = ("delivery", "group")
+    __slots__ = ("delivery", "granted", "group", "starving")
     takes_frames = False
     joins_at_tail = True
 
@@ -94,6 +100,10 @@ class MqttConsumer(Consumer):
         self.delivery = delivery
         #: The share name of a shared subscription (``$share/{group}/...``); None otherwise.
         self.group = group
+        #: Permits given it and not yet come back (``Outbound.grant``).
+        self.granted = 0
+        #: It ran out of permits and waits in ``Outbound.hungry`` for more.
+        self.starving = False
 
     @property
     def connection_lost(self) -> bool:
@@ -128,6 +138,8 @@ class MqttConsumer(Consumer):
         self.permits -= messages
         self.traffic.messages_out += messages
         self.traffic.bytes_out += size
+        if self.permits <= 0:
+            cnx.outbound.starved(self)
         return messages, size
 
 
@@ -170,6 +182,58 @@ class Outbound:
         self.aliases: dict[str, int] = {}
         #: Chunked messages being put together (chunks.py).
         self.chunks = ChunkedMessages(_drop_chunk, cnx.config.mqtt_message_max_length)
+        #: Flow permits given to this connection's consumers and not come back (about ``PERMITS``).
+        self.given = 0
+        #: Consumers out of permits, in the order they ran out: the next ones to get some.
+        self.hungry: deque[MqttConsumer] = deque()
+
+    # -- flow permits: bounded per connection ------------------------------------------------------
+    def _share(self) -> int:
+        """What one consumer is given: an equal part of ``PERMITS`` (``GRANT`` at most), no more
+        than is left, one at least (so that every consumer moves: the bound is then ``PERMITS``
+        or one per consumer)."""
+        return max(1, min(PERMITS - self.given, PERMITS // max(1, len(self.cnx.consumers)), GRANT))
+
+    def _give(self, consumer: MqttConsumer, permits: int) -> None:
+        consumer.granted += permits
+        self.given += permits
+        consumer.subscription.flow(consumer, permits)
+
+    def grant(self, consumer: MqttConsumer) -> None:
+        """A new consumer of this connection: its first permits."""
+        self._give(consumer, self._share())
+
+    def starved(self, consumer: MqttConsumer) -> None:
+        """``consumer`` used its permits: it waits for more, in turn."""
+        if not consumer.starving:
+            consumer.starving = True
+            self.hungry.append(consumer)
+        self._refill(at_least_one=False)
+
+    def returned(self, consumer: MqttConsumer, permits: int) -> None:
+        """An entry of ``consumer`` was acknowledged: its permits come back to the connection."""
+        consumer.granted -= permits
+        self.given -= permits
+        if consumer.permits <= 0 and not consumer.starving:
+            consumer.starving = True
+            self.hungry.append(consumer)
+        self._refill(at_least_one=True)
+
+    def _refill(self, at_least_one: bool) -> None:
+        """Permits to the consumers that ran out, in turn, while the connection is under
+        ``PERMITS``; after permits came back, to one of them at least (so none waits for ever)."""
+        hungry = self.hungry
+        while hungry and (at_least_one or self.given < PERMITS):
+            consumer = hungry.popleft()
+            consumer.starving = False
+            if (
+                consumer.closed
+                or consumer.permits > 0
+                or self.cnx.consumers.get(consumer.consumer_id) is not consumer
+            ):
+                continue  # gone (or forgotten), or given some meanwhile
+            at_least_one = False
+            self._give(consumer, self._share())
 
     def _send(self, packet: Publish) -> None:
         """Send a PUBLISH, under a Topic Alias where the client takes them: the first one to a
@@ -406,7 +470,11 @@ class Outbound:
 
     def forget(self, consumer: MqttConsumer) -> None:
         """``consumer`` is gone: what it had in flight is no longer its to acknowledge (the
-        packet identifiers stay taken until the client answers)."""
+        packet identifiers stay taken until the client answers), and its permits are the other
+        consumers' again."""
+        self.given -= consumer.granted
+        consumer.granted = 0
+        self._refill(at_least_one=False)
         for flight in self.in_flight.values():
             if flight.entry is not None and flight.entry.consumer is consumer:
                 flight.entry = None
@@ -421,7 +489,7 @@ def _size(packet: Publish, version: int) -> int:
 
 
 def done(consumer: MqttConsumer, position: Position, messages: int) -> None:
-    """Acknowledge the entry on the subscription and give its permits back."""
+    """Acknowledge the entry on the subscription and give its permits back to the connection."""
     if consumer.closed:
         return
     outbound: Outbound = consumer.cnx.outbound  # type: ignore[attr-defined]  # an MqttConnection
@@ -432,9 +500,8 @@ def done(consumer: MqttConsumer, position: Position, messages: int) -> None:
     ack = wire.CommandAck(
         consumer_id=consumer.consumer_id, ack_type=wire.CommandAck.Individual, message_id=message_ids
     )
-    subscription = consumer.subscription
-    subscription.acknowledge(ack, consumer)
-    subscription.flow(consumer, messages)
+    consumer.subscription.acknowledge(ack, consumer)
+    outbound.returned(consumer, messages)
 
 
 def _drop_chunk(consumer: Consumer, position: Position) -> None:

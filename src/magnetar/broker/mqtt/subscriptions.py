@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from magnetar.broker.consumer import Consumer
 from magnetar.broker.mqtt import access
-from magnetar.broker.mqtt.outbound import PERMITS, Delivery, MqttConsumer
+from magnetar.broker.mqtt.outbound import Delivery, MqttConsumer
 from magnetar.broker.mqtt.session import FilterOptions, MqttSession
 from magnetar.broker.topic import PersistentTopic
 from magnetar.protocol import wire
@@ -440,7 +440,7 @@ def _consumer(
         elif group is not None and held not in session.groups:
             session.groups.add((key, group))
             cnx.server.sessions.store.update(session)
-    consumer.subscription.flow(consumer, PERMITS)
+    cnx.outbound.grant(consumer)
 
 
 def forget_consumer(cnx: MqttConnection, consumer: Consumer) -> None:
