@@ -105,7 +105,8 @@ def test_the_filters_matching_a_topic_merge_per_share_name():
     }
     found = options_by_group(session, topic("city%2Farea-7%2Falerts"), DEFAULT)
     assert found == {
-        None: Options(2, True, False, False, (4, 9)),  # the highest QoS, every identifier
+        # the highest QoS, every identifier; No Local only if every filter says so (city/+/alerts does not)
+        None: Options(2, False, False, False, (4, 9)),
         "fleet": Options(1, False, False, False, ()),
     }
     prefixed = options_by_group(session, topic("car%2F42", "smart-city/vehicles"), DEFAULT)
@@ -194,6 +195,9 @@ class FakeConnection:
 
     def close_with(self, reason: int, message: str | None = None) -> None:
         self.closed_with.append(reason)
+
+    def release_producers(self) -> None:
+        self.producers_released = True
 
 
 class FakeServer:

@@ -355,3 +355,27 @@ def _varint(value: int) -> bytes:
     from magnetar.protocol.mqtt.primitives import varint
 
     return varint(value)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_acknowledgements_come_in_the_order_of_the_publishes(mqtt_broker, version):
+    """PUBACKs go in the order the PUBLISHes came (MQTT-4.6.0-2), also when a later one is stored
+    sooner (another topic; a retained one waits for its record too). (paho reports a QoS 2 flow
+    at its PUBCOMP, which 4.6 does not order: PUBREC shares the PUBACK's path.)"""
+    paho = PahoClient(mqtt_broker.mqtt_port, unique("ordered"), version)
+    order: list[int] = []
+    paho.client.on_publish = lambda client, userdata, mid, reason, properties: order.append(mid)
+    first, second = unique("ordered/a"), unique("ordered/b")
+    try:
+        for warm in (first, second):
+            paho.publish(warm, b"first", 1)
+        order.clear()
+        sent = []
+        for _ in range(20):
+            for k in range(6):
+                info = paho.client.publish(first if k % 2 == 0 else second, b"v", 1, retain=k % 2 == 0)
+                sent.append(info.mid)
+        eventually(lambda: len(order) == len(sent), what="every acknowledgement")
+        assert order == sent
+    finally:
+        paho.close()

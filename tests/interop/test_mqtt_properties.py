@@ -25,6 +25,7 @@ from magnetar.protocol.mqtt import (
     PubRec,
     ReasonCode,
     Subscribe,
+    encode,
 )
 from magnetar.protocol.mqtt.packets import SubAck, Subscription
 
@@ -302,3 +303,104 @@ def test_subscription_identifiers(mqtt_broker, client_factory):
     finally:
         paho.close()
         raw.close()
+
+
+@pytest.mark.parametrize("version", [MQTT_3_1_1, MQTT_5], ids=["3.1.1", "5.0"])
+def test_a_pulsar_message_mqtt_cannot_carry_ends_no_subscriber(mqtt_broker, client_factory, version):
+    """A property with U+0000 or past 65,535 bytes is left out; a message whose topic decodes to
+    a Topic Name with a wildcard is not sent to MQTT clients (and acknowledged: a durable session
+    moves past it). The subscriber stays connected and gets what follows."""
+    name = unique("unsendable")
+    client_id = unique("unsendable-sub")
+    expiry = 3600 if version == MQTT_5 else None
+    paho = PahoClient(mqtt_broker.mqtt_port, client_id, version, clean=False, session_expiry=expiry)
+    pulsar = client_factory(mqtt_broker.service_url)
+    try:
+        paho.subscribe(f"{name}/#", 1)
+        wildcard = pulsar.create_producer(pulsar_name(name) + "%2Fa%23b")  # MQTT name: {name}/a#b
+        wildcard.send(b"wildcard")
+        producer = pulsar.create_producer(pulsar_name(f"{name}/ok"))
+        producer.send(b"bad", properties={"nul": "a\x00b", "long": "x" * 70_000, "fine": "1"})
+        producer.send(b"after")
+        eventually(lambda: paho.received.payloads() == [b"bad", b"after"], what="the messages after it")
+        assert paho.client.is_connected()
+        if version == MQTT_5:
+            assert paho.received.messages[0][3] == (("fine", "1"),)
+    finally:
+        paho.close()
+    producer.send(b"marker")
+    paho = PahoClient(mqtt_broker.mqtt_port, client_id, version, clean=False, session_expiry=expiry)
+    try:
+        assert paho.session_present is True
+        eventually(lambda: paho.received.payloads() == [b"marker"], what="the marker, and nothing before it")
+    finally:
+        paho.close()
+
+
+def test_a_topic_alias_is_set_only_by_a_publish_that_is_sent(mqtt_broker, client_factory):
+    """A PUBLISH too large for the client's Maximum Packet Size (a retained one at SUBSCRIBE; one
+    that fits only without the alias's 3 bytes) sets no Topic Alias: the next one that is sent
+    carries the Topic Name with it."""
+    name = unique("alias-size")
+    publisher = RawClient(mqtt_broker.mqtt_port, MQTT_5)
+    try:
+        publisher.connect(unique("alias-pub"))
+        publisher.send(Publish(name, b"R" * 500, 1, retain=True, packet_id=1))
+        assert publisher.receive() == PubAck(1)
+    finally:
+        publisher.close()
+    raw = subscribed_raw(mqtt_broker.mqtt_port, name, 1, maximum_packet_size=200, topic_alias_maximum=5)
+    try:
+        producer = client_factory(mqtt_broker.service_url).create_producer(pulsar_name(name))
+        without_alias = len(encode(Publish(name, b"", 1, packet_id=1), MQTT_5))
+        producer.send(b"A" * (200 - without_alias))  # 200 bytes; 203 with a Topic Alias
+        producer.send(b"small0")
+        producer.send(b"small1")
+        first = raw.receive()
+        assert (first.topic, first.properties.topic_alias, first.payload) == (name, 1, b"small0")
+        second = raw.receive()
+        assert (second.topic, second.properties.topic_alias, second.payload) == ("", 1, b"small1")
+    finally:
+        raw.close()
+
+
+def test_a_message_too_large_for_the_client_takes_no_receive_maximum_slot(mqtt_broker, client_factory):
+    """A QoS 1 message past the client's Maximum Packet Size is discarded as if delivered
+    (3.1.2.11.4): it holds none of the client's Receive Maximum, retained or not."""
+    name = unique("large-slot")
+    publisher = RawClient(mqtt_broker.mqtt_port, MQTT_5)
+    try:
+        publisher.connect(unique("slot-pub"))
+        publisher.send(Publish(name, b"R" * 500, 1, retain=True, packet_id=1))
+        assert publisher.receive() == PubAck(1)
+    finally:
+        publisher.close()
+    raw = subscribed_raw(mqtt_broker.mqtt_port, name, 1, maximum_packet_size=200, receive_maximum=1)
+    try:
+        producer = client_factory(mqtt_broker.service_url).create_producer(pulsar_name(name))
+        producer.send(b"x" * 300)
+        producer.send(b"fits")
+        producer.send(b"fits too")
+        first = raw.receive()
+        assert first.payload == b"fits"
+        raw.send(PubAck(first.packet_id))
+        assert raw.receive().payload == b"fits too"
+    finally:
+        raw.close()
+
+
+def test_no_local_leaves_out_own_messages_only_where_every_matching_filter_says_so(mqtt_broker):
+    """No Local on one filter does not take the client's own messages from another filter of
+    its that matches them too (3.8.3.1); with No Local on every matching filter they are left out."""
+    name = unique("no-local")
+    paho = PahoClient(mqtt_broker.mqtt_port, unique("local"), MQTT_5)
+    try:
+        paho.subscribe(f"{name}/both", 1)  # No Local 0
+        paho.subscribe(f"{name}/+", 1, noLocal=True)
+        paho.subscribe(f"{name}/#", 1, noLocal=True)
+        paho.publish(f"{name}/only-no-local", b"left out", 1)
+        paho.publish(f"{name}/both", b"own", 1)
+        eventually(lambda: paho.received.payloads() == [b"own"], what="its own message, once")
+    finally:
+        paho.close()
+    assert paho.received.payloads() == [b"own"]

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from magnetar.protocol.mqtt import MQTT_5, Publish, Subscribe
+from magnetar.protocol.mqtt import MQTT_5, Properties, PubAck, Publish, ReasonCode, Subscribe
 from magnetar.protocol.mqtt.packets import SubAck, Subscription
 
 from ..waiting import eventually
@@ -202,3 +202,22 @@ def test_a_retained_message_expires(mqtt_broker):
         return retained_for(mqtt_broker.mqtt_port, f"{name}/short", MQTT_5, 0) == []
 
     eventually(gone, what="the short one's expiry", timeout=10)
+
+
+def test_a_refused_publish_leaves_the_retained_message(broker_factory):
+    """Only a message stored replaces its topic's retained message: one refused (here its
+    metadata alone is past max_message_size) leaves the one before."""
+    broker = broker_factory({"mqtt_port": 0, "max_message_size": 2048})
+    topic = unique("kept")
+    raw = RawClient(broker.mqtt_port, MQTT_5)
+    try:
+        raw.connect(unique("retainer"))
+        raw.send(Publish(topic, b"old", 1, retain=True, packet_id=1))
+        assert raw.receive() == PubAck(1)
+        too_large = Properties(user_properties=(("k", "v" * 3000),))
+        raw.send(Publish(topic, b"refused", 1, retain=True, packet_id=2, properties=too_large))
+        answer = raw.receive()
+        assert isinstance(answer, PubAck) and answer.reason_code == ReasonCode.UNSPECIFIED_ERROR
+    finally:
+        raw.close()
+    assert retained_for(broker.mqtt_port, topic, MQTT_5, 1) == [(topic, b"old", 1, True)]

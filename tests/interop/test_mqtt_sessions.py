@@ -294,3 +294,104 @@ def test_a_3_1_1_session_is_kept_without_clean_session(mqtt_broker):
         assert raw.connect("old-device", clean=False) == ConnAck(True, 0)
     finally:
         raw.close()
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_session_that_ends_with_its_connection_is_not_resumed_by_a_takeover(
+    mqtt_broker, client_factory, version
+):
+    """A clean session (3.1.1 Clean Session 1, 5.0 expiry 0) ends with its connection, also one
+    taken over: the connection taking over without Clean Start gets no session (present 0) and
+    a fresh durable one, which keeps what is published while it is away."""
+    name = unique("takeover-clean")
+    client_id = f"takeover-clean-{version}"
+    first = RawClient(mqtt_broker.mqtt_port, version)
+    try:
+        assert first.connect(client_id, clean=True).session_present is False
+        first.send(Subscribe(1, (Subscription(name, 1),)))
+        first.receive()
+        second = persistent(mqtt_broker.mqtt_port, client_id, version)
+        try:
+            assert second.session_present is False
+            assert second.subscribe(name, 1) == [1]
+        finally:
+            second.close()
+    finally:
+        first.close()
+    send(client_factory(mqtt_broker.service_url), name, [b"one", b"two"])
+    third = persistent(mqtt_broker.mqtt_port, client_id, version)
+    try:
+        assert third.session_present is True
+        eventually(lambda: third.received.payloads() == [b"one", b"two"], what="what it missed")
+    finally:
+        third.close()
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_filter_that_cannot_attach_at_resume_stays_in_the_session(mqtt_broker, client_factory, version):
+    """Its durable subscription busy (a Pulsar consumer holds it, Exclusive) when the session
+    resumes: the filter stays the session's and attaches once the subscription is free."""
+    import pulsar
+
+    name = unique("busy")
+    client_id = f"busy-{version}"
+    paho = persistent(mqtt_broker.mqtt_port, client_id, version)
+    try:
+        paho.subscribe(name, 1)
+    finally:
+        paho.close()
+    pulsar_client = client_factory(mqtt_broker.service_url)
+    holder = pulsar_client.subscribe(
+        pulsar_name(name), client_id, consumer_type=pulsar.ConsumerType.Exclusive
+    )
+    paho = persistent(mqtt_broker.mqtt_port, client_id, version)
+    try:
+        assert paho.session_present is True
+        holder.close()
+        send(pulsar_client, name, [b"after"])
+        eventually(
+            lambda: paho.received.payloads() == [b"after"], what="the message, once the filter attached"
+        )
+    finally:
+        paho.close()
+
+
+def test_a_connections_flow_permits_are_bounded_whatever_its_filters_match(mqtt_broker, client_factory):
+    """What a client's consumers may be sent ahead of its acknowledgements is bounded per
+    connection (1000 permits, one at least per consumer), not per topic its filters match; every
+    topic still gets its messages through."""
+    from magnetar.broker.mqtt.outbound import PERMITS
+
+    name = unique("many")
+    topics = [f"{name}/{i}" for i in range(20)]
+    pulsar_client = client_factory(mqtt_broker.service_url)
+    send(pulsar_client, topics[0], [b"made"])
+    for topic in topics[1:]:
+        send(pulsar_client, topic, [b"made"])
+    client_id = unique("wide").replace("/", "-")
+    paho = persistent(mqtt_broker.mqtt_port, client_id, MQTT_5)
+    try:
+        paho.subscribe(f"{name}/#", 1)
+
+        def permits() -> list[int]:
+            out = []
+            for topic in topics:
+                local = pulsar_name(topic).split("/", 5)[-1]
+                path = f"/admin/v2/persistent/public/default/{urllib.parse.quote(local, safe='')}/stats"
+                status, stats = admin_call(mqtt_broker, "GET", path)
+                assert status == 200, stats
+                consumers = stats["subscriptions"].get(client_id, {}).get("consumers", [])
+                assert consumers, f"no consumer on {topic} yet"
+                out.append(consumers[0]["availablePermits"])
+            return out
+
+        given = eventually(permits, what="a consumer on each topic")
+        assert sum(given) <= PERMITS + len(topics), given
+        for topic in topics:
+            send(pulsar_client, topic, [topic.encode()])
+        eventually(
+            lambda: sorted(paho.received.payloads()) == sorted(t.encode() for t in topics),
+            what="a message from every topic",
+        )
+    finally:
+        paho.close()

@@ -7,11 +7,22 @@ pulsar-client reads the will in its topic."""
 from __future__ import annotations
 
 import asyncio
+import socket
 import time
 
 import pytest
 
-from magnetar.protocol.mqtt import MQTT_3_1_1, MQTT_5, Disconnect, Properties, ReasonCode, Will
+from magnetar.protocol.mqtt import (
+    MQTT_3_1_1,
+    MQTT_5,
+    Disconnect,
+    Properties,
+    Publish,
+    ReasonCode,
+    Subscribe,
+    Subscription,
+    Will,
+)
 
 from ..waiting import eventually
 from .mqtt_support import PahoClient, RawClient
@@ -221,3 +232,113 @@ def test_gmqtt_will(mqtt_broker, version):
         eventually(lambda: watching.received.payloads() == [b"gmqtt gone"], what="gmqtt's will")
     finally:
         watching.close()
+
+
+def stalled(
+    broker,
+    client_id: str,
+    version: int,
+    flood_topic: str,
+    client_factory,
+    published: str | None = None,
+    **connect,
+) -> RawClient:
+    """A client subscribed to ``flood_topic`` that stopped reading (a half-open link), with more
+    output waiting for it than the sockets hold; it ``published`` to that topic first."""
+    raw = RawClient(broker.mqtt_port, version)
+    raw.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    raw.connect(client_id, **connect)
+    if published is not None:
+        raw.send(Publish(published, b"from the stalled one", 1, packet_id=1))
+        assert raw.receive().packet_id == 1
+    raw.send(Subscribe(1, (Subscription(flood_topic, 0),)))
+    raw.receive()
+    producer = client_factory(broker.service_url).create_producer(pulsar_name(flood_topic))
+    for _ in range(60):
+        producer.send_async(b"F" * 100_000, None)
+    producer.flush()
+    return raw
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_client_that_stopped_reading_is_let_go_and_its_will_sent(mqtt_broker, client_factory, version):
+    """Its keep alive passes while its output waits: the connection is closed and, the client
+    taking nothing, aborted; its will goes."""
+    topic = unique("status")
+    watching = watcher(mqtt_broker, topic, version)
+    raw = stalled(
+        mqtt_broker,
+        unique("stalled"),
+        version,
+        unique("flood"),
+        client_factory,
+        keep_alive=1,
+        will=Will(topic, b"stalled", 1),
+    )
+    try:
+        eventually(lambda: watching.received.payloads() == [b"stalled"], what="the stalled client's will")
+    finally:
+        raw.close()
+        watching.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_connection_taking_over_a_stalled_one_publishes_under_its_producer_name(
+    mqtt_broker, client_factory, version
+):
+    """The connection taken over leaves its topics at once, producers too: the one taking over
+    publishes under the same producer name (``mqtt-{client id}``) without waiting for it to end."""
+    topic = unique("data")
+    client_id = unique("twin")
+    reader = client_factory(mqtt_broker.service_url).subscribe(pulsar_name(topic), "reader")
+    raw = stalled(mqtt_broker, client_id, version, unique("flood"), client_factory, published=topic)
+    try:
+        second = PahoClient(mqtt_broker.mqtt_port, client_id, version)
+        try:
+            second.publish(topic, b"from the second", 1)
+        finally:
+            second.close()
+    finally:
+        raw.close()
+    assert [m.data() for m in drain(reader, 2)] == [b"from the stalled one", b"from the second"]
+
+
+@pytest.mark.parametrize("reason", [0x80, 0x83], ids=["unspecified-error", "implementation-specific"])
+def test_a_disconnect_with_an_error_publishes_the_will(mqtt_broker, reason):
+    """Only DISCONNECT 0x00 discards the will (MQTT-3.14.4-3): a client ending with an error
+    reason code leaves it to be published."""
+    from paho.mqtt.packettypes import PacketTypes
+    from paho.mqtt.reasoncodes import ReasonCode as PahoReasonCode
+
+    topic = unique("status")
+    watching = watcher(mqtt_broker, topic)
+    try:
+        paho = PahoClient(mqtt_broker.mqtt_port, unique("failing"), MQTT_5, will=(topic, b"failed", 1, False))
+        paho.client.disconnect(reasoncode=PahoReasonCode(PacketTypes.DISCONNECT, identifier=reason))
+        paho.client.loop_stop()
+        eventually(lambda: watching.received.payloads() == [b"failed"], what="the will")
+    finally:
+        watching.close()
+
+
+def test_a_will_is_admitted_as_a_publish_is(mqtt_broker, client_factory):
+    """The will's producer goes through the topic's admission, as a PUBLISH's does: a topic held
+    by an exclusive Pulsar producer refuses it (and it is not stored behind that producer's back)."""
+    import pulsar
+
+    topic = unique("held")
+    pulsar_client = client_factory(mqtt_broker.service_url)
+    reader = pulsar_client.subscribe(pulsar_name(topic), "reader")
+    holder = pulsar_client.create_producer(
+        pulsar_name(topic), access_mode=pulsar.ProducerAccessMode.Exclusive
+    )
+    client_id = unique("refused-will")
+    paho = PahoClient(mqtt_broker.mqtt_port, client_id, MQTT_5, will=(topic, b"will", 1, False))
+    paho.drop()
+    eventually(
+        lambda: f"MQTT client {client_id!r}: its will to" in mqtt_broker.log_text(), what="the will refused"
+    )
+    holder.send(b"marker")
+    assert [m.data() for m in drain(reader, 1)] == [b"marker"]

@@ -82,6 +82,10 @@ CONNECT_TIMEOUT_S = 10.0
 INFLIGHT_3_1_1 = 100
 #: At most this many to a 5.0 client whatever its Receive Maximum.
 MAX_INFLIGHT = 1000
+#: A closed connection whose output the client has not taken within this many seconds is
+#: aborted: a client that stopped reading (a half-open link) must not keep its session, its will
+#: and its producers for ever.
+CLOSE_DRAIN_S = 1.0
 
 
 #: The packets that carry a Reason String or User Properties only if the client asks for them.
@@ -97,6 +101,7 @@ class MqttConnection(asyncio.Protocol):
     when first needed: a broker holds many idle connections (docs/benchmarks.md, MQTT memory)."""
 
     __slots__ = (
+        "_answers",
         "_flush_scheduled",
         "_held",
         "_ids",
@@ -177,6 +182,9 @@ class MqttConnection(asyncio.Protocol):
         #: QoS 1 and 2 PUBLISHes received and not yet answered with PUBACK or PUBCOMP, as
         #: (qos, packet identifier): at most the Receive Maximum announced (5.0, 3.3.4).
         self.unanswered: set[tuple[int, int]] | None = None
+        #: The same PUBLISHes in the order they came, each with its PUBACK or PUBREC once known:
+        #: answers go in that order (4.6, MQTT-4.6.0-2/-3), whichever store finished first.
+        self._answers: dict[tuple[int, int], Packet | bytes | None] | None = None
         self.server_receive_maximum = 65535
         #: A packet waiting for something off the loop; those behind it wait too.
         self._waiting: asyncio.Future[Any] | None = None
@@ -306,16 +314,21 @@ class MqttConnection(asyncio.Protocol):
         if self._waiting is not None:
             self._waiting.cancel()
         subscriptions.drop_all(self)
+        self.release_producers()
+        if self.session is not None:
+            if self.will is not None:
+                will.connection_closed(self.server, self.session, self, self.will)
+            self.server.sessions.connection_ended(self.session, self)
+
+    def release_producers(self) -> None:
+        """Its producers leave their topics (at its end, or at once when it is taken over: the
+        connection taking over publishes under the same producer names)."""
         for producer in self.producers.values():
             producer.closed = True
             producer.topic.remove_producer(producer)
         self.producers.clear()
         self.producers_by_topic.clear()
         self.publish_targets.clear()
-        if self.session is not None:
-            if self.will is not None:
-                will.connection_closed(self.server, self.session, self, self.will)
-            self.server.sessions.connection_ended(self.session, self)
 
     def pause_writing(self) -> None:
         self.writable = False
@@ -430,12 +443,37 @@ class MqttConnection(asyncio.Protocol):
         unanswered = self.unanswered
         if unanswered is None:
             unanswered = self.unanswered = set()
+            self._answers = {}
         unanswered.add((qos, packet_id))
+        assert self._answers is not None
+        self._answers.setdefault((qos, packet_id), None)
         if self.version == MQTT_5 and len(unanswered) > self.server_receive_maximum:
             raise MqttError(
                 R.RECEIVE_MAXIMUM_EXCEEDED,
                 f"more than {self.server_receive_maximum} QoS 1 and 2 messages unacknowledged",
             )
+
+    def send_answer(self, qos: int, packet_id: int, answer: Packet | bytes) -> None:
+        """The PUBACK or PUBREC of a PUBLISH received: sent once those of the PUBLISHes before
+        it are."""
+        answers = self._answers
+        if answers is None or (qos, packet_id) not in answers:  # answered already (a copy sent again)
+            self._send_answer(answer)
+            return
+        answers[(qos, packet_id)] = answer
+        while answers:
+            first = next(iter(answers))
+            ready = answers[first]
+            if ready is None:
+                return
+            del answers[first]
+            self._send_answer(ready)
+
+    def _send_answer(self, answer: Packet | bytes) -> None:
+        if isinstance(answer, bytes):  # a PUBACK of success, encoded already (inbound.py)
+            self.send_bytes(answer)
+        else:
+            self.send(answer)
 
     def answered(self, qos: int, packet_id: int) -> None:
         """PUBACK (QoS 1) or PUBCOMP, or a refusing PUBREC (QoS 2), went to the client."""
@@ -457,9 +495,13 @@ class MqttConnection(asyncio.Protocol):
             self.transport.writelines(out)
 
     def close(self) -> None:
-        if self.transport is not None and not self.transport.is_closing():
+        """Close after what is written (a DISCONNECT ...) has gone; aborted if the client has not
+        taken it within ``CLOSE_DRAIN_S`` (``connection_lost`` then comes all the same)."""
+        transport = self.transport
+        if transport is not None and not transport.is_closing():
             self._flush()
-            self.transport.close()
+            transport.close()
+            asyncio.get_running_loop().call_later(CLOSE_DRAIN_S, _abort_unless_lost, self, transport)
         self.closed = True
 
     def close_with(self, reason: ReasonCode, message: str | None = None) -> None:
@@ -619,11 +661,20 @@ class MqttConnection(asyncio.Protocol):
                     R.PROTOCOL_ERROR, "a Session Expiry Interval set at DISCONNECT after 0 at CONNECT"
                 )
             session.expiry = expiry
-        if self.version != MQTT_5 or packet.reason_code != R.DISCONNECT_WITH_WILL_MESSAGE:
-            self.will = None  # discarded (3.14.4); 0x04 asks for it to be published
+        if self.version != MQTT_5 or packet.reason_code == R.SUCCESS:
+            # Discarded by a normal disconnection (3.14.4, MQTT-3.14.4-3); 0x04 asks for it to
+            # be published, and so does an error the client ends with (0x80 and above).
+            self.will = None
         self.disconnected = True
         self.close()
 
     def __repr__(self) -> str:
         client = self.session.client_id if self.session else "?"
         return f"MqttConnection({client!r}, {self.remote})"
+
+
+def _abort_unless_lost(cnx: MqttConnection, transport: asyncio.Transport) -> None:
+    """The client did not take a closed connection's output: the connection ends now."""
+    if cnx in cnx.server.connections:  # connection_lost has not come
+        log.info("%s: nothing taken %.0f s after the close, aborting", cnx.remote, CLOSE_DRAIN_S)
+        transport.abort()

@@ -4,7 +4,9 @@ The topic is the MQTT Topic Name mapped as Pulsar's MQTT handler maps it (``puls
 message is stored as a Pulsar producer's would be (``messages.pulsar_properties``), under the
 client's producer on that topic, with the other messages of the connection's pass to that topic
 in one batch entry (``publish_batches.py``), and acknowledged once it is on disk: PUBACK (QoS 1)
-and PUBREC (QoS 2) leave only from the store's durable callback, as a Pulsar SEND_RECEIPT does.
+and PUBREC (QoS 2) leave only from the store's durable callback, as a Pulsar SEND_RECEIPT does,
+and in the order the PUBLISHes came (4.6; ``MqttConnection.send_answer``: one stored sooner
+waits for those before).
 QoS 0 is stored the same way, with nothing to answer. A message over ``max_message_size``
 (metadata and payload, as Pulsar counts) is stored in chunks (``large_messages.py``), answered
 once all are durable.
@@ -86,7 +88,7 @@ def handle_publish(cnx: MqttConnection, packet: Publish) -> None:
         assert packet.packet_id is not None
         incoming = session.incoming.get(packet.packet_id)
         if incoming is not None and incoming.stored:
-            cnx.send(PubRec(packet.packet_id))  # sent again: it is stored already
+            cnx.send_answer(2, packet.packet_id, PubRec(packet.packet_id))  # sent again: stored already
             return
     else:
         target = cnx.publish_targets.get(name)
@@ -239,12 +241,10 @@ def _producer(cnx: MqttConnection, topic: PersistentTopic) -> Producer:
 def _store(
     cnx: MqttConnection, packet: Publish, topic: PersistentTopic, producer: Producer, sequence: int
 ) -> None:
-    """Store the message (and, with RETAIN, its topic's retained message) with the others of this
-    pass to its topic (``publish_batches.py``); answer PUBACK / PUBREC once it is durable."""
+    """Store the message with the others of this pass to its topic (``publish_batches.py``) and,
+    once it is stored, with RETAIN, its topic's retained message; answer PUBACK / PUBREC once
+    both are durable."""
     now = time.time()
-    retaining = None
-    if packet.retain:  # an empty payload deletes the topic's retained message (3.3.1.3)
-        retaining = cnx.server.retained.set(str(topic.name), retained_of(str(topic.name), packet, now))
     size = len(packet.payload)
     producer.traffic.messages_in += 1
     producer.traffic.bytes_in += size
@@ -252,17 +252,24 @@ def _store(
     topic.traffic.bytes_in += size
     cnx.store_started()
     properties = pulsar_properties(packet.properties, now, packet.retain, packet.qos)
-    stored = _stored(cnx, packet, retaining)
+    stored = _stored(cnx, packet, str(topic.name), now)
     pending = Pending(packet.payload, properties, sequence, int(now * 1000), stored, packet.qos == 2)
     cnx.publishes.add(topic, producer, pending)
 
 
 def _stored(
-    cnx: MqttConnection, packet: Publish, retaining: asyncio.Future[None] | None
+    cnx: MqttConnection, packet: Publish, topic: str, now: float
 ) -> Callable[[Position | None, Exception | None], None]:
+    retaining: asyncio.Future[None] | None = None
+
     def stored(position: Position | None, exc: Exception | None) -> None:
+        nonlocal retaining
+        if exc is None and packet.retain and retaining is None:
+            # Only a message stored replaces the retained one (a refused one leaves it as it was);
+            # an empty payload deletes it (3.3.1.3). Acknowledged once both are durable.
+            retaining = cnx.server.retained.set(topic, retained_of(topic, packet, now))
         if retaining is not None and not retaining.done():
-            retaining.add_done_callback(lambda _: stored(position, exc))  # acknowledged once both are durable
+            retaining.add_done_callback(lambda _: stored(position, exc))
             return
         cnx.store_done()
         if cnx.closed:
@@ -276,13 +283,13 @@ def _stored(
         if packet.qos == 1:
             assert packet.packet_id is not None
             cnx.answered(1, packet.packet_id)
-            cnx.send_bytes(_PUBACK + packet.packet_id.to_bytes(2, "big"))
+            cnx.send_answer(1, packet.packet_id, _PUBACK + packet.packet_id.to_bytes(2, "big"))
         elif packet.qos == 2:
             assert packet.packet_id is not None and cnx.session is not None
             incoming = cnx.session.incoming.get(packet.packet_id)
             if incoming is not None:
                 incoming.stored = True
-            cnx.send(PubRec(packet.packet_id))
+            cnx.send_answer(2, packet.packet_id, PubRec(packet.packet_id))
 
     return stored
 
@@ -316,7 +323,11 @@ def _refused(cnx: MqttConnection, packet: Publish, reason: ReasonCode, message: 
         ack = PubAck if packet.qos == 1 else PubRec
         code = reason if reason in (0x80, 0x83, 0x87, 0x90, 0x91, 0x97, 0x99) else R.UNSPECIFIED_ERROR
         cnx.answered(packet.qos, packet.packet_id)
-        cnx.send(ack(packet.packet_id, code, Properties(reason_string=message[:1000])))
+        cnx.send_answer(
+            packet.qos,
+            packet.packet_id,
+            ack(packet.packet_id, code, Properties(reason_string=message[:1000])),
+        )
         if packet.qos == 2 and cnx.session is not None:
             cnx.session.incoming.pop(packet.packet_id, None)
         return

@@ -8,9 +8,17 @@ lower (``Outgoing.qos``). An entry whose messages all went at QoS 0 is acknowled
 one with a QoS 1 or 2 message once the client has each of its messages (PUBACK; PUBREC, after which the
 message is the client's and is never sent again, 4.3.3), and only then does its consumer get the
 permits back: the messages not yet acknowledged by the client are what a client's flow holds,
-bounded by ``PERMITS``. No more than the client's Receive Maximum (5.0; 100 for 3.1.1) are in
-flight (PUBLISH sent, PUBACK or PUBCOMP not yet come) at once: the rest wait here, in order,
-for packet identifiers.
+bounded by ``PERMITS`` for the connection as a whole, however many topics its filters match
+(``grant``: each consumer gets a share, one at least, so none starves; permits that come back go
+first to the consumers that ran out, in turn). No more than the client's Receive Maximum (5.0;
+100 for 3.1.1) are in flight (PUBLISH sent, PUBACK or PUBCOMP not yet come) at once: the rest
+wait here, in order, for packet identifiers.
+
+Whether a message may go to this client at all is decided in one place, ``_admit``, before it is
+given a packet identifier or Topic Alias: a property MQTT cannot encode is left out; a message
+whose Topic Name cannot be one, or that is past the client's Maximum Packet Size (5.0,
+3.1.2.11.4), is discarded for this client as if delivered (its entry acknowledged, so a durable
+session moves past it), logged and counted; nothing ends the connection for it.
 
 Packet identifiers belong to the session: a message sent and not acknowledged keeps its
 identifier, and when the session resumes on a new connection (its durable subscription sends
@@ -40,6 +48,7 @@ from magnetar.protocol import wire
 from magnetar.protocol.message_id import to_u64
 from magnetar.protocol.mqtt import MQTT_5, Publish, PubRec, PubRel, ReasonCode, encode
 from magnetar.protocol.mqtt.codes import PacketType
+from magnetar.protocol.mqtt.sendable import MAX_U32, sendable
 from magnetar.storage.position import Position
 
 if TYPE_CHECKING:
@@ -48,8 +57,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: Messages a consumer may hold unacknowledged by the client (its flow permits).
+#: Messages a connection's consumers may hold unacknowledged by the client, all together (their
+#: flow permits; at least one per consumer).
 PERMITS = 1000
+#: At most this many given a consumer at once: one running out gets more while the connection
+#: is under ``PERMITS``, so a single busy topic still gets them all, and many share them.
+GRANT = 100
 
 
 @dataclass(frozen=True, slots=True, eq=False, weakref_slot=True)
@@ -94,7 +107,7 @@ def delivery(
 class MqttConsumer(Consumer):
     """A consumer whose entries become MQTT PUBLISH packets of its connection."""
 
-    __slots__ = ("delivery", "group")
+    __slots__ = ("delivery", "granted", "group", "starving")
     takes_frames = False
     joins_at_tail = True
 
@@ -111,6 +124,10 @@ class MqttConsumer(Consumer):
         self.delivery = delivery
         #: The share name of a shared subscription (``$share/{group}/...``); None otherwise.
         self.group = group
+        #: Permits given it and not yet come back (``Outbound.grant``).
+        self.granted = 0
+        #: It ran out of permits and waits in ``Outbound.hungry`` for more.
+        self.starving = False
 
     @property
     def connection_lost(self) -> bool:
@@ -152,6 +169,8 @@ class MqttConsumer(Consumer):
         traffic = self.traffic
         traffic.messages_out += messages
         traffic.bytes_out += size
+        if self.permits <= 0:
+            cnx.outbound.starved(self)
         return messages, size
 
 
@@ -193,7 +212,7 @@ class Outbound:
     queue of messages waiting for packet identifiers, Topic Aliases, chunked messages) is made
     when first needed: a broker holds many idle connections."""
 
-    __slots__ = ("_aliases", "_chunks", "_next_id", "cnx", "in_flight", "waiting")
+    __slots__ = ("_aliases", "_chunks", "_next_id", "cnx", "given", "hungry", "in_flight", "waiting")
 
     def __init__(self, cnx: MqttConnection) -> None:
         self.cnx = cnx
@@ -205,6 +224,66 @@ class Outbound:
         self._aliases: dict[str, int] | None = None
         #: Chunked messages being put together (chunks.py).
         self._chunks: ChunkedMessages | None = None
+        #: Flow permits given to this connection's consumers and not come back (about ``PERMITS``).
+        self.given = 0
+        #: Consumers out of permits, in the order they ran out: the next ones to get some (None:
+        #: none has yet).
+        self.hungry: deque[MqttConsumer] | None = None
+
+    # -- flow permits: bounded per connection ------------------------------------------------------
+    def _share(self) -> int:
+        """What one consumer is given: an equal part of ``PERMITS`` (``GRANT`` at most), no more
+        than is left, one at least (so that every consumer moves: the bound is then ``PERMITS``
+        or one per consumer)."""
+        return max(1, min(PERMITS - self.given, PERMITS // max(1, len(self.cnx.consumers)), GRANT))
+
+    def _give(self, consumer: MqttConsumer, permits: int) -> None:
+        consumer.granted += permits
+        self.given += permits
+        consumer.subscription.flow(consumer, permits)
+
+    def grant(self, consumer: MqttConsumer) -> None:
+        """A new consumer of this connection: its first permits."""
+        self._give(consumer, self._share())
+
+    def starved(self, consumer: MqttConsumer) -> None:
+        """``consumer`` used its permits: it waits for more, in turn."""
+        if not consumer.starving:
+            consumer.starving = True
+            self._hungry().append(consumer)
+        self._refill(at_least_one=False)
+
+    def returned(self, consumer: MqttConsumer, permits: int) -> None:
+        """An entry of ``consumer`` was acknowledged: its permits come back to the connection."""
+        consumer.granted -= permits
+        self.given -= permits
+        if consumer.permits <= 0 and not consumer.starving:
+            consumer.starving = True
+            self._hungry().append(consumer)
+        self._refill(at_least_one=True)
+
+    def _hungry(self) -> deque[MqttConsumer]:
+        if self.hungry is None:
+            self.hungry = deque()
+        return self.hungry
+
+    def _refill(self, at_least_one: bool) -> None:
+        """Permits to the consumers that ran out, in turn, while the connection is under
+        ``PERMITS``; after permits came back, to one of them at least (so none waits for ever)."""
+        hungry = self.hungry
+        if hungry is None:
+            return
+        while hungry and (at_least_one or self.given < PERMITS):
+            consumer = hungry.popleft()
+            consumer.starving = False
+            if (
+                consumer.closed
+                or consumer.permits > 0
+                or self.cnx.consumers.get(consumer.consumer_id) is not consumer
+            ):
+                continue  # gone (or forgotten), or given some meanwhile
+            at_least_one = False
+            self._give(consumer, self._share())
 
     @property
     def aliases(self) -> dict[str, int]:
@@ -240,6 +319,44 @@ class Outbound:
                 alias = aliases[packet.topic] = len(aliases) + 1
                 packet = dataclasses.replace(packet, properties=packet.properties.replace(topic_alias=alias))
         cnx.send(packet)
+
+    def _shaped(self, packet: Publish) -> Publish:
+        """``packet`` as ``_send`` would send it now (or larger, never smaller: a Topic Alias it
+        would set is counted with the Topic Name, which later ones leave out)."""
+        cnx = self.cnx
+        if cnx.client_alias_maximum and packet.topic:
+            alias = self.aliases.get(packet.topic)
+            if alias is not None:
+                return dataclasses.replace(
+                    packet, topic="", properties=packet.properties.replace(topic_alias=alias)
+                )
+            if len(self.aliases) < cnx.client_alias_maximum:
+                return dataclasses.replace(packet, properties=packet.properties.replace(topic_alias=0xFFFF))
+        return packet
+
+    def _admit(self, packet: Publish) -> Publish | None:
+        """Whether, and as what, ``packet`` may go to this client: the one check, made before a
+        packet identifier or Topic Alias is taken for it (see the module's docstring). None: it
+        never goes to this client."""
+        cnx = self.cnx
+        fitted, problems = sendable(packet)
+        if fitted is not None and cnx.client_max_packet:
+            size = _size(self._shaped(fitted), cnx.version)
+            if size > cnx.client_max_packet:
+                problems.append(
+                    f"{size} bytes, past the client's Maximum Packet Size {cnx.client_max_packet}"
+                )
+                fitted = None
+        if problems:
+            cnx.server.unsendable += 1
+            log.info(
+                "%s: a message to %r %s: %s",
+                cnx.remote,
+                packet.topic[:200],
+                "left out of its properties what MQTT cannot carry" if fitted else "is not sent",
+                "; ".join(problems),
+            )
+        return fitted
 
     def resume(self) -> None:
         """The session resumed on this connection: its PUBRELs not answered go again (4.4)."""
@@ -301,10 +418,10 @@ class Outbound:
                     now = now or time.time()
                     if message.expires_at <= now:
                         continue  # expired before it could go: deleted for this subscriber (3.3.2.3.3)
-                    expires_in = max(math.ceil(message.expires_at - now), 1)  # what is left of it
-                packet = publishes.packet(version, how, message, expires_in)
-                if max_packet and _size(packet, version) > max_packet:
-                    continue  # 5.0: never sent past the client's Maximum Packet Size (3.1.2.11.4)
+                    expires_in = min(max(math.ceil(message.expires_at - now), 1), MAX_U32)  # what is left
+                packet = self._admit(publishes.packet(version, how, message, expires_in))
+                if packet is None:
+                    continue  # discarded for this client as if delivered (see ``_admit``)
                 if qos == 0 and not self.waiting:
                     self._send(packet)
                     continue
@@ -336,6 +453,10 @@ class Outbound:
 
     def send_alone(self, packet: Publish) -> None:
         """A message of no entry (a retained one, at SUBSCRIBE): sent at its own QoS."""
+        admitted = self._admit(packet)
+        if admitted is None:
+            return
+        packet = admitted
         if packet.qos == 0:
             self._send(packet)
             return
@@ -361,7 +482,8 @@ class Outbound:
                     continue
                 if cnx.version == MQTT_5 and packet is not None:
                     packet = dataclasses.replace(
-                        packet, properties=packet.properties.replace(message_expiry_interval=left)
+                        packet,
+                        properties=packet.properties.replace(message_expiry_interval=min(left, MAX_U32)),
                     )
             if waiting.qos == 0:  # it waited only for those before it to go
                 assert packet is not None
@@ -454,7 +576,11 @@ class Outbound:
 
     def forget(self, consumer: MqttConsumer) -> None:
         """``consumer`` is gone: what it had in flight is no longer its to acknowledge (the
-        packet identifiers stay taken until the client answers)."""
+        packet identifiers stay taken until the client answers), and its permits are the other
+        consumers' again."""
+        self.given -= consumer.granted
+        consumer.granted = 0
+        self._refill(at_least_one=False)
         for flight in self.in_flight.values():
             if flight.entry is not None and flight.entry.consumer is consumer:
                 flight.entry = None
@@ -469,11 +595,11 @@ def _size(packet: Publish, version: int) -> int:
 
 
 def done(consumer: MqttConsumer, position: Position, messages: int) -> None:
-    """Acknowledge the entry on the subscription and give its permits back."""
+    """Acknowledge the entry on the subscription and give its permits back to the connection."""
     if consumer.closed:
         return
     acknowledge(consumer, position)
-    consumer.subscription.flow(consumer, messages)
+    consumer.cnx.outbound.returned(consumer, messages)  # type: ignore[attr-defined]  # an MqttConnection
 
 
 def acknowledge(consumer: MqttConsumer, position: Position) -> None:

@@ -11,7 +11,8 @@ identifier (and DUP) goes between them when it is sent (``Outbound``), nothing i
 
 A message with a Message Expiry Interval is encoded for each subscriber as it goes (what is
 left of its interval changes by the second), as is everything to a client that takes Topic
-Aliases (the alias is the connection's own).
+Aliases (the alias is the connection's own) and a message holding what MQTT cannot carry
+(``Outbound._admit`` decides what becomes of it).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from magnetar.broker.mqtt.messages import Outgoing, from_entry
 from magnetar.protocol.chunks import chunk_ref
 from magnetar.protocol.mqtt import MQTT_5, Publish, encode
 from magnetar.protocol.mqtt.properties import NONE
+from magnetar.protocol.mqtt.sendable import sendable
 
 if TYPE_CHECKING:
     from magnetar.broker.mqtt.outbound import Delivery
@@ -81,6 +83,8 @@ def _encode(version: int, delivery: Delivery, message: Outgoing) -> Encoded:
     if message.expires_at is not None:
         return None
     publish = packet(version, delivery, message)
+    if sendable(publish)[1]:
+        return None  # something MQTT cannot carry: per subscriber, through ``Outbound._admit``
     if not publish.qos:
         return encode(publish, version)
     data = encode(dataclasses.replace(publish, packet_id=0), version)

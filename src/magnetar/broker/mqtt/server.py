@@ -51,6 +51,9 @@ class MqttServer:
         self.qos2 = Qos2Store(metadata)
         #: Threads writing the session records (one write at a time each: records.py).
         self._records = ThreadPoolExecutor(2, thread_name_prefix="magnetar-mqtt-records")
+        #: Messages that went to some client without a property MQTT cannot carry, or not at all
+        #: (a Topic Name MQTT cannot carry, past the client's Maximum Packet Size): ``outbound.py``.
+        self.unsendable = 0
         self.sessions = Sessions(self, RecordWriter(metadata, self._records, "MQTT session"))
         self.retained = RetainedStore(
             metadata, RecordWriter(metadata, self._records, "MQTT retained message")

@@ -77,7 +77,8 @@ class Sessions:
         """The session ``cnx`` serves, whether it was present, and what must finish before its
         CONNACK (an old session ended, the QoS 2 records read, the new record written). A
         connection still serving the client id is taken over: closed (5.0: Session taken over),
-        its consumers gone at once."""
+        its consumers and producers gone at once. Only a durable session is resumed: one that ends with its
+        connection is never present to the next."""
         session = self.by_client.get(client_id)
         if session is not None and session.connection is not None:
             old: MqttConnection = session.connection  # type: ignore[assignment]  # only connections are set
@@ -88,8 +89,14 @@ class Sessions:
                 cnx.remote,
             )
             subscriptions.drop_all(old)
+            old.release_producers()
             old.close_with(ReasonCode.SESSION_TAKEN_OVER)
             session.connection = None
+        if session is not None and not session.durable:
+            # A session that ends with its connection (3.1.1 Clean Session 1, 5.0 expiry 0)
+            # ended with the one just taken over (4.1, 3.1.2.4): nothing is resumed, whatever
+            # this CONNECT asks; a session it wants kept starts afresh (durable if asked).
+            clean = True
         if session is not None and session.expiry_timer is not None:
             session.expiry_timer.cancel()
             session.expiry_timer = None

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from magnetar.broker.consumer import Consumer
 from magnetar.broker.mqtt import access
-from magnetar.broker.mqtt.outbound import PERMITS, Delivery, MqttConsumer, delivery
+from magnetar.broker.mqtt.outbound import Delivery, MqttConsumer, delivery
 from magnetar.broker.mqtt.session import FilterOptions, MqttSession
 from magnetar.broker.topic import PersistentTopic
 from magnetar.protocol import wire
@@ -181,16 +181,41 @@ def refresh(cnx: MqttConnection) -> None:
             consumer.delivery = _delivery(topic, options)
 
 
+#: A filter of a resumed session that could not be attached (its subscription busy, a topic not
+#: loading) is tried again after this many seconds, doubling up to ``RETRY_MAX_S``.
+RETRY_FIRST_S = 0.5
+RETRY_MAX_S = 30.0
+
+
 def resume(cnx: MqttConnection) -> None:
     """A session taken up again: consumers for its filters once more, before the packets after
-    its CONNECT are handled."""
+    its CONNECT are handled. A filter that fails to attach stays the session's (Session Present
+    told the client it has it) and is tried again while the connection lasts."""
     session = cnx.session
     if session is not None and session.filters:
-        cnx.wait_for(asyncio.ensure_future(attach_filters(cnx, list(session.filters))), lambda done: None)
+        attaching = asyncio.ensure_future(attach_filters(cnx, list(session.filters), forget=False))
+        cnx.wait_for(attaching, lambda done: _retry_later(cnx, done, RETRY_FIRST_S))
 
 
-async def attach_filters(cnx: MqttConnection, filters: list[str]) -> set[str]:
-    """Consumers on the topics ``filters`` match now; the filters that failed (then forgotten)."""
+def _retry_later(cnx: MqttConnection, done: asyncio.Future[set[str]], delay: float) -> None:
+    failed = set() if done.cancelled() or done.exception() is not None else done.result()
+    if failed and not cnx.closed:
+        asyncio.get_running_loop().call_later(delay, _retry, cnx, failed, delay)
+
+
+def _retry(cnx: MqttConnection, filters: set[str], delay: float) -> None:
+    session = cnx.session
+    if cnx.closed or session is None:
+        return
+    kept = [topic_filter for topic_filter in sorted(filters) if topic_filter in session.filters]
+    if kept:
+        attaching = asyncio.ensure_future(attach_filters(cnx, kept, forget=False))
+        attaching.add_done_callback(lambda done: _retry_later(cnx, done, min(delay * 2, RETRY_MAX_S)))
+
+
+async def attach_filters(cnx: MqttConnection, filters: list[str], forget: bool = True) -> set[str]:
+    """Consumers on the topics ``filters`` match now; the filters that failed (forgotten by the
+    session when ``forget``: a SUBSCRIBE refused them)."""
     session = cnx.session
     assert session is not None
     failed = set()
@@ -201,7 +226,8 @@ async def attach_filters(cnx: MqttConnection, filters: list[str]) -> set[str]:
         except Exception as exc:
             log.warning("%s: cannot subscribe to %r: %s", cnx.remote, topic_filter, exc)
             failed.add(topic_filter)
-            session.filters.pop(topic_filter, None)
+            if forget:
+                session.filters.pop(topic_filter, None)
     return failed
 
 
@@ -250,7 +276,9 @@ def options_by_group(
         else:
             found[group] = Options(
                 max(options.qos, before.qos),
-                options.no_local or before.no_local,
+                # The client's own messages are left out only if every filter matching says
+                # so: one without No Local still wants them (3.8.3.1).
+                options.no_local and before.no_local,
                 before.prefixed,
                 options.retain_as_published or before.retain_as_published,
                 before.subscription_ids + tuple(i for i in ids if i not in before.subscription_ids),
@@ -412,7 +440,7 @@ def _consumer(
         elif group is not None and held not in session.groups:
             session.groups.add((key, group))
             cnx.server.sessions.store.update(session)
-    consumer.subscription.flow(consumer, PERMITS)
+    cnx.outbound.grant(consumer)
 
 
 def forget_consumer(cnx: MqttConnection, consumer: Consumer) -> None:

@@ -8,9 +8,10 @@ Delay Interval holds it back: it goes when the delay has passed or its session e
 comes first, and not at all if the client resumes the session before (3.1.3.2.2). It is stored
 as the client's PUBLISH would be: in the topic its Will Topic maps to, under the client's
 producer name and deduplication's numbering, with its Will Properties; with Will Retain it is
-also the topic's retained message. With authorization on, a will goes only where the client's
-role may produce (access.py), as its PUBLISH would. Pending wills are held in memory: a broker
-that stops loses them.
+also the topic's retained message, once it is stored. Its producer is admitted as a PUBLISH's
+is (``topic.add_producer``: access mode, backlog quota ...). With authorization on, a will
+goes only where the client's role may produce (access.py), as its PUBLISH would. Pending wills
+are held in memory: a broker that stops loses them.
 """
 
 from __future__ import annotations
@@ -18,9 +19,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
-from magnetar.broker.mqtt import access
+from magnetar.broker.errors import REQUEST_ERRORS
+from magnetar.broker.mqtt import access, large_messages
 from magnetar.broker.mqtt.messages import to_pulsar
 from magnetar.broker.mqtt.retained import Retained, kept_properties
 from magnetar.broker.producer import Producer
@@ -103,8 +105,49 @@ async def _publish(server: MqttServer, session: MqttSession, will: Will, cnx: Mq
             "MQTT client %r: its will goes to persistent topics only, not %s", session.client_id, name
         )
         return
-    producer = Producer(cnx, topic, 0, session.producer_name, user_provided_name=True)
+    producer = _producer(session, cnx, topic)
+    if producer is None:
+        return
+    try:
+        await _store(server, session, will, topic, producer)
+    finally:
+        if producer.cnx is cnx:  # the will's own: it leaves the topic with it
+            producer.closed = True
+            topic.remove_producer(producer)
+
+
+def _producer(session: MqttSession, cnx: MqttConnection, topic: PersistentTopic) -> Producer | None:
+    """The producer the will is stored under, admitted as a PUBLISH's would be (access mode,
+    backlog quota, a terminated topic, storage refusing writes): the one of the connection now
+    serving the session where it has one on the topic (same name, same numbering), else one of
+    the will's own; None (logged) when the topic refuses it."""
+    current = cast("MqttConnection | None", session.connection)  # only connections are set
+    if current is not None and current is not cnx:
+        mine = current.producers_by_topic.get(str(topic.name))
+        if mine is not None and not mine.closed:
+            return mine
+    producer = Producer(cnx, topic, cnx.next_id(), session.producer_name, user_provided_name=True)
     producer.deduplicated = True
+    try:
+        admitted = topic.add_producer(producer)
+    except REQUEST_ERRORS as exc:
+        log.warning("MQTT client %r: its will to %s is refused: %s", session.client_id, topic.name, exc)
+        return None
+    if not admitted:  # waiting for exclusive access: a PUBLISH would be refused too
+        topic.remove_producer(producer)
+        log.warning(
+            "MQTT client %r: its will to %s is refused: exclusive access", session.client_id, topic.name
+        )
+        return None
+    return producer
+
+
+async def _store(
+    server: MqttServer, session: MqttSession, will: Will, topic: PersistentTopic, producer: Producer
+) -> None:
+    """Store the will (in chunks past max_message_size, as a PUBLISH), then, with Will Retain,
+    make it the topic's retained message."""
+    name = topic.name
     highest = topic.deduplication.highest_sequence_id(producer.name)
     sequence = session.next_sequence(str(name), highest)
     now = time.time()
@@ -121,10 +164,15 @@ async def _publish(server: MqttServer, session: MqttSession, will: Will, cnx: Mq
         else:
             stored.set_result(None)
 
-    send = wire.CommandSend(producer_id=0, sequence_id=sequence, num_messages=1)
+    send = wire.CommandSend(producer_id=producer.producer_id, sequence_id=sequence, num_messages=1)
     topic.traffic.messages_in += 1
     topic.traffic.bytes_in += len(data)
-    topic.publish(producer, send, memoryview(data), done, metadata)
+    max_size = server.service.config.max_message_size
+    if metadata.ByteSize() + len(will.payload) > max_size:
+        large_messages.store_chunked(topic, producer, metadata, will.payload, max_size, done)
+    else:
+        topic.publish(producer, send, memoryview(data), done, metadata)
+    await stored  # only a will stored replaces the retained message
     if will.retain:
         expiry = will.properties.message_expiry_interval
         retained = (
@@ -139,5 +187,4 @@ async def _publish(server: MqttServer, session: MqttSession, will: Will, cnx: Mq
             else None
         )
         await server.retained.set(str(name), retained)
-    await stored
     log.info("MQTT client %r: its will was published to %s", session.client_id, name)
