@@ -19,7 +19,7 @@ import threading
 import time
 import urllib.parse
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any, Protocol, TypeVar
@@ -63,7 +63,7 @@ from magnetar.broker.startup import BrokerSetup
 from magnetar.broker.topic import PersistentTopic
 from magnetar.broker.topic_catalog import TopicCatalog, Topics
 from magnetar.broker.topic_loader import TopicLoader
-from magnetar.broker.worker_credentials import WorkerSecret
+from magnetar.broker.worker_credentials import Relayed, WorkerSecret
 from magnetar.broker.worker_role import WorkerRole
 from magnetar.offload.offloader import LedgerOffloader
 from magnetar.protocol.frames import SHARED_READ_SIZE
@@ -176,6 +176,13 @@ class BrokerService:
         #: A worker's secret shared with the other workers, which it seals an HTTP client's
         #: credentials with at their Pulsar ports (and takes them sealed); None alone.
         self.worker_secret: WorkerSecret | None = None
+        #: Opens a Pulsar session to another worker with a client's credentials (set by the layer
+        #: above: the WebSocket layer's ``LocalSession.to_owner``), for MQTT on topics another
+        #: worker owns (``broker/mqtt/remote.py``); None alone.
+        self.owner_sessions: Callable[[BrokerInfo, Relayed], Awaitable[Any]] | None = None
+        #: Called with each change another broker published that the service itself does not
+        #: apply (``mqtt-topic/...``: broker/mqtt/server.py).
+        self.change_listeners: list[Callable[[str], None]] = []
         if self.worker is not None:
             self.worker_secret = worker_credentials.install(self.authentication, config.data_dir)
         #: Credentials accepted and refused (CONNECT, AUTH_RESPONSE, expiry), by auth method (/metrics).
@@ -457,7 +464,11 @@ class BrokerService:
             service = self.namespace_service
             work.append((OWNERSHIP_RENEW_SECONDS, service.keep_alive))
             poll = partial(
-                service.poll_changes, self.policies_changed, self.schemas.forget, self.bundles_moved
+                service.poll_changes,
+                self.policies_changed,
+                self.schemas.forget,
+                self.bundles_moved,
+                self.other_change,
             )
             work.append((POLICY_POLL_SECONDS, poll))
         return work
@@ -707,6 +718,10 @@ class BrokerService:
         topics nobody asks for (geo-replication's) looks again."""
         for listener in list(self.ownership_listeners):
             listener()
+
+    def other_change(self, path: str) -> None:
+        for listener in list(self.change_listeners):
+            listener(path)
 
     def replication_changed(self) -> None:
         for listener in list(self.replication_listeners):

@@ -28,8 +28,10 @@ from magnetar.broker.auth_session import AuthSession
 from magnetar.broker.mqtt import access, floods, inbound, outbound, subscriptions, will
 from magnetar.broker.mqtt.inbound import TOPIC_ALIAS_MAXIMUM
 from magnetar.broker.mqtt.packet_room import PacketRoom
+from magnetar.broker.mqtt.remote import Links
 from magnetar.broker.mqtt.session import NEVER, MqttSession
 from magnetar.broker.names import MAX_NAME_LENGTH
+from magnetar.broker.worker_credentials import Relayed
 from magnetar.protocol import wire
 from magnetar.protocol.mqtt import (
     MQTT_3_1_1,
@@ -152,6 +154,16 @@ class MqttConnection(asyncio.Protocol):
         self.disconnected = False
         #: The CONNECT's Last Will, until a DISCONNECT discards it (``will.py``).
         self.will: Will | None = None
+        #: The client's credentials as a session to another worker presents them (``access.py``).
+        self.relayed = Relayed("none")
+        self._links: Links | None = None
+
+    @property
+    def links(self) -> Links:
+        """Its sessions to the workers that own topics it uses (``remote.py``), made when first needed."""
+        if self._links is None:
+            self._links = Links(self)
+        return self._links
 
     # -- TransportCnx, as this connection's consumers and producers see it --------------------
     @property
@@ -240,6 +252,8 @@ class MqttConnection(asyncio.Protocol):
         if self._waiting is not None:
             self._waiting.cancel()
         subscriptions.drop_all(self)
+        if self._links is not None:
+            self._links.close()
         for producer in self.producers.values():
             producer.closed = True
             producer.topic.remove_producer(producer)

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from magnetar.broker.errors import REQUEST_ERRORS, BrokerError
-from magnetar.broker.mqtt import access, large_messages
+from magnetar.broker.mqtt import access, large_messages, remote
 from magnetar.broker.mqtt.messages import to_pulsar
 from magnetar.broker.mqtt.qos2_store import Received
 from magnetar.broker.mqtt.retained import Retained, kept_properties
@@ -91,6 +91,12 @@ def handle_publish(cnx: MqttConnection, packet: Publish) -> None:
     if unauthorized is not None:  # before anything is made for it (the topic included)
         _refused(cnx, packet, R.NOT_AUTHORIZED, unauthorized)
         return
+    owner = remote.owner_elsewhere(cnx.service, topic_name)
+    if owner is not None:  # another worker owns it: through a session to it, the packets behind wait
+        cnx.wait_for(
+            cnx.links.producer(topic_name, owner), lambda done: _publish_remote(cnx, packet, topic_name, done)
+        )
+        return
     opening = cnx.service.preparing(topic_name)
     if opening is not None:  # opened off the loop first; the packets behind wait
         cnx.wait_for(opening, lambda done: _publish_to(cnx, packet, topic_name, done))
@@ -148,17 +154,52 @@ def _publish_to(
         log.exception("%s: cannot publish to %s", cnx.remote, name)
         _refused(cnx, packet, R.UNSPECIFIED_ERROR, str(exc))
         return
+    _sequenced(
+        cnx,
+        packet,
+        name,
+        _highest(topic, producer),
+        lambda sequence: _store(cnx, packet, topic, producer, sequence),
+    )
+
+
+def _publish_remote(
+    cnx: MqttConnection, packet: Publish, name: TopicName, made: asyncio.Future[remote.RemoteProducer]
+) -> None:
+    """A PUBLISH to a topic another worker owns, once the connection's producer there is made."""
+    if made.cancelled() or (failure := made.exception()) is not None:
+        reason = "cancelled" if made.cancelled() else str(failure)
+        code = R.UNSPECIFIED_ERROR if made.cancelled() else _reason_of(failure)  # type: ignore[arg-type]
+        _refused(cnx, packet, code, f"the topic's owner cannot be reached: {reason}")
+        return
+    producer = made.result()
+    _sequenced(
+        cnx,
+        packet,
+        name,
+        producer.last_sequence_id,
+        lambda sequence: _store_remote(cnx, packet, name, producer, sequence),
+    )
+
+
+def _sequenced(
+    cnx: MqttConnection, packet: Publish, name: TopicName, highest: int, store: Callable[[int], None]
+) -> None:
+    """Number the message (``highest``: the highest sequence id the topic holds from the client)
+    and ``store`` it; for QoS 2, once its record is committed."""
+    session = cnx.session
+    assert session is not None
     if packet.qos != 2:
-        _store(cnx, packet, topic, producer, session.next_sequence(str(name), _highest(topic, producer)))
+        store(session.next_sequence(str(name), highest))
         return
     assert packet.packet_id is not None
     packet_id = packet.packet_id
     incoming = session.incoming.get(packet_id)
     if incoming is not None and (packet.dup or incoming.received.topic == str(name)):
         # Sent again while the first copy is being stored, or after a restart (its record).
-        _store(cnx, packet, topic, producer, incoming.received.sequence_id)
+        store(incoming.received.sequence_id)
         return
-    received = Received(str(name), session.next_sequence(str(name), _highest(topic, producer)))
+    received = Received(str(name), session.next_sequence(str(name), highest))
     session.incoming[packet_id] = Incoming(received)
     recording = cnx.server.qos2.put(session.client_id, packet_id, received)
 
@@ -168,7 +209,7 @@ def _publish_to(
             session.incoming.pop(packet_id, None)
             _refused(cnx, packet, R.UNSPECIFIED_ERROR, "the message could not be recorded")
             return
-        _store(cnx, packet, topic, producer, received.sequence_id)
+        store(received.sequence_id)
 
     cnx.wait_for(recording, recorded)
 
@@ -223,6 +264,30 @@ def _store(
     except Exception as exc:
         if not isinstance(exc, REQUEST_ERRORS):
             log.exception("%s: storing a message failed", topic.name)
+        stored(None, exc)
+
+
+def _store_remote(
+    cnx: MqttConnection, packet: Publish, name: TopicName, producer: remote.RemoteProducer, sequence: int
+) -> None:
+    """``_store`` on a topic another worker owns: SEND to its owner, answered by its receipt."""
+    now = time.time()
+    metadata, data = to_pulsar(
+        packet.payload, packet.properties, producer.name, sequence, int(now * 1000), packet.retain
+    )
+    retaining = None
+    if packet.retain:
+        retaining = cnx.server.retained.set(str(name), retained_of(str(name), packet, now))
+    cnx.store_started()
+    stored = _stored(cnx, packet, retaining)
+    try:
+        max_size = cnx.config.max_message_size
+        if metadata.ByteSize() + len(packet.payload) > max_size:
+            producer.send_chunked(metadata, packet.payload, max_size, stored)
+            return
+        producer.send(sequence, data, stored)
+    except Exception as exc:
+        log.exception("%s: sending a message to its owner failed", name)
         stored(None, exc)
 
 

@@ -12,6 +12,7 @@ the broker's Pulsar keepalive interval.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -30,6 +31,7 @@ from magnetar.broker.mqtt.sessions import Sessions
 from magnetar.broker.refusal import PULSAR_OUT_OF_DESCRIPTORS
 from magnetar.broker.tls import HANDSHAKE_TIMEOUT_S
 from magnetar.protocol.mqtt import ReasonCode
+from magnetar.protocol.topic_name import InvalidTopicName, TopicName
 
 if TYPE_CHECKING:
     from magnetar.broker.service import BrokerService
@@ -77,6 +79,8 @@ class MqttServer:
         self.sessions.restore(stored, time.time())
         for key in await loop.run_in_executor(self._records, self.retained.load):
             log.error("the MQTT retained message record %s does not read: left as it is", key)
+        # A worker listens on the port its supervisor reserved (SO_REUSEPORT), as on the Pulsar port.
+        shared = self.service.worker is not None
         if config.mqtt_port is not None:
             self._listener = await listen(
                 config.host,
@@ -85,6 +89,7 @@ class MqttServer:
                 PULSAR_OUT_OF_DESCRIPTORS,
                 "the MQTT port",
                 "MQTT port (--mqtt-port)",
+                reuse_port=shared,
             )
         if config.mqtts_port is not None:
             self._tls_listener = await listen(
@@ -96,9 +101,11 @@ class MqttServer:
                 "MQTT TLS port (--mqtts-port)",
                 tls=self.service.ssl_context,
                 handshake_timeout=HANDSHAKE_TIMEOUT_S,
+                reuse_port=shared,
             )
         self._task = asyncio.create_task(housekeeping.every(self.keepalive.turn_seconds, self._turn))
         self.service.topic_listeners.append(self.topic_loaded)
+        self.service.change_listeners.append(self.changed_elsewhere)
         self.service.protocol_servers.append(self)
 
     def _turn(self) -> None:
@@ -144,6 +151,63 @@ class MqttServer:
                 except Exception:
                     log.exception("%s: cannot subscribe to the new topic %s", cnx.remote, topic.name)
         self.sessions.topic_loaded(topic, initial)
+
+    def changed_elsewhere(self, path: str) -> None:
+        """Another worker loaded a topic (``announce_topics``): the clients whose filters match it
+        get a consumer there through its owner, as for a topic loaded here."""
+        if not path.startswith(TOPIC_LOADED):
+            return
+        initial, _, full = path.removeprefix(TOPIC_LOADED).partition("/")
+        try:
+            name = TopicName.parse(full)
+        except InvalidTopicName:
+            return
+        if self.service.serves(name):
+            return  # loaded here meanwhile: topic_loaded did it
+        for cnx in list(self.connections):
+            session = cnx.session
+            if session is None or not session.filters or cnx.closed:
+                continue
+            if not subscriptions.options_by_group(session, name, subscriptions.default_namespace(cnx)):
+                continue
+            task = asyncio.ensure_future(subscriptions.attach_topic(cnx, name, initial))
+            task.add_done_callback(functools.partial(_logged, cnx, name))
+
+
+#: The change another worker publishes when it loads a topic: ``mqtt-topic/{initial}/{topic}``.
+TOPIC_LOADED = "mqtt-topic/"
+
+
+def _logged(cnx: MqttConnection, name: TopicName, done: asyncio.Future[None]) -> None:
+    if not done.cancelled() and (exc := done.exception()) is not None:
+        log.warning("%s: cannot subscribe to the topic %s: %s", cnx.remote, name, exc)
+
+
+def announce_topics(service: BrokerService) -> None:
+    """On a worker that does not serve MQTT: every topic it loads is announced to the MQTT
+    worker (through the store of owners' changes, read every 100 ms), whose wildcard filters may
+    match it (``changed_elsewhere``)."""
+    store = service.namespace_service.store
+
+    def loaded(topic: PersistentTopic) -> None:
+        initial = "earliest" if topic.ml.first_position() is None else "latest"
+        try:
+            store.publish_change(f"{TOPIC_LOADED}{initial}/{topic.name}")
+        except Exception:
+            log.exception("%s: cannot announce it to the MQTT worker", topic.name)
+
+    service.topic_listeners.append(loaded)
+
+
+def serves_mqtt(service: BrokerService) -> bool:
+    """Whether this broker serves the MQTT port: alone, yes; among workers, worker 0 (MQTT
+    sessions, retained messages and wills live in one process; topics owned elsewhere are
+    reached through their owners: remote.py)."""
+    return service.worker is None or service.worker.index == MQTT_WORKER
+
+
+#: The worker that serves MQTT.
+MQTT_WORKER = 0
 
 
 async def start(service: BrokerService) -> MqttServer:

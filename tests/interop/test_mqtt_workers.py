@@ -1,0 +1,252 @@
+"""MQTT against ``magnetar standalone --workers 2`` (docs/mqtt.md, Workers): the MQTT port is one
+for the whole broker, and what an MQTT client does reaches every topic whichever worker owns its
+bundle: each test names topics owned by each worker (LOOKUP says which), so that one is served
+in the MQTT worker's process and the other through the session to its owner."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import pulsar
+import pytest
+
+from magnetar.protocol.mqtt import MQTT_5, PubComp, Publish, PubRec, PubRel
+
+from ..waiting import eventually
+from .mqtt_support import PahoClient, RawClient
+from .test_mqtt import VERSIONS, drain, nothing_more, pulsar_name
+from .test_mqtt_retained import retained_for
+from .test_workers import binary_lookups
+
+pytestmark = pytest.mark.interop
+
+MQTT_WORKERS = {"workers": 2, "mqtt_port": 0}
+HOUR = 3600
+
+
+@pytest.fixture
+def mqtt_broker(broker_factory):
+    return broker_factory(MQTT_WORKERS)
+
+
+def on_each_worker(broker, pattern: str) -> list[str]:
+    """MQTT Topic Names (``pattern`` with ``{}`` for a varying part), one owned by each worker."""
+    names = [pattern.format(uuid.uuid4().hex[:8]) for _ in range(16)]
+    owners = binary_lookups(broker.service_url, [pulsar_name(name) for name in names])
+    by_owner = {}
+    for name in names:
+        by_owner.setdefault(owners[pulsar_name(name)], name)
+    assert len(by_owner) == 2, owners
+    return sorted(by_owner.values())
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_publish_and_subscribe_on_topics_of_each_worker(mqtt_broker, client_factory, version):
+    names = on_each_worker(mqtt_broker, "plant/{}/temp")
+    client = client_factory(mqtt_broker.service_url)
+    readers = {name: client.subscribe(pulsar_name(name), "reader") for name in names}
+    subscriber = PahoClient(mqtt_broker.mqtt_port, f"sub-{version}", version)
+    publisher = PahoClient(mqtt_broker.mqtt_port, f"pub-{version}", version)
+    try:
+        for name in names:
+            assert subscriber.subscribe(name, 2) == [2]
+        sent = []
+        for name in names:
+            for qos in (0, 1, 2):
+                publisher.publish(name, f"{name}-{qos}".encode(), qos)
+                sent.append((name, f"{name}-{qos}".encode()))
+        producers = {name: client.create_producer(pulsar_name(name)) for name in names}
+        for name, producer in producers.items():  # a Pulsar producer's messages reach MQTT too
+            producer.send(f"{name}-pulsar".encode())
+            sent.append((name, f"{name}-pulsar".encode()))
+        eventually(lambda: len(subscriber.received.messages) >= len(sent), what="every message")
+        got = [(m[0], m[1]) for m in subscriber.received.messages]
+        assert sorted(got) == sorted(sent)
+        for name in names:  # in order per topic
+            assert [p for t, p in got if t == name] == [p for t, p in sent if t == name]
+        # Stored in each owner's topic: the official consumer reads them there.
+        for name, reader in readers.items():
+            assert [m.data() for m in drain(reader, 4)] == [p for t, p in sent if t == name]
+    finally:
+        subscriber.close()
+        publisher.close()
+
+
+def test_gmqtt_publishes_and_subscribes_across_workers(mqtt_broker):
+    import gmqtt
+
+    names = on_each_worker(mqtt_broker, "gm/{}/state")
+
+    async def run() -> list[tuple[str, bytes]]:
+        got: list[tuple[str, bytes]] = []
+        done = asyncio.Event()
+        subscriber = gmqtt.Client("gm-sub")
+
+        def on_message(client, topic, payload, qos, properties):
+            got.append((topic, payload))
+            if len(got) == 2 * len(names):
+                done.set()
+            return 0
+
+        subscriber.on_message = on_message
+        await subscriber.connect("127.0.0.1", mqtt_broker.mqtt_port, version=gmqtt.constants.MQTTv50)
+        for name in names:
+            subscriber.subscribe(name, qos=1)
+        publisher = gmqtt.Client("gm-pub")
+        await publisher.connect("127.0.0.1", mqtt_broker.mqtt_port, version=gmqtt.constants.MQTTv311)
+        for _ in range(50):  # until both SUBACKs are in (gmqtt has no SUBACK wait)
+            if len(subscriber.subscriptions) == len(names) and all(
+                s.acknowledged for s in subscriber.subscriptions
+            ):
+                break
+            await asyncio.sleep(0.05)
+        for name in names:
+            for i in range(2):
+                publisher.publish(name, f"{name}-{i}".encode(), qos=1)
+        await asyncio.wait_for(done.wait(), 10)
+        await publisher.disconnect()
+        await subscriber.disconnect()
+        return got
+
+    got = asyncio.run(run())
+    assert sorted(got) == sorted((name, f"{name}-{i}".encode()) for name in names for i in range(2))
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_wildcard_over_topics_of_both_workers_and_topics_created_later(
+    mqtt_broker, client_factory, version
+):
+    city = f"city-{uuid.uuid4().hex[:6]}"
+    before = on_each_worker(mqtt_broker, city + "/before-{}/temp")
+    later = on_each_worker(mqtt_broker, city + "/later-{}/temp")
+    client = client_factory(mqtt_broker.service_url)
+    early = {name: client.create_producer(pulsar_name(name)) for name in before}
+    paho = PahoClient(mqtt_broker.mqtt_port, f"wild-{version}", version)
+    try:
+        assert paho.subscribe(f"{city}/+/temp", 1) == [1]
+        for name, producer in early.items():
+            producer.send(name.encode())
+        made = {name: client.create_producer(pulsar_name(name)) for name in later}  # after SUBSCRIBE
+        for name, producer in made.items():
+            producer.send(name.encode())
+        wanted = sorted(before + later)
+        eventually(lambda: len(paho.received.messages) >= len(wanted), what="a message of each topic")
+        assert sorted(m[0] for m in paho.received.messages) == wanted
+        assert sorted(m[1].decode() for m in paho.received.messages) == wanted
+    finally:
+        paho.close()
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_persistent_session_gets_what_it_missed_on_both_workers(mqtt_broker, client_factory, version):
+    names = on_each_worker(mqtt_broker, "fleet/{}/car")
+    client_id = f"car-{version}"
+    expiry = HOUR if version == MQTT_5 else None
+    paho = PahoClient(mqtt_broker.mqtt_port, client_id, version, clean=False, session_expiry=expiry)
+    try:
+        for name in names:
+            assert paho.subscribe(name, 1) == [1]
+    finally:
+        paho.close()
+    client = client_factory(mqtt_broker.service_url)
+    missed = []
+    for name in names:
+        producer = client.create_producer(pulsar_name(name))
+        for i in range(3):
+            producer.send(f"{name}-missed-{i}".encode())
+            missed.append((name, f"{name}-missed-{i}".encode()))
+        producer.close()
+    paho = PahoClient(mqtt_broker.mqtt_port, client_id, version, clean=False, session_expiry=expiry)
+    try:
+        assert paho.session_present is True
+        eventually(lambda: len(paho.received.messages) >= len(missed), what="what the session missed")
+        assert sorted((m[0], m[1]) for m in paho.received.messages) == sorted(missed)
+    finally:
+        paho.close()
+    # Clean Start ends the session: its durable subscriptions go on each owner.
+    paho = PahoClient(mqtt_broker.mqtt_port, client_id, version, clean=True)
+    paho.close()
+    consumers = {name: client.subscribe(pulsar_name(name), client_id) for name in names}
+    for name in names:  # the subscription is new (made now, at the end): nothing left in it
+        producer = client.create_producer(pulsar_name(name))
+        producer.send(b"after")
+        assert [m.data() for m in drain(consumers[name], 1)] == [b"after"]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_retained_messages_on_topics_of_both_workers(mqtt_broker, version):
+    names = on_each_worker(mqtt_broker, "sensor/{}/state")
+    publisher = PahoClient(mqtt_broker.mqtt_port, f"retainer-{version}", version)
+    try:
+        for name in names:
+            publisher.publish(name, f"{name}-kept".encode(), 1, retain=True)
+    finally:
+        publisher.close()
+    for name in names:
+        assert retained_for(mqtt_broker.mqtt_port, name, version, 1) == [
+            (name, f"{name}-kept".encode(), 1, True)
+        ]
+    everything = retained_for(mqtt_broker.mqtt_port, "sensor/+/state", version, 2)
+    assert sorted(m[0] for m in everything) == names
+
+
+def test_qos2_sent_again_to_another_workers_topic_is_stored_once(mqtt_broker, client_factory):
+    client = client_factory(mqtt_broker.service_url)
+    names = on_each_worker(mqtt_broker, "once/{}")
+    consumers = {name: client.subscribe(pulsar_name(name), "reader") for name in names}
+    raw = RawClient(mqtt_broker.mqtt_port, MQTT_5)
+    try:
+        assert raw.connect("raw-once").reason_code == 0
+        for packet_id, name in enumerate(names, start=7):
+            raw.send(Publish(name, b"exactly-once", 2, packet_id=packet_id))
+            assert raw.receive() == PubRec(packet_id)
+            raw.send(Publish(name, b"exactly-once", 2, dup=True, packet_id=packet_id))
+            assert raw.receive() == PubRec(packet_id)
+            raw.send(PubRel(packet_id))
+            assert raw.receive() == PubComp(packet_id)
+    finally:
+        raw.close()
+    for consumer in consumers.values():
+        assert [m.data() for m in drain(consumer, 1)] == [b"exactly-once"]
+        assert nothing_more(consumer)
+
+
+def test_a_shared_group_on_another_workers_topic(mqtt_broker, client_factory):
+    names = on_each_worker(mqtt_broker, "jobs/{}")
+    client = client_factory(mqtt_broker.service_url)
+    for name in names:
+        members = [PahoClient(mqtt_broker.mqtt_port, f"member-{i}-{name}", MQTT_5) for i in range(2)]
+        try:
+            for member in members:
+                assert member.subscribe(f"$share/crew/{name}", 1) == [1]
+            producer = client.create_producer(pulsar_name(name))
+            payloads = [f"job-{i}".encode() for i in range(20)]
+            for payload in payloads:
+                producer.send(payload)
+            eventually(
+                lambda members=members, payloads=payloads: (
+                    sum(len(m.received.messages) for m in members) >= len(payloads)
+                ),
+                what="every job",
+            )
+            shares = [m.received.payloads() for m in members]
+            assert sorted(p for share in shares for p in share) == sorted(payloads)  # each to one member
+            assert all(shares), shares
+        finally:
+            for member in members:
+                member.close()
+
+
+def test_a_will_on_another_workers_topic(mqtt_broker, client_factory):
+    names = on_each_worker(mqtt_broker, "status/{}")
+    client = client_factory(mqtt_broker.service_url)
+    consumers = {name: client.subscribe(pulsar_name(name), "watch") for name in names}
+    for name in names:
+        paho = PahoClient(mqtt_broker.mqtt_port, f"dying-{name}", MQTT_5, will=(name, b"gone", 1, False))
+        paho.drop()
+    for consumer in consumers.values():
+        message = consumer.receive(10_000)
+        assert message.data() == b"gone"
+    with pytest.raises(pulsar.Timeout):
+        next(iter(consumers.values())).receive(100)
