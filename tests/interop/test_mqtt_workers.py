@@ -11,7 +11,18 @@ import uuid
 import pulsar
 import pytest
 
-from magnetar.protocol.mqtt import MQTT_5, PubComp, Publish, PubRec, PubRel
+from magnetar.protocol.mqtt import (
+    MQTT_3_1_1,
+    MQTT_5,
+    PubAck,
+    PubComp,
+    Publish,
+    PubRec,
+    PubRel,
+    SubAck,
+    Subscribe,
+)
+from magnetar.protocol.mqtt.packets import Subscription
 
 from ..waiting import eventually
 from .mqtt_support import PahoClient, RawClient
@@ -250,3 +261,30 @@ def test_a_will_on_another_workers_topic(mqtt_broker, client_factory):
         assert message.data() == b"gone"
     with pytest.raises(pulsar.Timeout):
         next(iter(consumers.values())).receive(100)
+
+
+def test_a_taken_over_durable_session_keeps_its_subscriptions_on_both_workers(mqtt_broker, client_factory):
+    names = on_each_worker(mqtt_broker, "taken/{}")
+    first = RawClient(mqtt_broker.mqtt_port, MQTT_3_1_1)
+    second = RawClient(mqtt_broker.mqtt_port, MQTT_3_1_1)
+    try:
+        assert first.connect("taker", clean=False).reason_code == 0
+        first.send(Subscribe(1, tuple(Subscription(name, 1) for name in names)))
+        assert first.receive() == SubAck(1, (1, 1))
+        # The second connection takes the session over at once: its consumers at each owner
+        # replace the first's (the owner may still have the first's a moment: asked again).
+        assert second.connect("taker", clean=False).session_present is True
+        assert first.closed_after() == []
+        client = client_factory(mqtt_broker.service_url)
+        for name in names:
+            client.create_producer(pulsar_name(name)).send(name.encode())
+        got = []
+        for _ in names:
+            packet = second.receive()
+            assert isinstance(packet, Publish)
+            second.send(PubAck(packet.packet_id))
+            got.append((packet.topic, packet.payload))
+        assert sorted(got) == [(name, name.encode()) for name in names]
+    finally:
+        first.close()
+        second.close()

@@ -44,6 +44,9 @@ if TYPE_CHECKING:
     from magnetar.protocol.topic_name import TopicName
 
 log = logging.getLogger(__name__)
+#: A durable subscription's consumer refused as busy is asked for again this often, this many times.
+BUSY_RETRY_S = 0.1
+BUSY_RETRIES = 50
 
 
 class OwnerSession(Protocol):
@@ -346,7 +349,17 @@ async def subscribe(
     )
     session.add_consumer(cmd.consumer_id, consumer)
     try:
-        await session.request(wrap(cmd), cmd.request_id)
+        for attempt in range(BUSY_RETRIES + 1):
+            try:
+                await session.request(wrap(cmd), cmd.request_id)
+                break
+            except Exception as exc:
+                # The session's previous connection (taken over, or just closed) still has its
+                # consumer there until the owner sees that connection close: a moment later.
+                if getattr(exc, "code", None) != wire.ConsumerBusy or attempt == BUSY_RETRIES or cnx.closed:
+                    raise
+            await asyncio.sleep(BUSY_RETRY_S)
+            cmd.request_id = session.new_request_id()
     except BaseException:
         session.remove_consumer(cmd.consumer_id)
         raise
