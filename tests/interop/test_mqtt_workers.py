@@ -11,6 +11,7 @@ import uuid
 import pulsar
 import pytest
 
+from magnetar.client.admin import AdminClient
 from magnetar.protocol.mqtt import (
     MQTT_3_1_1,
     MQTT_5,
@@ -25,9 +26,11 @@ from magnetar.protocol.mqtt import (
 from magnetar.protocol.mqtt.packets import Subscription
 
 from ..waiting import eventually
+from .mqtt_secure_support import SecurePahoClient
 from .mqtt_support import PahoClient, RawClient
 from .test_mqtt import VERSIONS, drain, nothing_more, pulsar_name
 from .test_mqtt_retained import retained_for
+from .test_mqtt_security import Secured
 from .test_workers import binary_lookups
 
 pytestmark = pytest.mark.interop
@@ -288,3 +291,76 @@ def test_a_taken_over_durable_session_keeps_its_subscriptions_on_both_workers(mq
     finally:
         first.close()
         second.close()
+
+
+def test_bundles_unloaded_under_mqtt_clients_lose_nothing(mqtt_broker, client_factory):
+    """The bundles of both topics unloaded (their owners change): the MQTT client's consumers
+    and producers there are closed, made again wherever the topics are served then, and the
+    durable session gets every message, before and after."""
+    names = on_each_worker(mqtt_broker, "moving/{}")
+    admin = AdminClient(mqtt_broker.http_url)
+    client = client_factory(mqtt_broker.service_url)
+    producers = {name: client.create_producer(pulsar_name(name), batching_enabled=False) for name in names}
+    subscriber = PahoClient(mqtt_broker.mqtt_port, "mover", MQTT_5, clean=False, session_expiry=HOUR)
+    publisher = PahoClient(mqtt_broker.mqtt_port, "mover-pub", MQTT_5)
+    try:
+        for name in names:
+            assert subscriber.subscribe(name, 1) == [1]
+        sent = []
+        for name in names:
+            publisher.publish(name, f"{name}-mqtt-before".encode(), 1)
+            producers[name].send(f"{name}-before".encode())
+            sent += [(name, f"{name}-mqtt-before".encode()), (name, f"{name}-before".encode())]
+        for name in names:
+            admin.namespaces.unload_namespace_bundle(
+                "public/default", admin.lookups.get_bundle_range(pulsar_name(name))
+            )
+        for name in names:
+            producers[name].send(f"{name}-after".encode())  # the Pulsar producer follows by itself
+            sent.append((name, f"{name}-after".encode()))
+        for name in names:
+            eventually(
+                lambda name=name: _published(publisher, name, f"{name}-mqtt-after".encode()),
+                what=f"an MQTT PUBLISH to {name} after the unload",
+            )
+            sent.append((name, f"{name}-mqtt-after".encode()))
+        eventually(lambda: set(sent) <= {(m[0], m[1]) for m in subscriber.received.messages}, what="all")
+    finally:
+        subscriber.close()
+        publisher.close()
+
+
+def _published(publisher: PahoClient, name: str, payload: bytes) -> bool:
+    """One QoS 1 PUBLISH acknowledged with success (refused while its topic moves: False)."""
+    codes: dict[int, int] = {}
+    publisher.client.on_publish = lambda c, u, mid, reason, props: codes.__setitem__(mid, int(reason.value))
+    info = publisher.client.publish(name, payload, qos=1)
+    info.wait_for_publish(10)
+    return eventually(lambda: info.mid in codes, what="the PUBACK") and codes[info.mid] == 0
+
+
+def test_a_token_reaches_the_topics_of_both_workers(broker_factory):
+    """With authentication on, the owner checks the MQTT client's own token (sealed by the MQTT
+    worker), as for the WebSocket API."""
+    side = Secured(broker_factory, None, False, workers=2)
+    try:
+        admin = side.admin()
+        candidates = [f"tokens/{uuid.uuid4().hex[:8]}" for _ in range(16)]
+        by_owner = {admin.lookups.lookup_topic(pulsar_name(name)): name for name in candidates}
+        assert len(by_owner) == 2, by_owner
+        names = sorted(by_owner.values())
+        readers = {name: side.pulsar().subscribe(pulsar_name(name), "reader") for name in names}
+        paho = SecurePahoClient(side.broker.mqtt_port, "car-token", MQTT_5, token=side.token("car-1"))
+        try:
+            assert paho.connack == 0
+            for name in names:
+                assert paho.subscribe(name, 1) == [1]
+                paho.publish(name, f"{name}-signed".encode(), 1)
+            eventually(lambda: len(paho.received.messages) >= len(names), what="both messages back")
+            assert sorted(m[1] for m in paho.received.messages) == [f"{n}-signed".encode() for n in names]
+        finally:
+            paho.close()
+        for name, reader in readers.items():
+            assert reader.receive(10_000).data() == f"{name}-signed".encode()
+    finally:
+        side.close()
