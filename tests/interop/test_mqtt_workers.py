@@ -6,6 +6,8 @@ in the MQTT worker's process and the other through the session to its owner."""
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import uuid
 
 import pulsar
@@ -32,6 +34,7 @@ from .test_mqtt import VERSIONS, drain, nothing_more, pulsar_name
 from .test_mqtt_retained import retained_for
 from .test_mqtt_security import Secured
 from .test_workers import binary_lookups
+from .test_workers_faults import SERVING
 
 pytestmark = pytest.mark.interop
 
@@ -364,3 +367,40 @@ def test_a_token_reaches_the_topics_of_both_workers(broker_factory):
             assert reader.receive(10_000).data() == f"{name}-signed".encode()
     finally:
         side.close()
+
+
+@pytest.mark.slow
+def test_the_other_worker_killed_under_an_mqtt_session_loses_nothing(mqtt_broker, client_factory):
+    """The worker owning a topic an MQTT session uses is killed with -9: the supervisor starts it
+    again, the session's consumer subscribes again wherever the topic is served then, and every
+    message stored in its durable subscription reaches it."""
+    names = on_each_worker(mqtt_broker, "doomed/{}")
+    serving = {
+        f"pulsar://{mqtt_broker.host}:{port}": (worker, int(pid))
+        for worker, pid, port in SERVING.findall(mqtt_broker.log_text())
+    }
+    owners = binary_lookups(mqtt_broker.service_url, [pulsar_name(name) for name in names])
+    (doomed,) = [name for name in names if serving[owners[pulsar_name(name)]][0] != "worker-0"]
+    victim = serving[owners[pulsar_name(doomed)]][1]
+    client = client_factory(mqtt_broker.service_url, operation_timeout_seconds=30)
+    producer = client.create_producer(pulsar_name(doomed), batching_enabled=False)
+    subscriber = PahoClient(mqtt_broker.mqtt_port, "survivor", MQTT_5, clean=False, session_expiry=HOUR)
+    publisher = PahoClient(mqtt_broker.mqtt_port, "survivor-pub", MQTT_5)
+    try:
+        assert subscriber.subscribe(doomed, 1) == [1]
+        for i in range(5):
+            producer.send(f"before-{i}".encode())
+        eventually(lambda: len(subscriber.received.messages) >= 5, what="the messages before the kill")
+        os.kill(victim, signal.SIGKILL)
+        eventually(lambda: len(SERVING.findall(mqtt_broker.log_text())) == 3, what="the worker started again")
+        for i in range(5):
+            producer.send(f"after-{i}".encode())  # the Pulsar producer follows by itself
+        eventually(
+            lambda: _published(publisher, doomed, b"mqtt-after"), what="an MQTT PUBLISH after the kill"
+        )
+        wanted = {f"before-{i}".encode() for i in range(5)} | {f"after-{i}".encode() for i in range(5)}
+        wanted.add(b"mqtt-after")
+        eventually(lambda: wanted <= set(subscriber.received.payloads()), what="every message")
+    finally:
+        subscriber.close()
+        publisher.close()
