@@ -13,10 +13,13 @@ import uuid
 import pulsar
 import pytest
 
+from magnetar.broker.mqtt.handoff import home_of
 from magnetar.client.admin import AdminClient
 from magnetar.protocol.mqtt import (
     MQTT_3_1_1,
     MQTT_5,
+    Disconnect,
+    Properties,
     PubAck,
     PubComp,
     Publish,
@@ -372,8 +375,9 @@ def test_a_token_reaches_the_topics_of_both_workers(broker_factory):
 @pytest.mark.slow
 def test_the_other_worker_killed_under_an_mqtt_session_loses_nothing(mqtt_broker, client_factory):
     """The worker owning a topic an MQTT session uses is killed with -9: the supervisor starts it
-    again, the session's consumer subscribes again wherever the topic is served then, and every
-    message stored in its durable subscription reaches it."""
+    again, the session's consumer (its session at the worker that lives on) subscribes again
+    wherever the topic is served then, and every message stored in its durable subscription
+    reaches it; a client whose home is the killed worker connects again once it is back."""
     names = on_each_worker(mqtt_broker, "doomed/{}")
     serving = {
         f"pulsar://{mqtt_broker.host}:{port}": (worker, int(pid))
@@ -382,10 +386,10 @@ def test_the_other_worker_killed_under_an_mqtt_session_loses_nothing(mqtt_broker
     owners = binary_lookups(mqtt_broker.service_url, [pulsar_name(name) for name in names])
     (doomed,) = [name for name in names if serving[owners[pulsar_name(name)]][0] != "worker-0"]
     victim = serving[owners[pulsar_name(doomed)]][1]
+    spared_id, doomed_id = client_ids_homed_on_each_worker("survivor")  # homes: worker-0, worker-1
     client = client_factory(mqtt_broker.service_url, operation_timeout_seconds=30)
     producer = client.create_producer(pulsar_name(doomed), batching_enabled=False)
-    subscriber = PahoClient(mqtt_broker.mqtt_port, "survivor", MQTT_5, clean=False, session_expiry=HOUR)
-    publisher = PahoClient(mqtt_broker.mqtt_port, "survivor-pub", MQTT_5)
+    subscriber = PahoClient(mqtt_broker.mqtt_port, spared_id, MQTT_5, clean=False, session_expiry=HOUR)
     try:
         assert subscriber.subscribe(doomed, 1) == [1]
         for i in range(5):
@@ -395,12 +399,85 @@ def test_the_other_worker_killed_under_an_mqtt_session_loses_nothing(mqtt_broker
         eventually(lambda: len(SERVING.findall(mqtt_broker.log_text())) == 3, what="the worker started again")
         for i in range(5):
             producer.send(f"after-{i}".encode())  # the Pulsar producer follows by itself
-        eventually(
-            lambda: _published(publisher, doomed, b"mqtt-after"), what="an MQTT PUBLISH after the kill"
-        )
+        publisher = PahoClient(mqtt_broker.mqtt_port, doomed_id, MQTT_5)  # its home is back
+        try:
+            eventually(lambda: _published(publisher, doomed, b"mqtt-after"), what="an MQTT PUBLISH after")
+        finally:
+            publisher.close()
         wanted = {f"before-{i}".encode() for i in range(5)} | {f"after-{i}".encode() for i in range(5)}
         wanted.add(b"mqtt-after")
         eventually(lambda: wanted <= set(subscriber.received.payloads()), what="every message")
     finally:
         subscriber.close()
-        publisher.close()
+
+
+def client_ids_homed_on_each_worker(prefix: str) -> list[str]:
+    """A client id whose session lives at worker 0 and one at worker 1 (handoff.py)."""
+    ids = [f"{prefix}-{i}" for i in range(20)]
+    return [next(i for i in ids if home_of(i, 2) == worker) for worker in (0, 1)]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_every_connect_is_served_whichever_worker_it_lands_on(mqtt_broker, client_factory, version):
+    """Every worker serves the MQTT port; a CONNECT landing on a worker that is not its client id's
+    home is handed there with its socket. Many connections of each client id land on both workers
+    (the kernel spreads them): each is served, and its session found, every time."""
+    names = on_each_worker(mqtt_broker, "landing/{}")
+    client = client_factory(mqtt_broker.service_url)
+    producers = {name: client.create_producer(pulsar_name(name)) for name in names}
+    for client_id in client_ids_homed_on_each_worker(f"lander-{version}"):
+        first = RawClient(mqtt_broker.mqtt_port, version)
+        try:  # a durable session, subscribed to a topic of each worker
+            assert first.connect(client_id, clean=False, **_expiry(version)).reason_code == 0
+            first.send(Subscribe(1, tuple(Subscription(name, 1) for name in names)))
+            assert first.receive() == SubAck(1, (1, 1))
+        finally:
+            first.close()
+        for attempt in range(8):
+            for name, producer in producers.items():
+                producer.send(f"{client_id}-{attempt}-{name}".encode())
+            raw = RawClient(mqtt_broker.mqtt_port, version)
+            try:
+                connack = raw.connect(client_id, clean=False, **_expiry(version))
+                assert (connack.reason_code, connack.session_present) == (0, True), (attempt, connack)
+                got = set()
+                for _ in names:  # what it missed while away, from both workers
+                    packet = raw.receive()
+                    assert isinstance(packet, Publish), packet
+                    raw.send(PubAck(packet.packet_id))
+                    got.add(packet.payload)
+                assert got == {f"{client_id}-{attempt}-{name}".encode() for name in names}
+                raw.send(Disconnect())
+            finally:
+                raw.close()
+
+
+def _expiry(version: int) -> dict:
+    return {"properties": Properties(session_expiry_interval=HOUR)} if version == MQTT_5 else {}
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_retained_message_set_at_one_worker_is_sent_at_the_other_at_once(mqtt_broker, version):
+    """The sessions of the publisher and of the subscriber live at different workers: the
+    retained message, PUBACKed at one, goes to a SUBSCRIBE at the other right after."""
+    homes = client_ids_homed_on_each_worker(f"retain-{version}")
+    for publisher_id, subscriber_id in (homes, homes[::-1]):
+        name = f"state/{uuid.uuid4().hex[:8]}"
+        publisher = RawClient(mqtt_broker.mqtt_port, version)
+        subscriber = RawClient(mqtt_broker.mqtt_port, version)
+        try:
+            assert publisher.connect(publisher_id).reason_code == 0
+            assert subscriber.connect(subscriber_id).reason_code == 0
+            publisher.send(Publish(name, b"kept", 1, retain=True, packet_id=1))
+            assert publisher.receive() == PubAck(1)
+            subscriber.send(Subscribe(1, (Subscription(name, 1),)))
+            assert subscriber.receive() == SubAck(1, (1,))
+            packet = subscriber.receive()
+            assert isinstance(packet, Publish) and (packet.topic, packet.payload, packet.retain) == (
+                name,
+                b"kept",
+                True,
+            )
+        finally:
+            publisher.close()
+            subscriber.close()

@@ -28,8 +28,9 @@ async def start(service: BrokerService) -> None:
     (``broker/mqtt``) when ``mqtt_port`` or ``mqtts_port`` is set."""
     await service.start(channel_initializer(service))
     if service.config.mqtt_port is not None or service.config.mqtts_port is not None:
-        if not mqtt_server.serves_mqtt(service):
+        if service.shares_bundles:  # topics loaded here, for the workers' wildcard filters
             mqtt_server.announce_topics(service)
+        if not mqtt_server.serves_mqtt(service):
             return
         try:
             await mqtt_server.start(service)

@@ -183,6 +183,9 @@ class BrokerService:
         #: Called with each change another broker published that the service itself does not
         #: apply (``mqtt-topic/...``: broker/mqtt/server.py).
         self.change_listeners: list[Callable[[str], None]] = []
+        #: Applies the changes other brokers published since the last look, now (between the
+        #: looks every POLICY_POLL_SECONDS); None alone.
+        self.poll_changes: Callable[[], None] | None = None
         if self.worker is not None:
             self.worker_secret = worker_credentials.install(self.authentication, config.data_dir)
         #: Credentials accepted and refused (CONNECT, AUTH_RESPONSE, expiry), by auth method (/metrics).
@@ -471,6 +474,7 @@ class BrokerService:
                 self.other_change,
             )
             work.append((POLICY_POLL_SECONDS, poll))
+            self.poll_changes = poll
         return work
 
     def check_inactive_topics(self) -> Iterator[None]:

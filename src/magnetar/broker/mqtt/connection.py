@@ -94,8 +94,12 @@ def _without_problem_information(properties: Properties) -> Properties:
 
 
 class MqttConnection(asyncio.Protocol):
-    def __init__(self, server: MqttServer) -> None:
+    def __init__(self, server: MqttServer, replay: bytes = b"") -> None:
         self.server = server
+        #: What another worker read from this connection before handing it here (handoff.py).
+        self._replay = replay
+        #: What was read up to the CONNECT, for a handover to the client id's home worker.
+        self._raw: list[bytes] | None = [] if server.handoff is not None else None
         self.service = server.service
         self.config = server.service.config
         self.decoder = MqttDecoder(MAX_PACKET_BEFORE_CONNECT)
@@ -218,8 +222,13 @@ class MqttConnection(asyncio.Protocol):
         self._since = self.last_heard = asyncio.get_running_loop().time()
         self.server.connections.add(self)
         self._keepalive_slot = self.server.keepalive.add(self)
+        if self._replay:  # handed over by the worker it landed on: read from its first byte
+            replay, self._replay = self._replay, b""
+            self.data_received(replay)
 
     def data_received(self, data: bytes) -> None:
+        if self._raw is not None:
+            self._raw.append(data)
         self.decoder.feed(data)
         self.last_heard = asyncio.get_running_loop().time()
         self._handle_packets()
@@ -482,6 +491,25 @@ class MqttConnection(asyncio.Protocol):
         self.version = version = packet.protocol_level
         v5 = version == MQTT_5
         properties = packet.properties
+        raw, self._raw = self._raw, None
+        handoff = self.server.handoff
+        if handoff is not None and packet.client_id and not handoff.is_home(packet.client_id):
+            # The session lives at another worker: the connection goes there (handoff.py).
+            if raw is not None and handoff.hand_over(self, packet.client_id, b"".join(raw)):
+                self.closed = True
+                if self.transport is not None:
+                    self.transport.abort()  # this worker's copy of the socket; the home has its own
+                return
+            why = "the client id's worker cannot be reached; connect again"
+            self.send(
+                ConnAck(
+                    False,
+                    R.SERVER_UNAVAILABLE if v5 else ConnectReturnCode.SERVER_UNAVAILABLE,
+                    Properties(reason_string=why) if v5 else Properties(),
+                )
+            )
+            self.close()
+            return
         refusal = self._connect_refusal(packet)
         if refusal is not None:
             code, return_code, why = refusal
@@ -494,6 +522,8 @@ class MqttConnection(asyncio.Protocol):
         assigned = None
         if not client_id:
             client_id = assigned = f"magnetar-{secrets.token_hex(8)}"
+            while handoff is not None and not handoff.is_home(client_id):  # its home is here
+                client_id = assigned = f"magnetar-{secrets.token_hex(8)}"
         if v5:
             expiry = properties.session_expiry_interval or 0
             if properties.receive_maximum:

@@ -14,9 +14,10 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from magnetar.broker import housekeeping
 from magnetar.broker.keepalive import KeepaliveWheel
@@ -24,6 +25,7 @@ from magnetar.broker.listener import Listener, listen
 from magnetar.broker.mqtt import access, subscriptions
 from magnetar.broker.mqtt.connection import MqttConnection
 from magnetar.broker.mqtt.floods import ConnectRate
+from magnetar.broker.mqtt.handoff import Handoff
 from magnetar.broker.mqtt.qos2_store import Qos2Store
 from magnetar.broker.mqtt.records import RecordWriter
 from magnetar.broker.mqtt.retained import RetainedStore
@@ -61,6 +63,16 @@ class MqttServer:
         #: MQTT over TLS (``mqtts_port``), with the broker's TLS settings.
         self._tls_listener: Listener | None = None
         self._task: asyncio.Task[None] | None = None
+        #: With workers and every one serving MQTT: the sessions' home workers (handoff.py).
+        self.handoff: Handoff | None = None
+        #: Retained messages another worker set, being read again.
+        self._rereading: set[asyncio.Future[str | None]] = set()
+        worker = service.worker
+        if worker is not None and every_worker_serves_mqtt(service):
+            self.handoff = Handoff(
+                service.config.data_dir, worker.index, service.config.worker_count(), self._take
+            )
+            self.retained.changed = self._retained_changed
 
     @property
     def port(self) -> int | None:
@@ -76,6 +88,9 @@ class MqttServer:
         stored, broken = await loop.run_in_executor(self._records, self.sessions.store.load_all)
         for key in broken:
             log.error("the MQTT session record %s does not read: left as it is", key)
+        if self.handoff is not None:  # each worker keeps (and expires) the sessions whose home it is
+            stored = [session for session in stored if self.handoff.is_home(session.client_id)]
+            self.handoff.start()
         self.sessions.restore(stored, time.time())
         for key in await loop.run_in_executor(self._records, self.retained.load):
             log.error("the MQTT retained message record %s does not read: left as it is", key)
@@ -114,6 +129,8 @@ class MqttServer:
     def close(self) -> None:
         """Stop accepting; tell 5.0 clients the server is shutting down, and close every connection."""
         self.sessions.close()
+        if self.handoff is not None:
+            self.handoff.close()
         for listener in (self._listener, self._tls_listener):
             if listener is not None:
                 listener.close()
@@ -125,6 +142,50 @@ class MqttServer:
             cnx.close_with(ReasonCode.SERVER_SHUTTING_DOWN)
         self.qos2.close()
         self._records.shutdown(wait=True)
+
+    # -- workers -----------------------------------------------------------------------------------
+    def _take(self, sock: socket.socket, data: bytes) -> None:
+        """A connection another worker handed over (handoff.py): served from its first byte."""
+        log.debug(
+            "a connection handed over by another worker (%d so far)",
+            self.handoff.taken if self.handoff else 0,
+        )
+        loop = asyncio.get_running_loop()
+        accepting = asyncio.ensure_future(
+            loop.connect_accepted_socket(lambda: MqttConnection(self, replay=data), sock)
+        )
+
+        def accepted(done: asyncio.Future[Any]) -> None:
+            if done.cancelled() or done.exception() is not None:
+                log.warning("a connection handed over cannot be served: %s", done.exception())
+                sock.close()
+
+        accepting.add_done_callback(accepted)
+
+    async def retained_current(self) -> None:
+        """With workers, before a SUBACK's retained messages: the retained messages other workers
+        set before the SUBSCRIBE came (their changes are published before their PUBACK) are read
+        here first."""
+        if self.handoff is None:
+            return
+        poll = self.service.poll_changes
+        if poll is not None:
+            poll()
+        if self._rereading:
+            await asyncio.gather(*self._rereading, return_exceptions=True)
+
+    def _reread(self, topic: str, done: asyncio.Future[str | None]) -> None:
+        if done.cancelled() or done.exception() is not None:
+            log.error("%s: its retained message cannot be read again: %s", topic, done.exception())
+            return
+        self.retained.reloaded(topic, done.result())
+
+    def _retained_changed(self, topic: str) -> None:
+        """A retained message was set here: the other workers read it again."""
+        try:
+            self.service.namespace_service.store.publish_change(RETAINED_CHANGED + topic)
+        except Exception:
+            log.exception("%s: its retained message cannot be announced to the other workers", topic)
 
     # -- credentials and grants (access.py) --------------------------------------------------------
     def check_credentials(self, now: float) -> None:
@@ -154,7 +215,15 @@ class MqttServer:
 
     def changed_elsewhere(self, path: str) -> None:
         """Another worker loaded a topic (``announce_topics``): the clients whose filters match it
-        get a consumer there through its owner, as for a topic loaded here."""
+        get a consumer there through its owner, as for a topic loaded here. Another worker set a
+        topic's retained message: read again."""
+        if path.startswith(RETAINED_CHANGED):
+            topic = path.removeprefix(RETAINED_CHANGED)
+            reading = asyncio.get_running_loop().run_in_executor(self._records, self.retained.read, topic)
+            reading.add_done_callback(functools.partial(self._reread, topic))
+            self._rereading.add(reading)
+            reading.add_done_callback(self._rereading.discard)
+            return
         if not path.startswith(TOPIC_LOADED):
             return
         initial, _, full = path.removeprefix(TOPIC_LOADED).partition("/")
@@ -176,6 +245,8 @@ class MqttServer:
 
 #: The change another worker publishes when it loads a topic: ``mqtt-topic/{initial}/{topic}``.
 TOPIC_LOADED = "mqtt-topic/"
+#: The change a worker publishes when it set a topic's retained message: ``mqtt-retained/{topic}``.
+RETAINED_CHANGED = "mqtt-retained/"
 
 
 def _logged(cnx: MqttConnection, name: TopicName, done: asyncio.Future[None]) -> None:
@@ -184,9 +255,9 @@ def _logged(cnx: MqttConnection, name: TopicName, done: asyncio.Future[None]) ->
 
 
 def announce_topics(service: BrokerService) -> None:
-    """On a worker that does not serve MQTT: every topic it loads is announced to the MQTT
-    worker (through the store of owners' changes, read every 100 ms), whose wildcard filters may
-    match it (``changed_elsewhere``)."""
+    """With workers: every topic this one loads is announced to the workers serving MQTT
+    (through the store of owners' changes, read every 100 ms), whose clients' wildcard filters
+    may match it (``changed_elsewhere``)."""
     store = service.namespace_service.store
 
     def loaded(topic: PersistentTopic) -> None:
@@ -200,10 +271,15 @@ def announce_topics(service: BrokerService) -> None:
 
 
 def serves_mqtt(service: BrokerService) -> bool:
-    """Whether this broker serves the MQTT port: alone, yes; among workers, worker 0 (MQTT
-    sessions, retained messages and wills live in one process; topics owned elsewhere are
-    reached through their owners: remote.py)."""
-    return service.worker is None or service.worker.index == MQTT_WORKER
+    """Whether this broker serves the MQTT port: alone, yes; among workers, every one
+    (``handoff.py``: each session at its client id's home worker), or worker 0 alone when
+    ``mqtts_port`` is set (a TLS connection cannot be handed over: its sessions stay in one
+    process). Topics owned by another worker are reached through their owners (remote.py)."""
+    return service.worker is None or every_worker_serves_mqtt(service) or service.worker.index == MQTT_WORKER
+
+
+def every_worker_serves_mqtt(service: BrokerService) -> bool:
+    return service.worker is not None and service.config.mqtts_port is None
 
 
 #: The worker that serves MQTT.

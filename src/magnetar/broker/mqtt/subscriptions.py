@@ -146,6 +146,7 @@ def send_retained(cnx: MqttConnection, topic_filter: str, qos: int, subscription
 
 async def _subscribed(cnx: MqttConnection, filters: list[str]) -> set[str]:
     failed = await attach_filters(cnx, filters)
+    await cnx.server.retained_current()  # with workers: what the others set, before it is sent
     session = cnx.session
     if session is not None and session.durable:
         await cnx.server.sessions.store.save(session)  # SUBACK once the subscription is durable
