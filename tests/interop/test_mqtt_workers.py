@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import threading
 import uuid
 
 import pulsar
@@ -481,3 +482,44 @@ def test_a_retained_message_set_at_one_worker_is_sent_at_the_other_at_once(mqtt_
         finally:
             publisher.close()
             subscriber.close()
+
+
+def test_publishes_in_flight_while_the_bundle_moves_are_all_stored_once(mqtt_broker, client_factory):
+    """A 3.1.1 client (which has no negative PUBACK: a refusal would close its connection) keeps
+    publishing to another worker's topic while its bundle is unloaded: every PUBLISH is PUBACKed,
+    on the same connection, and stored once, in order (a send the old owner dropped goes again
+    to the new one, with its sequence id)."""
+    publisher_id = client_ids_homed_on_each_worker("mover-raw")[0]
+    names = on_each_worker(mqtt_broker, "inflight/{}")
+    admin = AdminClient(mqtt_broker.http_url)
+    client = client_factory(mqtt_broker.service_url)
+    count = 1000
+    raw = RawClient(mqtt_broker.mqtt_port, MQTT_3_1_1)
+    try:
+        assert raw.connect(publisher_id).reason_code == 0
+        for name in names:
+            sending = threading.Thread(
+                target=lambda name=name: [
+                    raw.send(Publish(name, f"m-{i}".encode(), 1, packet_id=i + 1)) for i in range(count)
+                ]
+            )
+            sending.start()
+            acked = set()
+            while len(acked) < count:
+                acked.add(raw.receive().packet_id)
+                if len(acked) == count // 4:  # the bundle moves while PUBLISHes are in flight
+                    admin.namespaces.unload_namespace_bundle(
+                        "public/default", admin.lookups.get_bundle_range(pulsar_name(name))
+                    )
+            sending.join()
+            assert acked == set(range(1, count + 1))
+            # Read from the start once all is stored (a consumer attached through the move would
+            # get again what it had not acknowledged yet, as Pulsar's do).
+            reader = client.subscribe(
+                pulsar_name(name), "reader", initial_position=pulsar.InitialPosition.Earliest
+            )
+            assert [m.data() for m in drain(reader, count)] == [f"m-{i}".encode() for i in range(count)]
+            assert nothing_more(reader)
+            reader.close()
+    finally:
+        raw.close()

@@ -270,7 +270,10 @@ def _store(
 def _store_remote(
     cnx: MqttConnection, packet: Publish, name: TopicName, producer: remote.RemoteProducer, sequence: int
 ) -> None:
-    """``_store`` on a topic another worker owns: SEND to its owner, answered by its receipt."""
+    """``_store`` on a topic another worker owns: SEND to its owner, answered by its receipt. A
+    send lost because the owner closed the producer (the topic's bundle moved, the owner
+    restarted) goes again, with the same sequence id, through a new producer at the topic's
+    owner then (deduplication answers a copy that was stored after all)."""
     now = time.time()
     metadata, data = to_pulsar(
         packet.payload, packet.properties, producer.name, sequence, int(now * 1000), packet.retain
@@ -280,15 +283,42 @@ def _store_remote(
         retaining = cnx.server.retained.set(str(name), retained_of(str(name), packet, now))
     cnx.store_started()
     stored = _stored(cnx, packet, retaining)
-    try:
-        max_size = cnx.config.max_message_size
-        if metadata.ByteSize() + len(packet.payload) > max_size:
-            producer.send_chunked(metadata, packet.payload, max_size, stored)
+    max_size = cnx.config.max_message_size
+    tries = 0
+
+    def send(to: remote.RemoteProducer) -> None:
+        try:
+            if metadata.ByteSize() + len(packet.payload) > max_size:
+                to.send_chunked(metadata, packet.payload, max_size, lambda p, e: sent(to, p, e))
+            else:
+                to.send(sequence, data, lambda p, e: sent(to, p, e))
+        except Exception as exc:
+            log.exception("%s: sending a message to its owner failed", name)
+            stored(None, exc)
+
+    def sent(to: remote.RemoteProducer, position: Position | None, exc: Exception | None) -> None:
+        nonlocal tries
+        owner = None
+        if exc is not None and to.closed and tries < REMOTE_SEND_TRIES and not cnx.closed:
+            owner = remote.owner_elsewhere(cnx.service, name)
+        if owner is None:
+            stored(position, exc)
             return
-        producer.send(sequence, data, stored)
-    except Exception as exc:
-        log.exception("%s: sending a message to its owner failed", name)
-        stored(None, exc)
+        tries += 1
+        cnx.links.producer(name, owner).add_done_callback(again)
+
+    def again(made: asyncio.Future[remote.RemoteProducer]) -> None:
+        if made.cancelled() or (failure := made.exception()) is not None:
+            reason = "cancelled" if made.cancelled() else str(failure)
+            stored(None, BrokerError(f"the topic's owner cannot be reached: {reason}", wire.ServiceNotReady))
+            return
+        send(made.result())
+
+    send(producer)
+
+
+#: How often a send to another worker's topic goes again after its producer there was closed.
+REMOTE_SEND_TRIES = 3
 
 
 def _stored(
