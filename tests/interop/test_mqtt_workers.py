@@ -259,6 +259,7 @@ def test_a_shared_group_on_another_workers_topic(mqtt_broker, client_factory):
                 member.close()
 
 
+@pytest.mark.slow
 def test_a_will_on_another_workers_topic(mqtt_broker, client_factory):
     names = on_each_worker(mqtt_broker, "status/{}")
     client = client_factory(mqtt_broker.service_url)
@@ -346,6 +347,7 @@ def _published(publisher: PahoClient, name: str, payload: bytes) -> bool:
     return eventually(lambda: info.mid in codes, what="the PUBACK") and codes[info.mid] == 0
 
 
+@pytest.mark.slow
 def test_a_token_reaches_the_topics_of_both_workers(broker_factory):
     """With authentication on, the owner checks the MQTT client's own token (sealed by the MQTT
     worker), as for the WebSocket API."""
@@ -484,6 +486,7 @@ def test_a_retained_message_set_at_one_worker_is_sent_at_the_other_at_once(mqtt_
             subscriber.close()
 
 
+@pytest.mark.slow
 def test_publishes_in_flight_while_the_bundle_moves_are_all_stored_once(mqtt_broker, client_factory):
     """A 3.1.1 client (which has no negative PUBACK: a refusal would close its connection) keeps
     publishing to another worker's topic while its bundle is unloaded: every PUBLISH is PUBACKed,
