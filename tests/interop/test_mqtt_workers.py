@@ -32,7 +32,7 @@ from magnetar.protocol.mqtt import (
 from magnetar.protocol.mqtt.packets import Subscription
 
 from ..waiting import eventually
-from .mqtt_secure_support import SecurePahoClient
+from .mqtt_secure_support import SecurePahoClient, client_context
 from .mqtt_support import PahoClient, RawClient
 from .test_mqtt import VERSIONS, drain, nothing_more, pulsar_name
 from .test_mqtt_retained import retained_for
@@ -526,3 +526,37 @@ def test_publishes_in_flight_while_the_bundle_moves_are_all_stored_once(mqtt_bro
             reader.close()
     finally:
         raw.close()
+
+
+@pytest.mark.slow
+def test_mqtts_with_workers(broker_factory, tls_files):
+    """With ``mqtts_port`` (TLS: a connection cannot be handed over), worker 0 serves MQTT, plain
+    and TLS, and reaches the topics of the other worker as every worker does."""
+    side = Secured(broker_factory, tls_files, False, workers=2)
+    try:
+        assert side.broker.mqtts_port is not None
+        admin = side.admin()
+        candidates = [f"tls-workers/{uuid.uuid4().hex[:8]}" for _ in range(16)]
+        by_owner = {admin.lookups.lookup_topic(pulsar_name(name)): name for name in candidates}
+        assert len(by_owner) == 2, by_owner
+        names = sorted(by_owner.values())
+        context = client_context(tls_files.ca)
+        secure = SecurePahoClient(
+            side.broker.mqtts_port, "tls-sub", MQTT_5, token=side.token("car"), tls=context
+        )
+        plain = SecurePahoClient(side.broker.mqtt_port, "plain-pub", MQTT_3_1_1, token=side.token("car"))
+        try:
+            assert secure.connack == 0 and plain.connack == 0
+            for name in names:
+                assert secure.subscribe(name, 2) == [2]
+            for name in names:
+                plain.publish(name, f"{name}-plain".encode(), 1)
+            eventually(lambda: len(secure.received.messages) >= len(names), what="both messages over TLS")
+            assert sorted((m[0], m[1]) for m in secure.received.messages) == [
+                (name, f"{name}-plain".encode()) for name in names
+            ]
+        finally:
+            secure.close()
+            plain.close()
+    finally:
+        side.close()
