@@ -18,6 +18,8 @@ the WebSocket layer's ``LocalSession.to_owner``), seen here as ``OwnerSession``.
 from __future__ import annotations
 
 import asyncio
+import itertools
+import json
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -58,6 +60,7 @@ class OwnerSession(Protocol):
     def send(self, command: wire.BaseCommand, payload: bytes | memoryview | None = None) -> None: ...
     async def request(self, command: wire.BaseCommand, request_id: int) -> Any: ...
     def add_producer(self, producer_id: int, end: Any) -> None: ...
+    def remove_producer(self, producer_id: int) -> None: ...
     def add_consumer(self, consumer_id: int, end: Any) -> None: ...
     def remove_consumer(self, consumer_id: int) -> None: ...
     def close(self) -> None: ...
@@ -81,27 +84,93 @@ async def open_session(service: BrokerService, owner: BrokerInfo, relayed: Relay
     return await factory(owner, relayed)
 
 
+#: Producer and consumer ids on shared sessions start here: above any one connection's own ids
+#: (``MqttConnection.next_id``), with which they share the connection's books.
+FIRST_SHARED_ID = 1 << 40
+
+
+class OwnerLinks:
+    """A worker's sessions to the other workers, shared by its MQTT connections that present the
+    same credentials (all of them while authentication is off: one session per owner), each
+    closed when the last connection using it is gone. The owner then checks each client's own
+    credentials once per session, and its producers and consumers are told apart by ids unique
+    over the worker (``new_id``)."""
+
+    def __init__(self, service: BrokerService) -> None:
+        self.service = service
+        self._sessions: dict[tuple[str, ...], asyncio.Future[OwnerSession]] = {}
+        self._users: dict[tuple[str, ...], int] = {}
+        self._ids = itertools.count(FIRST_SHARED_ID)
+
+    def new_id(self) -> int:
+        return next(self._ids)
+
+    @staticmethod
+    def key(owner: BrokerInfo, relayed: Relayed) -> tuple[str, ...]:
+        certificate = json.dumps(relayed.certificate, sort_keys=True, default=str)
+        return (owner.broker_id, relayed.method, relayed.data.hex(), certificate)
+
+    def acquire(self, key: tuple[str, ...]) -> None:
+        self._users[key] = self._users.get(key, 0) + 1
+
+    def release(self, key: tuple[str, ...]) -> None:
+        left = self._users.get(key, 0) - 1
+        if left > 0:
+            self._users[key] = left
+            return
+        self._users.pop(key, None)
+        future = self._sessions.pop(key, None)
+        if future is not None:
+            _close_soon(future)
+
+    async def session(self, key: tuple[str, ...], owner: BrokerInfo, relayed: Relayed) -> OwnerSession:
+        future = self._sessions.get(key)
+        if future is not None and future.done() and (future.exception() or future.result().closed):
+            future = None  # it failed or ended (the owner restarted ...): another one
+        if future is None:
+            future = self._sessions[key] = asyncio.ensure_future(open_session(self.service, owner, relayed))
+        return await asyncio.shield(future)
+
+    def close(self) -> None:
+        for future in self._sessions.values():
+            _close_soon(future)
+        self._sessions.clear()
+        self._users.clear()
+
+
+def _close_soon(future: asyncio.Future[OwnerSession]) -> None:
+    if future.done() and not future.cancelled() and future.exception() is None:
+        future.result().close()
+    else:
+        future.add_done_callback(_close_when_open)
+
+
 class Links:
-    """A connection's sessions to the workers that own topics it uses, and its producers there."""
+    """A connection's use of the worker's sessions to the workers that own topics it uses
+    (``OwnerLinks``), and its producers there."""
 
     def __init__(self, cnx: MqttConnection) -> None:
         self.cnx = cnx
-        self._sessions: dict[str, asyncio.Future[OwnerSession]] = {}
+        self._pool: OwnerLinks = cnx.server.owner_links
+        #: The shared sessions this connection uses (their keys).
+        self._keys: set[tuple[str, ...]] = set()
         self.producers: dict[str, asyncio.Future[RemoteProducer]] = {}
         #: (topic, subscription) of the consumers being made (one at a time each).
         self.attaching: set[tuple[str, str]] = set()
         self.closed = False
 
+    def new_id(self) -> int:
+        return self._pool.new_id()
+
     async def session(self, owner: BrokerInfo) -> OwnerSession:
-        future = self._sessions.get(owner.broker_id)
-        if future is not None and future.done() and (future.exception() or future.result().closed):
-            future = None  # it failed or ended (the owner restarted ...): another one
-        if future is None:
-            opening = open_session(self.cnx.service, owner, self.cnx.relayed)
-            future = self._sessions[owner.broker_id] = asyncio.ensure_future(opening)
-        session = await asyncio.shield(future)
         if self.closed:
-            session.close()
+            raise BrokerError("the connection is closed", wire.ServiceNotReady)
+        key = self._pool.key(owner, self.cnx.relayed)
+        if key not in self._keys:
+            self._keys.add(key)
+            self._pool.acquire(key)
+        session = await self._pool.session(key, owner, self.cnx.relayed)
+        if self.closed:
             raise BrokerError("the connection is closed", wire.ServiceNotReady)
         return session
 
@@ -120,7 +189,7 @@ class Links:
         session_state = cnx.session
         assert session_state is not None
         session = await self.session(owner)
-        producer_id, request_id = cnx.next_id(), session.new_request_id()
+        producer_id, request_id = self.new_id(), session.new_request_id()
         cmd = wire.CommandProducer(
             topic=str(name),
             producer_id=producer_id,
@@ -131,19 +200,27 @@ class Links:
         cmd.metadata.add(key=DEDUPLICATED_PROPERTY, value="true")
         producer = RemoteProducer(self, session, producer_id, str(name), session_state.producer_name)
         session.add_producer(producer_id, producer)
-        reply = await session.request(wrap(cmd), request_id)
+        try:
+            reply = await session.request(wrap(cmd), request_id)
+        except BaseException:
+            session.remove_producer(producer_id)
+            raise
         producer.last_sequence_id = reply.last_sequence_id
+        if self.closed:
+            producer.close()
         return producer
 
     def close(self) -> None:
+        """The connection is gone: its producers at the owners close (its consumers went first:
+        ``subscriptions.drop_all``), and it stops using the shared sessions."""
         self.closed = True
-        for future in self._sessions.values():
+        for future in self.producers.values():
             if future.done() and not future.cancelled() and future.exception() is None:
                 future.result().close()
-            else:
-                future.add_done_callback(_close_when_open)
-        self._sessions.clear()
         self.producers.clear()
+        for key in self._keys:
+            self._pool.release(key)
+        self._keys.clear()
 
 
 def _close_when_open(future: asyncio.Future[OwnerSession]) -> None:
@@ -202,6 +279,18 @@ class RemoteProducer:
 
         for chunk, data in chunks:
             self.send(chunk.sequence_id, data, one_stored, chunk=True)
+
+    def close(self) -> None:
+        """Its connection is gone: CLOSE_PRODUCER at the owner (the session is shared)."""
+        if self.closed:
+            return
+        self.closed = True
+        self.session.remove_producer(self.producer_id)
+        if not self.session.closed:
+            close = wire.CommandCloseProducer(
+                producer_id=self.producer_id, request_id=self.session.new_request_id()
+            )
+            self.session.send(wrap(close))
 
     # -- the session's callbacks (websocket/session.py's ProducerEnd) ------------------------------
     def on_receipt(self, receipt: wire.CommandSendReceipt) -> None:

@@ -28,6 +28,7 @@ from magnetar.broker.mqtt.floods import ConnectRate
 from magnetar.broker.mqtt.handoff import Handoff
 from magnetar.broker.mqtt.qos2_store import Qos2Store
 from magnetar.broker.mqtt.records import RecordWriter
+from magnetar.broker.mqtt.remote import OwnerLinks
 from magnetar.broker.mqtt.retained import RetainedStore
 from magnetar.broker.mqtt.sessions import Sessions
 from magnetar.broker.refusal import PULSAR_OUT_OF_DESCRIPTORS
@@ -65,6 +66,8 @@ class MqttServer:
         self._task: asyncio.Task[None] | None = None
         #: With workers and every one serving MQTT: the sessions' home workers (handoff.py).
         self.handoff: Handoff | None = None
+        #: Sessions to the other workers, shared by this worker's connections (remote.py).
+        self.owner_links = OwnerLinks(service)
         #: Retained messages another worker set, being read again.
         self._rereading: set[asyncio.Future[str | None]] = set()
         worker = service.worker
@@ -131,6 +134,7 @@ class MqttServer:
         self.sessions.close()
         if self.handoff is not None:
             self.handoff.close()
+        self.owner_links.close()
         for listener in (self._listener, self._tls_listener):
             if listener is not None:
                 listener.close()

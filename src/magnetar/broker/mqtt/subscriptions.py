@@ -464,7 +464,7 @@ async def _attach_remote(cnx: MqttConnection, owner: BrokerInfo, name: TopicName
             continue  # another SUBSCRIBE or notice is making it now
         cnx.links.attaching.add(attaching)
         try:
-            cmd = _subscribe_command(session, key, subscription, group, cnx.next_id())
+            cmd = _subscribe_command(session, key, subscription, group, cnx.links.new_id())
             if initial == "earliest":
                 cmd.initial_position = wire.CommandSubscribe.Earliest
             consumer = await remote.subscribe(cnx, owner, name, cmd, delivery, group)
