@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import getpass
 import os
 import resource
@@ -46,6 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.brokers import MagnetarSource
 from bench.machine import describe
 from bench.mqtt_client import MqttClient, connect
 from bench.output import emit
@@ -171,6 +173,17 @@ class Magnetar(Broker):
             return seen
         finally:
             client.close()
+
+
+class MagnetarAt(Magnetar):
+    """Magnetar from a snapshot of a git ref (``--magnetar-ref``): a change and what came before
+    it, measured in one run."""
+
+    def __init__(self, work: Path, source: MagnetarSource, name: str) -> None:
+        Broker.__init__(self, work)
+        self.name = name
+        self.about = f"{Magnetar.about}; the code of {source.commit[:10]}"
+        self.process = BrokerProcess(work, {"mqtt_port": 0}, env=source.env())
 
 
 class Mosquitto(Broker):
@@ -526,6 +539,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeat", type=int)
     p.add_argument("--only", help="scenarios by name or prefix, e.g. fanout,kill9 (default: all)")
     p.add_argument("--brokers", default="magnetar,mosquitto")
+    p.add_argument("--magnetar-ref", help="also Magnetar from a snapshot of this git ref (before a change)")
     p.add_argument("--out", type=Path)
     args = p.parse_args(argv)
     settings = Settings.smoke() if args.smoke else Settings()
@@ -544,6 +558,11 @@ def main(argv: list[str] | None = None) -> int:
         wanted.remove("mosquitto")
         skipped["mosquitto"] = "mosquitto is not installed"
     with tempfile.TemporaryDirectory(prefix="magnetar-mqtt-bench-", dir=os.environ.get("BENCH_TMP")) as tmp:
+        if args.magnetar_ref:
+            source = MagnetarSource.snapshot(args.magnetar_ref, Path(tmp) / "magnetar-ref")
+            label = f"magnetar@{args.magnetar_ref}"
+            makers[label] = functools.partial(MagnetarAt, source=source, name=label)
+            wanted.insert(1, label)
         done = run_all({name: makers[name] for name in wanted}, settings, Path(tmp))
     results = [
         {

@@ -88,6 +88,32 @@ def memory_kib(pid: int) -> dict[str, int]:
     return found
 
 
+def tree_cpu_split(pid: int) -> tuple[float, float]:
+    """``tree_cpu_seconds`` as user and system seconds (the kernel's share: socket writes and reads)."""
+    user = system = 0.0
+    for each in [pid, *descendants(pid)]:
+        try:
+            text = Path(f"/proc/{each}/stat").read_text()
+        except OSError:
+            continue
+        fields = text[text.rindex(")") + 2 :].split()
+        user += (int(fields[11]) + int(fields[13])) / CLOCK_TICKS
+        system += (int(fields[12]) + int(fields[14])) / CLOCK_TICKS
+    return user, system
+
+
+def tree_memory_kib(pid: int) -> dict[str, int]:
+    """``memory_kib`` of ``pid`` and every live process under it, summed."""
+    total: dict[str, int] = {"VmRSS": 0, "VmHWM": 0}
+    for one in (pid, *descendants(pid)):
+        try:
+            for key, value in memory_kib(one).items():
+                total[key] += value
+        except OSError:
+            continue
+    return total
+
+
 def listening_ports(pid: int) -> list[tuple[str, int]]:
     """``(ip, port)`` of every IPv4 TCP socket in LISTEN state that ``pid`` holds open."""
     inodes = set()
@@ -126,17 +152,20 @@ class Usage:
 class UsageSampler:
     """CPU seconds over a window, and RSS sampled on a thread every ``interval`` seconds."""
 
-    def __init__(self, pid: int, interval: float = 0.05) -> None:
+    def __init__(self, pid: int, interval: float = 0.05, tree: bool = False) -> None:
+        """``tree``: ``pid`` and its children together (a supervisor and its workers)."""
         self.pid = pid
         self.interval = interval
+        self._cpu = tree_cpu_split if tree else cpu_split
+        self._memory = tree_memory_kib if tree else memory_kib
         self._peak = 0
         self._cpu0 = (0.0, 0.0)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample, name=f"rss-{pid}", daemon=True)
 
     def __enter__(self) -> UsageSampler:
-        self._cpu0 = cpu_split(self.pid)
-        self._peak = memory_kib(self.pid).get("VmRSS", 0)
+        self._cpu0 = self._cpu(self.pid)
+        self._peak = self._memory(self.pid).get("VmRSS", 0)
         self._thread.start()
         return self
 
@@ -147,14 +176,14 @@ class UsageSampler:
     def _sample(self) -> None:
         while not self._stop.wait(self.interval):
             try:
-                self._peak = max(self._peak, memory_kib(self.pid).get("VmRSS", 0))
+                self._peak = max(self._peak, self._memory(self.pid).get("VmRSS", 0))
             except OSError:  # the process is gone; the window's result says so
                 return
 
     def usage(self) -> Usage:
-        memory = memory_kib(self.pid)
+        memory = self._memory(self.pid)
         peak = max(self._peak, memory.get("VmRSS", 0))
-        user, system = cpu_split(self.pid)
+        user, system = self._cpu(self.pid)
         user -= self._cpu0[0]
         system -= self._cpu0[1]
         return Usage(cpu_s=user + system, peak_rss_kib=peak, hwm_kib=memory["VmHWM"], system_s=system)

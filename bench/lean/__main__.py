@@ -48,6 +48,10 @@ def main(argv: list[str] | None = None) -> int:
         "after their first message; latency and the all-delivered check are over the others",
         "max_message_size": "set the broker's largest message to BYTES and chunk at the producer "
         "(batching off): --size above it makes each message several chunks, checked whole (0: off)",
+        "workers": "the broker's worker processes (magnetar standalone --workers N): with more than one, "
+        "the topic is made spread first, so each consumer is served by the worker its connection reached",
+        "lookup": "each connection looks the topic up before subscribing, as a client does (a spread "
+        "topic's LOOKUP names the port dialled: a Redirect there, then Connect)",
         "no_probe": "no probe producer (by default one sends a small message every 20 ms on another topic "
         "and its round trips are reported before, during the connect storm, and during the deliveries)",
     }

@@ -44,6 +44,11 @@ _MESSAGE = wire.BaseCommand.MESSAGE
 _PING = wire.BaseCommand.PING
 _SUCCESS = wire.BaseCommand.SUCCESS
 _CONNECTED = wire.BaseCommand.CONNECTED
+_LOOKUP_RESPONSE = wire.BaseCommand.LOOKUP_RESPONSE
+_REDIRECT = wire.CommandLookupTopicResponse.Redirect
+_CONNECT = wire.CommandLookupTopicResponse.Connect
+#: The LOOKUPs' request id: apart from the SUBSCRIBEs', which are the consumers' local numbers.
+LOOKUP_REQUEST_ID = 1 << 40
 _CUMULATIVE = wire.CommandAck.Cumulative
 _PONG_FRAME = encode_frame(wrap(wire.CommandPong()))
 #: Closing with a reset: tens of thousands of ports in TIME_WAIT would starve the next run.
@@ -73,6 +78,9 @@ class WorkerState:
     stalled_tally: Tally | None = None  # the stalled consumers' counts (indexed apart)
     chunks: ChunkCheck | None = None  # chunked messages: checked whole before they count
     chunk_cache: ChunkCache = field(default_factory=ChunkCache)
+    #: Look the topic up first, as a client does, expecting to be sent to this URL (the one dialled:
+    #: a spread topic's LOOKUP names the shared port); None: subscribe at once.
+    lookup: str | None = None
 
     def subscription_of(self, number: int) -> str:
         """The subscription of consumer ``number`` (over all workers)."""
@@ -217,7 +225,12 @@ class LeanConnection(asyncio.BufferedProtocol):
     # -- setup and the rest ------------------------------------------------------------------
     def _on_control(self, name: str, command: wire.BaseCommand) -> None:
         if command.type == _CONNECTED:
-            self._subscribe_all()
+            if self.state.lookup is None:
+                self._subscribe_all()
+            else:
+                self._lookup(authoritative=False)
+        elif command.type == _LOOKUP_RESPONSE:
+            self._looked_up(command.lookup_response)
         elif command.type == _SUCCESS:
             local = command.success.request_id
             self.transport.write(self._flow(local, self.state.permits))  # type: ignore[union-attr]
@@ -237,6 +250,32 @@ class LeanConnection(asyncio.BufferedProtocol):
             self.state.closed_by_broker += 1
         elif name not in ("PONG", "ACK_RESPONSE"):
             self.state.errors.append(f"unexpected {name}")
+
+    def _lookup(self, authoritative: bool) -> None:
+        lookup = wire.CommandLookupTopic(
+            topic=self.state.topic, request_id=LOOKUP_REQUEST_ID, authoritative=authoritative
+        )
+        self.transport.write(encode_frame(wrap(lookup)))  # type: ignore[union-attr]
+
+    def _looked_up(self, answer: wire.CommandLookupTopicResponse) -> None:
+        """A Redirect to the URL dialled is asked again there (this connection), as the official
+        client does; Connect to it, the consumers subscribe here; anything else fails them."""
+        url = answer.broker_service_url
+        if answer.response == _REDIRECT and url == self.state.lookup:
+            self._lookup(authoritative=True)
+        elif answer.response == _CONNECT and url == self.state.lookup:
+            self._subscribe_all()
+        else:
+            what = wire.CommandLookupTopicResponse.LookupType.Name(answer.response)
+            self._fail_all(f"LOOKUP answered {what} {url!r}, not this broker")
+
+    def _fail_all(self, reason: str) -> None:
+        if len(self.state.errors) < 20:
+            self.state.errors.append(reason)
+        self.failed += self.unsubscribed
+        self.unsubscribed = 0
+        if not self.ready.done():
+            self.ready.set_result(None)
 
     def _subscribe_all(self) -> None:
         state = self.state

@@ -35,11 +35,12 @@ from bench.lean.histogram import LatencyHistogram
 from bench.lean.limits import raise_nofile
 from bench.lean.official import official_main
 from bench.lean.probe import Probe
+from bench.lean.spread import make_spread, sockets_per_process
 from bench.lean.stamp import payload
 from bench.lean.target import broker_spec, broker_version
 from bench.lean.worker import WorkerSpec, worker_main
 from bench.machine import describe
-from bench.procs import Usage, UsageSampler, cpu_seconds, memory_kib
+from bench.procs import Usage, UsageSampler, cpu_seconds, tree_memory_kib
 
 SUBSCRIPTION = "vehicles"
 CONNECTIONS_PER_SOURCE_IP = 10_000  # well below the kernel's ~28K ephemeral ports per address
@@ -66,6 +67,8 @@ class Settings:
     stalled: float = 0.0
     max_message_size: int = 0
     no_probe: bool = False
+    workers: int = 1
+    lookup: bool = False
 
 
 @dataclass
@@ -89,7 +92,7 @@ def run(settings: Settings, workdir: Path | None = None) -> dict:
     load_at_start = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="bench-lean-") as tmp:
         base = workdir or Path(tmp)
-        spec = broker_spec(settings.broker, settings.fsync, settings.max_message_size)
+        spec = broker_spec(settings.broker, settings.fsync, settings.max_message_size, settings.workers)
         broker = make_process(spec, base / "broker", source)
         broker.start()
         workers: list[Worker] = []
@@ -111,15 +114,19 @@ def run(settings: Settings, workdir: Path | None = None) -> dict:
             probe = None if settings.no_probe else Probe(client, f"{topic}-probe")
             if probe is not None:
                 probe.__enter__()
+            if settings.workers > 1:
+                make_spread(client, broker, topic)  # its consumers then stay where they connect
             time.sleep(SETTLE_S)
-            rss_before = memory_kib(broker.pid)["VmRSS"]
+            rss_before = tree_memory_kib(broker.pid)["VmRSS"]
             workers = _start_workers(settings, broker.port, topic, base)
             storm_at = time.monotonic()
             connect = _connect(workers, settings.official_first)
             storm_end = time.monotonic()
             time.sleep(SETTLE_S)
-            rss_after = memory_kib(broker.pid)["VmRSS"]
-            with UsageSampler(broker.pid) as sampler:
+            rss_after = tree_memory_kib(broker.pid)["VmRSS"]
+            if settings.workers > 1:
+                connect["sockets_per_worker"] = sockets_per_process(broker)
+            with UsageSampler(broker.pid, tree=True) as sampler:
                 for worker in workers:
                     worker.cpu_s = -cpu_seconds(worker.process.pid)
                 start = time.monotonic()
@@ -199,6 +206,7 @@ def _start_workers(settings: Settings, port: int, topic: str, base: Path) -> lis
             stalled_connections=stalled[index] if kind == "lean" else 0,
             chunked=settings.max_message_size > 0,
             size=settings.size,
+            lookup=settings.lookup,
         )
         first += count
         parent, child = context.Pipe()

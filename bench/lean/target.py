@@ -16,14 +16,17 @@ BROKERS = ("magnetar", PEER)
 MODES = ("broadcast", "exclusive")
 
 
-def broker_spec(broker: str, fsync: str, max_message_size: int) -> BrokerSpec:
-    """The spec to start: Magnetar with ``fsync``, or the peer; ``max_message_size`` > 0 sets it."""
+def broker_spec(broker: str, fsync: str, max_message_size: int, workers: int = 1) -> BrokerSpec:
+    """The spec to start: Magnetar with ``fsync`` (and ``workers`` processes), or the peer;
+    ``max_message_size`` > 0 sets it."""
     if broker == PEER:
         spec = SPECS[PEER]
         extra: dict[str, object] = {"max_message_size_bytes": max_message_size} if max_message_size else {}
     else:
         spec = SPECS[f"magnetar-{'fsync' if fsync == 'always' else 'nofsync'}"]
         extra = {"max_message_size": max_message_size} if max_message_size else {}
+        if workers > 1:
+            extra["workers"] = workers
     return replace(spec, settings={**spec.settings, **extra}) if extra else spec
 
 

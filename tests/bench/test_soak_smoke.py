@@ -33,6 +33,7 @@ def test_the_soak_runs_kills_the_broker_and_loses_nothing(tmp_path):
         "keyed/by-key",
     }
     for name, sub in subscriptions.items():
-        assert sub["receipted"] > 0 and sub["missing"] == 0 and sub["damaged"] == 0, (name, sub)
-        assert sub["again_after_ack_violations"] == 0, (name, sub)
+        said = f"{name}: {json.dumps(sub)}\nkills: {doc['kills']}; traces: {json.dumps(doc.get('traces'))}"
+        assert sub["receipted"] > 0 and sub["missing"] == 0 and sub["damaged"] == 0, said
+        assert sub["again_after_ack_violations"] == 0, said
     assert doc["ok"] and done.returncode == 0, done.stderr[-3000:]

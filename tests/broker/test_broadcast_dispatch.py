@@ -209,8 +209,34 @@ def test_skips_and_seeks_reach_the_virtual_cursors_kept_for_lost_consumers(on_to
         assert await sent_to(back, 1) == more
         lose_connection(back)
         assert sub.dispatcher.stats()["detachedCursors"] == 1
+        sub.cursor.reset(stored[0])
         sub.dispatcher.on_cursor_reset()  # what a seek does after moving the cursor
-        assert sub.dispatcher.stats()["detachedCursors"] == 0
+        # Still kept for its grace, at the new position: back, it gets everything from there.
+        assert sub.dispatcher.stats()["detachedCursors"] == 1
+        again = join(topic, slow.name, 51)
+        assert await sent_to(again, 3) == [*stored, *more]
+
+    on_topic(scenario)
+
+
+def test_a_seek_keeps_the_place_of_each_consumer_it_closed_until_it_is_back(on_topic):
+    async def scenario(h, topic) -> None:
+        a, b = subscribe_many(topic, 2)
+        stored = await publish_numbered(h, 3, a, b)
+        ack(a, *stored)
+        ack(b, *stored)
+        sub = topic.subscriptions["fans"]
+        sub.reset_cursor(stored[0])  # a seek: every consumer closed by the broker
+        assert a.closed and b.closed
+        back_a = join(topic, a.name, 10)
+        assert await sent_to(back_a, 3) == stored
+        ack(back_a, *stored)
+        # b is not back yet: the subscription waits for it at the seek's position.
+        assert sub.cursor.mark_delete_position < stored[0]
+        back_b = join(topic, b.name, 11)
+        assert await sent_to(back_b, 3) == stored
+        ack(back_b, *stored)
+        assert sub.cursor.mark_delete_position == stored[-1]
 
     on_topic(scenario)
 

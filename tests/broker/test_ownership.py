@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from magnetar.broker.ownership import BrokerInfo, LocalOwnership
+from magnetar.broker.ownership import SPREAD_CHANGE, BrokerInfo, LocalOwnership
 from magnetar.broker.ownership_sqlite import SqliteOwnership
 
 BUNDLE = "public/default/0x00000000_0x40000000"
@@ -103,6 +103,32 @@ def test_a_change_published_by_one_reaches_the_other(stores):
     assert two.changes_since(version) == (version, [])
 
 
+def test_a_topic_marked_spread_is_told_to_every_worker_once(stores):
+    one, two = stores
+    start, _ = two.changes_since(0)
+    topic = "persistent://public/default/alerts"
+    assert one.mark_spread(topic)
+    assert not two.mark_spread(topic)  # marked already: no second notice
+    _, paths = two.changes_since(start)
+    assert paths == [SPREAD_CHANGE]
+    assert two.spread_topics() == {topic}
+    assert LocalOwnership().spread_topics() == set() and not LocalOwnership().mark_spread(topic)
+
+
+def test_a_subscriptions_resets_are_counted_for_every_worker(stores):
+    one, two = stores
+    topic = "persistent://public/default/alerts"
+    assert two.resets(topic, "fans") == 0
+    one.note_reset(topic, "fans")
+    one.note_reset(topic, "fans")
+    two.note_reset(topic, "other")
+    assert two.resets(topic, "fans") == 2 and one.resets(topic, "other") == 1
+    assert one.resets(topic + "-2", "fans") == 0
+    alone = LocalOwnership()
+    alone.note_reset(topic, "fans")
+    assert alone.resets(topic, "fans") == 0  # nothing is spread: no follower to tell
+
+
 def test_register_again_keeps_the_bundles_and_takes_the_new_urls(stores):
     one, two = stores
     one.register(broker(0))
@@ -142,10 +168,14 @@ def test_reset_forgets_a_previous_run(tmp_path):
     store = SqliteOwnership.in_data_dir(tmp_path)
     store.register(broker(0))
     store.assign(BUNDLE, "worker-0")
+    store.mark_spread("persistent://public/default/alerts")
+    store.note_reset("persistent://public/default/alerts", "fans")
     store.topic_loaded("worker-0", "non-persistent://public/default/a", True)
     store.close()
     SqliteOwnership.reset(tmp_path)
     again = SqliteOwnership.in_data_dir(tmp_path)
+    assert again.brokers() == [] and again.spread_topics() == set()
+    assert again.resets("persistent://public/default/alerts", "fans") == 0
     again.register(broker(0))
     assert again.owner(BUNDLE) is None and again.loaded_topics("non-persistent://") == []
     again.close()

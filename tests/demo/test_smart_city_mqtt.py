@@ -7,35 +7,17 @@ vehicle refused another area's alerts (SUBACK 0x87)."""
 from __future__ import annotations
 
 import dataclasses
-import io
 
 import pytest
 
-from magnetar.demo.smart_city.run import run_job
-from magnetar.demo.smart_city.settings import MIB, CitySettings
+from tests.demo.city_runs import TWO_AREAS, listening_line, run_in
 from tests.needs import need_spark
 
 need_spark()
 # Spark in this process: one xdist worker for all (tests/conftest.py); slow: a minute or more each.
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
-SMALL_MQTT = CitySettings(
-    seed=11,
-    areas=2,
-    damaged_areas=1,
-    vehicles_per_area=3,
-    sensors_per_area=2,
-    duration_s=10,
-    damage_start_s=3,
-    frames=1,
-    frame_min_bytes=5 * MIB + 1,
-    frame_max_bytes=5 * MIB + 100_000,
-    window_s=2,
-    watermark_s=1,
-    progress_interval_s=2,
-    drain_timeout_s=60,
-    mqtt=True,
-)
+SMALL_MQTT = dataclasses.replace(TWO_AREAS, seed=11, vehicles_per_area=3, mqtt=True)
 
 
 def vehicle_readings(summary) -> int:
@@ -44,9 +26,7 @@ def vehicle_readings(summary) -> int:
 
 @pytest.mark.timeout(240)
 def test_vehicles_publish_and_receive_alerts_over_mqtt(tmp_path):
-    out = io.StringIO()
-    summary = run_job(dataclasses.replace(SMALL_MQTT, work_dir=str(tmp_path / "work")), out)
-    text = out.getvalue()
+    summary, text = run_in(SMALL_MQTT, tmp_path)
 
     assert summary.ok and not summary.errors, text
     assert "vehicles on mqtt://127.0.0.1:" in text, text
@@ -57,21 +37,15 @@ def test_vehicles_publish_and_receive_alerts_over_mqtt(tmp_path):
     assert summary.alerts_by_area.get(damaged, 0) >= 1, text
     assert not summary.vehicles_missing_alerts and summary.receipts == summary.expected_receipts, text
     assert summary.broadcast_latency.count == summary.receipts  # each receipt split at the publish time
-    listening = next(
-        line
-        for line in (tmp_path / "work/broker/broker.log").read_text().splitlines()
-        if "listening on" in line
-    )
+    listening = listening_line(tmp_path)
     assert "mqtt://" in listening, listening
 
 
 @pytest.mark.timeout(240)
-def test_vehicles_over_mqtt_with_two_broker_workers():
+def test_vehicles_over_mqtt_with_two_broker_workers(tmp_path):
     """``--mqtt --workers 2``: the telemetry's partitions and the alert topics are spread over two
     workers; the vehicles' MQTT port is the broker's one, and reaches every one of them."""
-    out = io.StringIO()
-    summary = run_job(dataclasses.replace(SMALL_MQTT, workers=2), out)
-    text = out.getvalue()
+    summary, text = run_in(dataclasses.replace(SMALL_MQTT, workers=2), tmp_path)
 
     assert summary.ok and not summary.errors, text
     assert "2 workers" in text and "vehicles on mqtt://127.0.0.1:" in text, text
@@ -82,10 +56,8 @@ def test_vehicles_over_mqtt_with_two_broker_workers():
 
 
 @pytest.mark.timeout(240)
-def test_secured_vehicles_over_mqtts_with_their_tokens():
-    out = io.StringIO()
-    summary = run_job(dataclasses.replace(SMALL_MQTT, secure=True), out)
-    text = out.getvalue()
+def test_secured_vehicles_over_mqtts_with_their_tokens(tmp_path):
+    summary, text = run_in(dataclasses.replace(SMALL_MQTT, secure=True), tmp_path)
 
     assert summary.ok and not summary.errors, text
     assert "vehicles on mqtts://127.0.0.1:" in text, text

@@ -6,51 +6,27 @@ topic is refused (AuthorizationError), and the summary says the run was secured.
 from __future__ import annotations
 
 import dataclasses
-import io
 
 import pytest
 
-from magnetar.demo.smart_city.run import run_job
-from magnetar.demo.smart_city.settings import MIB, CitySettings
+from tests.demo.city_runs import TWO_AREAS, listening_line, run_in
 from tests.needs import need_spark
 
 need_spark()
 pytestmark = pytest.mark.spark  # Spark in this process: one xdist worker for all (tests/conftest.py)
 
-SMALL_SECURE = CitySettings(
-    seed=7,
-    areas=2,
-    damaged_areas=1,
-    vehicles_per_area=2,
-    sensors_per_area=2,
-    duration_s=10,
-    damage_start_s=3,
-    frames=1,
-    frame_min_bytes=5 * MIB + 1,
-    frame_max_bytes=5 * MIB + 100_000,
-    window_s=2,
-    watermark_s=1,
-    progress_interval_s=2,
-    drain_timeout_s=60,
-    secure=True,
-)
+SMALL_SECURE = dataclasses.replace(TWO_AREAS, secure=True)
 
 
 @pytest.mark.timeout(240)
 def test_secure_run_delivers_alerts_only_to_granted_vehicles(tmp_path):
-    out = io.StringIO()
-    summary = run_job(dataclasses.replace(SMALL_SECURE, work_dir=str(tmp_path / "work")), out)
-    text = out.getvalue()
+    summary, text = run_in(SMALL_SECURE, tmp_path)
 
     assert summary.ok and not summary.errors, text
     assert "pulsar+ssl://127.0.0.1:" in text and "(admin https://127.0.0.1:" in text, text
     assert "secured             TLS only" in text and "token authentication, authorization" in text, text
     # The broker served TLS ports only: its listening line names no plain address.
-    listening = next(
-        line
-        for line in (tmp_path / "work/broker/broker.log").read_text().splitlines()
-        if "listening on" in line
-    )
+    listening = listening_line(tmp_path)
     assert "pulsar+ssl://" in listening and "https://" in listening, listening
     assert "pulsar://" not in listening and "http://" not in listening, listening
     assert summary.refused and "AuthorizationError" in summary.refusal, text

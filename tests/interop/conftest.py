@@ -122,6 +122,17 @@ def client(broker, client_factory) -> pulsar.Client:
 
 
 @pytest.fixture
+def s3(tmp_path):
+    """An S3 protocol server (moto) with the bucket made, for a broker that offloads to it."""
+    from tests.offload.s3_server import S3Server  # moto: imported by the tests that ask only
+
+    server = S3Server(tmp_path)
+    server.create_bucket()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
 def topic(request) -> str:
     """A topic name no other test uses. The suffix starts with a letter: a test named "...partition"
     followed by a suffix of digits alone would name a partition ("-partition-N")."""

@@ -16,24 +16,16 @@ import pytest
 
 from tests.interop.support import admin_call
 from tests.interop.test_tiered_storage import (
+    AT_ONCE,
     _admin,
     _all_offloaded,
     _expected,
     _produce,
     _s3_config,
 )
-from tests.offload.s3_server import S3Server
 from tests.waiting import eventually
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow]
-
-
-@pytest.fixture
-def s3(tmp_path):
-    server = S3Server(tmp_path)
-    server.create_bucket()
-    yield server
-    server.stop()
 
 
 def _peek(broker, topic: str, subscription: str, n: int = 1) -> tuple[int, bytes]:
@@ -69,8 +61,7 @@ def _offloaded_topic(broker_factory, client_factory, topic, tmp_path, s3, **conf
         _s3_config(
             s3,
             tmp_path,
-            managed_ledger_offload_threshold_in_bytes=0,
-            managed_ledger_offload_deletion_lag_ms=0,
+            **AT_ONCE,
             # Only the last fetch's blocks are kept: an answer about the first ledger asks the store.
             managed_ledger_offload_read_cache_bytes=0,
             **config,

@@ -5,11 +5,13 @@ offload and the store unreachable."""
 
 from __future__ import annotations
 
+import contextlib
 import re
 import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
 
 import pulsar
 import pytest
@@ -28,6 +30,8 @@ SMALL_LEDGERS = {
     "managed_ledger_offload_check_interval_seconds": 0.2,
     "managed_ledger_offload_read_retry_seconds": 0.5,
 }
+#: Each ledger offloaded once it closes, its local copy deleted at once.
+AT_ONCE = {"managed_ledger_offload_threshold_in_bytes": 0, "managed_ledger_offload_deletion_lag_ms": 0}
 
 
 def _admin(topic: str, suffix: str) -> str:
@@ -63,27 +67,33 @@ def _expected(count: int) -> list[bytes]:
     return [f"frame-{i:04d}".encode().ljust(200, b".") for i in range(count)]
 
 
-def _all_offloaded(broker, topic: str) -> dict:
+def _all_offloaded(broker, topic: str, keeping_local: bool = False) -> dict:
+    """The internal stats once every closed ledger is offloaded, and its local copy gone (or kept)."""
     stats = _internal(broker, topic)
     closed = stats["ledgers"][:-1]
-    assert closed and all(ledger["offloaded"] and not ledger["local"] for ledger in closed), closed
+    assert closed and all(ledger["offloaded"] and ledger["local"] == keeping_local for ledger in closed), (
+        closed
+    )
     return stats
+
+
+def _to_a_directory(uri: str, **more) -> dict:
+    """SMALL_LEDGERS offloaded by the filesystem driver to ``uri`` (a path or a file:// URI)."""
+    return {**SMALL_LEDGERS, "managed_ledger_offload_driver": "filesystem", "file_system_uri": uri, **more}
+
+
+def _offloading_at_once(broker_factory, client_factory, store):
+    """A broker offloading each ledger to ``store`` once it closes, its local copy deleted at
+    once, and a client of it."""
+    broker = broker_factory(_to_a_directory(f"file://{store}", **AT_ONCE))
+    return broker, client_factory(broker.service_url)
 
 
 def test_offloaded_by_threshold_and_read_back_by_readers_consumers_and_seeks(
     broker_factory, client_factory, topic, tmp_path
 ):
     store = tmp_path / "offloaded"
-    broker = broker_factory(
-        {
-            **SMALL_LEDGERS,
-            "managed_ledger_offload_driver": "filesystem",
-            "file_system_uri": f"file://{store}",
-            "managed_ledger_offload_threshold_in_bytes": 0,
-            "managed_ledger_offload_deletion_lag_ms": 0,
-        }
-    )
-    client = client_factory(broker.service_url)
+    broker, client = _offloading_at_once(broker_factory, client_factory, store)
     before = int(time.time() * 1000)
     _produce(client, topic, 60)
     stats = eventually(
@@ -125,13 +135,7 @@ def test_offloaded_by_threshold_and_read_back_by_readers_consumers_and_seeks(
 
 
 def test_offload_by_the_admin_api_up_to_a_message_id(broker_factory, client_factory, topic, tmp_path):
-    broker = broker_factory(
-        {
-            **SMALL_LEDGERS,
-            "managed_ledger_offload_driver": "filesystem",
-            "file_system_uri": str(tmp_path / "o"),
-        }
-    )
+    broker = broker_factory(_to_a_directory(str(tmp_path / "o")))
     client = client_factory(broker.service_url)
     _produce(client, topic, 40)
     status, body = admin_call(broker, "GET", _admin(topic, "/offload"))
@@ -157,14 +161,6 @@ def test_offload_by_the_admin_api_up_to_a_message_id(broker_factory, client_fact
     assert _read_all(client, topic, 40) == _expected(40)
 
 
-@pytest.fixture
-def s3(tmp_path):
-    server = S3Server(tmp_path)
-    server.create_bucket()
-    yield server
-    server.stop()
-
-
 def _s3_config(s3: S3Server, tmp_path, **more) -> dict:
     credentials = tmp_path / "credentials"
     credentials.write_text("access_key_id=magnetar\nsecret_access_key=secret-in-a-file\n")
@@ -180,12 +176,10 @@ def _s3_config(s3: S3Server, tmp_path, **more) -> dict:
     }
 
 
-def test_kill_9_during_an_offload_to_s3_leaves_nothing_counted_and_it_is_done_again(
-    broker_factory, client_factory, topic, tmp_path, s3
-):
-    broker = broker_factory(_s3_config(s3, tmp_path, managed_ledger_offload_timeout_seconds=30.0))
-    client = client_factory(broker.service_url)
-    _produce(client, topic, 30)
+@contextlib.contextmanager
+def _an_upload_hanging(broker, topic: str, s3: S3Server) -> Iterator[str]:
+    """The store paused and an offload by the admin API of every closed ledger of ``topic`` under
+    way; yields the offload key of the first one's attempt. The store answers again on exit."""
     ledgers = _internal(broker, topic)["ledgers"]
     s3.pause()  # the upload hangs
     try:
@@ -197,16 +191,17 @@ def test_kill_9_during_an_offload_to_s3_leaves_nothing_counted_and_it_is_done_ag
         def attempt_recorded():
             first = _internal(broker, topic)["ledgers"][0]
             assert first.get("offloadState") == "offloading", first
-            return True
+            return first["offloadKey"]
 
-        eventually(attempt_recorded, what="an offload under way")
-        broker.kill9()
+        yield eventually(attempt_recorded, what="an upload under way")
     finally:
         s3.resume()
-    broker.config = {
-        **broker.config,
-        "managed_ledger_offload_threshold_in_bytes": 0,
-    }  # offload by threshold now
+
+
+def _restarted_offloading(broker, client_factory, topic: str):
+    """The stopped ``broker`` started again, offloading by threshold now: a client of it and the
+    closed ledgers of ``topic`` once every one is offloaded."""
+    broker.config = {**broker.config, "managed_ledger_offload_threshold_in_bytes": 0}
     broker.start()
     client = client_factory(broker.service_url)
 
@@ -215,7 +210,18 @@ def test_kill_9_during_an_offload_to_s3_leaves_nothing_counted_and_it_is_done_ag
         assert all(ledger["offloaded"] for ledger in closed), closed
         return closed
 
-    closed = eventually(offloaded_again, what="the ledgers offloaded again after the restart")
+    return client, eventually(offloaded_again, what="the ledgers offloaded again after the restart")
+
+
+def test_kill_9_during_an_offload_to_s3_leaves_nothing_counted_and_it_is_done_again(
+    broker_factory, client_factory, topic, tmp_path, s3
+):
+    broker = broker_factory(_s3_config(s3, tmp_path, managed_ledger_offload_timeout_seconds=30.0))
+    client = client_factory(broker.service_url)
+    _produce(client, topic, 30)
+    with _an_upload_hanging(broker, topic, s3):
+        broker.kill9()
+    client, closed = _restarted_offloading(broker, client_factory, topic)
     assert _read_all(client, topic, 30) == _expected(30)
     assert "secret-in-a-file" not in broker.log_text()
     assert all(ledger.get("offloadState") == "offloaded" for ledger in closed)
@@ -224,14 +230,7 @@ def test_kill_9_during_an_offload_to_s3_leaves_nothing_counted_and_it_is_done_ag
 def test_an_unreachable_store_fails_offloaded_reads_clearly_while_local_topics_go_on(
     broker_factory, client_factory, topic, tmp_path, s3
 ):
-    broker = broker_factory(
-        _s3_config(
-            s3,
-            tmp_path,
-            managed_ledger_offload_threshold_in_bytes=0,
-            managed_ledger_offload_deletion_lag_ms=0,
-        )
-    )
+    broker = broker_factory(_s3_config(s3, tmp_path, **AT_ONCE))
     client = client_factory(broker.service_url)
     ids = _produce(client, topic, 30)
     eventually(lambda: _all_offloaded(broker, topic), what="offloaded, local copies gone")
@@ -258,13 +257,9 @@ def test_an_unreachable_store_fails_offloaded_reads_clearly_while_local_topics_g
 def test_offload_by_age_takes_the_ledgers_closed_that_long_ago(
     broker_factory, client_factory, topic, tmp_path
 ):
+    # the broker's threshold: an hour
     broker = broker_factory(
-        {
-            **SMALL_LEDGERS,
-            "managed_ledger_offload_driver": "filesystem",
-            "file_system_uri": str(tmp_path / "o"),
-            "managed_ledger_offload_threshold_in_seconds": 3600,  # the broker's: an hour
-        }
+        _to_a_directory(str(tmp_path / "o"), managed_ledger_offload_threshold_in_seconds=3600)
     )
     client = client_factory(broker.service_url)
     _produce(client, topic, 40)
@@ -276,7 +271,7 @@ def test_offload_by_age_takes_the_ledgers_closed_that_long_ago(
     assert admin_call(broker, "PUT", namespace, 1)[0] == 204
     assert admin_call(broker, "GET", namespace) == (200, 1)
     stats = eventually(
-        lambda: _all_offloaded_keeping_local(broker, topic), what="the closed ledgers offloaded"
+        lambda: _all_offloaded(broker, topic, keeping_local=True), what="the closed ledgers offloaded"
     )
     assert len(stats["ledgers"]) > 4
     status, body = admin_call(broker, "GET", _admin(topic, "/offloadPolicies?applied=true"))
@@ -287,27 +282,11 @@ def test_offload_by_age_takes_the_ledgers_closed_that_long_ago(
     assert _read_all(client, topic, 40) == _expected(40)
 
 
-def _all_offloaded_keeping_local(broker, topic: str) -> dict:
-    stats = _internal(broker, topic)
-    closed = stats["ledgers"][:-1]
-    assert closed and all(ledger["offloaded"] and ledger["local"] for ledger in closed), closed
-    return stats
-
-
 def test_repair_after_the_metadata_is_lost_finds_the_ledgers_only_the_store_holds(
     broker_factory, client_factory, topic, tmp_path
 ):
     store = tmp_path / "offloaded"
-    broker = broker_factory(
-        {
-            **SMALL_LEDGERS,
-            "managed_ledger_offload_driver": "filesystem",
-            "file_system_uri": f"file://{store}",
-            "managed_ledger_offload_threshold_in_bytes": 0,
-            "managed_ledger_offload_deletion_lag_ms": 0,
-        }
-    )
-    client = client_factory(broker.service_url)
+    broker, client = _offloading_at_once(broker_factory, client_factory, store)
     consumer = client.subscribe(topic, "sub", initial_position=pulsar.InitialPosition.Earliest)
     _produce(client, topic, 40)
     for _ in range(10):
@@ -344,35 +323,11 @@ def test_a_stopping_broker_gives_up_an_upload_under_way_and_does_it_again_after_
     broker = broker_factory(_s3_config(s3, tmp_path, managed_ledger_offload_timeout_seconds=60.0))
     client = client_factory(broker.service_url)
     _produce(client, topic, 30)
-    ledgers = _internal(broker, topic)["ledgers"]
-    s3.pause()
-    try:
-        status, body = admin_call(
-            broker, "PUT", _admin(topic, "/offload"), {"ledgerId": ledgers[-1]["ledgerId"], "entryId": 0}
-        )
-        assert status == 204, body
-
-        def attempt_recorded():
-            first = _internal(broker, topic)["ledgers"][0]
-            assert first.get("offloadState") == "offloading", first
-            return first["offloadKey"]
-
-        given_up = eventually(attempt_recorded, what="an upload under way")
+    with _an_upload_hanging(broker, topic, s3) as given_up:
         client.close()
         assert broker.stop(timeout=10) == 0  # SIGTERM: not held up by the upload
-    finally:
-        s3.resume()
     assert "still inside a request to the object store; the broker stops without" in broker.log_text()
-    broker.config = {**broker.config, "managed_ledger_offload_threshold_in_bytes": 0}
-    broker.start()
-    client = client_factory(broker.service_url)
-
-    def offloaded_again():
-        closed = _internal(broker, topic)["ledgers"][:-1]
-        assert all(ledger["offloaded"] for ledger in closed), closed
-        return closed
-
-    closed = eventually(offloaded_again, what="the ledgers offloaded after the restart")
+    client, closed = _restarted_offloading(broker, client_factory, topic)
     assert given_up not in {ledger["offloadKey"] for ledger in closed}  # under a new key
     assert _read_all(client, topic, 30) == _expected(30)
     eventually(lambda: not s3.exists(given_up), what="the attempt given up deleted from the store")

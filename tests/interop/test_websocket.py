@@ -422,3 +422,32 @@ def test_revoked_grant_closes_the_ws_consumer_with_the_reason(broker_factory, to
             ws.recv(TIMEOUT_S)
     assert closed.value.rcvd.code == 4002
     assert "not authorized" in closed.value.rcvd.reason
+
+
+def test_revoked_grant_closes_the_ws_producer_with_the_reason(broker_factory, topic):
+    """A producer the broker closes attaches again (docs/websocket.md, "When the topic moves"),
+    unless it is refused for good: then the WebSocket closes with the refusal."""
+    from magnetar.security import tokens
+
+    key = tokens.create_secret_key()
+    broker = broker_factory(
+        {
+            "authentication_enabled": True,
+            "authorization_enabled": True,
+            "superuser_roles": ["admin"],
+            "token_secret_key": "data:;base64," + base64.b64encode(key).decode(),
+        }
+    )
+    admin = {"Authorization": f"Bearer {tokens.create_token(key, 'admin', 600)}"}
+    permissions = f"{broker.http_url}/admin/v2/namespaces/public/default/permissions/car"
+    grant = urllib.request.Request(permissions, data=b'["produce"]', method="POST", headers=admin)
+    grant.add_header("Content-Type", "application/json")
+    urllib.request.urlopen(grant, timeout=TIMEOUT_S).read()
+    with connect(ws_url(broker, "producer", topic, token=tokens.create_token(key, "car", 600))) as ws:
+        assert publish(ws, b"granted")["result"] == "ok"
+        revoke = urllib.request.Request(permissions, method="DELETE", headers=admin)
+        urllib.request.urlopen(revoke, timeout=TIMEOUT_S).read()
+        with pytest.raises(ConnectionClosed) as closed:
+            ws.recv(TIMEOUT_S)
+    assert closed.value.rcvd.code == 4001
+    assert "not authorized" in closed.value.rcvd.reason

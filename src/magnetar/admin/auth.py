@@ -13,7 +13,9 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
+from magnetar.admin.owner_calls import RELAYED_CERTIFICATE
 from magnetar.broker.authentication import Authentication, AuthenticationFailed
+from magnetar.broker.worker_credentials import WorkerSecret
 from magnetar.websocket.http_session import TOKEN_PARAMETER
 
 log = logging.getLogger(__name__)
@@ -41,9 +43,11 @@ def middleware(
     authenticate_metrics: bool,
     successes: Counter[str] | None = None,
     failures: Counter[str] | None = None,
+    worker_secret: WorkerSecret | None = None,
 ):
     """``successes`` / ``failures``: counted by auth method (``token`` for a Bearer header, else
-    ``other``), the broker's /metrics counters."""
+    ``other``), the broker's /metrics counters. ``worker_secret``: with workers, a request another
+    worker proxied here carries its client's certificate sealed (owner_calls.py)."""
     successes = Counter() if successes is None else successes
     failures = Counter() if failures is None else failures
 
@@ -60,6 +64,12 @@ def middleware(
         ) is not None:
             peer_certificate = ssl_object.getpeercert()
         header = request.headers.get("Authorization")
+        if (relayed := request.headers.get(RELAYED_CERTIFICATE)) is not None:
+            try:
+                peer_certificate = relayed_certificate(worker_secret, relayed)
+            except AuthenticationFailed as exc:
+                failures["other"] += 1
+                return refused(request, exc)
         if header is None and request.path.startswith(WEBSOCKET_PREFIX):
             # Browsers cannot set headers on a WebSocket: Pulsar's WebSocket API takes ?token=.
             token = request.query.get(TOKEN_PARAMETER)
@@ -69,13 +79,28 @@ def middleware(
             request[ROLE] = authentication.authenticate_http(header, peer_certificate)
         except AuthenticationFailed as exc:
             failures[method] += 1
-            log.info("%s %s from %s: 401: %s", request.method, request.path, request.remote, exc)
-            return web.json_response(
-                {"reason": str(exc)},
-                status=401,
-                headers={"WWW-Authenticate": 'Bearer realm="magnetar"'},
-            )
+            return refused(request, exc)
         successes[method] += 1
         return await handler(request)
 
     return authenticate
+
+
+def relayed_certificate(secret: WorkerSecret | None, sealed: str) -> object:
+    """The certificate fields another worker sealed; AuthenticationFailed if the seal is not the
+    workers' (a client cannot name a certificate it does not hold)."""
+    if secret is None:
+        raise AuthenticationFailed("a relayed certificate reached a broker without workers")
+    relayed = secret.open(sealed.encode())
+    if relayed.method != "tls" or not relayed.certificate:
+        raise AuthenticationFailed("the relayed credentials are not a certificate")
+    return relayed.certificate
+
+
+def refused(request: web.Request, exc: AuthenticationFailed) -> web.Response:
+    log.info("%s %s from %s: 401: %s", request.method, request.path, request.remote, exc)
+    return web.json_response(
+        {"reason": str(exc)},
+        status=401,
+        headers={"WWW-Authenticate": 'Bearer realm="magnetar"'},
+    )

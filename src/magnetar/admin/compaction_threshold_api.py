@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from magnetar.admin.errors import json_body, no_content, topic_of, translate_errors
+from magnetar.admin.policy_routes import add_namespace_policy, add_topic_policy
 from magnetar.broker.compaction_policies import parse_threshold
 from magnetar.broker.topic import PersistentTopic
 
@@ -24,64 +24,21 @@ TOPIC = "/admin/v2/persistent/{tenant}/{namespace}/{topic}/compactionThreshold"
 
 
 def add_routes(app: web.Application, service: BrokerService) -> None:
-    def ns(request: web.Request) -> str:
-        return f"{request.match_info['tenant']}/{request.match_info['namespace']}"
+    def parse(body: object, _tenant: str) -> int:
+        return parse_threshold(body)
 
-    @translate_errors
-    async def get_namespace(request):
-        threshold = service.namespaces.policies(ns(request)).compaction_threshold
-        return no_content() if threshold is None else web.json_response(threshold)
-
-    @translate_errors
-    async def set_namespace(request):
-        name = ns(request)
-        service.namespaces.policies(name)  # 404 first
-        threshold = parse_threshold(await json_body(request))
-        service.namespaces.update_policy(name, compaction_threshold=threshold)
-        service.apply_policies(name)
-        return no_content()
-
-    @translate_errors
-    async def remove_namespace(request):
-        name = ns(request)
-        service.namespaces.update_policy(name, compaction_threshold=None)
-        service.apply_policies(name)
-        return no_content()
-
-    @translate_errors
-    async def get_topic(request):
-        topic = topic_of(request, "persistent")
-        service.namespaces.policies(topic.namespace_name)
-        if request.query.get("applied", "false").lower() == "true":
-            return web.json_response(service.compaction_threshold(topic))
-        own = service.resources.topic_compaction_thresholds.get(topic)
-        return no_content() if own is None else web.json_response(own)
-
-    @translate_errors
-    async def set_topic(request):
-        topic = topic_of(request, "persistent")
-        service.namespaces.policies(topic.namespace_name)
-        threshold = parse_threshold(await json_body(request))
-        service.resources.topic_compaction_thresholds.set(topic, threshold)
-        _prepare_loaded(service, topic)
-        return no_content()
-
-    @translate_errors
-    async def remove_topic(request):
-        topic = topic_of(request, "persistent")
-        service.namespaces.policies(topic.namespace_name)
-        service.resources.topic_compaction_thresholds.remove(topic)
-        _prepare_loaded(service, topic)
-        return no_content()
-
-    app.router.add_get(NAMESPACE, get_namespace)
-    app.router.add_put(NAMESPACE, set_namespace)
-    app.router.add_post(NAMESPACE, set_namespace)
-    app.router.add_delete(NAMESPACE, remove_namespace)
-    app.router.add_get(TOPIC, get_topic)
-    app.router.add_post(TOPIC, set_topic)
-    app.router.add_put(TOPIC, set_topic)
-    app.router.add_delete(TOPIC, remove_topic)
+    add_namespace_policy(
+        app, service, NAMESPACE, "compaction_threshold", parse, on_change=service.apply_policies
+    )
+    add_topic_policy(
+        app,
+        service,
+        TOPIC,
+        service.resources.topic_compaction_thresholds,
+        parse,
+        service.compaction_threshold,
+        on_change=lambda topic: _prepare_loaded(service, topic),
+    )
 
 
 def _prepare_loaded(service: BrokerService, topic: TopicName) -> None:

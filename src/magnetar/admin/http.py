@@ -51,6 +51,7 @@ def build_app(service: BrokerService, web_urls: clusters_api.WebUrls | None = No
                 service.config.authenticate_metrics_endpoint,
                 service.authentication_successes,
                 service.authentication_failures,
+                service.worker_secret,
             ),
             authz.middleware(service, service.authorization_failures),
             owner_proxy.middleware(service),  # a worker's requests for another's topics

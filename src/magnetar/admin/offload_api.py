@@ -12,11 +12,13 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from magnetar.admin.errors import json_body, no_content, persistent, single_topic, topic_of, translate_errors
+from magnetar.admin.errors import json_body, no_content, persistent, single_topic, translate_errors
+from magnetar.admin.policy_routes import add_namespace_policy, add_topic_policy
 from magnetar.broker import offload_policies
 from magnetar.storage.position import Position
 
@@ -33,12 +35,13 @@ def _whole_number(value: object, name: str, minimum: int) -> int:
     return value
 
 
-def add_routes(app: web.Application, service: BrokerService) -> None:
-    def ns(request: web.Request) -> str:
-        return f"{request.match_info['tenant']}/{request.match_info['namespace']}"
+def _number(name: str, minimum: int) -> Callable[[object, str], int]:
+    return lambda body, _tenant: _whole_number(body, name, minimum)
 
-    def driver() -> str | None:
-        return service.config.managed_ledger_offload_driver
+
+def add_routes(app: web.Application, service: BrokerService) -> None:
+    def checked(body: object, _tenant: str) -> dict[str, Any]:
+        return offload_policies.checked(body, service.config.managed_ledger_offload_driver)
 
     # -- a topic's offload ----------------------------------------------------------------------------
     @translate_errors
@@ -60,107 +63,47 @@ def add_routes(app: web.Application, service: BrokerService) -> None:
     app.router.add_put(f"{TOPIC}/offload", trigger)
     app.router.add_get(f"{TOPIC}/offload", status)
 
-    # -- a namespace's policies -----------------------------------------------------------------------
-    @translate_errors
-    async def get_threshold(request):
-        threshold = service.namespaces.policies(ns(request)).offload_threshold
-        return web.json_response(-1 if threshold is None else threshold)
-
-    @translate_errors
-    async def set_threshold(request):
-        name = ns(request)
-        service.namespaces.policies(name)
-        value = _whole_number(await json_body(request), "offloadThreshold", -1)
-        service.namespaces.update_policy(name, offload_threshold=value)
-        return no_content()
-
-    @translate_errors
-    async def get_threshold_seconds(request):
-        threshold = service.namespaces.policies(ns(request)).offload_threshold_in_seconds
-        return web.json_response(-1 if threshold is None else threshold)
-
-    @translate_errors
-    async def set_threshold_seconds(request):
-        name = ns(request)
-        service.namespaces.policies(name)
-        value = _whole_number(await json_body(request), "offloadThresholdInSeconds", -1)
-        service.namespaces.update_policy(name, offload_threshold_in_seconds=value)
-        return no_content()
-
-    @translate_errors
-    async def get_lag(request):
-        return web.json_response(service.namespaces.policies(ns(request)).offload_deletion_lag_ms)
-
-    @translate_errors
-    async def set_lag(request):
-        name = ns(request)
-        service.namespaces.policies(name)
-        value = _whole_number(await json_body(request), "offloadDeletionLagMs", 0)
-        service.namespaces.update_policy(name, offload_deletion_lag_ms=value)
-        return no_content()
-
-    @translate_errors
-    async def clear_lag(request):
-        service.namespaces.update_policy(ns(request), offload_deletion_lag_ms=None)
-        return no_content()
-
-    @translate_errors
-    async def get_ns_policies(request):
-        policies = service.namespaces.policies(ns(request)).offload_policies
-        return no_content() if policies is None else web.json_response(offload_policies.shown(policies))
-
-    @translate_errors
-    async def set_ns_policies(request):
-        name = ns(request)
-        service.namespaces.policies(name)
-        policies = offload_policies.checked(await json_body(request), driver())
-        service.namespaces.update_policy(name, offload_policies=policies)
-        return no_content()
-
-    @translate_errors
-    async def remove_ns_policies(request):
-        service.namespaces.update_policy(ns(request), offload_policies=None)
-        return no_content()
-
-    app.router.add_get(f"{NAMESPACE}/offloadThreshold", get_threshold)
-    app.router.add_put(f"{NAMESPACE}/offloadThreshold", set_threshold)
-    app.router.add_get(f"{NAMESPACE}/offloadThresholdInSeconds", get_threshold_seconds)
-    app.router.add_put(f"{NAMESPACE}/offloadThresholdInSeconds", set_threshold_seconds)
-    app.router.add_get(f"{NAMESPACE}/offloadDeletionLagMs", get_lag)
-    app.router.add_put(f"{NAMESPACE}/offloadDeletionLagMs", set_lag)
-    app.router.add_delete(f"{NAMESPACE}/offloadDeletionLagMs", clear_lag)
-    app.router.add_get(f"{NAMESPACE}/offloadPolicies", get_ns_policies)
-    app.router.add_post(f"{NAMESPACE}/offloadPolicies", set_ns_policies)
-    app.router.add_put(f"{NAMESPACE}/offloadPolicies", set_ns_policies)
-    app.router.add_delete(f"{NAMESPACE}/offloadPolicies", remove_ns_policies)
-    app.router.add_delete(f"{NAMESPACE}/removeOffloadPolicies", remove_ns_policies)
+    # -- a namespace's policies (the thresholds answer -1 when not set) -------------------------------
+    for path, field in (
+        ("offloadThreshold", "offload_threshold"),
+        ("offloadThresholdInSeconds", "offload_threshold_in_seconds"),
+    ):
+        add_namespace_policy(
+            app,
+            service,
+            f"{NAMESPACE}/{path}",
+            field,
+            _number(path, -1),
+            unset=lambda: -1,
+            writes=("PUT",),
+            removes=(),
+        )
+    add_namespace_policy(
+        app,
+        service,
+        f"{NAMESPACE}/offloadDeletionLagMs",
+        "offload_deletion_lag_ms",
+        _number("offloadDeletionLagMs", 0),
+        unset=lambda: None,
+        writes=("PUT",),
+    )
+    add_namespace_policy(
+        app,
+        service,
+        f"{NAMESPACE}/offloadPolicies",
+        "offload_policies",
+        checked,
+        show=offload_policies.shown,
+        removes=(f"{NAMESPACE}/offloadPolicies", f"{NAMESPACE}/removeOffloadPolicies"),
+    )
 
     # -- a topic's policies ---------------------------------------------------------------------------
-    @translate_errors
-    async def get_topic_policies(request):
-        topic = topic_of(request, "persistent")
-        service.namespaces.policies(topic.namespace_name)
-        if request.query.get("applied", "false").lower() == "true":
-            return web.json_response(service.offload_policies(topic).to_json())
-        own = service.resources.topic_offload_policies.get(topic)
-        return no_content() if own is None else web.json_response(offload_policies.shown(own))
-
-    @translate_errors
-    async def set_topic_policies(request):
-        topic = topic_of(request, "persistent")
-        service.namespaces.policies(topic.namespace_name)
-        policies = offload_policies.checked(await json_body(request), driver())
-        service.resources.topic_offload_policies.set(topic, policies)
-        return no_content()
-
-    @translate_errors
-    async def remove_topic_policies(request):
-        topic = topic_of(request, "persistent")
-        service.namespaces.policies(topic.namespace_name)
-        service.resources.topic_offload_policies.remove(topic)
-        return no_content()
-
-    app.router.add_get(f"{TOPIC}/offloadPolicies", get_topic_policies)
-    app.router.add_post(f"{TOPIC}/offloadPolicies", set_topic_policies)
-    app.router.add_put(f"{TOPIC}/offloadPolicies", set_topic_policies)
-    app.router.add_delete(f"{TOPIC}/offloadPolicies", remove_topic_policies)
+    add_topic_policy(
+        app,
+        service,
+        f"{TOPIC}/offloadPolicies",
+        service.resources.topic_offload_policies,
+        checked,
+        lambda topic: service.offload_policies(topic).to_json(),
+        show=offload_policies.shown,
+    )

@@ -4,7 +4,10 @@ sent to its owner (partition_fanout.py, bundles_api.py).
 
 Each part carries the original request's headers (its credentials: the owner checks them again)
 and ``PROXIED_BY``, so that an owner that lost the bundle meanwhile answers 503 rather than
-passing the request on again.
+passing the request on again. A client certificate, which this worker's TLS handshake verified
+and which cannot be presented again without its private key, goes as ``RELAYED_CERTIFICATE``:
+its fields sealed with the workers' secret (broker/worker_credentials.py), which the owner's
+authentication takes only with a valid seal.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from aiohttp import web
 from yarl import URL
 
 from magnetar.admin.errors import reason_error
+from magnetar.broker.worker_credentials import Relayed
 
 if TYPE_CHECKING:
     from magnetar.broker.ownership import BrokerInfo
@@ -25,9 +29,19 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 PROXIED_BY = "X-Magnetar-Proxied-By"
+RELAYED_CERTIFICATE = "X-Magnetar-Relayed-Certificate"
 #: Headers a proxy must not pass on (hop by hop, or recomputed for the new request).
 _HOP_HEADERS = frozenset(
-    h.lower() for h in ("Host", "Connection", "Keep-Alive", "Transfer-Encoding", "Content-Length", "Upgrade")
+    h.lower()
+    for h in (
+        "Host",
+        "Connection",
+        "Keep-Alive",
+        "Transfer-Encoding",
+        "Content-Length",
+        "Upgrade",
+        RELAYED_CERTIFICATE,  # only ever this worker's own seal
+    )
 )
 TIMEOUT_S = 60.0
 
@@ -59,6 +73,8 @@ class OwnerCalls:
             self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=TIMEOUT_S))
         headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP_HEADERS}
         headers[PROXIED_BY] = self._service.namespace_service.broker_id
+        if (sealed := self._sealed_certificate(request)) is not None:
+            headers[RELAYED_CERTIFICATE] = sealed
         url = URL(base).with_path(path).with_query(request.query)
         try:
             async with self._session.request(
@@ -78,6 +94,15 @@ class OwnerCalls:
             raise reason_error(
                 web.HTTPServiceUnavailable, f"{owner.broker_id} cannot be reached: {exc}"
             ) from None
+
+    def _sealed_certificate(self, request: web.Request) -> str | None:
+        """The client's verified certificate, sealed for the owner; None without one."""
+        secret = self._service.worker_secret
+        ssl_object = request.transport.get_extra_info("ssl_object") if request.transport else None
+        certificate = ssl_object.getpeercert() if ssl_object is not None else None
+        if secret is None or not certificate:
+            return None
+        return secret.seal(Relayed("tls", certificate=certificate)).decode()
 
     async def close(self, app: web.Application) -> None:
         if self._session is not None:

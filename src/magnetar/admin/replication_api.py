@@ -9,11 +9,12 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from magnetar.admin.errors import json_body, no_content, topic_of, translate_errors
+from magnetar.admin.policy_routes import add_namespace_policy, add_topic_policy
 from magnetar.broker.replication import check_clusters
 
 if TYPE_CHECKING:
     from magnetar.broker.service import BrokerService
+    from magnetar.protocol.topic_name import TopicName
 
 NAMESPACE = "/admin/v2/namespaces/{tenant}/{namespace}/replication"
 TOPIC = "/admin/v2/persistent/{tenant}/{namespace}/{topic}/replication"
@@ -31,52 +32,32 @@ def namespace_clusters(service: BrokerService, namespace: str) -> list[str]:
 
 
 def add_routes(app: web.Application, service: BrokerService) -> None:
-    def ns(request: web.Request) -> str:
-        return f"{request.match_info['tenant']}/{request.match_info['namespace']}"
+    def checked(body: object, tenant: str) -> list[str]:
+        return _checked(service, tenant, body)
 
-    @translate_errors
-    async def get_namespace(request):
-        return web.json_response(namespace_clusters(service, ns(request)))
+    def applied(topic: TopicName) -> list[str]:
+        return service.topic_replication.get(topic) or namespace_clusters(service, topic.namespace_name)
 
-    @translate_errors
-    async def set_namespace(request):
-        name = ns(request)
-        service.namespaces.policies(name)  # 404 first
-        clusters = _checked(service, request.match_info["tenant"], await json_body(request))
-        service.namespaces.update_policy(name, replication_clusters=clusters)
-        service.apply_policies(name)
-        return no_content()
-
-    @translate_errors
-    async def get_topic(request):
-        topic = topic_of(request, "persistent")
-        service.namespaces.policies(topic.namespace_name)
-        override = service.topic_replication.get(topic)
-        if request.query.get("applied", "false").lower() == "true":
-            return web.json_response(override or namespace_clusters(service, topic.namespace_name))
-        if override is None:
-            return no_content()
-        return web.json_response(override)
-
-    @translate_errors
-    async def set_topic(request):
-        topic = topic_of(request, "persistent")
-        service.namespaces.policies(topic.namespace_name)
-        clusters = _checked(service, topic.tenant, await json_body(request))
-        service.topic_replication.set(topic, clusters)
-        service.apply_policies(topic.namespace_name)
-        return no_content()
-
-    @translate_errors
-    async def remove_topic(request):
-        topic = topic_of(request, "persistent")
-        service.namespaces.policies(topic.namespace_name)
-        service.topic_replication.remove(topic)
-        service.apply_policies(topic.namespace_name)
-        return no_content()
-
-    app.router.add_get(NAMESPACE, get_namespace)
-    app.router.add_post(NAMESPACE, set_namespace)
-    app.router.add_get(TOPIC, get_topic)
-    app.router.add_post(TOPIC, set_topic)
-    app.router.add_delete(TOPIC, remove_topic)
+    # A namespace's clusters cannot be unset (Pulsar has no DELETE); not set shows the local cluster.
+    add_namespace_policy(
+        app,
+        service,
+        NAMESPACE,
+        "replication_clusters",
+        checked,
+        show=list,
+        unset=lambda: [service.config.cluster_name],
+        writes=("POST",),
+        removes=(),
+        on_change=service.apply_policies,
+    )
+    add_topic_policy(
+        app,
+        service,
+        TOPIC,
+        service.topic_replication,
+        checked,
+        applied,
+        writes=("POST",),
+        on_change=lambda topic: service.apply_policies(topic.namespace_name),
+    )

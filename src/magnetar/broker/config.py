@@ -185,6 +185,9 @@ class BrokerConfig:
     broadcast_max_lag_seconds: NonNegativeFloat = 0.0
     #: How often the lag policy is checked (and the coarse clock of last-ack times ticks).
     broadcast_lag_check_interval_seconds: PositiveFloat = 1.0
+    #: With several workers, the broadcast consumers of one topic are served by whichever worker
+    #: their connection reached, not all by the topic's owner (docs/architecture.md, the spread).
+    broadcast_spread: bool = True
 
     # Flow control (docs/configuration.md): a connection is not read while these are reached.
     #: Sends of one connection awaiting their receipts; read again at half. 0: no limit.

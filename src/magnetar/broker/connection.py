@@ -71,6 +71,7 @@ class ServerCnx(asyncio.BufferedProtocol):
         "gone_consumers",
         "gone_producers",
         "holds",
+        "owner_pinned",
         "pending_sends",
         "producers",
         "protocol_version",
@@ -110,6 +111,8 @@ class ServerCnx(asyncio.BufferedProtocol):
         #: Producers the broker closed: SENDs the client had on the way are dropped, not an error
         #: (``forget_producer``).
         self.gone_producers: frozenset[int] | set[int] = _NONE_GONE
+        #: Spread topics whose LOOKUPs here name their owner (handlers.access.pin_to_owner).
+        self.owner_pinned: set[str] | None = None
         self._waiting_for_pong = False
         #: Where it is on the keepalive wheel (None: not on it), and since when it is connected.
         self._keepalive_slot: int | None = None

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from magnetar.broker.bundles import NamespaceBundle, NamespaceBundles
 from magnetar.broker.errors import BrokerError
 from magnetar.broker.namespaces import NamespaceRegistry
-from magnetar.broker.ownership import BrokerInfo, OwnershipStore
+from magnetar.broker.ownership import SPREAD_CHANGE, BrokerInfo, OwnershipStore
 from magnetar.protocol import wire
 from magnetar.protocol.topic_name import TopicName
 
@@ -177,19 +177,24 @@ class NamespaceService:
         changed: Callable[[str], None],
         schema_changed: Callable[[str | None], None] = lambda sid: None,
         bundles_moved: Callable[[], None] = lambda: None,
+        spread_changed: Callable[[], None] = lambda: None,
         other: Callable[[str], None] = lambda path: None,
     ) -> None:
         """Apply the namespaces other brokers changed: their cached policies are dropped and
         ``changed(namespace)`` is called (``"*"``: every namespace may have changed); a topic's
         schema changed: ``schema_changed(its schema id)`` (None: any); bundles lost their owner
-        (an unload, a broker gone): ``bundles_moved()``, once; any other path: ``other(path)``."""
+        (an unload, a broker gone): ``bundles_moved()``, once; a topic was made spread:
+        ``spread_changed()``; any other path: ``other(path)``."""
         self._version, paths = self.store.changes_since(self._version)
         for path in dict.fromkeys(paths):
             if path.startswith("schema/"):
                 schema_changed(path.removeprefix("schema/"))
+            elif path == SPREAD_CHANGE:
+                spread_changed()
             elif path == "*":
                 self.namespaces.forget()
                 schema_changed(None)
+                spread_changed()
                 changed("*")
             elif path.startswith("namespace/"):
                 namespace = path.removeprefix("namespace/")

@@ -16,6 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+#: The change notice of a topic made spread (``mark_spread``): every broker reads them again.
+SPREAD_CHANGE = "spread"
+
 
 @dataclass(frozen=True, slots=True)
 class BrokerInfo:
@@ -85,6 +88,22 @@ class OwnershipStore(Protocol):
     def bundle_counts(self) -> dict[str, int]:
         """Bundles owned per live broker (0 for one that owns none): what assignment balances."""
 
+    def mark_spread(self, topic: str) -> bool:
+        """Record that ``topic``'s broadcast consumers are served by every broker (its owner serves
+        a broadcast subscription; docs/architecture.md, the spread), telling the others
+        (``SPREAD_CHANGE``); False if it was already."""
+
+    def spread_topics(self) -> set[str]:
+        """The topics marked spread."""
+
+    def note_reset(self, topic: str, subscription: str) -> None:
+        """``subscription`` of the spread ``topic`` is being reset (a seek), before its consumers
+        are closed: the followers' links, subscribing again, find it (``resets``) and start their
+        consumers over."""
+
+    def resets(self, topic: str, subscription: str) -> int:
+        """How many times ``note_reset`` was told of ``subscription`` of ``topic``."""
+
     def topic_loaded(self, broker_id: str, topic: str, loaded: bool) -> None:
         """``topic``, which exists only while a broker has it loaded (a non-persistent topic), is
         loaded on ``broker_id`` now (or no longer): so that every broker lists it (Pulsar asks each
@@ -142,6 +161,18 @@ class LocalOwnership:
 
     def bundle_counts(self) -> dict[str, int]:
         return {self._me.broker_id: 0} if self._me is not None else {}
+
+    def mark_spread(self, topic: str) -> bool:
+        return False  # alone, it serves every consumer itself
+
+    def spread_topics(self) -> set[str]:
+        return set()
+
+    def note_reset(self, topic: str, subscription: str) -> None:
+        pass  # nothing is spread: no follower to tell
+
+    def resets(self, topic: str, subscription: str) -> int:
+        return 0
 
     def topic_loaded(self, broker_id: str, topic: str, loaded: bool) -> None:
         pass  # the broker's own loaded topics are all there are

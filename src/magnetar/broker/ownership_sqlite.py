@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from magnetar.broker.ownership import BrokerInfo
+from magnetar.broker.ownership import SPREAD_CHANGE, BrokerInfo
 
 OWNERSHIP_FILE = "ownership.sqlite"
 #: How long a session lives without a renewal (the workers renew a third of it).
@@ -48,6 +48,15 @@ CREATE INDEX IF NOT EXISTS loaded_topics_by_broker ON loaded_topics (broker_id);
 CREATE TABLE IF NOT EXISTS changes (
     version INTEGER PRIMARY KEY AUTOINCREMENT,
     path TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS spread_topics (
+    topic TEXT PRIMARY KEY
+);
+CREATE TABLE IF NOT EXISTS spread_resets (
+    topic TEXT NOT NULL,
+    subscription TEXT NOT NULL,
+    resets INTEGER NOT NULL,
+    PRIMARY KEY (topic, subscription)
 );
 """
 
@@ -88,6 +97,8 @@ class SqliteOwnership:
                 db.execute("DELETE FROM bundle_owners")
                 db.execute("DELETE FROM loaded_topics")
                 db.execute("DELETE FROM brokers")
+                db.execute("DELETE FROM spread_topics")
+                db.execute("DELETE FROM spread_resets")
         finally:
             store.close()
 
@@ -191,6 +202,31 @@ class SqliteOwnership:
         )
         return {str(broker): int(str(count)) for broker, count in rows}
 
+    # -- spread topics ----------------------------------------------------------------------------
+    def mark_spread(self, topic: str) -> bool:
+        with self._write() as db:
+            added = db.execute("INSERT OR IGNORE INTO spread_topics (topic) VALUES (?)", (topic,)).rowcount
+            if added:
+                self._changed(db, SPREAD_CHANGE)
+        return bool(added)
+
+    def spread_topics(self) -> set[str]:
+        return {str(topic) for (topic,) in self._query("SELECT topic FROM spread_topics")}
+
+    def note_reset(self, topic: str, subscription: str) -> None:
+        with self._write() as db:
+            db.execute(
+                "INSERT INTO spread_resets (topic, subscription, resets) VALUES (?, ?, 1)"
+                " ON CONFLICT (topic, subscription) DO UPDATE SET resets = resets + 1",
+                (topic, subscription),
+            )
+
+    def resets(self, topic: str, subscription: str) -> int:
+        rows = self._query(
+            "SELECT resets FROM spread_resets WHERE topic = ? AND subscription = ?", (topic, subscription)
+        )
+        return int(str(rows[0][0])) if rows else 0
+
     # -- topics that exist only while loaded ---------------------------------------------------------
     def topic_loaded(self, broker_id: str, topic: str, loaded: bool) -> None:
         with self._write() as db:
@@ -211,9 +247,13 @@ class SqliteOwnership:
     # -- change notices ---------------------------------------------------------------------------
     def publish_change(self, path: str) -> None:
         with self._write() as db:
-            db.execute("INSERT INTO changes (path) VALUES (?)", (path,))
-            # Keep the last thousand: a broker further behind re-reads everything (changes_since).
-            db.execute("DELETE FROM changes WHERE version <= (SELECT max(version) - 1000 FROM changes)")
+            self._changed(db, path)
+
+    @staticmethod
+    def _changed(db: sqlite3.Connection, path: str) -> None:
+        db.execute("INSERT INTO changes (path) VALUES (?)", (path,))
+        # Keep the last thousand: a broker further behind re-reads everything (changes_since).
+        db.execute("DELETE FROM changes WHERE version <= (SELECT max(version) - 1000 FROM changes)")
 
     def changes_since(self, version: int) -> tuple[int, list[str]]:
         rows = self._query("SELECT version, path FROM changes WHERE version > ? ORDER BY version", (version,))

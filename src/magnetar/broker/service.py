@@ -59,6 +59,7 @@ from magnetar.broker.replication import TopicReplication, effective_clusters
 from magnetar.broker.resources import BrokerNotStarted, BrokerResources
 from magnetar.broker.schemas.registry import SchemaRegistry
 from magnetar.broker.served_cnx import ServedCnx
+from magnetar.broker.spread import Spread
 from magnetar.broker.startup import BrokerSetup
 from magnetar.broker.topic import PersistentTopic
 from magnetar.broker.topic_catalog import TopicCatalog, Topics
@@ -82,6 +83,8 @@ COMPACTION_THREAD = "magnetar-compaction"
 #: looks for policies changed by the others (what "at once" means across workers).
 OWNERSHIP_RENEW_SECONDS = 3.0
 POLICY_POLL_SECONDS = 0.1
+#: How often idle followers (spread.py) are looked for.
+SPREAD_SWEEP_SECONDS = 5.0
 
 
 class BrokerService:
@@ -146,6 +149,17 @@ class BrokerService:
         self.ownership_listeners: list[Callable[[], None]] = []
         #: When each loaded topic was last seen in use: idle ones are unloaded (inactive_topics.py).
         self.inactive_topics = InactiveTopics()
+        #: One topic's broadcast consumers on every worker: spread topics and followers (spread.py).
+        self.spread = Spread(
+            config,
+            self._ownership,
+            self._ownership_shared,
+            lambda: self.resources.storage,
+            self.owner_of,
+            lambda: self.namespace_service.broker_id,
+            lambda: self.loader.executor,
+            lambda name: partial(self.namespaces.policies, name.namespace_name),
+        )
         self._offloads: Offloads | None = None
 
     def _flow_control(self, config: BrokerConfig) -> None:
@@ -366,6 +380,19 @@ class BrokerService:
             return None
         return f"pulsar+ssl://{self._advertised_host()}:{self.tls_port}"
 
+    @property
+    def shared_service_urls(self) -> tuple[str | None, str | None]:
+        """The pulsar:// and pulsar+ssl:// addresses every worker listens on (the advertised ports,
+        shared): what a LOOKUP of a spread topic names (spread.py). Alone, its own."""
+        if self.worker is None:
+            return self.service_url, self.service_url_tls
+        url = tls_url = None
+        if self.port is not None:
+            url = self.config.advertised_address or f"pulsar://{self._advertised_host()}:{self.config.port}"
+        if self.tls_port is not None:
+            tls_url = f"pulsar+ssl://{self._advertised_host()}:{self.config.broker_service_port_tls}"
+        return url, tls_url
+
     def _advertised_host(self) -> str:
         """The host of ``advertised_address`` when set, else ``host``."""
         host = self.config.host
@@ -415,6 +442,7 @@ class BrokerService:
             )
             self.tls_port = self._tls_server.port
         self.join()  # named without HTTP URLs until the admin server says them (Standalone)
+        self.spread.refresh()
         self._tasks = [
             asyncio.create_task(housekeeping.every(seconds, action)) for seconds, action in self._background()
         ]
@@ -471,10 +499,16 @@ class BrokerService:
                 self.policies_changed,
                 self.schemas.forget,
                 self.bundles_moved,
+                self.spread.refresh,
                 self.other_change,
             )
             work.append((POLICY_POLL_SECONDS, poll))
             self.poll_changes = poll
+        if self.spread.active:
+            work.append((config.cursor_flush_interval_seconds, self.spread.flush))
+            work.append((SPREAD_SWEEP_SECONDS, self.spread.sweep))
+            sweep_lag = partial(self.spread.sweep_lag, lag_limits)
+            work.append((config.broadcast_lag_check_interval_seconds, sweep_lag))
         return work
 
     def check_inactive_topics(self) -> Iterator[None]:
@@ -594,6 +628,7 @@ class BrokerService:
         for task in self._tasks:
             task.cancel()
         self.stop_serving()
+        self.spread.close()
         if self._namespace_service is not None and self._namespace_service.me is not None:
             self._namespace_service.unregister()
         self._listing.shutdown(wait=True, cancel_futures=True)

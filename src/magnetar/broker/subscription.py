@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING
 
 from magnetar.broker.consumer import Consumer
@@ -25,6 +25,9 @@ class PersistentSubscription:
     def __init__(self, topic: LedgerTopic, name: str, cursor: ManagedCursor, durable: bool) -> None:
         #: Held weakly: the topic owns its subscriptions (storage/owner_ref.py).
         self._topic = OwnerRef(topic, "topic", topic.name, ServiceNotReady)
+        #: Told this subscription's name before a seek resets it (a spread topic's owner tells the
+        #: followers: spread.py).
+        self.before_reset: Callable[[str], None] | None = None
         self.name = name
         self.cursor = cursor
         self.durable = durable
@@ -210,20 +213,25 @@ class PersistentSubscription:
         As in Pulsar, every consumer is disconnected first; they subscribe again and
         receive from the new position.
         """
-        self.disconnect_all()
+        if self.before_reset is not None:
+            self.before_reset(self.name)
+        disconnected = self.disconnect_all()
         if exactly:
             self.cursor.reset_exactly(position)
         else:
             self.cursor.reset(position)
         if self.dispatcher is not None:
-            self.dispatcher.on_cursor_reset()
+            self.dispatcher.on_cursor_reset(disconnected)
 
-    def disconnect_all(self) -> None:
-        """Close every consumer from the broker's side; the clients will subscribe again."""
-        for consumer in list(self.consumers):
+    def disconnect_all(self) -> list[str]:
+        """Close every consumer from the broker's side; the clients will subscribe again. Returns
+        their names."""
+        consumers = list(self.consumers)
+        for consumer in consumers:
             consumer.close_by_broker()
             consumer.cnx.forget_consumer(consumer.consumer_id)
             self.remove_consumer_silently(consumer)
+        return [consumer.name for consumer in consumers]
 
     def remove_consumer_silently(self, consumer: Consumer) -> None:
         """Detach without deleting a non-durable subscription (it is about to be reused)."""

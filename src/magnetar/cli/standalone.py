@@ -15,7 +15,7 @@ import os
 import signal
 from typing import Any
 
-from magnetar import __version__
+from magnetar import __version__, spread
 from magnetar.admin.http import AdminServer
 from magnetar.broker import server, startup
 from magnetar.broker.config import BrokerConfig
@@ -54,6 +54,7 @@ class Standalone:
             self.broker.owner_sessions = owner_sessions(self.broker)
         self.admin = AdminServer(self.broker)
         self.replication = ReplicationManager(self.broker)
+        spread.install(self.broker)  # followers reach owners with the client (with workers)
 
     async def start(self) -> None:
         """Start the broker, then its HTTP port and replication; if that fails, the broker is

@@ -57,6 +57,10 @@ class MetadataMissingError(StorageError):
     """
 
 
+class ManagedLedgerNotFoundError(StorageError):
+    """A managed ledger asked for by name is not stored (a follower opens only what its owner made)."""
+
+
 class OffloadedReadPending(StorageError):
     """The bytes of an offloaded ledger that a read needs are being fetched from the object store.
 

@@ -48,6 +48,7 @@ from magnetar.storage.segment_readers import SegmentReaders
 from magnetar.storage.syncer import Syncer
 from magnetar.storage.tiered_reads import TieredReads
 from magnetar.storage.virtual_cursors import VirtualCursorStore
+from magnetar.storage.virtual_cursors_elsewhere import VirtualCursorsElsewhere
 from magnetar.storage.write_gate import WriteGate
 
 log = logging.getLogger(__name__)
@@ -736,6 +737,10 @@ class ManagedLedger:
     def virtual_cursors(self, cursor: str) -> VirtualCursorStore:
         """The virtual cursors kept on the cursor ``cursor`` (written by ``flush_cursors``)."""
         return self._cursors.virtual_cursors(cursor)
+
+    def virtual_cursors_elsewhere(self, cursor: str) -> VirtualCursorsElsewhere:
+        """The virtual cursors other writers (followers on other workers) keep on ``cursor``."""
+        return VirtualCursorsElsewhere(self._metadata, self._id, cursor, cursor)
 
     def persist_cursors(self, cursors: Iterable[ManagedCursor]) -> None:
         """Flush each dirty cursor; one that fails does not stop the others (its error is raised after)."""

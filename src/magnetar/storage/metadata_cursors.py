@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from magnetar.storage.cursor_state import CursorState
 from magnetar.storage.group_commit import GroupCommit
+from magnetar.storage.metadata_virtual_cursors import family_range
 from magnetar.storage.position import Position
 
 
@@ -54,3 +55,8 @@ class CursorTable:
             db.execute("DELETE FROM cursors WHERE ml_id = ? AND name = ?", (ml_id, name))
             db.execute("DELETE FROM places WHERE ml_id = ? AND cursor = ?", (ml_id, name))
             db.execute("DELETE FROM place_pages WHERE ml_id = ? AND cursor = ?", (ml_id, name))
+            # and what followers kept on it (``metadata_virtual_cursors.follower_key``)
+            low, high = family_range(name)
+            db.execute(
+                "DELETE FROM place_pages WHERE ml_id = ? AND cursor >= ? AND cursor < ?", (ml_id, low, high)
+            )

@@ -2,7 +2,10 @@
 
 Schema 1 kept each cursor in one JSON row; schema 2 adds ``cursors.cursor_ledger`` (PIP 81
 cursor ledgers); schema 3 adds where each ledger lives (``ledgers.offload_*``, tiered storage) and
-``offload_garbage``, the objects to delete. Every store is brought to the newest on opening.
+``offload_garbage``, the objects to delete. Every store is brought to the newest on opening. The
+index of virtual cursor buckets by bucket number (``place_pages_by_page``: one bucket of every
+writer of a cursor in one look-up, ``virtual_cursors_elsewhere``) is made on opening too; older
+code ignores it.
 """
 
 from __future__ import annotations
@@ -61,6 +64,7 @@ CREATE TABLE IF NOT EXISTS place_pages (
     data BLOB NOT NULL,
     PRIMARY KEY (ml_id, cursor, page)
 ) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS place_pages_by_page ON place_pages (ml_id, page, cursor);
 CREATE TABLE IF NOT EXISTS offload_garbage (
     key TEXT PRIMARY KEY,
     queued_at REAL NOT NULL

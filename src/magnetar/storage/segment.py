@@ -36,7 +36,7 @@ from magnetar.storage.damage import Damage
 from magnetar.storage.disk_space import is_out_of_space
 from magnetar.storage.entry import EntryData
 from magnetar.storage.errors import CorruptionError, MissingLedgerError, StorageClosedError
-from magnetar.storage.record import HEADER_SIZE, encode_header, parse_records, record_end_at
+from magnetar.storage.record import HEADER_SIZE, encode_header, parse_records, record_end_at, scan_records
 from magnetar.storage.salvage import all_zero, parse_span, save_aside, scan_log
 
 LOG_SUFFIX = ".log"
@@ -218,6 +218,36 @@ class Segment:
         segment = cls(ledger_id, log_fd, -1, offsets, size, writable=False)
         segment.damage = damage
         return segment
+
+    @classmethod
+    def open_follow(cls, directory: Path, ledger_id: int) -> Segment:
+        """Open a ledger that another process is appending to, for reading only (a follower,
+        ``followed_ledger.py``): nothing is known of it until ``follow`` learns its records."""
+        log_path, _ = segment_paths(directory, ledger_id)
+        try:
+            log_fd = os.open(log_path, os.O_RDONLY)
+        except FileNotFoundError:
+            raise MissingLedgerError(
+                f"ledger {ledger_id}: segment file {log_path} is missing", ledger_id, 0
+            ) from None
+        return cls(ledger_id, log_fd, -1, array("Q"), 0, writable=False)
+
+    def follow(self, entries: int) -> bool:
+        """Learn where the records of the first ``entries`` entries lie, reading the log forward
+        from the end of the last one known (the writer's index lags its log); True once they are
+        all known. Only entries the writer made durable are asked for, so they are whole: the scan
+        stops before anything after them (a record being written, preallocated zeros)."""
+        if len(self._offsets) >= entries:
+            return True
+        if self._closed:
+            raise StorageClosedError(f"ledger {self.ledger_id} is closed")
+        file_size = os.fstat(self._log_fd).st_size
+        for offset, end in scan_records(self._log_fd, self._size, file_size):
+            self._offsets.append(offset)
+            self._size = end
+            if len(self._offsets) >= entries:
+                return True
+        return False
 
     # ------------------------------------------------------------------- state
 

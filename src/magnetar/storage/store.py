@@ -12,7 +12,8 @@ from pathlib import Path
 from magnetar.storage.callbacks import Notify
 from magnetar.storage.config import StorageConfig
 from magnetar.storage.entry_cache import EntryCache
-from magnetar.storage.errors import MetadataMissingError, StorageClosedError
+from magnetar.storage.errors import ManagedLedgerNotFoundError, MetadataMissingError, StorageClosedError
+from magnetar.storage.followed_ledger import FollowedLedger
 from magnetar.storage.managed_ledger import ManagedLedger
 from magnetar.storage.metadata_store import MetadataStore
 from magnetar.storage.names import encode_name
@@ -75,6 +76,8 @@ class Storage:
             config.fsync_policy, config.fsync_interval_ms / 1000.0, defer, config.fsync_inline_max_ms / 1000.0
         )
         self._open: dict[str, ManagedLedger] = {}
+        #: Managed ledgers other processes write, read here (``follow_managed_ledger``).
+        self._followed: set[ManagedLedger] = set()
         #: Names being opened (by any thread), so a second caller waits for the first.
         self._opening: dict[str, threading.Event] = {}
         self._lock = threading.RLock()
@@ -159,6 +162,37 @@ class Storage:
             self.tiered,
         )
 
+    def follow_managed_ledger(self, name: str, follower: str) -> FollowedLedger:
+        """The managed ledger ``name`` that another process writes, opened here to read it as it
+        grows (``followed_ledger.py``); ManagedLedgerNotFoundError when it is not stored (yet). Reads the
+        metadata store: call it off the owner's loop. Each call opens a view of its own."""
+        with self._lock:
+            self._check_open()
+        record = self.metadata.managed_ledger(name)
+        if record is None:
+            raise ManagedLedgerNotFoundError(f"managed ledger {name} is not stored")
+        ledger = FollowedLedger(
+            record,
+            self._ledgers_dir / record.directory,
+            self.config,
+            self.metadata,
+            self.entry_cache,
+            follower,
+            self._forget_followed,
+            self._notify,
+            self.tiered,
+        )
+        with self._lock:
+            if self._closed:
+                ledger.close()
+                raise StorageClosedError("storage is closed")
+            self._followed.add(ledger)
+        return ledger
+
+    def _forget_followed(self, ledger: ManagedLedger) -> None:
+        with self._lock:
+            self._followed.discard(ledger)
+
     def has_managed_ledger(self, name: str) -> bool:
         """Whether ``name`` is stored (one indexed look-up, not a list of every name)."""
         return name in self._open or self.metadata.managed_ledger(name) is not None
@@ -200,7 +234,7 @@ class Storage:
             if self._closed:
                 return
             self._closed = True
-            ledgers = list(self._open.values())
+            ledgers = [*self._open.values(), *self._followed]
         try:
             for ledger in ledgers:
                 try:

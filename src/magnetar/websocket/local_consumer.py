@@ -9,9 +9,12 @@ chunked messages put together, negative acknowledgements redelivered after their
 messages left unacknowledged past ``ack_timeout_ms`` redelivered. A reader is a non-durable
 Exclusive subscription that starts after its start message id.
 
-A consumer the broker closes (its topic unloaded or moved, its subscription reset) subscribes
-again, as a client would; if it cannot within a few tries, the consumer ends and its owner hears
-why (``on_closed``).
+A consumer the broker closes (its topic unloaded or moved, its subscription reset), or whose
+session ends (the worker that owned its topic was killed), subscribes again at the topic's
+current owner, as a client would (``reconnect.py``); a reader from the last message it handed
+out, a consumer where the subscription stands: what was handed out and not acknowledged comes
+again, as to any Pulsar consumer. If it cannot within the bound, the consumer ends and its owner
+hears why (``on_closed``).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from magnetar.protocol.message_id import INT64_MAX, to_u64
 from magnetar.protocol.topic_name import TopicName
 from magnetar.websocket.entry_messages import ChunkAssembly, parse_entry
 from magnetar.websocket.json_shapes import IncomingMessage
+from magnetar.websocket.reconnect import again
 from magnetar.websocket.session import LocalSession, SessionClosed, SessionError
 
 if TYPE_CHECKING:
@@ -40,13 +44,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SubType = wire.CommandSubscribe.SubType
-#: How often a consumer the broker closed tries to subscribe again, and the first pause between.
-RESUBSCRIBE_TRIES = 6
-RESUBSCRIBE_PAUSE_S = 0.1
 
 Key = tuple[int, int, int]  # (partition, ledger, entry)
-#: Refusals that trying again does not change: the consumer ends at once.
-_FINAL = frozenset({wire.AuthenticationError, wire.AuthorizationError, wire.TopicNotFound})
 
 
 @dataclass(frozen=True, slots=True)
@@ -404,10 +403,7 @@ class LocalConsumer:
         self._ids.pop(partition, None)
         self._to_flow.pop(consumer_id, None)
         self._drop_queued_partition(partition)
-        session = self._session_of.pop(partition, None)
-        if session is None or session.closed:
-            self._end(reason)
-            return
+        self._session_of.pop(partition, None)
         task = asyncio.get_running_loop().create_task(self._resubscribe(partition, reason))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -420,20 +416,11 @@ class LocalConsumer:
 
     async def _resubscribe(self, partition: int, reason: str) -> None:
         topic = next(t for t in self.topics if t.partition_index == partition)
-        pause = RESUBSCRIBE_PAUSE_S
-        for _ in range(RESUBSCRIBE_TRIES):
-            await asyncio.sleep(pause)
-            if self.closed:
-                return
-            try:
-                await self._subscribe(topic)
-                return
-            except SessionError as exc:
-                reason = f"{reason}; subscribing again failed: {exc}"
-                if exc.code in _FINAL:
-                    break
-            pause *= 2
-        self._end(reason)
+        log.info("%s on %s: %s; subscribing again", self.subscription, topic, reason)
+        try:
+            await again(lambda: self._subscribe(topic), reason)
+        except SessionError as exc:
+            self._end(str(exc))
 
     def _end(self, reason: str) -> None:
         if not self.closed:

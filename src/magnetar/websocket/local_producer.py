@@ -8,15 +8,27 @@ producer does by default, or several as one batch entry (``send_batch``: each me
 broker answers each send with a receipt once the entry is on disk (or a SEND_ERROR), in the order
 of the sends: ``send`` returns a future of the message id, ``send_batch`` one per member, whose
 ids carry their ``batch_index`` and ``batch_size`` as the official clients' ids do.
+
+Made with its ``Sessions`` (the WebSocket producer), it outlives the end of its topic there (the
+bundle unloaded or moved, the owning worker killed): it attaches again at the topic's current
+owner under the same producer name (``reconnect.py``), and what was sent and not receipted is sent
+again with its sequence ids, so that the broker's deduplication, when on, stores it once (a copy
+already stored is answered as a duplicate, with Pulsar's id ``-1:-1``). Without deduplication a
+resend could store a message twice, so those sends are answered with an error instead: it may or
+may not be stored. Sends that arrive meanwhile wait, and go in order once the producer is back.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
+from magnetar.broker.errors import BrokerError
 from magnetar.protocol import wire
 from magnetar.protocol.batch import encode_batch
 from magnetar.protocol.commands import wrap
@@ -25,10 +37,29 @@ from magnetar.protocol.headers import encode_headers_and_payload
 from magnetar.protocol.message_id import INT64_MAX
 from magnetar.protocol.topic_name import TopicName
 from magnetar.websocket.json_shapes import OutgoingMessage
+from magnetar.websocket.reconnect import again
 from magnetar.websocket.session import LocalSession, SessionClosed, SessionError
+
+if TYPE_CHECKING:
+    from magnetar.broker.service import BrokerService
+    from magnetar.websocket.sessions import Sessions
+
+log = logging.getLogger(__name__)
 
 #: What ``replicate_to`` holds for a message kept in the local cluster (Pulsar's ``__local__``).
 LOCAL_ONLY = "__local__"
+
+
+@dataclass(slots=True)
+class _Entry:
+    """One entry sent (or waiting to be) and not yet answered."""
+
+    futures: list[asyncio.Future[wire.MessageIdData]]
+    batch: bool
+    send: wire.CommandSend
+    data: bytes
+    #: Handed to a broker that may have stored it before it went away.
+    sent: bool = False
 
 
 class LocalProducer:
@@ -51,14 +82,18 @@ class LocalProducer:
         self.schema_version = schema_version
         self.compression = compression
         self._next_sequence_id = last_sequence_id + 1
-        #: Per entry sent and not yet answered: its messages' futures, and whether it is a batch.
-        self._pending: deque[tuple[list[asyncio.Future[wire.MessageIdData]], bool]] = deque()
+        #: The entries sent and not yet answered, in the order of their sends.
+        self._pending: deque[_Entry] = deque()
         self.closed = False
         #: Why the producer ended when the broker ended it (CLOSE_PRODUCER, the session closed).
         self.closed_reason = ""
         self._partition = topic.partition_index
-        #: Called when the broker ends the producer (not when its owner closes it).
+        #: Called when the broker ends the producer for good (not when its owner closes it).
         self.on_gone: Callable[[str], None] = lambda reason: None
+        #: Where it attaches again when its topic goes away there (None: it ends instead).
+        self._sessions: Sessions | None = None
+        self._schema: wire.Schema | None = None
+        self._moving: asyncio.Task[None] | None = None
 
     @classmethod
     async def create(
@@ -69,22 +104,19 @@ class LocalProducer:
         schema: wire.Schema | None = None,
         initial_sequence_id: int | None = None,
         compression: CompressionType = CompressionType.NONE,
+        sessions: Sessions | None = None,
     ) -> LocalProducer:
         """PRODUCER on ``topic``; SessionError as the broker refuses it (AuthorizationError,
-        ProducerBusy, TopicTerminatedError, IncompatibleSchema ...)."""
-        producer_id = session.new_id()
-        request_id = session.new_request_id()
-        command = wire.CommandProducer(topic=str(topic), producer_id=producer_id, request_id=request_id)
-        if name:
-            command.producer_name = name
-        if schema is not None:
-            command.schema.CopyFrom(schema)
-        reply = await session.request(wrap(command), request_id)
+        ProducerBusy, TopicTerminatedError, IncompatibleSchema ...). With ``sessions``, it
+        attaches again wherever ``topic`` goes."""
+        producer_id, reply = await _attach(session, topic, name, schema)
         last = reply.last_sequence_id
         if initial_sequence_id is not None:
             last = max(last, initial_sequence_id)
         version = reply.schema_version if reply.HasField("schema_version") else None
         producer = cls(session, topic, producer_id, reply.producer_name, last, version, compression)
+        producer._sessions = sessions
+        producer._schema = schema
         session.add_producer(producer_id, producer)
         return producer
 
@@ -135,52 +167,141 @@ class LocalProducer:
             metadata.compression = wire.CompressionType.ValueType(int(self.compression))
             metadata.uncompressed_size = len(payload)
             payload = compress(self.compression, payload)
-        self._pending.append((futures, batch))
+        entry = _Entry(futures, batch, send, encode_headers_and_payload(metadata, payload))
+        self._pending.append(entry)
+        if self._moving is not None:
+            return  # it goes once the producer is attached again
         try:
-            self.session.send(wrap(send), encode_headers_and_payload(metadata, payload))
+            self._push(entry)
         except SessionError as exc:
+            if self._sessions is not None:
+                self.on_closed(str(exc))  # the session ended and has not said so yet
+                return
             self._pending.pop()
             for future in futures:
                 future.set_exception(exc)
+
+    def _push(self, entry: _Entry) -> None:
+        if entry.send.producer_id != self.producer_id:  # sent again, by the producer attached again
+            entry.send.producer_id = self.producer_id
+        self.session.send(wrap(entry.send), entry.data)
+        entry.sent = True
 
     # -- the session's callbacks -----------------------------------------------------------------
     def on_receipt(self, receipt: wire.CommandSendReceipt) -> None:
         if not self._pending:
             return
-        futures, batch = self._pending.popleft()
+        entry = self._pending.popleft()
         stored = receipt.message_id
-        for index, future in enumerate(futures):
+        for index, future in enumerate(entry.futures):
             if future.done():
                 continue
             message_id = wire.MessageIdData(ledger_id=stored.ledger_id, entry_id=stored.entry_id)
             if self._partition >= 0:
                 message_id.partition = self._partition
-            if batch:
+            if entry.batch:
                 message_id.batch_index = index
-                message_id.batch_size = len(futures)
+                message_id.batch_size = len(entry.futures)
             future.set_result(message_id)
 
     def on_send_error(self, error: wire.CommandSendError) -> None:
         if not self._pending:
             return
-        futures, _ = self._pending.popleft()
-        for future in futures:
+        entry = self._pending.popleft()
+        for future in entry.futures:
             if not future.done():
                 future.set_exception(SessionError(error.message, error.error))
 
     def on_closed(self, reason: str) -> None:
         """The broker closed this producer (storage refused a write, its grant was revoked, its
-        topic moved) or the session ended: what was not receipted fails."""
-        ended_here = not self.closed
+        topic moved) or the session ended: it attaches again if it can, else what was not
+        receipted fails."""
+        if self.closed or self._moving is not None:
+            return
+        if self._sessions is None:
+            self._end(reason)
+            return
+        log.info("producer %s on %s: %s; attaching again", self.name, self.topic, reason)
+        self._moving = asyncio.get_running_loop().create_task(self._move(reason))
+
+    async def _move(self, reason: str) -> None:
+        try:
+            await again(self._reattach, reason)
+        except SessionError as exc:
+            self._moving = None
+            self._end(str(exc))
+
+    async def _reattach(self) -> None:
+        """PRODUCER again under the same name at the topic's owner; then the pending entries go
+        again (or fail, where a resend could store a message twice)."""
+        assert self._sessions is not None
+        session = await self._sessions.for_topic(self.topic)
+        producer_id, reply = await _attach(session, self.topic, self.name, self._schema)
+        if session.closed:
+            raise SessionClosed(session.close_reason)
+        self.session, self.producer_id = session, producer_id
+        self._next_sequence_id = max(self._next_sequence_id, reply.last_sequence_id + 1)
+        session.add_producer(producer_id, self)
+        self._moving = None
+        resend = deduplicated(self._sessions.service, self.topic)
+        pending, self._pending = self._pending, deque()
+        for entry in pending:
+            if entry.sent and not resend:
+                error = SessionError(
+                    "the topic moved before this message was receipted: it may or may not be stored"
+                    " (deduplication is off, so it was not sent again)",
+                    wire.ServiceNotReady,
+                )
+                for future in entry.futures:
+                    if not future.done():
+                        future.set_exception(error)
+                continue
+            self._pending.append(entry)
+            self._push(entry)
+        log.info(
+            "producer %s on %s attached again, %d sends resent", self.name, self.topic, len(self._pending)
+        )
+
+    def _end(self, reason: str) -> None:
         self.closed = True
         self.closed_reason = reason
         while self._pending:
-            futures, _ = self._pending.popleft()
-            for future in futures:
+            for future in self._pending.popleft().futures:
                 if not future.done():
                     future.set_exception(SessionClosed(f"{reason}: the message may not be stored"))
-        if ended_here:
-            self.on_gone(reason)
+        self.on_gone(reason)
+
+    def close(self) -> None:
+        """Stop attaching again (the owner closes the session, which drops the broker's producer)."""
+        self.closed = True
+        if self._moving is not None:
+            self._moving.cancel()
+            self._moving = None
+
+
+async def _attach(
+    session: LocalSession, topic: TopicName, name: str | None, schema: wire.Schema | None
+) -> tuple[int, wire.CommandProducerSuccess]:
+    producer_id = session.new_id()
+    request_id = session.new_request_id()
+    command = wire.CommandProducer(topic=str(topic), producer_id=producer_id, request_id=request_id)
+    if name:
+        command.producer_name = name
+    if schema is not None:
+        command.schema.CopyFrom(schema)
+    return producer_id, await session.request(wrap(command), request_id)
+
+
+def deduplicated(service: BrokerService, topic: TopicName) -> bool:
+    """Whether the broker deduplicates ``topic``'s messages (its namespace's policy, else the
+    broker's setting): a send to it may safely go twice."""
+    if not topic.persistent:
+        return False
+    try:
+        policy = service.namespaces.policies(topic.namespace_name).deduplication_enabled
+    except (BrokerError, LookupError, ValueError):
+        policy = None
+    return service.config.deduplication_enabled if policy is None else policy
 
 
 def message_metadata(

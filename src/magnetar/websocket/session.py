@@ -172,6 +172,8 @@ class LocalSession:
         self.closed = False
         #: Why the session ended (the broker's ERROR, or a close), once it has.
         self.close_reason = ""
+        #: What ends the session when its connection does (the owner's connection, for another worker's).
+        self._lost_reason = "the session is closed"
         #: Called once when the session ends, whoever ended it.
         self.on_closed: Callable[[str], None] = lambda reason: None
 
@@ -207,6 +209,7 @@ class LocalSession:
         except OSError as exc:
             raise SessionError(f"{owner.broker_id} cannot be reached: {exc}", wire.ServiceNotReady) from None
         session.transport = link
+        session._lost_reason = f"the connection to {owner.broker_id}, which owns the topic, ended"
         if service.authentication is not None:
             relayed = _relayed(credentials)
             session._auth = (WORKER_METHOD, lambda: secret.seal(relayed))
@@ -366,7 +369,7 @@ class LocalSession:
             future.set_result(body)
 
     def _lost(self) -> None:
-        self._end(self.close_reason or "the session is closed")
+        self._end(self.close_reason or self._lost_reason)
 
     def _end(self, reason: str) -> None:
         if self.closed:

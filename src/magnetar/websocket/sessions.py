@@ -5,7 +5,9 @@ is owned by one worker, which may not be the one that got the request: the topic
 partitioned topic's partitions) this worker owns get the in-process session, and those another
 worker owns a session to that worker's own Pulsar port (``LocalSession.to_owner``), one per
 worker, opened when first needed, as Pulsar's WebSocket service connects to each partition's
-broker. The HTTP client never sees the difference: one WebSocket, one answer.
+broker. The HTTP client never sees the difference: one WebSocket, one answer. A session whose
+connection ended (its worker was killed) is replaced at the next ``for_topic``, which looks the
+owner up again: the producers and consumers that lost it attach there (``reconnect.py``).
 """
 
 from __future__ import annotations
@@ -60,8 +62,8 @@ class Sessions:
             return None
         try:
             owner = service.owner_of(topic)
-        except (BrokerError, ValueError):
-            return None  # no such namespace ...: the broker answers it as it would
+        except (BrokerError, LookupError, ValueError):
+            return None  # no such namespace, no live broker ...: the broker answers it as it would
         if owner is None or owner.broker_id == service.namespace_service.broker_id:
             return None
         return owner

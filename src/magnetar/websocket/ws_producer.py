@@ -92,6 +92,7 @@ def handler(service: BrokerService, domain: str):
                     name,
                     initial_sequence_id=None if initial < 0 else initial,
                     compression=compression,
+                    sessions=sessions,
                 )
                 for partition in partitions_of(service, topic)
             ]
@@ -106,6 +107,8 @@ def handler(service: BrokerService, domain: str):
             }
             await _serve(ws, Router(producers, routing, hashing), senders, max_pending)
         finally:
+            for producer in producers:
+                producer.close()
             sessions.close()
         return ws
 
@@ -126,7 +129,8 @@ async def _serve(
     closing: list[asyncio.Task[None]] = []
 
     def gone(reason: str) -> None:
-        """The broker ended a producer (or the session): the client is told and starts again."""
+        """A producer's topic could not be reached again (``reconnect.py``), or the broker refused
+        it there: the client is told and starts again."""
         if not closing:
             closing.append(asyncio.ensure_future(_close_after(outbox, ws, reason)))
 

@@ -108,8 +108,9 @@ class Dispatcher(ABC):
             for stale in [p for p in self.redelivery_counts if p <= position]:
                 del self.redelivery_counts[stale]
 
-    def on_cursor_reset(self) -> None:
-        """The cursor moved (seek): all delivery state is void."""
+    def on_cursor_reset(self, disconnected: Collection[str] = ()) -> None:
+        """The cursor moved (seek): all delivery state is void. ``disconnected``: the names of the
+        consumers the seek closed (they subscribe again)."""
         self.redelivery_counts.clear()
         for consumer in self.consumers:
             consumer.pending_acks.clear()

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from typing import TYPE_CHECKING
 
 from magnetar.broker.coarse_clock import CLOCK
@@ -53,6 +53,7 @@ from magnetar.protocol.hot_frames import partition_field
 from magnetar.storage.errors import EntryNotFoundError, OffloadedReadError, OffloadedReadPending
 from magnetar.storage.owner_ref import WeakCall
 from magnetar.storage.position import Position
+from magnetar.storage.virtual_cursors_elsewhere import VirtualCursorsElsewhere
 
 if TYPE_CHECKING:
     from magnetar.broker.consumer import Consumer
@@ -101,10 +102,16 @@ class BroadcastDispatcher(Dispatcher):
         #: Where virtual cursors are kept durable (not for a non-durable subscription, nor without
         #: a grace period: one is then given up as soon as its connection is lost).
         self._saved: SavedVirtualCursors | None = None
+        #: Where other workers kept their consumers' virtual cursors (a consumer may come back on
+        #: another worker than before: docs/architecture.md, the spread).
+        self._elsewhere: VirtualCursorsElsewhere | None = None
         #: Consumers closed and detached virtual cursors given up by the lag policy (broadcast_lag.py).
         self.lag_disconnects = 0
+        #: Consumers that resumed at a virtual cursor another worker kept.
+        self.adopted = 0
         if subscription.durable and self.reconnect_grace > 0:
             self._saved = SavedVirtualCursors(self.ml.virtual_cursors(subscription.name))
+            self._elsewhere = self.ml.virtual_cursors_elsewhere(subscription.name)
             for name, vc in self._saved.restore(self.cursor.mark_delete_position, self.ml.next_position):
                 self._floor.add(vc.mark_delete)
                 self._detach(name, vc)
@@ -124,17 +131,35 @@ class BroadcastDispatcher(Dispatcher):
     def add_consumer(self, consumer: Consumer) -> None:
         vc = self._detached.take(consumer.name)
         if vc is None:  # else back within the grace period: its virtual cursor, already in the floor
-            start = self.cursor.mark_delete_position
-            if consumer.joins_at_tail:  # only what is stored from now on (an MQTT subscriber's)
-                start = max(start, self.ml.last_confirmed)
-            vc = VirtualCursor(start, self.ml.next_position(start))
-            self._floor.add(start)
+            vc = self._kept_elsewhere(consumer.name)
+            if vc is None:
+                start = self.cursor.mark_delete_position
+                if consumer.joins_at_tail:  # only what is stored from now on (an MQTT subscriber's)
+                    start = max(start, self.ml.last_confirmed)
+                vc = VirtualCursor(start, self.ml.next_position(start))
+            self._floor.add(vc.mark_delete)
+            if vc.mark_delete < self._applied:
+                self._advance_subscription()  # a follower's floor went back (follower_topic.py)
         self.consumers[consumer] = vc
         vc.connected_since = CLOCK.now
         if self._saved is not None:
             self._saved.changes[consumer.name] = vc
         self._read_floor.add(vc.read_position)
         self._wake(consumer)
+
+    def _kept_elsewhere(self, name: str) -> VirtualCursor | None:
+        """The virtual cursor another worker stored for a consumer of this name (it was served
+        there before), moved up to the subscription's mark-delete position; None if none did."""
+        if self._elsewhere is None:
+            return None
+        state = self._elsewhere.find(name)
+        if state is None:
+            return None
+        next_position = self.ml.next_position
+        vc = VirtualCursor.from_state(state, next_position(state.mark_delete))
+        vc.skip_to(self.cursor.mark_delete_position, next_position)
+        self.adopted += 1
+        return vc
 
     def remove_consumer(self, consumer: Consumer) -> None:
         vc = self.consumers.pop(consumer, None)
@@ -271,9 +296,13 @@ class BroadcastDispatcher(Dispatcher):
             self._advance_subscription()
 
     def _advance_subscription(self) -> None:
-        """Move the stored cursor to the lowest consumer's mark-delete position."""
+        """Move the stored cursor to the lowest consumer's mark-delete position.
+
+        On a topic's owner the lowest never goes back (every consumer starts at or past the stored
+        cursor); a follower's subscription (follower_topic.py) stores nothing and tells the owner
+        where its consumers are, which may go back when a consumer joins there."""
         lowest = self._floor.lowest()
-        if lowest is not None and lowest > self._applied:
+        if lowest is not None and lowest != self._applied:
             self._applied = lowest
             self.subscription.mark_delete(lowest)
 
@@ -300,13 +329,24 @@ class BroadcastDispatcher(Dispatcher):
                     del consumer.pending_acks[stale]
                 self._wake(consumer)
 
-    def on_cursor_reset(self) -> None:
-        super().on_cursor_reset()
+    def on_cursor_reset(self, disconnected: Collection[str] = ()) -> None:
+        """A seek starts every consumer again at the new position: the connected ones, and those
+        kept for their grace (the ones the seek closed among them, with the grace period), so
+        that each that comes back resumes there and the subscription waits for it (a worker's
+        link to the owner among them: docs/architecture.md, the spread)."""
+        super().on_cursor_reset(disconnected)
         self._reads.window.evict_below(None)
-        self._drop_detached_all()  # a seek starts every consumer again at the new position
+        kept = [*self._detached.kept, *disconnected]
+        self._drop_detached_all()
         if self._saved is not None:
             self._saved.clear()
         self._applied = start = self.cursor.mark_delete_position
+        if self.reconnect_grace > 0 and not self._closed:
+            connected = {consumer.name for consumer in self.consumers}
+            for name in dict.fromkeys(kept):
+                if name not in connected:
+                    self._floor.add(start)
+                    self._detach(name, VirtualCursor(start, self.ml.next_position(start)))
         for consumer, vc in list(self.consumers.items()):
             self._floor.remove(vc.mark_delete)
             self._read_floor.remove(vc.read_position)
@@ -343,6 +383,7 @@ class BroadcastDispatcher(Dispatcher):
             "entryReads": self._reads.reads,
             "entriesRead": self._reads.entries_read,
             "lagDisconnects": self.lag_disconnects,
+            "adoptedVirtualCursors": self.adopted,
         }
 
     def consumer_stats(self, consumer: Consumer) -> dict:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from typing import TYPE_CHECKING
 
 from magnetar.broker.dispatchers.base import Dispatcher
@@ -21,7 +21,7 @@ from magnetar.broker.dispatchers.replay_queue import ReplayQueue
 from magnetar.broker.dispatchers.routes import NO_ROUTE, ChunkOwners, Route
 from magnetar.broker.entries import DispatchEntry
 from magnetar.protocol.chunks import chunk_ref
-from magnetar.storage.errors import OffloadedReadError, OffloadedReadPending
+from magnetar.storage.errors import EntryNotFoundError, OffloadedReadError, OffloadedReadPending
 from magnetar.storage.position import Position
 
 if TYPE_CHECKING:
@@ -117,10 +117,10 @@ class SharedDispatcher(Dispatcher):
         super().on_mark_delete(position)
         self.on_acknowledged([p for p in self.owner if p <= position])
 
-    def on_cursor_reset(self) -> None:
+    def on_cursor_reset(self, disconnected: Collection[str] = ()) -> None:
         for position in list(self.owner):
             self._forget_delivery(position)
-        super().on_cursor_reset()
+        super().on_cursor_reset(disconnected)
         self.replay.clear()
         self.delayed.clear()
         self.chunks.clear()
@@ -217,7 +217,9 @@ class SharedDispatcher(Dispatcher):
         """The entries to send again, read without waiting: from the first one offloaded and being
         fetched (or whose store fails), the positions go back to the replay queue with their
         routes, and what was read before goes out; with nothing read, the error ends the round
-        (the topic wakes its dispatchers once the bytes are there: docs/tiered-storage.md)."""
+        (the topic wakes its dispatchers once the bytes are there: docs/tiered-storage.md).
+        An entry trimmed by retention since it was sent (a non-durable subscription holds none)
+        is gone: passed over, as Pulsar does, and the rest goes out."""
         ml, cursor, recent = self.subscription.topic.ml, self.cursor, self.subscription.topic.recent_entries
         out: list[DispatchEntry] = []
         for n, position in enumerate(positions):
@@ -225,6 +227,8 @@ class SharedDispatcher(Dispatcher):
                 continue
             try:
                 out.append(recent.entry(ml.read_entry(position, wait=False)))
+            except EntryNotFoundError:
+                self.redelivery_counts.pop(position, None)  # trimmed since: never sent again
             except (OffloadedReadPending, OffloadedReadError):
                 for later in positions[n:]:
                     self.replay.add(later, routes.get(later))

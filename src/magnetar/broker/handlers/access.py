@@ -11,6 +11,7 @@ from magnetar.broker import authorization
 from magnetar.broker.descriptors import OutOfDescriptors
 from magnetar.broker.errors import BrokerError, InvalidTopicNameError, PersistenceError, as_broker_error
 from magnetar.broker.limits import LimitReached
+from magnetar.broker.namespace_service import ServiceUnitNotReady
 from magnetar.broker.request_errors import error_reply
 from magnetar.protocol import Frame, ProtocolError, wire
 from magnetar.protocol.commands import wrap
@@ -35,7 +36,73 @@ def check_served(cnx: HandlerCnx, name: str) -> None:
     redo the lookup") unless this broker owns the bundle of the topic named: the client then
     looks the topic up again and goes to its owner, as with Pulsar's brokers."""
     if cnx.service.shares_bundles:  # alone, it serves them all (and a bad name is the handler's)
-        cnx.service.check_served_here(topic_name(name))
+        topic = topic_name(name)
+        try:
+            cnx.service.check_served_here(topic)
+        except ServiceUnitNotReady:
+            pin_to_owner(cnx, topic)
+            raise
+
+
+def served_or_followed(cnx: HandlerCnx, cmd: wire.CommandSubscribe) -> bool:
+    """``check_served`` for a SUBSCRIBE, which a follower serves on a worker that does not own
+    the topic when it is a durable broadcast one of a spread topic (spread.py): True then."""
+    if not cnx.service.shares_bundles:
+        return False
+    topic = topic_name(cmd.topic)
+    spread = cnx.service.spread
+    if spread.is_spread(topic):  # without asking the owners' store, while it is clear
+        if str(topic) in cnx.service.topics:
+            return False  # loaded here: owned here (an owner that loses a bundle unloads it first)
+        if spread.follower(topic) is not None and spread.follows(topic, cmd):
+            return True  # followed here: not owned (a follower that becomes the owner goes)
+    if cnx.service.serves(topic):
+        return False
+    if spread.follows(topic, cmd):
+        return True
+    check_served(cnx, cmd.topic)  # raises, the topic pinned to its owner on this connection
+    return False
+
+
+def pin_to_owner(cnx: HandlerCnx, topic: TopicName) -> None:
+    """Something of a spread topic that only its owner serves was asked here: this connection's
+    LOOKUPs of the topic name the owner from now on, so that the client's retry (a LOOKUP on the
+    same connection, then the request at the broker named) reaches it."""
+    if cnx.service.spread.is_spread(topic):
+        if cnx.owner_pinned is None:
+            cnx.owner_pinned = set()
+        cnx.owner_pinned.add(str(topic))
+
+
+def followed_first(cnx: HandlerCnx, frame: Frame, cmd: wire.CommandSubscribe) -> bool:
+    """True when the follower subscription a SUBSCRIBE needs is first opened (its link to the
+    owner, then the topic's files: ``Spread.preparing``); ``frame`` is handled again once it is, or
+    answered with the error that stopped it."""
+    if frame is cnx.rerun:
+        return False
+    preparing = cnx.service.spread.preparing(topic_name(cmd.topic), cmd)
+    if preparing is None:
+        return False
+    preparing.add_done_callback(lambda future: _followed(cnx, future, frame, cmd.request_id))
+    return True
+
+
+def _followed(cnx: HandlerCnx, future, frame: Frame, request_id: int) -> None:
+    if cnx.closed:
+        return
+    if future.cancelled():
+        cnx.send_error(request_id, BrokerError("the broker is stopping", wire.ServiceNotReady))
+        return
+    if (failure := future.exception()) is not None:
+        cnx.send_error(request_id, as_broker_error(failure, "following the topic at its owner"))
+        return
+    cnx.rerun = frame
+    try:
+        cnx.handle_again(frame)
+    except ProtocolError as exc:
+        cnx.protocol_error(exc)
+    finally:
+        cnx.rerun = None
 
 
 def authorize(cnx: HandlerCnx, topic: TopicName, operation: str, label: str, what: str) -> None:

@@ -41,6 +41,8 @@ class HandlerCnx(TransportCnx, Protocol):
     rerun: Frame | None
     producers: dict[int, Producer]
     consumers: dict[int, Consumer]
+    #: Spread topics whose LOOKUPs on this connection name their owner (``access.pin_to_owner``).
+    owner_pinned: set[str] | None
     gone_producers: frozenset[int] | set[int]
     gone_consumers: frozenset[int] | set[int]
 

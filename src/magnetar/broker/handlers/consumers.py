@@ -8,10 +8,18 @@ from typing import TYPE_CHECKING
 from magnetar.broker import authorization, offloaded_reads
 from magnetar.broker.consumer import Consumer
 from magnetar.broker.errors import REQUEST_ERRORS, BrokerError, NotAllowed, as_broker_error
-from magnetar.broker.handlers.access import authorize_name, check_served, opened_first, topic_name
+from magnetar.broker.follower_topic import FollowerSubscription, FollowerTopic
+from magnetar.broker.handlers.access import (
+    authorize_name,
+    followed_first,
+    opened_first,
+    served_or_followed,
+    topic_name,
+)
 from magnetar.broker.names import check_name
 from magnetar.broker.offloaded_reads import PatientReader
 from magnetar.broker.subscription import PersistentSubscription
+from magnetar.broker.subscription_type import SubscriptionType
 from magnetar.broker.topic import PersistentTopic
 from magnetar.protocol import Frame, ProtocolError, wire
 from magnetar.protocol.commands import wrap
@@ -34,10 +42,14 @@ def handle_subscribe(cnx: HandlerCnx, frame: Frame) -> None:
         check_name(cmd.subscription, "subscription name")
         check_name(cmd.consumer_name, "consumer name")
         authorize_name(cnx, cmd.topic, authorization.CONSUME, "subscribe", "subscribe")
-        check_served(cnx, cmd.topic)
+        followed = served_or_followed(cnx, cmd)
         _check_consumer_limits(cnx, cmd.topic, cmd.subscription)  # a refused one creates nothing
     except BrokerError as exc:
         cnx.send_error(cmd.request_id, exc)
+        return
+    if followed:  # a broadcast consumer of a spread topic this worker does not own
+        if not followed_first(cnx, frame, cmd):
+            _subscribe_follower(cnx, cmd)
         return
     initial = "earliest" if cmd.initial_position == wire.CommandSubscribe.Earliest else "latest"
     subscription = (cmd.subscription, initial) if cmd.durable else None
@@ -60,10 +72,37 @@ def handle_subscribe(cnx: HandlerCnx, frame: Frame) -> None:
         return
     if isinstance(topic, PersistentTopic):
         topic.watch_chunks(consumer, cnx.client_version)
+        opened = topic.subscriptions.get(cmd.subscription)
+        if opened is not None and opened.kind is SubscriptionType.Broadcast:
+            cnx.service.spread.mark(topic.name)  # its broadcast consumers go to every worker now
+            cnx.service.spread.watch_resets(topic.name, opened)
     cnx.consumers[cmd.consumer_id] = consumer
     cnx.send_command(wrap(wire.CommandSuccess(request_id=cmd.request_id)))
     if topic.terminated:  # after the SUCCESS, so the client knows the consumer id
         consumer.subscription.check_end_of_topic()
+
+
+def _subscribe_follower(cnx: HandlerCnx, cmd: wire.CommandSubscribe) -> None:
+    """A broadcast consumer served by this worker's follower of the topic (spread.py)."""
+    try:
+        name = topic_name(cmd.topic)
+        topic = cnx.service.spread.follower(name)
+        if topic is None:  # closed since it was opened (the topic became this worker's own)
+            cnx.service.check_served_here(name)
+            raise BrokerError(f"{name} is not served by this worker now", wire.ServiceNotReady)
+        if cmd.HasField("schema"):
+            cnx.service.schemas.for_subscribe(topic, cmd.schema)
+        consumer_name = cmd.consumer_name or f"consumer-{cmd.consumer_id}"
+
+        def make(subscription: Subscription[Consumer]) -> Consumer:
+            return Consumer(cnx, subscription, cmd.consumer_id, consumer_name, cmd.priority_level)
+
+        consumer = topic.subscribe(make, cmd)
+    except REQUEST_ERRORS as exc:
+        cnx.send_error(cmd.request_id, as_broker_error(exc, f"subscribing {cmd.subscription} to {cmd.topic}"))
+        return
+    cnx.consumers[cmd.consumer_id] = consumer
+    cnx.send_command(wrap(wire.CommandSuccess(request_id=cmd.request_id)))
 
 
 def _check_consumer_limits(cnx: HandlerCnx, topic_name: str, subscription: str) -> None:
@@ -151,8 +190,18 @@ def handle_unsubscribe(cnx: HandlerCnx, frame: Frame) -> None:
     cmd = frame.command.unsubscribe
     if (consumer := _known_consumer(cnx, cmd.consumer_id, cmd.request_id)) is None:
         return
+    subscription = consumer.subscription
     try:
-        consumer.subscription.unsubscribe(consumer)
+        if isinstance(subscription, FollowerSubscription):  # asked of the owner (the spread)
+
+            def unsubscribed(error: BrokerError | None) -> None:
+                if error is None:
+                    cnx.forget_consumer(cmd.consumer_id)
+                _answer(cnx, cmd.request_id, error)
+
+            subscription.unsubscribe_at_owner(consumer, unsubscribed)
+            return
+        subscription.unsubscribe(consumer)
     except BrokerError as exc:
         cnx.send_error(cmd.request_id, exc)
         return
@@ -166,7 +215,7 @@ def handle_get_last_message_id(cnx: HandlerCnx, frame: Frame) -> None:
         return
     topic = consumer.subscription.topic
     cursor = consumer.subscription.cursor
-    if not isinstance(topic, PersistentTopic) or cursor is None:
+    if not isinstance(topic, (PersistentTopic, FollowerTopic)) or cursor is None:
         cnx.send_error(cmd.request_id, NotAllowed("non-persistent topics keep no last message id"))
         return
     reader = PatientReader(topic.ml)
@@ -193,7 +242,7 @@ def _last_message_id(
         cnx.send_error(request_id, _request_error(error, "reading the last message id"))
         return
     topic, cursor = consumer.subscription.topic, consumer.subscription.cursor
-    assert isinstance(topic, PersistentTopic) and cursor is not None
+    assert isinstance(topic, (PersistentTopic, FollowerTopic)) and cursor is not None
     position, batch_index = found
     last = wire.MessageIdData(ledger_id=to_u64(position.ledger_id), entry_id=to_u64(position.entry_id))
     if batch_index >= 0:
@@ -213,6 +262,9 @@ def handle_seek(cnx: HandlerCnx, frame: Frame) -> None:
     if (consumer := _known_consumer(cnx, cmd.consumer_id, cmd.request_id)) is None:
         return
     subscription = consumer.subscription
+    if isinstance(subscription, FollowerSubscription):  # done by the owner (the spread)
+        subscription.seek(cmd, lambda error: _answer(cnx, cmd.request_id, error))
+        return
     topic = subscription.topic
     try:
         if not isinstance(topic, PersistentTopic) or not isinstance(subscription, PersistentSubscription):
@@ -269,6 +321,16 @@ def _seek_to(
     assert isinstance(subscription, PersistentSubscription)
     subscription.reset_cursor(position, exactly)
     cnx.send_command(wrap(wire.CommandSuccess(request_id=request_id)))
+
+
+def _answer(cnx: HandlerCnx, request_id: int, error: BrokerError | None) -> None:
+    """Answer a request done elsewhere (by a topic's owner) once it is: SUCCESS or the error."""
+    if cnx.closed:
+        return
+    if error is not None:
+        cnx.send_error(request_id, error)
+    else:
+        cnx.send_command(wrap(wire.CommandSuccess(request_id=request_id)))
 
 
 def _request_error(error: BaseException | None, what: str) -> BrokerError:

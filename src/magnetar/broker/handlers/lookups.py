@@ -20,7 +20,7 @@ from magnetar.broker.handlers.access import (
 from magnetar.broker.request_errors import error_reply
 from magnetar.protocol import Frame, wire
 from magnetar.protocol.commands import wrap
-from magnetar.protocol.topic_name import filter_topics, topics_hash
+from magnetar.protocol.topic_name import TopicName, filter_topics, topics_hash
 
 if TYPE_CHECKING:
     from magnetar.broker.handlers.cnx import HandlerCnx
@@ -47,10 +47,18 @@ def handle_lookup(cnx: HandlerCnx, frame: Frame) -> None:
         topic = topic_name(cmd.topic)
         authorize(cnx, topic, authorization.LOOKUP, "lookup", "Lookup")
         reply.response = wire.CommandLookupTopicResponse.Connect
-        # The owner of the topic's bundle (workers.md); this broker when it is alone.
-        owner = cnx.service.owner_of(topic)
-        url = cnx.service.service_url if owner is None else owner.service_url
-        tls_url = cnx.service.service_url_tls if owner is None else owner.service_url_tls
+        if _spread_here(cnx, topic):
+            # Its broadcast consumers are served where their connection is: the shared port (a
+            # redirect there first, so that the lookup asked there and what follows share one
+            # connection, whatever the client's service URL is spelt as). No owner is asked.
+            url, tls_url = cnx.service.shared_service_urls
+            if not cmd.authoritative:
+                reply.response = wire.CommandLookupTopicResponse.Redirect
+        else:
+            # The owner of the topic's bundle (workers.md); this broker when it is alone.
+            owner = cnx.service.owner_of(topic)
+            url = cnx.service.service_url if owner is None else owner.service_url
+            tls_url = cnx.service.service_url_tls if owner is None else owner.service_url_tls
         if url is not None:  # None: TLS only
             reply.broker_service_url = url
         if tls_url is not None:
@@ -62,6 +70,13 @@ def handle_lookup(cnx: HandlerCnx, frame: Frame) -> None:
         cnx.send_command(wrap(error_reply(frame.type, cmd.request_id, exc.code, str(exc))))
         return
     cnx.send_command(wrap(reply))
+
+
+def _spread_here(cnx: HandlerCnx, topic: TopicName) -> bool:
+    """Whether a LOOKUP of ``topic`` on this connection names the shared port (spread.py): a
+    spread topic, unless something only its owner serves was asked for it here before."""
+    pinned = cnx.owner_pinned
+    return cnx.service.spread.is_spread(topic) and (pinned is None or str(topic) not in pinned)
 
 
 def handle_get_topics_of_namespace(cnx: HandlerCnx, frame: Frame) -> None:

@@ -74,6 +74,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 R = ReasonCode
+#: What a connection presents to another worker while authentication is off (remote.py).
+NO_CREDENTIALS = Relayed("none")
 #: The largest packet before CONNECT: a CONNECT holds at most a will, a user name and a password
 #: of 64 KiB each; nobody unknown makes the broker buffer more.
 MAX_PACKET_BEFORE_CONNECT = 256 * 1024
@@ -94,6 +96,56 @@ def _without_problem_information(properties: Properties) -> Properties:
 
 
 class MqttConnection(asyncio.Protocol):
+    """Slotted, and what few clients use (QoS 1 and 2 unanswered, a large packet's room) made
+    when first needed: a broker holds many idle connections (docs/benchmarks.md, MQTT memory)."""
+
+    __slots__ = (
+        "_flush_scheduled",
+        "_held",
+        "_ids",
+        "_keepalive_slot",
+        "_links",
+        "_out",
+        "_passes",
+        "_raw",
+        "_replay",
+        "_since",
+        "_waiting",
+        "address",
+        "auth",
+        "client_alias_maximum",
+        "client_max_packet",
+        "closed",
+        "config",
+        "consumers",
+        "consumers_by_key",
+        "counted_address",
+        "decoder",
+        "disconnected",
+        "keep_alive",
+        "last_heard",
+        "no_problem_information",
+        "outbound",
+        "over_limit",
+        "pending_stores",
+        "producers",
+        "producers_by_topic",
+        "receive_maximum",
+        "relayed",
+        "remote",
+        "room",
+        "server",
+        "server_receive_maximum",
+        "service",
+        "session",
+        "topic_aliases",
+        "transport",
+        "unanswered",
+        "version",
+        "will",
+        "writable",
+    )
+
     def __init__(self, server: MqttServer, replay: bytes = b"") -> None:
         self.server = server
         #: What another worker read from this connection before handing it here (handoff.py).
@@ -133,7 +185,7 @@ class MqttConnection(asyncio.Protocol):
         self.no_problem_information = False
         #: QoS 1 and 2 PUBLISHes received and not yet answered with PUBACK or PUBCOMP, as
         #: (qos, packet identifier): at most the Receive Maximum announced (5.0, 3.3.4).
-        self.unanswered: set[tuple[int, int]] = set()
+        self.unanswered: set[tuple[int, int]] | None = None
         self.server_receive_maximum = 65535
         #: A packet waiting for something off the loop; those behind it wait too.
         self._waiting: asyncio.Future[Any] | None = None
@@ -159,7 +211,7 @@ class MqttConnection(asyncio.Protocol):
         #: The CONNECT's Last Will, until a DISCONNECT discards it (``will.py``).
         self.will: Will | None = None
         #: The client's credentials as a session to another worker presents them (``access.py``).
-        self.relayed = Relayed("none")
+        self.relayed = NO_CREDENTIALS
         self._links: Links | None = None
 
     @property
@@ -381,8 +433,11 @@ class MqttConnection(asyncio.Protocol):
     def received_unanswered(self, qos: int, packet_id: int) -> None:
         """A QoS 1 or 2 PUBLISH came: a 5.0 client past the Receive Maximum announced to it is
         disconnected (0x93, 3.3.4)."""
-        self.unanswered.add((qos, packet_id))
-        if self.version == MQTT_5 and len(self.unanswered) > self.server_receive_maximum:
+        unanswered = self.unanswered
+        if unanswered is None:
+            unanswered = self.unanswered = set()
+        unanswered.add((qos, packet_id))
+        if self.version == MQTT_5 and len(unanswered) > self.server_receive_maximum:
             raise MqttError(
                 R.RECEIVE_MAXIMUM_EXCEEDED,
                 f"more than {self.server_receive_maximum} QoS 1 and 2 messages unacknowledged",
@@ -390,7 +445,8 @@ class MqttConnection(asyncio.Protocol):
 
     def answered(self, qos: int, packet_id: int) -> None:
         """PUBACK (QoS 1) or PUBCOMP, or a refusing PUBREC (QoS 2), went to the client."""
-        self.unanswered.discard((qos, packet_id))
+        if self.unanswered is not None:
+            self.unanswered.discard((qos, packet_id))
 
     def send_bytes(self, data: bytes) -> None:
         self._out.append(data)

@@ -27,7 +27,6 @@ from __future__ import annotations
 import base64
 import binascii
 import logging
-from collections import OrderedDict
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -162,26 +161,6 @@ def from_entry(entry: DispatchEntry) -> list[Outgoing] | None:
     except (ProtocolError, DecompressionError) as exc:
         log.warning("entry %s cannot go to MQTT subscribers: %s", entry.position, exc)
         return None
-
-
-#: Entries decoded lately: a broadcast subscription sends one entry to many MQTT subscribers, and
-#: each would otherwise parse (and decompress) it again. Keyed by the entry object, which is kept
-#: alive by its slot, so the key is never another entry's.
-_DECODED: OrderedDict[int, tuple[DispatchEntry, list[Outgoing] | None]] = OrderedDict()
-_DECODED_MAX = 256
-
-
-def decoded(entry: DispatchEntry) -> list[Outgoing] | None:
-    """``from_entry``, once per entry for all the subscribers it goes to."""
-    key = id(entry)
-    hit = _DECODED.get(key)
-    if hit is not None and hit[0] is entry:
-        return hit[1]
-    messages = from_entry(entry)
-    _DECODED[key] = (entry, messages)
-    if len(_DECODED) > _DECODED_MAX:
-        _DECODED.popitem(last=False)
-    return messages
 
 
 def _pairs(properties: Sequence[wire.KeyValue]) -> list[tuple[str, str]]:

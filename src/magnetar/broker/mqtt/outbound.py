@@ -23,6 +23,7 @@ import dataclasses
 import logging
 import math
 import time
+import weakref
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,15 +31,14 @@ from typing import TYPE_CHECKING
 
 from magnetar.broker.consumer import Consumer
 from magnetar.broker.entries import DispatchEntry
+from magnetar.broker.mqtt import publishes
 from magnetar.broker.mqtt.chunks import ChunkedMessages
-from magnetar.broker.mqtt.messages import Outgoing, decoded
 from magnetar.broker.mqtt.session import MessageKey
+from magnetar.broker.subscription_type import SubscriptionType
 from magnetar.protocol import wire
-from magnetar.protocol.chunks import chunk_ref
 from magnetar.protocol.message_id import to_u64
 from magnetar.protocol.mqtt import MQTT_5, Publish, PubRec, PubRel, ReasonCode, encode
 from magnetar.protocol.mqtt.codes import PacketType
-from magnetar.protocol.mqtt.properties import NONE
 from magnetar.storage.position import Position
 
 if TYPE_CHECKING:
@@ -51,9 +51,12 @@ log = logging.getLogger(__name__)
 PERMITS = 1000
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True, eq=False, weakref_slot=True)
 class Delivery:
-    """How one consumer's messages go out: the options of the client's filters matching its topic."""
+    """How one consumer's messages go out: the options of the client's filters matching its topic.
+
+    Made by ``delivery``, which gives the consumers that deliver alike one object: the key
+    under which an entry's packets are encoded once for all of them (``publishes.py``)."""
 
     #: The Topic Name its messages carry.
     mqtt_topic: str
@@ -65,6 +68,26 @@ class Delivery:
     retain_as_published: bool = False
     #: The Subscription Identifiers of the matching filters (5.0).
     subscription_ids: tuple[int, ...] = ()
+
+
+_DELIVERIES: weakref.WeakValueDictionary[tuple[str, int, bool, bool, tuple[int, ...]], Delivery] = (
+    weakref.WeakValueDictionary()
+)
+
+
+def delivery(
+    mqtt_topic: str,
+    qos: int,
+    no_local: bool = False,
+    retain_as_published: bool = False,
+    subscription_ids: tuple[int, ...] = (),
+) -> Delivery:
+    """The one ``Delivery`` of these options (while a consumer holds it)."""
+    key = (mqtt_topic, qos, no_local, retain_as_published, subscription_ids)
+    found = _DELIVERIES.get(key)
+    if found is None:
+        found = _DELIVERIES[key] = Delivery(*key)
+    return found
 
 
 class MqttConsumer(Consumer):
@@ -107,20 +130,27 @@ class MqttConsumer(Consumer):
             traffic.bytes_out += size
 
     def send_own_way(self, entries: list[DispatchEntry]) -> tuple[int, int]:
+        """Each entry as PUBLISH packets. The permits of an entry done with at once (QoS 0, or
+        nothing of it to send) are not charged: it is acknowledged here, and its permits would
+        only come back at once."""
         cnx: MqttConnection = self.cnx  # type: ignore[assignment]  # made with one
-        messages = size = 0
+        deliver = cnx.outbound.deliver
+        messages = size = charged = 0
         for entry in entries:
-            messages += entry.num_messages
+            count = entry.num_messages
+            messages += count
             size += len(entry.data)
             try:
-                cnx.outbound.deliver(self, entry)
+                if not deliver(self, entry):
+                    charged += count
             except Exception:  # this client's failure, never its dispatcher's (others share it)
                 log.exception("%s: delivering %s failed; closing the connection", cnx.remote, entry.position)
                 cnx.close_with(ReasonCode.UNSPECIFIED_ERROR)
                 break
-        self.permits -= messages
-        self.traffic.messages_out += messages
-        self.traffic.bytes_out += size
+        self.permits -= charged
+        traffic = self.traffic
+        traffic.messages_out += messages
+        traffic.bytes_out += size
         return messages, size
 
 
@@ -145,37 +175,68 @@ class InFlight:
 
 @dataclass(slots=True)
 class Waiting:
-    packet: Publish
+    qos: int
+    #: The packet (None when ``encoded`` holds it).
+    packet: Publish | None
     entry: EntryAcks | None
     key: MessageKey | None
     #: When it expires (seconds since the epoch): it may while it waits.
     expires_at: int | None = None
+    #: The packet as encoded for every subscriber alike: the bytes around its packet identifier
+    #: (``publishes.py``).
+    encoded: tuple[bytes, bytes] | None = None
 
 
 class Outbound:
+    """What the connection's client is sent. Slotted, and what most clients never need (a
+    queue of messages waiting for packet identifiers, Topic Aliases, chunked messages) is made
+    when first needed: a broker holds many idle connections."""
+
+    __slots__ = ("_aliases", "_chunks", "_next_id", "cnx", "in_flight", "waiting")
+
     def __init__(self, cnx: MqttConnection) -> None:
         self.cnx = cnx
         self.in_flight: dict[int, InFlight] = {}
-        #: Messages waiting for room under the client's Receive Maximum.
-        self.waiting: deque[Waiting] = deque()
+        #: Messages waiting for room under the client's Receive Maximum (None: none yet).
+        self.waiting: deque[Waiting] | None = None
         self._next_id = 0
         #: Topic Name -> the Topic Alias given it on this connection (5.0, 3.3.2.3.4).
-        self.aliases: dict[str, int] = {}
+        self._aliases: dict[str, int] | None = None
         #: Chunked messages being put together (chunks.py).
-        self.chunks = ChunkedMessages(_drop_chunk, cnx.config.mqtt_message_max_length)
+        self._chunks: ChunkedMessages | None = None
+
+    @property
+    def aliases(self) -> dict[str, int]:
+        if self._aliases is None:
+            self._aliases = {}
+        return self._aliases
+
+    @property
+    def chunks(self) -> ChunkedMessages:
+        if self._chunks is None:
+            self._chunks = ChunkedMessages(_drop_chunk, self.cnx.config.mqtt_message_max_length)
+        return self._chunks
+
+    def positions(self, consumer: MqttConsumer, position: Position) -> list[Position] | None:
+        """Every chunk of the whole message handed out at ``position``; None for an entry of its own."""
+        if self._chunks is None:
+            return None
+        found = self._chunks.positions(consumer, position)
+        return None if found == [position] else found
 
     def _send(self, packet: Publish) -> None:
         """Send a PUBLISH, under a Topic Alias where the client takes them: the first one to a
         topic sets it (name and alias), later ones carry the alias alone."""
         cnx = self.cnx
         if cnx.client_alias_maximum and packet.topic:
-            alias = self.aliases.get(packet.topic)
+            aliases = self.aliases
+            alias = aliases.get(packet.topic)
             if alias is not None:
                 packet = dataclasses.replace(
                     packet, topic="", properties=packet.properties.replace(topic_alias=alias)
                 )
-            elif len(self.aliases) < cnx.client_alias_maximum:
-                alias = self.aliases[packet.topic] = len(self.aliases) + 1
+            elif len(aliases) < cnx.client_alias_maximum:
+                alias = aliases[packet.topic] = len(aliases) + 1
                 packet = dataclasses.replace(packet, properties=packet.properties.replace(topic_alias=alias))
         cnx.send(packet)
 
@@ -188,77 +249,99 @@ class Outbound:
             self.in_flight[packet_id] = InFlight(2, None, released=True)
             self.cnx.send(PubRel(packet_id))
 
-    def deliver(self, consumer: MqttConsumer, entry: DispatchEntry) -> None:
+    def deliver(self, consumer: MqttConsumer, entry: DispatchEntry) -> bool:
+        """Send ``entry``'s messages; True when it is done with already (acknowledged, its
+        permits not charged), False when they come back later: its QoS 1 or 2 messages wait
+        for the client, or it is a chunk (the whole message gives back the permits of all)."""
+        prepared = publishes.prepared(entry)
+        if not prepared.chunk:
+            return self._deliver(consumer, entry, prepared)
+        whole = self.chunks.take(consumer, entry)  # one chunk of a large message (chunks.py)
+        if (
+            whole is not None
+            and self._deliver(consumer, whole, publishes.prepared(whole))
+            and not consumer.closed
+        ):
+            consumer.subscription.flow(consumer, whole.num_messages)  # acknowledged: the chunks' permits
+        return False
+
+    def _deliver(
+        self, consumer: MqttConsumer, entry: DispatchEntry, prepared: publishes.EntryPublishes
+    ) -> bool:
         cnx = self.cnx
-        if chunk_ref(entry.metadata) is not None:  # one chunk of a large message (chunks.py)
-            whole = self.chunks.take(consumer, entry)
-            if whole is None:
-                return
-            entry = whole
         session = cnx.session
-        delivery = consumer.delivery
-        messages = decoded(entry)
+        how = consumer.delivery
+        messages = prepared.messages
+        metadata = entry.metadata
         if (
             messages is None
             or session is None
-            or (
-                delivery.no_local
-                and entry.metadata is not None
-                and entry.metadata.producer_name == session.producer_name
-            )
+            or (how.no_local and metadata is not None and metadata.producer_name == session.producer_name)
         ):
-            done(consumer, entry.position, entry.num_messages)
-            return
-        qos = delivery.qos
-        acks = EntryAcks(consumer, entry.position, entry.num_messages, 0)
-        topic = str(consumer.subscription.topic.name)
-        position = entry.position
-        now = time.time()
+            acknowledge(consumer, entry.position)
+            return True
+        version = cnx.version
+        encoded = prepared.encoded(version, how)
+        qos = how.qos
+        max_packet = cnx.client_max_packet
+        aliases = cnx.client_alias_maximum
+        acks: EntryAcks | None = None
+        now = 0.0
         for index, message in enumerate(messages):
-            if message.expires_at is not None and message.expires_at <= now:
-                continue  # expired before it could go: deleted for this subscriber (3.3.2.3.3)
-            packet = self._packet(delivery, message, qos, now)
-            if cnx.client_max_packet and _size(packet, cnx.version) > cnx.client_max_packet:
-                continue  # 5.0: never sent past the client's Maximum Packet Size (3.1.2.11.4)
-            if qos == 0:
-                self._send(packet)
+            data = encoded[index]
+            parts: tuple[bytes, bytes] | None = None
+            packet: Publish | None = None
+            if data is None or aliases:  # it expires, or goes under a Topic Alias: its own packet
+                expires_in = None
+                if message.expires_at is not None:
+                    now = now or time.time()
+                    if message.expires_at <= now:
+                        continue  # expired before it could go: deleted for this subscriber (3.3.2.3.3)
+                    expires_in = max(math.ceil(message.expires_at - now), 1)  # what is left of it
+                packet = publishes.packet(version, how, message, expires_in)
+                if max_packet and _size(packet, version) > max_packet:
+                    continue  # 5.0: never sent past the client's Maximum Packet Size (3.1.2.11.4)
+                if qos == 0:
+                    self._send(packet)
+                    continue
+            elif isinstance(data, bytes):  # QoS 0, the usual case
+                if not max_packet or len(data) <= max_packet:
+                    cnx.send_bytes(data)
+                continue
             else:
-                acks.left += 1
-                key = (topic, position.ledger_id, position.entry_id, index)
-                self.waiting.append(Waiting(packet, acks, key, message.expires_at))
-        if acks.left == 0:
-            done(consumer, entry.position, entry.num_messages)
-        else:
-            self._send_waiting()
-
-    def _packet(self, delivery: Delivery, message: Outgoing, qos: int, now: float) -> Publish:
-        properties = NONE
-        if self.cnx.version == MQTT_5:
-            properties = message.mqtt
-            if message.properties:
-                properties = properties.replace(user_properties=message.properties)
-            if message.expires_at is not None:  # what is left of it (3.3.2.3.3)
-                properties = properties.replace(
-                    message_expiry_interval=max(math.ceil(message.expires_at - now), 1)
-                )
-            if delivery.subscription_ids:
-                properties = properties.replace(subscription_identifiers=delivery.subscription_ids)
-        retain = delivery.retain_as_published and message.retain  # else 0 to a subscription (3.3.1.3)
-        return Publish(delivery.mqtt_topic, message.payload, qos, retain, properties=properties)
+                parts = data
+                if max_packet and len(parts[0]) + 2 + len(parts[1]) > max_packet:
+                    continue
+            if acks is None:
+                acks = EntryAcks(consumer, entry.position, entry.num_messages, 0)
+            acks.left += 1
+            position = entry.position
+            key = (str(consumer.subscription.topic.name), position.ledger_id, position.entry_id, index)
+            if self.waiting is None:
+                self.waiting = deque()
+            self.waiting.append(Waiting(qos, packet, acks, key, message.expires_at, parts))
+        if acks is None:
+            acknowledge(consumer, entry.position)
+            return True
+        self._send_waiting()
+        return False
 
     def send_alone(self, packet: Publish) -> None:
         """A message of no entry (a retained one, at SUBSCRIBE): sent at its own QoS."""
         if packet.qos == 0:
             self._send(packet)
             return
-        self.waiting.append(Waiting(packet, None, None))
+        if self.waiting is None:
+            self.waiting = deque()
+        self.waiting.append(Waiting(packet.qos, packet, None, None))
         self._send_waiting()
 
     def _send_waiting(self) -> None:
         cnx = self.cnx
         session = cnx.session
-        while self.waiting and len(self.in_flight) < cnx.receive_maximum:
-            waiting = self.waiting.popleft()
+        waiting_all = self.waiting
+        while waiting_all and len(self.in_flight) < cnx.receive_maximum:
+            waiting = waiting_all.popleft()
             acks = waiting.entry
             if acks is not None and acks.consumer.closed:
                 continue
@@ -266,9 +349,9 @@ class Outbound:
             if waiting.expires_at is not None:
                 left = math.ceil(waiting.expires_at - time.time())
                 if left <= 0:  # expired while it waited: not sent (3.3.2.3.3)
-                    self._entry_done(InFlight(packet.qos, acks))
+                    self._entry_done(InFlight(waiting.qos, acks))
                     continue
-                if cnx.version == MQTT_5:
+                if cnx.version == MQTT_5 and packet is not None:
                     packet = dataclasses.replace(
                         packet, properties=packet.properties.replace(message_expiry_interval=left)
                     )
@@ -282,17 +365,21 @@ class Outbound:
                 packet_id = self._packet_id()
             if session is not None and key is not None:
                 session.sent(key, packet_id)
-            sent = Publish(
-                packet.topic,
-                packet.payload,
-                packet.qos,
-                packet.retain,
-                dup,
-                packet_id,
-                packet.properties,
+            self.in_flight[packet_id] = InFlight(waiting.qos, acks)
+            if packet is None:
+                assert waiting.encoded is not None
+                head, tail = waiting.encoded
+                if dup:
+                    head = bytes((head[0] | 0x08,)) + head[1:]
+                cnx.send_bytes(head)
+                cnx.send_bytes(packet_id.to_bytes(2, "big"))
+                cnx.send_bytes(tail)
+                continue
+            self._send(
+                Publish(
+                    packet.topic, packet.payload, packet.qos, packet.retain, dup, packet_id, packet.properties
+                )
             )
-            self.in_flight[packet_id] = InFlight(packet.qos, acks)
-            self._send(sent)
 
     def _packet_id(self) -> int:
         session = self.cnx.session
@@ -373,17 +460,39 @@ def done(consumer: MqttConsumer, position: Position, messages: int) -> None:
     """Acknowledge the entry on the subscription and give its permits back."""
     if consumer.closed:
         return
+    acknowledge(consumer, position)
+    consumer.subscription.flow(consumer, messages)
+
+
+def acknowledge(consumer: MqttConsumer, position: Position) -> None:
+    """Acknowledge the entry at ``position`` (a whole chunked message: all its chunks) on the
+    consumer's subscription; without a protobuf command where its dispatcher takes one id so."""
+    if consumer.closed:
+        return
     outbound: Outbound = consumer.cnx.outbound  # type: ignore[attr-defined]  # an MqttConnection
+    subscription = consumer.subscription
+    chunks = outbound.positions(consumer, position)
+    if chunks is None:
+        # On a broadcast subscription, an entry that is the only one the consumer was sent and
+        # has not acknowledged is acknowledged with all before it: cumulatively, the cheaper way.
+        pending = consumer.pending_acks
+        cumulative = (
+            getattr(subscription, "kind", None) is SubscriptionType.Broadcast
+            and len(pending) == 1
+            and position in pending
+        )
+        if subscription.acknowledge_one(
+            consumer, cumulative, to_u64(position.ledger_id), to_u64(position.entry_id)
+        ):
+            return
     message_ids = [
         wire.MessageIdData(ledger_id=to_u64(one.ledger_id), entry_id=to_u64(one.entry_id))
-        for one in outbound.chunks.positions(consumer, position)  # a chunked message: all its chunks
+        for one in (chunks or [position])
     ]
     ack = wire.CommandAck(
         consumer_id=consumer.consumer_id, ack_type=wire.CommandAck.Individual, message_id=message_ids
     )
-    subscription = consumer.subscription
     subscription.acknowledge(ack, consumer)
-    subscription.flow(consumer, messages)
 
 
 def _drop_chunk(consumer: Consumer, position: Position) -> None:

@@ -32,13 +32,13 @@ LARGE_PACKET = 1024 * 1024
 class PacketRoom:
     """One connection's reservation (a ``FrameReceiver`` of the broker's ``FrameBudget``)."""
 
-    __slots__ = ("cnx", "holds", "size")
+    __slots__ = ("_holds", "cnx", "size")
 
     def __init__(self, cnx: MqttConnection) -> None:
         self.cnx = cnx
         #: FRAMES while it waits for room; the budget asks whether a holder is held for the
-        #: broker's own reasons (never, here).
-        self.holds = ReadHolds(self._waiting, cnx.room_granted)
+        #: broker's own reasons (never, here). Made at the first wait (most connections never do).
+        self._holds: ReadHolds | None = None
         #: The bytes reserved (0: none).
         self.size = 0
 
@@ -47,8 +47,14 @@ class PacketRoom:
         return self.cnx.remote
 
     @property
+    def holds(self) -> ReadHolds:
+        if self._holds is None:
+            self._holds = ReadHolds(self._waiting, self.cnx.room_granted)
+        return self._holds
+
+    @property
     def waiting(self) -> bool:
-        return bool(self.holds.held)
+        return self._holds is not None and bool(self._holds.held)
 
     def update(self) -> bool:
         """After bytes came or packets were taken: reserve for a large packet begun, give back
@@ -73,7 +79,8 @@ class PacketRoom:
         if self.size:
             self.size = 0
             self.cnx.service.frame_room_released(self)
-        self.holds.release(Hold.FRAMES)
+        if self._holds is not None:
+            self._holds.release(Hold.FRAMES)
 
     def _waiting(self) -> None:
         """The first hold: the connection stops being read (``MqttConnection._may_read``)."""
@@ -81,7 +88,8 @@ class PacketRoom:
 
     # -- FrameReceiver -------------------------------------------------------------------------
     def frame_room_granted(self) -> None:
-        self.holds.release(Hold.FRAMES)
+        if self._holds is not None:
+            self._holds.release(Hold.FRAMES)
 
     def close_for_stalled_frame(self, size: int, seconds: float) -> None:
         message = (

@@ -36,6 +36,7 @@ from magnetar.protocol import ProtocolError, wire
 from magnetar.protocol.commands import wrap
 from magnetar.protocol.headers import parse_metadata
 from magnetar.protocol.hot_acks import HotMessage
+from magnetar.protocol.mqtt import ReasonCode
 from magnetar.storage.position import Position
 
 if TYPE_CHECKING:
@@ -340,6 +341,10 @@ class RemoteSubscription:
         if not self.session.closed and not consumer.closed:
             self.session.send(wrap(ack))
 
+    def acknowledge_one(self, consumer: Consumer, cumulative: bool, ledger_id: int, entry_id: int) -> bool:
+        """Not taken this way here: ``acknowledge`` sends the ACK to the owner."""
+        return False
+
     def flow(self, consumer: Consumer, permits: int) -> None:
         if not self.session.closed and not consumer.closed:
             flow = wire.CommandFlow(consumer_id=consumer.consumer_id, message_permits=permits)
@@ -398,7 +403,16 @@ class RemoteConsumer(MqttConsumer):
             entry = DispatchEntry(position, data, 0, count, metadata)
         except ProtocolError:
             entry = DispatchEntry(position, data, 0, 1, None)
-        self.send_own_way([entry])
+        cnx: MqttConnection = self.cnx  # type: ignore[assignment]  # made with one
+        self.traffic.messages_out += entry.num_messages
+        self.traffic.bytes_out += len(data)
+        try:
+            if cnx.outbound.deliver(self, entry) and not self.closed:
+                # Done with at once (QoS 0, nothing to send): the owner charged its permits.
+                self.subscription.flow(self, entry.num_messages)
+        except Exception:  # this client's failure: its connection goes
+            log.exception("%s: delivering %s failed; closing the connection", cnx.remote, position)
+            cnx.close_with(ReasonCode.UNSPECIFIED_ERROR)
 
     def on_end_of_topic(self) -> None:
         """A terminated topic: nothing to tell an MQTT client."""

@@ -58,10 +58,10 @@ class MqttSession:
     durable: bool = False
     #: Topic Filter -> its options, in subscribe order (shared ones as ``$share/{group}/{filter}``).
     filters: dict[str, FilterOptions] = field(default_factory=dict)
-    #: Topics (full Pulsar names) on which it holds a durable subscription named after its client id.
-    topics: set[str] = field(default_factory=set)
-    #: (topic, share name) of the durable shared subscriptions it is a member of.
-    groups: set[tuple[str, str]] = field(default_factory=set)
+    #: ``topics`` and ``groups`` (below), made when first used: a session that ends with its
+    #: connection never does, and an empty set is 216 bytes a connection.
+    _topics: set[str] | None = None
+    _groups: set[tuple[str, str]] | None = None
     #: QoS 2 messages received and not released, by packet identifier.
     incoming: dict[int, Incoming] = field(default_factory=dict)
     #: The next sequence id of the client's messages per topic (deduplication's numbering).
@@ -70,9 +70,8 @@ class MqttSession:
     #: identifiers: sent again under the same ones, with DUP, when the session resumes.
     unacked: dict[MessageKey, int] = field(default_factory=dict)
     unacked_ids: dict[int, MessageKey] = field(default_factory=dict)
-    #: QoS 2 messages sent whose PUBREL went and whose PUBCOMP has not come: PUBREL is sent
-    #: again when the session resumes.
-    released: set[int] = field(default_factory=set)
+    #: ``released`` (below), made when first used.
+    _released: set[int] | None = None
     #: Ends the session once its connection has been closed for ``expiry`` seconds.
     expiry_timer: asyncio.TimerHandle | None = None
     #: The connection now serving it (None between connections).
@@ -86,6 +85,41 @@ class MqttSession:
     #: A will held back by its Will Delay Interval, with the connection that left it (``will.py``).
     pending_will: tuple[Will, object] | None = None
     will_timer: asyncio.TimerHandle | None = None
+
+    @property
+    def topics(self) -> set[str]:
+        """Topics (full Pulsar names) on which it holds a durable subscription named after its client id."""
+        if self._topics is None:
+            self._topics = set()
+        return self._topics
+
+    @topics.setter
+    def topics(self, value: set[str]) -> None:
+        self._topics = value
+
+    @property
+    def groups(self) -> set[tuple[str, str]]:
+        """(topic, share name) of the durable shared subscriptions it is a member of."""
+        if self._groups is None:
+            self._groups = set()
+        return self._groups
+
+    @groups.setter
+    def groups(self, value: set[tuple[str, str]]) -> None:
+        self._groups = value
+
+    def holds_group(self, topic: str, group: str) -> bool:
+        """It is a member of the durable shared subscription ``group`` of ``topic`` (its groups
+        are not made to answer)."""
+        return self._groups is not None and (topic, group) in self._groups
+
+    @property
+    def released(self) -> set[int]:
+        """QoS 2 messages sent whose PUBREL went and whose PUBCOMP has not come: PUBREL is sent
+        again when the session resumes."""
+        if self._released is None:
+            self._released = set()
+        return self._released
 
     @property
     def producer_name(self) -> str:

@@ -218,7 +218,7 @@ class Sessions:
     def _group_held(self, subscription: PersistentSubscription, *, topic: str, group: str) -> bool:
         """A shared subscription stays while it has consumers or a session is a member."""
         return bool(subscription.consumers) or any(
-            (topic, group) in other.groups for other in self.by_client.values()
+            other.holds_group(topic, group) for other in self.by_client.values()
         )
 
     # -- topics loaded later ---------------------------------------------------------------------

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from magnetar.broker.consumer import Consumer
 from magnetar.broker.mqtt import access, remote
-from magnetar.broker.mqtt.outbound import PERMITS, Delivery, MqttConsumer
+from magnetar.broker.mqtt.outbound import PERMITS, Delivery, MqttConsumer, delivery
 from magnetar.broker.mqtt.session import FilterOptions, MqttSession
 from magnetar.broker.topic import PersistentTopic
 from magnetar.protocol import wire
@@ -370,7 +370,7 @@ def _logged(cnx: MqttConnection, name: TopicName, done: asyncio.Future[None]) ->
 
 
 def _delivery(topic: TopicName, options: Options) -> Delivery:
-    return Delivery(
+    return delivery(
         mqtt_topic(topic, options.prefixed),
         options.qos,
         options.no_local,
@@ -407,15 +407,15 @@ def _consumer(
     key = str(topic.name)
     subscription = subscription_name(session, group)
     existing = cnx.consumers_by_key.get((key, subscription))
-    delivery = _delivery(topic.name, options)
+    how = _delivery(topic.name, options)
     if existing is not None and not existing.closed:
-        existing.delivery = delivery
+        existing.delivery = how
         return
     consumer_id = cnx.next_id()
     cmd = _subscribe_command(session, key, subscription, group, consumer_id)
 
     def make(subscription: Subscription[Consumer]) -> Consumer:
-        return MqttConsumer(cnx, subscription, consumer_id, session.client_id, delivery, group)
+        return MqttConsumer(cnx, subscription, consumer_id, session.client_id, how, group)
 
     consumer = topic.subscribe(make, cmd)
     assert isinstance(consumer, MqttConsumer)
@@ -454,10 +454,10 @@ async def _attach_remote(cnx: MqttConnection, owner: BrokerInfo, name: TopicName
     key = str(name)
     for group, options in options_by_group(session, name, default_namespace(cnx)).items():
         subscription = subscription_name(session, group)
-        delivery = _delivery(name, options)
+        how = _delivery(name, options)
         existing = cnx.consumers_by_key.get((key, subscription))
         if existing is not None and not existing.closed:
-            existing.delivery = delivery
+            existing.delivery = how
             continue
         attaching = (key, subscription)
         if attaching in cnx.links.attaching:
@@ -467,7 +467,7 @@ async def _attach_remote(cnx: MqttConnection, owner: BrokerInfo, name: TopicName
             cmd = _subscribe_command(session, key, subscription, group, cnx.links.new_id())
             if initial == "earliest":
                 cmd.initial_position = wire.CommandSubscribe.Earliest
-            consumer = await remote.subscribe(cnx, owner, name, cmd, delivery, group)
+            consumer = await remote.subscribe(cnx, owner, name, cmd, how, group)
         finally:
             cnx.links.attaching.discard(attaching)
         if consumer is None or cnx.session is not session:

@@ -3,11 +3,10 @@
 
 from __future__ import annotations
 
-import time
-
 import click
 
-from magnetar.cli.admin.common import AdminCommandError, done, json_option, pass_admin, print_json
+from magnetar.cli.admin.common import done, json_option, pass_admin
+from magnetar.cli.admin.run_status import show_run_status
 from magnetar.cli.admin.topics import topic_argument, topics
 from magnetar.client.admin import AdminClient
 from magnetar.client.admin.topics import full_name
@@ -18,7 +17,6 @@ _SAYS = {
     "RUNNING": "Compaction is currently running",
     "SUCCESS": "Compaction was a success",
 }
-_POLL_S = 1.0
 
 
 @topics.command("compact")
@@ -37,13 +35,6 @@ def compact(admin: AdminClient, topic: str) -> None:
 @pass_admin
 def compaction_status(admin: AdminClient, topic: str, wait_complete: bool, as_json: bool) -> None:
     """Whether the topic's last compaction ran, runs or failed (exit status 1 after an error)."""
-    status = admin.topics.compaction_status(topic)
-    while wait_complete and status["status"] == "RUNNING":
-        time.sleep(_POLL_S)
-        status = admin.topics.compaction_status(topic)
-    if as_json:
-        print_json(status)
-    elif status["status"] in _SAYS:
-        click.echo(_SAYS[status["status"]])
-    if status["status"] == "ERROR":
-        raise AdminCommandError(f"Error in compaction: {status.get('lastError', '')}", 1)
+    show_run_status(
+        lambda: admin.topics.compaction_status(topic), wait_complete, as_json, _SAYS, "Error in compaction"
+    )

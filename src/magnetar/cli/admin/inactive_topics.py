@@ -8,11 +8,8 @@ from typing import Any
 
 import click
 
-from magnetar.cli.admin.common import done, json_option, pass_admin, print_value
-from magnetar.cli.admin.namespaces import namespaces
+from magnetar.cli.admin.policy_commands import Helps, Policy, add_policy_commands
 from magnetar.cli.admin.policy_values import DURATION
-from magnetar.cli.admin.topics import topic_argument, topics
-from magnetar.client.admin import AdminClient
 
 _MODES = click.Choice(["delete_when_no_subscriptions", "delete_when_subscriptions_caught_up"])
 
@@ -68,62 +65,21 @@ def _policy_options(command: Callable[..., Any]) -> Callable[..., Any]:
     return command
 
 
-@namespaces.command("set-inactive-topic-policies")
-@click.argument("namespace", metavar="TENANT/NAMESPACE")
-@_policy_options
-@pass_admin
-def set_namespace(admin: AdminClient, namespace: str, enable, max_inactive_duration: int, delete_mode: str):
-    """Set whether the namespace's unused topics are deleted."""
-    admin.namespaces.set_inactive_topic_policies(
-        namespace, policies_json(enable, max_inactive_duration, delete_mode)
+add_policy_commands(
+    Policy(
+        verb="inactive-topic-policies",
+        what="the inactive topic policies",
+        options=_policy_options,
+        value=policies_json,
+        namespace=Helps(
+            set="Set whether the namespace's unused topics are deleted.",
+            get="The namespace's inactive topic policies (\"-\": not set, the broker's settings apply).",
+            remove="Unset the namespace's inactive topic policies (the broker's settings apply).",
+        ),
+        topic=Helps(
+            set="Set whether this topic is deleted when nobody uses it (over its namespace's policies).",
+            get='The topic\'s inactive topic policies ("-": not set).',
+            remove="Remove the topic's own inactive topic policies: its namespace's apply.",
+        ),
     )
-    done(f"Set the inactive topic policies of {namespace}")
-
-
-@namespaces.command("get-inactive-topic-policies")
-@click.argument("namespace", metavar="TENANT/NAMESPACE")
-@json_option
-@pass_admin
-def get_namespace(admin: AdminClient, namespace: str, as_json: bool) -> None:
-    """The namespace's inactive topic policies ("-": not set, the broker's settings apply)."""
-    print_value(admin.namespaces.get_inactive_topic_policies(namespace), as_json)
-
-
-@namespaces.command("remove-inactive-topic-policies")
-@click.argument("namespace", metavar="TENANT/NAMESPACE")
-@pass_admin
-def remove_namespace(admin: AdminClient, namespace: str) -> None:
-    """Unset the namespace's inactive topic policies (the broker's settings apply)."""
-    admin.namespaces.remove_inactive_topic_policies(namespace)
-    done(f"Removed the inactive topic policies of {namespace}")
-
-
-@topics.command("set-inactive-topic-policies")
-@topic_argument
-@_policy_options
-@pass_admin
-def set_topic(admin: AdminClient, topic: str, enable, max_inactive_duration: int, delete_mode: str) -> None:
-    """Set whether this topic is deleted when nobody uses it (over its namespace's policies)."""
-    admin.topics.set_inactive_topic_policies(topic, policies_json(enable, max_inactive_duration, delete_mode))
-    done(f"Set the inactive topic policies of {topic}")
-
-
-@topics.command("get-inactive-topic-policies")
-@topic_argument
-@click.option(
-    "--applied", is_flag=True, help="What applies: the topic's, else its namespace's, else the broker's."
 )
-@json_option
-@pass_admin
-def get_topic(admin: AdminClient, topic: str, applied: bool, as_json: bool) -> None:
-    """The topic's inactive topic policies ("-": not set)."""
-    print_value(admin.topics.get_inactive_topic_policies(topic, applied=applied), as_json)
-
-
-@topics.command("remove-inactive-topic-policies")
-@topic_argument
-@pass_admin
-def remove_topic(admin: AdminClient, topic: str) -> None:
-    """Remove the topic's own inactive topic policies: its namespace's apply."""
-    admin.topics.remove_inactive_topic_policies(topic)
-    done(f"Removed the inactive topic policies of {topic}")

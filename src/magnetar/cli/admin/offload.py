@@ -5,7 +5,6 @@ offload-status [-w]``, and a namespace's ``get-/set-offload-threshold`` and
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import click
@@ -20,11 +19,11 @@ from magnetar.cli.admin.common import (
 )
 from magnetar.cli.admin.namespaces import namespaces
 from magnetar.cli.admin.policy_values import DURATION, SIZE
+from magnetar.cli.admin.run_status import show_run_status
 from magnetar.cli.admin.topics import topic_argument, topics
 from magnetar.client.admin import AdminClient
 from magnetar.client.admin.topics import full_name
 
-_POLL_S = 1.0
 _NAMESPACE = click.argument("namespace", metavar="TENANT/NAMESPACE")
 
 
@@ -74,19 +73,15 @@ _SAYS = {"RUNNING": "Offload is currently running", "SUCCESS": "Offload was a su
 @pass_admin
 def offload_status(admin: AdminClient, topic: str, wait_complete: bool, as_json: bool) -> None:
     """Whether the topic's last offload (by this command) ran, runs or failed (exit 1 after an error)."""
-    status = admin.topics.offload_status(topic)
-    while wait_complete and status["status"] == "RUNNING":
-        time.sleep(_POLL_S)
-        status = admin.topics.offload_status(topic)
-    if as_json:
-        print_json(status)
-    elif status["status"] == "NOT_RUN":
-        click.echo(f"Offload has not been run for {full_name(topic)} since broker startup")
-    elif status["status"] in _SAYS:
-        click.echo(_SAYS[status["status"]])
-    if status["status"] == "ERROR":
-        click.echo("Error in offload")
-        raise AdminCommandError(f"Error offloading: {status.get('lastError', '')}", 1)
+    says = {**_SAYS, "NOT_RUN": f"Offload has not been run for {full_name(topic)} since broker startup"}
+    show_run_status(
+        lambda: admin.topics.offload_status(topic),
+        wait_complete,
+        as_json,
+        says,
+        "Error offloading",
+        error_line="Error in offload",
+    )
 
 
 @namespaces.command("get-offload-threshold")

@@ -7,9 +7,32 @@ carry rather than drop part of it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from magnetar.protocol.mqtt.codes import PacketType
 from magnetar.protocol.mqtt.properties import NONE, Properties
+
+__all__ = [
+    "Auth",
+    "ConnAck",
+    "Connect",
+    "Disconnect",
+    "Packet",
+    "PingReq",
+    "PingResp",
+    "PubAck",
+    "PubComp",
+    "PubRec",
+    "PubRel",
+    "Publish",
+    "PublishAck",
+    "SubAck",
+    "Subscribe",
+    "Subscription",
+    "UnsubAck",
+    "Unsubscribe",
+    "Will",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,34 +82,33 @@ class Publish:
 
 
 @dataclass(frozen=True, slots=True)
-class PubAck:
+class _PublishAckFields:
+    """What the acknowledgements of a PUBLISH carry, alike on the wire (3.4 ... 3.7): each is one
+    of the four kinds below, told apart by its class (a PubAck never equals a PubRec)."""
+
     packet_id: int
     reason_code: int = 0
     properties: Properties = NONE
+    type: ClassVar[PacketType]
+
+
+@dataclass(frozen=True, slots=True)
+class PubAck(_PublishAckFields):
     type = PacketType.PUBACK
 
 
 @dataclass(frozen=True, slots=True)
-class PubRec:
-    packet_id: int
-    reason_code: int = 0
-    properties: Properties = NONE
+class PubRec(_PublishAckFields):
     type = PacketType.PUBREC
 
 
 @dataclass(frozen=True, slots=True)
-class PubRel:
-    packet_id: int
-    reason_code: int = 0
-    properties: Properties = NONE
+class PubRel(_PublishAckFields):
     type = PacketType.PUBREL
 
 
 @dataclass(frozen=True, slots=True)
-class PubComp:
-    packet_id: int
-    reason_code: int = 0
-    properties: Properties = NONE
+class PubComp(_PublishAckFields):
     type = PacketType.PUBCOMP
 
 
@@ -179,5 +201,5 @@ Packet = (
     | Disconnect
     | Auth
 )
-#: The acknowledgements of PUBLISH, alike on the wire (3.4 ... 3.7).
+#: The acknowledgements of PUBLISH.
 PublishAck = PubAck | PubRec | PubRel | PubComp
