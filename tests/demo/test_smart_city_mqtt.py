@@ -42,6 +42,20 @@ def test_vehicles_publish_and_receive_alerts_over_mqtt(tmp_path):
 
 
 @pytest.mark.timeout(240)
+def test_vehicles_over_mqtt_with_two_broker_workers(tmp_path):
+    """``--mqtt --workers 2``: the telemetry's partitions and the alert topics are spread over two
+    workers; the vehicles' MQTT port is the broker's one, and reaches every one of them."""
+    summary, text = run_in(dataclasses.replace(SMALL_MQTT, workers=2), tmp_path)
+
+    assert summary.ok and not summary.errors, text
+    assert "2 workers" in text and "vehicles on mqtt://127.0.0.1:" in text, text
+    assert vehicle_readings(summary) > 0 and summary.events_failed == 0, text
+    assert f"{vehicle_readings(summary):,} readings PUBACKed" in summary.mqtt, text
+    assert summary.spark_rows_read >= summary.events_in, text
+    assert not summary.vehicles_missing_alerts and summary.receipts == summary.expected_receipts, text
+
+
+@pytest.mark.timeout(240)
 def test_secured_vehicles_over_mqtts_with_their_tokens(tmp_path):
     summary, text = run_in(dataclasses.replace(SMALL_MQTT, secure=True), tmp_path)
 

@@ -471,10 +471,6 @@ class BrokerConfig:
                 f"mqtt_message_max_length {self.mqtt_message_max_length} is over MQTT's own limit "
                 f"of {MQTT_MAX_PACKET_SIZE} bytes"
             )
-        if (self.mqtt_port is not None or self.mqtts_port is not None) and self.workers != 1:
-            raise ValueError(
-                "mqtt_port and mqtts_port are served by one broker process only (workers = 1) for now"
-            )
         if self.authorization_enabled and not self.authentication_enabled:
             raise ValueError(
                 "authorization_enabled needs authentication_enabled: without a proved role no grant can apply"

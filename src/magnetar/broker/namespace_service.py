@@ -194,12 +194,13 @@ class NamespaceService:
         schema_changed: Callable[[str | None], None] = lambda sid: None,
         bundles_moved: Callable[[], None] = lambda: None,
         spread_changed: Callable[[], None] = lambda: None,
+        other: Callable[[str], None] = lambda path: None,
     ) -> None:
         """Apply the namespaces other brokers changed: their cached policies are dropped and
         ``changed(namespace)`` is called (``"*"``: every namespace may have changed); a topic's
         schema changed: ``schema_changed(its schema id)`` (None: any); bundles lost their owner
         (an unload, a broker gone): ``bundles_moved()``, once; a topic was made spread:
-        ``spread_changed()``."""
+        ``spread_changed()``; any other path: ``other(path)``."""
         self._version, paths = self.store.changes_since(self._version)
         for path in dict.fromkeys(paths):
             if path.startswith("schema/"):
@@ -215,5 +216,7 @@ class NamespaceService:
                 namespace = path.removeprefix("namespace/")
                 self.namespaces.forget(namespace)
                 changed(namespace)
+            elif not path.startswith(BUNDLE_PATH):
+                other(path)
         if any(path.startswith(BUNDLE_PATH) or path == "*" for path in paths):
             bundles_moved()

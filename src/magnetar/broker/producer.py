@@ -26,6 +26,10 @@ if TYPE_CHECKING:
 
 #: The message id a duplicate send is answered with (Pulsar's choice).
 DUPLICATE = Position(-1, -1)
+#: A producer's metadata property (PRODUCER) asking for deduplication whatever the namespace says:
+#: the MQTT worker's producers on topics another worker owns (QoS 2 is exactly once through it,
+#: broker/mqtt/remote.py). It only makes the broker stricter with that producer's own messages.
+DEDUPLICATED_PROPERTY = "magnetar.deduplicated"
 
 
 @dataclass(slots=True)

@@ -29,6 +29,10 @@ async def start(service: BrokerService) -> None:
     if service.config.mqtt_port is not None or service.config.mqtts_port is not None:
         from magnetar.broker.mqtt import server as mqtt_server  # imported only where MQTT is served
 
+        if service.shares_bundles:  # topics loaded here, for the workers' wildcard filters
+            mqtt_server.announce_topics(service)
+        if not mqtt_server.serves_mqtt(service):
+            return
         try:
             await mqtt_server.start(service)
         except BaseException:

@@ -19,7 +19,7 @@ import threading
 import time
 import urllib.parse
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any, Protocol, TypeVar
@@ -65,7 +65,7 @@ from magnetar.broker.startup import BrokerSetup
 from magnetar.broker.topic import PersistentTopic
 from magnetar.broker.topic_catalog import TopicCatalog, Topics
 from magnetar.broker.topic_loader import TopicLoader
-from magnetar.broker.worker_credentials import WorkerSecret
+from magnetar.broker.worker_credentials import Relayed, WorkerSecret
 from magnetar.broker.worker_role import WorkerRole
 from magnetar.offload.offloader import LedgerOffloader
 from magnetar.protocol.frames import SHARED_READ_SIZE
@@ -191,6 +191,16 @@ class BrokerService:
         #: A worker's secret shared with the other workers, which it seals an HTTP client's
         #: credentials with at their Pulsar ports (and takes them sealed); None alone.
         self.worker_secret: WorkerSecret | None = None
+        #: Opens a Pulsar session to another worker with a client's credentials (set by the layer
+        #: above: the WebSocket layer's ``LocalSession.to_owner``), for MQTT on topics another
+        #: worker owns (``broker/mqtt/remote.py``); None alone.
+        self.owner_sessions: Callable[[BrokerInfo, Relayed], Awaitable[Any]] | None = None
+        #: Called with each change another broker published that the service itself does not
+        #: apply (``mqtt-topic/...``: broker/mqtt/server.py).
+        self.change_listeners: list[Callable[[str], None]] = []
+        #: Applies the changes other brokers published since the last look, now (between the
+        #: looks every POLICY_POLL_SECONDS); None alone.
+        self.poll_changes: Callable[[], None] | None = None
         if self.worker is not None:
             self.worker_secret = worker_credentials.install(self.authentication, config.data_dir)
         #: Credentials accepted and refused (CONNECT, AUTH_RESPONSE, expiry), by auth method (/metrics).
@@ -507,8 +517,10 @@ class BrokerService:
                 self.schemas.forget,
                 self.bundles_moved,
                 self.spread.refresh,
+                self.other_change,
             )
             work.append((POLICY_POLL_SECONDS, poll))
+            self.poll_changes = poll
         if self.spread.active:
             work.append((config.cursor_flush_interval_seconds, self.spread.flush))
             work.append((SPREAD_SWEEP_SECONDS, self.spread.sweep))
@@ -762,6 +774,10 @@ class BrokerService:
         topics nobody asks for (geo-replication's) looks again."""
         for listener in list(self.ownership_listeners):
             listener()
+
+    def other_change(self, path: str) -> None:
+        for listener in list(self.change_listeners):
+            listener(path)
 
     def replication_changed(self) -> None:
         for listener in list(self.replication_listeners):

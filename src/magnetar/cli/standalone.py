@@ -29,6 +29,7 @@ from magnetar.broker_process import listening_addresses
 from magnetar.cli.failures import one_line
 from magnetar.replication.manager import ReplicationManager
 from magnetar.storage.errors import MetadataMissingError
+from magnetar.websocket.sessions import owner_sessions
 
 log = logging.getLogger("magnetar")
 
@@ -49,6 +50,8 @@ class Standalone:
         setup = config if isinstance(config, BrokerSetup) else startup.prepare(config)
         self.config = setup.config
         self.broker = BrokerService(setup, ownership, worker)
+        if worker is not None:  # MQTT reaches the topics other workers own through sessions to them
+            self.broker.owner_sessions = owner_sessions(self.broker)
         self.admin = AdminServer(self.broker)
         self.replication = ReplicationManager(self.broker)
         spread.install(self.broker)  # followers reach owners with the client (with workers)

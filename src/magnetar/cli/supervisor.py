@@ -95,6 +95,8 @@ class Supervisor:
             self.ports["http_port"],
             self.ports["broker_service_port_tls"],
             self.ports["web_service_port_tls"],
+            self.ports["mqtt_port"],
+            self.ports["mqtts_port"],
         )
         log.info(  # broker_process.parse_listening reads it
             "Magnetar %s listening on %s, data in %s (%d workers)",
@@ -135,6 +137,9 @@ class Supervisor:
             "http_port": (config.http_port if web else None, "HTTP port (--http-port)"),
             "broker_service_port_tls": (config.broker_service_port_tls, "TLS port (broker_service_port_tls)"),
             "web_service_port_tls": (config.web_service_port_tls, "HTTPS port (web_service_port_tls)"),
+            # Served by one worker (broker/mqtt/server.py), on the port reserved here for all of them.
+            "mqtt_port": (config.mqtt_port, "MQTT port (--mqtt-port)"),
+            "mqtts_port": (config.mqtts_port, "MQTT TLS port (--mqtts-port)"),
         }
         for name, (port, setting) in wanted.items():
             if port is None:

@@ -271,6 +271,9 @@ class LocalSession:
     def add_producer(self, producer_id: int, end: ProducerEnd) -> None:
         self._producers[producer_id] = end
 
+    def remove_producer(self, producer_id: int) -> None:
+        self._producers.pop(producer_id, None)
+
     def add_consumer(self, consumer_id: int, end: ConsumerEnd) -> None:
         self._consumers[consumer_id] = end
 

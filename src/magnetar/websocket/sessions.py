@@ -15,15 +15,18 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from magnetar.broker.errors import BrokerError
+from magnetar.broker.tls_identity import AUTH_METHOD_NAME as TLS_METHOD
 from magnetar.protocol import wire
 from magnetar.websocket.session import Credentials, LocalSession, SessionError
 
 if TYPE_CHECKING:
     from magnetar.broker.ownership import BrokerInfo
     from magnetar.broker.service import BrokerService
+    from magnetar.broker.worker_credentials import Relayed
     from magnetar.protocol.topic_name import TopicName
 
 log = logging.getLogger(__name__)
@@ -101,6 +104,25 @@ class Sessions:
             else:
                 future.add_done_callback(_close_when_open)
         self._opening.clear()
+
+
+def owner_sessions(service: BrokerService) -> Callable[[BrokerInfo, Relayed], Awaitable[LocalSession]]:
+    """What the broker's other protocols (MQTT: ``broker/mqtt/remote.py``) open a session to
+    another worker with, for a client that proved ``relayed`` (``BrokerService.owner_sessions``)."""
+
+    async def open_to(owner: BrokerInfo, relayed: Relayed) -> LocalSession:
+        secret = service.worker_secret
+        if secret is None:
+            raise SessionError(f"{owner.broker_id} is another broker", wire.ServiceNotReady)
+        if relayed.method == "token":
+            credentials = Credentials(token=relayed.data.decode())
+        elif relayed.method == TLS_METHOD:
+            credentials = Credentials(over_tls=True, certificate=relayed.certificate)
+        else:
+            credentials = Credentials()
+        return await LocalSession.to_owner(service, owner, credentials, secret)
+
+    return open_to
 
 
 def _close_when_open(future: asyncio.Future[LocalSession]) -> None:

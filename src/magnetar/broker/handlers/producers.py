@@ -11,7 +11,7 @@ from magnetar.broker import authorization
 from magnetar.broker.errors import REQUEST_ERRORS, BrokerError, as_broker_error
 from magnetar.broker.handlers.access import authorize_name, check_served, opened_first, topic_name
 from magnetar.broker.names import check_name
-from magnetar.broker.producer import Producer
+from magnetar.broker.producer import DEDUPLICATED_PROPERTY, Producer
 from magnetar.protocol import Frame, wire
 from magnetar.protocol.commands import wrap
 
@@ -57,6 +57,8 @@ def _add_producer(cnx: HandlerCnx, cmd: wire.CommandProducer) -> tuple[Producer,
     name = cmd.producer_name or f"{service.broker_name}-{next(_producer_names)}"
     producer = Producer(cnx, topic, cmd.producer_id, name, user_named, cmd.producer_access_mode)
     producer.schema_version = schema_version
+    if any(kv.key == DEDUPLICATED_PROPERTY and kv.value == "true" for kv in cmd.metadata):
+        producer.deduplicated = True
     producer.on_ready = partial(_producer_success, cnx, cmd.request_id)
     return producer, topic.add_producer(producer)
 

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 from magnetar.broker.authentication import AuthenticationFailed, AuthenticationProvider
 from magnetar.broker.authorization import CONSUME, PRODUCE
 from magnetar.broker.tls_identity import AUTH_METHOD_NAME as TLS_METHOD
+from magnetar.broker.worker_credentials import Relayed
 from magnetar.protocol.mqtt import Auth, Connect, ConnectReturnCode, MqttError, Properties, ReasonCode
 from magnetar.protocol.mqtt.pulsar_names import namespace_of_filter, pulsar_topic
 from magnetar.protocol.mqtt.topics import has_wildcard, shared_filter
@@ -77,6 +78,7 @@ def authenticate(cnx: MqttConnection, packet: Connect) -> Refusal | None:
     auth = cnx.auth
     auth.role, auth.method = role, provider.auth_method
     auth.expires_at = provider.expires_at(data)
+    cnx.relayed = Relayed(provider.auth_method, data, auth.peer_certificate)
     #: An Authentication Method at CONNECT: the client may re-authenticate with AUTH.
     auth.supports_refresh = method is not None
     cnx.service.authentication_successes[provider.auth_method] += 1

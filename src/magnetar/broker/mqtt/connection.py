@@ -29,8 +29,10 @@ from magnetar.broker.mqtt import access, floods, inbound, outbound, subscription
 from magnetar.broker.mqtt.inbound import TOPIC_ALIAS_MAXIMUM
 from magnetar.broker.mqtt.packet_room import PacketRoom
 from magnetar.broker.mqtt.publish_batches import PublishBatches
+from magnetar.broker.mqtt.remote import Links
 from magnetar.broker.mqtt.session import NEVER, MqttSession
 from magnetar.broker.names import MAX_NAME_LENGTH
+from magnetar.broker.worker_credentials import Relayed
 from magnetar.protocol import wire
 from magnetar.protocol.mqtt import (
     MQTT_3_1_1,
@@ -73,6 +75,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 R = ReasonCode
+#: What a connection presents to another worker while authentication is off (remote.py).
+NO_CREDENTIALS = Relayed("none")
 #: The largest packet before CONNECT: a CONNECT holds at most a will, a user name and a password
 #: of 64 KiB each; nobody unknown makes the broker buffer more.
 MAX_PACKET_BEFORE_CONNECT = 256 * 1024
@@ -106,8 +110,11 @@ class MqttConnection(asyncio.Protocol):
         "_held",
         "_ids",
         "_keepalive_slot",
+        "_links",
         "_out",
         "_passes",
+        "_raw",
+        "_replay",
         "_since",
         "_waiting",
         "address",
@@ -132,6 +139,7 @@ class MqttConnection(asyncio.Protocol):
         "publish_targets",
         "publishes",
         "receive_maximum",
+        "relayed",
         "remote",
         "room",
         "server",
@@ -146,8 +154,12 @@ class MqttConnection(asyncio.Protocol):
         "writable",
     )
 
-    def __init__(self, server: MqttServer) -> None:
+    def __init__(self, server: MqttServer, replay: bytes = b"") -> None:
         self.server = server
+        #: What another worker read from this connection before handing it here (handoff.py).
+        self._replay = replay
+        #: What was read up to the CONNECT, for a handover to the client id's home worker.
+        self._raw: list[bytes] | None = [] if server.handoff is not None else None
         self.service = server.service
         self.config = server.service.config
         self.decoder = MqttDecoder(MAX_PACKET_BEFORE_CONNECT)
@@ -213,6 +225,16 @@ class MqttConnection(asyncio.Protocol):
         self.disconnected = False
         #: The CONNECT's Last Will, until a DISCONNECT discards it (``will.py``).
         self.will: Will | None = None
+        #: The client's credentials as a session to another worker presents them (``access.py``).
+        self.relayed = NO_CREDENTIALS
+        self._links: Links | None = None
+
+    @property
+    def links(self) -> Links:
+        """Its sessions to the workers that own topics it uses (``remote.py``), made when first needed."""
+        if self._links is None:
+            self._links = Links(self)
+        return self._links
 
     # -- TransportCnx, as this connection's consumers and producers see it --------------------
     @property
@@ -270,8 +292,13 @@ class MqttConnection(asyncio.Protocol):
         self._since = self.last_heard = asyncio.get_running_loop().time()
         self.server.connections.add(self)
         self._keepalive_slot = self.server.keepalive.add(self)
+        if self._replay:  # handed over by the worker it landed on: read from its first byte
+            replay, self._replay = self._replay, b""
+            self.data_received(replay)
 
     def data_received(self, data: bytes) -> None:
+        if self._raw is not None:
+            self._raw.append(data)
         self.decoder.feed(data)
         self.last_heard = asyncio.get_running_loop().time()
         self._handle_packets()
@@ -314,6 +341,8 @@ class MqttConnection(asyncio.Protocol):
         if self._waiting is not None:
             self._waiting.cancel()
         subscriptions.drop_all(self)
+        if self._links is not None:
+            self._links.close()
         self.release_producers()
         if self.session is not None:
             if self.will is not None:
@@ -583,6 +612,25 @@ class MqttConnection(asyncio.Protocol):
         self.version = version = packet.protocol_level
         v5 = version == MQTT_5
         properties = packet.properties
+        raw, self._raw = self._raw, None
+        handoff = self.server.handoff
+        if handoff is not None and packet.client_id and not handoff.is_home(packet.client_id):
+            # The session lives at another worker: the connection goes there (handoff.py).
+            if raw is not None and handoff.hand_over(self, packet.client_id, b"".join(raw)):
+                self.closed = True
+                if self.transport is not None:
+                    self.transport.abort()  # this worker's copy of the socket; the home has its own
+                return
+            why = "the client id's worker cannot be reached; connect again"
+            self.send(
+                ConnAck(
+                    False,
+                    R.SERVER_UNAVAILABLE if v5 else ConnectReturnCode.SERVER_UNAVAILABLE,
+                    Properties(reason_string=why) if v5 else Properties(),
+                )
+            )
+            self.close()
+            return
         refusal = self._connect_refusal(packet)
         if refusal is not None:
             code, return_code, why = refusal
@@ -595,6 +643,8 @@ class MqttConnection(asyncio.Protocol):
         assigned = None
         if not client_id:
             client_id = assigned = f"magnetar-{secrets.token_hex(8)}"
+            while handoff is not None and not handoff.is_home(client_id):  # its home is here
+                client_id = assigned = f"magnetar-{secrets.token_hex(8)}"
         if v5:
             expiry = properties.session_expiry_interval or 0
             if properties.receive_maximum:

@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from magnetar.broker.errors import REQUEST_ERRORS, BrokerError
-from magnetar.broker.mqtt import access
-from magnetar.broker.mqtt.messages import pulsar_properties
+from magnetar.broker.mqtt import access, remote
+from magnetar.broker.mqtt.messages import pulsar_properties, to_pulsar
 from magnetar.broker.mqtt.publish_batches import Pending
 from magnetar.broker.mqtt.qos2_store import Received
 from magnetar.broker.mqtt.retained import Retained, kept_properties
@@ -110,6 +110,12 @@ def handle_publish(cnx: MqttConnection, packet: Publish) -> None:
     unauthorized = access.publish_refused(cnx, topic_name)
     if unauthorized is not None:  # before anything is made for it (the topic included)
         _refused(cnx, packet, R.NOT_AUTHORIZED, unauthorized)
+        return
+    owner = remote.owner_elsewhere(cnx.service, topic_name)
+    if owner is not None:  # another worker owns it: through a session to it, the packets behind wait
+        cnx.wait_for(
+            cnx.links.producer(topic_name, owner), lambda done: _publish_remote(cnx, packet, topic_name, done)
+        )
         return
     opening = cnx.service.preparing(topic_name)
     if opening is not None:  # opened off the loop first; the packets behind wait
@@ -194,16 +200,52 @@ def _publish_to(
         if len(targets) >= MAX_TARGETS:
             targets.clear()
         targets[mqtt_name] = Target(name, key, topic, producer)
-        _store(cnx, packet, topic, producer, session.next_sequence(key, _highest(topic, producer)))
+    _sequenced(
+        cnx,
+        packet,
+        name,
+        _highest(topic, producer),
+        lambda sequence: _store(cnx, packet, topic, producer, sequence),
+    )
+
+
+def _publish_remote(
+    cnx: MqttConnection, packet: Publish, name: TopicName, made: asyncio.Future[remote.RemoteProducer]
+) -> None:
+    """A PUBLISH to a topic another worker owns, once the connection's producer there is made."""
+    if made.cancelled() or (failure := made.exception()) is not None:
+        reason = "cancelled" if made.cancelled() else str(failure)
+        code = R.UNSPECIFIED_ERROR if made.cancelled() else _reason_of(failure)  # type: ignore[arg-type]
+        _refused(cnx, packet, code, f"the topic's owner cannot be reached: {reason}")
+        return
+    producer = made.result()
+    _sequenced(
+        cnx,
+        packet,
+        name,
+        producer.last_sequence_id,
+        lambda sequence: _store_remote(cnx, packet, name, producer, sequence),
+    )
+
+
+def _sequenced(
+    cnx: MqttConnection, packet: Publish, name: TopicName, highest: int, store: Callable[[int], None]
+) -> None:
+    """Number the message (``highest``: the highest sequence id the topic holds from the client)
+    and ``store`` it; for QoS 2, once its record is committed."""
+    session = cnx.session
+    assert session is not None
+    if packet.qos != 2:
+        store(session.next_sequence(str(name), highest))
         return
     assert packet.packet_id is not None
     packet_id = packet.packet_id
     incoming = session.incoming.get(packet_id)
-    if incoming is not None and (packet.dup or incoming.received.topic == key):
+    if incoming is not None and (packet.dup or incoming.received.topic == str(name)):
         # Sent again while the first copy is being stored, or after a restart (its record).
-        _store(cnx, packet, topic, producer, incoming.received.sequence_id)
+        store(incoming.received.sequence_id)
         return
-    received = Received(key, session.next_sequence(key, _highest(topic, producer)))
+    received = Received(str(name), session.next_sequence(str(name), highest))
     session.incoming[packet_id] = Incoming(received)
     recording = cnx.server.qos2.put(session.client_id, packet_id, received)
 
@@ -213,7 +255,7 @@ def _publish_to(
             session.incoming.pop(packet_id, None)
             _refused(cnx, packet, R.UNSPECIFIED_ERROR, "the message could not be recorded")
             return
-        _store(cnx, packet, topic, producer, received.sequence_id)
+        store(received.sequence_id)
 
     cnx.wait_for(recording, recorded)
 
@@ -255,6 +297,57 @@ def _store(
     stored = _stored(cnx, packet, str(topic.name), now)
     pending = Pending(packet.payload, properties, sequence, int(now * 1000), stored, packet.qos == 2)
     cnx.publishes.add(topic, producer, pending)
+
+
+def _store_remote(
+    cnx: MqttConnection, packet: Publish, name: TopicName, producer: remote.RemoteProducer, sequence: int
+) -> None:
+    """``_store`` on a topic another worker owns: SEND to its owner, answered by its receipt. A
+    send lost because the owner closed the producer (the topic's bundle moved, the owner
+    restarted) goes again, with the same sequence id, through a new producer at the topic's
+    owner then (deduplication answers a copy that was stored after all)."""
+    now = time.time()
+    metadata, data = to_pulsar(
+        packet.payload, packet.properties, producer.name, sequence, int(now * 1000), packet.retain, packet.qos
+    )
+    cnx.store_started()
+    stored = _stored(cnx, packet, str(name), now)
+    max_size = cnx.config.max_message_size
+    tries = 0
+
+    def send(to: remote.RemoteProducer) -> None:
+        try:
+            if metadata.ByteSize() + len(packet.payload) > max_size:
+                to.send_chunked(metadata, packet.payload, max_size, lambda p, e: sent(to, p, e))
+            else:
+                to.send(sequence, data, lambda p, e: sent(to, p, e))
+        except Exception as exc:
+            log.exception("%s: sending a message to its owner failed", name)
+            stored(None, exc)
+
+    def sent(to: remote.RemoteProducer, position: Position | None, exc: Exception | None) -> None:
+        nonlocal tries
+        owner = None
+        if exc is not None and to.closed and tries < REMOTE_SEND_TRIES and not cnx.closed:
+            owner = remote.owner_elsewhere(cnx.service, name)
+        if owner is None:
+            stored(position, exc)
+            return
+        tries += 1
+        cnx.links.producer(name, owner).add_done_callback(again)
+
+    def again(made: asyncio.Future[remote.RemoteProducer]) -> None:
+        if made.cancelled() or (failure := made.exception()) is not None:
+            reason = "cancelled" if made.cancelled() else str(failure)
+            stored(None, BrokerError(f"the topic's owner cannot be reached: {reason}", wire.ServiceNotReady))
+            return
+        send(made.result())
+
+    send(producer)
+
+
+#: How often a send to another worker's topic goes again after its producer there was closed.
+REMOTE_SEND_TRIES = 3
 
 
 def _stored(

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +26,8 @@ from magnetar.protocol.mqtt.pulsar_names import decode_name
 from magnetar.protocol.mqtt.topics import matches
 from magnetar.protocol.topic_name import InvalidTopicName, TopicName
 from magnetar.storage.metadata_store import MetadataStore
+
+log = logging.getLogger(__name__)
 
 PREFIX = "mqtt/retained/"
 
@@ -97,6 +100,8 @@ class RetainedStore:
         self._writer = writer
         #: Pulsar topic -> its retained message.
         self.messages: dict[str, Retained] = {}
+        #: Called with a topic once its retained message set here is durable (workers: server.py).
+        self.changed: Callable[[str], None] | None = None
 
     def load(self) -> list[str]:
         """Read every record (blocking: at start-up, off the loop); the keys of those that do not
@@ -115,9 +120,30 @@ class RetainedStore:
         future done once that is durable."""
         if message is None:
             self.messages.pop(topic, None)
-            return self._writer.set(PREFIX + topic, None)
-        self.messages[topic] = message
-        return self._writer.set(PREFIX + topic, encode_retained(message))
+            writing = self._writer.set(PREFIX + topic, None)
+        else:
+            self.messages[topic] = message
+            writing = self._writer.set(PREFIX + topic, encode_retained(message))
+        changed = self.changed
+        if changed is not None:
+            writing.add_done_callback(
+                lambda done: None if done.cancelled() or done.exception() else changed(topic)
+            )
+        return writing
+
+    def read(self, topic: str) -> str | None:
+        """``topic``'s record as stored (blocking: off the loop)."""
+        return self._metadata.get(PREFIX + topic)
+
+    def reloaded(self, topic: str, value: str | None) -> None:
+        """``topic``'s record read again (``read``: another worker set it), on the loop."""
+        if value is None:
+            self.messages.pop(topic, None)
+            return
+        try:
+            self.messages[topic] = decode_retained(topic, value)
+        except (ValueError, KeyError, TypeError):
+            log.error("the MQTT retained message record of %s does not read: left as it is", topic)
 
     def matching(self, namespace: str, local_filter: str, now: float | None = None) -> Iterator[Retained]:
         """The retained messages of ``namespace``'s persistent topics whose decoded names

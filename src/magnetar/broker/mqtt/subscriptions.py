@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, NamedTuple
 
 from magnetar.broker.consumer import Consumer
-from magnetar.broker.mqtt import access
+from magnetar.broker.mqtt import access, remote
 from magnetar.broker.mqtt.outbound import Delivery, MqttConsumer, delivery
 from magnetar.broker.mqtt.session import FilterOptions, MqttSession
 from magnetar.broker.topic import PersistentTopic
@@ -60,12 +60,16 @@ from magnetar.protocol.topic_name import InvalidTopicName, TopicName
 
 if TYPE_CHECKING:
     from magnetar.broker.mqtt.connection import MqttConnection
+    from magnetar.broker.ownership import BrokerInfo
     from magnetar.broker.service import BrokerService
     from magnetar.broker.subscription import PersistentSubscription
     from magnetar.broker.topic_api import Subscription
 
 log = logging.getLogger(__name__)
 R = ReasonCode
+#: How long a consumer on a topic another worker owns waits to subscribe again after the owner
+#: closed it (its bundle moved, the owner restarted).
+REMOTE_RETRY_S = 0.5
 #: The broadcast subscription of each topic that clients of sessions ending with their
 #: connection share.
 BROADCAST_SUBSCRIPTION = "mqtt-subscribers"
@@ -142,6 +146,7 @@ def send_retained(cnx: MqttConnection, topic_filter: str, qos: int, subscription
 
 async def _subscribed(cnx: MqttConnection, filters: list[str]) -> set[str]:
     failed = await attach_filters(cnx, filters)
+    await cnx.server.retained_current()  # with workers: what the others set, before it is sent
     session = cnx.session
     if session is not None and session.durable:
         await cnx.server.sessions.store.save(session)  # SUBACK once the subscription is durable
@@ -340,6 +345,10 @@ async def attach_topic(cnx: MqttConnection, name: TopicName, initial: str) -> No
     """The client's consumers on the topic ``name`` (opened off the loop first, and its durable
     subscriptions made there, at the ``initial`` position, when they are new)."""
     service = cnx.service
+    owner = remote.owner_elsewhere(service, name)
+    if owner is not None:
+        await _attach_remote(cnx, owner, name, initial)
+        return
     opening = service.preparing(name)
     if opening is not None:
         await opening
@@ -398,17 +407,10 @@ def _delivery(topic: TopicName, options: Options) -> Delivery:
     )
 
 
-def _consumer(
-    cnx: MqttConnection, session: MqttSession, topic: PersistentTopic, group: str | None, options: Options
-) -> None:
-    key = str(topic.name)
-    subscription = subscription_name(session, group)
-    existing = cnx.consumers_by_key.get((key, subscription))
-    how = _delivery(topic.name, options)
-    if existing is not None and not existing.closed:
-        existing.delivery = how
-        return
-    consumer_id = cnx.next_id()
+def _subscribe_command(
+    session: MqttSession, key: str, subscription: str, group: str | None, consumer_id: int
+) -> wire.CommandSubscribe:
+    """SUBSCRIBE for the session's consumer of ``group`` (None: not shared) on the topic ``key``."""
     cmd = wire.CommandSubscribe(
         topic=key,
         subscription=subscription,
@@ -424,14 +426,42 @@ def _consumer(
     elif not session.durable:
         cmd.durable = False
         cmd.subscription_properties.add(key=BROADCAST_PROPERTY, value=BROADCAST_VALUE)
+    return cmd
+
+
+def _consumer(
+    cnx: MqttConnection, session: MqttSession, topic: PersistentTopic, group: str | None, options: Options
+) -> None:
+    key = str(topic.name)
+    subscription = subscription_name(session, group)
+    existing = cnx.consumers_by_key.get((key, subscription))
+    how = _delivery(topic.name, options)
+    if existing is not None and not existing.closed:
+        existing.delivery = how
+        return
+    consumer_id = cnx.next_id()
+    cmd = _subscribe_command(session, key, subscription, group, consumer_id)
 
     def make(subscription: Subscription[Consumer]) -> Consumer:
         return MqttConsumer(cnx, subscription, consumer_id, session.client_id, how, group)
 
     consumer = topic.subscribe(make, cmd)
     assert isinstance(consumer, MqttConsumer)
+    _register(cnx, session, key, subscription, group, consumer)
+
+
+def _register(
+    cnx: MqttConnection,
+    session: MqttSession,
+    key: str,
+    subscription: str,
+    group: str | None,
+    consumer: MqttConsumer,
+) -> None:
+    """``consumer`` in the connection's books (and its durable subscription in the session's), with
+    its permits."""
     cnx.consumers_by_key[(key, subscription)] = consumer
-    cnx.consumers[consumer_id] = consumer
+    cnx.consumers[consumer.consumer_id] = consumer
     if session.durable:
         held = (key, group)
         if group is None and key not in session.topics:
@@ -441,6 +471,53 @@ def _consumer(
             session.groups.add((key, group))
             cnx.server.sessions.store.update(session)
     cnx.outbound.grant(consumer)
+
+
+async def _attach_remote(cnx: MqttConnection, owner: BrokerInfo, name: TopicName, initial: str) -> None:
+    """The client's consumers on ``name``, which the worker ``owner`` owns, through a session to
+    it (remote.py); a durable subscription new there starts at ``initial``."""
+    session = cnx.session
+    if cnx.closed or session is None or not access.may_consume(cnx, name):
+        return
+    key = str(name)
+    for group, options in options_by_group(session, name, default_namespace(cnx)).items():
+        subscription = subscription_name(session, group)
+        how = _delivery(name, options)
+        existing = cnx.consumers_by_key.get((key, subscription))
+        if existing is not None and not existing.closed:
+            existing.delivery = how
+            continue
+        attaching = (key, subscription)
+        if attaching in cnx.links.attaching:
+            continue  # another SUBSCRIBE or notice is making it now
+        cnx.links.attaching.add(attaching)
+        try:
+            cmd = _subscribe_command(session, key, subscription, group, cnx.links.new_id())
+            if initial == "earliest":
+                cmd.initial_position = wire.CommandSubscribe.Earliest
+            consumer = await remote.subscribe(cnx, owner, name, cmd, how, group)
+        finally:
+            cnx.links.attaching.discard(attaching)
+        if consumer is None or cnx.session is not session:
+            return
+        consumer.on_lost = lambda lost: _remote_lost(cnx, lost)
+        _register(cnx, session, key, subscription, group, consumer)
+
+
+def _remote_lost(cnx: MqttConnection, consumer: remote.RemoteConsumer) -> None:
+    """The owner closed a consumer (its bundle moved, the owner restarted): it goes, and the
+    client subscribes again shortly, wherever the topic is served then."""
+    forget_consumer(cnx, consumer)
+    if cnx.closed:
+        return
+    name = consumer.subscription.topic.name
+
+    def again() -> None:
+        if not cnx.closed and cnx.session is not None:
+            task = asyncio.ensure_future(attach_topic(cnx, name, "latest"))
+            task.add_done_callback(lambda done: _logged(cnx, name, done))
+
+    asyncio.get_running_loop().call_later(REMOTE_RETRY_S, again)
 
 
 def forget_consumer(cnx: MqttConnection, consumer: Consumer) -> None:
@@ -471,6 +548,10 @@ async def drop_subscription(
     exists and is not loaded; a topic that is gone has nothing to delete), unless ``keep_if()``
     says, once it is open, that someone still needs it."""
     key = str(name)
+    owner = remote.owner_elsewhere(service, name)
+    if owner is not None:  # another worker owns it: deleted there (kept while a member is on it)
+        await remote.drop_subscription(service, owner, name, subscription)
+        return
     if key not in service.topics:
         if not service.catalog.exists(key):
             return

@@ -22,7 +22,7 @@ import time
 from typing import TYPE_CHECKING, cast
 
 from magnetar.broker.errors import REQUEST_ERRORS
-from magnetar.broker.mqtt import access, large_messages
+from magnetar.broker.mqtt import access, large_messages, remote
 from magnetar.broker.mqtt.messages import to_pulsar
 from magnetar.broker.mqtt.retained import Retained, kept_properties
 from magnetar.broker.producer import Producer
@@ -30,7 +30,7 @@ from magnetar.broker.topic import PersistentTopic
 from magnetar.protocol import wire
 from magnetar.protocol.mqtt import Will
 from magnetar.protocol.mqtt.pulsar_names import pulsar_topic
-from magnetar.protocol.topic_name import InvalidTopicName
+from magnetar.protocol.topic_name import InvalidTopicName, TopicName
 from magnetar.storage.position import Position
 
 if TYPE_CHECKING:
@@ -82,6 +82,20 @@ def publish(server: MqttServer, session: MqttSession, will: Will, cnx: MqttConne
     server.sessions.keep(task, "publishing its will", session.client_id)
 
 
+def _retained(name: TopicName, will: Will, now: float) -> Retained | None:
+    """What a will with Will Retain leaves as its topic's retained message (None: an empty one)."""
+    if not will.payload:
+        return None
+    expiry = will.properties.message_expiry_interval
+    return Retained(
+        str(name),
+        will.payload,
+        will.qos,
+        kept_properties(will.properties),
+        None if expiry is None else now + expiry,
+    )
+
+
 async def _publish(server: MqttServer, session: MqttSession, will: Will, cnx: MqttConnection) -> None:
     service = server.service
     config = service.config
@@ -95,6 +109,28 @@ async def _publish(server: MqttServer, session: MqttSession, will: Will, cnx: Mq
     if access.publish_refused(cnx, name) is not None:  # as any PUBLISH of its role (access.py)
         client = session.client_id
         log.warning("MQTT client %r: its will to %s is not published (not authorized)", client, name)
+        return
+    owner = remote.owner_elsewhere(service, name)
+    if owner is not None:  # another worker owns it: stored there, through a session of its own
+        await remote.publish_once(
+            service,
+            owner,
+            cnx.relayed,
+            name,
+            session.producer_name,
+            lambda sequence: to_pulsar(
+                will.payload,
+                will.properties,
+                session.producer_name,
+                sequence,
+                int(time.time() * 1000),
+                will.retain,
+                will.qos,
+            )[1],
+        )
+        if will.retain:  # only a will stored replaces the retained message
+            await server.retained.set(str(name), _retained(name, will, time.time()))
+        log.info("MQTT client %r: its will was published to %s", session.client_id, name)
         return
     opening = service.preparing(name)
     if opening is not None:
@@ -174,17 +210,5 @@ async def _store(
         topic.publish(producer, send, memoryview(data), done, metadata)
     await stored  # only a will stored replaces the retained message
     if will.retain:
-        expiry = will.properties.message_expiry_interval
-        retained = (
-            Retained(
-                str(name),
-                will.payload,
-                will.qos,
-                kept_properties(will.properties),
-                None if expiry is None else now + expiry,
-            )
-            if will.payload
-            else None
-        )
-        await server.retained.set(str(name), retained)
+        await server.retained.set(str(name), _retained(name, will, now))
     log.info("MQTT client %r: its will was published to %s", session.client_id, name)

@@ -116,8 +116,6 @@ class CitySettings:
             )
         if self.districts > 1 and self.mqtt:
             raise ValueError("--districts above 1 does not run --mqtt")
-        if self.workers > 1 and self.mqtt:
-            raise ValueError("--mqtt runs on one broker process (MQTT is served with workers = 1)")
 
     @property
     def window_ms(self) -> int:

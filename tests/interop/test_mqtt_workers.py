@@ -1,0 +1,562 @@
+"""MQTT against ``magnetar standalone --workers 2`` (docs/mqtt.md, Workers): the MQTT port is one
+for the whole broker, and what an MQTT client does reaches every topic whichever worker owns its
+bundle: each test names topics owned by each worker (LOOKUP says which), so that one is served
+in the MQTT worker's process and the other through the session to its owner."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import threading
+import uuid
+
+import pulsar
+import pytest
+
+from magnetar.broker.mqtt.handoff import home_of
+from magnetar.client.admin import AdminClient
+from magnetar.protocol.mqtt import (
+    MQTT_3_1_1,
+    MQTT_5,
+    Disconnect,
+    Properties,
+    PubAck,
+    PubComp,
+    Publish,
+    PubRec,
+    PubRel,
+    SubAck,
+    Subscribe,
+)
+from magnetar.protocol.mqtt.packets import Subscription
+
+from ..waiting import eventually
+from .mqtt_secure_support import SecurePahoClient, client_context
+from .mqtt_support import PahoClient, RawClient
+from .test_mqtt import VERSIONS, drain, nothing_more, pulsar_name
+from .test_mqtt_retained import retained_for
+from .test_mqtt_security import Secured
+from .test_workers import binary_lookups
+from .test_workers_faults import SERVING
+
+pytestmark = pytest.mark.interop
+
+MQTT_WORKERS = {"workers": 2, "mqtt_port": 0}
+HOUR = 3600
+
+
+@pytest.fixture
+def mqtt_broker(broker_factory):
+    return broker_factory(MQTT_WORKERS)
+
+
+def on_each_worker(broker, pattern: str) -> list[str]:
+    """MQTT Topic Names (``pattern`` with ``{}`` for a varying part), one owned by each worker."""
+    names = [pattern.format(uuid.uuid4().hex[:8]) for _ in range(16)]
+    owners = binary_lookups(broker.service_url, [pulsar_name(name) for name in names])
+    by_owner = {}
+    for name in names:
+        by_owner.setdefault(owners[pulsar_name(name)], name)
+    assert len(by_owner) == 2, owners
+    return sorted(by_owner.values())
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_publish_and_subscribe_on_topics_of_each_worker(mqtt_broker, client_factory, version):
+    names = on_each_worker(mqtt_broker, "plant/{}/temp")
+    client = client_factory(mqtt_broker.service_url)
+    readers = {name: client.subscribe(pulsar_name(name), "reader") for name in names}
+    subscriber = PahoClient(mqtt_broker.mqtt_port, f"sub-{version}", version)
+    publisher = PahoClient(mqtt_broker.mqtt_port, f"pub-{version}", version)
+    try:
+        for name in names:
+            assert subscriber.subscribe(name, 2) == [2]
+        sent = []
+        for name in names:
+            for qos in (0, 1, 2):
+                publisher.publish(name, f"{name}-{qos}".encode(), qos)
+                sent.append((name, f"{name}-{qos}".encode()))
+        producers = {name: client.create_producer(pulsar_name(name)) for name in names}
+        for name, producer in producers.items():  # a Pulsar producer's messages reach MQTT too
+            producer.send(f"{name}-pulsar".encode())
+            sent.append((name, f"{name}-pulsar".encode()))
+        eventually(lambda: len(subscriber.received.messages) >= len(sent), what="every message")
+        got = [(m[0], m[1]) for m in subscriber.received.messages]
+        assert sorted(got) == sorted(sent)
+        for name in names:  # in order per topic
+            assert [p for t, p in got if t == name] == [p for t, p in sent if t == name]
+        # Stored in each owner's topic: the official consumer reads them there.
+        for name, reader in readers.items():
+            assert [m.data() for m in drain(reader, 4)] == [p for t, p in sent if t == name]
+    finally:
+        subscriber.close()
+        publisher.close()
+
+
+def test_gmqtt_publishes_and_subscribes_across_workers(mqtt_broker):
+    import gmqtt
+
+    names = on_each_worker(mqtt_broker, "gm/{}/state")
+
+    async def run() -> list[tuple[str, bytes]]:
+        got: list[tuple[str, bytes]] = []
+        done = asyncio.Event()
+        subscriber = gmqtt.Client("gm-sub")
+
+        def on_message(client, topic, payload, qos, properties):
+            got.append((topic, payload))
+            if len(got) == 2 * len(names):
+                done.set()
+            return 0
+
+        subscriber.on_message = on_message
+        await subscriber.connect("127.0.0.1", mqtt_broker.mqtt_port, version=gmqtt.constants.MQTTv50)
+        for name in names:
+            subscriber.subscribe(name, qos=1)
+        publisher = gmqtt.Client("gm-pub")
+        await publisher.connect("127.0.0.1", mqtt_broker.mqtt_port, version=gmqtt.constants.MQTTv311)
+        for _ in range(50):  # until both SUBACKs are in (gmqtt has no SUBACK wait)
+            if len(subscriber.subscriptions) == len(names) and all(
+                s.acknowledged for s in subscriber.subscriptions
+            ):
+                break
+            await asyncio.sleep(0.05)
+        for name in names:
+            for i in range(2):
+                publisher.publish(name, f"{name}-{i}".encode(), qos=1)
+        await asyncio.wait_for(done.wait(), 10)
+        await publisher.disconnect()
+        await subscriber.disconnect()
+        return got
+
+    got = asyncio.run(run())
+    assert sorted(got) == sorted((name, f"{name}-{i}".encode()) for name in names for i in range(2))
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_wildcard_over_topics_of_both_workers_and_topics_created_later(
+    mqtt_broker, client_factory, version
+):
+    city = f"city-{uuid.uuid4().hex[:6]}"
+    before = on_each_worker(mqtt_broker, city + "/before-{}/temp")
+    later = on_each_worker(mqtt_broker, city + "/later-{}/temp")
+    client = client_factory(mqtt_broker.service_url)
+    early = {name: client.create_producer(pulsar_name(name)) for name in before}
+    paho = PahoClient(mqtt_broker.mqtt_port, f"wild-{version}", version)
+    try:
+        assert paho.subscribe(f"{city}/+/temp", 1) == [1]
+        for name, producer in early.items():
+            producer.send(name.encode())
+        made = {name: client.create_producer(pulsar_name(name)) for name in later}  # after SUBSCRIBE
+        for name, producer in made.items():
+            producer.send(name.encode())
+        wanted = sorted(before + later)
+        eventually(lambda: len(paho.received.messages) >= len(wanted), what="a message of each topic")
+        assert sorted(m[0] for m in paho.received.messages) == wanted
+        assert sorted(m[1].decode() for m in paho.received.messages) == wanted
+    finally:
+        paho.close()
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_persistent_session_gets_what_it_missed_on_both_workers(mqtt_broker, client_factory, version):
+    names = on_each_worker(mqtt_broker, "fleet/{}/car")
+    client_id = f"car-{version}"
+    expiry = HOUR if version == MQTT_5 else None
+    paho = PahoClient(mqtt_broker.mqtt_port, client_id, version, clean=False, session_expiry=expiry)
+    try:
+        for name in names:
+            assert paho.subscribe(name, 1) == [1]
+    finally:
+        paho.close()
+    client = client_factory(mqtt_broker.service_url)
+    missed = []
+    for name in names:
+        producer = client.create_producer(pulsar_name(name))
+        for i in range(3):
+            producer.send(f"{name}-missed-{i}".encode())
+            missed.append((name, f"{name}-missed-{i}".encode()))
+        producer.close()
+    paho = PahoClient(mqtt_broker.mqtt_port, client_id, version, clean=False, session_expiry=expiry)
+    try:
+        assert paho.session_present is True
+        eventually(lambda: len(paho.received.messages) >= len(missed), what="what the session missed")
+        assert sorted((m[0], m[1]) for m in paho.received.messages) == sorted(missed)
+    finally:
+        paho.close()
+    # Clean Start ends the session: its durable subscriptions go on each owner.
+    paho = PahoClient(mqtt_broker.mqtt_port, client_id, version, clean=True)
+    paho.close()
+    consumers = {name: client.subscribe(pulsar_name(name), client_id) for name in names}
+    for name in names:  # the subscription is new (made now, at the end): nothing left in it
+        producer = client.create_producer(pulsar_name(name))
+        producer.send(b"after")
+        assert [m.data() for m in drain(consumers[name], 1)] == [b"after"]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_retained_messages_on_topics_of_both_workers(mqtt_broker, version):
+    names = on_each_worker(mqtt_broker, "sensor/{}/state")
+    publisher = PahoClient(mqtt_broker.mqtt_port, f"retainer-{version}", version)
+    try:
+        for name in names:
+            publisher.publish(name, f"{name}-kept".encode(), 1, retain=True)
+    finally:
+        publisher.close()
+    for name in names:
+        assert retained_for(mqtt_broker.mqtt_port, name, version, 1) == [
+            (name, f"{name}-kept".encode(), 1, True)
+        ]
+    everything = retained_for(mqtt_broker.mqtt_port, "sensor/+/state", version, 2)
+    assert sorted(m[0] for m in everything) == names
+
+
+def test_qos2_sent_again_to_another_workers_topic_is_stored_once(mqtt_broker, client_factory):
+    client = client_factory(mqtt_broker.service_url)
+    names = on_each_worker(mqtt_broker, "once/{}")
+    consumers = {name: client.subscribe(pulsar_name(name), "reader") for name in names}
+    raw = RawClient(mqtt_broker.mqtt_port, MQTT_5)
+    try:
+        assert raw.connect("raw-once").reason_code == 0
+        for packet_id, name in enumerate(names, start=7):
+            raw.send(Publish(name, b"exactly-once", 2, packet_id=packet_id))
+            assert raw.receive() == PubRec(packet_id)
+            raw.send(Publish(name, b"exactly-once", 2, dup=True, packet_id=packet_id))
+            assert raw.receive() == PubRec(packet_id)
+            raw.send(PubRel(packet_id))
+            assert raw.receive() == PubComp(packet_id)
+    finally:
+        raw.close()
+    for consumer in consumers.values():
+        assert [m.data() for m in drain(consumer, 1)] == [b"exactly-once"]
+        assert nothing_more(consumer)
+
+
+def test_a_shared_group_on_another_workers_topic(mqtt_broker, client_factory):
+    names = on_each_worker(mqtt_broker, "jobs/{}")
+    client = client_factory(mqtt_broker.service_url)
+    for name in names:
+        members = [PahoClient(mqtt_broker.mqtt_port, f"member-{i}-{name}", MQTT_5) for i in range(2)]
+        try:
+            for member in members:
+                assert member.subscribe(f"$share/crew/{name}", 1) == [1]
+            producer = client.create_producer(pulsar_name(name))
+            payloads = [f"job-{i}".encode() for i in range(20)]
+            for payload in payloads:
+                producer.send(payload)
+            eventually(
+                lambda members=members, payloads=payloads: (
+                    sum(len(m.received.messages) for m in members) >= len(payloads)
+                ),
+                what="every job",
+            )
+            shares = [m.received.payloads() for m in members]
+            assert sorted(p for share in shares for p in share) == sorted(payloads)  # each to one member
+            assert all(shares), shares
+        finally:
+            for member in members:
+                member.close()
+
+
+@pytest.mark.slow
+def test_a_will_on_another_workers_topic(mqtt_broker, client_factory):
+    names = on_each_worker(mqtt_broker, "status/{}")
+    client = client_factory(mqtt_broker.service_url)
+    consumers = {name: client.subscribe(pulsar_name(name), "watch") for name in names}
+    for name in names:
+        paho = PahoClient(mqtt_broker.mqtt_port, f"dying-{name}", MQTT_5, will=(name, b"gone", 1, False))
+        paho.drop()
+    for consumer in consumers.values():
+        message = consumer.receive(10_000)
+        assert message.data() == b"gone"
+    with pytest.raises(pulsar.Timeout):
+        next(iter(consumers.values())).receive(100)
+
+
+def test_a_taken_over_durable_session_keeps_its_subscriptions_on_both_workers(mqtt_broker, client_factory):
+    names = on_each_worker(mqtt_broker, "taken/{}")
+    first = RawClient(mqtt_broker.mqtt_port, MQTT_3_1_1)
+    second = RawClient(mqtt_broker.mqtt_port, MQTT_3_1_1)
+    try:
+        assert first.connect("taker", clean=False).reason_code == 0
+        first.send(Subscribe(1, tuple(Subscription(name, 1) for name in names)))
+        assert first.receive() == SubAck(1, (1, 1))
+        # The second connection takes the session over at once: its consumers at each owner
+        # replace the first's (the owner may still have the first's a moment: asked again).
+        assert second.connect("taker", clean=False).session_present is True
+        assert first.closed_after() == []
+        client = client_factory(mqtt_broker.service_url)
+        for name in names:
+            client.create_producer(pulsar_name(name)).send(name.encode())
+        got = []
+        for _ in names:
+            packet = second.receive()
+            assert isinstance(packet, Publish)
+            second.send(PubAck(packet.packet_id))
+            got.append((packet.topic, packet.payload))
+        assert sorted(got) == [(name, name.encode()) for name in names]
+    finally:
+        first.close()
+        second.close()
+
+
+def test_bundles_unloaded_under_mqtt_clients_lose_nothing(mqtt_broker, client_factory):
+    """The bundles of both topics unloaded (their owners change): the MQTT client's consumers
+    and producers there are closed, made again wherever the topics are served then, and the
+    durable session gets every message, before and after."""
+    names = on_each_worker(mqtt_broker, "moving/{}")
+    admin = AdminClient(mqtt_broker.http_url)
+    client = client_factory(mqtt_broker.service_url)
+    producers = {name: client.create_producer(pulsar_name(name), batching_enabled=False) for name in names}
+    subscriber = PahoClient(mqtt_broker.mqtt_port, "mover", MQTT_5, clean=False, session_expiry=HOUR)
+    publisher = PahoClient(mqtt_broker.mqtt_port, "mover-pub", MQTT_5)
+    try:
+        for name in names:
+            assert subscriber.subscribe(name, 1) == [1]
+        sent = []
+        for name in names:
+            publisher.publish(name, f"{name}-mqtt-before".encode(), 1)
+            producers[name].send(f"{name}-before".encode())
+            sent += [(name, f"{name}-mqtt-before".encode()), (name, f"{name}-before".encode())]
+        for name in names:
+            admin.namespaces.unload_namespace_bundle(
+                "public/default", admin.lookups.get_bundle_range(pulsar_name(name))
+            )
+        for name in names:
+            producers[name].send(f"{name}-after".encode())  # the Pulsar producer follows by itself
+            sent.append((name, f"{name}-after".encode()))
+        for name in names:
+            eventually(
+                lambda name=name: _published(publisher, name, f"{name}-mqtt-after".encode()),
+                what=f"an MQTT PUBLISH to {name} after the unload",
+            )
+            sent.append((name, f"{name}-mqtt-after".encode()))
+        eventually(lambda: set(sent) <= {(m[0], m[1]) for m in subscriber.received.messages}, what="all")
+    finally:
+        subscriber.close()
+        publisher.close()
+
+
+def _published(publisher: PahoClient, name: str, payload: bytes) -> bool:
+    """One QoS 1 PUBLISH acknowledged with success (refused while its topic moves: False)."""
+    codes: dict[int, int] = {}
+    publisher.client.on_publish = lambda c, u, mid, reason, props: codes.__setitem__(mid, int(reason.value))
+    info = publisher.client.publish(name, payload, qos=1)
+    info.wait_for_publish(10)
+    return eventually(lambda: info.mid in codes, what="the PUBACK") and codes[info.mid] == 0
+
+
+@pytest.mark.slow
+def test_a_token_reaches_the_topics_of_both_workers(broker_factory):
+    """With authentication on, the owner checks the MQTT client's own token (sealed by the MQTT
+    worker), as for the WebSocket API."""
+    side = Secured(broker_factory, None, False, workers=2)
+    try:
+        admin = side.admin()
+        candidates = [f"tokens/{uuid.uuid4().hex[:8]}" for _ in range(16)]
+        by_owner = {admin.lookups.lookup_topic(pulsar_name(name)): name for name in candidates}
+        assert len(by_owner) == 2, by_owner
+        names = sorted(by_owner.values())
+        readers = {name: side.pulsar().subscribe(pulsar_name(name), "reader") for name in names}
+        paho = SecurePahoClient(side.broker.mqtt_port, "car-token", MQTT_5, token=side.token("car-1"))
+        try:
+            assert paho.connack == 0
+            for name in names:
+                assert paho.subscribe(name, 1) == [1]
+                paho.publish(name, f"{name}-signed".encode(), 1)
+            eventually(lambda: len(paho.received.messages) >= len(names), what="both messages back")
+            assert sorted(m[1] for m in paho.received.messages) == [f"{n}-signed".encode() for n in names]
+        finally:
+            paho.close()
+        for name, reader in readers.items():
+            assert reader.receive(10_000).data() == f"{name}-signed".encode()
+    finally:
+        side.close()
+
+
+@pytest.mark.slow
+def test_the_other_worker_killed_under_an_mqtt_session_loses_nothing(mqtt_broker, client_factory):
+    """The worker owning a topic an MQTT session uses is killed with -9: the supervisor starts it
+    again, the session's consumer (its session at the worker that lives on) subscribes again
+    wherever the topic is served then, and every message stored in its durable subscription
+    reaches it; a client whose home is the killed worker connects again once it is back."""
+    names = on_each_worker(mqtt_broker, "doomed/{}")
+    serving = {
+        f"pulsar://{mqtt_broker.host}:{port}": (worker, int(pid))
+        for worker, pid, port in SERVING.findall(mqtt_broker.log_text())
+    }
+    owners = binary_lookups(mqtt_broker.service_url, [pulsar_name(name) for name in names])
+    (doomed,) = [name for name in names if serving[owners[pulsar_name(name)]][0] != "worker-0"]
+    victim = serving[owners[pulsar_name(doomed)]][1]
+    spared_id, doomed_id = client_ids_homed_on_each_worker("survivor")  # homes: worker-0, worker-1
+    client = client_factory(mqtt_broker.service_url, operation_timeout_seconds=30)
+    producer = client.create_producer(pulsar_name(doomed), batching_enabled=False)
+    subscriber = PahoClient(mqtt_broker.mqtt_port, spared_id, MQTT_5, clean=False, session_expiry=HOUR)
+    try:
+        assert subscriber.subscribe(doomed, 1) == [1]
+        for i in range(5):
+            producer.send(f"before-{i}".encode())
+        eventually(lambda: len(subscriber.received.messages) >= 5, what="the messages before the kill")
+        os.kill(victim, signal.SIGKILL)
+        eventually(lambda: len(SERVING.findall(mqtt_broker.log_text())) == 3, what="the worker started again")
+        for i in range(5):
+            producer.send(f"after-{i}".encode())  # the Pulsar producer follows by itself
+        publisher = PahoClient(mqtt_broker.mqtt_port, doomed_id, MQTT_5)  # its home is back
+        try:
+            eventually(lambda: _published(publisher, doomed, b"mqtt-after"), what="an MQTT PUBLISH after")
+        finally:
+            publisher.close()
+        wanted = {f"before-{i}".encode() for i in range(5)} | {f"after-{i}".encode() for i in range(5)}
+        wanted.add(b"mqtt-after")
+        eventually(lambda: wanted <= set(subscriber.received.payloads()), what="every message")
+    finally:
+        subscriber.close()
+
+
+def client_ids_homed_on_each_worker(prefix: str) -> list[str]:
+    """A client id whose session lives at worker 0 and one at worker 1 (handoff.py)."""
+    ids = [f"{prefix}-{i}" for i in range(20)]
+    return [next(i for i in ids if home_of(i, 2) == worker) for worker in (0, 1)]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_every_connect_is_served_whichever_worker_it_lands_on(mqtt_broker, client_factory, version):
+    """Every worker serves the MQTT port; a CONNECT landing on a worker that is not its client id's
+    home is handed there with its socket. Many connections of each client id land on both workers
+    (the kernel spreads them): each is served, and its session found, every time."""
+    names = on_each_worker(mqtt_broker, "landing/{}")
+    client = client_factory(mqtt_broker.service_url)
+    producers = {name: client.create_producer(pulsar_name(name)) for name in names}
+    for client_id in client_ids_homed_on_each_worker(f"lander-{version}"):
+        first = RawClient(mqtt_broker.mqtt_port, version)
+        try:  # a durable session, subscribed to a topic of each worker
+            assert first.connect(client_id, clean=False, **_expiry(version)).reason_code == 0
+            first.send(Subscribe(1, tuple(Subscription(name, 1) for name in names)))
+            assert first.receive() == SubAck(1, (1, 1))
+        finally:
+            first.close()
+        for attempt in range(8):
+            for name, producer in producers.items():
+                producer.send(f"{client_id}-{attempt}-{name}".encode())
+            raw = RawClient(mqtt_broker.mqtt_port, version)
+            try:
+                connack = raw.connect(client_id, clean=False, **_expiry(version))
+                assert (connack.reason_code, connack.session_present) == (0, True), (attempt, connack)
+                got = set()
+                for _ in names:  # what it missed while away, from both workers
+                    packet = raw.receive()
+                    assert isinstance(packet, Publish), packet
+                    raw.send(PubAck(packet.packet_id))
+                    got.add(packet.payload)
+                assert got == {f"{client_id}-{attempt}-{name}".encode() for name in names}
+                raw.send(Disconnect())
+            finally:
+                raw.close()
+
+
+def _expiry(version: int) -> dict:
+    return {"properties": Properties(session_expiry_interval=HOUR)} if version == MQTT_5 else {}
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_retained_message_set_at_one_worker_is_sent_at_the_other_at_once(mqtt_broker, version):
+    """The sessions of the publisher and of the subscriber live at different workers: the
+    retained message, PUBACKed at one, goes to a SUBSCRIBE at the other right after."""
+    homes = client_ids_homed_on_each_worker(f"retain-{version}")
+    for publisher_id, subscriber_id in (homes, homes[::-1]):
+        name = f"state/{uuid.uuid4().hex[:8]}"
+        publisher = RawClient(mqtt_broker.mqtt_port, version)
+        subscriber = RawClient(mqtt_broker.mqtt_port, version)
+        try:
+            assert publisher.connect(publisher_id).reason_code == 0
+            assert subscriber.connect(subscriber_id).reason_code == 0
+            publisher.send(Publish(name, b"kept", 1, retain=True, packet_id=1))
+            assert publisher.receive() == PubAck(1)
+            subscriber.send(Subscribe(1, (Subscription(name, 1),)))
+            assert subscriber.receive() == SubAck(1, (1,))
+            packet = subscriber.receive()
+            assert isinstance(packet, Publish) and (packet.topic, packet.payload, packet.retain) == (
+                name,
+                b"kept",
+                True,
+            )
+        finally:
+            publisher.close()
+            subscriber.close()
+
+
+@pytest.mark.slow
+def test_publishes_in_flight_while_the_bundle_moves_are_all_stored_once(mqtt_broker, client_factory):
+    """A 3.1.1 client (which has no negative PUBACK: a refusal would close its connection) keeps
+    publishing to another worker's topic while its bundle is unloaded: every PUBLISH is PUBACKed,
+    on the same connection, and stored once, in order (a send the old owner dropped goes again
+    to the new one, with its sequence id)."""
+    publisher_id = client_ids_homed_on_each_worker("mover-raw")[0]
+    names = on_each_worker(mqtt_broker, "inflight/{}")
+    admin = AdminClient(mqtt_broker.http_url)
+    client = client_factory(mqtt_broker.service_url)
+    count = 1000
+    raw = RawClient(mqtt_broker.mqtt_port, MQTT_3_1_1)
+    try:
+        assert raw.connect(publisher_id).reason_code == 0
+        for name in names:
+            sending = threading.Thread(
+                target=lambda name=name: [
+                    raw.send(Publish(name, f"m-{i}".encode(), 1, packet_id=i + 1)) for i in range(count)
+                ]
+            )
+            sending.start()
+            acked = set()
+            while len(acked) < count:
+                acked.add(raw.receive().packet_id)
+                if len(acked) == count // 4:  # the bundle moves while PUBLISHes are in flight
+                    admin.namespaces.unload_namespace_bundle(
+                        "public/default", admin.lookups.get_bundle_range(pulsar_name(name))
+                    )
+            sending.join()
+            assert acked == set(range(1, count + 1))
+            # Read from the start once all is stored (a consumer attached through the move would
+            # get again what it had not acknowledged yet, as Pulsar's do).
+            reader = client.subscribe(
+                pulsar_name(name), "reader", initial_position=pulsar.InitialPosition.Earliest
+            )
+            assert [m.data() for m in drain(reader, count)] == [f"m-{i}".encode() for i in range(count)]
+            assert nothing_more(reader)
+            reader.close()
+    finally:
+        raw.close()
+
+
+@pytest.mark.slow
+def test_mqtts_with_workers(broker_factory, tls_files):
+    """With ``mqtts_port`` (TLS: a connection cannot be handed over), worker 0 serves MQTT, plain
+    and TLS, and reaches the topics of the other worker as every worker does."""
+    side = Secured(broker_factory, tls_files, False, workers=2)
+    try:
+        assert side.broker.mqtts_port is not None
+        admin = side.admin()
+        candidates = [f"tls-workers/{uuid.uuid4().hex[:8]}" for _ in range(16)]
+        by_owner = {admin.lookups.lookup_topic(pulsar_name(name)): name for name in candidates}
+        assert len(by_owner) == 2, by_owner
+        names = sorted(by_owner.values())
+        context = client_context(tls_files.ca)
+        secure = SecurePahoClient(
+            side.broker.mqtts_port, "tls-sub", MQTT_5, token=side.token("car"), tls=context
+        )
+        plain = SecurePahoClient(side.broker.mqtt_port, "plain-pub", MQTT_3_1_1, token=side.token("car"))
+        try:
+            assert secure.connack == 0 and plain.connack == 0
+            for name in names:
+                assert secure.subscribe(name, 2) == [2]
+            for name in names:
+                plain.publish(name, f"{name}-plain".encode(), 1)
+            eventually(lambda: len(secure.received.messages) >= len(names), what="both messages over TLS")
+            assert sorted((m[0], m[1]) for m in secure.received.messages) == [
+                (name, f"{name}-plain".encode()) for name in names
+            ]
+        finally:
+            secure.close()
+            plain.close()
+    finally:
+        side.close()
