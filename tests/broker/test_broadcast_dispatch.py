@@ -7,6 +7,7 @@ import pytest
 
 from magnetar.broker.consumer import Consumer
 from magnetar.broker.dispatchers.broadcast import BroadcastDispatcher
+from magnetar.broker.entries import DispatchEntry
 from magnetar.broker.errors import ConsumerBusy
 from magnetar.broker.subscription_type import SubscriptionType
 from magnetar.protocol import wire
@@ -280,6 +281,39 @@ def test_permits_bound_each_consumer_on_its_own(on_topic):
         assert small.cnx.positions() == stored[:2]
         small.subscription.flow(small, 10)
         assert await sent_to(small, 5) == stored
+
+    on_topic(scenario)
+
+
+class DoneAsWritten(Consumer):
+    """A consumer that takes its entries its own way and is done with each as it is written, so it
+    is never charged permits for them (an MQTT subscriber's QoS 0 entries: mqtt/outbound.py)."""
+
+    takes_frames = False
+
+    def send_own_way(self, entries: list[DispatchEntry]) -> tuple[int, int]:
+        for entry in entries:
+            self.cnx.received.append((entry.position, 0))
+            position = entry.position
+            self.subscription.acknowledge_one(self, False, position.ledger_id, position.entry_id)
+        return sum(e.num_messages for e in entries), sum(len(e.data) for e in entries)
+
+
+def test_a_consumer_not_charged_for_what_it_is_sent_goes_on_past_its_permits(on_topic):
+    """Batch entries of 6 messages and 10 permits: a round sends the two entries the permits
+    reach; a consumer that was not charged for them still has its permits, and no FLOW will come
+    to wake it, so the next round sends it the rest."""
+
+    async def scenario(h, topic) -> None:
+        cmd = wire.CommandSubscribe(
+            topic=str(topic.name), subscription="fans", sub_type=SHARED, consumer_id=1, request_id=0
+        )
+        cmd.metadata.add(key=BROADCAST_PROPERTY, value=BROADCAST_VALUE)
+        consumer = topic.subscribe(lambda s: DoneAsWritten(RecordingCnx(), s, 1, "own-way"), cmd)
+        stored = await publish(h, *[batch([b"%d" % i] * 6, seq=6 * i) for i in range(5)])
+        consumer.subscription.flow(consumer, 10)  # one read of all five entries: 30 messages
+        assert await sent_to(consumer, len(stored)) == stored
+        assert consumer.permits == 10
 
     on_topic(scenario)
 

@@ -73,6 +73,25 @@ def test_every_consumer_receives_every_message_in_order(broker, client, topic):
     assert {c["consumerName"] for c in stats["consumers"]} == {f"car-{i}" for i in range(8)}
 
 
+def test_a_consumer_far_behind_the_read_window_still_gets_every_message(broker, client, topic):
+    """A burst of 2,500 entries: the fast consumer reads them all while the slow one (a receiver
+    queue of 10) is held back further than the dispatcher keeps entries read (1,000,
+    ``broadcast_reads.WINDOW_ENTRIES``); the slow one reads them again from the files, in order."""
+    fast = fan(client, topic, "fast")
+    slow = fan(client, topic, "slow", receiver_queue_size=10)
+    producer = client.create_producer(topic, batching_enabled=False, block_if_queue_full=True)
+    payloads = [f"w-{i}".encode() for i in range(2500)]
+    results: list[pulsar.Result] = []
+    for payload in payloads:
+        producer.send_async(payload, lambda res, _id: results.append(res))
+    producer.flush()
+    eventually(lambda: len(results) == len(payloads), what="every send answered")
+    assert set(results) == {pulsar.Result.Ok}
+    assert [m.data() for m in receive_n(fast, len(payloads), ack=True)] == payloads
+    assert [m.data() for m in receive_n(slow, len(payloads), ack=True)] == payloads
+    assert backlog_of(broker, topic, 0)["dispatcher"]["entriesRead"] > len(payloads)  # read again
+
+
 def test_the_slowest_consumer_holds_the_subscription_across_a_restart(broker, client_factory, topic):
     client = client_factory(broker.service_url)
     fast = fan(client, topic, "fast")

@@ -136,7 +136,8 @@ class Consumer:
     def send_own_way(self, entries: list[DispatchEntry]) -> tuple[int, int]:
         """For a consumer that takes no frames: send ``entries``, charge its permits and count its
         own traffic; the messages and bytes sent (its dispatcher counts them for the
-        subscription and topic)."""
+        subscription and topic). It may leave uncharged what it is done with at once (MQTT's
+        QoS 0): its dispatcher then goes on sending while it has permits, with no FLOW to wait for."""
         raise NotImplementedError
 
     def notify_active_consumer_change(self, is_active: bool) -> None:

@@ -528,6 +528,10 @@ class BroadcastDispatcher(Dispatcher):
         items = items[:taken]
         sent = broadcast_send.send(consumer, vc, items)
         self._move_read(vc, after(items[-1].position))
+        if consumer.permits > 0:
+            # Not charged for all it was sent (an MQTT consumer's QoS 0 entries are acknowledged
+            # as written): no FLOW will wake it, so it goes on in a later round.
+            self._enqueue(consumer)
         return sent
 
     def _move_read(self, vc: VirtualCursor, position: Position) -> None:
