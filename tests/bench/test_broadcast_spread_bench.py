@@ -27,7 +27,8 @@ def test_one_topics_consumers_get_everything_from_one_and_two_workers(tmp_path, 
     for row in (one, two):
         assert row["all_once_in_order"] and row["failed_consumers"] == 0, row
         assert row["deliveries"] == row["expected"] == 80 * 3
-        assert row["cpu_us_per_delivery"] and row["p99_ms"] is not None
+        # CPU is read in clock ticks (10 ms): a run this small may read none on a quiet machine.
+        assert row["cpu_us_per_delivery"] is not None and row["p99_ms"] is not None
     assert one["cpu_ratio"] == 1.0 and "cpu_ratio" in two
     assert one["sockets_per_worker"] is None
     # 80 connections hashed over two workers: each holds a good share of them (besides its listeners).
