@@ -5,6 +5,7 @@ and the topic takes new messages (issue 40)."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 
 import pulsar
@@ -57,7 +58,10 @@ def test_kill9_with_many_topics_half_written_recovers_each_one(broker_factory, c
             producer.send_async(data, on_receipt(name, data))
     assert some_receipted.wait(30)
     broker.kill9()
-    client.close()  # what was in flight and not receipted is not sent again
+    # What was in flight and not receipted is not sent again. The client closes whatever its
+    # producers say: each one's close fails NotConnected with the broker gone, under load.
+    with contextlib.suppress(pulsar.NotConnected):
+        client.close()
     with lock:
         expected = {name: list(datas) for name, datas in receipted.items()}
 

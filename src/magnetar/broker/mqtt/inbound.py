@@ -114,7 +114,8 @@ def handle_publish(cnx: MqttConnection, packet: Publish) -> None:
     owner = remote.owner_elsewhere(cnx.service, topic_name)
     if owner is not None:  # another worker owns it: through a session to it, the packets behind wait
         cnx.wait_for(
-            cnx.links.producer(topic_name, owner), lambda done: _publish_remote(cnx, packet, topic_name, done)
+            cnx.links.producer(topic_name, owner),
+            lambda done: _publish_remote(cnx, packet, name, topic_name, done),
         )
         return
     opening = cnx.service.preparing(topic_name)
@@ -210,10 +211,22 @@ def _publish_to(
 
 
 def _publish_remote(
-    cnx: MqttConnection, packet: Publish, name: TopicName, made: asyncio.Future[remote.RemoteProducer]
+    cnx: MqttConnection,
+    packet: Publish,
+    mqtt_name: str,
+    name: TopicName,
+    made: asyncio.Future[remote.RemoteProducer],
+    tries: int = 0,
 ) -> None:
-    """A PUBLISH to a topic another worker owns, once the connection's producer there is made."""
+    """A PUBLISH to a topic another worker owns, once the connection's producer there is made;
+    where it could not be (the bundle between owners), routed again shortly, the packets behind
+    waiting, while tries are left."""
     if made.cancelled() or (failure := made.exception()) is not None:
+        if tries < REMOTE_SEND_TRIES and not cnx.closed:
+            pause: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            asyncio.get_running_loop().call_later(REMOTE_RESEND_DELAY_S * (tries + 1), _end_pause, pause)
+            cnx.wait_for(pause, lambda _: _route_again(cnx, packet, mqtt_name, name, tries + 1))
+            return
         reason = "cancelled" if made.cancelled() else str(failure)
         code = R.UNSPECIFIED_ERROR if made.cancelled() else _reason_of(failure)  # type: ignore[arg-type]
         _refused(cnx, packet, code, f"the topic's owner cannot be reached: {reason}")
@@ -226,6 +239,27 @@ def _publish_remote(
         producer.last_sequence_id,
         lambda sequence: _store_remote(cnx, packet, name, producer, sequence),
     )
+
+
+def _end_pause(pause: asyncio.Future[None]) -> None:
+    if not pause.done():
+        pause.set_result(None)
+
+
+def _route_again(cnx: MqttConnection, packet: Publish, mqtt_name: str, name: TopicName, tries: int) -> None:
+    """``packet`` to wherever ``name`` is served now: another worker, or this one."""
+    owner = remote.owner_elsewhere(cnx.service, name)
+    if owner is not None:
+        cnx.wait_for(
+            cnx.links.producer(name, owner),
+            lambda done: _publish_remote(cnx, packet, mqtt_name, name, done, tries),
+        )
+        return
+    opening = cnx.service.preparing(name)
+    if opening is not None:
+        cnx.wait_for(opening, lambda done: _publish_to(cnx, packet, mqtt_name, name, done))
+        return
+    _publish_to(cnx, packet, mqtt_name, name, None)
 
 
 def _sequenced(
@@ -305,7 +339,8 @@ def _store_remote(
     """``_store`` on a topic another worker owns: SEND to its owner, answered by its receipt. A
     send lost because the owner closed the producer (the topic's bundle moved, the owner
     restarted) goes again, with the same sequence id, through a new producer at the topic's
-    owner then (deduplication answers a copy that was stored after all)."""
+    owner then (deduplication answers a copy that was stored after all), shortly, while the
+    bundle is between owners, or here if it moved to this worker."""
     now = time.time()
     metadata, data = to_pulsar(
         packet.payload, packet.properties, producer.name, sequence, int(now * 1000), packet.retain, packet.qos
@@ -325,19 +360,35 @@ def _store_remote(
             log.exception("%s: sending a message to its owner failed", name)
             stored(None, exc)
 
-    def sent(to: remote.RemoteProducer, position: Position | None, exc: Exception | None) -> None:
+    def retry_later() -> bool:
+        """Try again shortly (the bundle may be between owners), while tries are left."""
         nonlocal tries
-        owner = None
-        if exc is not None and to.closed and tries < REMOTE_SEND_TRIES and not cnx.closed:
-            owner = remote.owner_elsewhere(cnx.service, name)
-        if owner is None:
-            stored(position, exc)
-            return
+        if tries >= REMOTE_SEND_TRIES or cnx.closed:
+            return False
         tries += 1
+        asyncio.get_running_loop().call_later(REMOTE_RESEND_DELAY_S * tries, resend)
+        return True
+
+    def resend() -> None:
+        if cnx.closed:
+            stored(None, BrokerError("the connection closed", wire.ServiceNotReady))
+            return
+        owner = remote.owner_elsewhere(cnx.service, name)
+        if owner is None:  # this worker serves the topic now: stored here, with the same sequence id
+            cnx.store_done()
+            _store_here(cnx, packet, name, sequence)
+            return
         cnx.links.producer(name, owner).add_done_callback(again)
+
+    def sent(to: remote.RemoteProducer, position: Position | None, exc: Exception | None) -> None:
+        if exc is not None and to.closed and retry_later():
+            return
+        stored(position, exc)
 
     def again(made: asyncio.Future[remote.RemoteProducer]) -> None:
         if made.cancelled() or (failure := made.exception()) is not None:
+            if retry_later():
+                return
             reason = "cancelled" if made.cancelled() else str(failure)
             stored(None, BrokerError(f"the topic's owner cannot be reached: {reason}", wire.ServiceNotReady))
             return
@@ -346,8 +397,41 @@ def _store_remote(
     send(producer)
 
 
-#: How often a send to another worker's topic goes again after its producer there was closed.
-REMOTE_SEND_TRIES = 3
+def _store_here(cnx: MqttConnection, packet: Publish, name: TopicName, sequence: int) -> None:
+    """A message first sent to another worker, stored here: the topic's bundle moved to this
+    worker while it was on its way."""
+
+    def store(opened: asyncio.Future[Any] | None = None) -> None:
+        if cnx.closed:
+            return
+        try:
+            if opened is not None and not opened.cancelled() and (failure := opened.exception()) is not None:
+                raise failure
+            topic = cnx.service.get_topic(name, create=True)
+            if not isinstance(topic, PersistentTopic):
+                raise BrokerError(f"{name} is not a persistent topic", wire.NotAllowedError)
+            producer = _producer(cnx, topic)
+        except REQUEST_ERRORS as exc:
+            _refused(cnx, packet, _reason_of(exc), str(exc))
+            return
+        except Exception as exc:
+            log.exception("%s: cannot publish to %s", cnx.remote, name)
+            _refused(cnx, packet, R.UNSPECIFIED_ERROR, str(exc))
+            return
+        _store(cnx, packet, topic, producer, sequence)
+        cnx.flush_publishes()  # not in a read pass: stored at once
+
+    opening = cnx.service.preparing(name)
+    if opening is not None:
+        opening.add_done_callback(store)
+    else:
+        store()
+
+
+#: How often a send to another worker's topic goes again after its producer there was closed or
+#: could not be made (the bundle between owners), and how long before each try (times its number).
+REMOTE_SEND_TRIES = 6
+REMOTE_RESEND_DELAY_S = 0.2
 
 
 def _stored(
