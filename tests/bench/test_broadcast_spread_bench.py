@@ -29,7 +29,8 @@ def test_one_topics_consumers_get_everything_from_one_and_two_workers(tmp_path, 
         assert row["deliveries"] == row["expected"] == 80 * 3
         # CPU is read in clock ticks (10 ms): a run this small may read none on a quiet machine.
         assert row["cpu_us_per_delivery"] is not None and row["p99_ms"] is not None
-    assert one["cpu_ratio"] == 1.0 and "cpu_ratio" in two
+    if one["cpu_us_per_delivery"] and two["cpu_us_per_delivery"]:  # a ratio where both read any CPU
+        assert one["cpu_ratio"] == 1.0 and "cpu_ratio" in two
     assert one["sockets_per_worker"] is None
     # 80 connections hashed over two workers: each holds a good share of them (besides its listeners).
     sockets = two["sockets_per_worker"]
