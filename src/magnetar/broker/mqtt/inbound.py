@@ -172,6 +172,26 @@ def _topic_name(cnx: MqttConnection, packet: Publish) -> str:
     return known
 
 
+def _topic_and_producer(
+    cnx: MqttConnection, packet: Publish, name: TopicName, opened: asyncio.Future[Any] | None
+) -> tuple[PersistentTopic, Producer] | None:
+    """The topic (opened off the loop first where ``opened``) and the connection's producer on
+    it; None when ``packet`` was refused for it."""
+    try:
+        if opened is not None and not opened.cancelled() and (failure := opened.exception()) is not None:
+            raise failure
+        topic = cnx.service.get_topic(name, create=True)
+        if not isinstance(topic, PersistentTopic):
+            raise BrokerError(f"{name} is not a persistent topic", wire.NotAllowedError)
+        return topic, _producer(cnx, topic)
+    except REQUEST_ERRORS as exc:
+        _refused(cnx, packet, _reason_of(exc), str(exc))
+    except Exception as exc:
+        log.exception("%s: cannot publish to %s", cnx.remote, name)
+        _refused(cnx, packet, R.UNSPECIFIED_ERROR, str(exc))
+    return None
+
+
 def _publish_to(
     cnx: MqttConnection,
     packet: Publish,
@@ -181,20 +201,10 @@ def _publish_to(
 ) -> None:
     session = cnx.session
     assert session is not None
-    try:
-        if opened is not None and not opened.cancelled() and (failure := opened.exception()) is not None:
-            raise failure
-        topic = cnx.service.get_topic(name, create=True)
-        if not isinstance(topic, PersistentTopic):
-            raise BrokerError(f"{name} is not a persistent topic", wire.NotAllowedError)
-        producer = _producer(cnx, topic)
-    except REQUEST_ERRORS as exc:
-        _refused(cnx, packet, _reason_of(exc), str(exc))
+    found = _topic_and_producer(cnx, packet, name, opened)
+    if found is None:
         return
-    except Exception as exc:
-        log.exception("%s: cannot publish to %s", cnx.remote, name)
-        _refused(cnx, packet, R.UNSPECIFIED_ERROR, str(exc))
-        return
+    topic, producer = found
     key = str(name)
     if packet.qos != 2:
         targets = cnx.publish_targets
@@ -404,21 +414,10 @@ def _store_here(cnx: MqttConnection, packet: Publish, name: TopicName, sequence:
     def store(opened: asyncio.Future[Any] | None = None) -> None:
         if cnx.closed:
             return
-        try:
-            if opened is not None and not opened.cancelled() and (failure := opened.exception()) is not None:
-                raise failure
-            topic = cnx.service.get_topic(name, create=True)
-            if not isinstance(topic, PersistentTopic):
-                raise BrokerError(f"{name} is not a persistent topic", wire.NotAllowedError)
-            producer = _producer(cnx, topic)
-        except REQUEST_ERRORS as exc:
-            _refused(cnx, packet, _reason_of(exc), str(exc))
+        found = _topic_and_producer(cnx, packet, name, opened)
+        if found is None:
             return
-        except Exception as exc:
-            log.exception("%s: cannot publish to %s", cnx.remote, name)
-            _refused(cnx, packet, R.UNSPECIFIED_ERROR, str(exc))
-            return
-        _store(cnx, packet, topic, producer, sequence)
+        _store(cnx, packet, *found, sequence)
         cnx.flush_publishes()  # not in a read pass: stored at once
 
     opening = cnx.service.preparing(name)
