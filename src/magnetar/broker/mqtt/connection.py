@@ -580,7 +580,12 @@ class MqttConnection(asyncio.Protocol):
     def _handle(self, packet: Packet) -> None:
         if log.isEnabledFor(logging.DEBUG):
             log.debug("%s: %r", self.remote, packet)
-        if isinstance(packet, Connect):
+        kind = type(packet)
+        if kind is Publish:  # the packets most sent first
+            inbound.handle_publish(self, packet)  # type: ignore[arg-type]  # a Publish
+        elif kind is PubAck:
+            self.outbound.acknowledged(packet.packet_id, PacketType.PUBACK, packet.reason_code)  # type: ignore[union-attr]  # a PubAck
+        elif isinstance(packet, Connect):
             if self.session is not None:
                 raise MqttError(R.PROTOCOL_ERROR, "a second CONNECT")
             self._connect(packet)

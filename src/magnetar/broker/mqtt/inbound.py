@@ -24,7 +24,7 @@ import asyncio
 import functools
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -50,6 +50,7 @@ from magnetar.protocol.mqtt import (
     ReasonCode,
 )
 from magnetar.protocol.mqtt.codes import PacketType
+from magnetar.protocol.mqtt.properties import NONE
 from magnetar.protocol.mqtt.pulsar_names import pulsar_topic
 from magnetar.protocol.topic_name import InvalidTopicName, TopicName
 from magnetar.storage.position import Position
@@ -337,10 +338,19 @@ def _store(
     topic.traffic.messages_in += 1
     topic.traffic.bytes_in += size
     cnx.store_started()
-    properties = pulsar_properties(packet.properties, now, packet.retain, packet.qos)
+    if packet.properties is NONE:  # most PUBLISHes: the same few properties, made once
+        properties: Sequence[tuple[str, str]] = _PLAIN_PROPERTIES[packet.retain][packet.qos]
+    else:
+        properties = tuple(pulsar_properties(packet.properties, now, packet.retain, packet.qos))
     stored = _stored(cnx, packet, str(topic.name), now)
     pending = Pending(packet.payload, properties, sequence, int(now * 1000), stored, packet.qos == 2)
     cnx.publishes.add(topic, producer, pending)
+
+
+#: The Pulsar properties of a PUBLISH without properties, by RETAIN and QoS.
+_PLAIN_PROPERTIES = tuple(
+    tuple(tuple(pulsar_properties(NONE, 0, bool(retain), qos)) for qos in range(3)) for retain in range(2)
+)
 
 
 def _store_remote(

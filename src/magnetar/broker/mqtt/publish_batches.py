@@ -25,7 +25,7 @@ from __future__ import annotations
 import functools
 import logging
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from magnetar.broker.errors import REQUEST_ERRORS
@@ -54,7 +54,7 @@ class Pending:
 
     payload: bytes
     #: Its Pulsar properties (``messages.pulsar_properties``).
-    properties: list[tuple[str, str]]
+    properties: Sequence[tuple[str, str]]
     sequence_id: int
     #: When it came, in milliseconds since the epoch (the entry's publish time).
     publish_ms: int
@@ -65,7 +65,12 @@ class Pending:
 
     def size(self) -> int:
         """Its bytes in a batch, about: payload, properties and the fields around them."""
-        return len(self.payload) + sum(len(key) + len(value) + 4 for key, value in self.properties) + 16
+        return len(self.payload) + _properties_size(tuple(self.properties))
+
+
+@functools.lru_cache(maxsize=1024)
+def _properties_size(properties: tuple[tuple[str, str], ...]) -> int:
+    return sum(len(key) + len(value) + 4 for key, value in properties) + 16
 
 
 class PublishBatches:
@@ -143,7 +148,7 @@ def store_one(topic: PersistentTopic, producer: Producer, message: Pending, max_
         message.stored(None, exc)
 
 
-def single_metadata(properties: list[tuple[str, str]], payload_size: int, sequence_id: int) -> bytes:
+def single_metadata(properties: Sequence[tuple[str, str]], payload_size: int, sequence_id: int) -> bytes:
     """A batched message's ``SingleMessageMetadata``, serialized: its properties (serialized once
     for every message that has the same), then ``payload_size`` (field 3) and ``sequence_id``
     (field 8) as protobuf writes them, in field order. A message's properties are mostly the
