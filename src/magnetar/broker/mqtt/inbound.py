@@ -74,7 +74,7 @@ def handle_publish(cnx: MqttConnection, packet: Publish) -> None:
     if packet.qos:
         assert packet.packet_id is not None
         cnx.received_unanswered(packet.qos, packet.packet_id)
-    name = _topic_name(cnx, packet)
+    name = packet.topic if packet.properties.topic_alias is None else _topic_name(cnx, packet)
     if v5 and packet.properties.subscription_identifiers:
         raise MqttError(R.PROTOCOL_ERROR, "a PUBLISH from a client with a Subscription Identifier")
     if v5 and packet.properties.payload_format_indicator == 1 and not _utf8(packet.payload):
@@ -342,7 +342,7 @@ def _store(
         properties: Sequence[tuple[str, str]] = _PLAIN_PROPERTIES[packet.retain][packet.qos]
     else:
         properties = tuple(pulsar_properties(packet.properties, now, packet.retain, packet.qos))
-    stored = _stored(cnx, packet, str(topic.name), now)
+    stored = _Answer(cnx, packet, topic.name, now)
     pending = Pending(packet.payload, properties, sequence, int(now * 1000), stored, packet.qos == 2)
     cnx.publishes.add(topic, producer, pending)
 
@@ -366,7 +366,7 @@ def _store_remote(
         packet.payload, packet.properties, producer.name, sequence, int(now * 1000), packet.retain, packet.qos
     )
     cnx.store_started()
-    stored = _stored(cnx, packet, str(name), now)
+    stored = _Answer(cnx, packet, name, now)
     max_size = cnx.config.max_message_size
     tries = 0
 
@@ -443,19 +443,32 @@ REMOTE_SEND_TRIES = 6
 REMOTE_RESEND_DELAY_S = 0.2
 
 
-def _stored(
-    cnx: MqttConnection, packet: Publish, topic: str, now: float
-) -> Callable[[Position | None, Exception | None], None]:
-    retaining: asyncio.Future[None] | None = None
+class _Answer:
+    """What is done once a PUBLISH is stored, or could not be: with RETAIN, its topic's retained
+    message set (durably) first; then the PUBACK or PUBREC, or the refusal. An object rather
+    than a closure: a closure that names itself (to run again once the retained message is
+    stored) is a reference cycle, which kept every message's packet for the garbage collector
+    to find."""
 
-    def stored(position: Position | None, exc: Exception | None) -> None:
-        nonlocal retaining
+    __slots__ = ("cnx", "now", "packet", "retaining", "topic")
+
+    def __init__(self, cnx: MqttConnection, packet: Publish, topic: TopicName, now: float) -> None:
+        self.cnx = cnx
+        self.packet = packet
+        self.topic = topic
+        self.now = now
+        self.retaining: asyncio.Future[None] | None = None
+
+    def __call__(self, position: Position | None, exc: Exception | None) -> None:
+        cnx, packet = self.cnx, self.packet
+        retaining = self.retaining
         if exc is None and packet.retain and retaining is None:
             # Only a message stored replaces the retained one (a refused one leaves it as it was);
             # an empty payload deletes it (3.3.1.3). Acknowledged once both are durable.
-            retaining = cnx.server.retained.set(topic, retained_of(topic, packet, now))
+            topic = str(self.topic)
+            retaining = self.retaining = cnx.server.retained.set(topic, retained_of(topic, packet, self.now))
         if retaining is not None and not retaining.done():
-            retaining.add_done_callback(lambda _: stored(position, exc))
+            retaining.add_done_callback(functools.partial(_answer_later, self, position, exc))
             return
         cnx.store_done()
         if cnx.closed:
@@ -466,18 +479,24 @@ def _stored(
         if failure is not None:
             _refused(cnx, packet, R.UNSPECIFIED_ERROR, f"the message could not be stored: {failure}")
             return
-        if packet.qos == 1:
-            assert packet.packet_id is not None
-            cnx.answered(1, packet.packet_id)
-            cnx.send_answer(1, packet.packet_id, _PUBACK + packet.packet_id.to_bytes(2, "big"))
-        elif packet.qos == 2:
+        qos = packet.qos
+        if qos == 1:
+            packet_id = packet.packet_id
+            assert packet_id is not None
+            cnx.answered(1, packet_id)
+            cnx.send_answer(1, packet_id, _PUBACK + packet_id.to_bytes(2, "big"))
+        elif qos == 2:
             assert packet.packet_id is not None and cnx.session is not None
             incoming = cnx.session.incoming.get(packet.packet_id)
             if incoming is not None:
                 incoming.stored = True
             cnx.send_answer(2, packet.packet_id, PubRec(packet.packet_id))
 
-    return stored
+
+def _answer_later(
+    answer: _Answer, position: Position | None, exc: Exception | None, _: asyncio.Future[None]
+) -> None:
+    answer(position, exc)
 
 
 def retained_of(topic: str, packet: Publish, now: float) -> Retained | None:

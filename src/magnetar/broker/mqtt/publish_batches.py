@@ -170,6 +170,10 @@ def _properties_bytes(properties: tuple[tuple[str, str], ...]) -> bytes:
 def _varint(value: int) -> bytes:
     if value < 0x80:
         return _ONE_BYTE[value]
+    if value < 0x4000:  # sequence ids mostly: two or three bytes, without a loop
+        return bytes((value & 0x7F | 0x80, value >> 7))
+    if value < 0x20_0000:
+        return bytes((value & 0x7F | 0x80, value >> 7 & 0x7F | 0x80, value >> 14))
     out = bytearray()
     while value >= 0x80:
         out.append(value & 0x7F | 0x80)
@@ -184,10 +188,14 @@ _U32 = struct.Struct(">I")
 
 def _store_batch(topic: PersistentTopic, producer: Producer, run: list[Pending]) -> None:
     parts: list[bytes] = []
+    pack = _U32.pack
     for message in run:
         payload = message.payload
-        single = single_metadata(message.properties, len(payload), message.sequence_id)
-        parts += (_U32.pack(len(single)), single, payload)
+        properties = _properties_bytes(tuple(message.properties))
+        size, sequence = _varint(len(payload)), _varint(message.sequence_id)
+        # [size u32][SingleMessageMetadata: properties, payload_size, sequence_id][payload]
+        length = pack(len(properties) + len(size) + len(sequence) + 2)
+        parts += (b"".join((length, properties, b"\x18", size, b"\x40", sequence)), payload)
     first, highest = run[0].sequence_id, run[-1].sequence_id
     metadata = wire.MessageMetadata(
         producer_name=producer.name,
