@@ -586,10 +586,11 @@ class MqttConnection(asyncio.Protocol):
     # -- packets -------------------------------------------------------------------------------
     def _handle(self, packet: Packet) -> None:
         kind = type(packet)
-        if kind is Publish:  # the packets most sent first
-            inbound.handle_publish(self, packet)  # type: ignore[arg-type]  # a Publish
+        if kind is Publish:  # the packets most sent first, by their exact type
+            inbound.handle_publish(self, cast(Publish, packet))
         elif kind is PubAck:
-            self.outbound.acknowledged(packet.packet_id, PacketType.PUBACK, packet.reason_code)  # type: ignore[union-attr]  # a PubAck
+            ack = cast(PubAck, packet)
+            self.outbound.acknowledged(ack.packet_id, PacketType.PUBACK, ack.reason_code)
         elif isinstance(packet, Connect):
             if self.session is not None:
                 raise MqttError(R.PROTOCOL_ERROR, "a second CONNECT")

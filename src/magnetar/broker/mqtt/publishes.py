@@ -98,7 +98,7 @@ def _encode_all(version: int, delivery: Delivery, messages: list[Outgoing]) -> l
             or message.retain != last.retain
             or message.qos != last.qos
         ):
-            shape = _shape(version, delivery, message)
+            shape = _shape_of(version, delivery, message)
             last = message
         if shape is None:
             out.append(None)  # something MQTT cannot carry: per subscriber (``Outbound._admit``)
@@ -117,6 +117,28 @@ def _encode_all(version: int, delivery: Delivery, messages: list[Outgoing]) -> l
 #: A PUBLISH's bytes but its Remaining Length, packet identifier and payload: its first byte,
 #: the Topic Name (length in front), the properties (5.0; empty for 3.1.1) and its QoS.
 _Shape = tuple[bytes, bytes, bytes, int]
+
+
+#: Shapes worked out lately, by protocol version, ``Delivery``, the message's properties (both
+#: kept by identity: the same objects for every message whose properties have the same bytes,
+#: ``messages._rest_of``), RETAIN and QoS; each kept with the objects it was made for, so a key
+#: whose objects are gone and whose ids were taken again is never another's. Cleared past
+#: ``_SHAPES_MAX``.
+_SHAPES: dict[tuple[int, int, int, int, bool, int], tuple[Delivery, object, object, _Shape | None]] = {}
+_SHAPES_MAX = 1024
+
+
+def _shape_of(version: int, delivery: Delivery, message: Outgoing) -> _Shape | None:
+    """``_shape``, once for a kind of message and subscriber rather than once an entry."""
+    key = (version, id(delivery), id(message.properties), id(message.mqtt), message.retain, message.qos)
+    hit = _SHAPES.get(key)
+    if hit is not None and hit[0] is delivery and hit[1] is message.properties and hit[2] is message.mqtt:
+        return hit[3]
+    shape = _shape(version, delivery, message)
+    if len(_SHAPES) >= _SHAPES_MAX:
+        _SHAPES.clear()
+    _SHAPES[key] = (delivery, message.properties, message.mqtt, shape)
+    return shape
 
 
 def _shape(version: int, delivery: Delivery, message: Outgoing) -> _Shape | None:
