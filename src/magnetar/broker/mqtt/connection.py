@@ -503,7 +503,10 @@ class MqttConnection(asyncio.Protocol):
             if ready is None:
                 return
             del answers[first]
-            self._send_answer(ready)
+            if isinstance(ready, bytes):  # ``_send_answer``, inline: a PUBACK of success
+                self.send_bytes(ready)
+            else:
+                self.send(ready)
 
     def _send_answer(self, answer: Packet | bytes) -> None:
         if isinstance(answer, bytes):  # a PUBACK of success, encoded already (inbound.py)

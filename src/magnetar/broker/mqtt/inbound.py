@@ -94,12 +94,14 @@ def handle_publish(cnx: MqttConnection, packet: Publish) -> None:
     else:
         target = cnx.publish_targets.get(name)
         if target is not None and not target.producer.closed:  # the topic's open, its producer there
-            unauthorized = access.publish_refused(cnx, target.name)
-            if unauthorized is not None:
-                _refused(cnx, packet, R.NOT_AUTHORIZED, unauthorized)
-                return
+            if cnx.service.authorization is not None:
+                unauthorized = access.publish_refused(cnx, target.name)
+                if unauthorized is not None:
+                    _refused(cnx, packet, R.NOT_AUTHORIZED, unauthorized)
+                    return
             topic, producer = target.topic, target.producer
-            _store(cnx, packet, topic, producer, session.next_sequence(target.key, _highest(topic, producer)))
+            highest = topic.deduplication.highest_sequence_id(producer.name)
+            _store(cnx, packet, topic, producer, session.next_sequence(target.key, highest))
             return
     try:
         topic_name = _mapped(name, cnx.config.mqtt_default_tenant, cnx.config.mqtt_default_namespace)

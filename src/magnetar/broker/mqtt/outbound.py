@@ -536,9 +536,11 @@ class Outbound:
         else:
             packet_id = self._packet_id()
         in_flight[packet_id] = InFlight(qos, acks)
-        send_bytes = self.cnx.send_bytes
-        send_bytes(head + packet_id.to_bytes(2, "big"))
-        send_bytes(tail)
+        if len(tail) <= _JOIN_MAX:  # one piece to write (a large payload is not copied)
+            self.cnx.send_bytes(b"".join((head, packet_id.to_bytes(2, "big"), tail)))
+        else:
+            self.cnx.send_bytes(head + packet_id.to_bytes(2, "big"))
+            self.cnx.send_bytes(tail)
 
     def _packet_id(self) -> int:
         session = self.cnx.session
@@ -609,6 +611,10 @@ class Outbound:
         for flight in self.in_flight.values():
             if flight.entry is not None and flight.entry.consumer is consumer:
                 flight.entry = None
+
+
+#: A PUBLISH whose payload and properties are at most this many bytes is written as one piece.
+_JOIN_MAX = 1024
 
 
 def _size(packet: Publish, version: int) -> int:

@@ -111,7 +111,7 @@ def store_all(topic: PersistentTopic, producer: Producer, messages: list[Pending
             run, size = [], 0
             store_one(topic, producer, message, max_size)
             continue
-        one = message.size()
+        one = len(message.payload) + _properties_size(tuple(message.properties))  # ``size``, inline
         if run and (size + one > limit or len(run) >= BATCH_MAX_MESSAGES):
             _store_run(topic, producer, run, max_size)
             run, size = [], 0
