@@ -172,17 +172,22 @@ def _outgoing_rest(properties: Sequence[tuple[str, str]]) -> Rest:
 
 #: The properties' bytes of batched messages (``iter_batch_properties``) -> what they make of an
 #: ``Outgoing``: the messages of a batch mostly carry the same (``MQTT_QOS`` alone, from an MQTT
-#: publisher), read once here rather than per message. Forgotten whole past ``_RESTS_MAX``.
+#: publisher), read once here rather than per message. Only properties of at most
+#: ``_REST_KEY_MAX`` bytes are kept, and all are forgotten together past ``_RESTS_MAX``: a
+#: producer whose every message has properties of its own costs what it did, never memory.
 _RESTS: dict[bytes, Rest] = {}
 _RESTS_MAX = 4096
+_REST_KEY_MAX = 1024
 
 
 def _rest_of(key: bytes) -> Rest:
     rest = _RESTS.get(key)
     if rest is None:
-        if len(_RESTS) >= _RESTS_MAX:
-            _RESTS.clear()
-        rest = _RESTS[key] = _outgoing_rest(properties_of(key))
+        rest = _outgoing_rest(properties_of(key))
+        if len(key) <= _REST_KEY_MAX:
+            if len(_RESTS) >= _RESTS_MAX:
+                _RESTS.clear()
+            _RESTS[key] = rest
     return rest
 
 

@@ -68,9 +68,25 @@ class Pending:
         return len(self.payload) + _properties_size(tuple(self.properties))
 
 
-@functools.lru_cache(maxsize=1024)
 def _properties_size(properties: tuple[tuple[str, str], ...]) -> int:
-    return sum(len(key) + len(value) + 4 for key, value in properties) + 16
+    """Its properties' bytes and the fields around them; the few a PUBLISH without properties
+    has, counted once (``_PLAIN_SIZES``)."""
+    size = _PLAIN_SIZES.get(properties)
+    if size is None:
+        size = sum(len(key) + len(value) + 4 for key, value in properties) + 16
+    return size
+
+
+#: What ``_properties_size`` says of the properties of a PUBLISH without any (``MQTT_QOS``, and
+#: ``MQTT_RETAIN``), counted once.
+_PLAIN_SIZES: dict[tuple[tuple[str, str], ...], int] = {
+    plain: sum(len(key) + len(value) + 4 for key, value in plain) + 16
+    for plain in [
+        (("MQTT_QOS", qos),) if not retain else (("MQTT_RETAIN", "true"), ("MQTT_QOS", qos))
+        for qos in "012"
+        for retain in (False, True)
+    ]
+}
 
 
 class PublishBatches:

@@ -122,10 +122,11 @@ _Shape = tuple[bytes, bytes, bytes, int]
 #: Shapes worked out lately, by protocol version, ``Delivery``, the message's properties (both
 #: kept by identity: the same objects for every message whose properties have the same bytes,
 #: ``messages._rest_of``), RETAIN and QoS; each kept with the objects it was made for, so a key
-#: whose objects are gone and whose ids were taken again is never another's. Cleared past
-#: ``_SHAPES_MAX``.
+#: whose objects are gone and whose ids were taken again is never another's. Shapes of at most
+#: ``_SHAPE_KEPT_MAX`` bytes, cleared past ``_SHAPES_MAX``.
 _SHAPES: dict[tuple[int, int, int, int, bool, int], tuple[Delivery, object, object, _Shape | None]] = {}
 _SHAPES_MAX = 1024
+_SHAPE_KEPT_MAX = 2048
 
 
 def _shape_of(version: int, delivery: Delivery, message: Outgoing) -> _Shape | None:
@@ -135,9 +136,10 @@ def _shape_of(version: int, delivery: Delivery, message: Outgoing) -> _Shape | N
     if hit is not None and hit[0] is delivery and hit[1] is message.properties and hit[2] is message.mqtt:
         return hit[3]
     shape = _shape(version, delivery, message)
-    if len(_SHAPES) >= _SHAPES_MAX:
-        _SHAPES.clear()
-    _SHAPES[key] = (delivery, message.properties, message.mqtt, shape)
+    if shape is None or len(shape[1]) + len(shape[2]) <= _SHAPE_KEPT_MAX:  # large ones made again
+        if len(_SHAPES) >= _SHAPES_MAX:
+            _SHAPES.clear()
+        _SHAPES[key] = (delivery, message.properties, message.mqtt, shape)
     return shape
 
 

@@ -124,9 +124,11 @@ def _connect_rest(reader: p.Reader, level: int) -> Connect:
 
 
 #: Topic Names read and found valid, by their bytes: a client publishes to the same few again and
-#: again. Forgotten together past ``_TOPIC_NAMES_MAX``.
+#: again. Names of at most ``_TOPIC_NAME_KEPT_MAX`` bytes, forgotten together past
+#: ``_TOPIC_NAMES_MAX``.
 _TOPIC_NAMES: dict[bytes, str] = {}
 _TOPIC_NAMES_MAX = 4096
+_TOPIC_NAME_KEPT_MAX = 512
 
 
 def _publish(flags: int, body: bytes, version: int) -> Publish:
@@ -162,9 +164,10 @@ def _publish(flags: int, body: bytes, version: int) -> Publish:
         pos = reader.pos
     if not checked and (topic or properties.topic_alias is None):  # 5.0: empty with a Topic Alias
         check_topic_name(topic)
-        if len(_TOPIC_NAMES) >= _TOPIC_NAMES_MAX:
-            _TOPIC_NAMES.clear()
-        _TOPIC_NAMES[raw_topic] = topic
+        if len(raw_topic) <= _TOPIC_NAME_KEPT_MAX:
+            if len(_TOPIC_NAMES) >= _TOPIC_NAMES_MAX:
+                _TOPIC_NAMES.clear()
+            _TOPIC_NAMES[raw_topic] = topic
     return Publish(topic, body[pos:], qos, bool(flags & 0x01), dup, packet_id, properties)
 
 
