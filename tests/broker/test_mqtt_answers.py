@@ -52,6 +52,10 @@ class Connection:
     def send_answer(self, qos: int, packet_id: int, answer: object) -> None:
         self.sent.append((qos, packet_id, answer))
 
+    def acknowledge(self, packet_id: int, puback: bytes) -> None:
+        self.answered(1, packet_id)
+        self.send_answer(1, packet_id, puback)
+
 
 def test_a_stored_message_is_answered_and_leaves_nothing_for_the_collector():
     cnx = Connection()

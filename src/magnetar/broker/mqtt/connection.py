@@ -488,6 +488,12 @@ class MqttConnection(asyncio.Protocol):
                 f"more than {self.server_receive_maximum} QoS 1 and 2 messages unacknowledged",
             )
 
+    def acknowledge(self, packet_id: int, puback: bytes) -> None:
+        """``answered`` then ``send_answer`` for a QoS 1 PUBLISH stored: its PUBACK, in turn."""
+        if self.unanswered is not None:
+            self.unanswered.discard(1 << 16 | packet_id)
+        self.send_answer(1, packet_id, puback)
+
     def send_answer(self, qos: int, packet_id: int, answer: Packet | bytes) -> None:
         """The PUBACK or PUBREC of a PUBLISH received: sent once those of the PUBLISHes before
         it are."""

@@ -485,8 +485,7 @@ class _Answer:
         if qos == 1:
             packet_id = packet.packet_id
             assert packet_id is not None
-            cnx.answered(1, packet_id)
-            cnx.send_answer(1, packet_id, _PUBACK + packet_id.to_bytes(2, "big"))
+            cnx.acknowledge(packet_id, _PUBACK + packet_id.to_bytes(2, "big"))
         elif qos == 2:
             assert packet.packet_id is not None and cnx.session is not None
             incoming = cnx.session.incoming.get(packet.packet_id)

@@ -546,6 +546,11 @@ class Outbound:
         session = self.cnx.session
         taken = session.unacked_ids if session is not None else {}
         released = session.released if session is not None else set()
+        in_flight = self.in_flight
+        candidate = self._next_id % 65535 + 1  # the next one is mostly free: no loop for it
+        if candidate not in in_flight and candidate not in taken and candidate not in released:
+            self._next_id = candidate
+            return candidate
         for _ in range(65535):
             self._next_id = self._next_id % 65535 + 1
             candidate = self._next_id
@@ -592,7 +597,8 @@ class Outbound:
         elif session is not None:
             session.released.discard(packet_id)
         del self.in_flight[packet_id]
-        self._send_waiting()
+        if self.waiting:
+            self._send_waiting()
 
     def _entry_done(self, flight: InFlight) -> None:
         acks, flight.entry = flight.entry, None
