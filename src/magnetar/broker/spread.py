@@ -123,14 +123,13 @@ class Spread:
     @property
     def active(self) -> bool:
         """Whether this worker answers and serves spread topics: workers, the setting on, and a
-        link can reach owners (their plain pulsar:// port; no credentials of its own yet, so not
-        with authentication on)."""
+        Pulsar port (plain or TLS) a link reaches owners on; with authentication on, a link
+        CONNECTs as its worker (``worker_credentials.identity``)."""
         config = self.config
         return (
             self._shared
             and config.broadcast_spread
-            and config.broker_service_port_enabled
-            and not config.authentication_enabled
+            and (config.broker_service_port_enabled or config.broker_service_port_tls is not None)
         )
 
     # -- which topics ------------------------------------------------------------------------------
