@@ -28,6 +28,10 @@ class PersistentSubscription:
         #: Told this subscription's name before a seek resets it (a spread topic's owner tells the
         #: followers: spread.py).
         self.before_reset: Callable[[str], None] | None = None
+        #: Given the other consumers connected when one asks to UNSUBSCRIBE, closes the followers'
+        #: links among them that serve no connected consumer and returns those that still hold
+        #: the subscription (a spread topic's owner: spread.py).
+        self.release_links: Callable[[str, list[Consumer]], list[Consumer]] | None = None
         self.name = name
         self.cursor = cursor
         self.durable = durable
@@ -242,6 +246,8 @@ class PersistentSubscription:
 
     def unsubscribe(self, consumer: Consumer) -> None:
         others = [c for c in self.consumers if c is not consumer]
+        if others and self.release_links is not None:
+            others = self.release_links(self.name, others)
         if others:
             raise ConsumerBusy(f"Subscription {self.name} has other connected consumers")
         consumer.leave_chunk_watch(keep=False)

@@ -15,7 +15,10 @@ spread).
   eviction at the owner reaches the follower's consumers).
 - Its connection lost, or its consumer closed by the owner (an unload, a seek), it connects again
   to whoever owns the topic now, under the same name, so the owner resumes its place; a worker
-  that finds itself the owner tells the follower (``on_owned_here``) and stops.
+  that finds itself the owner tells the follower (``on_owned_here``) and stops. Closed by the
+  owner while no consumer is connected to the follower (``on_closed_by_owner``: the owner let an
+  UNSUBSCRIBE through past this idle link, or unloads), it closes instead, and the follower lets
+  the subscription go.
 - A seek at the owner (asked by any worker's consumer, or the admin API) is noted in the shared
   store before the owner closes the subscription's consumers, this link's too (``resets``): the
   link finds it when closed, or when it connects again, and once subscribed again tells the
@@ -194,6 +197,11 @@ class OwnerLink:
             self._cnx = None
         task = asyncio.get_running_loop().create_task(cnx.close())
         task.add_done_callback(lambda t: t.cancelled() or t.exception())
+
+    @property
+    def closed(self) -> bool:
+        """Closed for good: it connects to no owner again."""
+        return self._closed
 
     def close(self, give_up: bool) -> None:
         if self._closed:
@@ -375,7 +383,10 @@ class OwnerLink:
         if self._seeking:
             return  # the seek closed it: subscribed again once the owner answers
         if not self._closed:
-            self._note_resets()  # a seek notes itself before closing the consumers
+            self._note_resets()  # a seek (or an unsubscribe) notes itself before closing the consumers
+            if self._events is not None and self._events.on_closed_by_owner(self._reset_pending):
+                self.close(give_up=False)  # let go here: its consumer is gone at the owner
+                return
             self._drop(cnx)  # _run connects again, to whoever owns the topic now
 
     def _note_resets(self) -> None:
