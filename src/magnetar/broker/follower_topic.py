@@ -267,6 +267,9 @@ class FollowerSubscription(PersistentSubscription):
         #: Called when the owner closed the link while no consumer was connected here.
         self.released: Callable[[bool], None] | None = None
         self._connected: bool | None = None
+        #: How many resets of the subscription the owner noted (the shared store's count): read
+        #: again at each reset, as ``reset_epoch``.
+        self.resets: Callable[[], int] | None = None
 
     @property
     def idle(self) -> bool:
@@ -344,6 +347,11 @@ class FollowerSubscription(PersistentSubscription):
         with its own, every consumer here is closed (its client subscribes again) and each virtual
         cursor starts there (kept for its grace till it is back); those stored here are deleted at
         the next flush."""
+        if self.resets is not None:
+            try:
+                self.reset_epoch = self.resets()
+            except Exception:  # its consumers start over all the same
+                log.exception("%s/%s: reading its resets failed", self.topic.name, self.name)
         disconnected = self.disconnect_all()
         self.cursor.reset(self.follower_topic.ml.next_position(position))
         if self.dispatcher is not None:

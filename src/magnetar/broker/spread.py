@@ -154,8 +154,9 @@ class Spread:
         (``release_links``)."""
         if self.active and subscription.before_reset is None:
             topic = str(name)
-            subscription.before_reset = lambda sub: self._note_reset(topic, sub)
-            subscription.release_links = lambda sub, others: self._release_links(topic, subscription, others)
+            subscription.before_reset = lambda _: self._note_reset(topic, subscription)
+            subscription.release_links = lambda _, others: self._release_links(topic, subscription, others)
+            self._read_epoch(topic, subscription)
 
     def _release_links(
         self, topic: str, subscription: PersistentSubscription, others: list[Consumer]
@@ -176,7 +177,7 @@ class Spread:
             return others
         # A follower that got a consumer meanwhile subscribes again: the subscription is made anew
         # there, and the reset noted first starts its consumers over at its stored cursor.
-        self._note_reset(topic, subscription.name)
+        self._note_reset(topic, subscription)
         for link in others:
             link.close_by_broker()
             link.cnx.forget_consumer(link.consumer_id)
@@ -184,11 +185,20 @@ class Spread:
         log.info("%s/%s: unsubscribed past the idle links of %s", topic, subscription.name, sorted(idle))
         return []
 
-    def _note_reset(self, topic: str, subscription: str) -> None:
+    def _note_reset(self, topic: str, subscription: PersistentSubscription) -> None:
         try:
-            self._store.note_reset(topic, subscription)
+            self._store.note_reset(topic, subscription.name)
         except Exception:  # the seek goes on; the followers' consumers keep their places
-            log.exception("noting the reset of %s/%s for its followers failed", topic, subscription)
+            log.exception("noting the reset of %s/%s for its followers failed", topic, subscription.name)
+        self._read_epoch(topic, subscription)
+
+    def _read_epoch(self, topic: str, subscription: PersistentSubscription) -> None:
+        """The subscription's resets as the shared store counts them: the virtual cursors stored
+        from now on carry the count, and those stored before (by any worker) are not resumed."""
+        try:
+            subscription.reset_epoch = self._store.resets(topic, subscription.name)
+        except Exception:
+            log.exception("reading the resets of %s/%s failed", topic, subscription.name)
 
     def refresh(self) -> None:
         """Read the spread topics again (a change notice said another worker marked one)."""
@@ -245,6 +255,8 @@ class Spread:
         topic.ml.follow(last)
         follower = FollowerSubscription(topic, subscription, topic.ml.cursor_at(stored, subscription), link)
         follower.owned_here = lambda: self.hand_back(name)
+        follower.resets = resets
+        follower.reset_epoch = resets()
         follower.note_idle = lambda idle: self._note_idle(target.topic, subscription, me, idle)
         follower.released = lambda reset: self._released(name, follower, reset)
         follower.connected_changed()  # none yet: idle until the consumer that asked for it joins

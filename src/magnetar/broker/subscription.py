@@ -32,6 +32,9 @@ class PersistentSubscription:
         #: links among them that serve no connected consumer and returns those that still hold
         #: the subscription (a spread topic's owner: spread.py).
         self.release_links: Callable[[str, list[Consumer]], list[Consumer]] | None = None
+        #: The resets of this subscription known here (``CursorSubscription.reset_epoch``): set by
+        #: the spread (spread.py) before its broadcast dispatcher is made, and at each reset.
+        self.reset_epoch = 0
         self.name = name
         self.cursor = cursor
         self.durable = durable
