@@ -264,8 +264,9 @@ class FollowerSubscription(PersistentSubscription):
         #: subscription closes here (the owner lets an UNSUBSCRIBE through past a link that
         #: serves none: ``OwnershipStore.note_link_idle``).
         self.note_idle: Callable[[bool], None] | None = None
-        #: Called when the owner closed the link while no consumer was connected here.
-        self.released: Callable[[bool], None] | None = None
+        #: Called with this subscription when the owner closed the link while no consumer was
+        #: connected here (and whether the owner noted a reset).
+        self.released: Callable[[FollowerSubscription, bool], None] | None = None
         self._connected: bool | None = None
         #: How many resets of the subscription the owner noted (the shared store's count): read
         #: again at each reset, as ``reset_epoch``.
@@ -338,7 +339,7 @@ class FollowerSubscription(PersistentSubscription):
             return False
         log.info("%s/%s: let go here (closed by its owner with no consumer here)", self.topic.name, self.name)
         if self.released is not None:
-            self.released(reset)
+            self.released(self, reset)
         return True
 
     # -- what the owner does, asked through the link ---------------------------------------------

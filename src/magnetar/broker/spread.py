@@ -125,13 +125,16 @@ class Spread:
     @property
     def active(self) -> bool:
         """Whether this worker answers and serves spread topics: workers, the setting on, and a
-        Pulsar port (plain or TLS) a link reaches owners on; with authentication on, a link
-        CONNECTs as its worker (``worker_credentials.identity``)."""
+        Pulsar port a link reaches owners on: the plain one, else the TLS one unless it asks every
+        client for a certificate (a link has none); with authentication on, a link CONNECTs as
+        its worker (``worker_credentials.identity``)."""
         config = self.config
+        tls_for_links = (
+            config.broker_service_port_tls is not None
+            and not config.tls_require_trusted_client_cert_on_connect
+        )
         return (
-            self._shared
-            and config.broadcast_spread
-            and (config.broker_service_port_enabled or config.broker_service_port_tls is not None)
+            self._shared and config.broadcast_spread and (config.broker_service_port_enabled or tls_for_links)
         )
 
     # -- which topics ------------------------------------------------------------------------------
@@ -154,8 +157,8 @@ class Spread:
         (``release_links``)."""
         if self.active and subscription.before_reset is None:
             topic = str(name)
-            subscription.before_reset = lambda _: self._note_reset(topic, subscription)
-            subscription.release_links = lambda _, others: self._release_links(topic, subscription, others)
+            subscription.before_reset = lambda sub: self._note_reset(topic, sub)
+            subscription.release_links = lambda sub, others: self._release_links(topic, sub, others)
             self._read_epoch(topic, subscription)
 
     def _release_links(
@@ -258,7 +261,7 @@ class Spread:
         follower.resets = resets
         follower.reset_epoch = resets()
         follower.note_idle = lambda idle: self._note_idle(target.topic, subscription, me, idle)
-        follower.released = lambda reset: self._released(name, follower, reset)
+        follower.released = lambda released, reset: self._released(name, released, reset)
         follower.connected_changed()  # none yet: idle until the consumer that asked for it joins
         topic.subscriptions[subscription] = follower
         link.attach(follower)
