@@ -42,6 +42,7 @@ from magnetar.storage.position import Position
 if TYPE_CHECKING:
     from magnetar.broker.consumer import Consumer
     from magnetar.broker.mqtt.connection import MqttConnection
+    from magnetar.broker.mqtt.resends import Held
     from magnetar.broker.ownership import BrokerInfo
     from magnetar.broker.service import BrokerService
     from magnetar.protocol.topic_name import TopicName
@@ -156,6 +157,8 @@ class Links:
         #: The shared sessions this connection uses (their keys).
         self._keys: set[tuple[str, ...]] = set()
         self.producers: dict[str, asyncio.Future[RemoteProducer]] = {}
+        #: By topic: the sends its producer there dropped, held to go again first (``resends.py``).
+        self.held: dict[str, Held] = {}
         #: (topic, subscription) of the consumers being made (one at a time each).
         self.attaching: set[tuple[str, str]] = set()
         self.closed = False
