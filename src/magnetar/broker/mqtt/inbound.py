@@ -321,11 +321,16 @@ def _producer(cnx: MqttConnection, topic: PersistentTopic) -> Producer:
 
 
 def _store(
-    cnx: MqttConnection, packet: Publish, topic: PersistentTopic, producer: Producer, sequence: int
+    cnx: MqttConnection,
+    packet: Publish,
+    topic: PersistentTopic,
+    producer: Producer,
+    sequence: int,
+    alone: bool = False,
 ) -> None:
-    """Store the message with the others of this pass to its topic (``publish_batches.py``) and,
-    once it is stored, with RETAIN, its topic's retained message; answer PUBACK / PUBREC once
-    both are durable."""
+    """Store the message with the others of this pass to its topic (``publish_batches.py``; in an
+    entry of its own where ``alone``, as at QoS 2) and, once it is stored, with RETAIN, its
+    topic's retained message; answer PUBACK / PUBREC once both are durable."""
     now = time.time()
     size = len(packet.payload)
     producer.traffic.messages_in += 1
@@ -335,7 +340,8 @@ def _store(
     cnx.store_started()
     properties = pulsar_properties(packet.properties, now, packet.retain, packet.qos)
     stored = _stored(cnx, packet, str(topic.name), now)
-    pending = Pending(packet.payload, properties, sequence, int(now * 1000), stored, packet.qos == 2)
+    alone = alone or packet.qos == 2
+    pending = Pending(packet.payload, properties, sequence, int(now * 1000), stored, alone)
     cnx.publishes.add(topic, producer, pending)
 
 
@@ -387,12 +393,14 @@ def _store_here(
     cnx: MqttConnection, packet: Publish, name: TopicName, sequence: int, opened: asyncio.Future[Any] | None
 ) -> None:
     """A message first sent to another worker, stored here (``opened``: the topic's opening off
-    the loop, or None): the topic's bundle moved to this worker while it was on its way."""
+    the loop, or None): the topic's bundle moved to this worker while it was on its way. In an
+    entry of its own: the old owner may have stored it after all, and deduplication judges a
+    batch by its highest sequence id (a batch of it and the next ones would store it twice)."""
     if cnx.closed:
         return
     found = _topic_and_producer(cnx, packet, name, opened)
     if found is not None:
-        _store(cnx, packet, *found, sequence)
+        _store(cnx, packet, *found, sequence, alone=True)
 
 
 def _stored(

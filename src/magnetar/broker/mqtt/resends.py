@@ -12,7 +12,8 @@ does. Sent again each on its own a moment later, they were overtaken by the PUBL
 (which made a producer at the new owner at once), answered as duplicates, unstored, and PUBACKed:
 lost. Here a topic's dropped sends are held together, in the order they were sent; the connection
 routes no PUBLISH to the topic while they are held (``released``), and they go again together, in
-order, through one producer at the owner (or into the topic here), before the gate opens.
+order, through one producer at the owner (or into the topic here, each in an entry of its own:
+``inbound._store_here``), before the gate opens.
 """
 
 from __future__ import annotations
