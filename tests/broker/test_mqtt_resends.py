@@ -14,6 +14,7 @@ import pytest
 
 from magnetar.broker.mqtt import inbound, resends
 from magnetar.broker.mqtt.resends import Dropped
+from magnetar.broker.namespace_service import ServiceUnitNotReady
 from magnetar.protocol.mqtt import MQTT_3_1_1, Publish
 from magnetar.protocol.topic_name import TopicName
 
@@ -82,6 +83,12 @@ class Connection:
     #: What the connection waits for before its next packet (``MqttConnection.wait_for``).
     waits: list = field(default_factory=list)
     version: int = MQTT_3_1_1
+    session: object = field(default_factory=object)
+    #: Why it was closed (a 3.1.1 client's PUBLISH refused).
+    closes: list = field(default_factory=list)
+
+    def close_with(self, reason, message=None) -> None:
+        self.closes.append(message)
 
     def flush_publishes(self) -> None:
         self.flushes += 1
@@ -235,6 +242,40 @@ def test_a_publish_to_a_topic_with_held_sends_waits_for_them_before_it_is_routed
         assert record.events == [("owner", 1, 1, True)]
         then(gate)
         assert len(cnx.waits) == 2 and cnx.waits[1][0].result() is cnx.links.made[-1]
+
+    asyncio.run(run())
+
+
+def not_served_here() -> asyncio.Future:
+    """A topic's opening here, refused: its bundle left this worker meanwhile (an unload)."""
+    opened = asyncio.get_running_loop().create_future()
+    opened.set_exception(ServiceUnitNotReady("Namespace bundle for topic (...) not served by this instance"))
+    return opened
+
+
+def test_a_publish_whose_bundle_left_while_its_topic_was_opened_here_is_routed_again():
+    """A PUBLISH to a topic of the MQTT worker while its bundle is unloaded: routed again to its
+    next owner (a 3.1.1 client has no negative PUBACK: refused, it lost its connection)."""
+
+    async def run() -> None:
+        cnx = Connection()
+        packet = Publish("inflight", b"m-1", 1, packet_id=1)
+        inbound._publish_to(cnx, packet, "inflight", NAME, not_served_here(), 0)
+        [(pause, then)] = cnx.waits  # the packets behind wait
+        await pause
+        then(pause)  # the other worker owns it now: through a session to it
+        assert len(cnx.waits) == 2 and cnx.waits[1][0].result() is cnx.links.made[-1]
+        assert cnx.closes == []
+
+    asyncio.run(run())
+
+
+def test_a_publish_whose_bundle_is_not_served_here_after_every_try_is_refused():
+    async def run() -> None:
+        cnx = Connection()
+        packet = Publish("inflight", b"m-1", 1, packet_id=1)
+        inbound._publish_to(cnx, packet, "inflight", NAME, not_served_here(), resends.TRIES)
+        assert cnx.waits == [] and len(cnx.closes) == 1 and "not served" in cnx.closes[0]
 
     asyncio.run(run())
 

@@ -556,22 +556,29 @@ def test_publishes_in_flight_while_the_bundle_moves_to_the_other_worker_are_all_
     client = client_factory(mqtt_broker.service_url)
     count = 1000
     raw = RawClient(mqtt_broker.mqtt_port, MQTT_3_1_1)
+    window = threading.Semaphore(100)  # in flight at once: the PUBLISHes go on through the move
+
+    def send_all() -> None:
+        for i in range(count):
+            window.acquire()
+            raw.send(Publish(name, f"m-{i}".encode(), 1, packet_id=i + 1))
+
     try:
         assert raw.connect(publisher_id).reason_code == 0
-        sending = threading.Thread(
-            target=lambda: [
-                raw.send(Publish(name, f"m-{i}".encode(), 1, packet_id=i + 1)) for i in range(count)
-            ]
-        )
+        sending = threading.Thread(target=send_all, daemon=True)
         sending.start()
+        bundle = admin.lookups.get_bundle_range(pulsar_name(name))
+        unloading = threading.Thread(
+            target=lambda: admin.namespaces.unload_namespace_bundle("public/default", bundle), daemon=True
+        )
         acked = set()
         while len(acked) < count:
             acked.add(raw.receive().packet_id)
-            if len(acked) == count // 4:
-                admin.namespaces.unload_namespace_bundle(
-                    "public/default", admin.lookups.get_bundle_range(pulsar_name(name))
-                )
+            window.release()
+            if len(acked) == count // 4:  # PUBACKs go on being read while it is unloaded
+                unloading.start()
         sending.join()
+        unloading.join()
         assert acked == set(range(1, count + 1))
     finally:
         raw.close()

@@ -187,9 +187,16 @@ def _publish_to(
     mqtt_name: str,
     name: TopicName,
     opened: asyncio.Future[Any] | None,
+    tries: int = 0,
 ) -> None:
+    """A PUBLISH to a topic this worker serves (``opened``: its opening off the loop, or None);
+    where the bundle left this worker meanwhile (an unload: its next owner may be another
+    worker), routed again shortly, the packets behind waiting, while tries are left."""
     session = cnx.session
     assert session is not None
+    if _not_served(opened) and tries < resends.TRIES and not cnx.closed:
+        _route_later(cnx, packet, mqtt_name, name, tries)
+        return
     found = _topic_and_producer(cnx, packet, name, opened)
     if found is None:
         return
@@ -222,9 +229,7 @@ def _publish_remote(
     waiting, while tries are left."""
     if made.cancelled() or (failure := made.exception()) is not None:
         if tries < resends.TRIES and not cnx.closed:
-            pause: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            asyncio.get_running_loop().call_later(resends.DELAY_S * (tries + 1), _end_pause, pause)
-            cnx.wait_for(pause, lambda _: _route(cnx, packet, mqtt_name, name, tries + 1))
+            _route_later(cnx, packet, mqtt_name, name, tries)
             return
         reason = "cancelled" if made.cancelled() else str(failure)
         code = R.UNSPECIFIED_ERROR if made.cancelled() else _reason_of(failure)  # type: ignore[arg-type]
@@ -238,6 +243,20 @@ def _publish_remote(
         producer.last_sequence_id,
         lambda sequence: _store_remote(cnx, packet, name, producer, sequence),
     )
+
+
+def _not_served(opened: asyncio.Future[Any] | None) -> bool:
+    """The topic's opening here was refused: this worker does not serve its bundle (any more)."""
+    if opened is None or opened.cancelled():
+        return False
+    return getattr(opened.exception(), "code", None) == wire.ServiceNotReady
+
+
+def _route_later(cnx: MqttConnection, packet: Publish, mqtt_name: str, name: TopicName, tries: int) -> None:
+    """Route ``packet`` again shortly (its bundle between owners), the packets behind waiting."""
+    pause: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    asyncio.get_running_loop().call_later(resends.DELAY_S * (tries + 1), _end_pause, pause)
+    cnx.wait_for(pause, lambda _: _route(cnx, packet, mqtt_name, name, tries + 1))
 
 
 def _end_pause(pause: asyncio.Future[None]) -> None:
@@ -263,9 +282,9 @@ def _route(cnx: MqttConnection, packet: Publish, mqtt_name: str, name: TopicName
         return
     opening = cnx.service.preparing(name)
     if opening is not None:  # opened off the loop first
-        cnx.wait_for(opening, lambda done: _publish_to(cnx, packet, mqtt_name, name, done))
+        cnx.wait_for(opening, lambda done: _publish_to(cnx, packet, mqtt_name, name, done, tries))
         return
-    _publish_to(cnx, packet, mqtt_name, name, None)
+    _publish_to(cnx, packet, mqtt_name, name, None, tries)
 
 
 def _sequenced(
