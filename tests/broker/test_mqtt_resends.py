@@ -199,6 +199,23 @@ def test_dropped_sends_are_stored_here_in_order_once_the_topic_is_open_when_the_
     asyncio.run(run())
 
 
+def test_dropped_sends_go_to_the_owner_when_the_bundle_left_again_while_the_topic_was_opened_here():
+    async def run() -> None:
+        class LeavesAgain(Service):
+            def preparing(self, name: TopicName) -> asyncio.Future | None:
+                opening, self.opening, self.owner = self.opening, None, OWNER  # the other's next
+                return opening
+
+        cnx = Connection(service=LeavesAgain(owner=None, opening=not_served_here()))
+        record = Record(cnx)
+        resends.hold(cnx, NAME, record.dropped(1))
+        await held_done(cnx)
+        assert cnx.service.opening is None  # it was opened here first
+        assert record.events == [("owner", 1, 1, True)]
+
+    asyncio.run(run())
+
+
 def test_dropped_sends_fail_in_order_when_no_owner_can_be_reached():
     async def run() -> None:
         cnx = Connection()

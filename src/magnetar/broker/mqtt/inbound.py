@@ -194,7 +194,7 @@ def _publish_to(
     worker), routed again shortly, the packets behind waiting, while tries are left."""
     session = cnx.session
     assert session is not None
-    if _not_served(opened) and tries < resends.TRIES and not cnx.closed:
+    if resends.not_served(opened) and tries < resends.TRIES and not cnx.closed:
         _route_later(cnx, packet, mqtt_name, name, tries)
         return
     found = _topic_and_producer(cnx, packet, name, opened)
@@ -243,13 +243,6 @@ def _publish_remote(
         producer.last_sequence_id,
         lambda sequence: _store_remote(cnx, packet, name, producer, sequence),
     )
-
-
-def _not_served(opened: asyncio.Future[Any] | None) -> bool:
-    """The topic's opening here was refused: this worker does not serve its bundle (any more)."""
-    if opened is None or opened.cancelled():
-        return False
-    return getattr(opened.exception(), "code", None) == wire.ServiceNotReady
 
 
 def _route_later(cnx: MqttConnection, packet: Publish, mqtt_name: str, name: TopicName, tries: int) -> None:

@@ -111,6 +111,9 @@ async def _route(cnx: MqttConnection, name: TopicName, held: Held) -> None:
             opening = cnx.service.preparing(name)
             if opening is not None:
                 await asyncio.wait((opening,))  # failed or not: each send is told
+                if not_served(opening):  # the bundle left again while the topic was opened
+                    reason = str(opening.exception())
+                    continue
             for dropped in _take(cnx, name, held):
                 dropped.here(opening)
             cnx.flush_publishes()
@@ -128,6 +131,13 @@ async def _route(cnx: MqttConnection, name: TopicName, held: Held) -> None:
         return
     unreachable = BrokerError(f"the topic's owner cannot be reached: {reason}", wire.ServiceNotReady)
     _fail(cnx, name, held, unreachable)
+
+
+def not_served(opened: asyncio.Future[Any] | None) -> bool:
+    """A topic's opening here was refused: this worker does not serve its bundle (any more)."""
+    if opened is None or not opened.done() or opened.cancelled():
+        return False
+    return getattr(opened.exception(), "code", None) == wire.ServiceNotReady
 
 
 def _take(cnx: MqttConnection, name: TopicName, held: Held) -> list[Dropped]:
