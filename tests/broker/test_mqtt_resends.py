@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from magnetar.broker.mqtt import inbound, resends
+from magnetar.broker.mqtt.remote import RemoteProducer
 from magnetar.broker.mqtt.resends import Dropped
 from magnetar.broker.namespace_service import ServiceUnitNotReady
 from magnetar.protocol.mqtt import MQTT_3_1_1, Publish
@@ -52,6 +53,7 @@ class Links:
     with ``answer``, is answered when the test says)."""
 
     held: dict = field(default_factory=dict)
+    producers: dict = field(default_factory=dict)
     made: list[Producer] = field(default_factory=list)
     failures: int = 0
     answer: asyncio.Future | None = None
@@ -293,6 +295,46 @@ def test_a_publish_whose_bundle_is_not_served_here_after_every_try_is_refused():
         packet = Publish("inflight", b"m-1", 1, packet_id=1)
         inbound._publish_to(cnx, packet, "inflight", NAME, not_served_here(), resends.TRIES)
         assert cnx.waits == [] and len(cnx.closes) == 1 and "not served" in cnx.closes[0]
+
+    asyncio.run(run())
+
+
+@dataclass
+class Session:
+    """A session to the old owner: what the producer sends there."""
+
+    closed: bool = False
+    sent: list = field(default_factory=list)
+
+    def send(self, command, payload=None) -> None:
+        self.sent.append(command)
+
+    def remove_producer(self, producer_id: int) -> None:
+        pass
+
+
+def test_a_publish_stored_here_waits_for_the_sends_still_unreceipted_at_the_old_owner():
+    """The bundle came here before the old owner closed the connection's producer there: a PUBLISH
+    routed here meanwhile waits until those sends are answered or dropped (and then held, to be
+    stored here first); stored before them, it took a higher sequence id and they were lost."""
+
+    async def run() -> None:
+        loop = asyncio.get_running_loop()
+        opening = loop.create_future()
+        cnx = Connection(service=Service(owner=None, opening=opening))
+        producer = RemoteProducer(None, Session(), 1, str(NAME), "mqtt-car")
+        answers = []
+        producer.send(368, b"m-368", lambda position, exc: answers.append(exc))
+        made = loop.create_future()
+        made.set_result(producer)
+        cnx.links.producers[str(NAME)] = made
+        inbound._route(cnx, Publish("inflight", b"m-369", 1, packet_id=370), "inflight", NAME, 0)
+        [(unreceipted, then)] = cnx.waits
+        assert not unreceipted.done() and opening not in [wait for wait, _ in cnx.waits]
+        producer.on_closed("the broker closed the producer")  # its bundle unloaded
+        assert unreceipted.done() and len(answers) == 1  # dropped: held (resends.py)
+        then(unreceipted)
+        assert cnx.waits[1][0] is opening  # then stored here
 
     asyncio.run(run())
 

@@ -273,6 +273,10 @@ def _route(cnx: MqttConnection, packet: Publish, mqtt_name: str, name: TopicName
             lambda done: _publish_remote(cnx, packet, mqtt_name, name, done, tries),
         )
         return
+    unreceipted = resends.unreceipted(cnx, name)
+    if unreceipted is not None:  # the bundle came here: the sends to its old owner are answered first
+        cnx.wait_for(unreceipted, lambda _: _route(cnx, packet, mqtt_name, name, tries))
+        return
     opening = cnx.service.preparing(name)
     if opening is not None:  # opened off the loop first
         cnx.wait_for(opening, lambda done: _publish_to(cnx, packet, mqtt_name, name, done, tries))

@@ -13,7 +13,9 @@ does. Sent again each on its own a moment later, they were overtaken by the PUBL
 lost. Here a topic's dropped sends are held together, in the order they were sent; the connection
 routes no PUBLISH to the topic while they are held (``released``), and they go again together, in
 order, through one producer at the owner (or into the topic here, each in an entry of its own:
-``inbound._store_here``), before the gate opens.
+``inbound._store_here``), before the gate opens. The bundle may come to this worker before its
+old owner closes the producer there: a PUBLISH to be stored here waits (``unreceipted``) until
+the sends at the old owner are answered or dropped (and held).
 """
 
 from __future__ import annotations
@@ -84,6 +86,18 @@ def released(cnx: MqttConnection, name: TopicName) -> asyncio.Future[None] | Non
         return None
     held = cnx.links.held.get(str(name))
     return None if held is None else held.released
+
+
+def unreceipted(cnx: MqttConnection, name: TopicName) -> asyncio.Future[None] | None:
+    """While sends to ``name`` at its owner wait for their receipts: done once none does. A
+    PUBLISH that would be stored here (the bundle came to this worker) waits for it: those sends
+    may yet be dropped, held, and stored here, and must be before it."""
+    if not cnx.service.shares_bundles:
+        return None
+    made = cnx.links.producers.get(str(name))
+    if made is None or not made.done() or made.cancelled() or made.exception() is not None:
+        return None
+    return made.result().drained()
 
 
 async def _send_again(cnx: MqttConnection, name: TopicName, held: Held) -> None:
