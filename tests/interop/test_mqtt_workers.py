@@ -532,6 +532,66 @@ def test_publishes_in_flight_while_the_bundle_moves_are_all_stored_once(mqtt_bro
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("served_here", [True, False], ids=["from-the-mqtt-worker", "to-the-mqtt-worker"])
+def test_publishes_in_flight_while_the_bundle_moves_to_the_other_worker_are_all_stored_once(
+    mqtt_broker, client_factory, served_here
+):
+    """As above, the bundle going to the other worker (whose other bundles are unloaded first: a
+    bundle goes to the worker that owns the fewest): a topic of the MQTT worker is then reached
+    through a session to its new owner; one reached through a session is then served in the MQTT
+    worker's process, the sends its old owner dropped stored there, each in an entry of its own
+    (the old owner may have stored it: deduplication judges a batch by its highest sequence id)."""
+    publisher_id = client_ids_homed_on_each_worker("mover-away")[0]  # served by worker 0
+    ports = {worker: port for worker, _, port in SERVING.findall(mqtt_broker.log_text())}
+    mqtt_worker = f"pulsar://{mqtt_broker.host}:{ports['worker-0']}"
+    names = [f"away/{uuid.uuid4().hex[:8]}" for _ in range(40)]  # in every bundle (4 of them)
+    owners = binary_lookups(mqtt_broker.service_url, [pulsar_name(name) for name in names])
+    name = next(name for name in names if (owners[pulsar_name(name)] == mqtt_worker) == served_here)
+    before = owners[pulsar_name(name)]
+    admin = AdminClient(mqtt_broker.http_url)
+    others = {
+        admin.lookups.get_bundle_range(pulsar_name(other))
+        for other in names
+        if owners[pulsar_name(other)] != before
+    }
+    for bundle in others:  # the other worker then owns the fewest: the next owner
+        admin.namespaces.unload_namespace_bundle("public/default", bundle)
+    client = client_factory(mqtt_broker.service_url)
+    count = 1000
+    raw = RawClient(mqtt_broker.mqtt_port, MQTT_3_1_1)
+    window = threading.Semaphore(100)  # in flight at once: the PUBLISHes go on through the move
+
+    def send_all() -> None:
+        for i in range(count):
+            window.acquire()
+            raw.send(Publish(name, f"m-{i}".encode(), 1, packet_id=i + 1))
+
+    try:
+        assert raw.connect(publisher_id).reason_code == 0
+        sending = threading.Thread(target=send_all, daemon=True)
+        sending.start()
+        bundle = admin.lookups.get_bundle_range(pulsar_name(name))
+        unloading = threading.Thread(
+            target=lambda: admin.namespaces.unload_namespace_bundle("public/default", bundle), daemon=True
+        )
+        acked = set()
+        while len(acked) < count:
+            acked.add(raw.receive().packet_id)
+            window.release()
+            if len(acked) == count // 4:  # PUBACKs go on being read while it is unloaded
+                unloading.start()
+        sending.join()
+        unloading.join()
+        assert acked == set(range(1, count + 1))
+    finally:
+        raw.close()
+    assert binary_lookups(mqtt_broker.service_url, [pulsar_name(name)])[pulsar_name(name)] != before
+    reader = client.subscribe(pulsar_name(name), "reader", initial_position=pulsar.InitialPosition.Earliest)
+    assert [m.data() for m in drain(reader, count)] == [f"m-{i}".encode() for i in range(count)]
+    assert nothing_more(reader)
+
+
+@pytest.mark.slow
 def test_mqtts_with_workers(broker_factory, tls_files):
     """With ``mqtts_port`` (TLS: a connection cannot be handed over), worker 0 serves MQTT, plain
     and TLS, and reaches the topics of the other worker as every worker does."""

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from magnetar.broker.errors import REQUEST_ERRORS, BrokerError
-from magnetar.broker.mqtt import access, remote
+from magnetar.broker.mqtt import access, remote, resends
 from magnetar.broker.mqtt.messages import pulsar_properties, to_pulsar
 from magnetar.broker.mqtt.publish_batches import Pending
 from magnetar.broker.mqtt.qos2_store import Received
@@ -114,18 +114,7 @@ def handle_publish(cnx: MqttConnection, packet: Publish) -> None:
     if unauthorized is not None:  # before anything is made for it (the topic included)
         _refused(cnx, packet, R.NOT_AUTHORIZED, unauthorized)
         return
-    owner = remote.owner_elsewhere(cnx.service, topic_name)
-    if owner is not None:  # another worker owns it: through a session to it, the packets behind wait
-        cnx.wait_for(
-            cnx.links.producer(topic_name, owner),
-            lambda done: _publish_remote(cnx, packet, name, topic_name, done),
-        )
-        return
-    opening = cnx.service.preparing(topic_name)
-    if opening is not None:  # opened off the loop first; the packets behind wait
-        cnx.wait_for(opening, lambda done: _publish_to(cnx, packet, name, topic_name, done))
-        return
-    _publish_to(cnx, packet, name, topic_name, None)
+    _route(cnx, packet, name, topic_name, 0)
 
 
 @dataclass(slots=True)
@@ -201,9 +190,16 @@ def _publish_to(
     mqtt_name: str,
     name: TopicName,
     opened: asyncio.Future[Any] | None,
+    tries: int = 0,
 ) -> None:
+    """A PUBLISH to a topic this worker serves (``opened``: its opening off the loop, or None);
+    where the bundle left this worker meanwhile (an unload: its next owner may be another
+    worker), routed again shortly, the packets behind waiting, while tries are left."""
     session = cnx.session
     assert session is not None
+    if resends.not_served(opened) and tries < resends.TRIES and not cnx.closed:
+        _route_later(cnx, packet, mqtt_name, name, tries)
+        return
     found = _topic_and_producer(cnx, packet, name, opened)
     if found is None:
         return
@@ -235,10 +231,8 @@ def _publish_remote(
     where it could not be (the bundle between owners), routed again shortly, the packets behind
     waiting, while tries are left."""
     if made.cancelled() or (failure := made.exception()) is not None:
-        if tries < REMOTE_SEND_TRIES and not cnx.closed:
-            pause: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            asyncio.get_running_loop().call_later(REMOTE_RESEND_DELAY_S * (tries + 1), _end_pause, pause)
-            cnx.wait_for(pause, lambda _: _route_again(cnx, packet, mqtt_name, name, tries + 1))
+        if tries < resends.TRIES and not cnx.closed:
+            _route_later(cnx, packet, mqtt_name, name, tries)
             return
         reason = "cancelled" if made.cancelled() else str(failure)
         code = R.UNSPECIFIED_ERROR if made.cancelled() else _reason_of(failure)  # type: ignore[arg-type]
@@ -254,13 +248,27 @@ def _publish_remote(
     )
 
 
+def _route_later(cnx: MqttConnection, packet: Publish, mqtt_name: str, name: TopicName, tries: int) -> None:
+    """Route ``packet`` again shortly (its bundle between owners), the packets behind waiting."""
+    pause: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    asyncio.get_running_loop().call_later(resends.DELAY_S * (tries + 1), _end_pause, pause)
+    cnx.wait_for(pause, lambda _: _route(cnx, packet, mqtt_name, name, tries + 1))
+
+
 def _end_pause(pause: asyncio.Future[None]) -> None:
     if not pause.done():
         pause.set_result(None)
 
 
-def _route_again(cnx: MqttConnection, packet: Publish, mqtt_name: str, name: TopicName, tries: int) -> None:
-    """``packet`` to wherever ``name`` is served now: another worker, or this one."""
+def _route(cnx: MqttConnection, packet: Publish, mqtt_name: str, name: TopicName, tries: int) -> None:
+    """``packet`` to wherever ``name`` is served now: another worker (through a session to it), or
+    this one; the packets behind wait. Sends to ``name`` that its owner dropped go first
+    (``resends.py``): behind them, ``packet`` keeps its place, and its sequence id stays above
+    theirs at the topic."""
+    held = resends.released(cnx, name)
+    if held is not None:
+        cnx.wait_for(held, lambda _: _route(cnx, packet, mqtt_name, name, tries))
+        return
     owner = remote.owner_elsewhere(cnx.service, name)
     if owner is not None:
         cnx.wait_for(
@@ -268,11 +276,15 @@ def _route_again(cnx: MqttConnection, packet: Publish, mqtt_name: str, name: Top
             lambda done: _publish_remote(cnx, packet, mqtt_name, name, done, tries),
         )
         return
-    opening = cnx.service.preparing(name)
-    if opening is not None:
-        cnx.wait_for(opening, lambda done: _publish_to(cnx, packet, mqtt_name, name, done))
+    unreceipted = resends.unreceipted(cnx, name)
+    if unreceipted is not None:  # the bundle came here: the sends to its old owner are answered first
+        cnx.wait_for(unreceipted, lambda _: _route(cnx, packet, mqtt_name, name, tries))
         return
-    _publish_to(cnx, packet, mqtt_name, name, None)
+    opening = cnx.service.preparing(name)
+    if opening is not None:  # opened off the loop first
+        cnx.wait_for(opening, lambda done: _publish_to(cnx, packet, mqtt_name, name, done, tries))
+        return
+    _publish_to(cnx, packet, mqtt_name, name, None, tries)
 
 
 def _sequenced(
@@ -328,11 +340,16 @@ def _producer(cnx: MqttConnection, topic: PersistentTopic) -> Producer:
 
 
 def _store(
-    cnx: MqttConnection, packet: Publish, topic: PersistentTopic, producer: Producer, sequence: int
+    cnx: MqttConnection,
+    packet: Publish,
+    topic: PersistentTopic,
+    producer: Producer,
+    sequence: int,
+    alone: bool = False,
 ) -> None:
-    """Store the message with the others of this pass to its topic (``publish_batches.py``) and,
-    once it is stored, with RETAIN, its topic's retained message; answer PUBACK / PUBREC once
-    both are durable."""
+    """Store the message with the others of this pass to its topic (``publish_batches.py``; in an
+    entry of its own where ``alone``, as at QoS 2) and, once it is stored, with RETAIN, its
+    topic's retained message; answer PUBACK / PUBREC once both are durable."""
     now = time.time()
     size = len(packet.payload)
     producer.traffic.messages_in += 1
@@ -345,7 +362,8 @@ def _store(
     else:
         properties = tuple(pulsar_properties(packet.properties, now, packet.retain, packet.qos))
     stored = _Answer(cnx, packet, topic.name, now)
-    pending = Pending(packet.payload, properties, sequence, int(now * 1000), stored, packet.qos == 2)
+    alone = alone or packet.qos == 2
+    pending = Pending(packet.payload, properties, sequence, int(now * 1000), stored, alone)
     cnx.publishes.add(topic, producer, pending)
 
 
@@ -360,9 +378,10 @@ def _store_remote(
 ) -> None:
     """``_store`` on a topic another worker owns: SEND to its owner, answered by its receipt. A
     send lost because the owner closed the producer (the topic's bundle moved, the owner
-    restarted) goes again, with the same sequence id, through a new producer at the topic's
-    owner then (deduplication answers a copy that was stored after all), shortly, while the
-    bundle is between owners, or here if it moved to this worker."""
+    restarted) goes again with the same sequence id, held with the other sends to the topic that
+    were lost, before any later PUBLISH there (``resends.py``): through a new producer at the
+    topic's owner then (deduplication answers a copy that was stored after all), or here if the
+    bundle moved to this worker."""
     now = time.time()
     metadata, data = to_pulsar(
         packet.payload, packet.properties, producer.name, sequence, int(now * 1000), packet.retain, packet.qos
@@ -370,7 +389,7 @@ def _store_remote(
     cnx.store_started()
     stored = _Answer(cnx, packet, name, now)
     max_size = cnx.config.max_message_size
-    tries = 0
+    drops = 0
 
     def send(to: remote.RemoteProducer) -> None:
         try:
@@ -382,67 +401,34 @@ def _store_remote(
             log.exception("%s: sending a message to its owner failed", name)
             stored(None, exc)
 
-    def retry_later() -> bool:
-        """Try again shortly (the bundle may be between owners), while tries are left."""
-        nonlocal tries
-        if tries >= REMOTE_SEND_TRIES or cnx.closed:
-            return False
-        tries += 1
-        asyncio.get_running_loop().call_later(REMOTE_RESEND_DELAY_S * tries, resend)
-        return True
-
-    def resend() -> None:
-        if cnx.closed:
-            stored(None, BrokerError("the connection closed", wire.ServiceNotReady))
-            return
-        owner = remote.owner_elsewhere(cnx.service, name)
-        if owner is None:  # this worker serves the topic now: stored here, with the same sequence id
-            cnx.store_done()
-            _store_here(cnx, packet, name, sequence)
-            return
-        cnx.links.producer(name, owner).add_done_callback(again)
-
     def sent(to: remote.RemoteProducer, position: Position | None, exc: Exception | None) -> None:
-        if exc is not None and to.closed and retry_later():
+        nonlocal drops
+        if exc is not None and to.closed and drops < resends.TRIES and not cnx.closed:
+            drops += 1
+            resends.hold(cnx, name, dropped)
             return
         stored(position, exc)
 
-    def again(made: asyncio.Future[remote.RemoteProducer]) -> None:
-        if made.cancelled() or (failure := made.exception()) is not None:
-            if retry_later():
-                return
-            reason = "cancelled" if made.cancelled() else str(failure)
-            stored(None, BrokerError(f"the topic's owner cannot be reached: {reason}", wire.ServiceNotReady))
-            return
-        send(made.result())
+    def here(opened: asyncio.Future[Any] | None) -> None:
+        cnx.store_done()  # stored again from the start, and answered from there
+        _store_here(cnx, packet, name, sequence, opened)
 
+    dropped = resends.Dropped(send, here, lambda failure: stored(None, failure))
     send(producer)
 
 
-def _store_here(cnx: MqttConnection, packet: Publish, name: TopicName, sequence: int) -> None:
-    """A message first sent to another worker, stored here: the topic's bundle moved to this
-    worker while it was on its way."""
-
-    def store(opened: asyncio.Future[Any] | None = None) -> None:
-        if cnx.closed:
-            return
-        found = _topic_and_producer(cnx, packet, name, opened)
-        if found is None:
-            return
-        _store(cnx, packet, *found, sequence)
-        cnx.flush_publishes()  # not in a read pass: stored at once
-
-    opening = cnx.service.preparing(name)
-    if opening is not None:
-        opening.add_done_callback(store)
-    else:
-        store()
-
-
-#: How often a send to another worker's topic goes again after its producer there was closed or
-#: could not be made (the bundle between owners), and how long before each try (times its number).
-REMOTE_SEND_TRIES = 6
-REMOTE_RESEND_DELAY_S = 0.2
+def _store_here(
+    cnx: MqttConnection, packet: Publish, name: TopicName, sequence: int, opened: asyncio.Future[Any] | None
+) -> None:
+    """A message first sent to another worker, stored here (``opened``: the topic's opening off
+    the loop, or None): the topic's bundle moved to this worker while it was on its way. In an
+    entry of its own: the old owner may have stored it after all, and deduplication judges a
+    batch by its highest sequence id (a batch of it and the next ones would store it twice)."""
+    if cnx.closed:
+        return
+    found = _topic_and_producer(cnx, packet, name, opened)
+    if found is not None:
+        _store(cnx, packet, *found, sequence, alone=True)
 
 
 class _Answer:

@@ -43,6 +43,7 @@ from magnetar.storage.position import Position
 if TYPE_CHECKING:
     from magnetar.broker.consumer import Consumer
     from magnetar.broker.mqtt.connection import MqttConnection
+    from magnetar.broker.mqtt.resends import Held
     from magnetar.broker.ownership import BrokerInfo
     from magnetar.broker.service import BrokerService
     from magnetar.protocol.topic_name import TopicName
@@ -157,6 +158,8 @@ class Links:
         #: The shared sessions this connection uses (their keys).
         self._keys: set[tuple[str, ...]] = set()
         self.producers: dict[str, asyncio.Future[RemoteProducer]] = {}
+        #: By topic: the sends its producer there dropped, held to go again first (``resends.py``).
+        self.held: dict[str, Held] = {}
         #: (topic, subscription) of the consumers being made (one at a time each).
         self.attaching: set[tuple[str, str]] = set()
         self.closed = False
@@ -246,6 +249,8 @@ class RemoteProducer:
         self.last_sequence_id = -1
         self.closed = False
         self._pending: deque[Stored] = deque()
+        #: Done once no send is waiting for its receipt (or it closed): ``drained``.
+        self._drained: asyncio.Future[None] | None = None
 
     def send(self, sequence_id: int, data: bytes, stored: Stored, chunk: bool = False) -> None:
         if self.closed:
@@ -294,15 +299,32 @@ class RemoteProducer:
             )
             self.session.send(wrap(close))
 
+    def drained(self) -> asyncio.Future[None] | None:
+        """While sends wait for their receipts: done once none does (receipted, refused, or
+        failed at its close); None when none waits."""
+        if not self._pending or self.closed:
+            return None
+        if self._drained is None:
+            self._drained = asyncio.get_running_loop().create_future()
+        return self._drained
+
+    def _check_drained(self) -> None:
+        if self._drained is not None and (not self._pending or self.closed):
+            drained, self._drained = self._drained, None
+            if not drained.done():
+                drained.set_result(None)
+
     # -- the session's callbacks (websocket/session.py's ProducerEnd) ------------------------------
     def on_receipt(self, receipt: wire.CommandSendReceipt) -> None:
         if self._pending:
             stored = self._pending.popleft()
             stored(Position(receipt.message_id.ledger_id, receipt.message_id.entry_id), None)
+        self._check_drained()
 
     def on_send_error(self, error: wire.CommandSendError) -> None:
         if self._pending:
             self._pending.popleft()(None, BrokerError(error.message, error.error))
+        self._check_drained()
 
     def on_closed(self, reason: str) -> None:
         """The owner closed it (its bundle moved ...) or the session ended: what was not receipted
@@ -311,6 +333,7 @@ class RemoteProducer:
         pending, self._pending = self._pending, deque()
         for stored in pending:
             stored(None, BrokerError(f"{self.topic}: {reason}", wire.ServiceNotReady))
+        self._check_drained()  # what it dropped is held now (resends.py)
         if self._links is None:
             return
         future = self._links.producers.get(self.topic)
