@@ -16,7 +16,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from magnetar.broker.mqtt import subscriptions, will
+from magnetar.broker.mqtt import remote, subscriptions, will
 from magnetar.broker.mqtt.records import RecordWriter
 from magnetar.broker.mqtt.session import NEVER, Incoming, MqttSession, expires_at
 from magnetar.broker.mqtt.session_store import SessionStore
@@ -261,6 +261,53 @@ class Sessions:
                 session.groups.add((key, group))
         if (session.topics, session.groups) != held:
             self.store.update(session)
+
+    def topic_elsewhere(self, name: TopicName, initial: str) -> None:
+        """Another worker loaded ``name`` (its notice: ``MqttServer.changed_elsewhere``): the
+        durable sessions away whose home is here and whose filters match it get their durable
+        subscriptions there, through one session to its owner, as for a topic loaded here."""
+        namespace = self.default_namespace
+        key = str(name)
+        wanted: list[tuple[MqttSession, str | None]] = []
+        for session in list(self.by_client.values()):
+            if session.connection is not None or not session.durable or not session.filters:
+                continue
+            for group in subscriptions.options_by_group(session, name, namespace):
+                held = key in session.topics if group is None else (key, group) in session.groups
+                if not held:
+                    wanted.append((session, group))
+        if wanted:
+            task = asyncio.ensure_future(self._subscribe_elsewhere(name, wanted, initial))
+            self.keep(task, "subscribing to a new topic of another worker", wanted[0][0].client_id)
+
+    async def _subscribe_elsewhere(
+        self, name: TopicName, wanted: list[tuple[MqttSession, str | None]], initial: str
+    ) -> None:
+        owner = remote.owner_elsewhere(self.service, name)
+        if owner is None:
+            return  # served here now: topic_loaded did it
+        by_name = {
+            subscriptions.subscription_name(session, group): (session, group) for session, group in wanted
+        }
+        made = await remote.make_subscriptions(
+            self.service,
+            owner,
+            name,
+            [(sub, group is not None) for sub, (_, group) in by_name.items()],
+            initial,
+        )
+        key = str(name)
+        for subscription in made:
+            session, group = by_name[subscription]
+            if session.ended:  # ended meanwhile: what it made goes too
+                await subscriptions.drop_subscription(self.service, name, subscription)
+                continue
+            if group is None:
+                session.topics.add(key)
+            else:
+                session.groups.add((key, group))
+            self.store.update(session)
+            log.info("MQTT client %r, away: subscribed to %s at its owner", session.client_id, name)
 
     def keep(self, task: asyncio.Future[Any], what: str, client_id: str) -> None:
         """Hold ``task`` until it is done, and log its failure."""
