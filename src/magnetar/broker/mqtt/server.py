@@ -153,6 +153,15 @@ class MqttServer:
             cnx.close_with(ReasonCode.SERVER_SHUTTING_DOWN)
         self.qos2.close()
         self._records.shutdown(wait=True)
+        self.sessions.store.flush_now()  # what was not written yet, the sessions stopped above too
+
+    def detached(self, client_id: str, role: str | None) -> MqttConnection:
+        """A connection of no socket for what a client's session does without one after a
+        restart (its will held back: will.py), as the client's ``role``."""
+        cnx = MqttConnection(self)
+        cnx.remote = f"(restored session {client_id!r})"
+        cnx.auth.role = role
+        return cnx
 
     # -- workers -----------------------------------------------------------------------------------
     def _take(self, sock: socket.socket, data: bytes, tls_peer: TlsPeer | None) -> None:

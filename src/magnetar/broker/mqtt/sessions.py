@@ -58,6 +58,17 @@ class Sessions:
             if session.disconnected_at is None:  # connected when the broker stopped
                 session.disconnected_at = now
                 self.store.update(session)
+            if session.pending_will is not None and session.will_due is not None:
+                # held back before the restart: due as it was (a connection of its own to publish it)
+                held, role = session.pending_will[0], session.will_role
+                log.info("MQTT client %r: its will held back before the restart is due", session.client_id)
+                will.hold(
+                    self.server,
+                    session,
+                    held,
+                    self.server.detached(session.client_id, role),
+                    session.will_due,
+                )
             at = expires_at(session.expiry, session.disconnected_at, now)
             if at is None:
                 continue
@@ -316,8 +327,15 @@ class Sessions:
         task.add_done_callback(_logged(what, client_id))
 
     def close(self) -> None:
+        """The broker stops: the durable sessions its connections serve are stored as of now,
+        with what they have in flight (written once the record writer has finished:
+        ``MqttServer.close``)."""
         self.closing = True
+        now = time.time()
         for session in self.by_client.values():
+            if session.connection is not None and session.durable and not session.ended:
+                session.disconnected_at = now
+                self.store.stopping(session)
             if session.expiry_timer is not None:
                 session.expiry_timer.cancel()
                 session.expiry_timer = None
