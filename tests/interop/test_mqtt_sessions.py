@@ -310,7 +310,7 @@ def test_packet_identifiers_in_flight_survive_a_broker_restart(mqtt_broker, clie
         raw.close()  # no PUBACK of "one", no PUBCOMP of "two"
     mqtt_broker.stop()
     raw.close()
-    mqtt_broker.restart()
+    mqtt_broker.restart(same_port=False)  # nothing holds its URLs
     raw = RawClient(mqtt_broker.mqtt_port, MQTT_5)
     try:
         assert raw.connect("restarted", clean=False, properties=expiry).session_present is True

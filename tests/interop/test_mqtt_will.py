@@ -243,7 +243,7 @@ def test_wills_held_back_survive_kill_9(mqtt_broker, client_factory):
         eventually(lambda line=line: line in mqtt_broker.log_text(), what=f"the {name} will stored")
     assert "its will was published" not in mqtt_broker.log_text()
     mqtt_broker.kill9()
-    mqtt_broker.restart()
+    mqtt_broker.restart(same_port=False)  # nothing holds its URLs
     raw = RawClient(mqtt_broker.mqtt_port, MQTT_5)
     try:  # back before its will is due: the session ends now, and no will goes with it
         connack = raw.connect(

@@ -51,6 +51,8 @@ log = logging.getLogger(__name__)
 #: The most bytes read up to a CONNECT that a handover carries (one datagram; a CONNECT is far
 #: smaller): a client that sent more gets CONNACK Server unavailable.
 MAX_HANDED_BYTES = 60 * 1024
+#: The largest handover datagram: the bytes read, and a relay's header (a certificate's fields).
+MAX_DATAGRAM = MAX_HANDED_BYTES + 32 * 1024
 #: The kinds of handover: the client's own socket, or the local end of a TLS relay.
 HANDED = b"H"
 RELAYED = b"R"
@@ -168,6 +170,8 @@ class Handoff:
             return None
         try:
             header = relay_header(self.secret, peer)
+            if len(header) + len(data) > MAX_DATAGRAM:
+                raise OSError(f"a handover of {len(header) + len(data)} bytes")
             mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         except (OSError, AuthenticationFailed) as exc:
             log.warning("%s: no relay to the home of client %r: %s", peer.remote, client_id, exc)
@@ -199,7 +203,7 @@ class Handoff:
         assert self._sock is not None
         while True:
             try:
-                datagram, fds, _, _ = socket.recv_fds(self._sock, MAX_HANDED_BYTES + 8192, 4)
+                datagram, fds, _, _ = socket.recv_fds(self._sock, MAX_DATAGRAM, 4)
             except (BlockingIOError, InterruptedError):
                 return
             except OSError as exc:
