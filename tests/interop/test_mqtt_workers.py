@@ -644,6 +644,61 @@ def test_mqtts_is_served_by_every_worker_and_relayed_to_the_home(broker_factory,
 
 
 @pytest.mark.slow
+def test_paho_and_gmqtt_over_tls_on_every_worker(broker_factory, tls_files):
+    """paho-mqtt subscribers over TLS, homed on each worker, get what a gmqtt publisher over TLS
+    sends to topics of both workers, and a Pulsar producer's messages."""
+    import gmqtt
+
+    side = Secured(broker_factory, tls_files, False, workers=2)
+    try:
+        admin = side.admin()
+        candidates = [f"tls-clients/{uuid.uuid4().hex[:8]}" for _ in range(16)]
+        by_owner = {admin.lookups.lookup_topic(pulsar_name(name)): name for name in candidates}
+        assert len(by_owner) == 2, by_owner
+        names = sorted(by_owner.values())
+        context = client_context(tls_files.ca)
+        port = side.broker.mqtts_port
+        subscribers = [
+            SecurePahoClient(port, client_id, MQTT_5, token=side.token("car"), tls=context)
+            for client_id in client_ids_homed_on_each_worker("tls-paho")
+        ]
+        try:
+            for subscriber in subscribers:
+                assert subscriber.connack == 0
+                for name in names:
+                    assert subscriber.subscribe(name, 1) == [1]
+
+            async def publish() -> None:
+                mqtt = gmqtt.Client("tls-gmqtt")
+                mqtt.set_auth_credentials("x", side.token("car"))
+                await mqtt.connect("127.0.0.1", port, ssl=context, version=MQTT_5)
+                for name in names:
+                    mqtt.publish(name, f"{name}-gmqtt".encode(), qos=1)
+
+                def arrived() -> None:  # before the DISCONNECT: gmqtt sends in the background
+                    for subscriber in subscribers:
+                        got = subscriber.received.messages
+                        eventually(lambda got=got: len(got) >= len(names), what="gmqtt's messages")
+
+                await asyncio.to_thread(arrived)
+                await mqtt.disconnect()
+
+            asyncio.run(publish())
+            client = side.pulsar()
+            for name in names:
+                client.create_producer(pulsar_name(name)).send(f"{name}-pulsar".encode())
+            wanted = sorted((name, f"{name}-{who}".encode()) for name in names for who in ("gmqtt", "pulsar"))
+            for subscriber in subscribers:
+                eventually(lambda s=subscriber: len(s.received.messages) >= len(wanted), what="every message")
+                assert sorted((m[0], m[1]) for m in subscriber.received.messages) == wanted
+        finally:
+            for subscriber in subscribers:
+                subscriber.close()
+    finally:
+        side.close()
+
+
+@pytest.mark.slow
 def test_mutual_tls_identity_reaches_the_home_worker(broker_factory, tls_files):
     """The client certificate a relaying worker verified is the role at the home worker (sealed
     with the workers' secret): with the ``tls`` provider and authorization on, clients homed on
