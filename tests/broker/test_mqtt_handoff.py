@@ -15,6 +15,8 @@ from magnetar.broker.mqtt import relay
 from magnetar.broker.mqtt.handoff import RELAYED, TlsPeer, read_relay_header, relay_header
 from magnetar.broker.worker_credentials import WorkerSecret
 
+from ..waiting import eventually_async
+
 CERT = {"subject": [[["commonName", "car-7"]]]}
 
 
@@ -73,6 +75,38 @@ def test_a_relay_passes_bytes_both_ways_and_ends_both_sides():
         assert got == b"to the client" * 10_000
         home_end.close()  # the home ends the connection: the client's side ends too
         assert await loop.sock_recv(client_end, 100) == b""
+        assert made.ended
+        client_end.close()
+
+    asyncio.run(run())
+
+
+def test_a_client_that_stopped_reading_does_not_hold_the_relay(monkeypatch):
+    """The home ended the connection while the client reads nothing: what is left for the
+    client is dropped after ``DRAIN_S`` and its side closed."""
+    monkeypatch.setattr(relay, "DRAIN_S", 0.1)
+
+    async def run() -> None:
+        loop = asyncio.get_running_loop()
+        client_end, broker_end = socket.socketpair()
+        home_end, relay_end = socket.socketpair()
+        home_end.setblocking(False)
+        accepted: asyncio.Future[asyncio.Transport] = loop.create_future()
+
+        class Accepting(asyncio.Protocol):
+            def connection_made(self, transport: asyncio.BaseTransport) -> None:
+                accepted.set_result(transport)  # type: ignore[arg-type]
+
+        await loop.connect_accepted_socket(Accepting, broker_end)
+        made = relay.relay(await accepted, "client:2", relay_end)
+        flood = b"x" * (8 << 20)  # more than the sockets hold: the client reads nothing
+        sent = loop.create_task(loop.sock_sendall(home_end, flood))
+        client = made.client.transport
+        assert client is not None
+        await eventually_async(client.get_write_buffer_size, what="the client's side backed up")
+        sent.cancel()
+        home_end.close()
+        await eventually_async(lambda: made.client.lost, what="the client's side let go")
         assert made.ended
         client_end.close()
 

@@ -4,17 +4,23 @@ end the home worker serves as the client's connection (handoff.py).
 
 Nothing here reads MQTT: the home does. Each side's writes hold back the other side's reads
 when they pile up (asyncio's write buffer limits), and either side's end ends the other, after
-what it wrote has gone.
+what it wrote has gone, or ``DRAIN_S`` later whatever is left (a client that stopped reading
+must not hold the relay for ever: the home lets such a connection go the same way). A side whose
+reading is held back cannot read its end: it is looked at every ``DRAIN_S`` for a hang-up
+(``poll``) meanwhile.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import select
 import socket
 from typing import Any, cast
 
 log = logging.getLogger(__name__)
+#: How long a side that ended leaves the other to write what it has before it is aborted.
+DRAIN_S = 1.0
 
 
 class _Side(asyncio.Protocol):
@@ -28,6 +34,8 @@ class _Side(asyncio.Protocol):
         #: What came before the other side was there.
         self.pending: list[bytes] = []
         self.lost = False
+        #: While its reading is held back: the next look for a hang-up.
+        self._watch: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)
@@ -45,15 +53,39 @@ class _Side(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.lost = True
+        self._unwatch()
         self.relay.end(self)
 
     def pause_writing(self) -> None:
-        if self.other is not None and self.other.transport is not None:
-            self.other.transport.pause_reading()
+        other = self.other
+        if other is not None and other.transport is not None:
+            other.transport.pause_reading()
+            other._look_later()
 
     def resume_writing(self) -> None:
-        if self.other is not None and self.other.transport is not None and not self.other.lost:
-            self.other.transport.resume_reading()
+        other = self.other
+        if other is not None and other.transport is not None and not other.lost:
+            other._unwatch()
+            other.transport.resume_reading()
+
+    def _look_later(self) -> None:
+        if self._watch is None:
+            self._watch = asyncio.get_running_loop().call_later(DRAIN_S, self._look)
+
+    def _unwatch(self) -> None:
+        if self._watch is not None:
+            self._watch.cancel()
+            self._watch = None
+
+    def _look(self) -> None:
+        """Its reading is held back: has its peer gone?"""
+        self._watch = None
+        if self.lost or self.relay.ended or self.transport is None:
+            return
+        if _hung_up(self.transport):
+            self.relay.end(self)
+        else:
+            self._look_later()
 
 
 class Relay:
@@ -87,17 +119,38 @@ class Relay:
             self.home.transport.write(data)
         if self.ended:  # the client went meanwhile
             self.home.transport.close()
+            asyncio.get_running_loop().call_later(DRAIN_S, _abort_unless_lost, self.home)
 
     def end(self, side: _Side) -> None:
         """``side`` ended: so does the other, once what it has to write has gone."""
         if self.ended:
             return
         self.ended = True
-        other = side.other
-        if other is not None and other.transport is not None and not other.transport.is_closing():
-            other.transport.close()
-        if side.transport is not None and not side.transport.is_closing():
-            side.transport.close()
+        loop = asyncio.get_running_loop()
+        for one in (side.other, side):
+            if one is not None and one.transport is not None and not one.transport.is_closing():
+                one.transport.close()
+                loop.call_later(DRAIN_S, _abort_unless_lost, one)
+
+
+def _hung_up(transport: asyncio.Transport) -> bool:
+    sock = transport.get_extra_info("socket")
+    if sock is None:
+        return False
+    poller = select.poll()
+    poller.register(sock.fileno(), select.POLLRDHUP | select.POLLHUP | select.POLLERR)
+    return bool(poller.poll(0))
+
+
+def _abort_unless_lost(side: _Side) -> None:
+    if not side.lost and side.transport is not None:
+        log.info(
+            "%s: the %s side of a relay took nothing for %.0f s, aborting",
+            side.relay.remote,
+            side.name,
+            DRAIN_S,
+        )
+        side.transport.abort()
 
 
 def relay(transport: Any, remote: str, home: socket.socket) -> Relay:
