@@ -10,8 +10,9 @@ after a restart, and the will its last connection left held back by a Will Delay
 the role it is published as), so that a restart publishes it too. While no connection serves it
 (written when its connection closes, and when the broker stops), also the packet identifiers of
 the messages it was sent and has not acknowledged (``in_flight``: topic, ledger, entry, index,
-packet identifier) and of its PUBRELs not answered (``released``), so that a resumed session gets
-them again under the same identifiers after a restart too (4.4). The messages themselves wait in
+packet identifier), and always those of its PUBRELs not answered (``released``: written before
+each PUBREL goes), so that a resumed session gets them again under the same identifiers after a
+restart too (4.4). The messages themselves wait in
 the durable Pulsar subscriptions.
 """
 
@@ -49,9 +50,9 @@ def encode_record(session: MqttSession, in_flight: bool = False) -> str:
         "groups": sorted([topic, group] for topic, group in session.groups),
         "disconnected_at": session.disconnected_at,
     }
-    released = session.released_ids()
-    if (in_flight or session.connection is None) and (session.unacked or released):
+    if (in_flight or session.connection is None) and session.unacked:
         record["in_flight"] = [[*key, packet_id] for key, packet_id in session.unacked.items()]
+    if released := session.released_ids():  # kept up to date: written before each PUBREL
         record["released"] = released
     if session.pending_will is not None:
         record["will"] = {
