@@ -9,12 +9,29 @@ follower's link to the topic's owner with Magnetar's own client connection
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
 
+from magnetar.broker.ownership import BrokerInfo
 from magnetar.broker.service import BrokerService
-from magnetar.spread.link import OwnerLink
+from magnetar.broker.spread import LinkTarget
+from magnetar.spread.link import OwnerLink, WorkerIdentity
 
 
 def install(broker: BrokerService) -> None:
-    """Let ``broker``'s followers reach owners (they poll them on the cursor flush schedule)."""
-    broker.spread.link_factory = partial(OwnerLink, poll_interval=broker.config.cursor_flush_interval_seconds)
+    """Let ``broker``'s followers reach owners (they poll them on the cursor flush schedule); with
+    authentication on, each link CONNECTs as its worker (``WorkerIdentity``)."""
+    poll = broker.config.cursor_flush_interval_seconds
+    secret = broker.worker_secret
+    if broker.authentication is None or secret is None:
+        broker.spread.link_factory = partial(OwnerLink, poll_interval=poll)
+        return
+    sealed = secret
+
+    def link(
+        target: LinkTarget, owner: Callable[[], BrokerInfo | None], me: str, resets: Callable[[], int]
+    ) -> OwnerLink:
+        identity = WorkerIdentity(sealed, me)
+        return OwnerLink(target, owner, me, resets, poll_interval=poll, authentication=identity)
+
+    broker.spread.link_factory = link
