@@ -21,6 +21,7 @@ from magnetar.broker.mqtt.subscriptions import (
     split_filter,
     subscription_name,
 )
+from magnetar.protocol.mqtt import Properties, Will
 from magnetar.protocol.topic_name import TopicName
 from magnetar.storage.metadata_store import MetadataStore
 
@@ -61,6 +62,57 @@ def test_a_session_record_reads_back_as_it_was(client_id, expiry, filters, topic
     assert list(back.filters.items()) == list(filters.items())  # subscribe order kept
     assert (back.topics, back.groups, back.disconnected_at) == (set(topics), set(groups), disconnected_at)
     assert not back.records_loaded  # its QoS 2 records are read when it is resumed
+
+
+@given(
+    payload=st.binary(max_size=2000),
+    qos=st.integers(0, 2),
+    retain=st.booleans(),
+    delay=st.integers(1, 0xFFFFFFFF),
+    role=st.none() | st.text(min_size=1, max_size=20),
+    due=st.floats(0, 2e9),
+)
+def test_a_will_held_back_reads_back_with_its_session(payload, qos, retain, delay, role, due):
+    """A will held back by its Will Delay Interval is in the session's record: its topic,
+    payload, QoS, retain flag and properties, when it is due and the role it goes as."""
+    will = Will(
+        "status/car-1",
+        payload,
+        qos,
+        retain,
+        Properties(will_delay_interval=delay, content_type="text/plain", user_properties=(("k", "v"),)),
+    )
+    session = MqttSession("car-1", expiry=NEVER, durable=True)
+    session.pending_will, session.will_due, session.will_role = (will, object()), due, role
+    back = decode_record(key_of("car-1"), encode_record(session))
+    assert back.pending_will == (will, None)  # its connection is made again at restore
+    assert (back.will_due, back.will_role) == (due, role)
+    session.pending_will = None
+    assert decode_record(key_of("car-1"), encode_record(session)).pending_will is None
+
+
+def test_what_is_in_flight_is_stored_only_while_no_connection_serves_the_session():
+    """Packet identifiers in flight change with every message: a record written while a
+    connection serves the session leaves them out (unless the broker is stopping), one written
+    once it closed keeps them, and they read back as they were; PUBRELs not answered are in
+    every record."""
+    session = MqttSession("car-2", expiry=NEVER, durable=True)
+    session.sent(("persistent://public/default/a", 3, 7, 0), 12)
+    session.sent(("persistent://public/default/b", 4, 0, 2), 13)
+    session.released.add(40)
+    session.connection = object()
+    back = decode_record(key_of("car-2"), encode_record(session))
+    assert (back.unacked, back.released_ids()) == ({}, [40])  # PUBRELs: written before each goes
+    for record in (encode_record(session, in_flight=True), _away(session)):
+        back = decode_record(key_of("car-2"), record)
+        assert back.unacked == session.unacked
+        assert back.unacked_ids == session.unacked_ids
+        assert back.released_ids() == [40]
+
+
+def _away(session: MqttSession) -> str:
+    session.connection = None
+    return encode_record(session)
 
 
 def test_a_client_id_with_slashes_and_any_character_keys_one_record():

@@ -283,6 +283,60 @@ def test_unacknowledged_messages_come_again_under_their_packet_identifiers(
         raw.close()
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("stopped", ["while-connected", "while-away", "kill-9"])
+def test_packet_identifiers_in_flight_survive_a_broker_restart(mqtt_broker, client_factory, stopped):
+    """4.4 across a restart: the broker stopped (SIGTERM) while the session's connection is open,
+    or after it closed, stores what it has in flight; resumed after the restart, the session gets
+    its unacknowledged PUBLISH again with DUP and the same packet identifier, and its unanswered
+    PUBREL again. A PUBREL goes once the session's record holds it: after a ``kill -9`` under
+    the open connection it goes again too (the unacknowledged PUBLISH comes again, under a new
+    identifier)."""
+    name = unique("restart-again")
+    expiry = Properties(session_expiry_interval=HOUR)
+    raw = RawClient(mqtt_broker.mqtt_port, MQTT_5)
+    raw.connect("restarted", clean=False, properties=expiry)
+    raw.send(Subscribe(1, (Subscription(name, 1), Subscription(f"{name}/two", 2)), Properties()))
+    raw.receive()  # SUBACK
+    pulsar_client = client_factory(mqtt_broker.service_url)
+    send(pulsar_client, name, [b"one"])
+    first = raw.receive()
+    assert isinstance(first, Publish) and first.payload == b"one" and not first.dup
+    send(pulsar_client, f"{name}/two", [b"two"])
+    second = raw.receive()
+    assert isinstance(second, Publish) and second.qos == 2
+    raw.send(PubRec(second.packet_id))
+    assert raw.receive() == PubRel(second.packet_id)
+    pulsar_client.close()
+    if stopped == "while-away":
+        raw.close()  # no PUBACK of "one", no PUBCOMP of "two"
+    if stopped == "kill-9":
+        mqtt_broker.kill9()
+    else:
+        mqtt_broker.stop()
+    raw.close()
+    mqtt_broker.restart(same_port=False)  # nothing holds its URLs
+    raw = RawClient(mqtt_broker.mqtt_port, MQTT_5)
+    try:
+        assert raw.connect("restarted", clean=False, properties=expiry).session_present is True
+        answers = [raw.receive(), raw.receive()]
+        assert PubRel(second.packet_id) in answers
+        (again,) = [p for p in answers if isinstance(p, Publish)]
+        if stopped == "kill-9":
+            assert again.payload == b"one" and again.packet_id != second.packet_id
+        else:
+            assert (again.payload, again.packet_id, again.dup) == (b"one", first.packet_id, True)
+        raw.send(PubAck(again.packet_id))
+        raw.send(PubComp(second.packet_id))
+        pulsar_client = client_factory(mqtt_broker.service_url)
+        send(pulsar_client, name, [b"three"])
+        third = raw.receive()
+        assert isinstance(third, Publish) and third.payload == b"three" and not third.dup
+        raw.send(PubAck(third.packet_id))
+    finally:
+        raw.close()
+
+
 def test_a_3_1_1_session_is_kept_without_clean_session(mqtt_broker):
     raw = RawClient(mqtt_broker.mqtt_port, MQTT_3_1_1)
     try:

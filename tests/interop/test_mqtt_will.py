@@ -10,6 +10,7 @@ import asyncio
 import socket
 import time
 
+import pulsar
 import pytest
 
 from magnetar.protocol.mqtt import (
@@ -212,6 +213,59 @@ def test_a_session_that_ends_before_the_will_delay_sends_the_will(mqtt_broker):
         )
     finally:
         watching.close()
+
+
+@pytest.mark.slow
+def test_wills_held_back_survive_kill_9(mqtt_broker, client_factory):
+    """A will held back by its Will Delay Interval is stored with its session: after a
+    ``kill -9`` and a restart it goes when it is due, or when its session ends first, once; a
+    session resumed after the restart, before then, cancels it."""
+    topics = {name: unique(f"crash/{name}") for name in ("due", "ended", "resumed")}
+    held = {
+        # client id: (Session Expiry Interval, Will Delay Interval)
+        "due": (3600, 4),  # the delay passes first
+        "ended": (4, 3600),  # the session ends first
+        "resumed": (3600, 3600),  # resumed after the restart
+    }
+    for name, (expiry, delay) in held.items():
+        raw = RawClient(mqtt_broker.mqtt_port, MQTT_5)
+        raw.connect(
+            f"crash-{name}",
+            clean=False,
+            properties=Properties(session_expiry_interval=expiry),
+            will=Will(
+                topics[name], f"{name} will".encode(), 1, properties=Properties(will_delay_interval=delay)
+            ),
+        )
+        raw.close()  # the network fails: no DISCONNECT
+    for name, (_, delay) in held.items():
+        line = f"'crash-{name}': its will is held back {delay} s, stored with its session"
+        eventually(lambda line=line: line in mqtt_broker.log_text(), what=f"the {name} will stored")
+    assert "its will was published" not in mqtt_broker.log_text()
+    mqtt_broker.kill9()
+    mqtt_broker.restart(same_port=False)  # nothing holds its URLs
+    raw = RawClient(mqtt_broker.mqtt_port, MQTT_5)
+    try:  # back before its will is due: the session ends now, and no will goes with it
+        connack = raw.connect(
+            "crash-resumed", clean=False, properties=Properties(session_expiry_interval=3600)
+        )
+        assert connack.session_present
+        raw.send(Disconnect(properties=Properties(session_expiry_interval=0)))
+        assert raw.closed_after() == []
+    finally:
+        raw.close()
+    marker = PahoClient(mqtt_broker.mqtt_port, unique("marker"), MQTT_5)
+    client = client_factory(mqtt_broker.service_url)
+    try:
+        for name in held:
+            reader = client.create_reader(pulsar_name(topics[name]), pulsar.MessageId.earliest)
+            if name != "resumed":  # published after the restart, once: the marker comes next
+                assert reader.read_next(15_000).data() == f"{name} will".encode()
+            marker.publish(topics[name], b"marker", 1)
+            assert reader.read_next(10_000).data() == b"marker"
+            reader.close()
+    finally:
+        marker.close()
 
 
 @pytest.mark.parametrize("version", VERSIONS)

@@ -29,19 +29,22 @@ from magnetar.protocol.mqtt import (
     Publish,
     PubRec,
     PubRel,
+    ReasonCode,
     SubAck,
     Subscribe,
 )
 from magnetar.protocol.mqtt.packets import Subscription
 
 from ..waiting import eventually
-from .mqtt_secure_support import SecurePahoClient, client_context
+from .mqtt_secure_support import SecurePahoClient, TlsRawClient, client_context
 from .mqtt_support import PahoClient, RawClient
 from .test_mqtt import VERSIONS, drain, nothing_more, pulsar_name
 from .test_mqtt_retained import retained_for
 from .test_mqtt_security import Secured
+from .test_mqtt_sessions import subscriptions_of
 from .test_workers import binary_lookups
 from .test_workers_faults import SERVING
+from .tls_certs import CLIENT_ROLE
 
 pytestmark = pytest.mark.interop
 
@@ -462,6 +465,57 @@ def _expiry(version: int) -> dict:
     return {"properties": Properties(session_expiry_interval=HOUR)} if version == MQTT_5 else {}
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("version", VERSIONS)
+def test_an_away_durable_session_is_subscribed_to_topics_created_at_any_worker(
+    mqtt_broker, client_factory, version
+):
+    """A durable session away, homed on either worker, whose wildcard filter matches a topic
+    created meanwhile (by a Pulsar producer) at either worker, gets its durable subscription
+    there from the topic's first message: what was published while it was away waits for it."""
+    city = f"away-{uuid.uuid4().hex[:6]}"
+    homes = client_ids_homed_on_each_worker(f"away-{version}")
+    for client_id in homes:
+        raw = RawClient(mqtt_broker.mqtt_port, version)
+        try:
+            assert raw.connect(client_id, clean=False, **_expiry(version)).reason_code == 0
+            raw.send(Subscribe(1, (Subscription(f"{city}/+/t", 1),)))
+            assert raw.receive() == SubAck(1, (1,))
+            raw.send(Disconnect())
+        finally:
+            raw.close()
+    names = on_each_worker(mqtt_broker, city + "/{}/t")  # LOOKUP creates no topic
+    client = client_factory(mqtt_broker.service_url)
+    producers = {name: client.create_producer(pulsar_name(name)) for name in names}
+    for name, producer in producers.items():
+        producer.send(f"{name}-first".encode())
+    for name in names:  # each home subscribed its session there, whichever worker owns the topic
+        eventually(
+            lambda name=name: set(homes) <= set(subscriptions_of(mqtt_broker, name)),
+            what=f"the away sessions' subscriptions on {name}",
+        )
+    for name, producer in producers.items():
+        producer.send(f"{name}-second".encode())
+    for client_id in homes:
+        raw = RawClient(mqtt_broker.mqtt_port, version)
+        try:
+            connack = raw.connect(client_id, clean=False, **_expiry(version))
+            assert (connack.reason_code, connack.session_present) == (0, True)
+            got = []
+            for _ in range(2 * len(names)):
+                packet = raw.receive()
+                assert isinstance(packet, Publish), packet
+                raw.send(PubAck(packet.packet_id))
+                got.append((packet.topic, packet.payload))
+            wanted = [(name, f"{name}-{which}".encode()) for name in names for which in ("first", "second")]
+            assert sorted(got) == sorted(wanted)
+            for name in names:  # in order per topic
+                assert [p for t, p in got if t == name] == [p for t, p in wanted if t == name]
+            raw.send(Disconnect())
+        finally:
+            raw.close()
+
+
 @pytest.mark.parametrize("version", VERSIONS)
 def test_a_retained_message_set_at_one_worker_is_sent_at_the_other_at_once(mqtt_broker, version):
     """The sessions of the publisher and of the subscriber live at different workers: the
@@ -592,35 +646,176 @@ def test_publishes_in_flight_while_the_bundle_moves_to_the_other_worker_are_all_
 
 
 @pytest.mark.slow
-def test_mqtts_with_workers(broker_factory, tls_files):
-    """With ``mqtts_port`` (TLS: a connection cannot be handed over), worker 0 serves MQTT, plain
-    and TLS, and reaches the topics of the other worker as every worker does."""
+@pytest.mark.parametrize("version", VERSIONS)
+def test_mqtts_is_served_by_every_worker_and_relayed_to_the_home(broker_factory, tls_files, version):
+    """Every worker serves ``mqtts_port``; a TLS connection landing on a worker that is not its
+    client id's home is relayed there (relay.py): a durable session over TLS with a token, homed
+    on each worker, connects again and again (the kernel spreads the connections over both
+    workers), finds its session each time and gets what it missed on topics of both workers;
+    a plain client's PUBLISH reaches it live."""
     side = Secured(broker_factory, tls_files, False, workers=2)
     try:
-        assert side.broker.mqtts_port is not None
         admin = side.admin()
-        candidates = [f"tls-workers/{uuid.uuid4().hex[:8]}" for _ in range(16)]
+        candidates = [f"tls-relay/{uuid.uuid4().hex[:8]}" for _ in range(16)]
         by_owner = {admin.lookups.lookup_topic(pulsar_name(name)): name for name in candidates}
         assert len(by_owner) == 2, by_owner
         names = sorted(by_owner.values())
         context = client_context(tls_files.ca)
-        secure = SecurePahoClient(
-            side.broker.mqtts_port, "tls-sub", MQTT_5, token=side.token("car"), tls=context
-        )
-        plain = SecurePahoClient(side.broker.mqtt_port, "plain-pub", MQTT_3_1_1, token=side.token("car"))
+        port = side.broker.mqtts_port
+        client = side.pulsar()
+        producers = {name: client.create_producer(pulsar_name(name)) for name in names}
+        login = {"username": "car", "password": side.token("car").encode()}
+        for client_id in client_ids_homed_on_each_worker(f"tls-{version}"):
+            first = TlsRawClient(port, context, version)
+            try:
+                connack = first.connect(client_id, False, **login, **_expiry(version))
+                assert connack.reason_code == 0
+                first.send(Subscribe(1, tuple(Subscription(name, 1) for name in names)))
+                assert first.receive() == SubAck(1, (1, 1))
+            finally:
+                first.close()
+            for attempt in range(6):
+                for name, producer in producers.items():
+                    producer.send(f"{client_id}-{attempt}-{name}".encode())
+                raw = TlsRawClient(port, context, version)
+                try:
+                    connack = raw.connect(client_id, False, **login, **_expiry(version))
+                    assert (connack.reason_code, connack.session_present) == (0, True), (attempt, connack)
+                    got = set()
+                    for _ in names:
+                        packet = raw.receive()
+                        assert isinstance(packet, Publish), packet
+                        raw.send(PubAck(packet.packet_id))
+                        got.add(packet.payload)
+                    assert got == {f"{client_id}-{attempt}-{name}".encode() for name in names}
+                    plain = SecurePahoClient(
+                        side.broker.mqtt_port, "plain-pub", MQTT_3_1_1, token=side.token("car")
+                    )
+                    try:
+                        plain.publish(names[0], b"live", 1)
+                    finally:
+                        plain.close()
+                    packet = raw.receive()
+                    assert isinstance(packet, Publish) and packet.payload == b"live", packet
+                    raw.send(PubAck(packet.packet_id))
+                    raw.send(Disconnect())
+                    # The home closes it once it has read all: the next CONNECT, over another
+                    # socket, may come to the home before the rest of this one otherwise.
+                    assert raw.closed_after() == []
+                finally:
+                    raw.close()
+        assert "is relayed to its home worker" in side.broker.log_text()
+    finally:
+        side.close()
+
+
+@pytest.mark.slow
+def test_paho_and_gmqtt_over_tls_on_every_worker(broker_factory, tls_files):
+    """paho-mqtt subscribers over TLS, homed on each worker, get what a gmqtt publisher over TLS
+    sends to topics of both workers, and a Pulsar producer's messages."""
+    import gmqtt
+
+    side = Secured(broker_factory, tls_files, False, workers=2)
+    try:
+        admin = side.admin()
+        candidates = [f"tls-clients/{uuid.uuid4().hex[:8]}" for _ in range(16)]
+        by_owner = {admin.lookups.lookup_topic(pulsar_name(name)): name for name in candidates}
+        assert len(by_owner) == 2, by_owner
+        names = sorted(by_owner.values())
+        context = client_context(tls_files.ca)
+        port = side.broker.mqtts_port
+        subscribers = [
+            SecurePahoClient(port, client_id, MQTT_5, token=side.token("car"), tls=context)
+            for client_id in client_ids_homed_on_each_worker("tls-paho")
+        ]
         try:
-            assert secure.connack == 0 and plain.connack == 0
+            for subscriber in subscribers:
+                assert subscriber.connack == 0
+                for name in names:
+                    assert subscriber.subscribe(name, 1) == [1]
+
+            async def publish() -> None:
+                mqtt = gmqtt.Client("tls-gmqtt")
+                mqtt.set_auth_credentials("x", side.token("car"))
+                await mqtt.connect("127.0.0.1", port, ssl=context, version=MQTT_5)
+                for name in names:
+                    mqtt.publish(name, f"{name}-gmqtt".encode(), qos=1)
+
+                def arrived() -> None:  # before the DISCONNECT: gmqtt sends in the background
+                    for subscriber in subscribers:
+                        got = subscriber.received.messages
+                        eventually(lambda got=got: len(got) >= len(names), what="gmqtt's messages")
+
+                await asyncio.to_thread(arrived)
+                await mqtt.disconnect()
+
+            asyncio.run(publish())
+            client = side.pulsar()
             for name in names:
-                assert secure.subscribe(name, 2) == [2]
-            for name in names:
-                plain.publish(name, f"{name}-plain".encode(), 1)
-            eventually(lambda: len(secure.received.messages) >= len(names), what="both messages over TLS")
-            assert sorted((m[0], m[1]) for m in secure.received.messages) == [
-                (name, f"{name}-plain".encode()) for name in names
-            ]
+                client.create_producer(pulsar_name(name)).send(f"{name}-pulsar".encode())
+            wanted = sorted((name, f"{name}-{who}".encode()) for name in names for who in ("gmqtt", "pulsar"))
+            for subscriber in subscribers:
+                eventually(lambda s=subscriber: len(s.received.messages) >= len(wanted), what="every message")
+                assert sorted((m[0], m[1]) for m in subscriber.received.messages) == wanted
         finally:
-            secure.close()
-            plain.close()
+            for subscriber in subscribers:
+                subscriber.close()
+    finally:
+        side.close()
+
+
+@pytest.mark.slow
+def test_mutual_tls_identity_reaches_the_home_worker(broker_factory, tls_files):
+    """The client certificate a relaying worker verified is the role at the home worker (sealed
+    with the workers' secret): with the ``tls`` provider and authorization on, clients homed on
+    each worker connect with a certificate and no password, many times, publish where the
+    certificate's role may, and are refused where it may not; without a certificate, refused."""
+    side = Secured(broker_factory, tls_files, True, workers=2, authentication_providers=["token", "tls"])
+    try:
+        allowed = f"cert-ok/{uuid.uuid4().hex[:8]}"
+        side.admin().grant_permission(pulsar_name(allowed), CLIENT_ROLE, ["produce"])
+        port = side.broker.mqtts_port
+        with_cert = client_context(tls_files.ca, tls_files.client_cert, tls_files.client_key)
+        sent = []
+
+        def granted(client_id: str) -> bool:
+            """The grant reached the client's home (each worker applies policy changes 10 times
+            a second)."""
+            raw = TlsRawClient(port, with_cert, MQTT_5)
+            try:
+                assert raw.connect(client_id).reason_code == 0
+                raw.send(Publish(allowed, f"{client_id}-granted".encode(), 1, packet_id=1))
+                if raw.receive().reason_code != 0:
+                    return False
+                sent.append(f"{client_id}-granted".encode())
+                return True
+            finally:
+                raw.close()
+
+        for client_id in client_ids_homed_on_each_worker("cert"):
+            eventually(lambda client_id=client_id: granted(client_id), what="the grant at the home")
+            for attempt in range(4):
+                raw = TlsRawClient(port, with_cert, MQTT_5)
+                try:
+                    assert raw.connect(client_id).reason_code == 0
+                    payload = f"{client_id}-{attempt}".encode()
+                    raw.send(Publish(allowed, payload, 1, packet_id=1))
+                    assert raw.receive() == PubAck(1)
+                    sent.append(payload)
+                    raw.send(Publish("cert-not-granted", b"no", 1, packet_id=2))
+                    assert raw.receive().reason_code == ReasonCode.NOT_AUTHORIZED
+                finally:
+                    raw.close()
+                raw = TlsRawClient(port, client_context(tls_files.ca), MQTT_5)
+                try:
+                    assert raw.connect(client_id).reason_code == ReasonCode.NOT_AUTHORIZED
+                finally:
+                    raw.close()
+        log = side.broker.log_text()
+        assert "is relayed to its home worker" in log
+        assert f"authenticated as '{CLIENT_ROLE}' with tls" in log
+        reader = side.pulsar().create_reader(pulsar_name(allowed), pulsar.MessageId.earliest)
+        assert [reader.read_next(10_000).data() for _ in sent] == sent
     finally:
         side.close()
 

@@ -31,8 +31,6 @@ async def start(service: BrokerService) -> None:
 
         if service.shares_bundles:  # topics loaded here, for the workers' wildcard filters
             mqtt_server.announce_topics(service)
-        if not mqtt_server.serves_mqtt(service):
-            return
         try:
             await mqtt_server.start(service)
         except BaseException:

@@ -137,7 +137,7 @@ class Supervisor:
             "http_port": (config.http_port if web else None, "HTTP port (--http-port)"),
             "broker_service_port_tls": (config.broker_service_port_tls, "TLS port (broker_service_port_tls)"),
             "web_service_port_tls": (config.web_service_port_tls, "HTTPS port (web_service_port_tls)"),
-            # Served by one worker (broker/mqtt/server.py), on the port reserved here for all of them.
+            # Served by every worker (broker/mqtt/server.py), on the port reserved here for all of them.
             "mqtt_port": (config.mqtt_port, "MQTT port (--mqtt-port)"),
             "mqtts_port": (config.mqtts_port, "MQTT TLS port (--mqtts-port)"),
         }

@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 from magnetar.broker import loop_pass
 from magnetar.broker.auth_session import AuthSession
-from magnetar.broker.mqtt import access, floods, inbound, outbound, subscriptions, will
+from magnetar.broker.mqtt import access, floods, inbound, outbound, relay, subscriptions, will
+from magnetar.broker.mqtt.handoff import Handoff, TlsPeer
 from magnetar.broker.mqtt.inbound import TOPIC_ALIAS_MAXIMUM
 from magnetar.broker.mqtt.packet_room import PacketRoom
 from magnetar.broker.mqtt.publish_batches import PublishBatches
@@ -146,6 +147,7 @@ class MqttConnection(asyncio.Protocol):
         "server_receive_maximum",
         "service",
         "session",
+        "tls_peer",
         "topic_aliases",
         "transport",
         "unanswered",
@@ -154,12 +156,16 @@ class MqttConnection(asyncio.Protocol):
         "writable",
     )
 
-    def __init__(self, server: MqttServer, replay: bytes = b"") -> None:
+    def __init__(self, server: MqttServer, replay: bytes = b"", tls_peer: TlsPeer | None = None) -> None:
         self.server = server
         #: What another worker read from this connection before handing it here (handoff.py).
         self._replay = replay
-        #: What was read up to the CONNECT, for a handover to the client id's home worker.
-        self._raw: list[bytes] | None = [] if server.handoff is not None else None
+        #: A TLS connection another worker terminates and relays here: the client's address
+        #: and certificate as that worker's handshake proved them (handoff.py, relay.py).
+        self.tls_peer = tls_peer
+        #: What was read up to the CONNECT, for a handover to the client id's home worker (a
+        #: relayed connection is at its home already).
+        self._raw: list[bytes] | None = [] if server.handoff is not None and tls_peer is None else None
         self.service = server.service
         self.config = server.service.config
         self.decoder = MqttDecoder(MAX_PACKET_BEFORE_CONNECT)
@@ -283,7 +289,10 @@ class MqttConnection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's is no asyncio.Transport subclass
         peer = transport.get_extra_info("peername")
-        if peer:
+        if self.tls_peer is not None:  # relayed by the worker the client's TLS connection is at
+            self.remote, self.address = self.tls_peer.remote, self.tls_peer.address
+            self.auth.over_tls(self.tls_peer.certificate or None)
+        elif peer:
             self.remote = f"{peer[0]}:{peer[1]}"
             self.address = str(peer[0])
         self.over_limit = floods.admit_connection(self, self.address)
@@ -636,10 +645,7 @@ class MqttConnection(asyncio.Protocol):
         handoff = self.server.handoff
         if handoff is not None and packet.client_id and not handoff.is_home(packet.client_id):
             # The session lives at another worker: the connection goes there (handoff.py).
-            if raw is not None and handoff.hand_over(self, packet.client_id, b"".join(raw)):
-                self.closed = True
-                if self.transport is not None:
-                    self.transport.abort()  # this worker's copy of the socket; the home has its own
+            if raw is not None and self._pass_home(handoff, packet.client_id, b"".join(raw)):
                 return
             why = "the client id's worker cannot be reached; connect again"
             self.send(
@@ -708,6 +714,28 @@ class MqttConnection(asyncio.Protocol):
             subscriptions.resume(self)
 
         self.wait_for(loading, answer)
+
+    def _pass_home(self, handoff: Handoff, client_id: str, data: bytes) -> bool:
+        """Hand this connection to ``client_id``'s home worker: its socket, or for TLS a relay
+        of its bytes (relay.py); this worker forgets it. False when that cannot be done."""
+        transport = self.transport
+        if transport is None:
+            return False
+        if self.auth.tls:
+            peer = TlsPeer(self.remote, self.auth.peer_certificate)
+            home = handoff.relay_to_home(client_id, peer, data)
+            if home is None:
+                return False
+            relay.relay(transport, self.remote, home)
+            log.info("%s: the TLS connection of %r is relayed to its home worker", self.remote, client_id)
+            self.transport = None  # the relay's now
+            self.connection_lost(None)  # before any session: only this worker's bookkeeping
+            return True
+        if not handoff.hand_over(self, client_id, data):
+            return False
+        self.closed = True
+        transport.abort()  # this worker's copy of the socket; the home has its own
+        return True
 
     def _connect_refusal(self, packet: Connect) -> tuple[int, int, str] | None:
         """(5.0 reason, 3.1.1 return code, why) of a CONNECT refused; None when accepted."""

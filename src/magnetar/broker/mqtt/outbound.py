@@ -23,11 +23,13 @@ session moves past it), logged and counted; nothing ends the connection for it.
 Packet identifiers belong to the session: a message sent and not acknowledged keeps its
 identifier, and when the session resumes on a new connection (its durable subscription sends
 the message again) it goes out under the same one with DUP set; a PUBREL not answered is sent
-again (4.4).
+again (4.4). A durable session's PUBREL goes once its record holds the identifier
+(session_store.py), so a restart, even a ``kill -9``, sends it again too.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 import math
@@ -575,9 +577,22 @@ class Outbound:
             self._send_waiting()
             return
         flight.released = True
+        packet_id = packet.packet_id
         if session is not None:
-            session.released.add(packet.packet_id)
-        self.cnx.send(PubRel(packet.packet_id))
+            session.released.add(packet_id)
+            if session.durable and not session.ended:
+                # In the session's record before the PUBREL: after a restart, even a kill -9,
+                # the PUBREL goes again and the identifier stays the client's until PUBCOMP.
+                saving = self.cnx.server.sessions.store.save(session)
+                saving.add_done_callback(lambda done: self._release(packet_id, flight, done))
+                return
+        self.cnx.send(PubRel(packet_id))
+
+    def _release(self, packet_id: int, flight: InFlight, saving: asyncio.Future[None]) -> None:
+        if not saving.cancelled() and (exc := saving.exception()) is not None:
+            log.error("%s: the session record of a PUBREL is not stored: %s", self.cnx.remote, exc)
+        if not self.cnx.closed and self.in_flight.get(packet_id) is flight:
+            self.cnx.send(PubRel(packet_id))
 
     def acknowledged(self, packet_id: int, kind: PacketType, reason: int) -> None:
         """PUBACK (QoS 1) or PUBCOMP (QoS 2): the flow is over; an unknown packet identifier, or
@@ -596,6 +611,7 @@ class Outbound:
             return
         elif session is not None:
             session.released.discard(packet_id)
+            self.cnx.server.sessions.store.update(session)
         del self.in_flight[packet_id]
         if self.waiting:
             self._send_waiting()

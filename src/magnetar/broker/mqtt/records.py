@@ -69,6 +69,25 @@ class RecordWriter:
         finally:
             self._task = None
 
+    def flush_now(self) -> None:
+        """Write what is still to be written, blocking (at shutdown, once the executor has
+        finished its writes: nothing older can land after it)."""
+        dirty, self._dirty = self._dirty, {}
+        waiting, self._waiting = self._waiting, []
+        error: Exception | None = None
+        if dirty:
+            try:
+                self._metadata.write_grouped(dirty)
+            except Exception as exc:
+                log.error("%d %s records could not be written at shutdown: %s", len(dirty), self._what, exc)
+                error = exc
+        for future in waiting:
+            if not future.done():
+                if error is None:
+                    future.set_result(None)
+                else:
+                    future.set_exception(error)
+
     async def drain(self) -> None:
         """Wait for what was set so far to be written (tests, shutdown)."""
         while self._task is not None:

@@ -1,19 +1,19 @@
-"""Topics another worker owns (``--workers N``), reached by the MQTT worker through a Pulsar
-session to their owner.
+"""Topics another worker owns (``--workers N``), reached by a client's home worker through a
+Pulsar session to their owner.
 
-With workers, one worker serves MQTT (``server.py``), and a topic's bundle may be owned by
-another. What an MQTT client does on such a topic goes, as Pulsar commands, over a session from
-this worker to the owner's own Pulsar port, one per connection and owner, opened when first
-needed: its PUBLISHes as a producer's SENDs (named ``mqtt-{client id}``, deduplicated whatever
-the namespace says: ``DEDUPLICATED_PROPERTY``), answered from the owner's SEND_RECEIPT, that is
-once the message is on the owner's disk; its subscriptions as consumers of the same Pulsar
-subscriptions (the session's durable Exclusive one, the group's Shared one, the broadcast
-``mqtt-subscribers``) whose MESSAGEs go out as PUBLISH packets through the connection's
-``Outbound`` and are acknowledged on the owner once the client has them. The owner checks the
-client's credentials itself (sealed by this worker: ``broker/worker_credentials.py``), as for the
-WebSocket API. The session itself is made by the layer above (``BrokerService.owner_sessions``:
-the WebSocket layer's ``LocalSession.to_owner``), seen here as ``OwnerSession``.
-"""
+With workers, each MQTT session lives at its client id's home worker (``handoff.py``), and a
+topic's bundle may be owned by another. What an MQTT client does on such a topic goes, as Pulsar
+commands, over a session from this worker to the owner's own Pulsar port, one per connection and
+owner, opened when first needed: its PUBLISHes as a producer's SENDs (named ``mqtt-{client
+id}``, deduplicated whatever the namespace says: ``DEDUPLICATED_PROPERTY``), answered from the
+owner's SEND_RECEIPT, that is once the message is on the owner's disk; its subscriptions as
+consumers of the same Pulsar subscriptions (the session's durable Exclusive one, the group's
+Shared one, the broadcast ``mqtt-subscribers``) whose MESSAGEs go out as PUBLISH packets through
+the connection's ``Outbound`` and are acknowledged on the owner once the client has them. The
+owner checks the client's credentials itself (sealed by this worker:
+``broker/worker_credentials.py``), as for the WebSocket API. The session itself is made by the
+layer above (``BrokerService.owner_sessions``: the WebSocket layer's ``LocalSession.to_owner``),
+seen here as ``OwnerSession``."""
 
 from __future__ import annotations
 
@@ -572,3 +572,53 @@ async def drop_subscription(
             log.info("%s: the subscription %s is kept: %s", name, subscription, exc)
     finally:
         session.close()
+
+
+async def make_subscriptions(
+    service: BrokerService,
+    owner: BrokerInfo,
+    name: TopicName,
+    wanted: list[tuple[str, bool]],
+    initial: str,
+) -> list[str]:
+    """Make the durable subscriptions ``wanted`` ((name, shared)) of ``name`` at its owner, new
+    ones at ``initial`` (``earliest``: a topic just created, whose first messages may be stored
+    already): a consumer on each, closed at once (the subscription stays). Those made (or there
+    already); one refused is logged and left out."""
+    session = await open_session(service, owner, Relayed("none"))
+    made = []
+    try:
+        for consumer_id, (subscription, shared) in enumerate(wanted, 1):
+            request_id = session.new_request_id()
+            cmd = wire.CommandSubscribe(
+                topic=str(name),
+                subscription=subscription,
+                sub_type=wire.CommandSubscribe.Shared if shared else wire.CommandSubscribe.Exclusive,
+                consumer_id=consumer_id,
+                request_id=request_id,
+                durable=True,
+                force_topic_creation=False,
+                initial_position=(
+                    wire.CommandSubscribe.Earliest if initial == "earliest" else wire.CommandSubscribe.Latest
+                ),
+            )
+            try:
+                await session.request(wrap(cmd), request_id)
+            except Exception as exc:  # a consumer is on it already (the client came back): it is there
+                log.info("%s: the subscription %s is not made here: %s", name, subscription, exc)
+                continue
+            made.append(subscription)
+            request_id = session.new_request_id()
+            close = wire.CommandCloseConsumer(consumer_id=consumer_id, request_id=request_id)
+            try:
+                await session.request(wrap(close), request_id)
+            except Exception as exc:
+                log.info(
+                    "%s: the consumer made for the subscription %s does not close: %s",
+                    name,
+                    subscription,
+                    exc,
+                )
+    finally:
+        session.close()
+    return made

@@ -25,7 +25,7 @@ from magnetar.broker.listener import Listener, listen
 from magnetar.broker.mqtt import access, subscriptions
 from magnetar.broker.mqtt.connection import MqttConnection
 from magnetar.broker.mqtt.floods import ConnectRate
-from magnetar.broker.mqtt.handoff import Handoff
+from magnetar.broker.mqtt.handoff import Handoff, TlsPeer
 from magnetar.broker.mqtt.qos2_store import Qos2Store
 from magnetar.broker.mqtt.records import RecordWriter
 from magnetar.broker.mqtt.remote import OwnerLinks
@@ -67,16 +67,20 @@ class MqttServer:
         #: MQTT over TLS (``mqtts_port``), with the broker's TLS settings.
         self._tls_listener: Listener | None = None
         self._task: asyncio.Task[None] | None = None
-        #: With workers and every one serving MQTT: the sessions' home workers (handoff.py).
+        #: With workers: the sessions' home workers (handoff.py).
         self.handoff: Handoff | None = None
         #: Sessions to the other workers, shared by this worker's connections (remote.py).
         self.owner_links = OwnerLinks(service)
         #: Retained messages another worker set, being read again.
         self._rereading: set[asyncio.Future[str | None]] = set()
         worker = service.worker
-        if worker is not None and every_worker_serves_mqtt(service):
+        if worker is not None:  # every worker serves MQTT, each session at its home (handoff.py)
             self.handoff = Handoff(
-                service.config.data_dir, worker.index, service.config.worker_count(), self._take
+                service.config.data_dir,
+                worker.index,
+                service.config.worker_count(),
+                self._take,
+                service.worker_secret,
             )
             self.retained.changed = self._retained_changed
 
@@ -149,17 +153,27 @@ class MqttServer:
             cnx.close_with(ReasonCode.SERVER_SHUTTING_DOWN)
         self.qos2.close()
         self._records.shutdown(wait=True)
+        self.sessions.store.flush_now()  # what was not written yet, the sessions stopped above too
+
+    def detached(self, client_id: str, role: str | None) -> MqttConnection:
+        """A connection of no socket for what a client's session does without one after a
+        restart (its will held back: will.py), as the client's ``role``."""
+        cnx = MqttConnection(self)
+        cnx.remote = f"(restored session {client_id!r})"
+        cnx.auth.role = role
+        return cnx
 
     # -- workers -----------------------------------------------------------------------------------
-    def _take(self, sock: socket.socket, data: bytes) -> None:
-        """A connection another worker handed over (handoff.py): served from its first byte."""
+    def _take(self, sock: socket.socket, data: bytes, tls_peer: TlsPeer | None) -> None:
+        """A connection another worker handed over (handoff.py), or the local end of a TLS
+        connection it relays (``tls_peer``: relay.py): served from its first byte."""
         log.debug(
             "a connection handed over by another worker (%d so far)",
             self.handoff.taken if self.handoff else 0,
         )
         loop = asyncio.get_running_loop()
         accepting = asyncio.ensure_future(
-            loop.connect_accepted_socket(lambda: MqttConnection(self, replay=data), sock)
+            loop.connect_accepted_socket(lambda: MqttConnection(self, data, tls_peer), sock)
         )
 
         def accepted(done: asyncio.Future[Any]) -> None:
@@ -222,7 +236,8 @@ class MqttServer:
 
     def changed_elsewhere(self, path: str) -> None:
         """Another worker loaded a topic (``announce_topics``): the clients whose filters match it
-        get a consumer there through its owner, as for a topic loaded here. Another worker set a
+        get a consumer there through its owner, and the durable sessions away their durable
+        subscriptions, as for a topic loaded here. Another worker set a
         topic's retained message: read again."""
         if path.startswith(RETAINED_CHANGED):
             topic = path.removeprefix(RETAINED_CHANGED)
@@ -240,6 +255,7 @@ class MqttServer:
             return
         if self.service.serves(name):
             return  # loaded here meanwhile: topic_loaded did it
+        self.sessions.topic_elsewhere(name, initial)
         for cnx in list(self.connections):
             session = cnx.session
             if session is None or not session.filters or cnx.closed:
@@ -275,22 +291,6 @@ def announce_topics(service: BrokerService) -> None:
             log.exception("%s: cannot announce it to the MQTT worker", topic.name)
 
     service.topic_listeners.append(loaded)
-
-
-def serves_mqtt(service: BrokerService) -> bool:
-    """Whether this broker serves the MQTT port: alone, yes; among workers, every one
-    (``handoff.py``: each session at its client id's home worker), or worker 0 alone when
-    ``mqtts_port`` is set (a TLS connection cannot be handed over: its sessions stay in one
-    process). Topics owned by another worker are reached through their owners (remote.py)."""
-    return service.worker is None or every_worker_serves_mqtt(service) or service.worker.index == MQTT_WORKER
-
-
-def every_worker_serves_mqtt(service: BrokerService) -> bool:
-    return service.worker is not None and service.config.mqtts_port is None
-
-
-#: The worker that serves MQTT.
-MQTT_WORKER = 0
 
 
 async def start(service: BrokerService) -> MqttServer:

@@ -9,10 +9,11 @@ published while the client is away waits in them; its record (``session_store.py
 filters, expiry and the topics it holds subscriptions on across a broker restart. A session that
 ends with its connection takes its messages from the topic's shared broadcast subscription.
 
-Kept in memory: the QoS 2 messages received and not yet released (durable too:
-``qos2_store.py``), the sequence ids given to the client's messages per topic, and the packet
-identifiers of what it was sent and has not acknowledged, so a resumed session gets them again
-under the same identifiers (4.4).
+A will held back by its Will Delay Interval is in the record too (``will.py``). Kept in memory:
+the QoS 2 messages received and not yet released (durable too: ``qos2_store.py``), the sequence
+ids given to the client's messages per topic, and the packet identifiers of what it was sent and
+has not acknowledged, so a resumed session gets them again under the same identifiers (4.4);
+those are written into the record when its connection closes and when the broker stops.
 """
 
 from __future__ import annotations
@@ -82,9 +83,13 @@ class MqttSession:
     ended: bool = False
     #: Its QoS 2 records are read (a session restored after a restart reads them when resumed).
     records_loaded: bool = True
-    #: A will held back by its Will Delay Interval, with the connection that left it (``will.py``).
+    #: A will held back by its Will Delay Interval, with the connection that left it (``will.py``);
+    #: when it is due (wall-clock seconds) and the role it is published as (authorization):
+    #: kept in the session's record, so a restart publishes it too.
     pending_will: tuple[Will, object] | None = None
     will_timer: asyncio.TimerHandle | None = None
+    will_due: float | None = None
+    will_role: str | None = None
 
     @property
     def topics(self) -> set[str]:
@@ -120,6 +125,10 @@ class MqttSession:
         if self._released is None:
             self._released = set()
         return self._released
+
+    def released_ids(self) -> list[int]:
+        """``released``, in order, without making it."""
+        return sorted(self._released) if self._released else []
 
     @property
     def producer_name(self) -> str:

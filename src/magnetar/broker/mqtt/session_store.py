@@ -5,16 +5,26 @@ One record per durable session in the metadata store, ``mqtt/session/{client id 
 JSON: its expiry, its Topic Filters and their options, the topics on which it holds a durable
 subscription (to delete them when it ends), the shared subscriptions it is a member of, and
 when its last connection closed (null while connected), from which its expiry is counted again
-after a restart. The messages themselves wait in the durable Pulsar subscriptions.
+after a restart, and the will its last connection left held back by a Will Delay Interval
+(``will``: the will as a CONNECT packet carrying it, in base64, our codec's bytes; when it is due;
+the role it is published as), so that a restart publishes it too. While no connection serves it
+(written when its connection closes, and when the broker stops), also the packet identifiers of
+the messages it was sent and has not acknowledged (``in_flight``: topic, ledger, entry, index,
+packet identifier), and always those of its PUBRELs not answered (``released``: written before
+each PUBREL goes), so that a resumed session gets them again under the same identifiers after a
+restart too (4.4). The messages themselves wait in
+the durable Pulsar subscriptions.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 from typing import Any
 
 from magnetar.broker.mqtt.records import RecordWriter
 from magnetar.broker.mqtt.session import FilterOptions, MqttSession
+from magnetar.protocol.mqtt import MQTT_5, Connect, MqttDecoder, Will, encode
 from magnetar.storage.metadata_store import MetadataStore
 
 PREFIX = "mqtt/session/"
@@ -25,7 +35,10 @@ def key_of(client_id: str) -> str:
     return f"{PREFIX}{client_id.encode().hex()}"
 
 
-def encode_record(session: MqttSession) -> str:
+def encode_record(session: MqttSession, in_flight: bool = False) -> str:
+    """The session's record; with what it has in flight while no connection serves it (or
+    ``in_flight``: the broker is stopping): while one does, that changes with every message and
+    lives in memory."""
     filters = [
         [topic_filter, o.qos, o.no_local, o.retain_as_published, o.subscription_id]
         for topic_filter, o in session.filters.items()
@@ -37,7 +50,30 @@ def encode_record(session: MqttSession) -> str:
         "groups": sorted([topic, group] for topic, group in session.groups),
         "disconnected_at": session.disconnected_at,
     }
+    if (in_flight or session.connection is None) and session.unacked:
+        record["in_flight"] = [[*key, packet_id] for key, packet_id in session.unacked.items()]
+    if released := session.released_ids():  # kept up to date: written before each PUBREL
+        record["released"] = released
+    if session.pending_will is not None:
+        record["will"] = {
+            "packet": base64.b64encode(_will_packet(session.pending_will[0])).decode(),
+            "due": session.will_due,
+            "role": session.will_role,
+        }
     return json.dumps(record, separators=(",", ":"))
+
+
+def _will_packet(will: Will) -> bytes:
+    return encode(Connect("", MQTT_5, will=will), MQTT_5)
+
+
+def _will_of(packet: bytes) -> Will:
+    decoder = MqttDecoder(len(packet) + 16)
+    decoder.feed(packet)
+    connect = decoder.next_packet()
+    if not isinstance(connect, Connect) or connect.will is None:
+        raise ValueError("a held-back will record holds no will")
+    return connect.will
 
 
 def decode_record(key: str, value: str) -> MqttSession:
@@ -53,6 +89,15 @@ def decode_record(key: str, value: str) -> MqttSession:
     session.groups = {(str(topic), str(group)) for topic, group in record["groups"]}
     at = record["disconnected_at"]
     session.disconnected_at = None if at is None else float(at)
+    for topic, ledger, entry, index, packet_id in record.get("in_flight", ()):
+        session.sent((str(topic), int(ledger), int(entry), int(index)), int(packet_id))
+    for packet_id in record.get("released", ()):
+        session.released.add(int(packet_id))
+    held = record.get("will")
+    if held is not None:  # its connection is made again at restore (Sessions.restore)
+        session.pending_will = (_will_of(base64.b64decode(held["packet"])), None)
+        session.will_due = float(held["due"])
+        session.will_role = None if held["role"] is None else str(held["role"])
     return session
 
 
@@ -69,6 +114,15 @@ class SessionStore:
         """``save``, nobody waiting (a failure is logged)."""
         if session.durable and not session.ended:
             self._writer.put(key_of(session.client_id), encode_record(session))
+
+    def stopping(self, session: MqttSession) -> None:
+        """The broker stops under the session's connection: its record, as of its connection's
+        end now, with what it has in flight (written by ``flush_now``)."""
+        if session.durable and not session.ended:
+            self._writer.put(key_of(session.client_id), encode_record(session, in_flight=True))
+
+    def flush_now(self) -> None:
+        self._writer.flush_now()
 
     def delete(self, client_id: str) -> Any:
         return self._writer.set(key_of(client_id), None)

@@ -16,7 +16,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from magnetar.broker.mqtt import subscriptions, will
+from magnetar.broker.mqtt import remote, subscriptions, will
 from magnetar.broker.mqtt.records import RecordWriter
 from magnetar.broker.mqtt.session import NEVER, Incoming, MqttSession, expires_at
 from magnetar.broker.mqtt.session_store import SessionStore
@@ -58,6 +58,17 @@ class Sessions:
             if session.disconnected_at is None:  # connected when the broker stopped
                 session.disconnected_at = now
                 self.store.update(session)
+            if session.pending_will is not None and session.will_due is not None:
+                # held back before the restart: due as it was (a connection of its own to publish it)
+                held, role = session.pending_will[0], session.will_role
+                log.info("MQTT client %r: its will held back before the restart is due", session.client_id)
+                will.hold(
+                    self.server,
+                    session,
+                    held,
+                    self.server.detached(session.client_id, role),
+                    session.will_due,
+                )
             at = expires_at(session.expiry, session.disconnected_at, now)
             if at is None:
                 continue
@@ -262,6 +273,53 @@ class Sessions:
         if (session.topics, session.groups) != held:
             self.store.update(session)
 
+    def topic_elsewhere(self, name: TopicName, initial: str) -> None:
+        """Another worker loaded ``name`` (its notice: ``MqttServer.changed_elsewhere``): the
+        durable sessions away whose home is here and whose filters match it get their durable
+        subscriptions there, through one session to its owner, as for a topic loaded here."""
+        namespace = self.default_namespace
+        key = str(name)
+        wanted: list[tuple[MqttSession, str | None]] = []
+        for session in list(self.by_client.values()):
+            if session.connection is not None or not session.durable or not session.filters:
+                continue
+            for group in subscriptions.options_by_group(session, name, namespace):
+                held = key in session.topics if group is None else (key, group) in session.groups
+                if not held:
+                    wanted.append((session, group))
+        if wanted:
+            task = asyncio.ensure_future(self._subscribe_elsewhere(name, wanted, initial))
+            self.keep(task, "subscribing to a new topic of another worker", wanted[0][0].client_id)
+
+    async def _subscribe_elsewhere(
+        self, name: TopicName, wanted: list[tuple[MqttSession, str | None]], initial: str
+    ) -> None:
+        owner = remote.owner_elsewhere(self.service, name)
+        if owner is None:
+            return  # served here now: topic_loaded did it
+        by_name = {
+            subscriptions.subscription_name(session, group): (session, group) for session, group in wanted
+        }
+        made = await remote.make_subscriptions(
+            self.service,
+            owner,
+            name,
+            [(sub, group is not None) for sub, (_, group) in by_name.items()],
+            initial,
+        )
+        key = str(name)
+        for subscription in made:
+            session, group = by_name[subscription]
+            if session.ended:  # ended meanwhile: what it made goes too
+                await subscriptions.drop_subscription(self.service, name, subscription)
+                continue
+            if group is None:
+                session.topics.add(key)
+            else:
+                session.groups.add((key, group))
+            self.store.update(session)
+            log.info("MQTT client %r, away: subscribed to %s at its owner", session.client_id, name)
+
     def keep(self, task: asyncio.Future[Any], what: str, client_id: str) -> None:
         """Hold ``task`` until it is done, and log its failure."""
         self._tasks.add(task)
@@ -269,8 +327,15 @@ class Sessions:
         task.add_done_callback(_logged(what, client_id))
 
     def close(self) -> None:
+        """The broker stops: the durable sessions its connections serve are stored as of now,
+        with what they have in flight (written once the record writer has finished:
+        ``MqttServer.close``)."""
         self.closing = True
+        now = time.time()
         for session in self.by_client.values():
+            if session.connection is not None and session.durable and not session.ended:
+                session.disconnected_at = now
+                self.store.stopping(session)
             if session.expiry_timer is not None:
                 session.expiry_timer.cancel()
                 session.expiry_timer = None

@@ -10,8 +10,14 @@ as the client's PUBLISH would be: in the topic its Will Topic maps to, under the
 producer name and deduplication's numbering, with its Will Properties; with Will Retain it is
 also the topic's retained message, once it is stored. Its producer is admitted as a PUBLISH's
 is (``topic.add_producer``: access mode, backlog quota ...). With authorization on, a will
-goes only where the client's role may produce (access.py), as its PUBLISH would. Pending wills
-are held in memory: a broker that stops loses them.
+goes only where the client's role may produce (access.py), as its PUBLISH would.
+
+A will held back is in its session's record (session_store.py: a will is held back only for a
+session that outlives its connection, and such a session has a record), written before the
+will's hold is logged, and taken out once the will is stored or cancelled: a broker restarted
+publishes it when it is due, or at once if that has passed, or when the session ends first
+(``Sessions.restore``), as the client's role of then. A broker that dies after storing it and
+before its record is written again publishes it once more after the restart (at least once).
 """
 
 from __future__ import annotations
@@ -43,6 +49,8 @@ log = logging.getLogger(__name__)
 
 def connection_closed(server: MqttServer, session: MqttSession, cnx: MqttConnection, will: Will) -> None:
     """``cnx``, which left ``will``, is gone without discarding it."""
+    if server.sessions.closing:
+        return  # the broker is stopping: no will goes, and none is held (its record is kept)
     delay = will.properties.will_delay_interval or 0
     if session.connection is not cnx and not session.ended:
         # Another connection resumed the session already: a delayed will is not sent (3.1.3.2.2).
@@ -53,8 +61,26 @@ def connection_closed(server: MqttServer, session: MqttSession, cnx: MqttConnect
         publish(server, session, will, cnx)
         return
     cancel(session)
+    hold(server, session, will, cnx, time.time() + delay)
+    saving = server.sessions.store.save(session)
+    client = session.client_id
+    saving.add_done_callback(lambda done: _held(client, delay, done))
+
+
+def hold(server: MqttServer, session: MqttSession, will: Will, cnx: object, due: float) -> None:
+    """Hold ``will`` back until ``due`` (wall-clock seconds; at once if that has passed)."""
     session.pending_will = (will, cnx)
+    session.will_due = due
+    session.will_role = cast("MqttConnection", cnx).auth.role
+    delay = max(0.0, due - time.time())
     session.will_timer = asyncio.get_running_loop().call_later(delay, fire, server, session)
+
+
+def _held(client: str, delay: int, done: asyncio.Future[None]) -> None:
+    if done.cancelled() or done.exception() is not None:
+        log.error("MQTT client %r: its will held back is not stored: %s", client, done.exception())
+    else:
+        log.info("MQTT client %r: its will is held back %d s, stored with its session", client, delay)
 
 
 def fire(server: MqttServer, session: MqttSession) -> None:
@@ -67,8 +93,10 @@ def fire(server: MqttServer, session: MqttSession) -> None:
 
 
 def cancel(session: MqttSession) -> None:
-    """The session was resumed in time (or its will went): nothing pending."""
+    """The session was resumed in time (or its will went): nothing pending (its record is
+    written again by whoever cancels)."""
     session.pending_will = None
+    session.will_due = session.will_role = None
     if session.will_timer is not None:
         session.will_timer.cancel()
         session.will_timer = None
@@ -80,6 +108,8 @@ def publish(server: MqttServer, session: MqttSession, will: Will, cnx: MqttConne
         return
     task = asyncio.ensure_future(_publish(server, session, will, cnx))
     server.sessions.keep(task, "publishing its will", session.client_id)
+    if session.durable:  # stored (or refused): out of the session's record
+        task.add_done_callback(lambda _: server.sessions.store.update(session))
 
 
 def _retained(name: TopicName, will: Will, now: float) -> Retained | None:
