@@ -6,7 +6,8 @@ pyspark, ...) must not let the run pass without it. Locally a skip stays a skip.
 ``make test`` runs the suite on two pytest-xdist workers, a test file at a time
 (``-n 2 --dist loadfile``). A process has one SparkSession, and the demos stop theirs when they
 end, so the files that run Spark in the test process (``tests/spark/`` and the modules marked
-``spark``) go to one worker together, as one unit, in the serial run's order. Every test of those
+``spark``) go to one worker together, as one unit, in the serial run's order; the units go out
+longest first, as guessed from the ``slow`` markers (tests/xdist_order.py). Every test of those
 files is marked ``spark`` here, so that ``-m "not spark"`` (``make test-quick``) leaves them all out.
 """
 
@@ -45,14 +46,27 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.hookimpl(optionalhook=True, tryfirst=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """``--dist loadfile``, with every Spark file in one unit (xdist's loadgroup does not group
-    under pytest 9.2, whose node ids it can no longer rename)."""
+    under pytest 9.2, whose node ids it can no longer rename), the longest units first
+    (tests/xdist_order.py), so that no long file is left for last while the other worker idles."""
     if config.getvalue("dist") != "loadfile":
         return None
     from xdist.scheduler import LoadScopeScheduling
 
+    from tests.xdist_order import longest_first
+
     class SparkTogether(LoadScopeScheduling):
+        ordered = False
+
         def _split_scope(self, nodeid: str) -> str:
             return "spark" if runs_spark(nodeid) else nodeid.split("::", 1)[0]
+
+        def _assign_work_unit(self, node: Any) -> None:
+            if not self.ordered:  # the queue is whole by the first assignment
+                self.ordered = True
+                units = longest_first(dict(self.workqueue))
+                self.workqueue.clear()
+                self.workqueue.update(units)
+            super()._assign_work_unit(node)
 
     return SparkTogether(config, log)
 

@@ -12,14 +12,14 @@ from magnetar.demo.smart_city.run import run_job
 from magnetar.demo.smart_city.settings import MIB, CitySettings
 from magnetar.demo.smart_city.summary import Summary
 
-#: Two areas, one damaged, one frame: a run of about ten seconds.
+#: Two areas, one damaged, one frame: eight seconds of traffic.
 TWO_AREAS = CitySettings(
     seed=7,
     areas=2,
     damaged_areas=1,
     vehicles_per_area=2,
     sensors_per_area=2,
-    duration_s=10,
+    duration_s=8,
     damage_start_s=3,
     frames=1,
     frame_min_bytes=5 * MIB + 1,
