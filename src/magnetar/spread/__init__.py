@@ -9,12 +9,28 @@ follower's link to the topic's owner with Magnetar's own client connection
 
 from __future__ import annotations
 
-from functools import partial
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
+from magnetar.broker.ownership import BrokerInfo
 from magnetar.broker.service import BrokerService
-from magnetar.spread.link import OwnerLink
+from magnetar.broker.spread import LinkTarget
+
+if TYPE_CHECKING:
+    from magnetar.spread.link import OwnerLink
 
 
 def install(broker: BrokerService) -> None:
     """Let ``broker``'s followers reach owners (they poll them on the cursor flush schedule)."""
-    broker.spread.link_factory = partial(OwnerLink, poll_interval=broker.config.cursor_flush_interval_seconds)
+    poll_interval = broker.config.cursor_flush_interval_seconds
+
+    def link(
+        target: LinkTarget, owner: Callable[[], BrokerInfo | None], me: str, resets: Callable[[], int]
+    ) -> OwnerLink:
+        # Imported at the first link: the client's modules are no part of a broker's start-up
+        # (only a worker's followers use them), and importing them delayed its listening.
+        from magnetar.spread.link import OwnerLink
+
+        return OwnerLink(target, owner, me, resets, poll_interval=poll_interval)
+
+    broker.spread.link_factory = link
