@@ -52,7 +52,7 @@ from bench.machine import describe
 from bench.mqtt_client import MqttClient, connect
 from bench.output import emit
 from bench.procs import BrokerProcess as PeerProcess
-from bench.procs import cpu_seconds, memory_kib
+from bench.procs import cpu_seconds, cpu_split, memory_kib
 from bench.stats import latency_summary
 from magnetar.broker_process import BrokerProcess
 from magnetar.protocol.mqtt import Publish
@@ -318,7 +318,7 @@ async def throughput(
     await subscriber.subscribe(topic, qos)
     publisher = await connect(broker.port, f"pub-{qos}-{window}")
     acks_us: list[float] = []
-    cpu0, client0 = cpu_seconds(broker.pid), time.process_time()
+    cpu0, client0 = cpu_split(broker.pid), time.process_time()
     start = time.monotonic()
     if qos == 0:
         for seq in range(count):
@@ -346,7 +346,8 @@ async def throughput(
         sent_s = time.monotonic() - start
     await inbox.until(count)
     elapsed = inbox.last_at - start
-    cpu = cpu_seconds(broker.pid) - cpu0
+    user, system = (after - before for after, before in zip(cpu_split(broker.pid), cpu0, strict=True))
+    cpu = user + system
     result: dict[str, Any] = {
         "messages": count,
         "publish_msg_s": _rate(len(acks_us) if qos else count, sent_s),
@@ -356,6 +357,7 @@ async def throughput(
         "duplicates": inbox.duplicates,
         "latency_ms": _summary(inbox.latencies_us),
         "broker_cpu_us_per_msg": round(cpu / max(1, count) * 1e6, 1),
+        "broker_system_cpu_us_per_msg": round(system / max(1, count) * 1e6, 1),
         "client_cpu_s": round(time.process_time() - client0, 2),
     }
     if qos:

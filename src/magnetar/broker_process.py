@@ -11,9 +11,11 @@ from __future__ import annotations
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
+import weakref
 from collections.abc import Mapping
 from pathlib import Path
 from typing import NamedTuple, Self
@@ -34,6 +36,11 @@ ADDRESS = re.compile(
 
 #: The line ``magnetar standalone`` logs when it cannot start (magnetar.cli.standalone): its reason.
 CANNOT_START = re.compile(r"cannot start: (?P<reason>[^\n]*)")
+
+
+#: Holding a freed port against other programs relies on Linux's SO_REUSEADDR (a bound socket that
+#: does not listen lets a listener bind beside it); elsewhere the holder would keep the broker out.
+HOLDS_PORTS = sys.platform.startswith("linux")
 
 
 class BrokerProcessError(RuntimeError):
@@ -148,7 +155,14 @@ class BrokerProcess:
     """One broker on ``workdir/data``: start it, wait until it listens, stop or kill it, start it again.
 
     ``config`` (flat settings) is written to ``workdir/broker.toml``; None passes no ``--config``. Each
-    start logs stdout and stderr to a file of its own in ``workdir`` (``logs``, the latest last).
+    start logs stdout and stderr (the broker logs on stderr) to a file of its own in ``workdir``
+    (``logs``, the latest last); a start that fails says the exit status and that log's end.
+
+    Once a broker has stopped or been killed, its binary and HTTP ports (picked by the OS, from the
+    range it also hands to other programs' sockets) are held here, bound but not listening, until
+    the next start has bound them again (``restart`` reuses them) or ``close``: another program could
+    otherwise take a port in the seconds the new process takes to start, and the restart would fail
+    with "Address already in use".
     """
 
     def __init__(
@@ -178,6 +192,10 @@ class BrokerProcess:
         #: The MQTT port, where the config sets mqtt_port (else None), and the MQTT-over-TLS one.
         self.mqtt_port: int | None = None
         self.mqtts_port: int | None = None
+        #: The ports held while no broker listens on them (``_hold_ports``); closed when this is
+        #: collected, too.
+        self._held: list[socket.socket] = []
+        weakref.finalize(self, _close_all, self._held)
 
     # -- lifecycle ----------------------------------------------------------------------------------------
 
@@ -199,9 +217,14 @@ class BrokerProcess:
         log_path = self.workdir / ("broker.log" if not self.logs else f"broker-{len(self.logs)}.log")
         self.logs.append(log_path)
         env = self.env if self.env is not None else {**os.environ, "PYTHONUNBUFFERED": "1"}
-        with open(log_path, "wb") as log:
-            self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=dict(env))
-        self._wait_listening(timeout)
+        try:
+            with open(log_path, "wb") as log:
+                self.proc = subprocess.Popen(
+                    cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=dict(env)
+                )
+            self._wait_listening(timeout)
+        finally:  # bound again by the broker (a listener may bind beside a holder), or it failed
+            _close_all(self._held)
         return self
 
     def _wait_listening(self, timeout: float) -> None:
@@ -217,14 +240,22 @@ class BrokerProcess:
                 tail = self.log_tail()
                 said = [m["reason"] for m in CANNOT_START.finditer(tail)]
                 raise BrokerProcessError(
-                    f"the broker exited with {self.proc.returncode} before listening:\n{tail}",
+                    f"the broker (pid {self.proc.pid}) {exit_status(self.proc.returncode)} before"
+                    f" listening; {self._log_said(tail)}",
                     said[-1] if said else None,
                 )
             time.sleep(0.05)
         self.kill()
         raise BrokerProcessError(
-            f"the broker did not report 'listening on' within {timeout}s:\n{self.log_tail()}"
+            f"the broker (pid {self.proc.pid}) did not report 'listening on' within {timeout}s;"
+            f" {self._log_said(self.log_tail())}"
         )
+
+    def _log_said(self, tail: str) -> str:
+        """What the failure message says of the latest start's log (stdout and stderr)."""
+        if not self.log_path.exists() or self.log_path.stat().st_size == 0:
+            return f"it wrote nothing on stdout or stderr ({self.log_path} is empty)"
+        return f"its stdout and stderr ({self.log_path}) end:\n{tail}"
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = STOP_TIMEOUT_S) -> int | None:
         """Send ``sig`` and wait for the exit code (None if never started); if the broker is still
@@ -234,18 +265,42 @@ class BrokerProcess:
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
         try:
-            return self.proc.wait(timeout)
+            code = self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
             self.kill()
             raise BrokerProcessError(
                 f"the broker ignored signal {sig} for {timeout}s and was killed:\n{self.log_tail()}"
             ) from None
+        self._hold_ports()
+        return code
 
     def kill(self) -> None:
         """SIGKILL, if it runs (no flush, as in a crash)."""
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(10)
+            self._hold_ports()
+
+    def close(self) -> None:
+        """Kill the broker if it runs and let go of the ports held for a restart."""
+        self.kill()
+        _close_all(self._held)
+
+    def _hold_ports(self) -> None:
+        """Bind the ports the broker listened on (not listening: connections are refused as before)
+        so that no other program is given one before ``restart`` binds it again. A port taken in
+        the moment since the broker ended stays taken: the restart then says so."""
+        if not HOLDS_PORTS or self._held:
+            return
+        for port in {self.port, self.http_port} - {None, 0}:
+            holder = socket.socket(socket.AF_INET6 if ":" in self.host else socket.AF_INET)
+            try:
+                holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                holder.bind((self.host, port))
+            except OSError:
+                holder.close()
+            else:
+                self._held.append(holder)
 
     def restart(self, same_port: bool = True, timeout: float = START_TIMEOUT_S) -> Self:
         """Start again on the same data directory (and, ``same_port``, the same binary and HTTP
@@ -261,7 +316,10 @@ class BrokerProcess:
         return self.start()
 
     def __exit__(self, *exc_info: object) -> None:
-        self.stop()
+        try:
+            self.stop()
+        finally:
+            _close_all(self._held)
 
     # -- facts --------------------------------------------------------------------------------------------
 
@@ -309,3 +367,18 @@ class BrokerProcess:
             return self.log_path.read_text(errors="replace")[-chars:]
         except OSError:
             return ""
+
+
+def exit_status(returncode: int) -> str:
+    """``exited with 1``, or ``was killed by SIGKILL`` for a negative return code."""
+    if returncode >= 0:
+        return f"exited with {returncode}"
+    try:
+        return f"was killed by {signal.Signals(-returncode).name}"
+    except ValueError:
+        return f"was killed by signal {-returncode}"
+
+
+def _close_all(sockets: list[socket.socket]) -> None:
+    while sockets:
+        sockets.pop().close()

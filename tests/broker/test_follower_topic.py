@@ -160,6 +160,36 @@ def test_a_consumer_resumes_at_the_place_another_worker_kept_for_it(on_topic, fo
     on_topic(scenario)
 
 
+def test_after_a_seek_no_worker_resumes_a_consumer_at_a_place_stored_before_it(on_topic, follow):
+    async def scenario(h, topic) -> None:
+        join(topic, "at-owner", 99)
+        stored = await publish_numbered(h, 6)
+        one, _ = follow(h, topic, worker="worker-1")
+        tell(one, topic)
+        moving = join(one.topic, "vehicle-7", 7)
+        await sent_to(moving, 6)
+        ack(moving, *stored[:4])
+        one.topic.flush()  # its place written under worker-1's key, before any reset
+        lose_connection(moving)
+        # The owner reset the subscription once since (the spread's count: 1). Worker-1's place is
+        # older than that: neither another worker nor the owner resumes the consumer there.
+        two, _ = follow(h, topic, worker="worker-2")
+        two.reset_epoch = 1
+        tell(two, topic)
+        back = join(two.topic, "vehicle-7", 7)
+        assert await sent_to(back, 6) == stored  # from the stored cursor
+        assert two.dispatcher.stats()["adoptedVirtualCursors"] == 0
+        owner_store = topic.ml.virtual_cursors_elsewhere("fans")
+        assert owner_store.find("vehicle-7", 1) is None
+        assert owner_store.find("vehicle-7") == VirtualCursorState(stored[3])
+        # What worker-2 stores now carries the count: taken by a worker that knows of the reset.
+        ack(back, *stored[:2])
+        two.topic.flush()
+        assert owner_store.find("vehicle-7", 1) == VirtualCursorState(stored[1], epoch=1)
+
+    on_topic(scenario)
+
+
 def test_only_durable_broadcast_consumers_are_a_followers_and_only_the_owner_seeks(on_topic, follow):
     async def scenario(h, topic) -> None:
         join(topic, "at-owner", 99)

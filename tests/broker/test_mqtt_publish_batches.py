@@ -10,11 +10,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from magnetar.broker.entries import DispatchEntry
-from magnetar.broker.mqtt import publish_batches
-from magnetar.broker.mqtt.messages import from_entry
+from magnetar.broker.mqtt import inbound, publish_batches
+from magnetar.broker.mqtt.messages import from_entry, pulsar_properties
 from magnetar.broker.mqtt.publish_batches import Pending, PublishBatches
 from magnetar.protocol import wire
+from magnetar.protocol.batch import iter_batch
 from magnetar.protocol.headers import parse_metadata
+from magnetar.protocol.mqtt.properties import NONE
 from magnetar.protocol.topic_name import TopicName
 from magnetar.storage.position import Position
 
@@ -134,3 +136,29 @@ def test_single_metadata_is_what_protobuf_writes(properties, payload_size, seque
         expected.properties.add(key=key, value=value)
     written = publish_batches.single_metadata(properties, payload_size, sequence_id)
     assert written == expected.SerializeToString()
+
+
+def test_a_plain_publishs_properties_are_counted_as_any_others():
+    """The properties of a PUBLISH without any are made and counted once (inbound, publish_batches):
+    the same as ``pulsar_properties`` and the general count say."""
+    for retain in (False, True):
+        for qos in (0, 1, 2):
+            plain = inbound._PLAIN_PROPERTIES[retain][qos]
+            assert list(plain) == pulsar_properties(NONE, 0, retain, qos)
+            general = sum(len(k) + len(v) + 4 for k, v in plain) + 16
+            assert publish_batches._properties_size(plain) == general
+    assert publish_batches._properties_size((("a", "bc"),)) == 1 + 2 + 4 + 16
+
+
+def test_sequence_ids_of_every_width_are_written_as_protobuf_writes_them():
+    topic, answers = RecordingTopic(), []
+    batches, producer = PublishBatches(), Producer()
+    ids = [0, 127, 128, 16_383, 16_384, 2_097_151, 2_097_152, 2**40]
+    for i in ids:
+        batches.add(topic, producer, pending(i, answers))  # type: ignore[arg-type]  # stand-ins
+    batches.flush(MAX_SIZE)
+    ((_, data, metadata),) = topic.entries
+    _, body = parse_metadata(memoryview(data))
+    singles = list(iter_batch(body, metadata.num_messages_in_batch))
+    assert [single.sequence_id for single, _ in singles] == ids
+    assert [bytes(payload) for _, payload in singles] == [f"m{i}".encode() for i in ids]

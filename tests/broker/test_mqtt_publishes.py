@@ -5,13 +5,19 @@ that expires is left to be encoded per subscriber."""
 
 from __future__ import annotations
 
+import dataclasses
+
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from magnetar.broker.entries import DispatchEntry
 from magnetar.broker.mqtt import publishes
-from magnetar.broker.mqtt.messages import to_pulsar
+from magnetar.broker.mqtt.messages import pulsar_properties, to_pulsar
 from magnetar.broker.mqtt.outbound import delivery
+from magnetar.protocol import wire
+from magnetar.protocol.batch import encode_batch
+from magnetar.protocol.headers import encode_headers_and_payload
 from magnetar.protocol.mqtt import MQTT_3_1_1, MQTT_5, Properties, Publish, encode
 from magnetar.protocol.mqtt.properties import NONE
 from magnetar.storage.position import Position
@@ -89,3 +95,74 @@ def test_entries_prepared_are_kept_within_a_byte_bound(monkeypatch):
     first = [publishes.prepared(one) for one in big]
     assert publishes.prepared(big[-1]) is first[-1]  # the latest kept
     assert publishes.prepared(big[0]) is not first[0]  # the oldest made again
+
+
+def batch_entry(messages: list[tuple[bytes, Properties, bool, int]]) -> DispatchEntry:
+    """A batch entry of MQTT messages (payload, properties, RETAIN, QoS), as an MQTT publisher's
+    PUBLISHes of one pass are stored."""
+    singles = []
+    for i, (payload, properties, retain, qos) in enumerate(messages):
+        pairs = pulsar_properties(properties, NOW_MS / 1000, retain, qos)
+        singles.append(
+            (
+                wire.SingleMessageMetadata(
+                    sequence_id=i, properties=[wire.KeyValue(key=k, value=v) for k, v in pairs]
+                ),
+                payload,
+            )
+        )
+    metadata = wire.MessageMetadata(
+        producer_name="mqtt-car-1", sequence_id=0, publish_time=NOW_MS, num_messages_in_batch=len(messages)
+    )
+    data = encode_headers_and_payload(metadata, encode_batch(singles))
+    return DispatchEntry(Position(3, 8), data, 0, len(messages), metadata)
+
+
+MIXED = [
+    (b"a", NONE, False, 1),
+    (b"b" * 130, NONE, False, 1),  # a two-byte Remaining Length
+    (b"c" * 20_000, NONE, False, 1),  # three bytes
+    (b"d", Properties(user_properties=(("area", "7"),)), False, 1),
+    (b"e", Properties(user_properties=(("area", "7"),)), True, 1),
+    (b"f", NONE, True, 0),
+    (b"g", Properties(content_type="text/plain"), False, 2),
+    (b"h", NONE, False, 1),
+]
+
+
+@pytest.mark.parametrize("version", [MQTT_3_1_1, MQTT_5])
+@pytest.mark.parametrize(
+    "how",
+    [
+        delivery("cars/7", 1),
+        delivery("cars/7", 2, retain_as_published=True, subscription_ids=(9,)),
+        delivery("cars/7", 0),
+    ],
+)
+def test_the_messages_of_a_batch_are_each_encoded_as_their_own_packet(version, how):
+    """Messages alike share their packet's bytes around the payload; each still goes as it would
+    alone: its own properties, RETAIN and QoS (at most the granted one), Remaining Length."""
+    prepared = publishes.EntryPublishes(batch_entry(MIXED))
+    assert prepared.messages is not None
+    encoded = prepared.encoded(version, how)
+    for message, data in zip(prepared.messages, encoded, strict=True):
+        expected = publishes.packet(version, how, message)
+        if expected.qos:
+            assert isinstance(data, tuple)
+            data = data[0] + (513).to_bytes(2, "big") + data[1]
+            expected = dataclasses.replace(expected, packet_id=513)
+        assert data == encode(expected, version)
+    # and again for the next entry of the same kind (its shapes known already)
+    again = publishes.EntryPublishes(batch_entry(MIXED)).encoded(version, how)
+    assert again == encoded
+
+
+def test_a_message_of_a_batch_that_cannot_go_as_it_is_is_left_to_each_subscriber():
+    """A property MQTT cannot carry (U+0000 in a User Property): that message, and that one alone,
+    is sent per subscriber (``Outbound._admit`` leaves the property out)."""
+    bad = Properties(user_properties=(("k", "v\x00"),))
+    prepared = publishes.EntryPublishes(
+        batch_entry([(b"1", NONE, False, 1), (b"2", bad, False, 1), (b"3", NONE, False, 1)])
+    )
+    first, second, third = prepared.encoded(MQTT_5, delivery("t", 1))
+    assert second is None and isinstance(first, tuple) and isinstance(third, tuple)

@@ -129,6 +129,23 @@ def test_a_subscriptions_resets_are_counted_for_every_worker(stores):
     assert alone.resets(topic, "fans") == 0  # nothing is spread: no follower to tell
 
 
+def test_idle_links_are_seen_by_every_worker_and_go_with_their_session(stores):
+    one, two = stores
+    topic = "persistent://public/default/alerts"
+    one.note_link_idle(topic, "fans", "worker-0", True)
+    two.note_link_idle(topic, "fans", "worker-1", True)
+    two.note_link_idle(topic, "fans", "worker-1", True)  # said twice: one note
+    two.note_link_idle(topic, "other", "worker-1", True)
+    assert one.idle_links(topic, "fans") == {"worker-0", "worker-1"}
+    one.note_link_idle(topic, "fans", "worker-0", False)  # a consumer connected there again
+    assert two.idle_links(topic, "fans") == {"worker-1"}
+    one.unregister("worker-1")  # its links went with it
+    assert two.idle_links(topic, "fans") == set() and two.idle_links(topic, "other") == set()
+    alone = LocalOwnership()
+    alone.note_link_idle(topic, "fans", "me", True)
+    assert alone.idle_links(topic, "fans") == set()
+
+
 def test_register_again_keeps_the_bundles_and_takes_the_new_urls(stores):
     one, two = stores
     one.register(broker(0))
@@ -170,12 +187,14 @@ def test_reset_forgets_a_previous_run(tmp_path):
     store.assign(BUNDLE, "worker-0")
     store.mark_spread("persistent://public/default/alerts")
     store.note_reset("persistent://public/default/alerts", "fans")
+    store.note_link_idle("persistent://public/default/alerts", "fans", "worker-1", True)
     store.topic_loaded("worker-0", "non-persistent://public/default/a", True)
     store.close()
     SqliteOwnership.reset(tmp_path)
     again = SqliteOwnership.in_data_dir(tmp_path)
     assert again.brokers() == [] and again.spread_topics() == set()
     assert again.resets("persistent://public/default/alerts", "fans") == 0
+    assert again.idle_links("persistent://public/default/alerts", "fans") == set()
     again.register(broker(0))
     assert again.owner(BUNDLE) is None and again.loaded_topics("non-persistent://") == []
     again.close()

@@ -27,6 +27,10 @@ class Events:
         self.stored: list[Position] = []
         self.resets: list[Position] = []
         self.owned_here = 0
+        #: Whether no consumer is connected to the follower (the link then closes when the owner
+        #: closes its consumer), and each such close told (with its reset).
+        self.idle = False
+        self.closed_by_owner: list[bool] = []
 
     def on_durable(self, position: Position) -> None:
         self.durable.append(position)
@@ -39,6 +43,10 @@ class Events:
 
     def on_owned_here(self) -> None:
         self.owned_here += 1
+
+    def on_closed_by_owner(self, reset: bool) -> bool:
+        self.closed_by_owner.append(reset)
+        return self.idle
 
 
 def test_a_link_follows_the_owner_and_holds_its_stored_cursor(tmp_path):
@@ -140,6 +148,17 @@ def test_a_link_seeks_at_the_owner_and_finds_the_owners_resets(tmp_path):
                         consumer.disconnect()
                 await eventually_async(lambda: link.reconnects == 2, what="subscribed again")
                 assert events.resets == [positions[1]]
+                assert events.closed_by_owner == [True, False]  # (the seek's own close is not told)
+                # Closed by the owner while the follower has no consumer connected: it lets go.
+                events.idle = True
+                noted[0] += 1  # as an UNSUBSCRIBE past idle links notes it
+                for consumer in list(subscription.consumers):
+                    if consumer.name.startswith("magnetar.spread."):
+                        consumer.close_by_broker()
+                        subscription.remove_consumer_silently(consumer)
+                await eventually_async(lambda: events.closed_by_owner == [True, False, True], what="told")
+                assert link.closed and link.reconnects == 2  # closed: it subscribes nowhere again
+                assert [c.name for c in subscription.consumers] == ["o"]
                 link.close(give_up=True)
         finally:
             await standalone.stop()

@@ -19,8 +19,10 @@ from magnetar.broker.worker_credentials import (
     AUTH_METHOD,
     MAX_AGE_S,
     SECRET_FILE,
+    WORKER_ROLE_PREFIX,
     Relayed,
     WorkerSecret,
+    identity,
     install,
 )
 from magnetar.security import tokens
@@ -107,6 +109,27 @@ def test_the_owner_takes_a_sealed_certificate_role(tmp_path, key):
     with pytest.raises(AuthenticationFailed):
         provider.authenticate(secret.seal(Relayed("tls", certificate=None)))
     assert provider.expires_at(secret.seal(Relayed("tls", certificate=CERTIFICATE))) is None
+
+
+def test_a_workers_own_identity_names_the_worker_and_only_when_sealed_as_one(tmp_path, key):
+    auth = authentication(key, tmp_path)
+    secret = install(auth, tmp_path)
+    provider = auth.provider(AUTH_METHOD)
+    sealed = secret.seal(identity("worker-1"))
+    assert provider.authenticate(sealed) == f"{WORKER_ROLE_PREFIX}worker-1"
+    assert provider.worker_of(sealed) == "worker-1"
+    assert provider.expires_at(sealed) is None  # its seal's age is checked at CONNECT
+    # A client's credentials are no worker, whatever their role is called; nor is a bad seal.
+    token = tokens.create_token(key, "worker-1", 600)
+    as_client = secret.seal(Relayed("token", token.encode()))
+    assert provider.authenticate(as_client) == "worker-1"
+    assert provider.worker_of(as_client) is None
+    assert provider.worker_of(b"{}") is None
+    assert auth.provider("token").worker_of(token.encode()) is None
+    with pytest.raises(AuthenticationFailed, match="names no worker"):
+        provider.authenticate(secret.seal(identity("")))
+    with pytest.raises(AuthenticationFailed, match="not UTF-8"):
+        provider.authenticate(secret.seal(Relayed("magnetar-worker-identity", b"\xff")))
 
 
 def test_without_authentication_nothing_is_installed(tmp_path):

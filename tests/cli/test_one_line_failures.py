@@ -198,3 +198,12 @@ def test_an_output_that_cannot_be_written_is_one_line():
         )
     assert done.returncode == 1
     assert done.stderr.strip() == "Error: No space left on device"
+
+
+def test_a_sys_exit_with_a_message_says_it_instead_of_exiting_1_silently(capsys):
+    from magnetar.cli.main import exit_code
+
+    assert exit_code(SystemExit("the reason")) == 1
+    assert capsys.readouterr().err == "Error: the reason\n"
+    assert (exit_code(SystemExit(None)), exit_code(SystemExit(0)), exit_code(SystemExit(3))) == (0, 0, 3)
+    assert capsys.readouterr().err == ""

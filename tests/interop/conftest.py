@@ -41,10 +41,6 @@ class BrokerProcess(broker_process.BrokerProcess):
     def kill9(self) -> None:
         self.kill()
 
-    def close(self) -> None:
-        """Teardown: make sure no broker process outlives the test."""
-        self.kill()
-
     def log_text(self) -> str:
         return "".join(
             f"--- {log.name} ---\n{log.read_text(errors='replace')}" for log in self.logs if log.exists()

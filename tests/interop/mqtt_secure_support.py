@@ -27,7 +27,10 @@ class SecurePahoClient(PahoClient):
         token: str | None = None,
         tls: ssl.SSLContext | None = None,
         username: str = "device",
+        session_expiry: int | None = None,
     ) -> None:
+        """``session_expiry``: a 5.0 session that outlives its connection (Clean Start off) by
+        this many seconds."""
         protocol = paho.MQTTv5 if version == MQTT_5 else paho.MQTTv311
         self.client = paho.Client(paho.CallbackAPIVersion.VERSION2, client_id=client_id, protocol=protocol)
         self.received = Received()
@@ -44,7 +47,15 @@ class SecurePahoClient(PahoClient):
             self.client.username_pw_set(username, token)
         if tls is not None:
             self.client.tls_set_context(tls)
-        self.client.connect("127.0.0.1", port, keepalive=30)
+        options: dict = {}
+        if session_expiry is not None:
+            from paho.mqtt.packettypes import PacketTypes
+            from paho.mqtt.properties import Properties
+
+            properties = Properties(PacketTypes.CONNECT)
+            properties.SessionExpiryInterval = session_expiry
+            options = {"clean_start": False, "properties": properties}
+        self.client.connect("127.0.0.1", port, keepalive=30, **options)
         self.client.loop_start()
         eventually(lambda: self.connack is not None, what="CONNACK")
 

@@ -14,18 +14,21 @@ import threading
 import pulsar
 import pytest
 
+from magnetar.protocol import wire
+from magnetar.protocol.broadcast import BROADCAST_PROPERTY, BROADCAST_VALUE
 from magnetar.storage.position import Position
 from magnetar.storage.virtual_cursor_buckets import decode_bucket
 from magnetar.storage.virtual_cursors import decode_state
 
 from ..waiting import eventually
-from .support import receive_n
+from .support import RawConnection, receive_n
 from .test_broadcast import BROADCAST
 from .test_broadcast_spread import LINK, _owner_of, consumer_names, own_ports, owner_stats, spread_topic
 from .test_workers import WORKERS
 from .test_workers_faults import SERVING, Sending, worker_pids
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow]  # slow: many clients, restarts, kill -9
+T = wire.BaseCommand
 
 
 def place(msg: pulsar.Message) -> Position:
@@ -184,3 +187,61 @@ def test_a_worker_killed_mid_traffic_loses_nothing_of_its_broadcast_consumers(
         if victim == "follower" and name in at_owner:
             assert r.got == want, name  # the owner's consumers saw nothing of it: each once
     assert "exited with -9; starting it again" in broker.log_tail()
+
+
+def test_after_a_seek_no_place_stored_before_it_is_resumed_on_another_worker(broker_factory, client_factory):
+    """A consumer's place stored by a follower before a seek (here: the follower killed with -9
+    right after, so that it never writes the place again) is not where the consumer resumes when
+    it comes back after the seek, on any worker: every worker's places follow the seek (the
+    spread's count of resets in ownership.sqlite, stored with each place)."""
+    broker = broker_factory(WORKERS)
+    topic, first = spread_topic(broker, client_factory, "seek")
+    ports = own_ports(broker)
+    owner = _owner_of(broker, topic, ports)
+    follower = next(name for name in ports if name != owner)
+    producer = client_factory(broker.service_url).create_producer(topic, batching_enabled=False)
+    sent = [f"alert-{i}".encode() for i in range(8)]
+    for payload in sent:
+        producer.send(payload)
+    assert [m.data() for m in receive_n(first, len(sent), ack=True)] == sent
+
+    # "vehicle" on the follower (its own port), on a raw connection that is never closed cleanly.
+    raw = RawConnection(ports[follower])
+    try:
+        raw.handshake()
+        broadcast = [wire.KeyValue(key=BROADCAST_PROPERTY, value=BROADCAST_VALUE)]
+        raw.subscribe(
+            topic,
+            "fans",
+            wire.CommandSubscribe.Exclusive,
+            permits=100,
+            consumer_name="vehicle",
+            initial_position=wire.CommandSubscribe.Earliest,
+            metadata=broadcast,
+        )
+        got = [raw.expect(T.MESSAGE) for _ in sent]
+        last = got[-1].body().message_id
+        ack = wire.CommandAck(consumer_id=1, ack_type=wire.CommandAck.Cumulative, message_id=[last])
+        raw.send_command(ack)
+        everything = Position(last.ledger_id, last.entry_id)
+        eventually(
+            lambda: stored_places(broker).get("vehicle", Position(-1, -1)) >= everything,
+            what="the follower's place of vehicle written past every message",
+        )
+        os.kill(worker_pids(broker)[f"pulsar://{broker.host}:{ports[follower]}"], signal.SIGKILL)
+    finally:
+        raw.close()
+    eventually(lambda: len(SERVING.findall(broker.log_text())) == 3, what="the killed worker started again")
+
+    first.seek(pulsar.MessageId.earliest)  # at the owner: everyone starts over
+    assert [m.data() for m in receive_n(first, len(sent), ack=True)] == sent
+    assert stored_places(broker)["vehicle"] >= everything  # still there: its writer is gone
+    # vehicle comes back (wherever its connection lands): at the seek, not at its place before it.
+    back = client_factory(broker.service_url).subscribe(
+        topic,
+        "fans",
+        consumer_type=pulsar.ConsumerType.Exclusive,
+        consumer_name="vehicle",
+        properties=BROADCAST,
+    )
+    assert [m.data() for m in receive_n(back, len(sent), ack=True, timeout_ms=10_000)] == sent

@@ -15,7 +15,7 @@ import pytest
 from ..waiting import eventually
 from .support import receive_n
 from .test_broadcast import BROADCAST
-from .test_broadcast_spread import consumer_names, owner_stats, spread_topic
+from .test_broadcast_spread import LINK, consumer_names, owner_stats, spread_topic
 from .test_workers import WORKERS
 
 pytestmark = pytest.mark.interop
@@ -126,6 +126,40 @@ def test_an_unsubscribe_asked_on_a_follower_deletes_the_subscription_when_its_co
     )
     # A new "solo" starts where a new subscription does: what the deleted one had left is gone.
     again = on_a_follower(broker, client_factory, topic, "solo", "again", pulsar.InitialPosition.Latest)
+    producer.send(b"new")
+    assert again.receive(10_000).data() == b"new"
+    with pytest.raises(pulsar.Timeout):
+        again.receive(200)
+
+
+@pytest.mark.slow
+def test_an_unsubscribe_goes_through_at_once_past_a_follower_whose_consumers_left(
+    broker_factory, client_factory
+):
+    """A follower keeps its link for ``spread.IDLE_LINGER_S`` after its last consumer left; an
+    UNSUBSCRIBE with no consumer connected anywhere else is not held back by it: the owner closes
+    the idle link, the follower lets the subscription go, and the subscription is deleted."""
+    broker = broker_factory(WORKERS)
+    topic, at_owner = spread_topic(broker, client_factory)
+    producer = client_factory(broker.service_url).create_producer(topic, batching_enabled=False)
+    there = on_a_follower(broker, client_factory, topic, "fans", "vehicle")
+
+    # While the follower's consumer is connected, it holds the subscription: refused.
+    with pytest.raises(pulsar.ConsumerBusy):
+        at_owner.unsubscribe()
+    producer.send(b"still")
+    for consumer in (there, at_owner):
+        assert consumer.receive(10_000).data() == b"still"
+
+    # Its consumer gone, the follower's link lingers (listed at the owner) but holds nothing back.
+    there.close()
+    assert any(name.startswith(LINK) for name in consumer_names(broker, topic, "fans"))
+    at_owner.unsubscribe()
+    assert "fans" not in owner_stats(broker, topic)["subscriptions"]
+    for i in range(3):
+        producer.send(f"unread-{i}".encode())
+    # A new "fans", on either worker, starts where a new subscription does.
+    again = on_a_follower(broker, client_factory, topic, "fans", "again", pulsar.InitialPosition.Latest)
     producer.send(b"new")
     assert again.receive(10_000).data() == b"new"
     with pytest.raises(pulsar.Timeout):

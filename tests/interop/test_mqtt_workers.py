@@ -6,9 +6,12 @@ in the MQTT worker's process and the other through the session to its owner."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import threading
+import urllib.parse
+import urllib.request
 import uuid
 
 import pulsar
@@ -558,5 +561,48 @@ def test_mqtts_with_workers(broker_factory, tls_files):
         finally:
             secure.close()
             plain.close()
+    finally:
+        side.close()
+
+
+@pytest.mark.slow
+def test_with_a_token_an_expired_session_deletes_its_subscription_at_the_other_worker(broker_factory):
+    """With authentication on, a durable session whose topic another worker owns: once the session
+    expires, its home worker deletes the subscription at the owner as itself (no client
+    credentials are left then: the workers' sealed identity, broker/handlers/worker_access.py)."""
+    side = Secured(broker_factory, None, False, workers=2)
+    try:
+        admin_token = side.token("root")
+        serving = {
+            f"pulsar://{side.broker.host}:{port}": worker
+            for worker, _, port in SERVING.findall(side.broker.log_text())
+        }
+        home_id, _ = client_ids_homed_on_each_worker("expiring")  # its home is worker-0
+        admin = side.admin()
+        names = [f"expiring/{uuid.uuid4().hex[:8]}" for _ in range(16)]
+        name = next(n for n in names if serving[admin.lookups.lookup_topic(pulsar_name(n))] == "worker-1")
+
+        def subscriptions() -> list[str]:
+            local = pulsar_name(name).removeprefix("persistent://public/default/")
+            path = f"/admin/v2/persistent/public/default/{urllib.parse.quote(local, safe='')}/subscriptions"
+            request = urllib.request.Request(
+                side.broker.http_url + path, headers={"Authorization": f"Bearer {admin_token}"}
+            )
+            with urllib.request.urlopen(request, timeout=10) as answer:
+                return sorted(json.load(answer))
+
+        paho = SecurePahoClient(
+            side.broker.mqtt_port, home_id, MQTT_5, token=side.token("car"), session_expiry=1
+        )
+        try:
+            assert paho.connack == 0
+            assert paho.subscribe(name, 1) == [1]
+            assert subscriptions() == [home_id]
+        finally:
+            paho.close()
+        eventually(
+            lambda: subscriptions() == [], what="the expired session's subscription deleted at worker-1"
+        )
+        assert "is not deleted" not in side.broker.log_text()
     finally:
         side.close()

@@ -3,7 +3,11 @@ deletion."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from magnetar.storage import Position
 from magnetar.storage.virtual_cursor_buckets import BUCKETS, Bucket, bucket_of, decode_bucket, encode_bucket
@@ -44,6 +48,32 @@ def test_a_state_encodes_and_decodes_to_itself():
         VirtualCursorState(P(-1, -1), (), ((P(1, 1), ()),)),
     ):
         assert decode_state(encode_state(state)) == state
+
+
+def test_a_state_with_an_epoch_keeps_it_and_one_without_keeps_the_old_bytes():
+    for state in (
+        VirtualCursorState(P(1, -1), epoch=3),
+        replace(_state(7), epoch=1 << 40),
+    ):
+        data = encode_state(state)
+        assert data[0] == 2 and decode_state(data) == state
+    assert (
+        encode_state(VirtualCursorState(P(3, 7), (P(3, 9), P(4, 0)), ((P(3, 8), (0b1010, 1 << 63)),), 0))
+        == STORED_STATE
+    )
+    with pytest.raises(ValueError, match="epoch 0"):
+        decode_state(b"\x02" + STORED_STATE[1:] + bytes(8))  # version 2 is never written with 0
+    with pytest.raises(ValueError):
+        decode_state(b"\x02" + STORED_STATE[1:])  # no epoch: the last words are taken for one
+
+
+@given(st.binary(max_size=120))
+def test_any_bytes_decode_to_a_state_or_a_value_error(data):
+    try:
+        state = decode_state(data)
+    except ValueError:
+        return
+    assert encode_state(state) == data
 
 
 @pytest.mark.parametrize("cut", [1, 5, 20, 30])

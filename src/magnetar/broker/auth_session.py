@@ -24,6 +24,7 @@ class AuthSession:
         "role",
         "supports_refresh",
         "tls",
+        "worker",
     )
 
     def __init__(self) -> None:
@@ -48,6 +49,9 @@ class AuthSession:
         #: Why CONNECT's credentials were refused, when that is told at the client's first request
         #: (``handshake.refuse_at_first_request``); None otherwise. Nothing is served then.
         self.refused: str | None = None
+        #: The worker this connection is, when it CONNECTed with a worker's own sealed identity
+        #: (``AuthenticationProvider.worker_of``): only what workers ask of each other is served.
+        self.worker: str | None = None
 
     def over_tls(self, peer_certificate: dict[str, Any] | None) -> None:
         """The connection came over TLS, with this verified client certificate (or none)."""

@@ -41,6 +41,12 @@ class AuthenticationProvider:
         if never: the broker challenges a connection for fresh ones then (AUTH_CHALLENGE)."""
         return None
 
+    def worker_of(self, auth_data: bytes) -> str | None:
+        """The worker of this broker these credentials are, when they are a worker's own sealed
+        identity (``worker_credentials.py``): such a connection is served only what workers ask
+        of each other (``handlers/worker_access.py``). None for a client's credentials."""
+        return None
+
 
 class TokenProvider(AuthenticationProvider):
     """Pulsar's ``AuthenticationProviderToken``: a JWT signed with ``token_secret_key`` (HS*) or

@@ -22,7 +22,7 @@ from magnetar.broker.auth_session import AuthSession
 from magnetar.broker.consumer import Consumer
 from magnetar.broker.errors import BrokerError
 from magnetar.broker.flow_control import Hold, PendingSends, ReadHolds
-from magnetar.broker.handlers import HANDLERS, handshake, producers
+from magnetar.broker.handlers import HANDLERS, handshake, producers, worker_access
 from magnetar.broker.producer import Producer
 from magnetar.broker.request_errors import TEXT_CHECKED, error_reply
 from magnetar.protocol import Frame, FrameDecoder, ProtocolError, wire
@@ -131,6 +131,11 @@ class ServerCnx(asyncio.BufferedProtocol):
     def role(self) -> str | None:
         """The role its credentials proved; None while authentication is off."""
         return self.auth.role
+
+    @property
+    def worker(self) -> str | None:
+        """The worker it is, when it CONNECTed with a worker's own identity (worker_access.py)."""
+        return self.auth.worker
 
     # -- asyncio.Protocol ---------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -407,6 +412,8 @@ class ServerCnx(asyncio.BufferedProtocol):
                 return
             if cmd_type != T.CONNECT:
                 raise ProtocolError(f"expected CONNECT first, got {frame.type_name}")
+        elif self.auth.worker is not None and not worker_access.allowed(self, frame):
+            return  # a worker's own identity: what workers ask of each other only (refused here)
         handler = HANDLERS.get(cmd_type)
         if handler is None:
             raise ProtocolError(f"unsupported command {frame.type_name}")

@@ -52,6 +52,14 @@ def link_consumer_name(broker_id: str) -> str:
     return f"{LINK_CONSUMER_PREFIX}{broker_id}"
 
 
+def link_worker(consumer_name: str) -> str | None:
+    """The worker whose link a consumer of this name is (its rejoin name ``....b`` too), else None."""
+    if not consumer_name.startswith(LINK_CONSUMER_PREFIX):
+        return None
+    worker = consumer_name[len(LINK_CONSUMER_PREFIX) :]
+    return worker.removesuffix(".b") or None
+
+
 class OwnerLink(Protocol):
     """A follower's link to the owner, as the follower's subscription sees it (``magnetar.spread``
     makes it): one broadcast consumer of the subscription on the owner."""
@@ -97,6 +105,13 @@ class LinkEvents(Protocol):
 
     def on_owned_here(self) -> None:
         """This worker owns the topic now: the follower must go (its consumers subscribe again)."""
+        ...
+
+    def on_closed_by_owner(self, reset: bool) -> bool:
+        """The owner closed the link's consumer (an UNSUBSCRIBE it let go of this idle link, an
+        unload, a seek: ``reset`` when the owner noted one). True when no consumer is connected
+        here: the subscription is let go here (the link closes, and does not subscribe again,
+        which would make a deleted subscription anew); False: the link subscribes again."""
         ...
 
 
@@ -245,6 +260,17 @@ class FollowerSubscription(PersistentSubscription):
         self.link = link
         #: Called when the topic became this worker's own (``on_owned_here``).
         self.owned_here: Callable[[], None] | None = None
+        #: Told True when no consumer is connected here any more, False when one is again or the
+        #: subscription closes here (the owner lets an UNSUBSCRIBE through past a link that
+        #: serves none: ``OwnershipStore.note_link_idle``).
+        self.note_idle: Callable[[bool], None] | None = None
+        #: Called with this subscription when the owner closed the link while no consumer was
+        #: connected here (and whether the owner noted a reset).
+        self.released: Callable[[FollowerSubscription, bool], None] | None = None
+        self._connected: bool | None = None
+        #: How many resets of the subscription the owner noted (the shared store's count): read
+        #: again at each reset, as ``reset_epoch``.
+        self.resets: Callable[[], int] | None = None
 
     @property
     def idle(self) -> bool:
@@ -259,6 +285,29 @@ class FollowerSubscription(PersistentSubscription):
         if not broadcast:
             raise NotAllowed(f"only broadcast consumers of {self.topic.name} are served here")
         super().add_consumer(consumer, sub_type, broadcast)
+        self.connected_changed()
+
+    def remove_consumer(self, consumer: Consumer) -> None:
+        super().remove_consumer(consumer)
+        self.connected_changed()
+
+    def remove_consumer_silently(self, consumer: Consumer) -> None:
+        super().remove_consumer_silently(consumer)
+        self.connected_changed()
+
+    def connected_changed(self) -> None:
+        """Tell ``note_idle`` whether no consumer is connected here, if that changed."""
+        connected = bool(self.consumers)
+        if connected is not self._connected:
+            self._connected = connected
+            if self.note_idle is not None:
+                self.note_idle(not connected)
+
+    def close(self) -> None:
+        super().close()
+        if self._connected is False and self.note_idle is not None:
+            self.note_idle(False)  # no link of this worker's is left to let go
+        self._connected = True
 
     def mark_delete(self, position: Position) -> None:
         """The dispatcher's lowest consumer: told to the owner, which stores the cursor."""
@@ -285,12 +334,25 @@ class FollowerSubscription(PersistentSubscription):
         if self.owned_here is not None:
             self.owned_here()
 
+    def on_closed_by_owner(self, reset: bool) -> bool:
+        if self.consumers:
+            return False
+        log.info("%s/%s: let go here (closed by its owner with no consumer here)", self.topic.name, self.name)
+        if self.released is not None:
+            self.released(self, reset)
+        return True
+
     # -- what the owner does, asked through the link ---------------------------------------------
     def start_over(self, position: Position) -> None:
         """The owner's subscription was reset to ``position`` (its stored cursor): as the owner does
         with its own, every consumer here is closed (its client subscribes again) and each virtual
         cursor starts there (kept for its grace till it is back); those stored here are deleted at
         the next flush."""
+        if self.resets is not None:
+            try:
+                self.reset_epoch = self.resets()
+            except Exception:  # its consumers start over all the same
+                log.exception("%s/%s: reading its resets failed", self.topic.name, self.name)
         disconnected = self.disconnect_all()
         self.cursor.reset(self.follower_topic.ml.next_position(position))
         if self.dispatcher is not None:

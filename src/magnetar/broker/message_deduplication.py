@@ -86,7 +86,7 @@ class MessageDeduplication:
     def highest_sequence_id(self, producer: str) -> int:
         """The highest sequence id taken from ``producer``, stored or still being stored (-1: none):
         a sender numbering its own messages goes on above it."""
-        return max(self._highest_pushed.get(producer, -1), self.last_sequence_id(producer))
+        return max(self._highest_pushed.get(producer, -1), self.highest_persisted.get(producer, -1))
 
     def is_duplicate(self, key: SequenceKey, replicator: bool) -> bool:
         """True when ``key``'s message must not be stored again; otherwise, with deduplication on

@@ -104,6 +104,14 @@ class OwnershipStore(Protocol):
     def resets(self, topic: str, subscription: str) -> int:
         """How many times ``note_reset`` was told of ``subscription`` of ``topic``."""
 
+    def note_link_idle(self, topic: str, subscription: str, broker_id: str, idle: bool) -> None:
+        """``broker_id`` follows ``subscription`` of the spread ``topic`` with no consumer
+        connected there (``idle``), or with one again: its link's consumer at the owner then does not
+        hold an UNSUBSCRIBE back (``idle_links``). Ending a session forgets its notes."""
+
+    def idle_links(self, topic: str, subscription: str) -> set[str]:
+        """The brokers whose link to ``subscription`` of ``topic`` serves no connected consumer."""
+
     def topic_loaded(self, broker_id: str, topic: str, loaded: bool) -> None:
         """``topic``, which exists only while a broker has it loaded (a non-persistent topic), is
         loaded on ``broker_id`` now (or no longer): so that every broker lists it (Pulsar asks each
@@ -173,6 +181,12 @@ class LocalOwnership:
 
     def resets(self, topic: str, subscription: str) -> int:
         return 0
+
+    def note_link_idle(self, topic: str, subscription: str, broker_id: str, idle: bool) -> None:
+        pass  # nothing is spread: no link
+
+    def idle_links(self, topic: str, subscription: str) -> set[str]:
+        return set()
 
     def topic_loaded(self, broker_id: str, topic: str, loaded: bool) -> None:
         pass  # the broker's own loaded topics are all there are

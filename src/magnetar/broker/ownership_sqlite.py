@@ -52,6 +52,13 @@ CREATE TABLE IF NOT EXISTS changes (
 CREATE TABLE IF NOT EXISTS spread_topics (
     topic TEXT PRIMARY KEY
 );
+CREATE TABLE IF NOT EXISTS spread_idle_links (
+    topic TEXT NOT NULL,
+    subscription TEXT NOT NULL,
+    broker_id TEXT NOT NULL,
+    PRIMARY KEY (topic, subscription, broker_id)
+);
+CREATE INDEX IF NOT EXISTS spread_idle_links_by_broker ON spread_idle_links (broker_id);
 CREATE TABLE IF NOT EXISTS spread_resets (
     topic TEXT NOT NULL,
     subscription TEXT NOT NULL,
@@ -99,6 +106,7 @@ class SqliteOwnership:
                 db.execute("DELETE FROM brokers")
                 db.execute("DELETE FROM spread_topics")
                 db.execute("DELETE FROM spread_resets")
+                db.execute("DELETE FROM spread_idle_links")
         finally:
             store.close()
 
@@ -139,6 +147,7 @@ class SqliteOwnership:
         with self._write() as db:
             db.execute("DELETE FROM bundle_owners WHERE broker_id = ?", (broker_id,))
             db.execute("DELETE FROM loaded_topics WHERE broker_id = ?", (broker_id,))
+            db.execute("DELETE FROM spread_idle_links WHERE broker_id = ?", (broker_id,))
             db.execute("DELETE FROM brokers WHERE broker_id = ?", (broker_id,))
 
     def brokers(self) -> list[BrokerInfo]:
@@ -226,6 +235,23 @@ class SqliteOwnership:
             "SELECT resets FROM spread_resets WHERE topic = ? AND subscription = ?", (topic, subscription)
         )
         return int(str(rows[0][0])) if rows else 0
+
+    def note_link_idle(self, topic: str, subscription: str, broker_id: str, idle: bool) -> None:
+        with self._write() as db:
+            if idle:
+                sql = "INSERT OR IGNORE INTO spread_idle_links (topic, subscription, broker_id)"
+                sql += " VALUES (?, ?, ?)"
+            else:
+                sql = "DELETE FROM spread_idle_links"
+                sql += " WHERE topic = ? AND subscription = ? AND broker_id = ?"
+            db.execute(sql, (topic, subscription, broker_id))
+
+    def idle_links(self, topic: str, subscription: str) -> set[str]:
+        rows = self._query(
+            "SELECT broker_id FROM spread_idle_links WHERE topic = ? AND subscription = ?",
+            (topic, subscription),
+        )
+        return {str(row[0]) for row in rows}
 
     # -- topics that exist only while loaded ---------------------------------------------------------
     def topic_loaded(self, broker_id: str, topic: str, loaded: bool) -> None:

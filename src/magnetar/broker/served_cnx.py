@@ -27,6 +27,11 @@ class ServedCnx(FrameReceiver, Protocol):
         ...
 
     @property
+    def worker(self) -> str | None:
+        """The worker it is, when it CONNECTed with a worker's own identity (no grant names it)."""
+        ...
+
+    @property
     def producers(self) -> Mapping[int, Producer]: ...
 
     @property

@@ -791,6 +791,8 @@ class BrokerService:
         if authz is None:
             return
         for cnx in list(self.connections):
+            if cnx.worker is not None:
+                continue  # one of this broker's workers: no grant names it (worker_access.py)
             for producer in list(cnx.producers.values()):
                 topic = producer.topic.name
                 if topic.namespace_name == namespace and not authz.can_topic(topic, cnx.role, PRODUCE):

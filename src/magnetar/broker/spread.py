@@ -32,6 +32,7 @@ from magnetar.broker.follower_topic import (
     LinkEvents,
     OwnerLink,
     link_consumer_name,
+    link_worker,
 )
 from magnetar.protocol import wire
 from magnetar.protocol.broadcast import wants_broadcast
@@ -39,6 +40,7 @@ from magnetar.storage.position import Position
 
 if TYPE_CHECKING:
     from magnetar.broker.config import BrokerConfig
+    from magnetar.broker.consumer import Consumer
     from magnetar.broker.namespaces import NamespacePolicies
     from magnetar.broker.ownership import BrokerInfo, OwnershipStore
     from magnetar.broker.subscription import PersistentSubscription
@@ -123,14 +125,16 @@ class Spread:
     @property
     def active(self) -> bool:
         """Whether this worker answers and serves spread topics: workers, the setting on, and a
-        link can reach owners (their plain pulsar:// port; no credentials of its own yet, so not
-        with authentication on)."""
+        Pulsar port a link reaches owners on: the plain one, else the TLS one unless it asks every
+        client for a certificate (a link has none); with authentication on, a link CONNECTs as
+        its worker (``worker_credentials.identity``)."""
         config = self.config
+        tls_for_links = (
+            config.broker_service_port_tls is not None
+            and not config.tls_require_trusted_client_cert_on_connect
+        )
         return (
-            self._shared
-            and config.broadcast_spread
-            and config.broker_service_port_enabled
-            and not config.authentication_enabled
+            self._shared and config.broadcast_spread and (config.broker_service_port_enabled or tls_for_links)
         )
 
     # -- which topics ------------------------------------------------------------------------------
@@ -148,16 +152,56 @@ class Spread:
     def watch_resets(self, name: TopicName, subscription: PersistentSubscription) -> None:
         """The owner's broadcast ``subscription`` of ``name`` notes each reset (a seek) in the
         shared store before closing its consumers: each follower's link, subscribing again, finds
-        it and starts the follower's consumers over (``FollowerSubscription.on_reset``)."""
+        it and starts the follower's consumers over (``FollowerSubscription.on_reset``). And an
+        UNSUBSCRIBE there goes through past the followers' links that serve no connected consumer
+        (``release_links``)."""
         if self.active and subscription.before_reset is None:
             topic = str(name)
             subscription.before_reset = lambda sub: self._note_reset(topic, sub)
+            subscription.release_links = lambda sub, others: self._release_links(topic, sub, others)
+            self._read_epoch(topic, subscription)
 
-    def _note_reset(self, topic: str, subscription: str) -> None:
+    def _release_links(
+        self, topic: str, subscription: PersistentSubscription, others: list[Consumer]
+    ) -> list[Consumer]:
+        """An UNSUBSCRIBE of ``subscription`` at its owner, with ``others`` connected: when they are
+        all links of followers that noted that no consumer is connected to them
+        (``note_link_idle``), those links are closed (each follower lets the subscription go) and
+        none holds the UNSUBSCRIBE back; else ``others``, unchanged."""
+        workers = [link_worker(consumer.name) for consumer in others]
+        if any(worker is None for worker in workers):
+            return others  # a consumer of the owner's own: refused as Pulsar refuses it
         try:
-            self._store.note_reset(topic, subscription)
+            idle = self._store.idle_links(topic, subscription.name)
+        except Exception:
+            log.exception("reading the idle links of %s/%s failed", topic, subscription.name)
+            return others
+        if not idle.issuperset(workers):
+            return others
+        # A follower that got a consumer meanwhile subscribes again: the subscription is made anew
+        # there, and the reset noted first starts its consumers over at its stored cursor.
+        self._note_reset(topic, subscription)
+        for link in others:
+            link.close_by_broker()
+            link.cnx.forget_consumer(link.consumer_id)
+            subscription.remove_consumer_silently(link)
+        log.info("%s/%s: unsubscribed past the idle links of %s", topic, subscription.name, sorted(idle))
+        return []
+
+    def _note_reset(self, topic: str, subscription: PersistentSubscription) -> None:
+        try:
+            self._store.note_reset(topic, subscription.name)
         except Exception:  # the seek goes on; the followers' consumers keep their places
-            log.exception("noting the reset of %s/%s for its followers failed", topic, subscription)
+            log.exception("noting the reset of %s/%s for its followers failed", topic, subscription.name)
+        self._read_epoch(topic, subscription)
+
+    def _read_epoch(self, topic: str, subscription: PersistentSubscription) -> None:
+        """The subscription's resets as the shared store counts them: the virtual cursors stored
+        from now on carry the count, and those stored before (by any worker) are not resumed."""
+        try:
+            subscription.reset_epoch = self._store.resets(topic, subscription.name)
+        except Exception:
+            log.exception("reading the resets of %s/%s failed", topic, subscription.name)
 
     def refresh(self) -> None:
         """Read the spread topics again (a change notice said another worker marked one)."""
@@ -214,9 +258,32 @@ class Spread:
         topic.ml.follow(last)
         follower = FollowerSubscription(topic, subscription, topic.ml.cursor_at(stored, subscription), link)
         follower.owned_here = lambda: self.hand_back(name)
+        follower.resets = resets
+        follower.reset_epoch = resets()
+        follower.note_idle = lambda idle: self._note_idle(target.topic, subscription, me, idle)
+        follower.released = lambda released, reset: self._released(name, released, reset)
+        follower.connected_changed()  # none yet: idle until the consumer that asked for it joins
         topic.subscriptions[subscription] = follower
         link.attach(follower)
         log.info("%s: following %s/%s at its owner (stored cursor %s)", me, name, subscription, stored)
+
+    def _note_idle(self, topic: str, subscription: str, me: str, idle: bool) -> None:
+        try:
+            self._store.note_link_idle(topic, subscription, me, idle)
+        except Exception:  # an UNSUBSCRIBE elsewhere waits for this link's linger, as before
+            log.exception("%s: noting the link to %s/%s idle=%s failed", me, topic, subscription, idle)
+
+    def _released(self, name: TopicName, follower: FollowerSubscription, reset: bool) -> None:
+        """The owner closed ``follower``'s link while no consumer was connected here: let the
+        subscription go; after a reset (a seek, or an UNSUBSCRIBE deleting it) what was kept
+        here for its consumers is forgotten, else written as on closing."""
+        topic = self.followers.get(str(name))
+        if topic is None or topic.subscriptions.get(follower.name) is not follower:
+            return
+        if reset:
+            topic.delete_subscription(follower.name)
+        else:
+            topic.remove_subscription(follower.name)
 
     async def _topic(self, name: TopicName) -> FollowerTopic:
         """The follower of ``name``, its files opened on an open thread if it is new."""

@@ -25,9 +25,16 @@ class PersistentSubscription:
     def __init__(self, topic: LedgerTopic, name: str, cursor: ManagedCursor, durable: bool) -> None:
         #: Held weakly: the topic owns its subscriptions (storage/owner_ref.py).
         self._topic = OwnerRef(topic, "topic", topic.name, ServiceNotReady)
-        #: Told this subscription's name before a seek resets it (a spread topic's owner tells the
+        #: Told this subscription before a seek resets it (a spread topic's owner tells the
         #: followers: spread.py).
-        self.before_reset: Callable[[str], None] | None = None
+        self.before_reset: Callable[[PersistentSubscription], None] | None = None
+        #: Given the other consumers connected when one asks to UNSUBSCRIBE, closes the followers'
+        #: links among them that serve no connected consumer and returns those that still hold
+        #: the subscription (a spread topic's owner: spread.py).
+        self.release_links: Callable[[PersistentSubscription, list[Consumer]], list[Consumer]] | None = None
+        #: The resets of this subscription known here (``CursorSubscription.reset_epoch``): set by
+        #: the spread (spread.py) before its broadcast dispatcher is made, and at each reset.
+        self.reset_epoch = 0
         self.name = name
         self.cursor = cursor
         self.durable = durable
@@ -214,7 +221,7 @@ class PersistentSubscription:
         receive from the new position.
         """
         if self.before_reset is not None:
-            self.before_reset(self.name)
+            self.before_reset(self)
         disconnected = self.disconnect_all()
         if exactly:
             self.cursor.reset_exactly(position)
@@ -242,6 +249,8 @@ class PersistentSubscription:
 
     def unsubscribe(self, consumer: Consumer) -> None:
         others = [c for c in self.consumers if c is not consumer]
+        if others and self.release_links is not None:
+            others = self.release_links(self, others)
         if others:
             raise ConsumerBusy(f"Subscription {self.name} has other connected consumers")
         consumer.leave_chunk_watch(keep=False)

@@ -186,6 +186,13 @@ class CursorSubscription(Subscription[_C], Protocol[_C]):
     @property
     def cursor(self) -> ManagedCursor: ...
 
+    @property
+    def reset_epoch(self) -> int:
+        """How many resets (seeks) of the subscription this broker knows of (the spread's count
+        in the shared store; 0 for one broker alone): stored virtual cursors carry it, and those
+        stored before the last reset, by any worker, are not resumed from."""
+        ...
+
     def mark_delete(self, position: Position) -> None: ...
 
     def expire_before(self, position: Position) -> bool: ...

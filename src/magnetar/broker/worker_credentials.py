@@ -13,6 +13,13 @@ them only with a valid seal less than ``MAX_AGE_S`` old, and then authenticates 
 own providers, as if the client had come itself (Pulsar's ``originalPrincipal`` from a proxy
 role, without a role to configure).
 
+A worker also CONNECTs as itself (``identity``: its broker id sealed the same way): a follower's
+link to a spread topic's owner (docs/architecture.md, the spread), and a home worker deleting an
+expired MQTT session's durable subscriptions at their owners. No client's credentials are behind
+those, so the owner serves such a connection only what workers ask of each other
+(``handlers/worker_access.py``); each client is authenticated and authorized by the worker it
+connects to.
+
 The secret is made by the first worker that needs it, in ``worker.secret`` in the data
 directory (mode 0600: whoever reads it can read the data directory anyway).
 """
@@ -37,8 +44,12 @@ from magnetar.broker.authentication import AuthenticationFailed, AuthenticationP
 if TYPE_CHECKING:
     from magnetar.broker.authentication import Authentication
 
-#: The auth method a worker CONNECTs with on an HTTP client's behalf.
+#: The auth method a worker CONNECTs with on an HTTP client's behalf, or as itself.
 AUTH_METHOD = "magnetar-worker"
+#: The sealed method of a worker's own identity (its broker id as the data).
+IDENTITY = "magnetar-worker-identity"
+#: The role a worker's own identity is logged as (no grant names it: ``worker_of`` is what counts).
+WORKER_ROLE_PREFIX = "magnetar.worker."
 SECRET_FILE = "worker.secret"
 #: How old a seal may be (the clocks are one machine's).
 MAX_AGE_S = 60.0
@@ -54,6 +65,11 @@ class Relayed:
     method: str
     data: bytes = b""
     certificate: dict[str, Any] | None = None
+
+
+def identity(broker_id: str) -> Relayed:
+    """Worker ``broker_id`` itself, as it seals its own identity."""
+    return Relayed(IDENTITY, broker_id.encode())
 
 
 class WorkerSecret:
@@ -139,15 +155,36 @@ class WorkerProvider(AuthenticationProvider):
         relayed = self._secret.open(auth_data)
         if relayed.method == AUTH_METHOD:
             raise AuthenticationFailed("worker credentials cannot seal worker credentials")
+        if relayed.method == IDENTITY:
+            return WORKER_ROLE_PREFIX + _worker_id(relayed)
         provider = self._authentication.provider(relayed.method)
         return provider.authenticate(relayed.data, relayed.certificate)
+
+    def worker_of(self, auth_data: bytes) -> str | None:
+        try:
+            relayed = self._secret.open(auth_data)
+        except AuthenticationFailed:
+            return None
+        return _worker_id(relayed) if relayed.method == IDENTITY else None
 
     def expires_at(self, auth_data: bytes) -> float | None:
         try:
             relayed = self._secret.open(auth_data)
+            if relayed.method == IDENTITY:
+                return None  # the seal's age is checked at CONNECT; a worker stays itself
             return self._authentication.provider(relayed.method).expires_at(relayed.data)
         except AuthenticationFailed:
             return 0.0
+
+
+def _worker_id(relayed: Relayed) -> str:
+    try:
+        worker = relayed.data.decode()
+    except UnicodeDecodeError:
+        raise AuthenticationFailed("a worker identity that is not UTF-8") from None
+    if not worker:
+        raise AuthenticationFailed("a worker identity names no worker")
+    return worker
 
 
 def install(authentication: Authentication | None, data_dir: Path) -> WorkerSecret:

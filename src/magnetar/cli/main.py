@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import faulthandler
 import importlib
 import json
 import logging
@@ -113,6 +114,7 @@ _PATH = click.Path(path_type=Path)
 def standalone(**options: Any) -> int:
     """Run a broker in the foreground."""
     _configure_logging(options["log_level"])
+    faulthandler.enable()  # a crash in native code (a signal) leaves its Python traceback on stderr
     # The broker's modules, for this command only.
     from magnetar.cli import standalone as process
     from magnetar.cli import worker
@@ -159,6 +161,15 @@ def show(config: Path | None, json_output: bool) -> int:
     return config_show.run(argparse.Namespace(config=config, json=json_output))
 
 
+def exit_code(exc: SystemExit) -> int:
+    """``sys.exit``'s meaning: None is 0, a number is itself, anything else (a message) is said
+    on standard error and is 1; it was 1 with nothing said, a silent failure."""
+    if exc.code is None or isinstance(exc.code, int):
+        return exc.code or 0
+    click.echo(f"Error: {exc.code}", err=True)
+    return 1
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run ``magnetar``; the exit code (usage errors 2, as before)."""
     try:
@@ -170,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
         click.echo("Aborted.", err=True)
         return 130
     except SystemExit as exc:  # click's shell completion answers and exits
-        return exc.code if isinstance(exc.code, int) else 1
+        return exit_code(exc)
     except OSError as exc:  # a file, directory or port the user named: one line, as click's errors
         click.echo(f"Error: {os_error_text(exc)}", err=True)
         return 1

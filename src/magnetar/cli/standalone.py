@@ -143,8 +143,9 @@ async def run(args: argparse.Namespace) -> int:
     try:
         await standalone.start()
     except START_FAILURES as exc:  # TlsConfigError is a ValueError, listener.ListenError an OSError
+        code = cannot_start(exc)  # said first: a stop that hangs or fails must not hide why
         await standalone.stop()
-        return cannot_start(exc)
+        return code
     tune_gc()
     log.info(
         "Magnetar %s listening on %s, data in %s",  # broker_process.parse_listening reads it

@@ -21,16 +21,22 @@ if TYPE_CHECKING:
 
 
 def install(broker: BrokerService) -> None:
-    """Let ``broker``'s followers reach owners (they poll them on the cursor flush schedule)."""
-    poll_interval = broker.config.cursor_flush_interval_seconds
+    """Let ``broker``'s followers reach owners (they poll them on the cursor flush schedule); with
+    authentication on, each link CONNECTs as its worker (``WorkerIdentity``)."""
+    poll = broker.config.cursor_flush_interval_seconds
+    secret = broker.worker_secret
+    sealed = secret if broker.authentication is not None else None
 
     def link(
         target: LinkTarget, owner: Callable[[], BrokerInfo | None], me: str, resets: Callable[[], int]
     ) -> OwnerLink:
         # Imported at the first link: the client's modules are no part of a broker's start-up
         # (only a worker's followers use them), and importing them delayed its listening.
-        from magnetar.spread.link import OwnerLink
+        from magnetar.spread.link import OwnerLink, WorkerIdentity
 
-        return OwnerLink(target, owner, me, resets, poll_interval=poll_interval)
+        if sealed is None:
+            return OwnerLink(target, owner, me, resets, poll_interval=poll)
+        identity = WorkerIdentity(sealed, me)
+        return OwnerLink(target, owner, me, resets, poll_interval=poll, authentication=identity)
 
     broker.spread.link_factory = link

@@ -15,7 +15,10 @@ spread).
   eviction at the owner reaches the follower's consumers).
 - Its connection lost, or its consumer closed by the owner (an unload, a seek), it connects again
   to whoever owns the topic now, under the same name, so the owner resumes its place; a worker
-  that finds itself the owner tells the follower (``on_owned_here``) and stops.
+  that finds itself the owner tells the follower (``on_owned_here``) and stops. Closed by the
+  owner while no consumer is connected to the follower (``on_closed_by_owner``: the owner let an
+  UNSUBSCRIBE through past this idle link, or unloads), it closes instead, and the follower lets
+  the subscription go.
 - A seek at the owner (asked by any worker's consumer, or the admin API) is noted in the shared
   store before the owner closes the subscription's consumers, this link's too (``resets``): the
   link finds it when closed, or when it connects again, and once subscribed again tells the
@@ -30,6 +33,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import ssl
 from collections.abc import Callable
 from typing import Any
 
@@ -37,6 +41,9 @@ from magnetar.broker.errors import BrokerError
 from magnetar.broker.follower_topic import LinkEvents
 from magnetar.broker.ownership import BrokerInfo
 from magnetar.broker.spread import LinkTarget
+from magnetar.broker.worker_credentials import AUTH_METHOD as WORKER_METHOD
+from magnetar.broker.worker_credentials import WorkerSecret, identity
+from magnetar.client.authentication import Authentication
 from magnetar.client.connection import Connection
 from magnetar.client.errors import ClientError, ServerError
 from magnetar.client.service_url import parse_service_url
@@ -67,8 +74,11 @@ class OwnerLink:
         resets: Callable[[], int],
         poll_interval: float = 1.0,
         operation_timeout: float = 10.0,
+        authentication: Authentication | None = None,
     ) -> None:
         self.target = target
+        #: What the link CONNECTs with: its worker's own identity, with authentication on.
+        self._authentication = authentication
         self._owner = owner
         self._me = me
         self._resets_now = resets
@@ -188,6 +198,11 @@ class OwnerLink:
         task = asyncio.get_running_loop().create_task(cnx.close())
         task.add_done_callback(lambda t: t.cancelled() or t.exception())
 
+    @property
+    def closed(self) -> bool:
+        """Closed for good: it connects to no owner again."""
+        return self._closed
+
     def close(self, give_up: bool) -> None:
         if self._closed:
             return
@@ -212,12 +227,17 @@ class OwnerLink:
 
     # -- the connection ----------------------------------------------------------------------------
     async def _connect(self, owner: BrokerInfo) -> tuple[Position, Position]:
-        if owner.service_url is None:
-            raise BrokerError(
-                f"{owner.broker_id} has no pulsar:// port to follow it on", wire.ServiceNotReady
-            )
-        host, port = parse_service_url(owner.service_url)[0]
-        cnx = await Connection.open(host, port, operation_timeout=self._operation_timeout)
+        url = owner.service_url or owner.service_url_tls
+        if url is None:
+            raise BrokerError(f"{owner.broker_id} has no Pulsar port to follow it on", wire.ServiceNotReady)
+        host, port = parse_service_url(url)[0]
+        cnx = await Connection.open(
+            host,
+            port,
+            operation_timeout=self._operation_timeout,
+            ssl_context=_same_machine_tls() if url.startswith("pulsar+ssl://") else None,
+            authentication=self._authentication,
+        )
         try:
             last, stored = await self._subscribe(cnx, self._names[self._name])
         except BaseException:
@@ -363,7 +383,10 @@ class OwnerLink:
         if self._seeking:
             return  # the seek closed it: subscribed again once the owner answers
         if not self._closed:
-            self._note_resets()  # a seek notes itself before closing the consumers
+            self._note_resets()  # a seek (or an unsubscribe) notes itself before closing the consumers
+            if self._events is not None and self._events.on_closed_by_owner(self._reset_pending):
+                self.close(give_up=False)  # let go here: its consumer is gone at the owner
+                return
             self._drop(cnx)  # _run connects again, to whoever owns the topic now
 
     def _note_resets(self) -> None:
@@ -392,6 +415,29 @@ class OwnerLink:
             self._durable = position
             if self._events is not None:
                 self._events.on_durable(position)
+
+
+def _same_machine_tls() -> ssl.SSLContext:
+    """TLS to another worker of this broker, on this machine: its certificate is this broker's
+    own, so it is not verified (as the WebSocket API's sessions to owners)."""
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    return context
+
+
+class WorkerIdentity(Authentication):
+    """The link's credentials: its worker's own identity, sealed with the workers' secret
+    (``worker_credentials.identity``); sealed again at each CONNECT (a seal is good for a minute)."""
+
+    auth_method_name = WORKER_METHOD
+
+    def __init__(self, secret: WorkerSecret, broker_id: str) -> None:
+        self._secret = secret
+        self._identity = identity(broker_id)
+
+    def auth_data(self) -> bytes:
+        return self._secret.seal(self._identity)
 
 
 def _position(msg_id: wire.MessageIdData) -> Position:

@@ -105,8 +105,10 @@ class Syncer:
                 raise RuntimeError("the fsync thread is not running")
             if not self._dirty:
                 self._first_dirty_at = time.monotonic()
+                # The thread waits only while nothing is dirty: woken once, when the first comes
+                # (waking it for every add cost a thread hand-over each).
+                self._cond.notify()
             self._dirty[id(target)] = target
-            self._cond.notify()
 
     def stop(self) -> None:
         """Fsync whatever is still pending, then end the thread. Idempotent."""

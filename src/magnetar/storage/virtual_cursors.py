@@ -38,6 +38,10 @@ log = logging.getLogger(__name__)
 _HEAD = struct.Struct("<BqqII")  # version, mark-delete ledger and entry, acked count, partial count
 _PARTIAL = struct.Struct("<qqI")  # batch entry's ledger and entry, word count
 _VERSION = 1
+#: A state that carries the resets of its subscription its writer knew of (``epoch``): version 1's
+#: bytes, then the count (an unsigned 64-bit word). A state with epoch 0 is written as version 1.
+_VERSION_WITH_EPOCH = 2
+_EPOCH = struct.Struct("<Q")
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,17 +53,24 @@ class VirtualCursorState:
     mark_delete: Position
     acked: tuple[Position, ...] = ()
     partial: tuple[tuple[Position, tuple[int, ...]], ...] = ()
+    #: How many resets (seeks) of the subscription its writer knew of when it wrote the state
+    #: (the spread's count, docs/architecture.md; 0 for one broker alone): a state written before
+    #: a seek is not resumed from after it.
+    epoch: int = 0
 
 
 def encode_state(state: VirtualCursorState) -> bytes:
     """A compact binary form: a header, the acked positions as int64 pairs, then the batches."""
     md = state.mark_delete
-    parts = [_HEAD.pack(_VERSION, md.ledger_id, md.entry_id, len(state.acked), len(state.partial))]
+    version = _VERSION_WITH_EPOCH if state.epoch else _VERSION
+    parts = [_HEAD.pack(version, md.ledger_id, md.entry_id, len(state.acked), len(state.partial))]
     if state.acked:
         parts.append(array("q", [n for p in state.acked for n in p]).tobytes())
     for position, words in state.partial:
         parts.append(_PARTIAL.pack(position.ledger_id, position.entry_id, len(words)))
         parts.append(array("Q", words).tobytes())
+    if state.epoch:
+        parts.append(_EPOCH.pack(state.epoch))
     return b"".join(parts)
 
 
@@ -68,7 +79,15 @@ def decode_state(data: bytes) -> VirtualCursorState:
     if len(data) < _HEAD.size:
         raise ValueError("virtual cursor state too short")
     version, md_ledger, md_entry, n_acked, n_partial = _HEAD.unpack_from(data)
-    if version != _VERSION:
+    epoch = 0
+    if version == _VERSION_WITH_EPOCH:
+        if len(data) < _HEAD.size + _EPOCH.size:
+            raise ValueError("virtual cursor state truncated in its epoch")
+        (epoch,) = _EPOCH.unpack_from(data, len(data) - _EPOCH.size)
+        if epoch == 0:
+            raise ValueError("a virtual cursor state of version 2 with epoch 0")
+        data = data[: -_EPOCH.size]
+    elif version != _VERSION:
         raise ValueError(f"unknown virtual cursor state version {version}")
     offset = _HEAD.size
     end = offset + 16 * n_acked
@@ -93,7 +112,7 @@ def decode_state(data: bytes) -> VirtualCursorState:
         offset = end
     if offset != len(data):
         raise ValueError("trailing bytes after a virtual cursor state")
-    return VirtualCursorState(Position(md_ledger, md_entry), acked, tuple(partial))
+    return VirtualCursorState(Position(md_ledger, md_entry), acked, tuple(partial), epoch)
 
 
 @dataclass(slots=True)

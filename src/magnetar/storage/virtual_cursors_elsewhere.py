@@ -36,9 +36,10 @@ class VirtualCursorsElsewhere:
         self._own_key = own_key
         self.reads = 0  # look-ups made (tests, stats)
 
-    def find(self, name: str) -> VirtualCursorState | None:
+    def find(self, name: str, min_epoch: int = 0) -> VirtualCursorState | None:
         """The most advanced state another writer stored for ``name`` (by mark-delete position),
-        None if none did."""
+        None if none did; states written before the subscription's ``min_epoch``-th reset (a
+        seek: ``VirtualCursorState.epoch``) are not taken, whoever wrote them."""
         self.reads += 1
         rows = self._metadata.virtual_cursor_bucket_everywhere(
             self._ml_id, self._cursor, buckets.bucket_of(name), self._own_key
@@ -54,6 +55,8 @@ class VirtualCursorsElsewhere:
             except ValueError as exc:
                 log.warning("cursor %s: a virtual cursor bucket of %r is damaged: %s", self._cursor, key, exc)
                 continue
-            if state is not None and (best is None or state.mark_delete > best.mark_delete):
+            if state is None or state.epoch < min_epoch:
+                continue
+            if best is None or state.mark_delete > best.mark_delete:
                 best = state
         return best

@@ -105,12 +105,15 @@ def embedded_broker(
                 port=flags.get("port", 0), http_port=flags.get("http_port", 0), timeout=start_timeout
             )
         except BaseException:
-            process.kill()
+            process.close()
             raise
         try:
             yield EmbeddedBroker(process)
         finally:
-            code = process.stop()  # kills it (and raises) if SIGTERM is not enough
+            try:
+                code = process.stop()  # kills it (and raises) if SIGTERM is not enough
+            finally:
+                process.close()  # no restart follows: its ports go back to the OS
         if code != 0:
             raise BrokerProcessError(
                 f"the embedded broker exited with {code} when stopped:\n{process.log_tail()}"

@@ -196,10 +196,16 @@ class LocalSession:
 
     @classmethod
     async def to_owner(
-        cls, service: BrokerService, owner: BrokerInfo, credentials: Credentials, secret: WorkerSecret
+        cls,
+        service: BrokerService,
+        owner: BrokerInfo,
+        credentials: Credentials,
+        secret: WorkerSecret,
+        relayed: Relayed | None = None,
     ) -> LocalSession:
         """To ``owner``'s own Pulsar port, with the client's credentials sealed (when
-        authentication is on): connected and authenticated by the owner, or SessionError."""
+        authentication is on; ``relayed``: these instead, a worker's own identity): connected and
+        authenticated by the owner, or SessionError."""
         session = cls(service)
         host, port, context = _address(owner)
         try:
@@ -211,8 +217,8 @@ class LocalSession:
         session.transport = link
         session._lost_reason = f"the connection to {owner.broker_id}, which owns the topic, ended"
         if service.authentication is not None:
-            relayed = _relayed(credentials)
-            session._auth = (WORKER_METHOD, lambda: secret.seal(relayed))
+            sealed = _relayed(credentials) if relayed is None else relayed
+            session._auth = (WORKER_METHOD, lambda: secret.seal(sealed))
         try:
             await asyncio.wait_for(session._connect(), OWNER_CONNECT_TIMEOUT_S)
         except TimeoutError:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from magnetar.broker.errors import BrokerError
 from magnetar.broker.tls_identity import AUTH_METHOD_NAME as TLS_METHOD
+from magnetar.broker.worker_credentials import IDENTITY
 from magnetar.protocol import wire
 from magnetar.websocket.session import Credentials, LocalSession, SessionError
 
@@ -114,6 +115,8 @@ def owner_sessions(service: BrokerService) -> Callable[[BrokerInfo, Relayed], Aw
         secret = service.worker_secret
         if secret is None:
             raise SessionError(f"{owner.broker_id} is another broker", wire.ServiceNotReady)
+        if relayed.method == IDENTITY:  # the worker itself (an expired MQTT session's leftovers)
+            return await LocalSession.to_owner(service, owner, Credentials(), secret, relayed)
         if relayed.method == "token":
             credentials = Credentials(token=relayed.data.decode())
         elif relayed.method == TLS_METHOD:

@@ -112,7 +112,10 @@ class BroadcastDispatcher(Dispatcher):
         if subscription.durable and self.reconnect_grace > 0:
             self._saved = SavedVirtualCursors(self.ml.virtual_cursors(subscription.name))
             self._elsewhere = self.ml.virtual_cursors_elsewhere(subscription.name)
-            for name, vc in self._saved.restore(self.cursor.mark_delete_position, self.ml.next_position):
+            restored = self._saved.restore(
+                self.cursor.mark_delete_position, self.ml.next_position, subscription.reset_epoch
+            )
+            for name, vc in restored:
                 self._floor.add(vc.mark_delete)
                 self._detach(name, vc)
 
@@ -125,7 +128,7 @@ class BroadcastDispatcher(Dispatcher):
     def save_state(self) -> None:
         """Hand the virtual cursors changed since the last call to storage (written at its next flush)."""
         if self._saved is not None:
-            self._saved.save()
+            self._saved.save(self.subscription.reset_epoch)
 
     # -- consumers -------------------------------------------------------------------------
     def add_consumer(self, consumer: Consumer) -> None:
@@ -152,7 +155,7 @@ class BroadcastDispatcher(Dispatcher):
         there before), moved up to the subscription's mark-delete position; None if none did."""
         if self._elsewhere is None:
             return None
-        state = self._elsewhere.find(name)
+        state = self._elsewhere.find(name, self.subscription.reset_epoch)
         if state is None:
             return None
         next_position = self.ml.next_position

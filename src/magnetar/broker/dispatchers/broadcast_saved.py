@@ -23,10 +23,15 @@ class SavedVirtualCursors:
         #: delete its stored state. The dispatcher writes here on every ack (no call).
         self.changes: dict[str, VirtualCursor | None] = {}
 
-    def restore(self, start: Position, next_position: NextPosition) -> Iterator[tuple[str, VirtualCursor]]:
+    def restore(
+        self, start: Position, next_position: NextPosition, min_epoch: int = 0
+    ) -> Iterator[tuple[str, VirtualCursor]]:
         """The virtual cursors stored before a restart, moved up to ``start`` (the subscription's
-        mark-delete position: what it acknowledged for everyone since, by skip or expiry)."""
+        mark-delete position: what it acknowledged for everyone since, by skip or expiry); those
+        stored before the subscription's ``min_epoch``-th reset (a seek) are not."""
         for name, state in self.store.load().items():
+            if state.epoch < min_epoch:
+                continue
             vc = VirtualCursor.from_state(state, next_position(state.mark_delete))
             vc.skip_to(start, next_position)
             yield name, vc
@@ -36,8 +41,9 @@ class SavedVirtualCursors:
         self.store.clear()
         self.changes = {}
 
-    def save(self) -> None:
-        """Hand the changes since the last call to storage (written at its next flush)."""
+    def save(self, epoch: int = 0) -> None:
+        """Hand the changes since the last call to storage (written at its next flush), each
+        marked with the subscription's resets known here (``epoch``)."""
         store, changes = self.store, self.changes
         if not changes:
             return
@@ -47,7 +53,7 @@ class SavedVirtualCursors:
             if vc is None:
                 store.remove(name)
             else:
-                store.put(name, vc.state(shared))
+                store.put(name, vc.state(shared, epoch))
 
     def stats(self) -> dict[str, int]:
         store = self.store

@@ -75,20 +75,25 @@ class VirtualCursor:
             vc.partial_batches = {position: list(words) for position, words in state.partial}
         return vc
 
-    def state(self, shared: dict[Position, VirtualCursorState] | None = None) -> VirtualCursorState:
-        """What this consumer has acknowledged, to be stored. Cursors with nothing acknowledged
-        past their mark-delete position take their state from ``shared`` when given (consumers
-        that keep up share one state object, which storage then encodes once)."""
+    def state(
+        self, shared: dict[Position, VirtualCursorState] | None = None, epoch: int = 0
+    ) -> VirtualCursorState:
+        """What this consumer has acknowledged, to be stored (marked with ``epoch``, the
+        subscription's resets known: ``VirtualCursorState.epoch``). Cursors with nothing
+        acknowledged past their mark-delete position take their state from ``shared`` when given
+        (consumers that keep up share one state object, which storage then encodes once; one
+        ``shared`` is for one epoch)."""
         batches = self.partial_batches
         if not self._acked and not batches:
             if shared is None:
-                return VirtualCursorState(self.mark_delete)
+                return VirtualCursorState(self.mark_delete, epoch=epoch)
             state = shared.get(self.mark_delete)
             if state is None:
-                state = shared[self.mark_delete] = VirtualCursorState(self.mark_delete)
+                state = shared[self.mark_delete] = VirtualCursorState(self.mark_delete, epoch=epoch)
             return state
         partial = tuple((p, tuple(w)) for p, w in batches.items()) if batches else ()
-        return VirtualCursorState(self.mark_delete, tuple(self._acked) if self._acked else (), partial)
+        acked = tuple(self._acked) if self._acked else ()
+        return VirtualCursorState(self.mark_delete, acked, partial, epoch)
 
     @property
     def replay(self) -> ReplayQueue:

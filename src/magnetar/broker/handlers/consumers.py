@@ -22,6 +22,7 @@ from magnetar.broker.subscription import PersistentSubscription
 from magnetar.broker.subscription_type import SubscriptionType
 from magnetar.broker.topic import PersistentTopic
 from magnetar.protocol import Frame, ProtocolError, wire
+from magnetar.protocol.broadcast import wants_broadcast
 from magnetar.protocol.commands import wrap
 from magnetar.protocol.message_id import to_u64
 from magnetar.protocol.topic_name import InvalidTopicName, TopicName
@@ -59,6 +60,15 @@ def handle_subscribe(cnx: HandlerCnx, frame: Frame) -> None:
         topic = cnx.service.get_topic(topic_name(cmd.topic), create=True)
         if cmd.HasField("schema"):
             cnx.service.schemas.for_subscribe(topic, cmd.schema)
+        existing = topic.subscriptions.get(cmd.subscription)
+        if (
+            isinstance(existing, PersistentSubscription)
+            and existing.dispatcher is None
+            and wants_broadcast(cmd)
+        ):
+            # Before its dispatcher restores the places stored for it: after a seek (the spread's
+            # count of resets), none stored before it is resumed from.
+            cnx.service.spread.watch_resets(topic.name, existing)
         name = cmd.consumer_name or f"consumer-{cmd.consumer_id}"
 
         def make(subscription: Subscription[Consumer]) -> Consumer:

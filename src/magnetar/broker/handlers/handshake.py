@@ -82,6 +82,7 @@ def _authenticate_connect(cnx: HandlerCnx, cmd: wire.CommandConnect) -> bool:
         return False
     cnx.auth.role, cnx.auth.method = role, method
     cnx.auth.expires_at = provider.expires_at(cmd.auth_data)
+    cnx.auth.worker = provider.worker_of(cmd.auth_data)
     cnx.service.authentication_successes[method] += 1
     log.info("%s: authenticated as %r with %s", cnx.remote, role, method)
     return True

@@ -193,10 +193,10 @@ class MqttConnection(asyncio.Protocol):
         self.no_problem_information = False
         #: QoS 1 and 2 PUBLISHes received and not yet answered with PUBACK or PUBCOMP, as
         #: (qos, packet identifier): at most the Receive Maximum announced (5.0, 3.3.4).
-        self.unanswered: set[tuple[int, int]] | None = None
+        self.unanswered: set[int] | None = None
         #: The same PUBLISHes in the order they came, each with its PUBACK or PUBREC once known:
         #: answers go in that order (4.6, MQTT-4.6.0-2/-3), whichever store finished first.
-        self._answers: dict[tuple[int, int], Packet | bytes | None] | None = None
+        self._answers: dict[int, Packet | bytes | None] | None = None
         self.server_receive_maximum = 65535
         #: A packet waiting for something off the loop; those behind it wait too.
         self._waiting: asyncio.Future[Any] | None = None
@@ -304,6 +304,7 @@ class MqttConnection(asyncio.Protocol):
         self._handle_packets()
 
     def _handle_packets(self) -> None:
+        debug = log.isEnabledFor(logging.DEBUG)  # asked once a pass, not once a packet
         try:
             while not self.closed and self._waiting is None and not self._held:
                 try:
@@ -316,6 +317,8 @@ class MqttConnection(asyncio.Protocol):
                         self._pause_reading()
                     return
                 try:
+                    if debug:
+                        log.debug("%s: %r", self.remote, packet)
                     self._handle(packet)
                 except MqttError as exc:
                     self.refuse(exc)
@@ -473,30 +476,43 @@ class MqttConnection(asyncio.Protocol):
         if unanswered is None:
             unanswered = self.unanswered = set()
             self._answers = {}
-        unanswered.add((qos, packet_id))
-        assert self._answers is not None
-        self._answers.setdefault((qos, packet_id), None)
+        key = qos << 16 | packet_id
+        unanswered.add(key)
+        answers = self._answers
+        assert answers is not None
+        if key not in answers:
+            answers[key] = None
         if self.version == MQTT_5 and len(unanswered) > self.server_receive_maximum:
             raise MqttError(
                 R.RECEIVE_MAXIMUM_EXCEEDED,
                 f"more than {self.server_receive_maximum} QoS 1 and 2 messages unacknowledged",
             )
 
+    def acknowledge(self, packet_id: int, puback: bytes) -> None:
+        """``answered`` then ``send_answer`` for a QoS 1 PUBLISH stored: its PUBACK, in turn."""
+        if self.unanswered is not None:
+            self.unanswered.discard(1 << 16 | packet_id)
+        self.send_answer(1, packet_id, puback)
+
     def send_answer(self, qos: int, packet_id: int, answer: Packet | bytes) -> None:
         """The PUBACK or PUBREC of a PUBLISH received: sent once those of the PUBLISHes before
         it are."""
         answers = self._answers
-        if answers is None or (qos, packet_id) not in answers:  # answered already (a copy sent again)
+        key = qos << 16 | packet_id
+        if answers is None or key not in answers:  # answered already (a copy sent again)
             self._send_answer(answer)
             return
-        answers[(qos, packet_id)] = answer
+        answers[key] = answer
         while answers:
             first = next(iter(answers))
             ready = answers[first]
             if ready is None:
                 return
             del answers[first]
-            self._send_answer(ready)
+            if isinstance(ready, bytes):  # ``_send_answer``, inline: a PUBACK of success
+                self.send_bytes(ready)
+            else:
+                self.send(ready)
 
     def _send_answer(self, answer: Packet | bytes) -> None:
         if isinstance(answer, bytes):  # a PUBACK of success, encoded already (inbound.py)
@@ -507,7 +523,7 @@ class MqttConnection(asyncio.Protocol):
     def answered(self, qos: int, packet_id: int) -> None:
         """PUBACK (QoS 1) or PUBCOMP, or a refusing PUBREC (QoS 2), went to the client."""
         if self.unanswered is not None:
-            self.unanswered.discard((qos, packet_id))
+            self.unanswered.discard(qos << 16 | packet_id)
 
     def send_bytes(self, data: bytes) -> None:
         self._out.append(data)
@@ -578,9 +594,13 @@ class MqttConnection(asyncio.Protocol):
 
     # -- packets -------------------------------------------------------------------------------
     def _handle(self, packet: Packet) -> None:
-        if log.isEnabledFor(logging.DEBUG):
-            log.debug("%s: %r", self.remote, packet)
-        if isinstance(packet, Connect):
+        kind = type(packet)
+        if kind is Publish:  # the packets most sent first, by their exact type
+            inbound.handle_publish(self, cast(Publish, packet))
+        elif kind is PubAck:
+            ack = cast(PubAck, packet)
+            self.outbound.acknowledged(ack.packet_id, PacketType.PUBACK, ack.reason_code)
+        elif isinstance(packet, Connect):
             if self.session is not None:
                 raise MqttError(R.PROTOCOL_ERROR, "a second CONNECT")
             self._connect(packet)

@@ -24,7 +24,7 @@ import asyncio
 import functools
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -50,6 +50,7 @@ from magnetar.protocol.mqtt import (
     ReasonCode,
 )
 from magnetar.protocol.mqtt.codes import PacketType
+from magnetar.protocol.mqtt.properties import NONE
 from magnetar.protocol.mqtt.pulsar_names import pulsar_topic
 from magnetar.protocol.topic_name import InvalidTopicName, TopicName
 from magnetar.storage.position import Position
@@ -73,7 +74,7 @@ def handle_publish(cnx: MqttConnection, packet: Publish) -> None:
     if packet.qos:
         assert packet.packet_id is not None
         cnx.received_unanswered(packet.qos, packet.packet_id)
-    name = _topic_name(cnx, packet)
+    name = packet.topic if packet.properties.topic_alias is None else _topic_name(cnx, packet)
     if v5 and packet.properties.subscription_identifiers:
         raise MqttError(R.PROTOCOL_ERROR, "a PUBLISH from a client with a Subscription Identifier")
     if v5 and packet.properties.payload_format_indicator == 1 and not _utf8(packet.payload):
@@ -93,12 +94,14 @@ def handle_publish(cnx: MqttConnection, packet: Publish) -> None:
     else:
         target = cnx.publish_targets.get(name)
         if target is not None and not target.producer.closed:  # the topic's open, its producer there
-            unauthorized = access.publish_refused(cnx, target.name)
-            if unauthorized is not None:
-                _refused(cnx, packet, R.NOT_AUTHORIZED, unauthorized)
-                return
+            if cnx.service.authorization is not None:
+                unauthorized = access.publish_refused(cnx, target.name)
+                if unauthorized is not None:
+                    _refused(cnx, packet, R.NOT_AUTHORIZED, unauthorized)
+                    return
             topic, producer = target.topic, target.producer
-            _store(cnx, packet, topic, producer, session.next_sequence(target.key, _highest(topic, producer)))
+            highest = topic.deduplication.highest_sequence_id(producer.name)
+            _store(cnx, packet, topic, producer, session.next_sequence(target.key, highest))
             return
     try:
         topic_name = _mapped(name, cnx.config.mqtt_default_tenant, cnx.config.mqtt_default_namespace)
@@ -337,10 +340,19 @@ def _store(
     topic.traffic.messages_in += 1
     topic.traffic.bytes_in += size
     cnx.store_started()
-    properties = pulsar_properties(packet.properties, now, packet.retain, packet.qos)
-    stored = _stored(cnx, packet, str(topic.name), now)
+    if packet.properties is NONE:  # most PUBLISHes: the same few properties, made once
+        properties: Sequence[tuple[str, str]] = _PLAIN_PROPERTIES[packet.retain][packet.qos]
+    else:
+        properties = tuple(pulsar_properties(packet.properties, now, packet.retain, packet.qos))
+    stored = _Answer(cnx, packet, topic.name, now)
     pending = Pending(packet.payload, properties, sequence, int(now * 1000), stored, packet.qos == 2)
     cnx.publishes.add(topic, producer, pending)
+
+
+#: The Pulsar properties of a PUBLISH without properties, by RETAIN and QoS.
+_PLAIN_PROPERTIES = tuple(
+    tuple(tuple(pulsar_properties(NONE, 0, bool(retain), qos)) for qos in range(3)) for retain in range(2)
+)
 
 
 def _store_remote(
@@ -356,7 +368,7 @@ def _store_remote(
         packet.payload, packet.properties, producer.name, sequence, int(now * 1000), packet.retain, packet.qos
     )
     cnx.store_started()
-    stored = _stored(cnx, packet, str(name), now)
+    stored = _Answer(cnx, packet, name, now)
     max_size = cnx.config.max_message_size
     tries = 0
 
@@ -433,19 +445,32 @@ REMOTE_SEND_TRIES = 6
 REMOTE_RESEND_DELAY_S = 0.2
 
 
-def _stored(
-    cnx: MqttConnection, packet: Publish, topic: str, now: float
-) -> Callable[[Position | None, Exception | None], None]:
-    retaining: asyncio.Future[None] | None = None
+class _Answer:
+    """What is done once a PUBLISH is stored, or could not be: with RETAIN, its topic's retained
+    message set (durably) first; then the PUBACK or PUBREC, or the refusal. An object rather
+    than a closure: a closure that names itself (to run again once the retained message is
+    stored) is a reference cycle, which kept every message's packet for the garbage collector
+    to find."""
 
-    def stored(position: Position | None, exc: Exception | None) -> None:
-        nonlocal retaining
+    __slots__ = ("cnx", "now", "packet", "retaining", "topic")
+
+    def __init__(self, cnx: MqttConnection, packet: Publish, topic: TopicName, now: float) -> None:
+        self.cnx = cnx
+        self.packet = packet
+        self.topic = topic
+        self.now = now
+        self.retaining: asyncio.Future[None] | None = None
+
+    def __call__(self, position: Position | None, exc: Exception | None) -> None:
+        cnx, packet = self.cnx, self.packet
+        retaining = self.retaining
         if exc is None and packet.retain and retaining is None:
             # Only a message stored replaces the retained one (a refused one leaves it as it was);
             # an empty payload deletes it (3.3.1.3). Acknowledged once both are durable.
-            retaining = cnx.server.retained.set(topic, retained_of(topic, packet, now))
+            topic = str(self.topic)
+            retaining = self.retaining = cnx.server.retained.set(topic, retained_of(topic, packet, self.now))
         if retaining is not None and not retaining.done():
-            retaining.add_done_callback(lambda _: stored(position, exc))
+            retaining.add_done_callback(functools.partial(_answer_later, self, position, exc))
             return
         cnx.store_done()
         if cnx.closed:
@@ -456,18 +481,23 @@ def _stored(
         if failure is not None:
             _refused(cnx, packet, R.UNSPECIFIED_ERROR, f"the message could not be stored: {failure}")
             return
-        if packet.qos == 1:
-            assert packet.packet_id is not None
-            cnx.answered(1, packet.packet_id)
-            cnx.send_answer(1, packet.packet_id, _PUBACK + packet.packet_id.to_bytes(2, "big"))
-        elif packet.qos == 2:
+        qos = packet.qos
+        if qos == 1:
+            packet_id = packet.packet_id
+            assert packet_id is not None
+            cnx.acknowledge(packet_id, _PUBACK + packet_id.to_bytes(2, "big"))
+        elif qos == 2:
             assert packet.packet_id is not None and cnx.session is not None
             incoming = cnx.session.incoming.get(packet.packet_id)
             if incoming is not None:
                 incoming.stored = True
             cnx.send_answer(2, packet.packet_id, PubRec(packet.packet_id))
 
-    return stored
+
+def _answer_later(
+    answer: _Answer, position: Position | None, exc: Exception | None, _: asyncio.Future[None]
+) -> None:
+    answer(position, exc)
 
 
 def retained_of(topic: str, packet: Publish, now: float) -> Retained | None:

@@ -36,7 +36,7 @@ from typing import NamedTuple
 
 from magnetar.broker.entries import DispatchEntry
 from magnetar.protocol import ProtocolError, wire
-from magnetar.protocol.batch import iter_batch
+from magnetar.protocol.batch import iter_batch_properties, properties_of
 from magnetar.protocol.compression import DecompressionError, decompress
 from magnetar.protocol.headers import encode_headers_and_payload, parse_metadata
 from magnetar.protocol.mqtt import Properties
@@ -126,6 +126,14 @@ class Outgoing(NamedTuple):
 def outgoing(payload: bytes, properties: Sequence[tuple[str, str]]) -> Outgoing:
     """A message with these Pulsar properties, as an MQTT subscriber gets it; a property of MQTT's
     whose value does not read is passed over."""
+    return tuple.__new__(Outgoing, (payload, *_outgoing_rest(properties)))
+
+
+#: An ``Outgoing`` less its payload (its other fields, in order).
+Rest = tuple[tuple[tuple[str, str], ...], bool, Properties, int | None, int]
+
+
+def _outgoing_rest(properties: Sequence[tuple[str, str]]) -> Rest:
     user: list[tuple[str, str]] = []
     retain = False
     expires_at: int | None = None
@@ -159,7 +167,28 @@ def outgoing(payload: bytes, properties: Sequence[tuple[str, str]]) -> Outgoing:
         except (ValueError, binascii.Error):
             log.debug("the property %s=%r does not read as MQTT's", key, value)
     mqtt = Properties(**fields) if fields else NONE  # type: ignore[arg-type]  # the names above are its fields
-    return Outgoing(payload, tuple(user), retain, mqtt, expires_at, qos)
+    return tuple(user) if user else (), retain, mqtt, expires_at, qos
+
+
+#: The properties' bytes of batched messages (``iter_batch_properties``) -> what they make of an
+#: ``Outgoing``: the messages of a batch mostly carry the same (``MQTT_QOS`` alone, from an MQTT
+#: publisher), read once here rather than per message. Only properties of at most
+#: ``_REST_KEY_MAX`` bytes are kept, and all are forgotten together past ``_RESTS_MAX``: a
+#: producer whose every message has properties of its own costs what it did, never memory.
+_RESTS: dict[bytes, Rest] = {}
+_RESTS_MAX = 4096
+_REST_KEY_MAX = 1024
+
+
+def _rest_of(key: bytes) -> Rest:
+    rest = _RESTS.get(key)
+    if rest is None:
+        rest = _outgoing_rest(properties_of(key))
+        if len(key) <= _REST_KEY_MAX:
+            if len(_RESTS) >= _RESTS_MAX:
+                _RESTS.clear()
+            _RESTS[key] = rest
+    return rest
 
 
 def from_entry(entry: DispatchEntry) -> list[Outgoing] | None:
@@ -176,10 +205,12 @@ def from_entry(entry: DispatchEntry) -> list[Outgoing] | None:
             data = body
         if not metadata.HasField("num_messages_in_batch"):
             return [outgoing(bytes(data), _pairs(metadata.properties))]
-        return [
-            outgoing(bytes(payload), _pairs(single.properties))
-            for single, payload in iter_batch(data, metadata.num_messages_in_batch)
-        ]
+        new = tuple.__new__
+        messages: list[Outgoing] = []
+        for key, single, payload in iter_batch_properties(data, metadata.num_messages_in_batch):
+            rest = _rest_of(key) if single is None else _outgoing_rest(_pairs(single.properties))
+            messages.append(new(Outgoing, (bytes(payload), *rest)))
+        return messages
     except (ProtocolError, DecompressionError) as exc:
         log.warning("entry %s cannot go to MQTT subscribers: %s", entry.position, exc)
         return None

@@ -405,6 +405,8 @@ class Outbound:
         aliases = cnx.client_alias_maximum
         acks: EntryAcks | None = None
         now = 0.0
+        position = entry.position
+        topic = ""
         for index, message in enumerate(messages):
             data = encoded[index]
             qos = min(granted, message.qos)  # never above the QoS it was published with (3.3.5, 3.8.4)
@@ -438,10 +440,13 @@ class Outbound:
                 if max_packet and len(parts[0]) + 2 + len(parts[1]) > max_packet:
                     continue
             if acks is None:
-                acks = EntryAcks(consumer, entry.position, entry.num_messages, 0)
+                acks = EntryAcks(consumer, position, entry.num_messages, 0)
+                topic = str(consumer.subscription.topic.name)
             acks.left += 1
-            position = entry.position
-            key = (str(consumer.subscription.topic.name), position.ledger_id, position.entry_id, index)
+            key = (topic, position.ledger_id, position.entry_id, index)
+            if parts is not None and not self.waiting and len(self.in_flight) < cnx.receive_maximum:
+                self._send_parts(qos, acks, key, parts)  # nothing waits before it: at once
+                continue
             if self.waiting is None:
                 self.waiting = deque()
             self.waiting.append(Waiting(qos, packet, acks, key, message.expires_at, parts))
@@ -489,6 +494,10 @@ class Outbound:
                 assert packet is not None
                 self._send(packet)
                 continue
+            if packet is None:
+                assert waiting.encoded is not None
+                self._send_parts(waiting.qos, acks, key, waiting.encoded)
+                continue
             dup = False
             packet_id = None
             if session is not None and key is not None:
@@ -500,25 +509,48 @@ class Outbound:
             if session is not None and key is not None:
                 session.sent(key, packet_id)
             self.in_flight[packet_id] = InFlight(waiting.qos, acks)
-            if packet is None:
-                assert waiting.encoded is not None
-                head, tail = waiting.encoded
-                if dup:
-                    head = bytes((head[0] | 0x08,)) + head[1:]
-                cnx.send_bytes(head)
-                cnx.send_bytes(packet_id.to_bytes(2, "big"))
-                cnx.send_bytes(tail)
-                continue
             self._send(
                 Publish(
                     packet.topic, packet.payload, packet.qos, packet.retain, dup, packet_id, packet.properties
                 )
             )
 
+    def _send_parts(
+        self, qos: int, acks: EntryAcks | None, key: MessageKey | None, parts: tuple[bytes, bytes]
+    ) -> None:
+        """A QoS 1 or 2 PUBLISH encoded for every subscriber alike (``publishes.py``): its packet
+        identifier (and DUP) goes between the bytes before and after it. One the session sent
+        before it resumed goes again under the identifier it had, with DUP set (4.4)."""
+        session = self.cnx.session
+        in_flight = self.in_flight
+        packet_id = None
+        head, tail = parts
+        if session is not None and key is not None:
+            known = session.unacked.get(key)
+            if known is not None and known not in in_flight:
+                packet_id = known  # sent before this session resumed: again, as it was
+                head = bytes((head[0] | 0x08,)) + head[1:]
+            if packet_id is None:
+                packet_id = self._packet_id()
+            session.sent(key, packet_id)
+        else:
+            packet_id = self._packet_id()
+        in_flight[packet_id] = InFlight(qos, acks)
+        if len(tail) <= _JOIN_MAX:  # one piece to write (a large payload is not copied)
+            self.cnx.send_bytes(b"".join((head, packet_id.to_bytes(2, "big"), tail)))
+        else:
+            self.cnx.send_bytes(head + packet_id.to_bytes(2, "big"))
+            self.cnx.send_bytes(tail)
+
     def _packet_id(self) -> int:
         session = self.cnx.session
         taken = session.unacked_ids if session is not None else {}
         released = session.released if session is not None else set()
+        in_flight = self.in_flight
+        candidate = self._next_id % 65535 + 1  # the next one is mostly free: no loop for it
+        if candidate not in in_flight and candidate not in taken and candidate not in released:
+            self._next_id = candidate
+            return candidate
         for _ in range(65535):
             self._next_id = self._next_id % 65535 + 1
             candidate = self._next_id
@@ -565,7 +597,8 @@ class Outbound:
         elif session is not None:
             session.released.discard(packet_id)
         del self.in_flight[packet_id]
-        self._send_waiting()
+        if self.waiting:
+            self._send_waiting()
 
     def _entry_done(self, flight: InFlight) -> None:
         acks, flight.entry = flight.entry, None
@@ -584,6 +617,10 @@ class Outbound:
         for flight in self.in_flight.values():
             if flight.entry is not None and flight.entry.consumer is consumer:
                 flight.entry = None
+
+
+#: A PUBLISH whose payload and properties are at most this many bytes is written as one piece.
+_JOIN_MAX = 1024
 
 
 def _size(packet: Publish, version: int) -> int:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import functools
 import logging
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from magnetar.broker.errors import REQUEST_ERRORS
@@ -54,7 +54,7 @@ class Pending:
 
     payload: bytes
     #: Its Pulsar properties (``messages.pulsar_properties``).
-    properties: list[tuple[str, str]]
+    properties: Sequence[tuple[str, str]]
     sequence_id: int
     #: When it came, in milliseconds since the epoch (the entry's publish time).
     publish_ms: int
@@ -65,7 +65,28 @@ class Pending:
 
     def size(self) -> int:
         """Its bytes in a batch, about: payload, properties and the fields around them."""
-        return len(self.payload) + sum(len(key) + len(value) + 4 for key, value in self.properties) + 16
+        return len(self.payload) + _properties_size(tuple(self.properties))
+
+
+def _properties_size(properties: tuple[tuple[str, str], ...]) -> int:
+    """Its properties' bytes and the fields around them; the few a PUBLISH without properties
+    has, counted once (``_PLAIN_SIZES``)."""
+    size = _PLAIN_SIZES.get(properties)
+    if size is None:
+        size = sum(len(key) + len(value) + 4 for key, value in properties) + 16
+    return size
+
+
+#: What ``_properties_size`` says of the properties of a PUBLISH without any (``MQTT_QOS``, and
+#: ``MQTT_RETAIN``), counted once.
+_PLAIN_SIZES: dict[tuple[tuple[str, str], ...], int] = {
+    plain: sum(len(key) + len(value) + 4 for key, value in plain) + 16
+    for plain in [
+        (("MQTT_QOS", qos),) if not retain else (("MQTT_RETAIN", "true"), ("MQTT_QOS", qos))
+        for qos in "012"
+        for retain in (False, True)
+    ]
+}
 
 
 class PublishBatches:
@@ -106,7 +127,7 @@ def store_all(topic: PersistentTopic, producer: Producer, messages: list[Pending
             run, size = [], 0
             store_one(topic, producer, message, max_size)
             continue
-        one = message.size()
+        one = len(message.payload) + _properties_size(tuple(message.properties))  # ``size``, inline
         if run and (size + one > limit or len(run) >= BATCH_MAX_MESSAGES):
             _store_run(topic, producer, run, max_size)
             run, size = [], 0
@@ -143,7 +164,7 @@ def store_one(topic: PersistentTopic, producer: Producer, message: Pending, max_
         message.stored(None, exc)
 
 
-def single_metadata(properties: list[tuple[str, str]], payload_size: int, sequence_id: int) -> bytes:
+def single_metadata(properties: Sequence[tuple[str, str]], payload_size: int, sequence_id: int) -> bytes:
     """A batched message's ``SingleMessageMetadata``, serialized: its properties (serialized once
     for every message that has the same), then ``payload_size`` (field 3) and ``sequence_id``
     (field 8) as protobuf writes them, in field order. A message's properties are mostly the
@@ -165,6 +186,10 @@ def _properties_bytes(properties: tuple[tuple[str, str], ...]) -> bytes:
 def _varint(value: int) -> bytes:
     if value < 0x80:
         return _ONE_BYTE[value]
+    if value < 0x4000:  # sequence ids mostly: two or three bytes, without a loop
+        return bytes((value & 0x7F | 0x80, value >> 7))
+    if value < 0x20_0000:
+        return bytes((value & 0x7F | 0x80, value >> 7 & 0x7F | 0x80, value >> 14))
     out = bytearray()
     while value >= 0x80:
         out.append(value & 0x7F | 0x80)
@@ -179,10 +204,14 @@ _U32 = struct.Struct(">I")
 
 def _store_batch(topic: PersistentTopic, producer: Producer, run: list[Pending]) -> None:
     parts: list[bytes] = []
+    pack = _U32.pack
     for message in run:
         payload = message.payload
-        single = single_metadata(message.properties, len(payload), message.sequence_id)
-        parts += (_U32.pack(len(single)), single, payload)
+        properties = _properties_bytes(tuple(message.properties))
+        size, sequence = _varint(len(payload)), _varint(message.sequence_id)
+        # [size u32][SingleMessageMetadata: properties, payload_size, sequence_id][payload]
+        length = pack(len(properties) + len(size) + len(sequence) + 2)
+        parts += (b"".join((length, properties, b"\x18", size, b"\x40", sequence)), payload)
     first, highest = run[0].sequence_id, run[-1].sequence_id
     metadata = wire.MessageMetadata(
         producer_name=producer.name,

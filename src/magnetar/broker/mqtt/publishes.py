@@ -58,7 +58,7 @@ class EntryPublishes:
         found = made.get(delivery)
         if found is None:
             assert self.messages is not None
-            found = made[delivery] = [_encode(version, delivery, m) for m in self.messages]
+            found = made[delivery] = _encode_all(version, delivery, self.messages)
         return found
 
 
@@ -79,21 +79,99 @@ def packet(version: int, delivery: Delivery, message: Outgoing, expires_in: int 
     return Publish(delivery.mqtt_topic, message.payload, qos, retain, properties=properties)
 
 
-def _encode(version: int, delivery: Delivery, message: Outgoing) -> Encoded:
-    if message.expires_at is not None:
-        return None
-    publish = packet(version, delivery, message)
+def _encode_all(version: int, delivery: Delivery, messages: list[Outgoing]) -> list[Encoded]:
+    """Each message's packet. The messages of a batch mostly differ in their payload alone: a
+    run of messages with the same properties, RETAIN and QoS as the one before shares its
+    packet's bytes around the payload (``_Shape``), worked out once for the run, and each one's
+    packet is its fixed header, those bytes and its payload."""
+    out: list[Encoded] = []
+    shape: _Shape | None = None
+    last: Outgoing | None = None
+    for message in messages:
+        if message.expires_at is not None:
+            out.append(None)  # what is left of its interval goes in per subscriber
+            continue
+        if (
+            last is None
+            or message.properties is not last.properties
+            or message.mqtt is not last.mqtt
+            or message.retain != last.retain
+            or message.qos != last.qos
+        ):
+            shape = _shape_of(version, delivery, message)
+            last = message
+        if shape is None:
+            out.append(None)  # something MQTT cannot carry: per subscriber (``Outbound._admit``)
+            continue
+        first, name, properties, qos = shape
+        payload = message.payload
+        size = len(name) + len(properties) + len(payload)
+        if not qos:
+            out.append(b"".join((first, _remaining_length(size), name, properties, payload)))
+        else:
+            tail = properties + payload if properties else payload
+            out.append((first + _remaining_length(size + 2) + name, tail))
+    return out
+
+
+#: A PUBLISH's bytes but its Remaining Length, packet identifier and payload: its first byte,
+#: the Topic Name (length in front), the properties (5.0; empty for 3.1.1) and its QoS.
+_Shape = tuple[bytes, bytes, bytes, int]
+
+
+#: Shapes worked out lately, by protocol version, ``Delivery``, the message's properties (both
+#: kept by identity: the same objects for every message whose properties have the same bytes,
+#: ``messages._rest_of``), RETAIN and QoS; each kept with the objects it was made for, so a key
+#: whose objects are gone and whose ids were taken again is never another's. Shapes of at most
+#: ``_SHAPE_KEPT_MAX`` bytes, cleared past ``_SHAPES_MAX``.
+_SHAPES: dict[tuple[int, int, int, int, bool, int], tuple[Delivery, object, object, _Shape | None]] = {}
+_SHAPES_MAX = 1024
+_SHAPE_KEPT_MAX = 2048
+
+
+def _shape_of(version: int, delivery: Delivery, message: Outgoing) -> _Shape | None:
+    """``_shape``, once for a kind of message and subscriber rather than once an entry."""
+    key = (version, id(delivery), id(message.properties), id(message.mqtt), message.retain, message.qos)
+    hit = _SHAPES.get(key)
+    if hit is not None and hit[0] is delivery and hit[1] is message.properties and hit[2] is message.mqtt:
+        return hit[3]
+    shape = _shape(version, delivery, message)
+    if shape is None or len(shape[1]) + len(shape[2]) <= _SHAPE_KEPT_MAX:  # large ones made again
+        if len(_SHAPES) >= _SHAPES_MAX:
+            _SHAPES.clear()
+        _SHAPES[key] = (delivery, message.properties, message.mqtt, shape)
+    return shape
+
+
+def _shape(version: int, delivery: Delivery, message: Outgoing) -> _Shape | None:
+    """The bytes ``message``'s PUBLISH has around its payload, read back from the packet encoded
+    without one; None when it cannot go as it is (``sendable``)."""
+    publish = dataclasses.replace(packet(version, delivery, message), payload=b"")
     if sendable(publish)[1]:
-        return None  # something MQTT cannot carry: per subscriber, through ``Outbound._admit``
-    if not publish.qos:
-        return encode(publish, version)
-    data = encode(dataclasses.replace(publish, packet_id=0), version)
-    # The fixed header (a type byte and the Remaining Length), the Topic Name, then the identifier.
+        return None
+    qos = publish.qos
+    data = encode(dataclasses.replace(publish, packet_id=0) if qos else publish, version)
     at = 1
     while data[at] & 0x80:
         at += 1
-    at += 1 + 2 + len(publish.topic.encode())
-    return data[:at], data[at + 2 :]
+    at += 1
+    name_end = at + 2 + (data[at] << 8 | data[at + 1])
+    return data[:1], data[at:name_end], data[name_end + (2 if qos else 0) :], qos
+
+
+def _remaining_length(size: int) -> bytes:
+    """The Remaining Length's bytes (2.1.4; ``size`` is under the largest packet a broker takes)."""
+    if size < 0x80:
+        return _ONE_BYTE[size]
+    out = bytearray()
+    while size >= 0x80:
+        out.append(size & 0x7F | 0x80)
+        size >>= 7
+    out.append(size)
+    return bytes(out)
+
+
+_ONE_BYTE = [bytes((i,)) for i in range(0x80)]
 
 
 #: Entries prepared lately: a broadcast subscription sends one entry to many MQTT subscribers in

@@ -27,11 +27,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from magnetar.broker.entries import DispatchEntry
 from magnetar.broker.errors import BrokerError
+from magnetar.broker.handlers.worker_access import expiry_consumer_name
 from magnetar.broker.mqtt.large_messages import Stored, split
 from magnetar.broker.mqtt.outbound import Delivery, MqttConsumer
 from magnetar.broker.producer import DEDUPLICATED_PROPERTY
 from magnetar.broker.traffic import Traffic
-from magnetar.broker.worker_credentials import Relayed
+from magnetar.broker.worker_credentials import Relayed, identity
 from magnetar.protocol import ProtocolError, wire
 from magnetar.protocol.commands import wrap
 from magnetar.protocol.headers import parse_metadata
@@ -518,8 +519,10 @@ async def drop_subscription(
     service: BrokerService, owner: BrokerInfo, name: TopicName, subscription: str
 ) -> None:
     """Delete the durable ``subscription`` of ``name`` at its owner: a consumer on it, then
-    UNSUBSCRIBE (refused, and kept, while another consumer is on a Shared one)."""
-    session = await open_session(service, owner, Relayed("none"))
+    UNSUBSCRIBE (refused, and kept, while another consumer is on a Shared one). No client is
+    behind it (its session expired), so this worker CONNECTs as itself (``worker_access.py``)."""
+    me = service.namespace_service.broker_id
+    session = await open_session(service, owner, identity(me))
     try:
         consumer_id, request_id = 1, session.new_request_id()
         cmd = wire.CommandSubscribe(
@@ -527,6 +530,7 @@ async def drop_subscription(
             subscription=subscription,
             sub_type=wire.CommandSubscribe.Shared,
             consumer_id=consumer_id,
+            consumer_name=expiry_consumer_name(me),
             request_id=request_id,
             durable=True,
             force_topic_creation=False,

@@ -123,6 +123,14 @@ def _connect_rest(reader: p.Reader, level: int) -> Connect:
     return Connect(client_id, level, bool(flags & 0x02), keep_alive, username, password, will, properties)
 
 
+#: Topic Names read and found valid, by their bytes: a client publishes to the same few again and
+#: again. Names of at most ``_TOPIC_NAME_KEPT_MAX`` bytes, forgotten together past
+#: ``_TOPIC_NAMES_MAX``.
+_TOPIC_NAMES: dict[bytes, str] = {}
+_TOPIC_NAMES_MAX = 4096
+_TOPIC_NAME_KEPT_MAX = 512
+
+
 def _publish(flags: int, body: bytes, version: int) -> Publish:
     qos = (flags >> 1) & 0x03
     if qos == 3:
@@ -136,7 +144,11 @@ def _publish(flags: int, body: bytes, version: int) -> Publish:
     pos = 2 + (body[0] << 8 | body[1])
     if pos > size:
         raise malformed("topic name runs past the end of the packet")
-    topic = p.decode_utf8(body[2:pos], "topic name")
+    raw_topic = body[2:pos]
+    topic = _TOPIC_NAMES.get(raw_topic)
+    checked = topic is not None
+    if topic is None:
+        topic = p.decode_utf8(raw_topic, "topic name")
     packet_id = None
     if qos:
         if pos + 2 > size:
@@ -150,8 +162,12 @@ def _publish(flags: int, body: bytes, version: int) -> Publish:
         reader = p.Reader(body, pos)
         properties = props.decode(reader, T.PUBLISH)
         pos = reader.pos
-    if topic or properties.topic_alias is None:  # 5.0: an empty name goes with a Topic Alias
+    if not checked and (topic or properties.topic_alias is None):  # 5.0: empty with a Topic Alias
         check_topic_name(topic)
+        if len(raw_topic) <= _TOPIC_NAME_KEPT_MAX:
+            if len(_TOPIC_NAMES) >= _TOPIC_NAMES_MAX:
+                _TOPIC_NAMES.clear()
+            _TOPIC_NAMES[raw_topic] = topic
     return Publish(topic, body[pos:], qos, bool(flags & 0x01), dup, packet_id, properties)
 
 

@@ -13,13 +13,15 @@ aside for a large one before it is read (``broker/mqtt/packet_room.py``).
 from __future__ import annotations
 
 from magnetar.protocol.mqtt.codec import decode
-from magnetar.protocol.mqtt.codes import MAX_PACKET_SIZE, ReasonCode
+from magnetar.protocol.mqtt.codes import MAX_PACKET_SIZE, PacketType, ReasonCode
 from magnetar.protocol.mqtt.errors import MqttError
-from magnetar.protocol.mqtt.packets import Connect, Packet
+from magnetar.protocol.mqtt.packets import Connect, Packet, PubAck
 from magnetar.protocol.mqtt.primitives import read_varint
 
 #: Keep at most this many consumed bytes in front of the buffer before moving the rest down.
 _COMPACT_AT = 64 * 1024
+#: A PUBACK's first byte (no flags).
+_PUBACK = PacketType.PUBACK << 4
 
 
 class MqttDecoder:
@@ -83,8 +85,14 @@ class MqttDecoder:
             )
         if end - start < remaining:
             return None
-        body = bytes(buffer[start : start + remaining])
         first = buffer[pos]
+        if first == _PUBACK and remaining == 2 and self.version is not None:
+            # A PUBACK of success, the packet a QoS 1 subscriber sends most: read here.
+            packet_id = buffer[start] << 8 | buffer[start + 1]
+            if packet_id:  # identifier 0 is malformed: ``decode`` says so
+                self._pos = start + 2
+                return PubAck(packet_id)
+        body = bytes(buffer[start : start + remaining])
         self._pos = start + remaining
         packet = decode(first, body, self.version)
         if self.version is None and isinstance(packet, Connect):

@@ -1,0 +1,90 @@
+"""What a connection authenticated as one of this broker's workers (its own sealed identity,
+``worker_credentials.identity``) may ask: what workers ask of each other, and nothing else.
+
+No client's credentials are behind such a connection, so no grant is looked at for it; instead
+its SUBSCRIBE must be one of these, each named by the asking worker:
+- a follower's link to a spread topic's owner (docs/architecture.md, the spread): a durable
+  broadcast consumer named ``magnetar.spread.<worker>`` (or its rejoin name, ``....b``) of a
+  spread topic;
+- a home worker deleting an expired MQTT session's durable subscription at the topic's owner
+  (``mqtt/remote.py``, ``drop_subscription``): a durable consumer named ``EXPIRY_PREFIX<worker>``
+  that creates no topic, which UNSUBSCRIBEs at once.
+Then the consumer's own commands (FLOW, ACK, GET_LAST_MESSAGE_ID, SEEK, UNSUBSCRIBE, CLOSE_CONSUMER)
+and PING/PONG. Anything else is refused with AuthorizationError. Each client of a worker was
+authenticated and authorized by that worker (its SUBSCRIBE, its SEEK through its consumer).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from magnetar.broker.follower_topic import link_consumer_name
+from magnetar.broker.request_errors import error_reply
+from magnetar.protocol import Frame, ProtocolError, wire
+from magnetar.protocol.broadcast import wants_broadcast
+from magnetar.protocol.commands import wrap
+from magnetar.protocol.topic_name import InvalidTopicName, TopicName
+
+if TYPE_CHECKING:
+    from magnetar.broker.handlers.cnx import HandlerCnx
+
+log = logging.getLogger(__name__)
+T = wire.BaseCommand.Type
+
+#: The start of the consumer name a worker deletes an expired MQTT session's subscription with.
+EXPIRY_PREFIX = "magnetar.mqtt-expiry."
+#: A worker's consumer's own commands, and the keepalive.
+_CONSUMER_COMMANDS = frozenset(
+    {
+        T.FLOW,
+        T.ACK,
+        T.GET_LAST_MESSAGE_ID,
+        T.SEEK,
+        T.UNSUBSCRIBE,
+        T.CLOSE_CONSUMER,
+        T.REDELIVER_UNACKNOWLEDGED_MESSAGES,
+        T.PING,
+        T.PONG,
+    }
+)
+
+
+def expiry_consumer_name(broker_id: str) -> str:
+    return f"{EXPIRY_PREFIX}{broker_id}"
+
+
+def allowed(cnx: HandlerCnx, frame: Frame) -> bool:
+    """Whether worker ``cnx.auth.worker`` may ask ``frame``; a refusal is answered here."""
+    worker = cnx.auth.worker
+    assert worker is not None
+    kind = frame.command.type
+    if kind in _CONSUMER_COMMANDS:
+        return True
+    if kind == T.SUBSCRIBE and _workers_subscribe(cnx, worker, frame.command.subscribe):
+        return True
+    body = frame.body()
+    log.info("%s: worker %s may not ask %s", cnx.remote, worker, frame.type_name)
+    message = f"a worker's own identity is not authorized for {frame.type_name}"
+    if body is None or "request_id" not in body.DESCRIPTOR.fields_by_name:
+        raise ProtocolError(message)
+    cnx.send_command(wrap(error_reply(kind, body.request_id, wire.AuthorizationError, message)))
+    return False
+
+
+def _workers_subscribe(cnx: HandlerCnx, worker: str, cmd: wire.CommandSubscribe) -> bool:
+    if not cmd.durable:
+        return False
+    if cmd.consumer_name == expiry_consumer_name(worker):
+        return not cmd.force_topic_creation
+    link = link_consumer_name(worker)
+    if cmd.consumer_name not in (link, f"{link}.b") or not wants_broadcast(cmd):
+        return False
+    try:
+        topic = TopicName.parse(cmd.topic)
+    except InvalidTopicName:
+        return False
+    spread = cnx.service.spread
+    if not spread.is_spread(topic):
+        spread.refresh()  # marked by another worker a moment ago: its notice may not be read yet
+    return spread.is_spread(topic)
