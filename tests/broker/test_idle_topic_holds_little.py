@@ -1,6 +1,7 @@
 """A topic whose last producer left keeps no table for producers gone and no facts of its last
-entries (issue 40: 100,000 topics, each given a message by a producer that then closed); a
-consumer that comes later still gets each message whole, its metadata parsed again."""
+entries, and a topic with no subscription keeps no copy of its messages in the entry cache
+(issue 40: 100,000 topics, each given a message by a producer that then closed); a consumer that
+comes later still gets each message whole, read from the files, its metadata parsed again."""
 
 from __future__ import annotations
 
@@ -43,19 +44,24 @@ def consume(url: str) -> list[tuple[bytes, dict, str]]:
 def test_the_last_producer_gone_the_topic_drops_its_tables_and_a_later_consumer_gets_every_message(tmp_path):
     config = BrokerConfig.load(None, data_dir=tmp_path / "data", port=0, http_port=0)
 
-    async def scenario() -> tuple[int, int, list[tuple[bytes, dict, str]]]:
+    async def scenario() -> tuple[int, int, int, list[tuple[bytes, dict, str]]]:
         standalone = Standalone(config)
         await standalone.start()
         service = standalone.broker
         try:
             await asyncio.to_thread(produce, service.service_url)
             topic = service.topics[TOPIC]
-            sizes = sys.getsizeof(topic.producers), len(topic.recent_entries)
+            sizes = (
+                sys.getsizeof(topic.producers),
+                len(topic.recent_entries),
+                len(service.storage.entry_cache),
+            )
             return (*sizes, await asyncio.to_thread(consume, service.service_url))
         finally:
             await standalone.stop()
 
-    producers_size, recent, got = asyncio.run(scenario())
+    producers_size, recent, cached, got = asyncio.run(scenario())
     assert producers_size == sys.getsizeof({})  # emptied and cleared: no table left
     assert recent == 0
+    assert cached == 0  # no cursor could read them: the messages are in the files only
     assert got == [(f"m{i}".encode(), {"i": str(i)}, f"k{i}") for i in range(3)]

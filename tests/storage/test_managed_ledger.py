@@ -107,16 +107,42 @@ def test_reads_never_pass_last_confirmed(open_storage):
 
 
 def test_entry_cache_serves_tail_reads(storage, ml):
+    ml.open_cursor("sub")
     positions = add_durable(ml, payloads(5))
     hits = storage.entry_cache.hits
     assert len(ml.read_entries(positions[0], 5)) == 5
     assert storage.entry_cache.hits == hits + 5
 
 
+def test_entries_added_while_no_cursor_could_read_them_are_not_cached(storage, ml):
+    datas = payloads(3)
+    positions = add_durable(ml, datas)  # a topic only written to: nobody reads at the tail
+    assert len(storage.entry_cache) == 0 and storage.entry_cache.size_bytes == 0
+    assert [e.data for e in ml.read_entries(positions[0], 10)] == datas  # from the files
+    assert ml.read_entry(positions[-1]).data == datas[-1]
+    cursor = ml.open_cursor("sub", "earliest")
+    later = add_durable(ml, [b"read at the tail"])
+    assert len(storage.entry_cache) == 1
+    assert [e.data for e in cursor.read_entries(10)] == [*datas, b"read at the tail"]
+    assert ml.read_entry(later[0]).data == b"read at the tail"
+
+
+def test_a_live_readers_cursor_has_added_entries_cached_and_a_gone_one_not(storage, ml):
+    reader = ml.new_non_durable_cursor(Position.EARLIEST)
+    add_durable(ml, [b"one"])
+    assert len(storage.entry_cache) == 1
+    assert [e.data for e in reader.read_entries(10)] == [b"one"]
+    del reader  # a reader's cursor is held weakly: closed, it is gone
+    add_durable(ml, [b"two"])
+    assert len(storage.entry_cache) == 1
+    assert [e.data for e in ml.read_entries(Position.EARLIEST, 10)] == [b"one", b"two"]
+
+
 def test_entry_cache_is_bounded_and_reads_fall_back_to_disk(open_storage):
     budget = 2 * (100 + ENTRY_OVERHEAD) + 50
     storage = open_storage(entry_cache_bytes=budget)
     ml = storage.open_managed_ledger(TOPIC)
+    ml.open_cursor("sub")
     datas = payloads(10, size=100)
     positions = add_durable(ml, datas)
     assert storage.entry_cache.size_bytes <= budget and len(storage.entry_cache) == 2
@@ -225,6 +251,7 @@ def test_bad_arguments_are_rejected(ml, tmp_path):
 
 
 def test_a_read_only_view_is_kept_as_given_and_anything_mutable_is_copied(ml):
+    ml.open_cursor("sub")  # entries are cached while a cursor could read them
     kept = memoryview(bytearray(b"large message " * 100)).toreadonly()
     mutable = bytearray(b"mutable bytes")
     positions = add_durable(ml, [kept, memoryview(mutable), mutable])

@@ -44,15 +44,17 @@ class ChunkContexts:
     def __init__(self, ml: ManagedLedger) -> None:
         self._ml = ml
         self._saved = ml.get_property(KEY)
-        self._records: OrderedDict[Key, list[str]] = OrderedDict()
+        #: The records and the watched consumers are made at the first (two tables of 192 bytes
+        #: for each topic otherwise, most never seeing a chunked message; issue 40).
+        self._records: OrderedDict[Key, list[str]] | None = None
         if self._saved:
             try:
                 for subscription, consumer, uuids in json.loads(self._saved):
-                    self._records[(subscription, consumer)] = list(uuids)
+                    self._table()[(subscription, consumer)] = list(uuids)
             except (ValueError, TypeError) as exc:
                 log.warning("%s: unreadable %s property, ignored: %s", ml.name, KEY, exc)
         #: Watched consumers now: their (subscription, consumer name).
-        self._live: dict[ChunkWatch, Key] = {}
+        self._live: dict[ChunkWatch, Key] | None = None
 
     def attach(
         self, consumer: Consumer, subscription: CursorSubscription[Consumer], chunks: StoredChunks
@@ -72,24 +74,33 @@ class ChunkContexts:
             return chunks.position(metadata, chunk, chunk.num_chunks - 1)
 
         key = (subscription.name, consumer.name)
-        watch = ChunkWatch(read, last_chunk, self._left, self._records.pop(key, ()))
+        held = self._records.pop(key, ()) if self._records is not None else ()
+        watch = ChunkWatch(read, last_chunk, self._left, held)
+        if self._live is None:
+            self._live = {}
         self._live[watch] = key
         consumer.chunk_watch = watch
 
     def _left(self, watch: ChunkWatch, keep: bool) -> None:
-        key = self._live.pop(watch, None)
+        key = self._live.pop(watch, None) if self._live is not None else None
         holding = watch.holding()
         if key is None or not keep or not holding:
             return
-        merged = list(dict.fromkeys([*self._records.pop(key, ()), *holding]))
-        self._records[key] = merged[-MAX_PER_RECORD:]
-        while len(self._records) > MAX_RECORDS:
-            self._records.popitem(last=False)
+        records = self._table()
+        merged = list(dict.fromkeys([*records.pop(key, ()), *holding]))
+        records[key] = merged[-MAX_PER_RECORD:]
+        while len(records) > MAX_RECORDS:
+            records.popitem(last=False)
+
+    def _table(self) -> OrderedDict[Key, list[str]]:
+        if self._records is None:
+            self._records = OrderedDict()
+        return self._records
 
     def records(self) -> dict[Key, list[str]]:
         """What is recorded and what the watched consumers hold now (as a restart would find it)."""
-        out = {key: list(uuids) for key, uuids in self._records.items()}
-        for watch, key in self._live.items():
+        out = {key: list(uuids) for key, uuids in (self._records or {}).items()}
+        for watch, key in (self._live or {}).items():
             if holding := watch.holding():
                 out[key] = list(dict.fromkeys([*out.get(key, ()), *holding]))[-MAX_PER_RECORD:]
         return out

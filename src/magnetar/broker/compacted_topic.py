@@ -55,6 +55,19 @@ class CompactionStatus(enum.Enum):
 class CompactedTopic:
     """Pulsar's ``CompactedTopicImpl`` with the compactor's runs: one at a time per topic."""
 
+    # One for each loaded topic, compacted or not: no instance dict (issue 40).
+    __slots__ = (
+        "_making_cursor",
+        "_running",
+        "checkpoints",
+        "last_error",
+        "ml",
+        "record",
+        "status",
+        "view",
+        "yield_every_s",
+    )
+
     def __init__(
         self, ml: ManagedLedger, pause_at: Step | None = None, yield_every_s: float = YIELD_EVERY_S
     ) -> None:

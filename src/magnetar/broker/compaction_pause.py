@@ -32,6 +32,8 @@ class CompactionStopped(Exception):
 class CompactionCheckpoints:
     """One topic's: the stop signal, and the step its compactions pause at (tests only)."""
 
+    __slots__ = ("_released", "_stopped", "_stopping", "pause_at", "topic")  # one per topic (issue 40)
+
     def __init__(self, topic: str, pause_at: Step | None = None) -> None:
         self.topic = topic
         self.pause_at = pause_at

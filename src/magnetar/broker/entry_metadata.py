@@ -40,6 +40,8 @@ class EntryMetadataInterceptor(Protocol):
 class BrokerTimestampInterceptor:
     """Broker time in ms, monotonic per topic partition."""
 
+    __slots__ = ("last_timestamp",)  # one per topic: no instance dict (issue 40)
+
     def __init__(self) -> None:
         self.last_timestamp = 0
 
@@ -57,6 +59,8 @@ class BrokerTimestampInterceptor:
 
 class IndexInterceptor:
     """Continuous message index: ``last_index`` is the index of the last message stored (or -1)."""
+
+    __slots__ = ("last_index",)  # one per topic: no instance dict (issue 40)
 
     def __init__(self) -> None:
         self.last_index = -1

@@ -67,7 +67,9 @@ class StoredChunks:
 
     def __init__(self, max_chunks: int = MAX_CHUNKS) -> None:
         self.max_chunks = max_chunks
-        self._messages: OrderedDict[tuple[str, str], ChunkedMessage] = OrderedDict()
+        #: Made at the first chunked message (an empty OrderedDict costs 128 bytes per topic; most
+        #: topics never see a chunk, issue 40).
+        self._messages: OrderedDict[tuple[str, str], ChunkedMessage] | None = None
         self._chunks = 0
 
     @property
@@ -120,7 +122,8 @@ class StoredChunks:
         waiting = message.in_flight.pop(chunk.chunk_id, None) or []
         if position is not None and exc is None:
             message.positions.setdefault(chunk.chunk_id, position)
-        elif self._messages.get(message.key) is message:  # still counted: not forgotten meanwhile
+        elif self._messages is not None and self._messages.get(message.key) is message:
+            # still counted: not forgotten meanwhile
             self._chunks -= 1
         for callback in waiting:
             callback(position, exc)
@@ -139,7 +142,7 @@ class StoredChunks:
         ``[first chunk id, ledger id, first entry id, count]`` (chunks stored back to back
         take one run)."""
         out = []
-        for (producer, uuid), message in self._messages.items():
+        for (producer, uuid), message in (self._messages or {}).items():
             if message.positions:
                 out.append([producer, uuid, *message.fingerprint, _runs(message.positions)])
         return out
@@ -150,12 +153,14 @@ class StoredChunks:
             for chunk_id, ledger_id, entry_id, count in runs:
                 for i in range(count):
                     message.positions[chunk_id + i] = Position(ledger_id, entry_id + i)
-            self._messages[(producer, uuid)] = message
+            self._table()[(producer, uuid)] = message
             self._chunks += len(message.positions)
         self._bound()
 
     # -- the records --------------------------------------------------------------------------
     def _find(self, metadata: wire.MessageMetadata, chunk: ChunkRef) -> ChunkedMessage | None:
+        if self._messages is None:
+            return None
         message = self._messages.get((metadata.producer_name, chunk.uuid))
         if message is None or message.fingerprint != fingerprint(metadata):
             return None
@@ -165,17 +170,24 @@ class StoredChunks:
         """The message's record, newest now; a different message under the same uuid replaces it."""
         key = (metadata.producer_name, chunk.uuid)
         fp = fingerprint(metadata)
-        message = self._messages.get(key)
+        messages = self._table()
+        message = messages.get(key)
         if message is None or message.fingerprint != fp:
             if message is not None:
                 self._chunks -= len(message)
-            message = self._messages[key] = ChunkedMessage(key, fp)
-        self._messages.move_to_end(key)
+            message = messages[key] = ChunkedMessage(key, fp)
+        messages.move_to_end(key)
         return message
 
+    def _table(self) -> OrderedDict[tuple[str, str], ChunkedMessage]:
+        if self._messages is None:
+            self._messages = OrderedDict()
+        return self._messages
+
     def _bound(self) -> None:
-        while self._chunks > self.max_chunks and len(self._messages) > 1:
-            _, oldest = self._messages.popitem(last=False)
+        messages = self._table()
+        while self._chunks > self.max_chunks and len(messages) > 1:
+            _, oldest = messages.popitem(last=False)
             self._chunks -= len(oldest)
 
 

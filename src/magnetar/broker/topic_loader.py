@@ -11,6 +11,7 @@ import logging
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import TYPE_CHECKING
 
 from magnetar.broker import descriptors
@@ -22,6 +23,7 @@ from magnetar.storage.managed_ledger import ManagedLedger
 
 if TYPE_CHECKING:
     from magnetar.broker.config import BrokerConfig
+    from magnetar.broker.namespaces import NamespacePolicies
     from magnetar.broker.resources import BrokerResources
     from magnetar.broker.startup import InterceptorFactory
     from magnetar.broker.topic_catalog import TopicCatalog, Topics
@@ -74,6 +76,9 @@ class TopicLoader:
         self._opening: dict[str, asyncio.Future] = {}
         #: New topics are counted and created one at a time where a namespace's topics are limited.
         self._topic_count_lock = threading.Lock()
+        #: Each namespace's current policies, as its topics ask for them: one callable shared by
+        #: the namespace's topics (a closure each cost 0.2 KiB per loaded topic, issue 40).
+        self._policies_of: dict[str, Callable[[], NamespacePolicies]] = {}
         #: Topics unloaded whose storage is being closed on ``executor``: loading one waits.
         self._closing: dict[str, concurrent.futures.Future[None]] = {}
 
@@ -211,10 +216,11 @@ class TopicLoader:
         topic = self._topics.get(key)
         if isinstance(topic, PersistentTopic):
             return topic  # opened meanwhile by another path, on the same managed ledger
-        namespace, namespaces = name.namespace_name, self._namespaces
-        topic = PersistentTopic(
-            name, ml, self._config, lambda: namespaces.policies(namespace), self._interceptors
-        )
+        namespace = name.namespace_name
+        policies = self._policies_of.get(namespace)
+        if policies is None:
+            policies = self._policies_of[namespace] = partial(self._namespaces.policies, namespace)
+        topic = PersistentTopic(name, ml, self._config, policies, self._interceptors)
         self._topics[key] = topic
         self._loaded(topic)
         return topic

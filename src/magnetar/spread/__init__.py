@@ -10,12 +10,14 @@ follower's link to the topic's owner with Magnetar's own client connection
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import partial
+from typing import TYPE_CHECKING
 
 from magnetar.broker.ownership import BrokerInfo
 from magnetar.broker.service import BrokerService
 from magnetar.broker.spread import LinkTarget
-from magnetar.spread.link import OwnerLink, WorkerIdentity
+
+if TYPE_CHECKING:
+    from magnetar.spread.link import OwnerLink
 
 
 def install(broker: BrokerService) -> None:
@@ -23,14 +25,17 @@ def install(broker: BrokerService) -> None:
     authentication on, each link CONNECTs as its worker (``WorkerIdentity``)."""
     poll = broker.config.cursor_flush_interval_seconds
     secret = broker.worker_secret
-    if broker.authentication is None or secret is None:
-        broker.spread.link_factory = partial(OwnerLink, poll_interval=poll)
-        return
-    sealed = secret
+    sealed = secret if broker.authentication is not None else None
 
     def link(
         target: LinkTarget, owner: Callable[[], BrokerInfo | None], me: str, resets: Callable[[], int]
     ) -> OwnerLink:
+        # Imported at the first link: the client's modules are no part of a broker's start-up
+        # (only a worker's followers use them), and importing them delayed its listening.
+        from magnetar.spread.link import OwnerLink, WorkerIdentity
+
+        if sealed is None:
+            return OwnerLink(target, owner, me, resets, poll_interval=poll)
         identity = WorkerIdentity(sealed, me)
         return OwnerLink(target, owner, me, resets, poll_interval=poll, authentication=identity)
 

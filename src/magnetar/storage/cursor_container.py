@@ -138,6 +138,11 @@ class ManagedCursorContainer:
         cursor.release(delete=True)
         return existing
 
+    def any(self) -> bool:
+        """Whether any cursor could read what is added next: a durable one, or a reader's still
+        alive. Without one an added entry is not worth its place in the entry cache."""
+        return bool(self._durable) or bool(self._non_durable)
+
     def durable(self) -> dict[str, ManagedCursor]:
         """The durable cursors, by name."""
         with self._lock:

@@ -232,8 +232,9 @@ class ManagedLedger:
     def add_entry(self, data: EntryData | bytearray, on_durable: DurableCallback | None = None) -> Position:
         """Append ``data`` now and return its position; ``on_durable`` fires once it is durable.
 
-        ``data`` is kept (in the entry cache) as given when it is ``bytes`` or a read-only
-        memoryview, whose memory the caller must never change; anything else is copied.
+        ``data`` is kept (in the entry cache, while the managed ledger has a cursor) as given
+        when it is ``bytes`` or a read-only memoryview, whose memory the caller must never
+        change; anything else is copied.
 
         Durable means fsynced for the "always" and "interval" policies, and
         written to the OS for "never". On a failed fsync the callback gets
@@ -258,7 +259,11 @@ class ManagedLedger:
             position = Position(segment.ledger_id, entry_id)
             self._ledgers.set_count(segment.ledger_id, entry_id + 1)
             self._last_added = position
-            self._cache.put(self._id, position, data)
+            if self._cursors.any():
+                # As Pulsar's managed ledger (entries are cached only while it has cursors): a
+                # topic only written to, a device's per topic, would keep its last messages in
+                # memory for nobody, and push the entries that readers wait for out of the cache.
+                self._cache.put(self._id, position, data)
             if never:
                 self._last_confirmed = position
             else:
