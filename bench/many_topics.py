@@ -200,7 +200,11 @@ def main(argv: list[str] | None = None) -> int:
         default=130.0,
         help="seconds nobody uses the topics after the consumer round, then the same figures (0: skip)",
     )
-    p.add_argument("--only", choices=["magnetar-fsync", PEER], help="measure one broker")
+    p.add_argument(
+        "--only",
+        choices=["magnetar-fsync", "magnetar-workers", PEER],
+        help="measure one broker (magnetar-workers: the one with --workers processes)",
+    )
     p.add_argument(
         "--workers",
         type=int,
@@ -211,10 +215,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, help="also write the JSON here")
     args = p.parse_args(argv)
     names = ["magnetar-fsync"] + ([PEER] if peer_installed() else [])
-    if args.only:
-        names = [args.only]
     if args.workers:
         names.insert(1, "magnetar-workers")
+    if args.only:
+        if args.only == "magnetar-workers" and not args.workers:
+            p.error("--only magnetar-workers needs --workers N")
+        names = [args.only]
     # The data directories are removed after the report: 100,000 topics' files take minutes to delete.
     tmp = tempfile.TemporaryDirectory(prefix="magnetar-many-topics-")
     source = MagnetarSource.working_tree()
