@@ -106,3 +106,17 @@ def test_send_receipt_frame_equals_protobuf(producer_id, sequence_id, ledger_id,
     assert send_receipt_frame(producer_id, sequence_id, ledger_id, entry_id, highest) == encode_frame(
         wrap(receipt)
     )
+
+
+BOUNDARIES = [0x7F, 0x80, 0x3FFF, 0x4000, 0x1F_FFFF, 0x20_0000]
+
+
+@given(st.one_of(st.integers(0, 0x20_0001), st.sampled_from(BOUNDARIES)))
+def test_varint_of_one_to_three_bytes_is_mqtts_variable_byte_integer(value):
+    """The short paths (one, two, three bytes: sequence ids, Remaining Lengths) against the MQTT
+    codec's loop and protobuf's own encoding, at and around each boundary."""
+    from magnetar.protocol.mqtt.primitives import varint as variable_byte_integer
+
+    assert varint(value) == variable_byte_integer(value)
+    encoded = wire.MessageIdData(ledger_id=value, entry_id=0).SerializeToString()
+    assert encoded[1 : 1 + len(varint(value))] == varint(value)

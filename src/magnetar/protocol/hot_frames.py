@@ -31,9 +31,14 @@ _SMALL = [bytes([n]) for n in range(128)]
 
 
 def varint(value: int) -> bytes:
-    """Protobuf base-128 varint of a non-negative int (negative int64s: pass value % 2**64)."""
+    """Protobuf base-128 varint of a non-negative int (negative int64s: pass value % 2**64); also
+    MQTT's Variable Byte Integer (1.5.5), the same encoding."""
     if value < 128:
         return _SMALL[value]
+    if value < 0x4000:  # sequence ids and packet lengths mostly: two or three bytes, no loop
+        return bytes((value & 0x7F | 0x80, value >> 7))
+    if value < 0x20_0000:
+        return bytes((value & 0x7F | 0x80, value >> 7 & 0x7F | 0x80, value >> 14))
     out = bytearray()
     while value > 0x7F:
         out.append((value & 0x7F) | 0x80)

@@ -34,6 +34,7 @@ from magnetar.broker.producer import Producer
 from magnetar.broker.topic import PersistentTopic
 from magnetar.protocol import wire
 from magnetar.protocol.headers import encode_headers_and_payload
+from magnetar.protocol.hot_frames import varint
 from magnetar.storage.position import Position
 
 log = logging.getLogger(__name__)
@@ -171,7 +172,7 @@ def single_metadata(properties: Sequence[tuple[str, str]], payload_size: int, se
     same as the one before (``MQTT_QOS`` alone): building a protobuf object for each was most of
     a batch's cost per message."""
     return b"".join(
-        (_properties_bytes(tuple(properties)), b"\x18", _varint(payload_size), b"\x40", _varint(sequence_id))
+        (_properties_bytes(tuple(properties)), b"\x18", varint(payload_size), b"\x40", varint(sequence_id))
     )
 
 
@@ -183,22 +184,6 @@ def _properties_bytes(properties: tuple[tuple[str, str], ...]) -> bytes:
     return single.SerializePartialToString()  # payload_size (required) follows
 
 
-def _varint(value: int) -> bytes:
-    if value < 0x80:
-        return _ONE_BYTE[value]
-    if value < 0x4000:  # sequence ids mostly: two or three bytes, without a loop
-        return bytes((value & 0x7F | 0x80, value >> 7))
-    if value < 0x20_0000:
-        return bytes((value & 0x7F | 0x80, value >> 7 & 0x7F | 0x80, value >> 14))
-    out = bytearray()
-    while value >= 0x80:
-        out.append(value & 0x7F | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-_ONE_BYTE = [bytes((i,)) for i in range(0x80)]
 _U32 = struct.Struct(">I")
 
 
@@ -208,7 +193,7 @@ def _store_batch(topic: PersistentTopic, producer: Producer, run: list[Pending])
     for message in run:
         payload = message.payload
         properties = _properties_bytes(tuple(message.properties))
-        size, sequence = _varint(len(payload)), _varint(message.sequence_id)
+        size, sequence = varint(len(payload)), varint(message.sequence_id)
         # [size u32][SingleMessageMetadata: properties, payload_size, sequence_id][payload]
         length = pack(len(properties) + len(size) + len(sequence) + 2)
         parts += (b"".join((length, properties, b"\x18", size, b"\x40", sequence)), payload)

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 from magnetar.broker.entries import DispatchEntry
 from magnetar.broker.mqtt.messages import Outgoing, from_entry
 from magnetar.protocol.chunks import chunk_ref
+from magnetar.protocol.hot_frames import varint
 from magnetar.protocol.mqtt import MQTT_5, Publish, encode
 from magnetar.protocol.mqtt.properties import NONE
 from magnetar.protocol.mqtt.sendable import sendable
@@ -107,10 +108,10 @@ def _encode_all(version: int, delivery: Delivery, messages: list[Outgoing]) -> l
         payload = message.payload
         size = len(name) + len(properties) + len(payload)
         if not qos:
-            out.append(b"".join((first, _remaining_length(size), name, properties, payload)))
+            out.append(b"".join((first, varint(size), name, properties, payload)))
         else:
             tail = properties + payload if properties else payload
-            out.append((first + _remaining_length(size + 2) + name, tail))
+            out.append((first + varint(size + 2) + name, tail))
     return out
 
 
@@ -157,21 +158,6 @@ def _shape(version: int, delivery: Delivery, message: Outgoing) -> _Shape | None
     at += 1
     name_end = at + 2 + (data[at] << 8 | data[at + 1])
     return data[:1], data[at:name_end], data[name_end + (2 if qos else 0) :], qos
-
-
-def _remaining_length(size: int) -> bytes:
-    """The Remaining Length's bytes (2.1.4; ``size`` is under the largest packet a broker takes)."""
-    if size < 0x80:
-        return _ONE_BYTE[size]
-    out = bytearray()
-    while size >= 0x80:
-        out.append(size & 0x7F | 0x80)
-        size >>= 7
-    out.append(size)
-    return bytes(out)
-
-
-_ONE_BYTE = [bytes((i,)) for i in range(0x80)]
 
 
 #: Entries prepared lately: a broadcast subscription sends one entry to many MQTT subscribers in
