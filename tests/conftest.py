@@ -14,11 +14,21 @@ files is marked ``spark`` here, so that ``-m "not spark"`` (``make test-quick``)
 from __future__ import annotations
 
 import os
+import signal
 from typing import Any
 
 import pytest
 
 CI = os.environ.get("CI", "").strip().lower() in {"1", "true", "yes"}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Handle SIGINT as a terminal's foreground command does, also in a run started with it ignored
+    (a background job of a script, ``pytest ... &``). An ignored signal stays ignored in every
+    child process, so a ``magnetar consume -n 0`` that a test stops with Ctrl-C would never see it;
+    a handled one is reset to the default in a child, which Python turns into KeyboardInterrupt."""
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 #: The files that run Spark in the test process; a module marked ``spark`` must be one of them.

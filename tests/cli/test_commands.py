@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -173,6 +174,16 @@ def test_an_auth_token_is_passed_and_a_refused_one_is_one_line(broker_factory, t
     assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
 
 
+def ignores_sigint(pid: int) -> bool:
+    """Whether process ``pid`` ignores SIGINT, as one started by a background job of a script does
+    (Linux: its ``SigIgn`` mask; a run with SIGINT ignored would otherwise hang here for 30 s)."""
+    status = Path(f"/proc/{pid}/status")
+    if not status.exists():
+        return False
+    mask = next(line.split()[1] for line in status.read_text().splitlines() if line.startswith("SigIgn:"))
+    return bool(int(mask, 16) & (1 << (signal.SIGINT - 1)))
+
+
 def test_consume_without_a_count_runs_until_ctrl_c_and_then_exits_cleanly(broker, topic):
     url = broker.service_url
     # -X faulthandler: should it hang after Ctrl-C, SIGABRT makes it print where each thread is.
@@ -186,6 +197,7 @@ def test_consume_without_a_count_runs_until_ctrl_c_and_then_exits_cleanly(broker
             )
             ok("produce", topic, "-m", "a", "-m", "b", "--url", url)
             assert proc.stdout.readline() == "a\n" and proc.stdout.readline() == "b\n"
+            assert not ignores_sigint(proc.pid), "started with SIGINT ignored: Ctrl-C cannot reach it"
             proc.send_signal(signal.SIGINT)
             try:
                 rc = proc.wait(30)

@@ -14,10 +14,11 @@ import click
 
 from magnetar.cli.connection import Connection, connection_options, open_client
 from magnetar.cli.formatting import parse_message_id, render
+from magnetar.cli.interrupt import stop_on_ctrl_c
 from magnetar.cli.progress import live_progress
 from magnetar.client import ConsumerType, InitialPosition, Message, MessageId, Timeout
 
-#: How long one receive waits before looking again (so Ctrl-C is seen promptly).
+#: How long one receive waits before looking again (so Ctrl-C, seen between receives, ends it promptly).
 POLL_MS = 500
 
 SUBSCRIPTION_TYPES = {
@@ -149,9 +150,10 @@ def _print_messages(take: Callable[[], Message], count: int, output: str, verb: 
     """Print ``count`` messages (0: until Ctrl-C) as ``take`` returns them, with a live progress
     line on a terminal's standard error; how many were printed."""
     printed = 0
-    with live_progress(verb, quiet=quiet) as progress:
+    with live_progress(verb, quiet=quiet) as progress, stop_on_ctrl_c() as stopped:
         try:
-            while count == 0 or printed < count:
+            # Ctrl-C is seen here, between messages: one taken (and acknowledged) is printed.
+            while (count == 0 or printed < count) and not stopped.is_set():
                 try:
                     message = take()
                 except Timeout:
@@ -159,6 +161,6 @@ def _print_messages(take: Callable[[], Message], count: int, output: str, verb: 
                 click.echo(render(message, output))
                 printed += 1
                 progress.advance()
-        except KeyboardInterrupt:
+        except KeyboardInterrupt:  # a second Ctrl-C, while a receive waits
             pass
     return printed
