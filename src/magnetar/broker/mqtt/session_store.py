@@ -1,20 +1,21 @@
 """Durable MQTT sessions: what a broker restart must not forget of a session that outlives its
 connection (4.1: the subscriptions; 3.1.2.11.2: the Session Expiry Interval).
 
-One record per durable session in the metadata store, ``mqtt/session/{client id as hex}`` -> JSON:
-its expiry, its Topic Filters and their options, the topics on which it holds a durable subscription
-(to delete them when it ends), the shared subscriptions it is a member of, and when its last
-connection closed (null while connected), from which its expiry is counted again after a restart,
-and the will its last connection left held back by a Will Delay Interval (``will``: the will as a
-CONNECT packet carrying it, in base64, our codec's bytes; when it is due; the role it is published
-as), so that a restart publishes it too, and the role its last connection authenticated as
-(``role``, with authentication on: what its home may subscribe it to at another worker while it is
-away). While no connection serves it (written when its connection closes, and when the broker
-stops), also the packet identifiers of the messages it was sent and has not acknowledged
-(``in_flight``: topic, ledger, entry, index, packet identifier), and always those of its PUBRELs not
-answered (``released``: written before each PUBREL goes), so that a resumed session gets them again
-under the same identifiers after a restart too (4.4). The messages themselves wait in the durable
-Pulsar subscriptions.
+One record per durable session in the metadata store, ``mqtt/session/{client id as hex}`` ->
+JSON: its expiry, its Topic Filters and their options, the topics on which it holds a durable
+subscription (to delete them when it ends), the shared subscriptions it is a member of, and
+when its last connection closed (null while connected), from which its expiry is counted again
+after a restart, and the will its last connection left held back by a Will Delay Interval
+(``will``: the will as a CONNECT packet carrying it, in base64, our codec's bytes; when it is due;
+the role it is published as), so that a restart publishes it too; and the role its last connection
+authenticated as (``role``, with authentication on: what its home may subscribe it to at another
+worker while it is away). While no connection serves it
+(written when its connection closes, and when the broker stops), also the packet identifiers of
+the messages it was sent and has not acknowledged (``in_flight``: topic, ledger, entry, index,
+packet identifier), and always those of its PUBRELs not answered (``released``: written before
+each PUBREL goes), so that a resumed session gets them again under the same identifiers after a
+restart too (4.4). The messages themselves wait in
+the durable Pulsar subscriptions.
 """
 
 from __future__ import annotations
