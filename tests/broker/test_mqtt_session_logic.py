@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from concurrent.futures import ThreadPoolExecutor
+from types import SimpleNamespace
 
 import pytest
 from hypothesis import given
@@ -50,9 +51,12 @@ def topic(local: str, namespace: str = DEFAULT) -> TopicName:
     topics=st.sets(st.text(min_size=1, max_size=30), max_size=5),
     groups=st.sets(st.tuples(st.text(min_size=1, max_size=30), st.text(min_size=1, max_size=10)), max_size=3),
     disconnected_at=st.none() | st.floats(0, 2e9),
+    role=st.none() | st.text(min_size=1, max_size=20),
 )
-def test_a_session_record_reads_back_as_it_was(client_id, expiry, filters, topics, groups, disconnected_at):
-    session = MqttSession(client_id, expiry=expiry, durable=True)
+def test_a_session_record_reads_back_as_it_was(
+    client_id, expiry, filters, topics, groups, disconnected_at, role
+):
+    session = MqttSession(client_id, expiry=expiry, durable=True, role=role)
     session.filters = dict(filters)
     session.topics = set(topics)
     session.groups = set(groups)
@@ -61,6 +65,7 @@ def test_a_session_record_reads_back_as_it_was(client_id, expiry, filters, topic
     assert (back.client_id, back.expiry, back.durable) == (client_id, expiry, True)
     assert list(back.filters.items()) == list(filters.items())  # subscribe order kept
     assert (back.topics, back.groups, back.disconnected_at) == (set(topics), set(groups), disconnected_at)
+    assert back.role == role  # what its home may subscribe it to while it is away
     assert not back.records_loaded  # its QoS 2 records are read when it is resumed
 
 
@@ -238,10 +243,11 @@ def test_stored_sessions_load_and_a_broken_record_is_left_alone(metadata):
 
 # -- the server's sessions: open, resume, take over, end, expire, restore ----------------------------
 class FakeConnection:
-    """What ``Sessions`` asks of a connection: its address, its consumers, closing it."""
+    """What ``Sessions`` asks of a connection: its address, its role, its consumers, closing it."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, role: str | None = None) -> None:
         self.remote = name
+        self.auth = SimpleNamespace(role=role)
         self.consumers: dict = {}
         self.closed_with: list[int] = []
 
@@ -295,18 +301,21 @@ def stored(metadata: MetadataStore) -> dict[str, MqttSession]:
 
 def test_a_durable_session_is_stored_resumed_and_expires(metadata):
     async def scenario(sessions, writer) -> None:
-        first = FakeConnection("a")
+        first = FakeConnection("a", role="fleet")
         session, present, loading = sessions.open(first, "car", clean=False, expiry=3600)
         await loading  # its record is durable before the CONNACK
         assert not present and session.durable and stored(metadata)["car"].disconnected_at is None
         sessions.connection_ended(session, first)
         await writer.drain()
         assert stored(metadata)["car"].disconnected_at is not None  # its expiry counts from here
+        assert stored(metadata)["car"].role == "fleet"  # what it may be subscribed to while away
         loop = asyncio.get_running_loop()
         assert abs(session.expiry_timer.when() - (loop.time() + 3600)) < 5
-        again, present, loading = sessions.open(FakeConnection("b"), "car", clean=False, expiry=3600)
+        second = FakeConnection("b", role="fleet-2")
+        again, present, loading = sessions.open(second, "car", clean=False, expiry=3600)
         await loading
         assert again is session and present and session.expiry_timer is None
+        assert session.role == "fleet-2"  # its last connection's
         sessions.connection_ended(session, again.connection)
         sessions._expire(session)  # its Session Expiry Interval passed
         await sessions._ending["car"]  # its subscriptions and QoS 2 records deleted

@@ -14,6 +14,7 @@ import uuid
 import pulsar
 import pytest
 
+from magnetar.broker.handlers.worker_access import ROLE_PROPERTY, away_consumer_name
 from magnetar.broker.worker_credentials import AUTH_METHOD, SECRET_FILE, Relayed, WorkerSecret, identity
 from magnetar.protocol import wire
 from magnetar.protocol.broadcast import BROADCAST_PROPERTY, BROADCAST_VALUE
@@ -226,6 +227,61 @@ def test_a_workers_identity_is_served_for_the_link_only(secured):
         assert raw.expect(T.ERROR).body().error == wire.AuthorizationError  # no grant to produce
     finally:
         raw.close()
+
+
+def test_a_workers_identity_makes_an_away_mqtt_sessions_subscription_only_where_its_role_may_consume(
+    secured,
+):
+    """A home worker makes an away MQTT session's durable subscription at the owner as itself
+    (``mqtt/remote.py``, ``make_subscriptions``), carrying the session's role: the owner makes it
+    only where that role may consume the topic, and only as the asking worker, on a topic there."""
+    topic = f"persistent://public/default/away-{uuid.uuid4().hex[:8]}"
+    secured.client("admin").create_producer(topic)  # it exists: the SUBSCRIBE creates no topic
+    path = "/lookup/v2/topic/" + topic.replace("://", "/", 1)
+    request = urllib.request.Request(secured.broker.http_url + path, headers=secured.bearer("admin"))
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        port = int(json.load(answer)["brokerUrl"].rsplit(":", 1)[1])  # the owner's own port
+    secret = WorkerSecret(secured.broker.data_dir)
+    raw, answer = raw_connect(port, AUTH_METHOD, secret.seal(identity("worker-7")))
+    ids = iter(range(1, 100))
+
+    def away(subscription: str, role: str | None, worker: str = "worker-7", **more) -> wire.CommandSubscribe:
+        request_id = next(ids)
+        cmd = wire.CommandSubscribe(
+            topic=topic,
+            subscription=subscription,
+            sub_type=wire.CommandSubscribe.Exclusive,
+            consumer_id=request_id,
+            request_id=request_id,
+            consumer_name=away_consumer_name(worker),
+            durable=True,
+            **({"force_topic_creation": False} | more),  # its default is True
+        )
+        if role is not None:
+            cmd.metadata.add(key=ROLE_PROPERTY, value=role)
+        raw.send_command(cmd)
+        return cmd
+
+    try:
+        assert answer.type == T.CONNECTED
+        made = away("car-1", "vehicle")  # granted consume on public/default
+        raw.expect(T.SUCCESS)
+        raw.send_command(wire.CommandCloseConsumer(consumer_id=made.consumer_id, request_id=50))
+        raw.expect(T.SUCCESS)
+        away("car-2", "stranger")  # no grant
+        refusal = raw.expect(T.ERROR).body()
+        assert refusal.error == wire.AuthorizationError
+        assert "role 'stranger' of the session is not authorized to consume" in refusal.message
+        for subscription, role, more in (
+            ("car-3", None, {}),  # no role named
+            ("car-4", "vehicle", {"worker": "worker-0"}),  # another worker's name
+            ("car-5", "vehicle", {"force_topic_creation": True}),  # it would create the topic
+        ):
+            away(subscription, role, **more)
+            assert raw.expect(T.ERROR).body().error == wire.AuthorizationError, subscription
+    finally:
+        raw.close()
+    assert set(secured.owner_stats(topic)["subscriptions"]) == {"car-1"}
 
 
 def test_the_spread_with_the_tls_pulsar_port_only(broker_factory, tls_files):

@@ -861,3 +861,94 @@ def test_with_a_token_an_expired_session_deletes_its_subscription_at_the_other_w
         assert "is not deleted" not in side.broker.log_text()
     finally:
         side.close()
+
+
+@pytest.mark.slow
+def test_with_authorization_an_away_session_is_subscribed_where_its_role_may_consume(broker_factory):
+    """With token authentication and authorization on, durable sessions away, homed on either
+    worker, whose wildcard filter matches topics created meanwhile at either worker: a session
+    whose role may consume gets its subscription there (at another worker, its home asks the owner
+    as itself, carrying the session's role: ``worker_access.py``) and, when it comes back, what
+    was published while it was away; a session whose role's grant was revoked while it was away
+    gets no subscription, at its own worker or at the other."""
+    side = Secured(broker_factory, None, True, workers=2)
+    try:
+        admin = side.admin()
+        city = f"authz-away-{uuid.uuid4().hex[:6]}"
+        allowed, revoked = "fleet-reader", "fleet-former"
+        for role in (allowed, revoked):
+            admin.namespaces.grant_permission("public/default", role, ["consume"])
+        homes = {role: client_ids_homed_on_each_worker(f"authz-away-{role}") for role in (allowed, revoked)}
+
+        def connect(client_id: str, role: str) -> SecurePahoClient:
+            paho = SecurePahoClient(
+                side.broker.mqtt_port, client_id, MQTT_5, token=side.token(role), session_expiry=HOUR
+            )
+            assert paho.connack == 0
+            return paho
+
+        def subscribed(client_id: str, role: str) -> bool:
+            paho = connect(client_id, role)
+            try:
+                return paho.subscribe(f"{city}/+/t", 1) == [1]
+            finally:
+                paho.close()
+
+        for role, client_ids in homes.items():
+            for client_id in client_ids:  # the grant reaches each home 10 times a second
+                eventually(lambda c=client_id, r=role: subscribed(c, r), what=f"{client_id} subscribed")
+        admin.namespaces.revoke_permission("public/default", revoked)
+        for client_id in client_ids_homed_on_each_worker("authz-away-probe"):
+            eventually(
+                lambda c=client_id: not subscribed(c, revoked), what=f"the revoke at the home of {client_id}"
+            )
+        serving = {
+            f"pulsar://{side.broker.host}:{port}": worker
+            for worker, _, port in SERVING.findall(side.broker.log_text())
+        }
+        candidates = [f"{city}/{uuid.uuid4().hex[:8]}/t" for _ in range(16)]
+        by_owner = {serving[admin.lookups.lookup_topic(pulsar_name(n))]: n for n in candidates}
+        names = sorted(by_owner.values())  # LOOKUP creates no topic
+        assert len(names) == 2, by_owner
+        producers = {name: side.pulsar().create_producer(pulsar_name(name)) for name in names}
+        for name, producer in producers.items():
+            producer.send(f"{name}-first".encode())
+
+        def subscriptions(name: str) -> set[str]:
+            return set(admin.topics.get_subscriptions(pulsar_name(name)))
+
+        for name in names:
+            eventually(
+                lambda name=name: set(homes[allowed]) <= subscriptions(name),
+                what=f"the allowed sessions' subscriptions on {name}",
+            )
+        log_text = side.broker.log_text
+        for name in names:  # each refusal is logged where it is decided: the home's or the owner's
+            for client_id in homes[revoked]:
+                eventually(
+                    lambda name=name, client_id=client_id: (
+                        f"{pulsar_name(name)}: the subscription {client_id} is not made here" in log_text()
+                        or f"MQTT client {client_id!r}, away: role {revoked!r} may not consume "
+                        f"{pulsar_name(name)}"
+                        in log_text()
+                    ),
+                    what=f"{client_id} refused on {name}",
+                )
+            assert not set(homes[revoked]) & subscriptions(name)
+        assert f"role {revoked!r} of the session is not authorized to consume" in log_text()
+        for name, producer in producers.items():
+            producer.send(f"{name}-second".encode())
+        wanted = sorted(f"{name}-{which}".encode() for name in names for which in ("first", "second"))
+        for client_id in homes[allowed]:
+            paho = connect(client_id, allowed)
+            try:
+                received = paho.received
+                eventually(
+                    lambda received=received: len(received.payloads()) >= len(wanted),
+                    what=f"{client_id}'s messages",
+                )
+                assert sorted(received.payloads()) == wanted
+            finally:
+                paho.close()
+    finally:
+        side.close()

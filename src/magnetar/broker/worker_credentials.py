@@ -15,7 +15,8 @@ role, without a role to configure).
 
 A worker also CONNECTs as itself (``identity``: its broker id sealed the same way): a follower's
 link to a spread topic's owner (docs/architecture.md, the spread), and a home worker deleting an
-expired MQTT session's durable subscriptions at their owners. No client's credentials are behind
+expired MQTT session's durable subscriptions at their owners, or making an away session's on a
+topic just created (where that session's role may consume it). No client's credentials are behind
 those, so the owner serves such a connection only what workers ask of each other
 (``handlers/worker_access.py``); each client is authenticated and authorized by the worker it
 connects to.

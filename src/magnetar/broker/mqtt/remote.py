@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from magnetar.broker.entries import DispatchEntry
 from magnetar.broker.errors import BrokerError
-from magnetar.broker.handlers.worker_access import expiry_consumer_name
+from magnetar.broker.handlers.worker_access import ROLE_PROPERTY, away_consumer_name, expiry_consumer_name
 from magnetar.broker.mqtt.large_messages import Stored, split
 from magnetar.broker.mqtt.outbound import Delivery, MqttConsumer
 from magnetar.broker.producer import DEDUPLICATED_PROPERTY
@@ -578,23 +578,27 @@ async def make_subscriptions(
     service: BrokerService,
     owner: BrokerInfo,
     name: TopicName,
-    wanted: list[tuple[str, bool]],
+    wanted: list[tuple[str, bool, str | None]],
     initial: str,
 ) -> list[str]:
-    """Make the durable subscriptions ``wanted`` ((name, shared)) of ``name`` at its owner, new
-    ones at ``initial`` (``earliest``: a topic just created, whose first messages may be stored
-    already): a consumer on each, closed at once (the subscription stays). Those made (or there
-    already); one refused is logged and left out."""
-    session = await open_session(service, owner, Relayed("none"))
+    """Make the durable subscriptions ``wanted`` ((name, shared, the session's role)) of ``name``
+    at its owner, new ones at ``initial`` (``earliest``: a topic just created, whose first
+    messages may be stored already): a consumer on each, closed at once (the subscription stays).
+    Those made (or there already); one refused is logged and left out. The sessions are away (no
+    client credentials are left), so this worker CONNECTs as itself, and the owner makes each
+    only where its session's role may consume the topic (``worker_access.py``)."""
+    me = service.namespace_service.broker_id
+    session = await open_session(service, owner, identity(me))
     made = []
     try:
-        for consumer_id, (subscription, shared) in enumerate(wanted, 1):
+        for consumer_id, (subscription, shared, role) in enumerate(wanted, 1):
             request_id = session.new_request_id()
             cmd = wire.CommandSubscribe(
                 topic=str(name),
                 subscription=subscription,
                 sub_type=wire.CommandSubscribe.Shared if shared else wire.CommandSubscribe.Exclusive,
                 consumer_id=consumer_id,
+                consumer_name=away_consumer_name(me),
                 request_id=request_id,
                 durable=True,
                 force_topic_creation=False,
@@ -602,9 +606,11 @@ async def make_subscriptions(
                     wire.CommandSubscribe.Earliest if initial == "earliest" else wire.CommandSubscribe.Latest
                 ),
             )
+            if role is not None:  # None while authentication is off: the owner checks no role then
+                cmd.metadata.add(key=ROLE_PROPERTY, value=role)
             try:
                 await session.request(wrap(cmd), request_id)
-            except Exception as exc:  # a consumer is on it already (the client came back): it is there
+            except Exception as exc:  # the role may not consume, or the client came back (its consumer)
                 log.info("%s: the subscription %s is not made here: %s", name, subscription, exc)
                 continue
             made.append(subscription)

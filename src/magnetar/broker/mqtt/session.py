@@ -90,6 +90,10 @@ class MqttSession:
     will_timer: asyncio.TimerHandle | None = None
     will_due: float | None = None
     will_role: str | None = None
+    #: The role its last connection authenticated as (None while authentication is off): a
+    #: durable subscription its home makes for it while it is away, on a topic another worker
+    #: owns, is made only where this role may consume (``remote.make_subscriptions``).
+    role: str | None = None
 
     @property
     def topics(self) -> set[str]:

@@ -7,7 +7,9 @@ subscription (to delete them when it ends), the shared subscriptions it is a mem
 when its last connection closed (null while connected), from which its expiry is counted again
 after a restart, and the will its last connection left held back by a Will Delay Interval
 (``will``: the will as a CONNECT packet carrying it, in base64, our codec's bytes; when it is due;
-the role it is published as), so that a restart publishes it too. While no connection serves it
+the role it is published as), so that a restart publishes it too; and the role its last connection
+authenticated as (``role``, with authentication on: what its home may subscribe it to at another
+worker while it is away). While no connection serves it
 (written when its connection closes, and when the broker stops), also the packet identifiers of
 the messages it was sent and has not acknowledged (``in_flight``: topic, ledger, entry, index,
 packet identifier), and always those of its PUBRELs not answered (``released``: written before
@@ -50,6 +52,8 @@ def encode_record(session: MqttSession, in_flight: bool = False) -> str:
         "groups": sorted([topic, group] for topic, group in session.groups),
         "disconnected_at": session.disconnected_at,
     }
+    if session.role is not None:
+        record["role"] = session.role
     if (in_flight or session.connection is None) and session.unacked:
         record["in_flight"] = [[*key, packet_id] for key, packet_id in session.unacked.items()]
     if released := session.released_ids():  # kept up to date: written before each PUBREL
@@ -87,6 +91,8 @@ def decode_record(key: str, value: str) -> MqttSession:
         )
     session.topics = {str(topic) for topic in record["topics"]}
     session.groups = {(str(topic), str(group)) for topic, group in record["groups"]}
+    role = record.get("role")
+    session.role = None if role is None else str(role)
     at = record["disconnected_at"]
     session.disconnected_at = None if at is None else float(at)
     for topic, ledger, entry, index, packet_id in record.get("in_flight", ()):

@@ -16,6 +16,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
+from magnetar.broker.authorization import CONSUME
 from magnetar.broker.mqtt import remote, subscriptions, will
 from magnetar.broker.mqtt.records import RecordWriter
 from magnetar.broker.mqtt.session import NEVER, Incoming, MqttSession, expires_at
@@ -131,6 +132,7 @@ class Sessions:
         elif not session.records_loaded:
             waits.append(self._load_records(session))
         session.expiry = expiry
+        session.role = cnx.auth.role
         session.connection = cnx
         session.disconnected_at = None
         if session.durable:
@@ -243,13 +245,23 @@ class Sessions:
     def topic_loaded(self, topic: PersistentTopic, initial: str) -> None:
         """A topic was created or opened again: each durable session away whose filters match it
         gets its durable subscriptions there (at its first message if it is new), so what is
-        published meanwhile waits for it."""
+        published meanwhile waits for it, where the session's role may consume it (as at another
+        worker: ``worker_access.py``)."""
         namespace = self.default_namespace
+        authz = self.service.authorization
         for session in list(self.by_client.values()):
             if session.connection is not None or not session.durable or not session.filters:
                 continue
             wanted = subscriptions.options_by_group(session, topic.name, namespace)
             if not wanted:
+                continue
+            if authz is not None and not authz.can_topic(topic.name, session.role, CONSUME):
+                log.info(
+                    "MQTT client %r, away: role %r may not consume %s: not subscribed",
+                    session.client_id,
+                    session.role,
+                    topic.name,
+                )
                 continue
             task = asyncio.ensure_future(self._subscribe_away(session, topic.name, list(wanted), initial))
             self.keep(task, "subscribing to a new topic", session.client_id)
@@ -304,7 +316,7 @@ class Sessions:
             self.service,
             owner,
             name,
-            [(sub, group is not None) for sub, (_, group) in by_name.items()],
+            [(sub, group is not None, session.role) for sub, (session, group) in by_name.items()],
             initial,
         )
         key = str(name)
