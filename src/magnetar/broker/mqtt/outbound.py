@@ -579,11 +579,12 @@ class Outbound:
         if session is not None:
             key = session.unacked_ids.get(packet.packet_id)
             session.acknowledged(packet.packet_id)
-            if session.durable and key is not None and not flight.released and packet.reason_code < 0x80:
+            entry = flight.entry
+            cursor = None if entry is None or not session.durable else cursor_of(entry.consumer)
+            if cursor is not None and key is not None and packet.reason_code < 0x80:
                 # Never sent again as new, after a restart either, while its acknowledgement
                 # may not be on disk (session.py); in the record before the PUBREL (below).
-                entry = flight.entry
-                session.delivered(key, None if entry is None else cursor_of(entry.consumer))
+                session.delivered(key, cursor)
         if not flight.released:
             self._entry_done(flight)
         if packet.reason_code >= 0x80:
