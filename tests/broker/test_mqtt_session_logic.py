@@ -25,6 +25,7 @@ from magnetar.broker.mqtt.subscriptions import (
 from magnetar.protocol.mqtt import Properties, Will
 from magnetar.protocol.topic_name import TopicName
 from magnetar.storage.metadata_store import MetadataStore
+from magnetar.storage.position import Position
 
 DEFAULT = "public/default"
 
@@ -113,6 +114,74 @@ def test_what_is_in_flight_is_stored_only_while_no_connection_serves_the_session
         assert back.unacked == session.unacked
         assert back.unacked_ids == session.unacked_ids
         assert back.released_ids() == [40]
+
+
+class Cursor:
+    """A cursor as an MQTT session sees it (``AckedOnDisk``): what is acknowledged, whether that
+    is all on disk, and how many times it was written there."""
+
+    def __init__(self) -> None:
+        self.acked: set[Position] = set()
+        self.dirty = False
+        self.persists = 0
+
+    def is_acked(self, position: Position) -> bool:
+        return position in self.acked
+
+    def ack(self, position: Position) -> None:
+        self.acked.add(position)
+        self.dirty = True
+
+    def persist(self) -> None:
+        self.dirty = False
+        self.persists += 1
+
+
+def test_a_qos_2_message_delivered_is_kept_until_its_acknowledgement_is_on_disk():
+    """A QoS 2 message the client PUBREC'd stays known as delivered (so a restart does not send
+    it again) until its entry is acknowledged on its cursor and the cursor was written since;
+    it is in every record, and reads back waiting for a cursor (a restart), which the session's
+    subscription on its topic gives it."""
+    topic = "persistent://public/default/t"
+    batch = (topic, 3, 7, 0)
+    alone = (topic, 3, 8, 0)
+    cursor = Cursor()
+    session = MqttSession("c", expiry=NEVER, durable=True)
+    assert not session.any_delivered() and not session.prune_delivered()
+    session.delivered(batch, cursor)
+    session.delivered(alone, cursor)
+    session.connection = object()
+    back = decode_record(key_of("c"), encode_record(session))  # in the record before the PUBREL
+    assert back.delivered_keys() == [batch, alone] and back.was_delivered(batch)
+    cursor.persist()  # the batch's other message is not answered: its entry is not acknowledged
+    assert not session.prune_delivered()
+    cursor.ack(Position(3, 8))
+    assert not session.prune_delivered()  # acknowledged, not on disk
+    cursor.ack(Position(3, 9))  # more acknowledgements: still not written
+    assert not session.prune_delivered()
+    cursor.persist()
+    assert session.prune_delivered() and session.delivered_keys() == [batch]
+    cursor.ack(Position(3, 7))
+    cursor.persist()  # written after the acknowledgement, before the session looked
+    cursor.ack(Position(3, 10))
+    assert not session.prune_delivered()  # it cannot tell: a write after it looked is awaited
+    cursor.persist()
+    assert session.prune_delivered() and session.delivered_keys() == []
+    assert not session.was_delivered(batch) and "delivered" not in encode_record(session)
+
+    back.prune_delivered()  # after a restart: no cursor known yet, nothing forgotten
+    assert back.delivered_keys() == [batch, alone]
+    other = Cursor()
+    back.watch_delivered("persistent://public/default/u", other)  # another topic's
+    other.ack(Position(3, 8))
+    assert not back.prune_delivered()
+    restarted = Cursor()
+    restarted.ack(Position(3, 8))
+    restarted.persist()  # as read from disk
+    back.watch_delivered(topic, restarted)
+    assert back.prune_delivered() and back.delivered_keys() == [batch]
+    back.forget_topic(topic)  # unsubscribed: not waited for
+    assert back.delivered_keys() == []
 
 
 def _away(session: MqttSession) -> str:

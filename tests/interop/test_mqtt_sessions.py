@@ -16,6 +16,8 @@ from magnetar.protocol.mqtt import (
     MQTT_3_1_1,
     MQTT_5,
     ConnAck,
+    PingReq,
+    PingResp,
     Properties,
     PubAck,
     Publish,
@@ -333,6 +335,69 @@ def test_packet_identifiers_in_flight_survive_a_broker_restart(mqtt_broker, clie
         third = raw.receive()
         assert isinstance(third, Publish) and third.payload == b"three" and not third.dup
         raw.send(PubAck(third.packet_id))
+    finally:
+        raw.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("answered", ["pubrec", "pubcomp"])
+def test_a_qos_2_message_the_client_received_is_not_sent_again_after_a_kill_9(
+    broker_factory, client_factory, answered
+):
+    """4.3.3 across a kill -9: a QoS 2 message the client answered with PUBREC is its own. Its
+    acknowledgement on the session's subscription reaches the disk only at the cursor's next flush
+    (here: not before the kill), so the restarted broker's subscription hands its entry out again;
+    the session's record, written before the PUBREL, says it was delivered: it is not sent again,
+    while the message after it in the same batch, not yet answered, is."""
+    broker = broker_factory({"mqtt_port": 0, "cursor_flush_interval_seconds": 3600.0})
+    name = unique("exactly-once")
+    expiry = Properties(session_expiry_interval=HOUR)
+    raw = RawClient(broker.mqtt_port, MQTT_5)
+    raw.connect("once-only", clean=False, properties=expiry)
+    raw.send(Subscribe(1, (Subscription(name, 2),), Properties()))
+    raw.receive()  # SUBACK
+    pulsar_client = client_factory(broker.service_url)
+    producer = pulsar_client.create_producer(
+        pulsar_name(name), batching_enabled=True, batching_max_publish_delay_ms=60_000
+    )
+    for payload in (b"two", b"two-b"):
+        producer.send_async(payload, None)
+    producer.flush()  # one entry of two messages
+    producer.close()
+    first = raw.receive()
+    assert isinstance(first, Publish) and first.payload == b"two" and first.qos == 2
+    raw.send(PubRec(first.packet_id))
+    seen = [raw.receive(), raw.receive()]  # "two-b" and the PUBREL of "two", in either order
+    assert PubRel(first.packet_id) in seen
+    assert [p.payload for p in seen if isinstance(p, Publish)] == [b"two-b"]
+    if answered == "pubcomp":
+        raw.send(PubComp(first.packet_id))
+        raw.send(PingReq())
+        assert raw.receive() == PingResp()  # the PUBCOMP is handled: packets are, in order
+    pulsar_client.close()
+    broker.kill9()
+    raw.close()
+    broker.restart(same_port=False)
+    raw = RawClient(broker.mqtt_port, MQTT_5)
+    try:
+        assert raw.connect("once-only", clean=False, properties=expiry).session_present is True
+        pulsar_client = client_factory(broker.service_url)
+        publishes: list[bytes] = []
+        again = raw.receive()  # the PUBREL of "two" (unless its PUBCOMP was stored), or "two-b"
+        while not (isinstance(again, Publish) and again.payload == b"two-b"):
+            assert again == PubRel(first.packet_id), again
+            raw.send(PubComp(first.packet_id))
+            again = raw.receive()
+        publishes.append(again.payload)
+        raw.send(PubRec(again.packet_id))
+        send(pulsar_client, name, [b"three"])
+        while True:
+            packet = raw.receive()
+            if isinstance(packet, Publish):
+                publishes.append(packet.payload)
+                if packet.payload == b"three":
+                    break
+        assert publishes == [b"two-b", b"three"]  # "two" never again
     finally:
         raw.close()
 

@@ -248,5 +248,9 @@ def test_flush_is_a_no_op_when_nothing_changed(ml):
     assert not cursor.dirty
     cursor.mark_delete(ml.last_confirmed)
     assert cursor.dirty
+    before = cursor.persists
     cursor.flush()
     assert not cursor.dirty
+    assert cursor.persists == before + 1  # what an MQTT session waits for (broker/mqtt/session.py)
+    cursor.flush()
+    assert cursor.persists == before + 1

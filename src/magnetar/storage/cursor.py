@@ -75,6 +75,9 @@ class ManagedCursor:
             self._dirty = store is not None  # a new cursor ledger gets its first marker at the next flush
         self._drop_state_past(ledger.last_confirmed)
         self._read_position = self._after_mark_delete()
+        #: How many times its state was persisted: an acknowledgement seen in it before a
+        #: persist is on disk after it.
+        self.persists = 0
 
     def __repr__(self) -> str:
         return (
@@ -320,6 +323,7 @@ class ManagedCursor:
             raise RuntimeError(f"cursor {self.name} has no cursor ledger")
         written = self._store.flush(self._mark_delete, self._acks)
         self._dirty = False
+        self.persists += 1
         return written
 
     def recommit(self) -> None:

@@ -51,6 +51,7 @@ from magnetar.protocol.message_id import to_u64
 from magnetar.protocol.mqtt import MQTT_5, Publish, PubRec, PubRel, ReasonCode, encode
 from magnetar.protocol.mqtt.codes import PacketType
 from magnetar.protocol.mqtt.sendable import MAX_U32, sendable
+from magnetar.storage.cursor import ManagedCursor
 from magnetar.storage.position import Position
 
 if TYPE_CHECKING:
@@ -409,7 +410,14 @@ class Outbound:
         now = 0.0
         position = entry.position
         topic = ""
+        once = session.durable and session.any_delivered()
         for index, message in enumerate(messages):
+            if once:
+                # A QoS 2 message the client PUBREC'd before a restart, handed out again because
+                # its acknowledgement had not reached the disk: it is the client's already.
+                topic = topic or str(consumer.subscription.topic.name)
+                if session.was_delivered((topic, position.ledger_id, position.entry_id, index)):
+                    continue
             data = encoded[index]
             qos = min(granted, message.qos)  # never above the QoS it was published with (3.3.5, 3.8.4)
             parts: tuple[bytes, bytes] | None = None
@@ -569,7 +577,14 @@ class Outbound:
             self.cnx.send(PubRel(packet.packet_id, 0x92 if self.cnx.version == MQTT_5 else 0))
             return
         if session is not None:
+            key = session.unacked_ids.get(packet.packet_id)
             session.acknowledged(packet.packet_id)
+            entry = flight.entry
+            cursor = None if entry is None or not session.durable else cursor_of(entry.consumer)
+            if cursor is not None and key is not None and packet.reason_code < 0x80:
+                # Never sent again as new, after a restart either, while its acknowledgement
+                # may not be on disk (session.py); in the record before the PUBREL (below).
+                session.delivered(key, cursor)
         if not flight.released:
             self._entry_done(flight)
         if packet.reason_code >= 0x80:
@@ -580,6 +595,7 @@ class Outbound:
         packet_id = packet.packet_id
         if session is not None:
             session.released.add(packet_id)
+            session.prune_delivered()
             if session.durable and not session.ended:
                 # In the session's record before the PUBREL: after a restart, even a kill -9,
                 # the PUBREL goes again and the identifier stays the client's until PUBCOMP.
@@ -611,6 +627,7 @@ class Outbound:
             return
         elif session is not None:
             session.released.discard(packet_id)
+            session.prune_delivered()
             self.cnx.server.sessions.store.update(session)
         del self.in_flight[packet_id]
         if self.waiting:
@@ -645,6 +662,13 @@ def _size(packet: Publish, version: int) -> int:
     if packet.qos and packet.packet_id is None:
         packet = dataclasses.replace(packet, packet_id=1)
     return len(encode(packet, version))
+
+
+def cursor_of(consumer: Consumer) -> ManagedCursor | None:
+    """The durable cursor ``consumer``'s subscription is served from; None where there is none
+    here (a topic another worker owns, a non-persistent one)."""
+    cursor = getattr(consumer.subscription, "cursor", None)
+    return cursor if isinstance(cursor, ManagedCursor) and cursor.durable else None
 
 
 def done(consumer: MqttConsumer, position: Position, messages: int) -> None:

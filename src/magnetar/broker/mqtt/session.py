@@ -14,21 +14,50 @@ the QoS 2 messages received and not yet released (durable too: ``qos2_store.py``
 ids given to the client's messages per topic, and the packet identifiers of what it was sent and
 has not acknowledged, so a resumed session gets them again under the same identifiers (4.4);
 those are written into the record when its connection closes and when the broker stops.
+
+A QoS 2 message the client answered with PUBREC is its own: it must never come again as a new
+message (4.3.3), even after a kill -9. Its entry's acknowledgement on the Pulsar subscription is
+made then, but a cursor reaches the disk only at its next flush, so the message's key stays in the
+record (``delivered``, written before the PUBREL) until the cursor holds that acknowledgement on
+disk; a message the subscription hands out again whose key is there is acknowledged, not sent.
 """
 
 from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from magnetar.broker.mqtt.qos2_store import Received
 from magnetar.protocol.mqtt import Will
+from magnetar.storage.position import Position
 
 #: A 3.1.1 session that is not clean never expires (5.0's 0xFFFFFFFF).
 NEVER = 0xFFFFFFFF
 
 #: One message a subscriber was sent: (Pulsar topic, ledger id, entry id, index in the entry).
 MessageKey = tuple[str, int, int, int]
+
+
+class AckedOnDisk(Protocol):
+    """What ``MqttSession.prune_delivered`` asks of a subscription's cursor (a ManagedCursor)."""
+
+    @property
+    def dirty(self) -> bool: ...
+
+    @property
+    def persists(self) -> int: ...
+
+    def is_acked(self, position: Position) -> bool: ...
+
+
+@dataclass(slots=True)
+class Watch:
+    """Where a delivered message's acknowledgement is awaited: its subscription's cursor, and the
+    cursor's count of flushes when the acknowledgement was first seen there (None: not yet)."""
+
+    cursor: AckedOnDisk
+    seen_at: int | None = None
 
 
 @dataclass(slots=True)
@@ -73,6 +102,9 @@ class MqttSession:
     unacked_ids: dict[int, MessageKey] = field(default_factory=dict)
     #: ``released`` (below), made when first used.
     _released: set[int] | None = None
+    #: QoS 2 messages the client PUBREC'd whose acknowledgement may not be on disk yet, with
+    #: where it is awaited (None: not known yet, as after a restart): made when first used.
+    _delivered: dict[MessageKey, Watch | None] | None = None
     #: Ends the session once its connection has been closed for ``expiry`` seconds.
     expiry_timer: asyncio.TimerHandle | None = None
     #: The connection now serving it (None between connections).
@@ -165,6 +197,58 @@ class MqttSession:
         """Its subscription on ``topic`` is gone: what it was sent from there is not waited for."""
         for key in [k for k in self.unacked if k[0] == topic]:
             self.unacked_ids.pop(self.unacked.pop(key), None)
+        if self._delivered:
+            for key in [k for k in self._delivered if k[0] == topic]:
+                del self._delivered[key]
+
+    # -- QoS 2 messages delivered: never sent again as new (see the module's docstring) -----------
+    def delivered(self, key: MessageKey, cursor: AckedOnDisk | None = None) -> None:
+        """PUBREC of the message ``key``: the client has it; its acknowledgement is awaited on
+        ``cursor`` (None: not known yet)."""
+        if self._delivered is None:
+            self._delivered = {}
+        self._delivered[key] = None if cursor is None else Watch(cursor)
+
+    def any_delivered(self) -> bool:
+        return bool(self._delivered)
+
+    def was_delivered(self, key: MessageKey) -> bool:
+        delivered = self._delivered
+        return delivered is not None and key in delivered
+
+    def delivered_keys(self) -> list[MessageKey]:
+        """The keys of ``delivered``, in order, without making it."""
+        return sorted(self._delivered) if self._delivered else []
+
+    def watch_delivered(self, topic: str, cursor: AckedOnDisk) -> None:
+        """The session's subscription on ``topic`` is served from ``cursor``: the acknowledgements
+        of its delivered messages not yet watched are awaited there."""
+        if self._delivered:
+            for key, watch in self._delivered.items():
+                if watch is None and key[0] == topic:
+                    self._delivered[key] = Watch(cursor)
+
+    def prune_delivered(self) -> bool:
+        """Forget the delivered messages whose acknowledgement is on disk: acknowledged on their
+        cursor, which has been flushed since it was seen there (or holds nothing unflushed).
+        True when some were forgotten."""
+        delivered = self._delivered
+        if not delivered:
+            return False
+        gone = []
+        for key, watch in delivered.items():
+            if watch is None:
+                continue
+            cursor = watch.cursor
+            if watch.seen_at is None:
+                if not cursor.is_acked(Position(key[1], key[2])):
+                    continue
+                watch.seen_at = cursor.persists
+            if not cursor.dirty or cursor.persists > watch.seen_at:
+                gone.append(key)
+        for key in gone:
+            del delivered[key]
+        return bool(gone)
 
 
 def expires_at(expiry: int, disconnected_at: float | None, now: float) -> float | None:

@@ -14,8 +14,10 @@ worker while it is away). While no connection serves it
 the messages it was sent and has not acknowledged (``in_flight``: topic, ledger, entry, index,
 packet identifier), and always those of its PUBRELs not answered (``released``: written before
 each PUBREL goes), so that a resumed session gets them again under the same identifiers after a
-restart too (4.4). The messages themselves wait in
-the durable Pulsar subscriptions.
+restart too (4.4); and the QoS 2 messages the client PUBREC'd whose acknowledgement may not be on
+disk yet (``delivered``: topic, ledger, entry, index; written before each PUBREL goes), which a
+restarted broker does not send again (``session.py``). The messages themselves wait in the
+durable Pulsar subscriptions.
 """
 
 from __future__ import annotations
@@ -58,6 +60,8 @@ def encode_record(session: MqttSession, in_flight: bool = False) -> str:
         record["in_flight"] = [[*key, packet_id] for key, packet_id in session.unacked.items()]
     if released := session.released_ids():  # kept up to date: written before each PUBREL
         record["released"] = released
+    if delivered := session.delivered_keys():  # kept up to date: written before each PUBREL
+        record["delivered"] = [list(key) for key in delivered]
     if session.pending_will is not None:
         record["will"] = {
             "packet": base64.b64encode(_will_packet(session.pending_will[0])).decode(),
@@ -99,6 +103,8 @@ def decode_record(key: str, value: str) -> MqttSession:
         session.sent((str(topic), int(ledger), int(entry), int(index)), int(packet_id))
     for packet_id in record.get("released", ()):
         session.released.add(int(packet_id))
+    for topic, ledger, entry, index in record.get("delivered", ()):
+        session.delivered((str(topic), int(ledger), int(entry), int(index)))
     held = record.get("will")
     if held is not None:  # its connection is made again at restore (Sessions.restore)
         session.pending_will = (_will_of(base64.b64decode(held["packet"])), None)

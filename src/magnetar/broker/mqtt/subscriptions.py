@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from magnetar.broker.consumer import Consumer
 from magnetar.broker.mqtt import access, remote
-from magnetar.broker.mqtt.outbound import Delivery, MqttConsumer, delivery
+from magnetar.broker.mqtt.outbound import Delivery, MqttConsumer, cursor_of, delivery
 from magnetar.broker.mqtt.session import FilterOptions, MqttSession
 from magnetar.broker.topic import PersistentTopic
 from magnetar.protocol import wire
@@ -470,6 +470,9 @@ def _register(
         elif group is not None and held not in session.groups:
             session.groups.add((key, group))
             cnx.server.sessions.store.update(session)
+        cursor = cursor_of(consumer)
+        if cursor is not None:
+            session.watch_delivered(key, cursor)
     cnx.outbound.grant(consumer)
 
 
