@@ -13,6 +13,7 @@ when installed) side by side in one run. Per phase: the time, errors, the broker
     .venv/bin/python -m bench.many_topics                     # 100,000 topics on each broker
     .venv/bin/python -m bench.many_topics --topics 10000
     .venv/bin/python -m bench.many_topics --topics 10000 --workers 2   # and with 2 worker processes
+    .venv/bin/python -m bench.many_topics --only magnetar-workers --workers 2   # that one alone
 
 With ``--workers`` the descriptors and RSS are the supervisor's and its workers' together.
 """
