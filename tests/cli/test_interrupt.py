@@ -10,6 +10,15 @@ import pytest
 from magnetar.cli.interrupt import stop_on_ctrl_c
 
 
+@pytest.fixture(autouse=True)
+def python_s_own_ctrl_c():
+    """Python's default SIGINT handler, as a command starts with: a test process may hold another
+    (PySpark's SparkContext installs its own in the xdist worker that ran the Spark tests)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
 def test_the_first_ctrl_c_sets_the_event_and_the_second_one_interrupts():
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
     with stop_on_ctrl_c() as stopped:
