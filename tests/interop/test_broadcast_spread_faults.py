@@ -203,7 +203,9 @@ def test_after_a_seek_no_place_stored_before_it_is_resumed_on_another_worker(bro
     sent = [f"alert-{i}".encode() for i in range(8)]
     for payload in sent:
         producer.send(payload)
-    assert [m.data() for m in receive_n(first, len(sent), ack=True)] == sent
+    # Not acknowledged: a newcomer starts at the subscription's stored cursor, which the owner
+    # moves past what every consumer acknowledged (vehicle would get nothing once it flushed).
+    assert [m.data() for m in receive_n(first, len(sent))] == sent
 
     # "vehicle" on the follower (its own port), on a raw connection that is never closed cleanly.
     raw = RawConnection(ports[follower])
