@@ -94,14 +94,12 @@ def handle_publish(cnx: MqttConnection, packet: Publish) -> None:
     else:
         target = cnx.publish_targets.get(name)
         if target is not None and not target.producer.closed:  # the topic's open, its producer there
-            if cnx.service.authorization is not None:
-                unauthorized = access.publish_refused(cnx, target.name)
-                if unauthorized is not None:
-                    _refused(cnx, packet, R.NOT_AUTHORIZED, unauthorized)
-                    return
+            unauthorized = access.publish_refused(cnx, target.name)
+            if unauthorized is not None:
+                _refused(cnx, packet, R.NOT_AUTHORIZED, unauthorized)
+                return
             topic, producer = target.topic, target.producer
-            highest = topic.deduplication.highest_sequence_id(producer.name)
-            _store(cnx, packet, topic, producer, session.next_sequence(target.key, highest))
+            _store(cnx, packet, topic, producer, session.next_sequence(target.key, _highest(topic, producer)))
             return
     try:
         topic_name = _mapped(name, cnx.config.mqtt_default_tenant, cnx.config.mqtt_default_namespace)
