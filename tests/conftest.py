@@ -19,6 +19,8 @@ from typing import Any
 
 import pytest
 
+from magnetar import broker_process
+
 CI = os.environ.get("CI", "").strip().lower() in {"1", "true", "yes"}
 
 
@@ -29,6 +31,10 @@ def pytest_configure(config: pytest.Config) -> None:
     a handled one is reset to the default in a child, which Python turns into KeyboardInterrupt."""
     if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    # Brokers forked from a process that imported the broker once: ~0.5 s of CPU less a start,
+    # for some 400 starts (docs/testing.md). PYTEST_FRESH_BROKERS=1 starts each afresh.
+    if os.environ.get("PYTEST_FRESH_BROKERS", "") != "1":
+        broker_process.start_from_launcher(True)
 
 
 #: The files that run Spark in the test process; a module marked ``spark`` must be one of them.
