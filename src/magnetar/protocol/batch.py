@@ -16,6 +16,7 @@ from google.protobuf.message import DecodeError
 from magnetar.protocol import pulsar_wire_pb2 as wire
 from magnetar.protocol.compression import decompress
 from magnetar.protocol.errors import ProtocolError, parse_proto
+from magnetar.varint import read as read_varint
 
 _U32 = struct.Struct(">I")
 
@@ -175,42 +176,28 @@ _INT32_MAX = 0x7FFF_FFFF
 def _split_single(raw: bytes) -> tuple[bytes, int] | None:
     """The bytes of the properties and the payload size of a metadata of properties,
     payload_size and an optional sequence_id, in this order and each once; None for any other
-    (parsed whole, by protobuf)."""
+    (parsed whole, by protobuf, which says what is wrong with a varint that does not read)."""
     size = len(raw)
     pos = 0
-    while pos < size and raw[pos] == _PROPERTIES_TAG:
-        length, pos = _varint_at(raw, pos + 1, size)
-        if length < 0:
+    try:
+        while pos < size and raw[pos] == _PROPERTIES_TAG:
+            length, pos = read_varint(raw, pos + 1, size)
+            pos += length
+        if pos >= size or raw[pos] != _PAYLOAD_SIZE_TAG:
             return None
-        pos += length
-    if pos >= size or raw[pos] != _PAYLOAD_SIZE_TAG:
+        properties_end = pos
+        payload_size, pos = read_varint(raw, pos + 1, size)
+        if payload_size > _INT32_MAX:
+            return None  # a negative int32 (ten bytes): protobuf says what is wrong
+        if pos < size:
+            if raw[pos] != _SEQUENCE_ID_TAG:
+                return None
+            _, pos = read_varint(raw, pos + 1, size)
+            if pos != size:
+                return None
+    except ValueError:
         return None
-    properties_end = pos
-    payload_size, pos = _varint_at(raw, pos + 1, size)
-    if not 0 <= payload_size <= _INT32_MAX:
-        return None  # a negative int32 (ten bytes) or none: protobuf says what is wrong
-    if pos < size:
-        if raw[pos] != _SEQUENCE_ID_TAG:
-            return None
-        sequence_id, pos = _varint_at(raw, pos + 1, size)
-        if sequence_id < 0 or pos != size:
-            return None
     return raw[:properties_end], payload_size
-
-
-def _varint_at(raw: bytes, pos: int, size: int) -> tuple[int, int]:
-    """A protobuf varint at ``pos`` and where it ends; (-1, pos) when it runs past ``size`` or
-    past ten bytes."""
-    value = shift = 0
-    start = pos
-    while pos < size and pos - start < 10:
-        byte = raw[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value, pos
-        shift += 7
-    return -1, pos
 
 
 def properties_of(key: bytes) -> list[tuple[str, str]]:
