@@ -9,6 +9,7 @@ import socket
 import pytest
 
 from magnetar.broker_process import HOLDS_PORTS, BrokerProcess, BrokerProcessError, exit_status
+from tests.interop.tls_certs import make_tls_files, tls_settings
 
 
 def taken_by_another_program(port: int) -> bool:
@@ -41,6 +42,34 @@ def test_the_ports_of_a_broker_that_ended_are_kept_for_its_restart(tmp_path, end
     finally:
         broker.close()
     assert not any(taken_by_another_program(port) for port in ports if port is not None)  # let go
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not HOLDS_PORTS, reason="ports are held for a restart on Linux only")
+def test_a_restarted_broker_with_mqtt_gets_its_mqtt_ports_back(tmp_path):
+    """MQTT on free ports (mqtt_port and mqtts_port 0 in the config): after a kill -9 the two ports
+    are held as the binary and HTTP ports are, and the restart serves MQTT on them again (the
+    config alone would have the OS pick two new ones), so a client reconnects where it was."""
+    settings = {"mqtt_port": 0, **tls_settings(make_tls_files(tmp_path / "tls"), mqtts_port=0)}
+    broker = BrokerProcess(tmp_path / "broker", settings).start()
+    try:
+        mqtt_ports = (broker.mqtt_port, broker.mqtts_port)
+        assert None not in mqtt_ports
+        broker.kill()
+        assert all(taken_by_another_program(port) for port in mqtt_ports)
+        broker.restart()
+        assert (broker.mqtt_port, broker.mqtts_port) == mqtt_ports
+        with socket.create_connection(("127.0.0.1", broker.mqtt_port), timeout=10) as mqtt:
+            mqtt.sendall(CONNECT)
+            assert mqtt.recv(4) == CONNACK_ACCEPTED
+    finally:
+        broker.close()
+    assert not any(taken_by_another_program(port) for port in mqtt_ports)  # let go
+
+
+#: MQTT 3.1.1 CONNECT (clean session, keep-alive 60 s, client id "r") and the CONNACK accepting it.
+CONNECT = b"\x10\x0d\x00\x04MQTT\x04\x02\x00\x3c\x00\x01r"
+CONNACK_ACCEPTED = b"\x20\x02\x00\x00"
 
 
 def test_a_broker_that_exits_silently_says_so(tmp_path):

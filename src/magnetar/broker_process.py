@@ -175,11 +175,16 @@ def standalone_command(
     host: str = HOST,
     config: Path | None = None,
     python: str = sys.executable,
+    mqtt_port: int | None = None,
+    mqtts_port: int | None = None,
 ) -> list[str]:
     """The command line of a broker on ``data_dir``; port 0 lets the OS pick a free one, an
-    ``http_port`` of None leaves ``--http-port`` out (the broker derives it from ``port``)."""
+    ``http_port`` of None leaves ``--http-port`` out (the broker derives it from ``port``), an
+    ``mqtt_port`` or ``mqtts_port`` of None leaves MQTT to the config (off unless it says)."""
     cmd = [python, "-m", "magnetar", "standalone", "--host", host, "--port", str(port)]
     cmd += ["--http-port", str(http_port)] if http_port is not None else []
+    cmd += ["--mqtt-port", str(mqtt_port)] if mqtt_port is not None else []
+    cmd += ["--mqtts-port", str(mqtts_port)] if mqtts_port is not None else []
     cmd += ["--data-dir", str(data_dir)]
     if config is not None:
         cmd += ["--config", str(config)]
@@ -193,11 +198,12 @@ class BrokerProcess:
     start logs stdout and stderr (the broker logs on stderr) to a file of its own in ``workdir``
     (``logs``, the latest last); a start that fails says the exit status and that log's end.
 
-    Once a broker has stopped or been killed, its binary and HTTP ports (picked by the OS, from the
-    range it also hands to other programs' sockets) are held here, bound but not listening, until
-    the next start has bound them again (``restart`` reuses them) or ``close``: another program could
-    otherwise take a port in the seconds the new process takes to start, and the restart would fail
-    with "Address already in use".
+    Once a broker has stopped or been killed, its binary and HTTP ports, and its MQTT and MQTT-over-TLS
+    ports where it serves MQTT (picked by the OS, from the range it also hands to other programs'
+    sockets), are held here, bound but not listening, until the next start has bound them again
+    (``restart`` reuses them) or ``close``: another program could otherwise take a port in the
+    seconds the new process takes to start, and the restart would fail with "Address already in
+    use".
     """
 
     def __init__(
@@ -234,8 +240,17 @@ class BrokerProcess:
 
     # -- lifecycle ----------------------------------------------------------------------------------------
 
-    def start(self, port: int = 0, http_port: int | None = 0, timeout: float = START_TIMEOUT_S) -> Self:
-        """Start the broker and wait until it listens; fails with the log's tail if it does not."""
+    def start(
+        self,
+        port: int = 0,
+        http_port: int | None = 0,
+        timeout: float = START_TIMEOUT_S,
+        *,
+        mqtt_port: int | None = None,
+        mqtts_port: int | None = None,
+    ) -> Self:
+        """Start the broker and wait until it listens; fails with the log's tail if it does not.
+        ``mqtt_port`` and ``mqtts_port`` (``--mqtt-port``, ``--mqtts-port``) win over the config's."""
         if self.running:
             raise BrokerProcessError("the broker is already running")
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -248,6 +263,8 @@ class BrokerProcess:
             host=self.host,
             config=self.config_path,
             python=self.python,
+            mqtt_port=mqtt_port,
+            mqtts_port=mqtts_port,
         )
         log_path = self.workdir / ("broker.log" if not self.logs else f"broker-{len(self.logs)}.log")
         self.logs.append(log_path)
@@ -334,7 +351,7 @@ class BrokerProcess:
         the moment since the broker ended stays taken: the restart then says so."""
         if not HOLDS_PORTS or self._held:
             return
-        for port in {self.port, self.http_port} - {None, 0}:
+        for port in {self.port, self.http_port, self.mqtt_port, self.mqtts_port} - {None, 0}:
             holder = socket.socket(socket.AF_INET6 if ":" in self.host else socket.AF_INET)
             try:
                 holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -346,13 +363,19 @@ class BrokerProcess:
 
     def restart(self, same_port: bool = True, timeout: float = START_TIMEOUT_S) -> Self:
         """Start again on the same data directory (and, ``same_port``, the same binary and HTTP
-        ports: what other brokers were told, a geo-replication remote's URLs say) after a stop
-        or kill."""
+        ports, and MQTT ports where it served MQTT: what other brokers were told, a geo-replication
+        remote's URLs say, MQTT clients reconnect to) after a stop or kill."""
         if self.running:
             raise BrokerProcessError("stop or kill the broker before restarting it")
         if not same_port:
             return self.start(timeout=timeout)
-        return self.start(port=self.port or 0, http_port=self.http_port or 0, timeout=timeout)
+        return self.start(
+            port=self.port or 0,
+            http_port=self.http_port or 0,
+            timeout=timeout,
+            mqtt_port=self.mqtt_port,
+            mqtts_port=self.mqtts_port,
+        )
 
     def __enter__(self) -> Self:
         return self.start()

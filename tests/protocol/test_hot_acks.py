@@ -10,7 +10,8 @@ from magnetar.protocol import FrameDecoder, encode_frame, wire
 from magnetar.protocol.commands import wrap
 from magnetar.protocol.frames import Frame, parse_command
 from magnetar.protocol.hot_acks import HotAck, HotMessage, read_ack, read_message
-from magnetar.protocol.hot_frames import ack_frame, message_header, partition_field, varint
+from magnetar.protocol.hot_frames import ack_frame, message_header, partition_field
+from magnetar.varint import encode as varint
 
 u64 = st.integers(min_value=0, max_value=(1 << 64) - 1)
 ack_types = st.sampled_from([wire.CommandAck.Individual, wire.CommandAck.Cumulative])

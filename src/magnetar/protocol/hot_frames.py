@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import struct
 
+from magnetar.varint import encode as varint
+
 _HEADER = struct.Struct(">II")
 _U64 = 1 << 64
 
@@ -27,24 +29,7 @@ _ACK_PREFIX = b"\x08\x0a\x52"
 #: CommandAck.ack_type (field 2) Individual and Cumulative.
 _ACK_TYPES = (b"\x10\x00", b"\x10\x01")
 
-_SMALL = [bytes([n]) for n in range(128)]
-
-
-def varint(value: int) -> bytes:
-    """Protobuf base-128 varint of a non-negative int (negative int64s: pass value % 2**64); also
-    MQTT's Variable Byte Integer (1.5.5), the same encoding."""
-    if value < 128:
-        return _SMALL[value]
-    if value < 0x4000:  # sequence ids and packet lengths mostly: two or three bytes, no loop
-        return bytes((value & 0x7F | 0x80, value >> 7))
-    if value < 0x20_0000:
-        return bytes((value & 0x7F | 0x80, value >> 7 & 0x7F | 0x80, value >> 14))
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
+_SMALL = [bytes([n]) for n in range(128)]  # a one-byte length, no call
 
 
 def _message_id(ledger_id: int, entry_id: int, partition: bytes = b"") -> bytes:

@@ -15,6 +15,8 @@ from array import array
 
 import zstandard
 
+from magnetar.varint import encode, read
+
 _BIG_ENDIAN = sys.byteorder == "big"
 WIDTHS = (1, 2, 4, 8)
 _TYPECODE_BY_SIZE: dict[int, str] = {}
@@ -35,29 +37,16 @@ _local = threading.local()
 
 
 def put_varint(out: bytearray, value: int) -> None:
-    """Append ``value`` (>= 0) as an unsigned LEB128 varint."""
+    """Append ``value`` (>= 0) as an unsigned LEB128 varint (``magnetar.varint``, protobuf's)."""
     if value < 0:
         raise ValueError(f"varint of a negative number: {value}")
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
+    out += encode(value)
 
 
 def get_varint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
-    """Read a varint at ``pos``; returns ``(value, next pos)``. Raises ValueError when truncated."""
-    value = shift = 0
-    while True:
-        if pos >= len(buf):
-            raise ValueError("varint runs past the end")
-        byte = buf[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value, pos
-        shift += 7
-        if shift > 70:
-            raise ValueError("varint too long")
+    """Read a varint at ``pos``; returns ``(value, next pos)``. Raises ValueError when it runs
+    past the end of ``buf`` or past ten bytes (``magnetar.varint.read``)."""
+    return read(buf, pos, len(buf))
 
 
 def zigzag(value: int) -> int:

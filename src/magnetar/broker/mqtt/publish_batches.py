@@ -34,8 +34,8 @@ from magnetar.broker.producer import Producer
 from magnetar.broker.topic import PersistentTopic
 from magnetar.protocol import wire
 from magnetar.protocol.headers import encode_headers_and_payload
-from magnetar.protocol.hot_frames import varint
 from magnetar.storage.position import Position
+from magnetar.varint import encode as varint
 
 log = logging.getLogger(__name__)
 

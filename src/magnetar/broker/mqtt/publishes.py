@@ -24,10 +24,10 @@ from typing import TYPE_CHECKING
 from magnetar.broker.entries import DispatchEntry
 from magnetar.broker.mqtt.messages import Outgoing, from_entry
 from magnetar.protocol.chunks import chunk_ref
-from magnetar.protocol.hot_frames import varint
 from magnetar.protocol.mqtt import MQTT_5, Publish, encode
 from magnetar.protocol.mqtt.properties import NONE
 from magnetar.protocol.mqtt.sendable import sendable
+from magnetar.varint import encode as varint
 
 if TYPE_CHECKING:
     from magnetar.broker.mqtt.outbound import Delivery
