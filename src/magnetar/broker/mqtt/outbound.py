@@ -24,7 +24,10 @@ Packet identifiers belong to the session: a message sent and not acknowledged ke
 identifier, and when the session resumes on a new connection (its durable subscription sends
 the message again) it goes out under the same one with DUP set; a PUBREL not answered is sent
 again (4.4). A durable session's PUBREL goes once its record holds the identifier
-(session_store.py), so a restart, even a ``kill -9``, sends it again too.
+(session_store.py), so a restart, even a ``kill -9``, sends it again too; and so does its QoS 2
+PUBLISH under a new identifier (``_hold_for_record``: one record write for those of a loop
+pass, what the connection sends after them held behind them), so that after a ``kill -9`` one
+the client may hold unanswered comes again under its identifier, never as a new message.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from magnetar.broker import loop_pass
 from magnetar.broker.consumer import Consumer
 from magnetar.broker.entries import DispatchEntry
 from magnetar.broker.mqtt import publishes
@@ -215,7 +219,17 @@ class Outbound:
     queue of messages waiting for packet identifiers, Topic Aliases, chunked messages) is made
     when first needed: a broker holds many idle connections."""
 
-    __slots__ = ("_aliases", "_chunks", "_next_id", "cnx", "given", "hungry", "in_flight", "waiting")
+    __slots__ = (
+        "_aliases",
+        "_chunks",
+        "_next_id",
+        "_recording",
+        "cnx",
+        "given",
+        "hungry",
+        "in_flight",
+        "waiting",
+    )
 
     def __init__(self, cnx: MqttConnection) -> None:
         self.cnx = cnx
@@ -232,6 +246,9 @@ class Outbound:
         #: Consumers out of permits, in the order they ran out: the next ones to get some (None:
         #: none has yet).
         self.hungry: deque[MqttConsumer] | None = None
+        #: Done once the session's record holds the packet identifiers given in this loop pass
+        #: to QoS 2 PUBLISHes (None: none is waiting for it).
+        self._recording: asyncio.Future[None] | None = None
 
     # -- flow permits: bounded per connection ------------------------------------------------------
     def _share(self) -> int:
@@ -516,8 +533,8 @@ class Outbound:
                     packet_id, dup = known, True  # sent before this session resumed: again, as it was
             if packet_id is None:
                 packet_id = self._packet_id()
-            if session is not None and key is not None:
-                session.sent(key, packet_id)
+            if session is not None and key is not None and session.sent(key, packet_id, waiting.qos):
+                self._hold_for_record()
             self.in_flight[packet_id] = InFlight(waiting.qos, acks)
             self._send(
                 Publish(
@@ -542,7 +559,8 @@ class Outbound:
                 head = bytes((head[0] | 0x08,)) + head[1:]
             if packet_id is None:
                 packet_id = self._packet_id()
-            session.sent(key, packet_id)
+            if session.sent(key, packet_id, qos):
+                self._hold_for_record()
         else:
             packet_id = self._packet_id()
         in_flight[packet_id] = InFlight(qos, acks)
@@ -551,6 +569,34 @@ class Outbound:
         else:
             self.cnx.send_bytes(head + packet_id.to_bytes(2, "big"))
             self.cnx.send_bytes(tail)
+
+    def _hold_for_record(self) -> None:
+        """A durable session's QoS 2 PUBLISH is about to go under an identifier its record does not
+        hold: it, and what the connection sends after it, waits until the record holds it; the
+        record is written once for those of this loop pass, at its end."""
+        if self._recording is not None:
+            return
+        loop = asyncio.get_running_loop()
+        self._recording = loop.create_future()
+        self.cnx.hold_output(self._recording)
+        loop_pass.current().defer(loop_pass.FLUSH, self._write_record)
+
+    def _write_record(self) -> None:
+        recording, self._recording = self._recording, None
+        assert recording is not None
+        session = self.cnx.session
+        if session is None or session.ended:
+            recording.set_result(None)
+            return
+        self.cnx.server.sessions.store.save(session).add_done_callback(
+            lambda saving: self._recorded(recording, saving)
+        )
+
+    def _recorded(self, recording: asyncio.Future[None], saving: asyncio.Future[None]) -> None:
+        if not saving.cancelled() and (exc := saving.exception()) is not None:
+            log.error("%s: QoS 2 packet identifiers are not stored: %s", self.cnx.remote, exc)
+        if not recording.done():
+            recording.set_result(None)
 
     def _packet_id(self) -> int:
         session = self.cnx.session
@@ -589,6 +635,8 @@ class Outbound:
             self._entry_done(flight)
         if packet.reason_code >= 0x80:
             del self.in_flight[packet.packet_id]
+            if session is not None:
+                self.cnx.server.sessions.store.update(session)  # its identifier is free again
             self._send_waiting()
             return
         flight.released = True
