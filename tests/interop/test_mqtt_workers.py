@@ -23,6 +23,8 @@ from magnetar.protocol.mqtt import (
     MQTT_3_1_1,
     MQTT_5,
     Disconnect,
+    PingReq,
+    PingResp,
     Properties,
     PubAck,
     PubComp,
@@ -43,7 +45,7 @@ from .test_mqtt_retained import retained_for
 from .test_mqtt_security import Secured
 from .test_mqtt_sessions import subscriptions_of
 from .test_workers import binary_lookups
-from .test_workers_faults import SERVING
+from .test_workers_faults import SERVING, worker_pids
 from .tls_certs import CLIENT_ROLE
 
 pytestmark = pytest.mark.interop
@@ -952,3 +954,98 @@ def test_with_authorization_an_away_session_is_subscribed_where_its_role_may_con
                 paho.close()
     finally:
         side.close()
+
+
+def worker_index_by_url(broker) -> dict[str, int]:
+    """Each live worker's index (``worker-N``, as ``home_of`` counts) by its pulsar:// URL."""
+    return {
+        f"pulsar://{broker.host}:{port}": int(name.split("-")[1])
+        for name, _, port in SERVING.findall(broker.log_text())
+    }
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("killed", ["owner", "both"])
+def test_a_qos_2_message_received_on_another_workers_topic_is_not_sent_again_after_a_kill_9(
+    broker_factory, client_factory, killed
+):
+    """4.3.3 through a worker session (remote.py): a QoS 2 message of a topic another worker owns,
+    which the client answered with PUBREC, is its own. Its acknowledgement reaches the owner's
+    disk only at the owner's next cursor flush (here: not before the kill), so the owner, killed
+    with -9 and started again by the supervisor, hands the entry out again; the client's session
+    keeps the message's key until the owner answers that the acknowledgement is on disk
+    (handlers/acks_on_disk.py), and does not send it again: with its connection open (``owner``
+    killed) or resumed after both workers were killed (its record read back, the owner asked of
+    those keys again)."""
+    broker = broker_factory({**MQTT_WORKERS, "cursor_flush_interval_seconds": 3600.0})
+    client_id = f"remote-once-{killed}"
+    home = home_of(client_id, 2)
+    names = on_each_worker(broker, "remote-once/{}")
+    owners = binary_lookups(broker.service_url, [pulsar_name(name) for name in names])
+    indexes = worker_index_by_url(broker)
+    (name,) = [n for n in names if indexes[owners[pulsar_name(n)]] != home]  # the other worker's
+    pids = worker_pids(broker)
+    expiry = Properties(session_expiry_interval=HOUR)
+    raw = RawClient(broker.mqtt_port, MQTT_5)
+    raw.connect(client_id, clean=False, properties=expiry)
+    raw.send(Subscribe(1, (Subscription(name, 2),), Properties()))
+    assert raw.receive() == SubAck(1, (2,))
+    pulsar_client = client_factory(broker.service_url)
+    producer = pulsar_client.create_producer(pulsar_name(name))
+    producer.send(b"two")
+    first = raw.receive()
+    assert isinstance(first, Publish) and first.payload == b"two" and first.qos == 2
+    raw.send(PubRec(first.packet_id))
+    assert raw.receive() == PubRel(first.packet_id)
+    raw.send(PubComp(first.packet_id))
+    raw.send(PingReq())
+    assert raw.receive() == PingResp()  # the PUBCOMP is handled: packets are, in order
+    owner_url = owners[pulsar_name(name)]
+    victims = [owner_url] if killed == "owner" else list(pids)
+    for url in victims:
+        os.kill(pids[url], signal.SIGKILL)
+    eventually(
+        lambda: len(SERVING.findall(broker.log_text())) == 2 + len(victims),
+        timeout=60,
+        what="the killed workers started again",
+    )
+    if killed == "both":
+        raw.close()
+        raw = eventually(lambda: _resumed(broker.mqtt_port, client_id, expiry), timeout=30, what="resumed")
+    try:
+        publishes: list[bytes] = []
+        producer = eventually(
+            lambda: _producer(pulsar_client, pulsar_name(name)), timeout=30, what="a producer again"
+        )
+        producer.send(b"three")
+        while True:
+            packet = raw.receive(timeout=30)
+            if packet == PubRel(first.packet_id):  # its PUBCOMP's record may not have been written
+                raw.send(PubComp(first.packet_id))
+                continue
+            assert isinstance(packet, Publish), packet
+            publishes.append(packet.payload)
+            raw.send(PubRec(packet.packet_id))
+            if packet.payload == b"three":
+                break
+        assert publishes == [b"three"]  # "two" never again
+    finally:
+        raw.close()
+
+
+def _resumed(port: int, client_id: str, expiry: Properties) -> RawClient | None:
+    raw = RawClient(port, MQTT_5)
+    try:
+        connack = raw.connect(client_id, clean=False, properties=expiry)
+    except (ConnectionError, OSError):
+        raw.close()
+        return None
+    assert connack.session_present is True, connack
+    return raw
+
+
+def _producer(client, topic: str):
+    try:
+        return client.create_producer(topic)
+    except pulsar.PulsarException:
+        return None

@@ -48,7 +48,7 @@ from magnetar.broker.consumer import Consumer
 from magnetar.broker.entries import DispatchEntry
 from magnetar.broker.mqtt import publishes
 from magnetar.broker.mqtt.chunks import ChunkedMessages
-from magnetar.broker.mqtt.session import MessageKey
+from magnetar.broker.mqtt.session import AckedOnDisk, MessageKey
 from magnetar.broker.subscription_type import SubscriptionType
 from magnetar.protocol import wire
 from magnetar.protocol.message_id import to_u64
@@ -141,6 +141,12 @@ class MqttConsumer(Consumer):
         """What an MQTT client may get back is its session's business (durable subscriptions),
         never a broadcast virtual cursor kept for a reconnect."""
         return False
+
+    def watch(self, position: Position) -> AckedOnDisk | None:
+        """Where the acknowledgement of the entry at ``position`` is seen to be on disk, for a QoS 2
+        message of it that the client PUBREC'd (session.py): its subscription's durable cursor
+        here; None where there is none."""
+        return cursor_of(self)
 
     def send_entries(
         self,
@@ -433,7 +439,11 @@ class Outbound:
                 # A QoS 2 message the client PUBREC'd before a restart, handed out again because
                 # its acknowledgement had not reached the disk: it is the client's already.
                 topic = topic or str(consumer.subscription.topic.name)
-                if session.was_delivered((topic, position.ledger_id, position.entry_id, index)):
+                key = (topic, position.ledger_id, position.entry_id, index)
+                if session.was_delivered(key):
+                    # Kept until this handing out's acknowledgement is on disk (its entry is
+                    # acknowledged once the rest of it is done with).
+                    session.delivered(key, consumer.watch(position))
                     continue
             data = encoded[index]
             qos = min(granted, message.qos)  # never above the QoS it was published with (3.3.5, 3.8.4)
@@ -626,11 +636,11 @@ class Outbound:
             key = session.unacked_ids.get(packet.packet_id)
             session.acknowledged(packet.packet_id)
             entry = flight.entry
-            cursor = None if entry is None or not session.durable else cursor_of(entry.consumer)
-            if cursor is not None and key is not None and packet.reason_code < 0x80:
+            watch = None if entry is None or not session.durable else entry.consumer.watch(entry.position)
+            if watch is not None and key is not None and packet.reason_code < 0x80:
                 # Never sent again as new, after a restart either, while its acknowledgement
                 # may not be on disk (session.py); in the record before the PUBREL (below).
-                session.delivered(key, cursor)
+                session.delivered(key, watch)
         if not flight.released:
             self._entry_done(flight)
         if packet.reason_code >= 0x80:
@@ -680,6 +690,13 @@ class Outbound:
         del self.in_flight[packet_id]
         if self.waiting:
             self._send_waiting()
+
+    def acks_on_disk(self) -> None:
+        """Acknowledgements of delivered QoS 2 messages reached the disk of a topic's owner
+        (``remote.py``): their keys leave the session's record."""
+        session = self.cnx.session
+        if session is not None and session.prune_delivered():
+            self.cnx.server.sessions.store.update(session)
 
     def _entry_done(self, flight: InFlight) -> None:
         acks, flight.entry = flight.entry, None

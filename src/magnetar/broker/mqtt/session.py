@@ -255,6 +255,14 @@ class MqttSession:
         """The keys of ``delivered``, in order, without making it."""
         return sorted(self._delivered) if self._delivered else []
 
+    def unwatched(self, topic: str) -> list[MessageKey]:
+        """The delivered messages of ``topic`` whose acknowledgement is awaited nowhere yet (read
+        back from the record after a restart)."""
+        delivered = self._delivered
+        if not delivered:
+            return []
+        return [key for key, watch in delivered.items() if watch is None and key[0] == topic]
+
     def watch_delivered(self, topic: str, cursor: AckedOnDisk) -> None:
         """The session's subscription on ``topic`` is served from ``cursor``: the acknowledgements
         of its delivered messages not yet watched are awaited there."""
