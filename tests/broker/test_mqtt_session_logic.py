@@ -13,6 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from magnetar.broker.mqtt.records import RecordWriter
+from magnetar.broker.mqtt.remote import AckReceipt
 from magnetar.broker.mqtt.session import NEVER, FilterOptions, MqttSession, expires_at
 from magnetar.broker.mqtt.session_store import PREFIX, SessionStore, decode_record, encode_record, key_of
 from magnetar.broker.mqtt.subscriptions import (
@@ -138,6 +139,24 @@ def test_a_qos_2_message_sent_again_under_another_identifier_is_written_again():
     old = '{"expiry":1,"filters":[],"topics":[],"groups":[],"disconnected_at":null,'
     old += '"in_flight":[["persistent://public/default/c",1,2,0,9]]}'
     assert decode_record(key_of("car-3"), old).in_flight(every=False) == [(key, 9, 2)]
+
+
+def test_a_key_of_another_workers_topic_leaves_once_the_owner_answered():
+    """A QoS 2 message of a topic another worker owns is awaited on the owner's answer
+    (``AckReceipt``): kept until it says the acknowledgement is on disk; one read back after a
+    restart is awaited nowhere until its topic's consumer asks the owner (``unwatched``)."""
+    session = MqttSession("car-5", expiry=NEVER, durable=True)
+    key = ("persistent://public/default/r", 1, 2, 0)
+    receipt = AckReceipt()
+    session.delivered(key, receipt)
+    assert session.prune_delivered() is False and session.was_delivered(key)
+    assert session.unwatched(key[0]) == []
+    receipt.confirmed = True
+    assert session.prune_delivered() is True and not session.was_delivered(key)
+    session.delivered(key)  # as read back from the record
+    assert (session.unwatched(key[0]), session.unwatched("persistent://public/default/s")) == ([key], [])
+    session.watch_delivered(key[0], receipt)
+    assert session.prune_delivered() is True and session.delivered_keys() == []
 
 
 class Cursor:

@@ -6,9 +6,11 @@ in the MQTT worker's process and the other through the session to its owner."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
+import sqlite3
 import threading
 import urllib.parse
 import urllib.request
@@ -18,6 +20,7 @@ import pulsar
 import pytest
 
 from magnetar.broker.mqtt.handoff import home_of
+from magnetar.broker.mqtt.session_store import key_of
 from magnetar.client.admin import AdminClient
 from magnetar.protocol.mqtt import (
     MQTT_3_1_1,
@@ -36,6 +39,7 @@ from magnetar.protocol.mqtt import (
     Subscribe,
 )
 from magnetar.protocol.mqtt.packets import Subscription
+from magnetar.storage.store import METADATA_FILE
 
 from ..waiting import eventually
 from .mqtt_secure_support import SecurePahoClient, TlsRawClient, client_context
@@ -99,7 +103,6 @@ def test_publish_and_subscribe_on_topics_of_each_worker(mqtt_broker, client_fact
             assert [m.data() for m in drain(reader, 4)] == [p for t, p in sent if t == name]
     finally:
         subscriber.close()
-        publisher.close()
 
 
 def test_gmqtt_publishes_and_subscribes_across_workers(mqtt_broker):
@@ -343,7 +346,6 @@ def test_bundles_unloaded_under_mqtt_clients_lose_nothing(mqtt_broker, client_fa
         eventually(lambda: set(sent) <= {(m[0], m[1]) for m in subscriber.received.messages}, what="all")
     finally:
         subscriber.close()
-        publisher.close()
 
 
 def _published(publisher: PahoClient, name: str, payload: bytes) -> bool:
@@ -1049,3 +1051,49 @@ def _producer(client, topic: str):
         return client.create_producer(topic)
     except pulsar.PulsarException:
         return None
+
+
+def session_record(broker, client_id: str) -> dict | None:
+    """The MQTT session's record as the broker stored it (session_store.py), read from its
+    metadata store without writing (the broker runs)."""
+    path = broker.workdir / "data" / METADATA_FILE
+    with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10)) as db:
+        row = db.execute("SELECT value FROM kv WHERE key = ?", (key_of(client_id),)).fetchone()
+    return None if row is None else json.loads(row[0])
+
+
+@pytest.mark.slow
+def test_a_qos_2_message_received_on_another_workers_topic_leaves_the_record_once_on_the_owners_disk(
+    broker_factory, client_factory
+):
+    """The key of a QoS 2 message PUBREC'd on a topic another worker owns is in the session's
+    record before the PUBREL goes, and leaves it once the owner has answered that the
+    acknowledgement is on disk (after its next cursor flush): the record does not grow with every
+    message."""
+    broker = broker_factory({**MQTT_WORKERS, "cursor_flush_interval_seconds": 0.2})
+    client_id = "remote-pruned"
+    home = home_of(client_id, 2)
+    names = on_each_worker(broker, "remote-pruned/{}")
+    owners = binary_lookups(broker.service_url, [pulsar_name(name) for name in names])
+    indexes = worker_index_by_url(broker)
+    (name,) = [n for n in names if indexes[owners[pulsar_name(n)]] != home]
+    expiry = Properties(session_expiry_interval=HOUR)
+    subscriber = RawClient(broker.mqtt_port, MQTT_5)
+    try:
+        subscriber.connect(client_id, clean=False, properties=expiry)
+        subscriber.send(Subscribe(1, (Subscription(name, 2),), Properties()))
+        assert subscriber.receive() == SubAck(1, (2,))
+        client_factory(broker.service_url).create_producer(pulsar_name(name)).send(b"two")
+        first = subscriber.receive()
+        assert isinstance(first, Publish) and first.payload == b"two" and first.qos == 2
+        subscriber.send(PubRec(first.packet_id))
+        assert subscriber.receive() == PubRel(first.packet_id)
+        record = session_record(broker, client_id)
+        assert record is not None and len(record["delivered"]) == 1  # written before the PUBREL
+        subscriber.send(PubComp(first.packet_id))
+        eventually(
+            lambda: "delivered" not in (session_record(broker, client_id) or {}),
+            what="the key gone from the record once the owner's flush answered",
+        )
+    finally:
+        subscriber.close()
