@@ -434,16 +434,24 @@ class Outbound:
         position = entry.position
         topic = ""
         once = session.durable and session.any_delivered()
+        holders = None  # the other members of its group that received QoS 2 messages of the topic
+        if consumer.group is not None and (sessions := cnx.server.sessions).group_delivered:
+            topic = str(consumer.subscription.topic.name)
+            holders = sessions.group_holders(topic, consumer.group)
         for index, message in enumerate(messages):
-            if once:
-                # A QoS 2 message the client PUBREC'd before a restart, handed out again because
-                # its acknowledgement had not reached the disk: it is the client's already.
+            if once or holders:
+                # A QoS 2 message the client (or, of a group, a member) PUBREC'd before a
+                # restart, handed out again because its acknowledgement had not reached the
+                # disk: it is the client's (the group's) already.
                 topic = topic or str(consumer.subscription.topic.name)
                 key = (topic, position.ledger_id, position.entry_id, index)
-                if session.was_delivered(key):
-                    # Kept until this handing out's acknowledgement is on disk (its entry is
-                    # acknowledged once the rest of it is done with).
-                    session.delivered(key, consumer.watch(position))
+                if (once and session.was_delivered(key)) or (
+                    holders and any(holder.was_delivered(key) for holder in holders)
+                ):
+                    if session.durable:
+                        # Kept until this handing out's acknowledgement is on disk (its entry
+                        # is acknowledged once the rest of it is done with).
+                        session.delivered(key, consumer.watch(position))
                     continue
             data = encoded[index]
             qos = min(granted, message.qos)  # never above the QoS it was published with (3.3.5, 3.8.4)
@@ -641,6 +649,10 @@ class Outbound:
                 # Never sent again as new, after a restart either, while its acknowledgement
                 # may not be on disk (session.py); in the record before the PUBREL (below).
                 session.delivered(key, watch)
+                if entry is not None and entry.consumer.group is not None:  # nor to another member
+                    self.cnx.server.sessions.delivered_in_group(
+                        key[0], entry.consumer.group, session.client_id
+                    )
         if not flight.released:
             self._entry_done(flight)
         if packet.reason_code >= 0x80:
