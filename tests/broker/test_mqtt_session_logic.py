@@ -155,6 +155,10 @@ def test_a_key_of_another_workers_topic_leaves_once_the_owner_answered():
     assert session.prune_delivered() is True and not session.was_delivered(key)
     session.delivered(key)  # as read back from the record
     assert (session.unwatched(key[0]), session.unwatched("persistent://public/default/s")) == ([key], [])
+    lost = AckReceipt()
+    session.watch_delivered(key[0], lost)
+    session.unwatch([lost])  # the question was lost with the owner's session: asked again later
+    assert session.unwatched(key[0]) == [key]
     session.watch_delivered(key[0], receipt)
     assert session.prune_delivered() is True and session.delivered_keys() == []
 

@@ -39,7 +39,7 @@ import math
 import time
 import weakref
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -703,11 +703,16 @@ class Outbound:
         if self.waiting:
             self._send_waiting()
 
-    def acks_on_disk(self) -> None:
-        """Acknowledgements of delivered QoS 2 messages reached the disk of a topic's owner
-        (``remote.py``): their keys leave the session's record."""
+    def receipts_answered(self, receipts: Sequence[AckedOnDisk], confirmed: bool) -> None:
+        """A topic's owner answered (``remote.py``): the acknowledgements of delivered QoS 2
+        messages reached its disk (their keys leave the session's record), or the question was
+        lost (their keys are awaited nowhere until it is asked again)."""
         session = self.cnx.session
-        if session is not None and session.prune_delivered():
+        if session is None:
+            return
+        if not confirmed:
+            session.unwatch(receipts)
+        elif session.prune_delivered():
             self.cnx.server.sessions.store.update(session)
 
     def _entry_done(self, flight: InFlight) -> None:

@@ -387,8 +387,11 @@ class RemoteSubscription:
         self.traffic = Traffic()
         #: Receipts waiting for their entry's acknowledgement to be sent, by position.
         self._receipts: dict[Position, AckReceipt] = {}
-        #: Called when receipts are confirmed (``Outbound.acks_on_disk``).
-        self.on_disk: Callable[[], None] = lambda: None
+        #: Called with receipts the owner answered: confirmed, or not (the question is lost with
+        #: the consumer or the session: ``Outbound.receipts_answered``).
+        self.on_answer: Callable[[list[AckReceipt], bool], None] = lambda receipts, confirmed: None
+        #: The questions to the owner not answered yet (held until they are).
+        self._asking: set[asyncio.Future[Any]] = set()
 
     def receipt(self, position: Position) -> AckReceipt:
         """The receipt of the acknowledgement of the entry at ``position``, to be sent."""
@@ -427,16 +430,19 @@ class RemoteSubscription:
         ack.request_id = self.session.new_request_id()
         ack.properties.add(key=acks_on_disk.ON_DISK, value=what)
         answer = asyncio.ensure_future(self.session.request(wrap(ack), ack.request_id))
+        self._asking.add(answer)
+        answer.add_done_callback(self._asking.discard)
         answer.add_done_callback(lambda done: self._answered(done, receipts))
 
     def _answered(self, answer: asyncio.Future[Any], receipts: list[AckReceipt]) -> None:
         if answer.cancelled() or answer.exception() is not None:
-            # The consumer or the session ended first: its messages' keys stay in the session
-            # until they are handed out again (or it ends).
+            # The consumer or the session ended first: the keys are asked of the owner again
+            # when a consumer of the topic is made again (``RemoteConsumer.check_delivered``).
+            self.on_answer(receipts, False)
             return
         for receipt in receipts:
             receipt.confirmed = True
-        self.on_disk()
+        self.on_answer(receipts, True)
 
     def acknowledge_one(self, consumer: Consumer, cumulative: bool, ledger_id: int, entry_id: int) -> bool:
         """Not taken this way here: ``acknowledge`` sends the ACK to the owner."""
@@ -480,7 +486,7 @@ class RemoteConsumer(MqttConsumer):
         super().__init__(cnx, subscription, consumer_id, name, delivery, group)  # type: ignore[arg-type]
         #: Called when the owner closes it (its bundle moved, the session ended).
         self.on_lost: Callable[[RemoteConsumer], None] = lambda consumer: None
-        subscription.on_disk = cnx.outbound.acks_on_disk
+        subscription.on_answer = cnx.outbound.receipts_answered
 
     def watch(self, position: Position) -> AckReceipt:
         """The owner's answer that the acknowledgement of the entry at ``position`` is on disk."""

@@ -29,6 +29,7 @@ disk; a message the subscription hands out again whose key is there is acknowled
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -262,6 +263,17 @@ class MqttSession:
         if not delivered:
             return []
         return [key for key, watch in delivered.items() if watch is None and key[0] == topic]
+
+    def unwatch(self, cursors: Sequence[AckedOnDisk]) -> None:
+        """The acknowledgements awaited on ``cursors`` will not be seen there (the owner's
+        answer is lost): their messages' keys are awaited nowhere (``unwatched``)."""
+        delivered = self._delivered
+        if not delivered:
+            return
+        lost = {id(cursor) for cursor in cursors}
+        for key, watch in delivered.items():
+            if watch is not None and id(watch.cursor) in lost:
+                delivered[key] = None
 
     def watch_delivered(self, topic: str, cursor: AckedOnDisk) -> None:
         """The session's subscription on ``topic`` is served from ``cursor``: the acknowledgements
