@@ -9,7 +9,9 @@ id}``, deduplicated whatever the namespace says: ``DEDUPLICATED_PROPERTY``), ans
 owner's SEND_RECEIPT, that is once the message is on the owner's disk; its subscriptions as
 consumers of the same Pulsar subscriptions (the session's durable Exclusive one, the group's
 Shared one, the broadcast ``mqtt-subscribers``) whose MESSAGEs go out as PUBLISH packets through
-the connection's ``Outbound`` and are acknowledged on the owner once the client has them. The
+the connection's ``Outbound`` and are acknowledged on the owner once the client has them (the
+acknowledgement of a QoS 2 message the client PUBREC'd asks the owner to answer once it is on
+disk, ``handlers/acks_on_disk.py``, so that the session keeps its key until then). The
 owner checks the client's credentials itself (sealed by this worker:
 ``broker/worker_credentials.py``), as for the WebSocket API. The session itself is made by the
 layer above (``BrokerService.owner_sessions``: the WebSocket layer's ``LocalSession.to_owner``),
