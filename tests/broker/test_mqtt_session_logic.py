@@ -13,6 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from magnetar.broker.mqtt.records import RecordWriter
+from magnetar.broker.mqtt.remote import AckReceipt
 from magnetar.broker.mqtt.session import NEVER, FilterOptions, MqttSession, expires_at
 from magnetar.broker.mqtt.session_store import PREFIX, SessionStore, decode_record, encode_record, key_of
 from magnetar.broker.mqtt.subscriptions import (
@@ -99,21 +100,67 @@ def test_a_will_held_back_reads_back_with_its_session(payload, qos, retain, dela
 
 def test_what_is_in_flight_is_stored_only_while_no_connection_serves_the_session():
     """Packet identifiers in flight change with every message: a record written while a
-    connection serves the session leaves them out (unless the broker is stopping), one written
-    once it closed keeps them, and they read back as they were; PUBRELs not answered are in
-    every record."""
+    connection serves the session leaves out those of QoS 1 messages (unless the broker is
+    stopping), one written once it closed keeps them, and they read back as they were, with
+    their QoS; those of QoS 2 messages, and PUBRELs not answered, are in every record."""
     session = MqttSession("car-2", expiry=NEVER, durable=True)
-    session.sent(("persistent://public/default/a", 3, 7, 0), 12)
-    session.sent(("persistent://public/default/b", 4, 0, 2), 13)
+    one, two = ("persistent://public/default/a", 3, 7, 0), ("persistent://public/default/b", 4, 0, 2)
+    assert session.sent(one, 12) is False  # QoS 1: nothing to write before it goes
+    assert session.sent(two, 13, qos=2) is True  # QoS 2 under a new identifier: in the record first
+    assert session.sent(two, 13, qos=2) is False  # sent again as it was: the record has it
     session.released.add(40)
     session.connection = object()
     back = decode_record(key_of("car-2"), encode_record(session))
-    assert (back.unacked, back.released_ids()) == ({}, [40])  # PUBRELs: written before each goes
+    assert (back.unacked, back.released_ids()) == ({two: 13}, [40])
+    assert back.in_flight(every=True) == [(two, 13, 2)]
     for record in (encode_record(session, in_flight=True), _away(session)):
         back = decode_record(key_of("car-2"), record)
         assert back.unacked == session.unacked
         assert back.unacked_ids == session.unacked_ids
         assert back.released_ids() == [40]
+        assert sorted(back.in_flight(every=True)) == [(one, 12, 1), (two, 13, 2)]
+    session.acknowledged(13)  # PUBREC: no longer in flight, in the next record neither
+    session.connection = object()
+    assert decode_record(key_of("car-2"), encode_record(session)).unacked == {}
+
+
+def test_a_qos_2_message_sent_again_under_another_identifier_is_written_again():
+    """A QoS 2 message handed out again while its first copy is in flight takes another
+    identifier, which the record must hold before it goes; a session that ends with its
+    connection writes nothing; a record of an older broker (no QoS) reads its messages as QoS 2."""
+    session = MqttSession("car-3", expiry=NEVER, durable=True)
+    key = ("persistent://public/default/c", 1, 2, 0)
+    assert session.sent(key, 5, qos=2) is True
+    assert session.sent(key, 6, qos=2) is True
+    assert (session.unacked, session.unacked_ids) == ({key: 6}, {6: key})
+    assert session.sent(key, 6, qos=1) is False  # at QoS 1 now (a filter granted less)
+    assert session.in_flight(every=False) == []
+    assert MqttSession("car-4").sent(key, 7, qos=2) is False
+    old = '{"expiry":1,"filters":[],"topics":[],"groups":[],"disconnected_at":null,'
+    old += '"in_flight":[["persistent://public/default/c",1,2,0,9]]}'
+    assert decode_record(key_of("car-3"), old).in_flight(every=False) == [(key, 9, 2)]
+
+
+def test_a_key_of_another_workers_topic_leaves_once_the_owner_answered():
+    """A QoS 2 message of a topic another worker owns is awaited on the owner's answer
+    (``AckReceipt``): kept until it says the acknowledgement is on disk; one read back after a
+    restart is awaited nowhere until its topic's consumer asks the owner (``unwatched``)."""
+    session = MqttSession("car-5", expiry=NEVER, durable=True)
+    key = ("persistent://public/default/r", 1, 2, 0)
+    receipt = AckReceipt()
+    session.delivered(key, receipt)
+    assert session.prune_delivered() is False and session.was_delivered(key)
+    assert session.unwatched(key[0]) == []
+    receipt.confirmed = True
+    assert session.prune_delivered() is True and not session.was_delivered(key)
+    session.delivered(key)  # as read back from the record
+    assert (session.unwatched(key[0]), session.unwatched("persistent://public/default/s")) == ([key], [])
+    lost = AckReceipt()
+    session.watch_delivered(key[0], lost)
+    session.unwatch([lost])  # the question was lost with the owner's session: asked again later
+    assert session.unwatched(key[0]) == [key]
+    session.watch_delivered(key[0], receipt)
+    assert session.prune_delivered() is True and session.delivered_keys() == []
 
 
 class Cursor:

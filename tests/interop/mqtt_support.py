@@ -82,6 +82,7 @@ class PahoClient:
                 properties = Properties(PacketTypes.CONNECT)
                 properties.SessionExpiryInterval = session_expiry
                 connect_options["properties"] = properties
+        self._connect_options = connect_options
         self.client.connect("127.0.0.1", port, keepalive=30, **connect_options)
         self.client.loop_start()
         eventually(self.client.is_connected, what="paho connected")
@@ -157,6 +158,15 @@ class PahoClient:
         sock = self.client.socket()
         if sock is not None:
             sock.close()
+
+    def reconnect(self, port: int) -> None:
+        """Connect again as at first, to ``port`` (a broker restarted on another one), with what
+        paho keeps of a session that is not clean: its QoS 2 messages waiting for their PUBREL."""
+        self.client.loop_stop()
+        self.session_present = None
+        self.client.connect("127.0.0.1", port, keepalive=30, **self._connect_options)
+        self.client.loop_start()
+        eventually(lambda: self.session_present is not None, what="paho connected again")
 
 
 class RawClient:

@@ -11,6 +11,7 @@ import time
 import urllib.parse
 
 import pytest
+from paho.mqtt.client import MQTT_ERR_SUCCESS
 
 from magnetar.protocol.mqtt import (
     MQTT_3_1_1,
@@ -292,8 +293,8 @@ def test_packet_identifiers_in_flight_survive_a_broker_restart(mqtt_broker, clie
     or after it closed, stores what it has in flight; resumed after the restart, the session gets
     its unacknowledged PUBLISH again with DUP and the same packet identifier, and its unanswered
     PUBREL again. A PUBREL goes once the session's record holds it: after a ``kill -9`` under
-    the open connection it goes again too (the unacknowledged PUBLISH comes again, under a new
-    identifier)."""
+    the open connection it goes again too (the unacknowledged QoS 1 PUBLISH comes again, under a
+    new identifier; a QoS 2 one under its own: the next test)."""
     name = unique("restart-again")
     expiry = Properties(session_expiry_interval=HOUR)
     raw = RawClient(mqtt_broker.mqtt_port, MQTT_5)
@@ -337,6 +338,49 @@ def test_packet_identifiers_in_flight_survive_a_broker_restart(mqtt_broker, clie
         raw.send(PubAck(third.packet_id))
     finally:
         raw.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_qos_2_message_the_client_holds_comes_again_under_its_identifier_after_a_kill_9(
+    mqtt_broker, client_factory, version
+):
+    """4.4 across a ``kill -9`` under the open connection: a QoS 2 message the client took and
+    has not answered (paho's PUBREC held back here: a client that does not answer) comes again
+    after the restart with DUP under the packet identifier it had, as the session's record held
+    it before the PUBLISH went. paho keeps such a message until its PUBREL and hands it to the
+    application then: once, the copy sent again taking the first one's place (under a new
+    identifier both would be kept, two messages). The message after it comes as a new one."""
+    name = unique("held-qos2")
+    client = persistent(mqtt_broker.mqtt_port, f"holding-{version}", version)
+    taken: list[int] = []  # the packet identifiers paho would have answered with PUBREC
+    delivered: list[tuple[bytes, int, bool]] = []  # what reached the application: payload, mid, DUP
+    client.client.on_message = lambda c, u, message: delivered.append(
+        (message.payload, message.mid, bool(message.dup))
+    )
+    try:
+        client.subscribe(name, 2)
+        pulsar_client = client_factory(mqtt_broker.service_url)
+        send(pulsar_client, name, [b"first"])  # answered: the next one's identifier is not the first
+        eventually(lambda: delivered, what="the first message")
+        client.client._send_pubrec = lambda mid: taken.append(mid) or MQTT_ERR_SUCCESS
+        send(pulsar_client, name, [b"held"])
+        eventually(lambda: taken, what="the QoS 2 PUBLISH taken, unanswered")
+        pulsar_client.close()
+        mqtt_broker.kill9()
+        del client.client._send_pubrec  # it answers again
+        mqtt_broker.restart(same_port=False)
+        client.reconnect(mqtt_broker.mqtt_port)
+        assert client.session_present is True
+        eventually(lambda: len(delivered) == 2, what="the held message handed to the application")
+        assert taken[0] != delivered[0][1] and delivered[1] == (b"held", taken[0], True)
+        pulsar_client = client_factory(mqtt_broker.service_url)
+        send(pulsar_client, name, [b"after"])
+        eventually(lambda: len(delivered) == 3, what="the message after it")
+        assert [payload for payload, _, _ in delivered] == [b"first", b"held", b"after"]
+        assert delivered[2][2] is False
+    finally:
+        client.close()
 
 
 @pytest.mark.slow

@@ -7,12 +7,25 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import select
 import time
 
 import pulsar
 import pytest
 
-from magnetar.protocol.mqtt import MQTT_5, Disconnect, ReasonCode, Subscribe
+from magnetar.protocol.mqtt import (
+    MQTT_5,
+    Disconnect,
+    PingReq,
+    PingResp,
+    Properties,
+    PubComp,
+    Publish,
+    PubRec,
+    PubRel,
+    ReasonCode,
+    Subscribe,
+)
 from magnetar.protocol.mqtt.packets import Subscription
 
 from ..waiting import eventually
@@ -196,3 +209,55 @@ def test_a_durable_members_group_keeps_what_comes_while_all_are_away(mqtt_broker
         assert "keepers" not in stats(mqtt_broker, name)["subscriptions"]
     finally:
         member.close()
+
+
+@pytest.mark.slow
+def test_a_qos_2_message_one_member_received_is_not_sent_to_another_after_a_kill_9(
+    broker_factory, client_factory
+):
+    """4.3.3 for a durable group: a QoS 2 message one member answered with PUBREC is the group's
+    own. Its acknowledgement on the group's subscription reaches the disk only at the cursor's
+    next flush (here: not before the kill), so the restarted broker's subscription hands it out
+    again, here to the other member (the first is away): that member's session knows from the
+    first one's record that it was received, and it is not sent again."""
+    broker = broker_factory({"mqtt_port": 0, "cursor_flush_interval_seconds": 3600.0})
+    name = unique("group-once")
+    expiry = Properties(session_expiry_interval=3600)
+    members = {}
+    for member in ("member-a", "member-b"):
+        raw = RawClient(broker.mqtt_port, MQTT_5)
+        raw.connect(member, clean=False, properties=expiry)
+        raw.send(Subscribe(1, (Subscription(f"$share/crew/{name}", 2),), Properties()))
+        raw.receive()  # SUBACK
+        members[member] = raw
+    pulsar_client = client_factory(broker.service_url)
+    pulsar_client.create_producer(pulsar_name(name)).send(b"two")
+    readable, _, _ = select.select([raw.sock for raw in members.values()], [], [], 10)
+    holder = next(m for m, raw in members.items() if raw.sock in readable)  # the member it went to
+    first = members[holder].receive()
+    assert isinstance(first, Publish) and first.payload == b"two" and first.qos == 2
+    members[holder].send(PubRec(first.packet_id))
+    assert members[holder].receive() == PubRel(first.packet_id)
+    members[holder].send(PubComp(first.packet_id))
+    members[holder].send(PingReq())
+    assert members[holder].receive() == PingResp()
+    pulsar_client.close()
+    broker.kill9()
+    for raw in members.values():
+        raw.close()
+    broker.restart(same_port=False)
+    (other,) = [m for m in members if m != holder]
+    raw = RawClient(broker.mqtt_port, MQTT_5)
+    try:
+        assert raw.connect(other, clean=False, properties=expiry).session_present is True
+        pulsar_client = client_factory(broker.service_url)
+        pulsar_client.create_producer(pulsar_name(name)).send(b"three")
+        publishes = []
+        while not publishes or publishes[-1] != b"three":
+            packet = raw.receive()
+            assert isinstance(packet, Publish), packet
+            publishes.append(packet.payload)
+            raw.send(PubRec(packet.packet_id))
+        assert publishes == [b"three"]  # "two" never again, to this member either
+    finally:
+        raw.close()

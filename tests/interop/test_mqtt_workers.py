@@ -6,9 +6,11 @@ in the MQTT worker's process and the other through the session to its owner."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
+import sqlite3
 import threading
 import urllib.parse
 import urllib.request
@@ -18,11 +20,14 @@ import pulsar
 import pytest
 
 from magnetar.broker.mqtt.handoff import home_of
+from magnetar.broker.mqtt.session_store import key_of
 from magnetar.client.admin import AdminClient
 from magnetar.protocol.mqtt import (
     MQTT_3_1_1,
     MQTT_5,
     Disconnect,
+    PingReq,
+    PingResp,
     Properties,
     PubAck,
     PubComp,
@@ -34,6 +39,7 @@ from magnetar.protocol.mqtt import (
     Subscribe,
 )
 from magnetar.protocol.mqtt.packets import Subscription
+from magnetar.storage.store import METADATA_FILE
 
 from ..waiting import eventually
 from .mqtt_secure_support import SecurePahoClient, TlsRawClient, client_context
@@ -43,7 +49,7 @@ from .test_mqtt_retained import retained_for
 from .test_mqtt_security import Secured
 from .test_mqtt_sessions import subscriptions_of
 from .test_workers import binary_lookups
-from .test_workers_faults import SERVING
+from .test_workers_faults import SERVING, worker_pids
 from .tls_certs import CLIENT_ROLE
 
 pytestmark = pytest.mark.interop
@@ -97,7 +103,6 @@ def test_publish_and_subscribe_on_topics_of_each_worker(mqtt_broker, client_fact
             assert [m.data() for m in drain(reader, 4)] == [p for t, p in sent if t == name]
     finally:
         subscriber.close()
-        publisher.close()
 
 
 def test_gmqtt_publishes_and_subscribes_across_workers(mqtt_broker):
@@ -341,7 +346,6 @@ def test_bundles_unloaded_under_mqtt_clients_lose_nothing(mqtt_broker, client_fa
         eventually(lambda: set(sent) <= {(m[0], m[1]) for m in subscriber.received.messages}, what="all")
     finally:
         subscriber.close()
-        publisher.close()
 
 
 def _published(publisher: PahoClient, name: str, payload: bytes) -> bool:
@@ -952,3 +956,144 @@ def test_with_authorization_an_away_session_is_subscribed_where_its_role_may_con
                 paho.close()
     finally:
         side.close()
+
+
+def worker_index_by_url(broker) -> dict[str, int]:
+    """Each live worker's index (``worker-N``, as ``home_of`` counts) by its pulsar:// URL."""
+    return {
+        f"pulsar://{broker.host}:{port}": int(name.split("-")[1])
+        for name, _, port in SERVING.findall(broker.log_text())
+    }
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("killed", ["owner", "both"])
+def test_a_qos_2_message_received_on_another_workers_topic_is_not_sent_again_after_a_kill_9(
+    broker_factory, client_factory, killed
+):
+    """4.3.3 through a worker session (remote.py): a QoS 2 message of a topic another worker owns,
+    which the client answered with PUBREC, is its own. Its acknowledgement reaches the owner's
+    disk only at the owner's next cursor flush (here: not before the kill), so the owner, killed
+    with -9 and started again by the supervisor, hands the entry out again; the client's session
+    keeps the message's key until the owner answers that the acknowledgement is on disk
+    (handlers/acks_on_disk.py), and does not send it again: with its connection open (``owner``
+    killed) or resumed after both workers were killed (its record read back, the owner asked of
+    those keys again)."""
+    broker = broker_factory({**MQTT_WORKERS, "cursor_flush_interval_seconds": 3600.0})
+    client_id = f"remote-once-{killed}"
+    home = home_of(client_id, 2)
+    names = on_each_worker(broker, "remote-once/{}")
+    owners = binary_lookups(broker.service_url, [pulsar_name(name) for name in names])
+    indexes = worker_index_by_url(broker)
+    (name,) = [n for n in names if indexes[owners[pulsar_name(n)]] != home]  # the other worker's
+    pids = worker_pids(broker)
+    expiry = Properties(session_expiry_interval=HOUR)
+    raw = RawClient(broker.mqtt_port, MQTT_5)
+    raw.connect(client_id, clean=False, properties=expiry)
+    raw.send(Subscribe(1, (Subscription(name, 2),), Properties()))
+    assert raw.receive() == SubAck(1, (2,))
+    pulsar_client = client_factory(broker.service_url)
+    producer = pulsar_client.create_producer(pulsar_name(name))
+    producer.send(b"two")
+    first = raw.receive()
+    assert isinstance(first, Publish) and first.payload == b"two" and first.qos == 2
+    raw.send(PubRec(first.packet_id))
+    assert raw.receive() == PubRel(first.packet_id)
+    raw.send(PubComp(first.packet_id))
+    raw.send(PingReq())
+    assert raw.receive() == PingResp()  # the PUBCOMP is handled: packets are, in order
+    owner_url = owners[pulsar_name(name)]
+    victims = [owner_url] if killed == "owner" else list(pids)
+    for url in victims:
+        os.kill(pids[url], signal.SIGKILL)
+    eventually(
+        lambda: len(SERVING.findall(broker.log_text())) == 2 + len(victims),
+        timeout=60,
+        what="the killed workers started again",
+    )
+    if killed == "both":
+        raw.close()
+        raw = eventually(lambda: _resumed(broker.mqtt_port, client_id, expiry), timeout=30, what="resumed")
+    try:
+        publishes: list[bytes] = []
+        producer = eventually(
+            lambda: _producer(pulsar_client, pulsar_name(name)), timeout=30, what="a producer again"
+        )
+        producer.send(b"three")
+        while True:
+            packet = raw.receive(timeout=30)
+            if packet == PubRel(first.packet_id):  # its PUBCOMP's record may not have been written
+                raw.send(PubComp(first.packet_id))
+                continue
+            assert isinstance(packet, Publish), packet
+            publishes.append(packet.payload)
+            raw.send(PubRec(packet.packet_id))
+            if packet.payload == b"three":
+                break
+        assert publishes == [b"three"]  # "two" never again
+    finally:
+        raw.close()
+
+
+def _resumed(port: int, client_id: str, expiry: Properties) -> RawClient | None:
+    raw = RawClient(port, MQTT_5)
+    try:
+        connack = raw.connect(client_id, clean=False, properties=expiry)
+    except (ConnectionError, OSError):
+        raw.close()
+        return None
+    assert connack.session_present is True, connack
+    return raw
+
+
+def _producer(client, topic: str):
+    try:
+        return client.create_producer(topic)
+    except pulsar.PulsarException:
+        return None
+
+
+def session_record(broker, client_id: str) -> dict | None:
+    """The MQTT session's record as the broker stored it (session_store.py), read from its
+    metadata store without writing (the broker runs)."""
+    path = broker.workdir / "data" / METADATA_FILE
+    with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10)) as db:
+        row = db.execute("SELECT value FROM kv WHERE key = ?", (key_of(client_id),)).fetchone()
+    return None if row is None else json.loads(row[0])
+
+
+@pytest.mark.slow
+def test_a_qos_2_message_received_on_another_workers_topic_leaves_the_record_once_on_the_owners_disk(
+    broker_factory, client_factory
+):
+    """The key of a QoS 2 message PUBREC'd on a topic another worker owns is in the session's
+    record before the PUBREL goes, and leaves it once the owner has answered that the
+    acknowledgement is on disk (after its next cursor flush): the record does not grow with every
+    message."""
+    broker = broker_factory({**MQTT_WORKERS, "cursor_flush_interval_seconds": 0.2})
+    client_id = "remote-pruned"
+    home = home_of(client_id, 2)
+    names = on_each_worker(broker, "remote-pruned/{}")
+    owners = binary_lookups(broker.service_url, [pulsar_name(name) for name in names])
+    indexes = worker_index_by_url(broker)
+    (name,) = [n for n in names if indexes[owners[pulsar_name(n)]] != home]
+    expiry = Properties(session_expiry_interval=HOUR)
+    subscriber = RawClient(broker.mqtt_port, MQTT_5)
+    try:
+        subscriber.connect(client_id, clean=False, properties=expiry)
+        subscriber.send(Subscribe(1, (Subscription(name, 2),), Properties()))
+        assert subscriber.receive() == SubAck(1, (2,))
+        client_factory(broker.service_url).create_producer(pulsar_name(name)).send(b"two")
+        first = subscriber.receive()
+        assert isinstance(first, Publish) and first.payload == b"two" and first.qos == 2
+        subscriber.send(PubRec(first.packet_id))
+        assert subscriber.receive() == PubRel(first.packet_id)
+        record = session_record(broker, client_id)
+        assert record is not None and len(record["delivered"]) == 1  # written before the PUBREL
+        subscriber.send(PubComp(first.packet_id))
+        eventually(
+            lambda: "delivered" not in (session_record(broker, client_id) or {}),
+            what="the key gone from the record once the owner's flush answered",
+        )
+    finally:
+        subscriber.close()

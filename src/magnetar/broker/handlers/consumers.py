@@ -9,6 +9,7 @@ from magnetar.broker import authorization, offloaded_reads
 from magnetar.broker.consumer import Consumer
 from magnetar.broker.errors import REQUEST_ERRORS, BrokerError, NotAllowed, as_broker_error
 from magnetar.broker.follower_topic import FollowerSubscription, FollowerTopic
+from magnetar.broker.handlers import acks_on_disk
 from magnetar.broker.handlers.access import (
     authorize_name,
     followed_first,
@@ -26,6 +27,7 @@ from magnetar.protocol.broadcast import wants_broadcast
 from magnetar.protocol.commands import wrap
 from magnetar.protocol.message_id import to_u64
 from magnetar.protocol.topic_name import InvalidTopicName, TopicName
+from magnetar.storage.cursor import ManagedCursor
 from magnetar.storage.position import Position
 
 if TYPE_CHECKING:
@@ -163,7 +165,8 @@ def handle_ack(cnx: HandlerCnx, frame: Frame) -> None:
     cmd = frame.command.ack
     consumer = _live_consumer(cnx, cmd.consumer_id)
     error: BrokerError | None = None
-    if consumer is not None:
+    on_disk = acks_on_disk.asked(cmd)
+    if consumer is not None and on_disk != acks_on_disk.CHECK:
         try:
             consumer.subscription.acknowledge(cmd, consumer)
         except BrokerError as exc:
@@ -176,6 +179,12 @@ def handle_ack(cnx: HandlerCnx, frame: Frame) -> None:
         elif consumer is None:
             reply.error = wire.ConsumerNotFound
             reply.message = f"unknown consumer id {cmd.consumer_id}"
+        elif on_disk:  # a home worker's MQTT session asks (acks_on_disk.py)
+            cursor = getattr(consumer.subscription, "cursor", None)
+            if isinstance(cursor, ManagedCursor) and cursor.durable:
+                positions = [Position(one.ledger_id, one.entry_id) for one in cmd.message_id]
+                acks_on_disk.answer_when_on_disk(cnx, consumer, cursor, positions, reply)
+                return
         cnx.send_command(wrap(reply))
 
 

@@ -20,6 +20,7 @@ import asyncio
 import dataclasses
 import logging
 import secrets
+from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
@@ -109,6 +110,7 @@ class MqttConnection(asyncio.Protocol):
         "_answers",
         "_flush_scheduled",
         "_held",
+        "_holds",
         "_ids",
         "_keepalive_slot",
         "_links",
@@ -225,6 +227,9 @@ class MqttConnection(asyncio.Protocol):
         #: What is being sent to the client (``outbound.py``).
         self.outbound = outbound.Outbound(self)
         self._out: list[bytes] = []
+        #: What is written while ``hold_output``'s records are being stored: each record's future
+        #: with what came after it (None: nothing was ever held).
+        self._holds: deque[tuple[asyncio.Future[None], list[bytes]]] | None = None
         self._flush_scheduled = False
         self._passes: loop_pass.PassScheduler | None = None
         #: Set by a DISCONNECT from the client: its connection ends normally.
@@ -534,7 +539,32 @@ class MqttConnection(asyncio.Protocol):
         if self.unanswered is not None:
             self.unanswered.discard(qos << 16 | packet_id)
 
+    def hold_output(self, until: asyncio.Future[None]) -> None:
+        """What is sent from now on waits for ``until`` (and any hold before it): a PUBLISH that
+        may go only once a record holds its packet identifier, and what follows it, in order."""
+        if self._holds is None:
+            self._holds = deque()
+        self._holds.append((until, []))
+        until.add_done_callback(self._release_output)
+
+    def _release_output(self, _: asyncio.Future[None]) -> None:
+        holds = self._holds
+        assert holds is not None
+        released = False
+        while holds and holds[0][0].done():
+            data = holds.popleft()[1]
+            self._out.extend(data)
+            released = released or bool(data)
+        if released and not self._flush_scheduled:
+            self._flush_scheduled = True
+            if self._passes is None:
+                self._passes = loop_pass.current()
+            self._passes.defer(loop_pass.FLUSH, self._flush)
+
     def send_bytes(self, data: bytes) -> None:
+        if self._holds:  # after a PUBLISH waiting for its record: behind it
+            self._holds[-1][1].append(data)
+            return
         self._out.append(data)
         if not self._flush_scheduled:
             self._flush_scheduled = True
@@ -553,10 +583,17 @@ class MqttConnection(asyncio.Protocol):
         taken it within ``CLOSE_DRAIN_S`` (``connection_lost`` then comes all the same)."""
         transport = self.transport
         if transport is not None and not transport.is_closing():
+            if self._holds:  # what is held goes first (a DISCONNECT behind it too)
+                self._holds[-1][0].add_done_callback(lambda _: self._close_transport(transport))
+            else:
+                self._close_transport(transport)
+        self.closed = True
+
+    def _close_transport(self, transport: asyncio.Transport) -> None:
+        if not transport.is_closing():
             self._flush()
             transport.close()
             asyncio.get_running_loop().call_later(CLOSE_DRAIN_S, _abort_unless_lost, self, transport)
-        self.closed = True
 
     def close_with(self, reason: ReasonCode, message: str | None = None) -> None:
         """End the connection as the standard says for ``reason``: a 5.0 client is told

@@ -24,7 +24,10 @@ Packet identifiers belong to the session: a message sent and not acknowledged ke
 identifier, and when the session resumes on a new connection (its durable subscription sends
 the message again) it goes out under the same one with DUP set; a PUBREL not answered is sent
 again (4.4). A durable session's PUBREL goes once its record holds the identifier
-(session_store.py), so a restart, even a ``kill -9``, sends it again too.
+(session_store.py), so a restart, even a ``kill -9``, sends it again too; and so does its QoS 2
+PUBLISH under a new identifier (``_hold_for_record``: one record write for those of a loop
+pass, what the connection sends after them held behind them), so that after a ``kill -9`` one
+the client may hold unanswered comes again under its identifier, never as a new message.
 """
 
 from __future__ import annotations
@@ -36,15 +39,16 @@ import math
 import time
 import weakref
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from magnetar.broker import loop_pass
 from magnetar.broker.consumer import Consumer
 from magnetar.broker.entries import DispatchEntry
 from magnetar.broker.mqtt import publishes
 from magnetar.broker.mqtt.chunks import ChunkedMessages
-from magnetar.broker.mqtt.session import MessageKey
+from magnetar.broker.mqtt.session import AckedOnDisk, MessageKey
 from magnetar.broker.subscription_type import SubscriptionType
 from magnetar.protocol import wire
 from magnetar.protocol.message_id import to_u64
@@ -138,6 +142,12 @@ class MqttConsumer(Consumer):
         never a broadcast virtual cursor kept for a reconnect."""
         return False
 
+    def watch(self, position: Position) -> AckedOnDisk | None:
+        """Where the acknowledgement of the entry at ``position`` is seen to be on disk, for a QoS 2
+        message of it that the client PUBREC'd (session.py): its subscription's durable cursor
+        here; None where there is none."""
+        return cursor_of(self)
+
     def send_entries(
         self,
         entries: list[DispatchEntry],
@@ -215,7 +225,17 @@ class Outbound:
     queue of messages waiting for packet identifiers, Topic Aliases, chunked messages) is made
     when first needed: a broker holds many idle connections."""
 
-    __slots__ = ("_aliases", "_chunks", "_next_id", "cnx", "given", "hungry", "in_flight", "waiting")
+    __slots__ = (
+        "_aliases",
+        "_chunks",
+        "_next_id",
+        "_recording",
+        "cnx",
+        "given",
+        "hungry",
+        "in_flight",
+        "waiting",
+    )
 
     def __init__(self, cnx: MqttConnection) -> None:
         self.cnx = cnx
@@ -232,6 +252,9 @@ class Outbound:
         #: Consumers out of permits, in the order they ran out: the next ones to get some (None:
         #: none has yet).
         self.hungry: deque[MqttConsumer] | None = None
+        #: Done once the session's record holds the packet identifiers given in this loop pass
+        #: to QoS 2 PUBLISHes (None: none is waiting for it).
+        self._recording: asyncio.Future[None] | None = None
 
     # -- flow permits: bounded per connection ------------------------------------------------------
     def _share(self) -> int:
@@ -411,12 +434,24 @@ class Outbound:
         position = entry.position
         topic = ""
         once = session.durable and session.any_delivered()
+        holders = None  # the other members of its group that received QoS 2 messages of the topic
+        if consumer.group is not None and (sessions := cnx.server.sessions).group_delivered:
+            topic = str(consumer.subscription.topic.name)
+            holders = sessions.group_holders(topic, consumer.group)
         for index, message in enumerate(messages):
-            if once:
-                # A QoS 2 message the client PUBREC'd before a restart, handed out again because
-                # its acknowledgement had not reached the disk: it is the client's already.
+            if once or holders:
+                # A QoS 2 message the client (or, of a group, a member) PUBREC'd before a
+                # restart, handed out again because its acknowledgement had not reached the
+                # disk: it is the client's (the group's) already.
                 topic = topic or str(consumer.subscription.topic.name)
-                if session.was_delivered((topic, position.ledger_id, position.entry_id, index)):
+                key = (topic, position.ledger_id, position.entry_id, index)
+                if (once and session.was_delivered(key)) or (
+                    holders and any(holder.was_delivered(key) for holder in holders)
+                ):
+                    if session.durable:
+                        # Kept until this handing out's acknowledgement is on disk (its entry
+                        # is acknowledged once the rest of it is done with).
+                        session.delivered(key, consumer.watch(position))
                     continue
             data = encoded[index]
             qos = min(granted, message.qos)  # never above the QoS it was published with (3.3.5, 3.8.4)
@@ -516,8 +551,8 @@ class Outbound:
                     packet_id, dup = known, True  # sent before this session resumed: again, as it was
             if packet_id is None:
                 packet_id = self._packet_id()
-            if session is not None and key is not None:
-                session.sent(key, packet_id)
+            if session is not None and key is not None and session.sent(key, packet_id, waiting.qos):
+                self._hold_for_record()
             self.in_flight[packet_id] = InFlight(waiting.qos, acks)
             self._send(
                 Publish(
@@ -542,7 +577,8 @@ class Outbound:
                 head = bytes((head[0] | 0x08,)) + head[1:]
             if packet_id is None:
                 packet_id = self._packet_id()
-            session.sent(key, packet_id)
+            if session.sent(key, packet_id, qos):
+                self._hold_for_record()
         else:
             packet_id = self._packet_id()
         in_flight[packet_id] = InFlight(qos, acks)
@@ -551,6 +587,34 @@ class Outbound:
         else:
             self.cnx.send_bytes(head + packet_id.to_bytes(2, "big"))
             self.cnx.send_bytes(tail)
+
+    def _hold_for_record(self) -> None:
+        """A durable session's QoS 2 PUBLISH is about to go under an identifier its record does not
+        hold: it, and what the connection sends after it, waits until the record holds it; the
+        record is written once for those of this loop pass, at its end."""
+        if self._recording is not None:
+            return
+        loop = asyncio.get_running_loop()
+        self._recording = loop.create_future()
+        self.cnx.hold_output(self._recording)
+        loop_pass.current().defer(loop_pass.FLUSH, self._write_record)
+
+    def _write_record(self) -> None:
+        recording, self._recording = self._recording, None
+        assert recording is not None
+        session = self.cnx.session
+        if session is None or session.ended:
+            recording.set_result(None)
+            return
+        self.cnx.server.sessions.store.save(session).add_done_callback(
+            lambda saving: self._recorded(recording, saving)
+        )
+
+    def _recorded(self, recording: asyncio.Future[None], saving: asyncio.Future[None]) -> None:
+        if not saving.cancelled() and (exc := saving.exception()) is not None:
+            log.error("%s: QoS 2 packet identifiers are not stored: %s", self.cnx.remote, exc)
+        if not recording.done():
+            recording.set_result(None)
 
     def _packet_id(self) -> int:
         session = self.cnx.session
@@ -580,15 +644,21 @@ class Outbound:
             key = session.unacked_ids.get(packet.packet_id)
             session.acknowledged(packet.packet_id)
             entry = flight.entry
-            cursor = None if entry is None or not session.durable else cursor_of(entry.consumer)
-            if cursor is not None and key is not None and packet.reason_code < 0x80:
+            watch = None if entry is None or not session.durable else entry.consumer.watch(entry.position)
+            if watch is not None and key is not None and packet.reason_code < 0x80:
                 # Never sent again as new, after a restart either, while its acknowledgement
                 # may not be on disk (session.py); in the record before the PUBREL (below).
-                session.delivered(key, cursor)
+                session.delivered(key, watch)
+                if entry is not None and entry.consumer.group is not None:  # nor to another member
+                    self.cnx.server.sessions.delivered_in_group(
+                        key[0], entry.consumer.group, session.client_id
+                    )
         if not flight.released:
             self._entry_done(flight)
         if packet.reason_code >= 0x80:
             del self.in_flight[packet.packet_id]
+            if session is not None:
+                self.cnx.server.sessions.store.update(session)  # its identifier is free again
             self._send_waiting()
             return
         flight.released = True
@@ -632,6 +702,18 @@ class Outbound:
         del self.in_flight[packet_id]
         if self.waiting:
             self._send_waiting()
+
+    def receipts_answered(self, receipts: Sequence[AckedOnDisk], confirmed: bool) -> None:
+        """A topic's owner answered (``remote.py``): the acknowledgements of delivered QoS 2
+        messages reached its disk (their keys leave the session's record), or the question was
+        lost (their keys are awaited nowhere until it is asked again)."""
+        session = self.cnx.session
+        if session is None:
+            return
+        if not confirmed:
+            session.unwatch(receipts)
+        elif session.prune_delivered():
+            self.cnx.server.sessions.store.update(session)
 
     def _entry_done(self, flight: InFlight) -> None:
         acks, flight.entry = flight.entry, None

@@ -9,7 +9,9 @@ id}``, deduplicated whatever the namespace says: ``DEDUPLICATED_PROPERTY``), ans
 owner's SEND_RECEIPT, that is once the message is on the owner's disk; its subscriptions as
 consumers of the same Pulsar subscriptions (the session's durable Exclusive one, the group's
 Shared one, the broadcast ``mqtt-subscribers``) whose MESSAGEs go out as PUBLISH packets through
-the connection's ``Outbound`` and are acknowledged on the owner once the client has them. The
+the connection's ``Outbound`` and are acknowledged on the owner once the client has them (the
+acknowledgement of a QoS 2 message the client PUBREC'd asks the owner to answer once it is on
+disk, ``handlers/acks_on_disk.py``, so that the session keeps its key until then). The
 owner checks the client's credentials itself (sealed by this worker:
 ``broker/worker_credentials.py``), as for the WebSocket API. The session itself is made by the
 layer above (``BrokerService.owner_sessions``: the WebSocket layer's ``LocalSession.to_owner``),
@@ -27,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from magnetar.broker.entries import DispatchEntry
 from magnetar.broker.errors import BrokerError
+from magnetar.broker.handlers import acks_on_disk
 from magnetar.broker.handlers.worker_access import ROLE_PROPERTY, away_consumer_name, expiry_consumer_name
 from magnetar.broker.mqtt.large_messages import Stored, split
 from magnetar.broker.mqtt.outbound import Delivery, MqttConsumer
@@ -37,6 +40,7 @@ from magnetar.protocol import ProtocolError, wire
 from magnetar.protocol.commands import wrap
 from magnetar.protocol.headers import parse_metadata
 from magnetar.protocol.hot_acks import HotMessage
+from magnetar.protocol.message_id import to_u64
 from magnetar.protocol.mqtt import ReasonCode
 from magnetar.storage.position import Position
 
@@ -44,6 +48,7 @@ if TYPE_CHECKING:
     from magnetar.broker.consumer import Consumer
     from magnetar.broker.mqtt.connection import MqttConnection
     from magnetar.broker.mqtt.resends import Held
+    from magnetar.broker.mqtt.session import MqttSession
     from magnetar.broker.ownership import BrokerInfo
     from magnetar.broker.service import BrokerService
     from magnetar.protocol.topic_name import TopicName
@@ -352,18 +357,94 @@ class RemoteTopic:
         self.traffic = Traffic()
 
 
+class AckReceipt:
+    """Whether the owner has the acknowledgement of one entry on disk (``AckedOnDisk``, as a
+    cursor is for a topic of this worker): where a QoS 2 message the client PUBREC'd waits to
+    leave its session's record (session.py)."""
+
+    __slots__ = ("confirmed",)
+    #: A cursor's count of writes: the answer says the write happened.
+    persists = 0
+
+    def __init__(self) -> None:
+        self.confirmed = False
+
+    @property
+    def dirty(self) -> bool:
+        return not self.confirmed
+
+    def is_acked(self, position: Position) -> bool:
+        return self.confirmed
+
+
 class RemoteSubscription:
-    """A consumer's subscription at the owner: acknowledgements and permits go there as commands."""
+    """A consumer's subscription at the owner: acknowledgements and permits go there as commands.
+    An acknowledgement that a QoS 2 message's ``AckReceipt`` waits for asks the owner to answer it
+    once it is on disk (``handlers/acks_on_disk.py``)."""
 
     def __init__(self, session: OwnerSession, name: TopicName, subscription: str) -> None:
         self.session = session
         self.topic = RemoteTopic(name)
         self.name = subscription
         self.traffic = Traffic()
+        #: Receipts waiting for their entry's acknowledgement to be sent, by position.
+        self._receipts: dict[Position, AckReceipt] = {}
+        #: Called with receipts the owner answered: confirmed, or not (the question is lost with
+        #: the consumer or the session: ``Outbound.receipts_answered``).
+        self.on_answer: Callable[[list[AckReceipt], bool], None] = lambda receipts, confirmed: None
+        #: The questions to the owner not answered yet (held until they are).
+        self._asking: set[asyncio.Future[Any]] = set()
+
+    def receipt(self, position: Position) -> AckReceipt:
+        """The receipt of the acknowledgement of the entry at ``position``, to be sent."""
+        found = self._receipts.get(position)
+        if found is None:
+            found = self._receipts[position] = AckReceipt()
+        return found
 
     def acknowledge(self, ack: wire.CommandAck, consumer: Consumer) -> None:
-        if not self.session.closed and not consumer.closed:
-            self.session.send(wrap(ack))
+        if self.session.closed or consumer.closed:
+            return
+        receipts = self._receipts
+        if receipts:
+            asked = [
+                receipts.pop(position)
+                for one in ack.message_id
+                if (position := Position(one.ledger_id, one.entry_id)) in receipts
+            ]
+            if asked:
+                self._ask(ack, acks_on_disk.ACKNOWLEDGE, asked)
+                return
+        self.session.send(wrap(ack))
+
+    def check(self, consumer: Consumer, positions: list[Position]) -> AckReceipt:
+        """A receipt confirmed once the owner has every one of ``positions`` acknowledged on disk,
+        by whomever (asked of messages PUBREC'd before a restart: acknowledged again, some might
+        not be whole)."""
+        receipt = AckReceipt()
+        ack = wire.CommandAck(consumer_id=consumer.consumer_id, ack_type=wire.CommandAck.Individual)
+        for position in positions:
+            ack.message_id.add(ledger_id=to_u64(position.ledger_id), entry_id=to_u64(position.entry_id))
+        self._ask(ack, acks_on_disk.CHECK, [receipt])
+        return receipt
+
+    def _ask(self, ack: wire.CommandAck, what: int, receipts: list[AckReceipt]) -> None:
+        ack.request_id = self.session.new_request_id()
+        ack.properties.add(key=acks_on_disk.ON_DISK, value=what)
+        answer = asyncio.ensure_future(self.session.request(wrap(ack), ack.request_id))
+        self._asking.add(answer)
+        answer.add_done_callback(self._asking.discard)
+        answer.add_done_callback(lambda done: self._answered(done, receipts))
+
+    def _answered(self, answer: asyncio.Future[Any], receipts: list[AckReceipt]) -> None:
+        if answer.cancelled() or answer.exception() is not None:
+            # The consumer or the session ended first: the keys are asked of the owner again
+            # when a consumer of the topic is made again (``RemoteConsumer.check_delivered``).
+            self.on_answer(receipts, False)
+            return
+        for receipt in receipts:
+            receipt.confirmed = True
+        self.on_answer(receipts, True)
 
     def acknowledge_one(self, consumer: Consumer, cumulative: bool, ledger_id: int, entry_id: int) -> bool:
         """Not taken this way here: ``acknowledge`` sends the ACK to the owner."""
@@ -407,6 +488,23 @@ class RemoteConsumer(MqttConsumer):
         super().__init__(cnx, subscription, consumer_id, name, delivery, group)  # type: ignore[arg-type]
         #: Called when the owner closes it (its bundle moved, the session ended).
         self.on_lost: Callable[[RemoteConsumer], None] = lambda consumer: None
+        subscription.on_answer = cnx.outbound.receipts_answered
+
+    def watch(self, position: Position) -> AckReceipt:
+        """The owner's answer that the acknowledgement of the entry at ``position`` is on disk."""
+        subscription: RemoteSubscription = self.subscription  # type: ignore[assignment]  # made with one
+        return subscription.receipt(position)
+
+    def check_delivered(self, session: MqttSession) -> None:
+        """The session's QoS 2 messages of this topic PUBREC'd before a restart (their keys read
+        back from its record) leave it once the owner has them acknowledged on disk."""
+        topic = str(self.subscription.topic.name)
+        keys = session.unwatched(topic)
+        if keys:
+            subscription: RemoteSubscription = self.subscription  # type: ignore[assignment]
+            session.watch_delivered(
+                topic, subscription.check(self, sorted({Position(k[1], k[2]) for k in keys}))
+            )
 
     def on_message(
         self, command: wire.CommandMessage | None, hot: HotMessage | None, payload: memoryview

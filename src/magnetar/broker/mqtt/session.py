@@ -13,7 +13,11 @@ A will held back by its Will Delay Interval is in the record too (``will.py``). 
 the QoS 2 messages received and not yet released (durable too: ``qos2_store.py``), the sequence
 ids given to the client's messages per topic, and the packet identifiers of what it was sent and
 has not acknowledged, so a resumed session gets them again under the same identifiers (4.4);
-those are written into the record when its connection closes and when the broker stops.
+those are written into the record when its connection closes and when the broker stops, and
+those of QoS 2 messages also before each such PUBLISH goes (``outbound.py``): after a kill -9 a
+QoS 2 message the client may hold, its PUBREC not come, goes again under its identifier, with
+DUP, so that the client knows it (a QoS 1 message comes again under a new one: the client takes
+it as new, which at least once allows, as it would take it again under the same one, 4.3.2).
 
 A QoS 2 message the client answered with PUBREC is its own: it must never come again as a new
 message (4.3.3), even after a kill -9. Its entry's acknowledgement on the Pulsar subscription is
@@ -25,6 +29,7 @@ disk; a message the subscription hands out again whose key is there is acknowled
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -100,6 +105,9 @@ class MqttSession:
     #: identifiers: sent again under the same ones, with DUP, when the session resumes.
     unacked: dict[MessageKey, int] = field(default_factory=dict)
     unacked_ids: dict[int, MessageKey] = field(default_factory=dict)
+    #: The keys of ``unacked`` sent at QoS 2, whose identifiers the record holds while connected
+    #: (made when first used).
+    _exact: set[MessageKey] | None = None
     #: ``released`` (below), made when first used.
     _released: set[int] | None = None
     #: QoS 2 messages the client PUBREC'd whose acknowledgement may not be on disk yet, with
@@ -179,24 +187,52 @@ class MqttSession:
         self.sequences[topic] = sequence + 1
         return sequence
 
-    def sent(self, key: MessageKey, packet_id: int) -> None:
-        """A QoS 1 or 2 message went out under ``packet_id``."""
-        old = self.unacked.get(key)
+    def sent(self, key: MessageKey, packet_id: int, qos: int = 1) -> bool:
+        """A QoS 1 or 2 message goes out under ``packet_id``. True when the session's record must
+        hold it before it goes: a durable session's QoS 2 message under an identifier the record
+        does not hold for it yet (see the module's docstring)."""
+        unacked = self.unacked
+        old = unacked.get(key)
         if old is not None and old != packet_id:
             self.unacked_ids.pop(old, None)
-        self.unacked[key] = packet_id
+        unacked[key] = packet_id
         self.unacked_ids[packet_id] = key
+        exact = self._exact
+        if qos != 2:
+            if exact:
+                exact.discard(key)
+            return False
+        if exact is None:
+            exact = self._exact = set()
+        elif old == packet_id and key in exact:
+            return False  # sent again as it was: the record has it
+        exact.add(key)
+        return self.durable
+
+    def in_flight(self, every: bool) -> list[tuple[MessageKey, int, int]]:
+        """(key, packet identifier, QoS) of what was sent and not acknowledged: ``every`` one, or
+        those sent at QoS 2."""
+        exact = self._exact or ()
+        return [
+            (key, packet_id, 2 if key in exact else 1)
+            for key, packet_id in self.unacked.items()
+            if every or key in exact
+        ]
 
     def acknowledged(self, packet_id: int) -> None:
         """PUBACK or PUBREC of ``packet_id``: the message is the client's now."""
         key = self.unacked_ids.pop(packet_id, None)
         if key is not None and self.unacked.get(key) == packet_id:
             del self.unacked[key]
+            if self._exact:
+                self._exact.discard(key)
 
     def forget_topic(self, topic: str) -> None:
         """Its subscription on ``topic`` is gone: what it was sent from there is not waited for."""
         for key in [k for k in self.unacked if k[0] == topic]:
             self.unacked_ids.pop(self.unacked.pop(key), None)
+            if self._exact:
+                self._exact.discard(key)
         if self._delivered:
             for key in [k for k in self._delivered if k[0] == topic]:
                 del self._delivered[key]
@@ -219,6 +255,25 @@ class MqttSession:
     def delivered_keys(self) -> list[MessageKey]:
         """The keys of ``delivered``, in order, without making it."""
         return sorted(self._delivered) if self._delivered else []
+
+    def unwatched(self, topic: str) -> list[MessageKey]:
+        """The delivered messages of ``topic`` whose acknowledgement is awaited nowhere yet (read
+        back from the record after a restart)."""
+        delivered = self._delivered
+        if not delivered:
+            return []
+        return [key for key, watch in delivered.items() if watch is None and key[0] == topic]
+
+    def unwatch(self, cursors: Sequence[AckedOnDisk]) -> None:
+        """The acknowledgements awaited on ``cursors`` will not be seen there (the owner's
+        answer is lost): their messages' keys are awaited nowhere (``unwatched``)."""
+        delivered = self._delivered
+        if not delivered:
+            return
+        lost = {id(cursor) for cursor in cursors}
+        for key, watch in delivered.items():
+            if watch is not None and id(watch.cursor) in lost:
+                delivered[key] = None
 
     def watch_delivered(self, topic: str, cursor: AckedOnDisk) -> None:
         """The session's subscription on ``topic`` is served from ``cursor``: the acknowledgements

@@ -9,12 +9,13 @@ after a restart, and the will its last connection left held back by a Will Delay
 (``will``: the will as a CONNECT packet carrying it, in base64, our codec's bytes; when it is due;
 the role it is published as), so that a restart publishes it too; and the role its last connection
 authenticated as (``role``, with authentication on: what its home may subscribe it to at another
-worker while it is away). While no connection serves it
-(written when its connection closes, and when the broker stops), also the packet identifiers of
-the messages it was sent and has not acknowledged (``in_flight``: topic, ledger, entry, index,
-packet identifier), and always those of its PUBRELs not answered (``released``: written before
-each PUBREL goes), so that a resumed session gets them again under the same identifiers after a
-restart too (4.4); and the QoS 2 messages the client PUBREC'd whose acknowledgement may not be on
+worker while it is away). The packet identifiers of the messages it was sent and has not
+acknowledged (``in_flight``: topic, ledger, entry, index, packet identifier, QoS): all of them
+while no connection serves it (written when its connection closes, and when the broker stops),
+those sent at QoS 2 always (written before each such PUBLISH goes under a new identifier); and
+those of its PUBRELs not answered (``released``: written before each PUBREL goes), so that a
+resumed session gets them again under the same identifiers after a restart, a kill -9 too
+(4.4); and the QoS 2 messages the client PUBREC'd whose acknowledgement may not be on
 disk yet (``delivered``: topic, ledger, entry, index; written before each PUBREL goes), which a
 restarted broker does not send again (``session.py``). The messages themselves wait in the
 durable Pulsar subscriptions.
@@ -40,9 +41,9 @@ def key_of(client_id: str) -> str:
 
 
 def encode_record(session: MqttSession, in_flight: bool = False) -> str:
-    """The session's record; with what it has in flight while no connection serves it (or
+    """The session's record; with all it has in flight while no connection serves it (or
     ``in_flight``: the broker is stopping): while one does, that changes with every message and
-    lives in memory."""
+    lives in memory, but for its QoS 2 messages (kept up to date: written before each goes)."""
     filters = [
         [topic_filter, o.qos, o.no_local, o.retain_as_published, o.subscription_id]
         for topic_filter, o in session.filters.items()
@@ -56,8 +57,8 @@ def encode_record(session: MqttSession, in_flight: bool = False) -> str:
     }
     if session.role is not None:
         record["role"] = session.role
-    if (in_flight or session.connection is None) and session.unacked:
-        record["in_flight"] = [[*key, packet_id] for key, packet_id in session.unacked.items()]
+    if session.unacked and (sent := session.in_flight(in_flight or session.connection is None)):
+        record["in_flight"] = [[*key, packet_id, qos] for key, packet_id, qos in sent]
     if released := session.released_ids():  # kept up to date: written before each PUBREL
         record["released"] = released
     if delivered := session.delivered_keys():  # kept up to date: written before each PUBREL
@@ -99,8 +100,10 @@ def decode_record(key: str, value: str) -> MqttSession:
     session.role = None if role is None else str(role)
     at = record["disconnected_at"]
     session.disconnected_at = None if at is None else float(at)
-    for topic, ledger, entry, index, packet_id in record.get("in_flight", ()):
-        session.sent((str(topic), int(ledger), int(entry), int(index)), int(packet_id))
+    for topic, ledger, entry, index, packet_id, *qos in record.get("in_flight", ()):
+        # Without its QoS (an older record): taken as QoS 2, kept in the record until answered.
+        message = (str(topic), int(ledger), int(entry), int(index))
+        session.sent(message, int(packet_id), int(qos[0]) if qos else 2)
     for packet_id in record.get("released", ()):
         session.released.add(int(packet_id))
     for topic, ledger, entry, index in record.get("delivered", ()):

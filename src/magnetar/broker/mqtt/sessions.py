@@ -44,11 +44,38 @@ class Sessions:
         self._tasks: set[asyncio.Future[Any]] = set()
         #: The broker is stopping: connections closing now end nothing.
         self.closing = False
+        #: (topic, share name) -> the client ids of the group's members that keep keys of QoS 2
+        #: messages of the topic they PUBREC'd (``MqttSession.delivered``): the group's
+        #: subscription may hand such a message out again, after a restart, to another member,
+        #: which must not take it as new either (``group_holders``).
+        self.group_delivered: dict[tuple[str, str], set[str]] = {}
 
     @property
     def default_namespace(self) -> str:
         config = self.service.config
         return f"{config.mqtt_default_tenant}/{config.mqtt_default_namespace}"
+
+    # -- QoS 2 messages a group's member received ---------------------------------------------------
+    def delivered_in_group(self, topic: str, group: str, client_id: str) -> None:
+        """The member ``client_id`` of ``group`` keeps the key of a QoS 2 message of ``topic``."""
+        self.group_delivered.setdefault((topic, group), set()).add(client_id)
+
+    def group_holders(self, topic: str, group: str) -> list[MqttSession] | None:
+        """The members of ``group`` that keep keys of QoS 2 messages of ``topic`` they received
+        (None: none; those that keep none any more are forgotten here)."""
+        ids = self.group_delivered.get((topic, group))
+        if ids is None:
+            return None
+        holders = []
+        for client_id in list(ids):
+            session = self.by_client.get(client_id)
+            if session is None or session.ended or not session.any_delivered():
+                ids.discard(client_id)
+            else:
+                holders.append(session)
+        if not ids:
+            del self.group_delivered[(topic, group)]
+        return holders or None
 
     # -- start-up --------------------------------------------------------------------------------
     def restore(self, stored: list[MqttSession], now: float) -> None:
@@ -56,6 +83,11 @@ class Sessions:
         expiry, counted from when its connection closed, has passed (at once if it has)."""
         for session in stored:
             self.by_client[session.client_id] = session
+            if session.any_delivered() and session.groups:
+                received = {key[0] for key in session.delivered_keys()}
+                for topic, group in session.groups:
+                    if topic in received:
+                        self.delivered_in_group(topic, group, session.client_id)
             if session.disconnected_at is None:  # connected when the broker stopped
                 session.disconnected_at = now
                 self.store.update(session)

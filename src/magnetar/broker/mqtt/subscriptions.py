@@ -470,8 +470,9 @@ def _register(
         elif group is not None and held not in session.groups:
             session.groups.add((key, group))
             cnx.server.sessions.store.update(session)
-        cursor = cursor_of(consumer)
-        if cursor is not None:
+        if isinstance(consumer, remote.RemoteConsumer):
+            consumer.check_delivered(session)
+        elif (cursor := cursor_of(consumer)) is not None:
             session.watch_delivered(key, cursor)
     cnx.outbound.grant(consumer)
 
