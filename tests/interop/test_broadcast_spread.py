@@ -179,11 +179,23 @@ def test_a_follower_serves_durable_broadcast_consumers_and_sends_the_rest_to_the
 
 
 def _owner_of(broker, topic: str, ports: dict[str, int]) -> str:
-    """The name of the worker that owns ``topic`` (its HTTP lookup names the owner's own port)."""
-    path = "/lookup/v2/topic/persistent/" + topic.removeprefix("persistent://")
-    with urllib.request.urlopen(broker.http_url + path, timeout=10) as answer:
-        url = json.load(answer)["brokerUrl"]
-    port = int(url.rsplit(":", 1)[1])
+    """The name of the worker that owns the spread ``topic``: a worker's LOOKUP of it names the
+    shared port, until something only the owner serves (a PRODUCER) is refused on the connection;
+    then the connection's LOOKUP names the owner's own port."""
+    port = next(iter(ports.values()))
+    raw = RawConnection(port)
+    try:
+        raw.handshake()
+        raw.send_command(wire.CommandLookupTopic(topic=topic, request_id=1, authoritative=True))
+        assert raw.expect(T.LOOKUP_RESPONSE).body().broker_service_url == broker.service_url
+        raw.send_command(wire.CommandProducer(topic=topic, producer_id=1, request_id=2))
+        answer = raw.recv_frame()
+        assert answer is not None and answer.type in (T.PRODUCER_SUCCESS, T.ERROR), answer
+        if answer.type == T.ERROR:
+            raw.send_command(wire.CommandLookupTopic(topic=topic, request_id=3, authoritative=True))
+            port = int(raw.expect(T.LOOKUP_RESPONSE).body().broker_service_url.rsplit(":", 1)[1])
+    finally:
+        raw.close()
     return next(name for name, p in ports.items() if p == port)
 
 

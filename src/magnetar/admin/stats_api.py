@@ -14,16 +14,20 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
+from magnetar.admin import spread_stats
 from magnetar.admin.consumers_api import page_path
-from magnetar.admin.errors import partitions_of, persistent, single_topic, translate_errors
+from magnetar.admin.errors import partitions_of, persistent, single_topic, topic_of, translate_errors
 from magnetar.admin.partition_fanout import each_partition
 from magnetar.broker.compacted_topic import COMPACTED_TOPIC_LEDGER, COMPACTION_SUBSCRIPTION
 from magnetar.broker.compaction_stats import CompactionRecord
 from magnetar.broker.dispatchers.broadcast_stats import PAGE_LIMIT, STATS_CONSUMERS, is_broadcast
+from magnetar.broker.follower_topic import link_worker
 from magnetar.broker.offloads import Offloads
 from magnetar.broker.replication import cursor_name, replication_stats
 
 if TYPE_CHECKING:
+    from magnetar.broker.consumer import Consumer
+    from magnetar.broker.dispatchers.base import Dispatcher
     from magnetar.broker.nonpersistent import NonPersistentSubscription, NonPersistentTopic
     from magnetar.broker.service import BrokerService
     from magnetar.broker.subscription import PersistentSubscription
@@ -56,43 +60,57 @@ def _out(traffic: Traffic) -> dict:
     }
 
 
-def _listed(sub: PersistentSubscription | NonPersistentSubscription) -> tuple[list, dict]:
+def _listed(sub: PersistentSubscription | NonPersistentSubscription, spread: bool) -> tuple[list, dict]:
     """The consumers topic stats list, and for a broadcast subscription (maybe 100K consumers)
-    only the first ``STATS_CONSUMERS`` and where to page the rest (consumers_api.py)."""
+    only the first ``STATS_CONSUMERS`` and where to page the rest (consumers_api.py). ``spread``:
+    the other workers' links are not listed nor counted (spread_stats.py puts in what they serve)."""
     consumers = sub.consumers
     if not is_broadcast(sub):
         return list(consumers), {}
-    listed = list(islice(consumers, STATS_CONSUMERS))
+    serving = (c for c in consumers if not spread or link_worker(c.name) is None)
+    listed = list(islice(serving, STATS_CONSUMERS))
     detached = getattr(sub.dispatcher, "detached", {})
+    links = spread_stats.links(sub) if spread else []
     name = sub.topic.name
     where = f"{name.tenant}/{name.namespace}/{name.local_name}"
     return listed, {
-        "consumersCount": len(consumers),
+        "consumersCount": len(consumers) - len(links),
         "consumersListed": len(listed),
-        "detachedCount": len(detached),
+        "detachedCount": sum(1 for kept in detached if not spread or link_worker(kept) is None),
         "consumersPage": page_path(name.domain, where, sub.name, 0, PAGE_LIMIT),
     }
 
 
-def _subscription_stats(sub: PersistentSubscription | NonPersistentSubscription) -> dict:
+def consumer_stats(c: Consumer, dispatcher: Dispatcher | None) -> dict:
+    """One consumer as topic stats list it (Pulsar's ConsumerStats fields)."""
+    return {
+        "consumerName": c.name,
+        "address": c.address,
+        **_out(c.traffic),
+        "availablePermits": c.permits,
+        "unackedMessages": len(c.pending_acks),
+        **(dispatcher.consumer_stats(c) if dispatcher is not None else {}),
+    }
+
+
+def subscription_stats(sub: PersistentSubscription | NonPersistentSubscription, spread: bool = False) -> dict:
+    """A subscription's stats; ``spread``: the subscription of a spread topic at its owner, whose
+    links to the other workers are left out (their traffic too), for spread_stats.py to merge
+    the consumers each worker serves."""
     cursor = sub.cursor  # None on a non-persistent topic: nothing is kept, so no backlog
     dispatcher = sub.dispatcher
-    listed, paging = _listed(sub)
+    listed, paging = _listed(sub, spread)
+    out = _out(sub.traffic)
+    if spread:
+        for link in spread_stats.links(sub):
+            for field, value in _out(link.traffic).items():
+                out[field] -= value
     stats = {
-        **_out(sub.traffic),
+        **out,
         "msgBacklog": cursor.backlog() if cursor is not None else 0,
         "durable": sub.durable,
         "type": sub.type_name,
-        "consumers": [
-            {
-                "consumerName": c.name,
-                **_out(c.traffic),
-                "availablePermits": c.permits,
-                "unackedMessages": len(c.pending_acks),
-                **(dispatcher.consumer_stats(c) if dispatcher is not None else {}),
-            }
-            for c in listed
-        ],
+        "consumers": [consumer_stats(c, dispatcher) for c in listed],
         **paging,
     }
     if dispatcher is not None and (extra := dispatcher.stats()):
@@ -118,7 +136,11 @@ def _compaction_record(topic: PersistentTopic | NonPersistentTopic) -> Compactio
     return _NEVER_COMPACTED if compaction is None else compaction.record
 
 
-def topic_stats(topic: PersistentTopic | NonPersistentTopic, offloads: Offloads | None = None) -> dict:
+def topic_stats(
+    topic: PersistentTopic | NonPersistentTopic, offloads: Offloads | None = None, spread: bool = False
+) -> dict:
+    """Pulsar's TopicStats of a loaded topic; ``spread``: of a spread topic at its owner
+    (``subscription_stats``)."""
     ml = topic.ml
     stats = {
         **_in(topic.traffic),
@@ -129,7 +151,7 @@ def topic_stats(topic: PersistentTopic | NonPersistentTopic, offloads: Offloads 
             {"producerId": p.producer_id, "producerName": p.name, **_in(p.traffic)}
             for p in topic.producers.values()
         ],
-        "subscriptions": {name: _subscription_stats(sub) for name, sub in topic.subscriptions.items()},
+        "subscriptions": {name: subscription_stats(sub, spread) for name, sub in topic.subscriptions.items()},
         "ledgers": [
             {"ledgerId": info.ledger_id, "entries": info.entries, "size": info.size_bytes}
             for info in (ml.ledgers() if ml is not None else [])
@@ -300,14 +322,48 @@ def partitioned_stats(partitions: dict[str, dict], per_partition: bool = True) -
     return total
 
 
+async def _stats_here(
+    service: BrokerService, request: web.Request, topic: PersistentTopic | NonPersistentTopic
+) -> dict:
+    """``topic_stats`` of a topic loaded here; of a spread one, with what every worker serves of
+    its broadcast subscriptions (spread_stats.py)."""
+    if not spread_stats.merges(service, request, topic.name):
+        return topic_stats(topic, service.offloads)
+    stats = topic_stats(topic, service.offloads, spread=True)
+    for name, sub in topic.subscriptions.items():
+        if (slowest := spread_stats.slowest_backlog(sub)) is not None:
+            stats["subscriptions"][name]["slowestBacklog"] = slowest
+    parts = await spread_stats.followed_parts(service, request, topic.name)
+    return spread_stats.merge(stats, parts)
+
+
+def followed_part(service: BrokerService, topic: TopicName) -> dict:
+    """This worker's part of a spread topic's stats: its follower's subscriptions, each with the
+    consumers it serves and the largest backlog among them (spread_stats.py); none without one."""
+    follower = service.spread.followers.get(str(topic))
+    subscriptions = {}
+    for name, sub in (follower.subscriptions if follower is not None else {}).items():
+        part = subscription_stats(sub)
+        part["slowestBacklog"] = spread_stats.slowest_backlog(sub)
+        subscriptions[name] = part
+    return {"worker": service.namespace_service.broker_id, "subscriptions": subscriptions}
+
+
 def add_routes(app: web.Application, service: BrokerService) -> None:
+    @translate_errors
+    async def followed(request: web.Request) -> web.Response:
+        return web.json_response(followed_part(service, topic_of(request, "persistent")))
+
+    app.router.add_get(
+        f"/admin/v2/persistent/{{tenant}}/{{namespace}}/{{topic}}{spread_stats.FOLLOWED}", followed
+    )
     for domain in ("persistent", "non-persistent"):
         base = f"/admin/v2/{domain}/{{tenant}}/{{namespace}}/{{topic}}"
 
         @translate_errors
         async def stats(request: web.Request, domain: str = domain) -> web.Response:
             topic = single_topic(service, request, domain, "ask for its partitioned-stats")
-            return web.json_response(topic_stats(topic, service.offloads))
+            return web.json_response(await _stats_here(service, request, topic))
 
         @translate_errors
         async def partitioned(request: web.Request, domain: str = domain) -> web.Response:
@@ -316,7 +372,7 @@ def add_routes(app: web.Application, service: BrokerService) -> None:
                 service,
                 request,
                 names,
-                lambda partition: topic_stats(service.get_topic(partition, create=False), service.offloads),
+                lambda partition: _stats_here(service, request, service.get_topic(partition, create=False)),
                 suffix="/stats",
             )
             partitions = {str(name): stats for name, stats in zip(names, answers, strict=True)}
