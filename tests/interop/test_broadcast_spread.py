@@ -46,6 +46,19 @@ def consumer_names(broker, topic: str, subscription: str) -> list[str]:
     return [c["consumerName"] for c in owner_stats(broker, topic)["subscriptions"][subscription]["consumers"]]
 
 
+def served(broker, topic: str, subscription: str) -> tuple[set[str], set[str]]:
+    """The names of ``subscription``'s consumers served by the topic's owner, and by the other
+    workers, as the topic's stats list them (each consumer with the ``worker`` serving it)."""
+    stats = owner_stats(broker, topic)
+    consumers = stats["subscriptions"][subscription]["consumers"]
+    owner = stats["ownerBroker"]
+    assert not any(c["consumerName"].startswith(LINK) for c in consumers), consumers  # no link listed
+    return (
+        {c["consumerName"] for c in consumers if c["worker"] == owner},
+        {c["consumerName"] for c in consumers if c["worker"] != owner},
+    )
+
+
 def spread_topic(broker, client_factory, prefix: str = "alerts") -> tuple[str, object]:
     """A topic made spread: its first broadcast consumer is at its owner; then every worker's
     LOOKUP names the shared port. Returns the topic and that first consumer."""
@@ -82,9 +95,8 @@ def test_one_topics_broadcast_consumers_are_served_by_both_workers(broker_factor
     consumers = {"first": first}
 
     def on_both() -> bool:
-        names = consumer_names(broker, topic, "fans")
-        here = {n for n in names if not n.startswith(LINK)}
-        return any(n.startswith(LINK) for n in names) and len(here) > 1
+        at_owner, elsewhere = served(broker, topic, "fans")
+        return bool(elsewhere) and len(at_owner) > 1
 
     # Each consumer has its own client, so its own connection to the shared port.
     while not on_both():

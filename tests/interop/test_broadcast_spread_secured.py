@@ -100,12 +100,13 @@ def subscribe(client: pulsar.Client, topic: str, name: str) -> pulsar.Consumer:
 
 def on_a_follower(make_client, stats, topic: str, name: str) -> pulsar.Consumer:
     """A broadcast consumer ``name`` (a client of its own each try) that a follower serves: the
-    owner's stats do not list it, and list a follower's link."""
+    topic's stats list it served by another worker than the owner, and list no link."""
     for _ in range(40):
         consumer = subscribe(make_client(), topic, name)
-        names = [c["consumerName"] for c in stats(topic)["subscriptions"]["fans"]["consumers"]]
-        if name not in names:
-            assert any(n.startswith(LINK) for n in names), names
+        answer = stats(topic)
+        consumers = answer["subscriptions"]["fans"]["consumers"]
+        assert not any(c["consumerName"].startswith(LINK) for c in consumers), consumers
+        if any(c["consumerName"] == name and c["worker"] != answer["ownerBroker"] for c in consumers):
             return consumer
         consumer.close()
     raise AssertionError(f"no connection of 40 reached a follower of {topic}")

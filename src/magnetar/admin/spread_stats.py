@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-from magnetar.admin.every_worker import gathers, other_parts
+from magnetar.admin.every_worker import other_parts
 from magnetar.broker.dispatchers.broadcast import BroadcastDispatcher
 from magnetar.broker.dispatchers.broadcast_stats import STATS_CONSUMERS, backlog
 from magnetar.broker.follower_topic import link_worker
@@ -37,10 +37,10 @@ _OUT = ("msgRateOut", "msgThroughputOut", "msgOutCounter", "bytesOutCounter")
 _COUNTS = ("consumersCount", "detachedCount")
 
 
-def merges(service: BrokerService, request: web.Request, topic: TopicName) -> bool:
+def merges(service: BrokerService, topic: TopicName) -> bool:
     """Whether the stats of ``topic`` answered here take in the other workers' parts: a spread
-    topic, asked by a client (not a part asked by another worker)."""
-    return gathers(service, request) and service.spread.is_spread(topic)
+    topic (asked by a client, or for it by the worker it reached: a part is asked on ``FOLLOWED``)."""
+    return service.shares_bundles and service.spread.is_spread(topic)
 
 
 def links(subscription) -> list[Consumer]:
@@ -78,13 +78,21 @@ async def followed_parts(
     return parts
 
 
-def merge(stats: dict, parts: dict[str, dict | None]) -> dict:
-    """``stats`` (the owner's, links left out, each broadcast subscription's ``slowestBacklog``
-    of its own consumers) with each worker's part put in (pure: tested without a network)."""
+def merge(stats: dict, owner: str, parts: dict[str, dict | None]) -> dict:
+    """``stats`` (those of ``owner``, links left out, each broadcast subscription's
+    ``slowestBacklog`` of its own consumers) with each worker's part put in; each consumer names
+    the worker that serves it (``worker``), and the topic its owner (``ownerBroker``, Pulsar's
+    field). Pure: tested without a network."""
     missing = sorted(worker for worker, part in parts.items() if part is None)
     subscriptions = stats["subscriptions"]
-    for part in parts.values():
+    stats["ownerBroker"] = owner
+    for sub in subscriptions.values():
+        for consumer in sub["consumers"]:
+            consumer["worker"] = owner
+    for worker, part in parts.items():
         for name, theirs in (part or {}).get("subscriptions", {}).items():
+            for consumer in theirs["consumers"]:
+                consumer["worker"] = worker
             ours = subscriptions.get(name)
             if ours is None or "consumersCount" not in ours:
                 continue  # gone at the owner meanwhile, or not a broadcast one there

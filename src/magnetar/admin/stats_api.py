@@ -327,14 +327,14 @@ async def _stats_here(
 ) -> dict:
     """``topic_stats`` of a topic loaded here; of a spread one, with what every worker serves of
     its broadcast subscriptions (spread_stats.py)."""
-    if not spread_stats.merges(service, request, topic.name):
+    if not spread_stats.merges(service, topic.name):
         return topic_stats(topic, service.offloads)
     stats = topic_stats(topic, service.offloads, spread=True)
     for name, sub in topic.subscriptions.items():
         if (slowest := spread_stats.slowest_backlog(sub)) is not None:
             stats["subscriptions"][name]["slowestBacklog"] = slowest
     parts = await spread_stats.followed_parts(service, request, topic.name)
-    return spread_stats.merge(stats, parts)
+    return spread_stats.merge(stats, service.namespace_service.broker_id, parts)
 
 
 def followed_part(service: BrokerService, topic: TopicName) -> dict:
