@@ -181,6 +181,8 @@ def test_a_follower_serves_durable_broadcast_consumers_and_sends_the_rest_to_the
             )
         )
         assert raw.expect(T.ERROR).body().error == wire.ServiceNotReady
+        # Then a CLOSE_CONSUMER: the official client retries a consumer refused so only then.
+        assert raw.expect(T.CLOSE_CONSUMER).body().consumer_id == 11
         # The broadcast consumer here gets what the owner stores.
         producer = client_factory(broker.service_url).create_producer(topic, batching_enabled=False)
         producer.send(b"road-works")
