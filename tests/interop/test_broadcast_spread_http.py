@@ -136,6 +136,17 @@ def test_a_spread_topics_stats_list_every_workers_consumers_and_the_slowest_back
     path = "/admin/v2/persistent/" + topic.removeprefix("persistent://") + "/subscriptions"
     with urllib.request.urlopen(broker.http_url + path, timeout=10) as answer:
         assert json.load(answer) == ["fans"]
+    # The paged list goes over every worker's consumers too, two at a time.
+    page = "/admin/v2/persistent/" + topic.removeprefix("persistent://") + "/subscription/fans/consumers"
+    page += "?offset=0&limit=2"
+    paged = []
+    while page is not None:
+        with urllib.request.urlopen(broker.http_url + page, timeout=10) as answer:
+            body = json.load(answer)
+        assert body["total"] == len(consumers) and len(body["consumers"]) <= 2
+        paged += [(c["consumerName"], c["worker"]) for c in body["consumers"]]
+        page = body["next"]
+    assert sorted(paged) == sorted((c["consumerName"], c["worker"]) for c in fans["consumers"])
     for message in unacked:  # the slowest catches up: nothing is left behind anywhere
         consumers[slow].acknowledge(message)
     eventually(lambda: owner_stats(broker, topic)["subscriptions"]["fans"]["msgBacklog"] == 0)

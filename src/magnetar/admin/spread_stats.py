@@ -10,21 +10,27 @@ worker's own HTTP port, answered by whichever worker gets it) and puts it in: ea
 consumers listed (up to ``STATS_CONSUMERS`` in all) and counted, its deliveries added, and
 ``msgBacklog`` the backlog of the slowest consumer of any worker (what the stored cursor waits
 for). A worker that gives no part (restarting) is named in ``spreadWorkersMissing``.
+
+The paged list of a subscription's consumers (consumers_api.py) goes on the same way: the owner's
+consumers, then each other worker's in worker order (``FOLLOWED`` with ``subscription``,
+``offset`` and ``limit``: that worker's own page), each naming its ``worker``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import TYPE_CHECKING
 
-from magnetar.admin.every_worker import other_parts
+from aiohttp import web
+
+from magnetar.admin.every_worker import PART_TIMEOUT_S, expected_workers, other_parts
+from magnetar.admin.owner_calls import OWNER_CALLS
 from magnetar.broker.dispatchers.broadcast import BroadcastDispatcher
 from magnetar.broker.dispatchers.broadcast_stats import STATS_CONSUMERS, backlog
 from magnetar.broker.follower_topic import link_worker
 
 if TYPE_CHECKING:
-    from aiohttp import web
-
     from magnetar.broker.consumer import Consumer
     from magnetar.broker.service import BrokerService
     from magnetar.protocol.topic_name import TopicName
@@ -111,3 +117,45 @@ def merge(stats: dict, owner: str, parts: dict[str, dict | None]) -> dict:
     if missing:
         stats["spreadWorkersMissing"] = missing
     return stats
+
+
+async def every_workers_page(
+    service: BrokerService, request: web.Request, topic: TopicName, subscription: str, own: dict
+) -> dict:
+    """A page of ``subscription``'s consumers on every worker: ``own`` (the owner's page, links
+    left out) followed by each other worker's consumers, in worker order."""
+    start, limit = own["offset"], own["limit"]
+    me = service.namespace_service.broker_id
+    entries = [dict(entry, worker=me) for entry in own["consumers"]]
+    total = own["total"]
+    missing = []
+    live = {info.broker_id: info for info in service.namespace_service.store.brokers()}
+    calls = request.app[OWNER_CALLS]
+    for worker in expected_workers(service):
+        if worker == me:
+            continue
+        info = live.get(worker)
+        if info is None:
+            missing.append(worker)
+            continue
+        wanted = limit - len(entries)
+        query = {
+            "subscription": subscription,
+            "offset": str(max(0, start - total)),
+            "limit": str(max(1, wanted)),
+        }
+        try:
+            call = calls.call(request, info, "GET", path_of(topic), query=query)
+            status, body, _ = await asyncio.wait_for(call, PART_TIMEOUT_S)
+        except (TimeoutError, web.HTTPException):
+            status, body = 0, b""
+        if not 200 <= status < 300:
+            missing.append(worker)
+            continue
+        part = json.loads(body)
+        total += part["total"]
+        entries += [dict(entry, worker=worker) for entry in part["consumers"][: max(0, wanted)]]
+    answer = {"total": total, "offset": start, "limit": limit, "consumers": entries}
+    if missing:
+        answer["spreadWorkersMissing"] = missing
+    return answer

@@ -8,6 +8,7 @@ Field names are Pulsar's TopicStats ones. Rates are over the last stats interval
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime
 from itertools import islice
 from typing import TYPE_CHECKING
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from magnetar.admin import spread_stats
-from magnetar.admin.consumers_api import page_path
+from magnetar.admin.consumers_api import consumer_page, page_path
 from magnetar.admin.errors import partitions_of, persistent, single_topic, topic_of, translate_errors
 from magnetar.admin.partition_fanout import each_partition
 from magnetar.broker.compacted_topic import COMPACTED_TOPIC_LEDGER, COMPACTION_SUBSCRIPTION
@@ -352,7 +353,15 @@ def followed_part(service: BrokerService, topic: TopicName) -> dict:
 def add_routes(app: web.Application, service: BrokerService) -> None:
     @translate_errors
     async def followed(request: web.Request) -> web.Response:
-        return web.json_response(followed_part(service, topic_of(request, "persistent")))
+        topic = topic_of(request, "persistent")
+        if (name := request.query.get("subscription")) is None:
+            return web.json_response(followed_part(service, topic))
+        follower = service.spread.followers.get(str(topic))
+        sub = follower.subscriptions.get(name) if follower is not None else None
+        if sub is None:  # nothing of it served here
+            return web.json_response({"total": 0, "consumers": []})
+        offset, limit = int(request.query.get("offset", "0")), int(request.query.get("limit", "1"))
+        return web.json_response(consumer_page(sub, offset, limit, asyncio.get_running_loop().time()))
 
     app.router.add_get(
         f"/admin/v2/persistent/{{tenant}}/{{namespace}}/{{topic}}{spread_stats.FOLLOWED}", followed
