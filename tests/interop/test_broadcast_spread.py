@@ -14,7 +14,7 @@ import uuid
 import pulsar
 import pytest
 
-from magnetar.client import Client, ConsumerType
+from magnetar.client import Client, ConsumerType, Timeout
 from magnetar.protocol import wire
 
 from ..waiting import eventually
@@ -223,6 +223,8 @@ def test_our_client_follows_the_spread_as_the_official_one_does(broker_factory, 
             for i, c in enumerate(clients[:6])
         ]
         producers = [c.create_producer(topic) for c in clients[6:]]
+        # Shared consumers too: one refused on the follower (then closed) subscribes at the owner.
+        shared = [c.subscribe(topic, "plain", consumer_type=ConsumerType.Shared) for c in clients[6:]]
         sent = [f"ours-{i}".encode() for i in range(20)]
         for i, payload in enumerate(sent):
             producers[i % len(producers)].send(payload)
@@ -233,6 +235,18 @@ def test_our_client_follows_the_spread_as_the_official_one_does(broker_factory, 
                 consumer.acknowledge(message)
                 got.append(message.data())
             assert got == sent
+        got: list[bytes] = []
+        for _ in range(100):  # rounds of at most 0.4 s
+            if len(got) == len(sent):
+                break
+            for consumer in shared:
+                try:
+                    message = consumer.receive(100)
+                except Timeout:
+                    continue
+                consumer.acknowledge(message)
+                got.append(message.data())
+        assert sorted(got) == sorted(sent)
     finally:
         for c in clients:
             c.close()
