@@ -98,7 +98,7 @@ def test_http_lookup_consumers_spread_over_the_workers_and_producers_reach_the_o
 def test_a_spread_topics_stats_list_every_workers_consumers_and_the_slowest_backlog(
     broker_factory, client_factory
 ):
-    broker = broker_factory(WORKERS)
+    broker = broker_factory({**WORKERS, "stats_update_frequency_seconds": 0.5})
     topic, first = spread_topic(broker, client_factory)
     consumers = {"first": first}
     while True:
@@ -130,6 +130,7 @@ def test_a_spread_topics_stats_list_every_workers_consumers_and_the_slowest_back
     fans = eventually(settled, what="every consumer listed with what it was sent")
     assert fans["consumersCount"] == fans["consumersListed"] == len(consumers)
     assert fans["msgOutCounter"] == 7 * len(consumers)  # deliveries to consumers, not to links
+    assert owner_stats(broker, topic)["msgOutCounter"] == 7 * len(consumers)  # the topic's too
     assert fans["msgBacklog"] == 7  # the slowest consumer's, on a follower
     for consumer in fans["consumers"]:
         assert consumer["address"].startswith("127.0.0.1:") and not consumer["consumerName"].startswith(LINK)
@@ -150,6 +151,15 @@ def test_a_spread_topics_stats_list_every_workers_consumers_and_the_slowest_back
     for message in unacked:  # the slowest catches up: nothing is left behind anywhere
         consumers[slow].acknowledge(message)
     eventually(lambda: owner_stats(broker, topic)["subscriptions"]["fans"]["msgBacklog"] == 0)
+    # Rates over the stats interval, of the consumers of every worker, as messages keep coming.
+    rated: set[str] = set()
+    for _ in range(200):
+        producer.send(b"more")
+        listed = owner_stats(broker, topic)["subscriptions"]["fans"]["consumers"]
+        rated |= {c["worker"] for c in listed if c["msgRateOut"] > 0}
+        if len(rated) == 2:
+            break
+    assert len(rated) == 2, rated
 
 
 def test_partitioned_stats_of_spread_partitions_list_every_workers_consumers(broker_factory, client_factory):

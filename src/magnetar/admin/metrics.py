@@ -394,8 +394,16 @@ _COMPACTION_METRICS = [
     ),
 ]
 
+_NAMES = [metric for _, metric, _, _, _ in _TOPIC_METRICS]
 #: Where ``pulsar_consumers_count`` is among them.
-_CONSUMERS = [metric for _, metric, _, _, _ in _TOPIC_METRICS].index("pulsar_consumers_count")
+_CONSUMERS = _NAMES.index("pulsar_consumers_count")
+#: Where the deliveries are among them, and their Traffic fields (a spread topic's are counted by
+#: the worker serving the consumers: ``TopicValues.add_followed``).
+_OUT_FIELDS = [
+    (_NAMES.index(name), field)
+    for name, (field, _) in (*_RATES.items(), *_COUNTERS.items())
+    if field in ("rate_out", "throughput_out", "messages_out", "bytes_out")
+]
 
 #: A broadcast subscription's metrics: (family, name, help, its dispatcher.stats() field).
 _BROADCAST_METRICS = [
@@ -524,6 +532,8 @@ class TopicValues:
         if key in self.spread:
             links = {name: spread_stats.links(sub) for name, sub in list(topic.subscriptions.items())}
             sums[_CONSUMERS] = (sums[_CONSUMERS] or 0) - sum(len(found) for found in links.values())
+            for i, field in _OUT_FIELDS:  # what went to the links is counted where it went on to
+                sums[i] = (sums[i] or 0) - sum(getattr(c.traffic, field) for f in links.values() for c in f)
         if not persistent:
             return
         compaction = getattr(topic, "compaction", None)
@@ -555,6 +565,8 @@ class TopicValues:
         _, sums = self._row(key, follower, cluster)
         subscriptions = list(follower.subscriptions.items())
         sums[_CONSUMERS] = (sums[_CONSUMERS] or 0) + sum(len(sub.consumers) for _, sub in subscriptions)
+        for i, field in _OUT_FIELDS:
+            sums[i] = (sums[i] or 0) + getattr(follower.traffic, field)
         for name, sub in subscriptions:
             dispatcher = sub.dispatcher
             if isinstance(dispatcher, BroadcastDispatcher):

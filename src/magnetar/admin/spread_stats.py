@@ -104,6 +104,8 @@ def merge(stats: dict, owner: str, parts: dict[str, dict | None]) -> dict:
                 continue  # gone at the owner meanwhile, or not a broadcast one there
             for field in (*_OUT, *_COUNTS):
                 ours[field] = ours.get(field, 0) + theirs.get(field, 0)
+            for field in _OUT:  # the topic's deliveries are its subscriptions'
+                stats[field] = stats.get(field, 0) + theirs.get(field, 0)
             room = STATS_CONSUMERS - len(ours["consumers"])
             ours["consumers"].extend(theirs["consumers"][: max(0, room)])
             ours["consumersListed"] = len(ours["consumers"])

@@ -61,23 +61,25 @@ def _out(traffic: Traffic) -> dict:
     }
 
 
-def _listed(sub: PersistentSubscription | NonPersistentSubscription, spread: bool) -> tuple[list, dict]:
+def _listed(
+    sub: PersistentSubscription | NonPersistentSubscription, links: list[Consumer] | None
+) -> tuple[list, dict]:
     """The consumers topic stats list, and for a broadcast subscription (maybe 100K consumers)
-    only the first ``STATS_CONSUMERS`` and where to page the rest (consumers_api.py). ``spread``:
-    the other workers' links are not listed nor counted (spread_stats.py puts in what they serve)."""
+    only the first ``STATS_CONSUMERS`` and where to page the rest (consumers_api.py). ``links``:
+    the other workers' links of a spread topic at its owner, neither listed nor counted
+    (spread_stats.py puts in what they serve)."""
     consumers = sub.consumers
     if not is_broadcast(sub):
         return list(consumers), {}
-    serving = (c for c in consumers if not spread or link_worker(c.name) is None)
+    serving = (c for c in consumers if links is None or link_worker(c.name) is None)
     listed = list(islice(serving, STATS_CONSUMERS))
     detached = getattr(sub.dispatcher, "detached", {})
-    links = spread_stats.links(sub) if spread else []
     name = sub.topic.name
     where = f"{name.tenant}/{name.namespace}/{name.local_name}"
     return listed, {
-        "consumersCount": len(consumers) - len(links),
+        "consumersCount": len(consumers) - len(links or ()),
         "consumersListed": len(listed),
-        "detachedCount": sum(1 for kept in detached if not spread or link_worker(kept) is None),
+        "detachedCount": sum(1 for kept in detached if links is None or link_worker(kept) is None),
         "consumersPage": page_path(name.domain, where, sub.name, 0, PAGE_LIMIT),
     }
 
@@ -94,20 +96,25 @@ def consumer_stats(c: Consumer, dispatcher: Dispatcher | None) -> dict:
     }
 
 
-def subscription_stats(sub: PersistentSubscription | NonPersistentSubscription, spread: bool = False) -> dict:
-    """A subscription's stats; ``spread``: the subscription of a spread topic at its owner, whose
-    links to the other workers are left out (their traffic too), for spread_stats.py to merge
-    the consumers each worker serves."""
+def _less(out: dict, links: list[Consumer]) -> dict:
+    """``out`` (``_out`` figures) less what went to ``links``."""
+    for link in links:
+        for field, value in _out(link.traffic).items():
+            out[field] -= value
+    return out
+
+
+def subscription_stats(
+    sub: PersistentSubscription | NonPersistentSubscription, links: list[Consumer] | None = None
+) -> dict:
+    """A subscription's stats; ``links``: those of the subscription of a spread topic at its owner
+    (spread_stats.links), left out with what they were sent, for spread_stats.py to merge the
+    consumers each worker serves."""
     cursor = sub.cursor  # None on a non-persistent topic: nothing is kept, so no backlog
     dispatcher = sub.dispatcher
-    listed, paging = _listed(sub, spread)
-    out = _out(sub.traffic)
-    if spread:
-        for link in spread_stats.links(sub):
-            for field, value in _out(link.traffic).items():
-                out[field] -= value
+    listed, paging = _listed(sub, links)
     stats = {
-        **out,
+        **_less(_out(sub.traffic), links or []),
         "msgBacklog": cursor.backlog() if cursor is not None else 0,
         "durable": sub.durable,
         "type": sub.type_name,
@@ -140,19 +147,24 @@ def _compaction_record(topic: PersistentTopic | NonPersistentTopic) -> Compactio
 def topic_stats(
     topic: PersistentTopic | NonPersistentTopic, offloads: Offloads | None = None, spread: bool = False
 ) -> dict:
-    """Pulsar's TopicStats of a loaded topic; ``spread``: of a spread topic at its owner
-    (``subscription_stats``)."""
+    """Pulsar's TopicStats of a loaded topic; ``spread``: of a spread topic at its owner, the
+    other workers' links left out (``subscription_stats``)."""
     ml = topic.ml
+    subscriptions = topic.subscriptions
+    links = {name: spread_stats.links(sub) for name, sub in subscriptions.items()} if spread else {}
     stats = {
         **_in(topic.traffic),
-        **_out(topic.traffic),
+        **_less(_out(topic.traffic), [link for found in links.values() for link in found]),
         "storageSize": ml.size_bytes() if ml is not None else 0,
         **(offload_stats(topic.name, ml, offloads) if ml is not None else {}),
         "publishers": [
             {"producerId": p.producer_id, "producerName": p.name, **_in(p.traffic)}
             for p in topic.producers.values()
         ],
-        "subscriptions": {name: subscription_stats(sub, spread) for name, sub in topic.subscriptions.items()},
+        "subscriptions": {
+            name: subscription_stats(sub, links[name] if spread else None)
+            for name, sub in subscriptions.items()
+        },
         "ledgers": [
             {"ledgerId": info.ledger_id, "entries": info.entries, "size": info.size_bytes}
             for info in (ml.ledgers() if ml is not None else [])

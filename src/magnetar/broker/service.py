@@ -535,6 +535,7 @@ class BrokerService:
         if self.spread.active:
             work.append((config.cursor_flush_interval_seconds, self.spread.flush))
             work.append((SPREAD_SWEEP_SECONDS, self.spread.sweep))
+            work.append((config.stats_update_frequency_seconds, self.spread.update_rates))
             sweep_lag = partial(self.spread.sweep_lag, lag_limits)
             work.append((config.broadcast_lag_check_interval_seconds, sweep_lag))
         return work

@@ -365,6 +365,17 @@ class Spread:
             if follower is None or key[1] not in follower.subscriptions:
                 del self._idle_since[key]
 
+    def update_rates(self) -> None:
+        """The followers' rates over the stats interval just ended (as ``housekeeping.update_rates``
+        for the owned topics): what the topic's stats at its owner show of this worker's consumers."""
+        now = time.monotonic()
+        for topic in list(self.followers.values()):
+            topic.traffic.update_rates(now)
+            for subscription in list(topic.subscriptions.values()):
+                subscription.traffic.update_rates(now)
+                for consumer in list(subscription.consumers):
+                    consumer.traffic.update_rates(now)
+
     def sweep_lag(self, limits: LagLimits) -> None:
         """The broadcast lag policy over the followed subscriptions (after ``sweep_broadcast``
         ticked the clock), as over the owned ones."""
