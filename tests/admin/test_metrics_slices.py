@@ -40,7 +40,8 @@ def service(count: int, per_topic: bool) -> SimpleNamespace:
         name = TopicName.parse(f"non-persistent://public/ns{i % 2}/t{i}")
         topics[str(name)] = Topic(name, producers={1: object()} if i % 3 == 0 else {})
     config = SimpleNamespace(cluster_name="standalone", expose_topic_level_metrics_in_prometheus=per_topic)
-    return SimpleNamespace(topics=topics, config=config)
+    spread = SimpleNamespace(topics=set(), followers={})  # one process: no topic spread over workers
+    return SimpleNamespace(topics=topics, config=config, spread=spread)
 
 
 def test_the_topics_are_read_a_slice_at_a_time():

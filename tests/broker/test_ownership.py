@@ -146,6 +146,25 @@ def test_idle_links_are_seen_by_every_worker_and_go_with_their_session(stores):
     assert alone.idle_links(topic, "fans") == set()
 
 
+def test_a_pinned_lookup_is_taken_once_per_pin_by_any_worker_until_it_runs_out(stores, clock):
+    one, two = stores
+    topic = "persistent://public/default/alerts"
+    assert not two.take_pinned_lookup(topic, "10.0.0.1")
+    one.pin_lookup(topic, "10.0.0.1", 60)
+    one.pin_lookup(topic, "10.0.0.1", 60)  # two refusals: two lookups name the owner
+    assert not two.take_pinned_lookup(topic, "10.0.0.2")  # another host
+    assert not two.take_pinned_lookup(topic + "-2", "10.0.0.1")  # another topic
+    assert two.take_pinned_lookup(topic, "10.0.0.1")
+    assert one.take_pinned_lookup(topic, "10.0.0.1")
+    assert not two.take_pinned_lookup(topic, "10.0.0.1")
+    one.pin_lookup(topic, "10.0.0.1", 60)
+    clock.now += 61  # the client gave up (or looked up elsewhere): the pin is gone
+    assert not two.take_pinned_lookup(topic, "10.0.0.1")
+    alone = LocalOwnership()
+    alone.pin_lookup(topic, "10.0.0.1", 60)
+    assert not alone.take_pinned_lookup(topic, "10.0.0.1")  # nothing is spread
+
+
 def test_register_again_keeps_the_bundles_and_takes_the_new_urls(stores):
     one, two = stores
     one.register(broker(0))
@@ -189,12 +208,14 @@ def test_reset_forgets_a_previous_run(tmp_path):
     store.note_reset("persistent://public/default/alerts", "fans")
     store.note_link_idle("persistent://public/default/alerts", "fans", "worker-1", True)
     store.topic_loaded("worker-0", "non-persistent://public/default/a", True)
+    store.pin_lookup("persistent://public/default/alerts", "10.0.0.1", 60)
     store.close()
     SqliteOwnership.reset(tmp_path)
     again = SqliteOwnership.in_data_dir(tmp_path)
     assert again.brokers() == [] and again.spread_topics() == set()
     assert again.resets("persistent://public/default/alerts", "fans") == 0
     assert again.idle_links("persistent://public/default/alerts", "fans") == set()
+    assert not again.take_pinned_lookup("persistent://public/default/alerts", "10.0.0.1")
     again.register(broker(0))
     assert again.owner(BUNDLE) is None and again.loaded_topics("non-persistent://") == []
     again.close()

@@ -14,7 +14,7 @@ import uuid
 import pulsar
 import pytest
 
-from magnetar.client import Client, ConsumerType
+from magnetar.client import Client, ConsumerType, Timeout
 from magnetar.protocol import wire
 
 from ..waiting import eventually
@@ -44,6 +44,19 @@ def owner_stats(broker, topic: str) -> dict:
 
 def consumer_names(broker, topic: str, subscription: str) -> list[str]:
     return [c["consumerName"] for c in owner_stats(broker, topic)["subscriptions"][subscription]["consumers"]]
+
+
+def served(broker, topic: str, subscription: str) -> tuple[set[str], set[str]]:
+    """The names of ``subscription``'s consumers served by the topic's owner, and by the other
+    workers, as the topic's stats list them (each consumer with the ``worker`` serving it)."""
+    stats = owner_stats(broker, topic)
+    consumers = stats["subscriptions"][subscription]["consumers"]
+    owner = stats["ownerBroker"]
+    assert not any(c["consumerName"].startswith(LINK) for c in consumers), consumers  # no link listed
+    return (
+        {c["consumerName"] for c in consumers if c["worker"] == owner},
+        {c["consumerName"] for c in consumers if c["worker"] != owner},
+    )
 
 
 def spread_topic(broker, client_factory, prefix: str = "alerts") -> tuple[str, object]:
@@ -82,9 +95,8 @@ def test_one_topics_broadcast_consumers_are_served_by_both_workers(broker_factor
     consumers = {"first": first}
 
     def on_both() -> bool:
-        names = consumer_names(broker, topic, "fans")
-        here = {n for n in names if not n.startswith(LINK)}
-        return any(n.startswith(LINK) for n in names) and len(here) > 1
+        at_owner, elsewhere = served(broker, topic, "fans")
+        return bool(elsewhere) and len(at_owner) > 1
 
     # Each consumer has its own client, so its own connection to the shared port.
     while not on_both():
@@ -169,6 +181,8 @@ def test_a_follower_serves_durable_broadcast_consumers_and_sends_the_rest_to_the
             )
         )
         assert raw.expect(T.ERROR).body().error == wire.ServiceNotReady
+        # Then a CLOSE_CONSUMER: the official client retries a consumer refused so only then.
+        assert raw.expect(T.CLOSE_CONSUMER).body().consumer_id == 11
         # The broadcast consumer here gets what the owner stores.
         producer = client_factory(broker.service_url).create_producer(topic, batching_enabled=False)
         producer.send(b"road-works")
@@ -179,11 +193,23 @@ def test_a_follower_serves_durable_broadcast_consumers_and_sends_the_rest_to_the
 
 
 def _owner_of(broker, topic: str, ports: dict[str, int]) -> str:
-    """The name of the worker that owns ``topic`` (its HTTP lookup names the owner's own port)."""
-    path = "/lookup/v2/topic/persistent/" + topic.removeprefix("persistent://")
-    with urllib.request.urlopen(broker.http_url + path, timeout=10) as answer:
-        url = json.load(answer)["brokerUrl"]
-    port = int(url.rsplit(":", 1)[1])
+    """The name of the worker that owns the spread ``topic``: a worker's LOOKUP of it names the
+    shared port, until something only the owner serves (a PRODUCER) is refused on the connection;
+    then the connection's LOOKUP names the owner's own port."""
+    port = next(iter(ports.values()))
+    raw = RawConnection(port)
+    try:
+        raw.handshake()
+        raw.send_command(wire.CommandLookupTopic(topic=topic, request_id=1, authoritative=True))
+        assert raw.expect(T.LOOKUP_RESPONSE).body().broker_service_url == broker.service_url
+        raw.send_command(wire.CommandProducer(topic=topic, producer_id=1, request_id=2))
+        answer = raw.recv_frame()
+        assert answer is not None and answer.type in (T.PRODUCER_SUCCESS, T.ERROR), answer
+        if answer.type == T.ERROR:
+            raw.send_command(wire.CommandLookupTopic(topic=topic, request_id=3, authoritative=True))
+            port = int(raw.expect(T.LOOKUP_RESPONSE).body().broker_service_url.rsplit(":", 1)[1])
+    finally:
+        raw.close()
     return next(name for name, p in ports.items() if p == port)
 
 
@@ -197,6 +223,8 @@ def test_our_client_follows_the_spread_as_the_official_one_does(broker_factory, 
             for i, c in enumerate(clients[:6])
         ]
         producers = [c.create_producer(topic) for c in clients[6:]]
+        # Shared consumers too: one refused on the follower (then closed) subscribes at the owner.
+        shared = [c.subscribe(topic, "plain", consumer_type=ConsumerType.Shared) for c in clients[6:]]
         sent = [f"ours-{i}".encode() for i in range(20)]
         for i, payload in enumerate(sent):
             producers[i % len(producers)].send(payload)
@@ -207,6 +235,18 @@ def test_our_client_follows_the_spread_as_the_official_one_does(broker_factory, 
                 consumer.acknowledge(message)
                 got.append(message.data())
             assert got == sent
+        got: list[bytes] = []
+        for _ in range(100):  # rounds of at most 0.4 s
+            if len(got) == len(sent):
+                break
+            for consumer in shared:
+                try:
+                    message = consumer.receive(100)
+                except Timeout:
+                    continue
+                consumer.acknowledge(message)
+                got.append(message.data())
+        assert sorted(got) == sorted(sent)
     finally:
         for c in clients:
             c.close()

@@ -23,7 +23,7 @@ from magnetar.storage.virtual_cursors import decode_state
 from ..waiting import eventually
 from .support import RawConnection, receive_n
 from .test_broadcast import BROADCAST
-from .test_broadcast_spread import LINK, _owner_of, consumer_names, own_ports, owner_stats, spread_topic
+from .test_broadcast_spread import _owner_of, own_ports, owner_stats, served, spread_topic
 from .test_workers import WORKERS
 from .test_workers_faults import SERVING, Sending, worker_pids
 
@@ -41,11 +41,10 @@ def on_both_workers(broker, client_factory, topic: str, first, **client_options)
     the owner and some elsewhere; the consumers by name, and the names of those at the owner."""
     consumers = {"first": first}
     while True:
-        names = consumer_names(broker, topic, "fans")
-        at_owner = {n for n in names if not n.startswith(LINK)}
-        if any(n.startswith(LINK) for n in names) and len(at_owner) > 1:
+        at_owner, elsewhere = served(broker, topic, "fans")
+        if elsewhere and len(at_owner) > 1:
             return consumers, at_owner
-        assert len(consumers) < 40, names
+        assert len(consumers) < 40, (at_owner, elsewhere)
         name = f"vehicle-{len(consumers)}"
         client = client_factory(broker.service_url, **client_options)
         consumers[name] = client.subscribe(

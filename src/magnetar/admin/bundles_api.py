@@ -87,6 +87,14 @@ def lookup_data(owner: BrokerInfo) -> dict[str, str | None]:
     }
 
 
+def spread_answer(service: BrokerService) -> BrokerInfo:
+    """What a lookup of a spread topic names: the ports every worker listens on (the service
+    port for clients, the one admin port for ``httpUrl``), not the owner's own ones."""
+    url, tls_url = service.shared_service_urls
+    http, https = service.shared_web_urls
+    return BrokerInfo("", url, tls_url, http, https)
+
+
 def _topic_routes(app: web.Application, service: BrokerService, web_urls, domain: str) -> None:
     @translate_errors
     async def bundle_range(request):
@@ -97,6 +105,13 @@ def _topic_routes(app: web.Application, service: BrokerService, web_urls, domain
     @translate_errors
     async def lookup(request):
         topic = topic_of(request, domain)
+        spread = service.spread
+        if spread.is_spread(topic) and not spread.lookup_pinned(topic, request.remote or ""):
+            # As the binary LOOKUP answers it (handlers/lookups.py): the shared port, where the
+            # kernel spreads connections, so that broadcast consumers stay on the worker theirs
+            # reached. Anything else is refused there, and that client's next lookup (pinned)
+            # names the owner.
+            return web.json_response(lookup_data(spread_answer(service)))
         owner = service.owner_of(topic)
         if owner is None:  # this broker, alone
             service.namespace_service.bundle_of(topic)  # 404 if there is no such namespace

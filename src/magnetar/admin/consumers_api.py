@@ -17,16 +17,19 @@ topic is paged per partition (its ``-partition-N`` name). Authorization as for t
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Collection
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 from aiohttp import web
 
+from magnetar.admin import spread_stats
 from magnetar.admin.errors import single_topic, translate_errors
 from magnetar.broker.dispatchers import broadcast_stats
 from magnetar.broker.dispatchers.broadcast import BroadcastDispatcher
 from magnetar.broker.errors import SubscriptionNotFound
+from magnetar.broker.follower_topic import link_worker
 
 if TYPE_CHECKING:
     from magnetar.broker.consumer import Consumer
@@ -84,23 +87,30 @@ def detached_entry(
     }
 
 
-def consumer_page(subscription, offset: int, limit: int, loop_now: float) -> dict:
-    """One page of ``subscription``'s consumers (connected, then detached virtual cursors)."""
+def consumer_page(subscription, offset: int, limit: int, loop_now: float, links: bool = True) -> dict:
+    """One page of ``subscription``'s consumers (connected, then detached virtual cursors);
+    ``links`` False: the other workers' links left out (a spread topic's owner, spread_stats.py)."""
     start, stop = broadcast_stats.page_bounds(offset, limit)
     dispatcher = subscription.dispatcher
     ml = subscription.topic.ml
     if isinstance(dispatcher, BroadcastDispatcher):
         cursors = dispatcher.consumers
         detached = dispatcher.detached
-        connected = broadcast_stats.page(cursors.items(), start, stop)
+        if links:
+            connected_items: Collection = cursors.items()
+            detached_items: Collection = detached.items()
+        else:
+            connected_items = [(c, vc) for c, vc in cursors.items() if link_worker(c.name) is None]
+            detached_items = [(name, kept) for name, kept in detached.items() if link_worker(name) is None]
+        connected = broadcast_stats.page(connected_items, start, stop)
         entries = [connected_entry(c, vc, ml) for c, vc in connected]
-        total = len(cursors) + len(detached)
-        if len(entries) < stop - start and detached:
-            first = max(0, start - len(cursors))
+        total = len(connected_items) + len(detached_items)
+        if len(entries) < stop - start and detached_items:
+            first = max(0, start - len(connected_items))
             wanted = stop - start - len(entries)
             entries += [
                 detached_entry(name, vc, timer, ml, loop_now)
-                for name, (vc, timer) in broadcast_stats.page(detached.items(), first, first + wanted)
+                for name, (vc, timer) in broadcast_stats.page(detached_items, first, first + wanted)
             ]
     else:
         consumers = list(subscription.consumers)
@@ -121,7 +131,19 @@ def add_routes(app: web.Application, service: BrokerService) -> None:
                 raise SubscriptionNotFound(f"Subscription {name} not found on topic {topic.name}")
             offset = int(request.query.get("offset", "0"))
             limit = int(request.query.get("limit", str(broadcast_stats.PAGE_DEFAULT)))
-            answer = consumer_page(subscription, offset, limit, asyncio.get_running_loop().time())
+            now = asyncio.get_running_loop().time()
+            if spread_stats.merges(service, topic.name) and isinstance(
+                subscription.dispatcher, BroadcastDispatcher
+            ):
+                answer = await spread_stats.every_workers_page(
+                    service,
+                    request,
+                    topic.name,
+                    name,
+                    consumer_page(subscription, offset, limit, now, links=False),
+                )
+            else:
+                answer = consumer_page(subscription, offset, limit, now)
             end = answer["offset"] + len(answer["consumers"])
             here = request.rel_url.raw_path
             answer["next"] = f"{here}?offset={end}&limit={answer['limit']}" if end < answer["total"] else None

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from operator import attrgetter
 from typing import TYPE_CHECKING
 
@@ -25,10 +25,12 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from magnetar.admin import spread_stats
 from magnetar.broker.descriptors import EXHAUSTION
 from magnetar.broker.dispatchers.broadcast import BroadcastDispatcher
 from magnetar.broker.dispatchers.broadcast_stats import largest_lag
 from magnetar.broker.flow_control import Hold, no_holds
+from magnetar.broker.follower_topic import link_worker
 from magnetar.broker.replication import replication_stats
 from magnetar.broker.topic_slices import READ_SLICE, in_slices
 
@@ -392,6 +394,16 @@ _COMPACTION_METRICS = [
     ),
 ]
 
+_NAMES = [metric for _, metric, _, _, _ in _TOPIC_METRICS]
+#: Where ``pulsar_consumers_count`` is among them.
+_CONSUMERS = _NAMES.index("pulsar_consumers_count")
+#: Where the deliveries are among them, and their Traffic fields (a spread topic's are counted by
+#: the worker serving the consumers: ``TopicValues.add_followed``).
+_OUT_FIELDS = [
+    (_NAMES.index(name), field)
+    for name, (field, _) in (*_RATES.items(), *_COUNTERS.items())
+    if field in ("rate_out", "throughput_out", "messages_out", "bytes_out")
+]
 
 #: A broadcast subscription's metrics: (family, name, help, its dispatcher.stats() field).
 _BROADCAST_METRICS = [
@@ -484,8 +496,11 @@ class TopicValues:
     own series, or (Pulsar's exposeTopicLevelMetricsInPrometheus off) one per namespace, the sum
     of its loaded topics' values."""
 
-    def __init__(self, per_topic: bool) -> None:
+    def __init__(self, per_topic: bool, spread: Collection[str] = ()) -> None:
         self.per_topic = per_topic
+        #: The spread topics (spread_stats.py): at their owner, the other workers' links are not
+        #: consumers; each worker counts those it serves (``add_followed``).
+        self.spread = spread
         #: (cluster, namespace[, topic]): each of ``_TOPIC_METRICS``' values (None: not one of
         #: these topics' metrics).
         self.rows: dict[tuple[str, ...], list[float | None]] = {}
@@ -497,17 +512,28 @@ class TopicValues:
         #: Per replicated topic and remote cluster: its labels and the replicator's stats.
         self.replication: list[tuple[list[str], dict]] = []
 
-    def add(self, key: str, topic, cluster: str) -> None:
-        """Read ``topic``'s values (on the loop: its state is the loop's)."""
+    def _row(self, key: str, topic, cluster: str) -> tuple[tuple[str, ...], list[float | None]]:
         namespace = str(topic.name.namespace_name)
         row_key: tuple[str, ...] = (cluster, namespace, key) if self.per_topic else (cluster, namespace)
         sums = self.rows.get(row_key)
         if sums is None:
             sums = self.rows[row_key] = [None] * len(_TOPIC_METRICS)
+        return row_key, sums
+
+    def add(self, key: str, topic, cluster: str) -> None:
+        """Read ``topic``'s values (on the loop: its state is the loop's)."""
+        namespace = str(topic.name.namespace_name)
+        row_key, sums = self._row(key, topic, cluster)
         persistent = topic.ml is not None
         for i, (_, _, _, value, persistent_only) in enumerate(_TOPIC_METRICS):
             if persistent or not persistent_only:
                 sums[i] = (sums[i] or 0) + value(topic)
+        links = {}
+        if key in self.spread:
+            links = {name: spread_stats.links(sub) for name, sub in list(topic.subscriptions.items())}
+            sums[_CONSUMERS] = (sums[_CONSUMERS] or 0) - sum(len(found) for found in links.values())
+            for i, field in _OUT_FIELDS:  # what went to the links is counted where it went on to
+                sums[i] = (sums[i] or 0) - sum(getattr(c.traffic, field) for f in links.values() for c in f)
         if not persistent:
             return
         compaction = getattr(topic, "compaction", None)
@@ -522,10 +548,31 @@ class TopicValues:
             if isinstance(dispatcher, BroadcastDispatcher):
                 labels = [cluster, namespace, key, name]
                 out = dispatcher.subscription.traffic.messages_out
-                self.broadcast.append((labels, dispatcher.stats(), out, largest_lag(dispatcher)))
+                stats = dispatcher.stats()
+                if found := links.get(name):  # the other workers' links: not consumers
+                    out -= sum(link.traffic.messages_out for link in found)
+                    stats["virtualCursors"] -= len(found)
+                    stats["detachedCursors"] -= sum(1 for kept in dispatcher.detached if link_worker(kept))
+                self.broadcast.append((labels, stats, out, largest_lag(dispatcher)))
         if topic.replication_cursors:
             for remote, stats in replication_stats(topic).items():
                 self.replication.append(([cluster, namespace, key, remote], stats))
+
+    def add_followed(self, key: str, follower, cluster: str) -> None:
+        """Read what this worker serves of the spread topic ``follower`` follows (spread.py): its
+        consumers and broadcast subscriptions; the rest of the topic is its owner's to count."""
+        namespace = str(follower.name.namespace_name)
+        _, sums = self._row(key, follower, cluster)
+        subscriptions = list(follower.subscriptions.items())
+        sums[_CONSUMERS] = (sums[_CONSUMERS] or 0) + sum(len(sub.consumers) for _, sub in subscriptions)
+        for i, field in _OUT_FIELDS:
+            sums[i] = (sums[i] or 0) + getattr(follower.traffic, field)
+        for name, sub in subscriptions:
+            dispatcher = sub.dispatcher
+            if isinstance(dispatcher, BroadcastDispatcher):
+                labels = [cluster, namespace, key, name]
+                out = sub.traffic.messages_out
+                self.broadcast.append((labels, dispatcher.stats(), out, largest_lag(dispatcher)))
 
     def collect(self) -> Iterator[Metric]:
         """The families (off the loop: this makes one sample per value)."""
@@ -583,12 +630,14 @@ class TopicValues:
 async def read_topics(service: BrokerService) -> TopicValues:
     """Every loaded topic's values, ``topic_slices.READ_SLICE`` topics at a time: the loop serves
     everyone else between slices (100,000 topics read at once held it for seconds)."""
-    values = TopicValues(service.config.expose_topic_level_metrics_in_prometheus)
+    values = TopicValues(service.config.expose_topic_level_metrics_in_prometheus, service.spread.topics)
     cluster = service.config.cluster_name
     for part in in_slices(service.topics, READ_SLICE):
         for key, topic in part:
             values.add(key, topic, cluster)
         await asyncio.sleep(0)
+    for key, follower in list(service.spread.followers.items()):
+        values.add_followed(key, follower, cluster)
     return values
 
 

@@ -13,6 +13,7 @@ authentication takes only with a valid seal.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 import aiohttp
@@ -62,10 +63,16 @@ class OwnerCalls:
         self._session: aiohttp.ClientSession | None = None
 
     async def call(
-        self, request: web.Request, owner: BrokerInfo, method: str, path: str, body: bytes | None = None
+        self,
+        request: web.Request,
+        owner: BrokerInfo,
+        method: str,
+        path: str,
+        body: bytes | None = None,
+        query: Mapping[str, str] | None = None,
     ) -> tuple[int, bytes, dict[str, str]]:
-        """``method path`` (with ``request``'s query and headers) as ``owner`` answers it: status,
-        body, headers (503 raised if it cannot be reached: a worker restarting)."""
+        """``method path`` (with ``request``'s query, or ``query``, and its headers) as ``owner``
+        answers it: status, body, headers (503 raised if it cannot be reached: a worker restarting)."""
         base = owner.web_url or owner.web_url_tls
         if base is None:
             raise reason_error(web.HTTPServiceUnavailable, f"{owner.broker_id} serves no HTTP port")
@@ -75,7 +82,7 @@ class OwnerCalls:
         headers[PROXIED_BY] = self._service.namespace_service.broker_id
         if (sealed := self._sealed_certificate(request)) is not None:
             headers[RELAYED_CERTIFICATE] = sealed
-        url = URL(base).with_path(path).with_query(request.query)
+        url = URL(base).with_path(path).with_query(request.query if query is None else query)
         try:
             async with self._session.request(
                 method,

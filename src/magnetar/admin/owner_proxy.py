@@ -26,6 +26,7 @@ from aiohttp import web
 
 from magnetar.admin.errors import Handler, reason_error
 from magnetar.admin.owner_calls import OWNER_CALLS, PROXIED_BY
+from magnetar.admin.spread_stats import FOLLOWED
 from magnetar.broker.errors import BrokerError
 from magnetar.protocol.topic_name import InvalidTopicName, TopicName
 
@@ -35,8 +36,9 @@ if TYPE_CHECKING:
 
 #: The WebSocket API's and REST produce's paths: served where they land (see above).
 _MESSAGING = ("/ws/v2/", "/topics/")
-#: Topic paths whose answer is the shared metadata, served anywhere.
-_METADATA_SUFFIXES = ("/bundle", "/partitions")
+#: Topic paths whose answer is the shared metadata, served anywhere; and a worker's own part of a
+#: spread topic's stats (spread_stats.py).
+_METADATA_SUFFIXES = ("/bundle", "/partitions", FOLLOWED)
 
 
 def owner_of_request(service: BrokerService, request: web.Request) -> BrokerInfo | None:

@@ -8,22 +8,27 @@ Field names are Pulsar's TopicStats ones. Rates are over the last stats interval
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime
 from itertools import islice
 from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from magnetar.admin.consumers_api import page_path
-from magnetar.admin.errors import partitions_of, persistent, single_topic, translate_errors
+from magnetar.admin import spread_stats
+from magnetar.admin.consumers_api import consumer_page, page_path
+from magnetar.admin.errors import partitions_of, persistent, single_topic, topic_of, translate_errors
 from magnetar.admin.partition_fanout import each_partition
 from magnetar.broker.compacted_topic import COMPACTED_TOPIC_LEDGER, COMPACTION_SUBSCRIPTION
 from magnetar.broker.compaction_stats import CompactionRecord
 from magnetar.broker.dispatchers.broadcast_stats import PAGE_LIMIT, STATS_CONSUMERS, is_broadcast
+from magnetar.broker.follower_topic import link_worker
 from magnetar.broker.offloads import Offloads
 from magnetar.broker.replication import cursor_name, replication_stats
 
 if TYPE_CHECKING:
+    from magnetar.broker.consumer import Consumer
+    from magnetar.broker.dispatchers.base import Dispatcher
     from magnetar.broker.nonpersistent import NonPersistentSubscription, NonPersistentTopic
     from magnetar.broker.service import BrokerService
     from magnetar.broker.subscription import PersistentSubscription
@@ -56,43 +61,64 @@ def _out(traffic: Traffic) -> dict:
     }
 
 
-def _listed(sub: PersistentSubscription | NonPersistentSubscription) -> tuple[list, dict]:
+def _listed(
+    sub: PersistentSubscription | NonPersistentSubscription, links: list[Consumer] | None
+) -> tuple[list, dict]:
     """The consumers topic stats list, and for a broadcast subscription (maybe 100K consumers)
-    only the first ``STATS_CONSUMERS`` and where to page the rest (consumers_api.py)."""
+    only the first ``STATS_CONSUMERS`` and where to page the rest (consumers_api.py). ``links``:
+    the other workers' links of a spread topic at its owner, neither listed nor counted
+    (spread_stats.py puts in what they serve)."""
     consumers = sub.consumers
     if not is_broadcast(sub):
         return list(consumers), {}
-    listed = list(islice(consumers, STATS_CONSUMERS))
+    serving = (c for c in consumers if links is None or link_worker(c.name) is None)
+    listed = list(islice(serving, STATS_CONSUMERS))
     detached = getattr(sub.dispatcher, "detached", {})
     name = sub.topic.name
     where = f"{name.tenant}/{name.namespace}/{name.local_name}"
     return listed, {
-        "consumersCount": len(consumers),
+        "consumersCount": len(consumers) - len(links or ()),
         "consumersListed": len(listed),
-        "detachedCount": len(detached),
+        "detachedCount": sum(1 for kept in detached if links is None or link_worker(kept) is None),
         "consumersPage": page_path(name.domain, where, sub.name, 0, PAGE_LIMIT),
     }
 
 
-def _subscription_stats(sub: PersistentSubscription | NonPersistentSubscription) -> dict:
+def consumer_stats(c: Consumer, dispatcher: Dispatcher | None) -> dict:
+    """One consumer as topic stats list it (Pulsar's ConsumerStats fields)."""
+    return {
+        "consumerName": c.name,
+        "address": c.address,
+        **_out(c.traffic),
+        "availablePermits": c.permits,
+        "unackedMessages": len(c.pending_acks),
+        **(dispatcher.consumer_stats(c) if dispatcher is not None else {}),
+    }
+
+
+def _less(out: dict, links: list[Consumer]) -> dict:
+    """``out`` (``_out`` figures) less what went to ``links``."""
+    for link in links:
+        for field, value in _out(link.traffic).items():
+            out[field] -= value
+    return out
+
+
+def subscription_stats(
+    sub: PersistentSubscription | NonPersistentSubscription, links: list[Consumer] | None = None
+) -> dict:
+    """A subscription's stats; ``links``: those of the subscription of a spread topic at its owner
+    (spread_stats.links), left out with what they were sent, for spread_stats.py to merge the
+    consumers each worker serves."""
     cursor = sub.cursor  # None on a non-persistent topic: nothing is kept, so no backlog
     dispatcher = sub.dispatcher
-    listed, paging = _listed(sub)
+    listed, paging = _listed(sub, links)
     stats = {
-        **_out(sub.traffic),
+        **_less(_out(sub.traffic), links or []),
         "msgBacklog": cursor.backlog() if cursor is not None else 0,
         "durable": sub.durable,
         "type": sub.type_name,
-        "consumers": [
-            {
-                "consumerName": c.name,
-                **_out(c.traffic),
-                "availablePermits": c.permits,
-                "unackedMessages": len(c.pending_acks),
-                **(dispatcher.consumer_stats(c) if dispatcher is not None else {}),
-            }
-            for c in listed
-        ],
+        "consumers": [consumer_stats(c, dispatcher) for c in listed],
         **paging,
     }
     if dispatcher is not None and (extra := dispatcher.stats()):
@@ -118,18 +144,27 @@ def _compaction_record(topic: PersistentTopic | NonPersistentTopic) -> Compactio
     return _NEVER_COMPACTED if compaction is None else compaction.record
 
 
-def topic_stats(topic: PersistentTopic | NonPersistentTopic, offloads: Offloads | None = None) -> dict:
+def topic_stats(
+    topic: PersistentTopic | NonPersistentTopic, offloads: Offloads | None = None, spread: bool = False
+) -> dict:
+    """Pulsar's TopicStats of a loaded topic; ``spread``: of a spread topic at its owner, the
+    other workers' links left out (``subscription_stats``)."""
     ml = topic.ml
+    subscriptions = topic.subscriptions
+    links = {name: spread_stats.links(sub) for name, sub in subscriptions.items()} if spread else {}
     stats = {
         **_in(topic.traffic),
-        **_out(topic.traffic),
+        **_less(_out(topic.traffic), [link for found in links.values() for link in found]),
         "storageSize": ml.size_bytes() if ml is not None else 0,
         **(offload_stats(topic.name, ml, offloads) if ml is not None else {}),
         "publishers": [
             {"producerId": p.producer_id, "producerName": p.name, **_in(p.traffic)}
             for p in topic.producers.values()
         ],
-        "subscriptions": {name: _subscription_stats(sub) for name, sub in topic.subscriptions.items()},
+        "subscriptions": {
+            name: subscription_stats(sub, links[name] if spread else None)
+            for name, sub in subscriptions.items()
+        },
         "ledgers": [
             {"ledgerId": info.ledger_id, "entries": info.entries, "size": info.size_bytes}
             for info in (ml.ledgers() if ml is not None else [])
@@ -300,14 +335,56 @@ def partitioned_stats(partitions: dict[str, dict], per_partition: bool = True) -
     return total
 
 
+async def _stats_here(
+    service: BrokerService, request: web.Request, topic: PersistentTopic | NonPersistentTopic
+) -> dict:
+    """``topic_stats`` of a topic loaded here; of a spread one, with what every worker serves of
+    its broadcast subscriptions (spread_stats.py)."""
+    if not spread_stats.merges(service, topic.name):
+        return topic_stats(topic, service.offloads)
+    stats = topic_stats(topic, service.offloads, spread=True)
+    for name, sub in topic.subscriptions.items():
+        if (slowest := spread_stats.slowest_backlog(sub)) is not None:
+            stats["subscriptions"][name]["slowestBacklog"] = slowest
+    parts = await spread_stats.followed_parts(service, request, topic.name)
+    return spread_stats.merge(stats, service.namespace_service.broker_id, parts)
+
+
+def followed_part(service: BrokerService, topic: TopicName) -> dict:
+    """This worker's part of a spread topic's stats: its follower's subscriptions, each with the
+    consumers it serves and the largest backlog among them (spread_stats.py); none without one."""
+    follower = service.spread.followers.get(str(topic))
+    subscriptions = {}
+    for name, sub in (follower.subscriptions if follower is not None else {}).items():
+        part = subscription_stats(sub)
+        part["slowestBacklog"] = spread_stats.slowest_backlog(sub)
+        subscriptions[name] = part
+    return {"worker": service.namespace_service.broker_id, "subscriptions": subscriptions}
+
+
 def add_routes(app: web.Application, service: BrokerService) -> None:
+    @translate_errors
+    async def followed(request: web.Request) -> web.Response:
+        topic = topic_of(request, "persistent")
+        if (name := request.query.get("subscription")) is None:
+            return web.json_response(followed_part(service, topic))
+        follower = service.spread.followers.get(str(topic))
+        sub = follower.subscriptions.get(name) if follower is not None else None
+        if sub is None:  # nothing of it served here
+            return web.json_response({"total": 0, "consumers": []})
+        offset, limit = int(request.query.get("offset", "0")), int(request.query.get("limit", "1"))
+        return web.json_response(consumer_page(sub, offset, limit, asyncio.get_running_loop().time()))
+
+    app.router.add_get(
+        f"/admin/v2/persistent/{{tenant}}/{{namespace}}/{{topic}}{spread_stats.FOLLOWED}", followed
+    )
     for domain in ("persistent", "non-persistent"):
         base = f"/admin/v2/{domain}/{{tenant}}/{{namespace}}/{{topic}}"
 
         @translate_errors
         async def stats(request: web.Request, domain: str = domain) -> web.Response:
             topic = single_topic(service, request, domain, "ask for its partitioned-stats")
-            return web.json_response(topic_stats(topic, service.offloads))
+            return web.json_response(await _stats_here(service, request, topic))
 
         @translate_errors
         async def partitioned(request: web.Request, domain: str = domain) -> web.Response:
@@ -316,7 +393,7 @@ def add_routes(app: web.Application, service: BrokerService) -> None:
                 service,
                 request,
                 names,
-                lambda partition: topic_stats(service.get_topic(partition, create=False), service.offloads),
+                lambda partition: _stats_here(service, request, service.get_topic(partition, create=False)),
                 suffix="/stats",
             )
             partitions = {str(name): stats for name, stats in zip(names, answers, strict=True)}

@@ -71,6 +71,7 @@ class ServerCnx(asyncio.BufferedProtocol):
         "gone_consumers",
         "gone_producers",
         "holds",
+        "looked_up_spread",
         "owner_pinned",
         "pending_sends",
         "producers",
@@ -113,6 +114,8 @@ class ServerCnx(asyncio.BufferedProtocol):
         self.gone_producers: frozenset[int] | set[int] = _NONE_GONE
         #: Spread topics whose LOOKUPs here name their owner (handlers.access.pin_to_owner).
         self.owner_pinned: set[str] | None = None
+        #: Spread topics a LOOKUP here named the shared port for (handlers.access.pin_to_owner).
+        self.looked_up_spread: set[str] | None = None
         self._waiting_for_pong = False
         #: Where it is on the keepalive wheel (None: not on it), and since when it is connected.
         self._keepalive_slot: int | None = None

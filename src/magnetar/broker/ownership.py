@@ -112,6 +112,15 @@ class OwnershipStore(Protocol):
     def idle_links(self, topic: str, subscription: str) -> set[str]:
         """The brokers whose link to ``subscription`` of ``topic`` serves no connected consumer."""
 
+    def pin_lookup(self, topic: str, host: str, seconds: float) -> None:
+        """Something of the spread ``topic`` that only its owner serves was refused to a client at
+        ``host`` that had not looked the topic up over the binary protocol (an HTTP lookup): its
+        next HTTP lookup of the topic within ``seconds`` names the owner
+        (``take_pinned_lookup``). Pins add up: one lookup takes one."""
+
+    def take_pinned_lookup(self, topic: str, host: str) -> bool:
+        """Whether an HTTP lookup of ``topic`` from ``host`` names the owner: True takes one pin."""
+
     def topic_loaded(self, broker_id: str, topic: str, loaded: bool) -> None:
         """``topic``, which exists only while a broker has it loaded (a non-persistent topic), is
         loaded on ``broker_id`` now (or no longer): so that every broker lists it (Pulsar asks each
@@ -187,6 +196,12 @@ class LocalOwnership:
 
     def idle_links(self, topic: str, subscription: str) -> set[str]:
         return set()
+
+    def pin_lookup(self, topic: str, host: str, seconds: float) -> None:
+        pass  # nothing is spread: every lookup names this broker
+
+    def take_pinned_lookup(self, topic: str, host: str) -> bool:
+        return False
 
     def topic_loaded(self, broker_id: str, topic: str, loaded: bool) -> None:
         pass  # the broker's own loaded topics are all there are

@@ -59,6 +59,13 @@ CREATE TABLE IF NOT EXISTS spread_idle_links (
     PRIMARY KEY (topic, subscription, broker_id)
 );
 CREATE INDEX IF NOT EXISTS spread_idle_links_by_broker ON spread_idle_links (broker_id);
+CREATE TABLE IF NOT EXISTS spread_pinned_lookups (
+    topic TEXT NOT NULL,
+    host TEXT NOT NULL,
+    pending INTEGER NOT NULL,
+    until REAL NOT NULL,
+    PRIMARY KEY (topic, host)
+);
 CREATE TABLE IF NOT EXISTS spread_resets (
     topic TEXT NOT NULL,
     subscription TEXT NOT NULL,
@@ -107,6 +114,7 @@ class SqliteOwnership:
                 db.execute("DELETE FROM spread_topics")
                 db.execute("DELETE FROM spread_resets")
                 db.execute("DELETE FROM spread_idle_links")
+                db.execute("DELETE FROM spread_pinned_lookups")
         finally:
             store.close()
 
@@ -252,6 +260,29 @@ class SqliteOwnership:
             (topic, subscription),
         )
         return {str(row[0]) for row in rows}
+
+    def pin_lookup(self, topic: str, host: str, seconds: float) -> None:
+        with self._write() as db:
+            db.execute("DELETE FROM spread_pinned_lookups WHERE until <= ?", (self._clock(),))
+            db.execute(
+                "INSERT INTO spread_pinned_lookups (topic, host, pending, until) VALUES (?, ?, 1, ?)"
+                " ON CONFLICT (topic, host) DO UPDATE SET pending = pending + 1, until = excluded.until",
+                (topic, host, self._clock() + seconds),
+            )
+
+    def take_pinned_lookup(self, topic: str, host: str) -> bool:
+        # A read first: the lookups of a spread topic are many, its refused producers few.
+        sql = "SELECT 1 FROM spread_pinned_lookups WHERE topic = ? AND host = ? AND until > ?"
+        if not self._query(sql, (topic, host, self._clock())):
+            return False
+        with self._write() as db:
+            taken = db.execute(
+                "UPDATE spread_pinned_lookups SET pending = pending - 1"
+                " WHERE topic = ? AND host = ? AND until > ? AND pending > 0",
+                (topic, host, self._clock()),
+            ).rowcount
+            db.execute("DELETE FROM spread_pinned_lookups WHERE pending <= 0")
+        return bool(taken)
 
     # -- topics that exist only while loaded ---------------------------------------------------------
     def topic_loaded(self, broker_id: str, topic: str, loaded: bool) -> None:

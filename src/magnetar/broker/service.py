@@ -410,6 +410,17 @@ class BrokerService:
             tls_url = f"pulsar+ssl://{self._advertised_host()}:{self.config.broker_service_port_tls}"
         return url, tls_url
 
+    @property
+    def shared_web_urls(self) -> tuple[str | None, str | None]:
+        """The http:// and https:// addresses of the one admin port every worker listens on (the
+        advertised HTTP ports, shared): what the HTTP lookup of a spread topic names as its
+        ``httpUrl`` (spread.py). None for a port not served."""
+        config = self.config
+        host = self._advertised_host()
+        http = f"http://{host}:{config.http_port}" if config.web_service_port_enabled else None
+        tls_port = config.web_service_port_tls
+        return http, (f"https://{host}:{tls_port}" if tls_port is not None else None)
+
     def _advertised_host(self) -> str:
         """The host of ``advertised_address`` when set, else ``host``."""
         host = self.config.host
@@ -524,6 +535,7 @@ class BrokerService:
         if self.spread.active:
             work.append((config.cursor_flush_interval_seconds, self.spread.flush))
             work.append((SPREAD_SWEEP_SECONDS, self.spread.sweep))
+            work.append((config.stats_update_frequency_seconds, self.spread.update_rates))
             sweep_lag = partial(self.spread.sweep_lag, lag_limits)
             work.append((config.broadcast_lag_check_interval_seconds, sweep_lag))
         return work

@@ -52,6 +52,9 @@ log = logging.getLogger(__name__)
 #: Seconds a followed subscription with no consumer (nor one kept for its reconnect grace) stays
 #: open, its link with it, before it is closed and the owner lets its place go.
 IDLE_LINGER_S = 30.0
+#: Seconds a refused HTTP-lookup client's next HTTP lookup is awaited (``Spread.pin_lookup``):
+#: longer than a client's operation timeout, over which it retries.
+PINNED_LOOKUP_S = 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +143,17 @@ class Spread:
     # -- which topics ------------------------------------------------------------------------------
     def is_spread(self, name: TopicName) -> bool:
         return self.active and str(name) in self.topics
+
+    def pin_lookup(self, name: TopicName, host: str) -> None:
+        """A request of the spread topic ``name`` only its owner serves was refused here to a
+        client at ``host`` that looked it up over HTTP: its next HTTP lookup of it, at any worker,
+        names the owner (``lookup_pinned``), as its connection's next LOOKUP would."""
+        self._store.pin_lookup(str(name), host, PINNED_LOOKUP_S)
+
+    def lookup_pinned(self, name: TopicName, host: str) -> bool:
+        """Whether this HTTP lookup of the spread topic ``name`` from ``host`` names the owner
+        (``pin_lookup``); it takes the pin."""
+        return self._store.take_pinned_lookup(str(name), host)
 
     def mark(self, name: TopicName) -> None:
         """The owner serves a broadcast subscription on ``name``: every worker answers its LOOKUPs
@@ -350,6 +364,17 @@ class Spread:
             follower = self.followers.get(key[0])
             if follower is None or key[1] not in follower.subscriptions:
                 del self._idle_since[key]
+
+    def update_rates(self) -> None:
+        """The followers' rates over the stats interval just ended (as ``housekeeping.update_rates``
+        for the owned topics): what the topic's stats at its owner show of this worker's consumers."""
+        now = time.monotonic()
+        for topic in list(self.followers.values()):
+            topic.traffic.update_rates(now)
+            for subscription in list(topic.subscriptions.values()):
+                subscription.traffic.update_rates(now)
+                for consumer in list(subscription.consumers):
+                    consumer.traffic.update_rates(now)
 
     def sweep_lag(self, limits: LagLimits) -> None:
         """The broadcast lag policy over the followed subscriptions (after ``sweep_broadcast``

@@ -67,11 +67,17 @@ def served_or_followed(cnx: HandlerCnx, cmd: wire.CommandSubscribe) -> bool:
 def pin_to_owner(cnx: HandlerCnx, topic: TopicName) -> None:
     """Something of a spread topic that only its owner serves was asked here: this connection's
     LOOKUPs of the topic name the owner from now on, so that the client's retry (a LOOKUP on the
-    same connection, then the request at the broker named) reaches it."""
-    if cnx.service.spread.is_spread(topic):
+    same connection, then the request at the broker named) reaches it. A client that found this
+    port without a LOOKUP here (Pulsar's HTTP lookup) retries with an HTTP lookup instead: the
+    next one from its host names the owner (``Spread.pin_lookup``)."""
+    spread = cnx.service.spread
+    if spread.is_spread(topic):
+        name = str(topic)
         if cnx.owner_pinned is None:
             cnx.owner_pinned = set()
-        cnx.owner_pinned.add(str(topic))
+        cnx.owner_pinned.add(name)
+        if cnx.looked_up_spread is None or name not in cnx.looked_up_spread:
+            spread.pin_lookup(topic, cnx.remote.rsplit(":", 1)[0])
 
 
 def followed_first(cnx: HandlerCnx, frame: Frame, cmd: wire.CommandSubscribe) -> bool:

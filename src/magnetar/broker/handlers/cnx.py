@@ -43,6 +43,8 @@ class HandlerCnx(TransportCnx, Protocol):
     consumers: dict[int, Consumer]
     #: Spread topics whose LOOKUPs on this connection name their owner (``access.pin_to_owner``).
     owner_pinned: set[str] | None
+    #: Spread topics a LOOKUP on this connection named the shared port for (``lookups.handle_lookup``).
+    looked_up_spread: set[str] | None
     gone_producers: frozenset[int] | set[int]
     gone_consumers: frozenset[int] | set[int]
 

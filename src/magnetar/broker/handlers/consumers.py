@@ -18,6 +18,7 @@ from magnetar.broker.handlers.access import (
     topic_name,
 )
 from magnetar.broker.names import check_name
+from magnetar.broker.namespace_service import ServiceUnitNotReady
 from magnetar.broker.offloaded_reads import PatientReader
 from magnetar.broker.subscription import PersistentSubscription
 from magnetar.broker.subscription_type import SubscriptionType
@@ -49,6 +50,15 @@ def handle_subscribe(cnx: HandlerCnx, frame: Frame) -> None:
         _check_consumer_limits(cnx, cmd.topic, cmd.subscription)  # a refused one creates nothing
     except BrokerError as exc:
         cnx.send_error(cmd.request_id, exc)
+        if isinstance(exc, ServiceUnitNotReady) and cmd.topic in (cnx.owner_pinned or ()):
+            # Sent on to a spread topic's owner (access.pin_to_owner). The official client takes
+            # a consumer whose SUBSCRIBE is refused so for connected, and does not retry it
+            # ("Ignoring reconnection request since we're already connected") until its operation
+            # times out; a CLOSE_CONSUMER, as after an unload, makes it look the topic up again.
+            request_id = cnx.next_close_request_id()
+            cnx.send_command(
+                wrap(wire.CommandCloseConsumer(consumer_id=cmd.consumer_id, request_id=request_id))
+            )
         return
     if followed:  # a broadcast consumer of a spread topic this worker does not own
         if not followed_first(cnx, frame, cmd):

@@ -52,6 +52,9 @@ def handle_lookup(cnx: HandlerCnx, frame: Frame) -> None:
             # redirect there first, so that the lookup asked there and what follows share one
             # connection, whatever the client's service URL is spelt as). No owner is asked.
             url, tls_url = cnx.service.shared_service_urls
+            if cnx.looked_up_spread is None:
+                cnx.looked_up_spread = set()
+            cnx.looked_up_spread.add(str(topic))
             if not cmd.authoritative:
                 reply.response = wire.CommandLookupTopicResponse.Redirect
         else:
