@@ -7,15 +7,23 @@ once, not once per subscriber; each client gets every message once, in order."""
 from __future__ import annotations
 
 import asyncio
+import json
+import urllib.parse
+import urllib.request
+import uuid
 
 import pytest
 
 from magnetar.broker.mqtt.handoff import home_of
+from magnetar.client.admin import AdminClient
+from magnetar.protocol.mqtt import MQTT_5
 
-from ..waiting import eventually_async
+from ..waiting import eventually, eventually_async
+from .mqtt_support import PahoClient
 from .test_broadcast_spread import LINK, owner_stats
 from .test_mqtt import pulsar_name
 from .test_mqtt_workers import MQTT_WORKERS, on_each_worker
+from .test_workers import binary_lookups
 
 pytestmark = pytest.mark.interop
 
@@ -92,3 +100,77 @@ def test_mqtt_subscribers_on_both_workers_share_one_link_per_topic(broker_factor
         assert consumers[links[0]]["msgOutCounter"] == ALERTS
         assert subscription["msgOutCounter"] == ALERTS * (PER_WORKER + 1)
     assert sorted(served_at_owner) == [0, 1]  # each worker followed the other's topic
+
+
+@pytest.mark.slow
+def test_mqtt_subscribers_on_both_workers_follow_the_topic_to_its_next_owner(broker_factory, client_factory):
+    """The topic's bundle moves to the worker that followed it: that worker's follower hands its
+    clients to the topic it now loads as owner, and the old owner's clients are served by a
+    follower of the new owner from then on: every client goes on getting what is published, in
+    order, each message once."""
+    mqtt_broker = broker_factory(MQTT_WORKERS)
+    names = [f"moving-fleet/{uuid.uuid4().hex[:8]}" for _ in range(40)]  # in every bundle (4 of them)
+    owners = binary_lookups(mqtt_broker.service_url, [pulsar_name(name) for name in names])
+    name = names[0]
+    before = owners[pulsar_name(name)]
+    homes = homed_on_each_worker("moving-car", 2)
+    vehicles = [PahoClient(mqtt_broker.mqtt_port, v, MQTT_5) for home in homes for v in home]
+    producer = client_factory(mqtt_broker.service_url).create_producer(
+        pulsar_name(name), batching_enabled=False
+    )
+    sent: list[bytes] = []
+
+    def send(payload: str) -> None:
+        producer.send(payload.encode())
+        sent.append(payload.encode())
+
+    try:
+        for vehicle in vehicles:
+            assert vehicle.subscribe(name, 1) == [1]
+        for i in range(5):
+            send(f"before-{i}")
+        eventually(lambda: all(len(v.received.messages) >= 5 for v in vehicles), what="before the move")
+        local = urllib.parse.quote(pulsar_name(name).split("/", 5)[-1], safe="")
+        stats_path = f"/admin/v2/persistent/public/default/{local}/stats"
+        assert _link_count(mqtt_broker, stats_path) == 1
+        admin = AdminClient(mqtt_broker.http_url)
+        others = {
+            admin.lookups.get_bundle_range(pulsar_name(other))
+            for other in names
+            if owners[pulsar_name(other)] != before
+        }
+        for bundle in others:  # the other worker then owns the fewest: the next owner
+            admin.namespaces.unload_namespace_bundle("public/default", bundle)
+        moving = admin.lookups.get_bundle_range(pulsar_name(name))
+        admin.namespaces.unload_namespace_bundle("public/default", moving)
+        assert binary_lookups(mqtt_broker.service_url, [pulsar_name(name)])[pulsar_name(name)] != before
+        # What is published while the clients' consumers move may not reach them (their sessions
+        # end with their connections: from the end of the topic); once moved, every message does.
+        moved = [0]
+
+        def every_vehicle_served_again() -> bool:
+            send(f"moving-{moved[0]}")
+            moved[0] += 1
+            return all(any(p.startswith(b"moving-") for p in v.received.payloads()) for v in vehicles)
+
+        eventually(every_vehicle_served_again, what="every vehicle served at the new owner or its follower")
+        final = [f"after-{i}".encode() for i in range(5)]
+        for payload in final:
+            send(payload.decode())
+        eventually(lambda: all(v.received.payloads()[-5:] == final for v in vehicles), what="after the move")
+        for vehicle in vehicles:
+            got = vehicle.received.payloads()
+            assert got[:5] == sent[:5] and got[-5:] == final
+            assert got == sorted(got, key=sent.index) and len(set(got)) == len(got)  # in order, once
+        # At the new owner too, the other worker's clients are one consumer: its follower's link.
+        eventually(lambda: _link_count(mqtt_broker, stats_path) == 1, what="one link at the new owner")
+    finally:
+        for vehicle in vehicles:
+            vehicle.close()
+
+
+def _link_count(broker, stats_path: str) -> int:
+    with urllib.request.urlopen(broker.http_url + stats_path, timeout=10) as answer:
+        stats = json.load(answer)
+    consumers = stats["subscriptions"]["mqtt-subscribers"]["consumers"]
+    return sum(1 for c in consumers if c["consumerName"].startswith(LINK))

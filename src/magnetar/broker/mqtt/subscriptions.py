@@ -555,9 +555,21 @@ async def _attach_followed(
     _consumer(cnx, session, topic, None, options, from_start=initial == "earliest")
 
 
-def _remote_lost(cnx: MqttConnection, consumer: remote.RemoteConsumer) -> None:
-    """The owner closed a consumer (its bundle moved, the owner restarted): it goes, and the
-    client subscribes again shortly, wherever the topic is served then."""
+def closed_by_broker(cnx: MqttConnection, consumer: Consumer) -> None:
+    """The broker closed one of the client's consumers. One of a topic loaded here (unloaded,
+    deleted) comes back when the topic loads again (``MqttServer.topic_loaded``); one that a
+    follower served (this worker owns the topic now: ``Spread.hand_back``) is attached again
+    shortly, wherever the topic is served then (here: loaded for it)."""
+    if isinstance(consumer.subscription.topic, FollowerTopic):
+        _remote_lost(cnx, consumer)
+    else:
+        forget_consumer(cnx, consumer)
+
+
+def _remote_lost(cnx: MqttConnection, consumer: Consumer) -> None:
+    """The owner closed a consumer (its bundle moved, the owner restarted), or the follower serving
+    it let it go: it goes, and the client subscribes again shortly, wherever the topic is served
+    then."""
     forget_consumer(cnx, consumer)
     if cnx.closed:
         return
