@@ -44,7 +44,10 @@ def test_mqtt_subscribers_on_both_workers_share_one_link_per_topic(broker_factor
     broker = broker_factory(MQTT_WORKERS)
     names = on_each_worker(broker, "city/{}/alerts")  # one topic owned by each worker
     homes = homed_on_each_worker("car", PER_WORKER)
-    vehicles = [vehicle for home in homes for vehicle in home]
+    # A wildcard's topics are followed only where their worker follows them already: these
+    # subscribe first, so each is a consumer of its own at the other worker's topic.
+    watchers = [watcher for (watcher,) in homed_on_each_worker("watch", 1)]
+    vehicles = watchers + [vehicle for home in homes for vehicle in home]
     client = client_factory(broker.service_url)
     producers = {name: client.create_producer(pulsar_name(name), batching_enabled=False) for name in names}
     sent = {name: [f"{name}-alert-{i}".encode() for i in range(ALERTS)] for name in names}
@@ -59,7 +62,11 @@ def test_mqtt_subscribers_on_both_workers_share_one_link_per_topic(broker_factor
             mqtt.on_message = lambda c, topic, payload, q, p, v=vehicle: got[v][topic].append(payload) or 0
             mqtt.on_subscribe = lambda *args, e=subscribed[vehicle]: e.set()
             await mqtt.connect("127.0.0.1", broker.mqtt_port, version=4 if index % 2 else 5)
-            mqtt.subscribe([gmqtt.Subscription(name, qos=1) for name in names])
+            if vehicle in watchers:
+                mqtt.subscribe("city/+/alerts", qos=1)
+                await subscribed[vehicle].wait()
+            else:
+                mqtt.subscribe([gmqtt.Subscription(name, qos=1) for name in names])
             connected.append(mqtt)
         await asyncio.wait_for(asyncio.gather(*(e.wait() for e in subscribed.values())), 60)
         for name in names:
@@ -84,7 +91,7 @@ def test_mqtt_subscribers_on_both_workers_share_one_link_per_topic(broker_factor
 
     got = asyncio.run(run())
     for vehicle in vehicles:
-        for name in names:  # every message once, in order, on either worker
+        for name in names:  # every message once, in order, on either worker, by name or wildcard
             assert got[vehicle][name] == sent[name], (vehicle, name)
     served_at_owner = []
     for name in names:
@@ -93,12 +100,14 @@ def test_mqtt_subscribers_on_both_workers_share_one_link_per_topic(broker_factor
         links = [consumer for consumer in consumers if consumer.startswith(LINK)]
         # The other worker's vehicles are one consumer at the owner: its follower's link ...
         assert len(links) == 1, sorted(consumers)
-        assert subscription["consumersCount"] == PER_WORKER + 1
-        (owner_home,) = [home for home in homes if set(home) == set(consumers) - set(links)]
+        assert subscription["consumersCount"] == PER_WORKER + 1 + len(watchers)
+        assert set(watchers) <= set(consumers)  # (each watcher its own)
+        here = set(consumers) - set(links) - set(watchers)
+        (owner_home,) = [home for home in homes if set(home) == here]
         served_at_owner.append(homes.index(owner_home))
         # ... which carried each entry once, however many vehicles it serves.
         assert consumers[links[0]]["msgOutCounter"] == ALERTS
-        assert subscription["msgOutCounter"] == ALERTS * (PER_WORKER + 1)
+        assert subscription["msgOutCounter"] == ALERTS * (PER_WORKER + 1 + len(watchers))
     assert sorted(served_at_owner) == [0, 1]  # each worker followed the other's topic
 
 

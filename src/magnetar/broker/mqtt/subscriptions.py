@@ -16,8 +16,9 @@ Which Pulsar subscription a client's consumer is on:
 - a session that ends with its connection: the topic's one non-durable broadcast subscription
   ``mqtt-subscribers`` (docs/topics-and-subscriptions.md, Broadcast), which every such client
   shares: each entry is read once for all of them, and each starts at the end of the topic. With
-  workers, the clients of a topic another worker owns are served by this worker's follower of it
-  (``broker/spread.py``: one link to the owner, the entries read here once for all of them).
+  workers, the clients of a topic another worker owns that their filters name are served by this
+  worker's follower of it (``broker/spread.py``: one link to the owner, the entries read here once
+  for all of them).
 - ``$share/{group}/{filter}``: the Shared subscription named after the group (durable for a
   durable session), whose messages go round robin to the group's members, MQTT clients and
   Pulsar consumers alike.
@@ -496,7 +497,7 @@ async def _attach_remote(cnx: MqttConnection, owner: BrokerInfo, name: TopicName
         return
     key = str(name)
     for group, options in options_by_group(session, name, default_namespace(cnx)).items():
-        if group is None and not session.durable and _followed(cnx.service):
+        if group is None and not session.durable and _followed(cnx, session, name):
             await _attach_followed(cnx, session, name, options, initial)
             continue
         subscription = subscription_name(session, group)
@@ -522,11 +523,32 @@ async def _attach_remote(cnx: MqttConnection, owner: BrokerInfo, name: TopicName
         _register(cnx, session, key, subscription, group, consumer)
 
 
-def _followed(service: BrokerService) -> bool:
-    """Whether this worker serves its MQTT clients' broadcast subscription on topics of other
-    workers with followers (the spread on, with its links: ``Spread.active``)."""
-    spread = service.spread
-    return spread.active and spread.link_factory is not None
+def _followed(cnx: MqttConnection, session: MqttSession, name: TopicName) -> bool:
+    """Whether the session's broadcast consumer on ``name``, which another worker owns, is served
+    by this worker's follower of it (the spread on, with its links: ``Spread.active``): where one
+    of its filters names the topic (a fleet's alerts), or the worker follows it already. A topic
+    only a wildcard matches is not followed for it: a link is a connection to the owner, and a
+    ``#`` over thousands of topics would take one each; it is a consumer on the worker's one
+    session to the owner (``remote.py``) instead."""
+    spread = cnx.service.spread
+    if not spread.active or spread.link_factory is None:
+        return False
+    follower = spread.follower(name)
+    if follower is not None and BROADCAST_SUBSCRIPTION in follower.subscriptions:
+        return True
+    config = cnx.config
+    key = str(name)
+    for topic_filter in session.filters:
+        group, plain = split_filter(topic_filter)
+        if group is not None or has_wildcard(plain):
+            continue
+        try:
+            named = pulsar_topic(plain, config.mqtt_default_tenant, config.mqtt_default_namespace)
+        except InvalidTopicName:
+            continue
+        if str(named) == key:
+            return True
+    return False
 
 
 async def _attach_followed(
