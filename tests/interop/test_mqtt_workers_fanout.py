@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
 import urllib.parse
 import urllib.request
 import uuid
@@ -24,6 +26,7 @@ from .test_broadcast_spread import LINK, owner_stats
 from .test_mqtt import pulsar_name
 from .test_mqtt_workers import MQTT_WORKERS, on_each_worker
 from .test_workers import binary_lookups
+from .test_workers_faults import SERVING
 
 pytestmark = pytest.mark.interop
 
@@ -183,3 +186,59 @@ def _link_count(broker, stats_path: str) -> int:
         stats = json.load(answer)
     consumers = stats["subscriptions"]["mqtt-subscribers"]["consumers"]
     return sum(1 for c in consumers if c["consumerName"].startswith(LINK))
+
+
+@pytest.mark.slow
+def test_the_owner_killed_under_followed_mqtt_subscribers(broker_factory, client_factory):
+    """The worker owning the topic is killed with -9 while the other worker's follower serves its
+    MQTT clients (their connections, at the worker that lives on, stay open). Whichever worker
+    owns the topic next (the one that lives on: its follower hands the clients to the topic it
+    loads; the one started again: the link reaches it there), every client goes on getting what
+    is published once it is served again (what is published during the move may not reach it, as
+    for any session that ends with its connection), in order, each message once."""
+    mqtt_broker = broker_factory(MQTT_WORKERS)
+    serving = {
+        f"pulsar://{mqtt_broker.host}:{port}": (worker, int(pid))
+        for worker, pid, port in SERVING.findall(mqtt_broker.log_text())
+    }
+    names = on_each_worker(mqtt_broker, "doomed-fleet/{}")
+    owners = binary_lookups(mqtt_broker.service_url, [pulsar_name(name) for name in names])
+    (name,) = [name for name in names if serving[owners[pulsar_name(name)]][0] != "worker-0"]
+    victim = serving[owners[pulsar_name(name)]][1]
+    (spared,) = homed_on_each_worker("spared-car", 2)[:1]  # homed on worker-0, which lives on
+    vehicles = [PahoClient(mqtt_broker.mqtt_port, v, MQTT_5) for v in spared]
+    client = client_factory(mqtt_broker.service_url, operation_timeout_seconds=30)
+    producer = client.create_producer(pulsar_name(name), batching_enabled=False)
+    sent: list[bytes] = []
+
+    def send(payload: str) -> None:
+        producer.send(payload.encode())
+        sent.append(payload.encode())
+
+    try:
+        for vehicle in vehicles:
+            assert vehicle.subscribe(name, 1) == [1]
+        for i in range(5):
+            send(f"before-{i}")
+        eventually(lambda: all(len(v.received.messages) >= 5 for v in vehicles), what="before the kill")
+        os.kill(victim, signal.SIGKILL)
+        eventually(lambda: len(SERVING.findall(mqtt_broker.log_text())) == 3, what="the worker started again")
+        moved = [0]  # as in the bundle's move above
+
+        def every_vehicle_served_again() -> bool:
+            send(f"moving-{moved[0]}")
+            moved[0] += 1
+            return all(any(p.startswith(b"moving-") for p in v.received.payloads()) for v in vehicles)
+
+        eventually(every_vehicle_served_again, what="every vehicle served again")
+        final = [f"after-{i}".encode() for i in range(5)]
+        for payload in final:
+            send(payload.decode())
+        eventually(lambda: all(v.received.payloads()[-5:] == final for v in vehicles), what="after the kill")
+        for vehicle in vehicles:
+            got = vehicle.received.payloads()
+            assert got[:5] == sent[:5] and got[-5:] == final
+            assert got == sorted(got, key=sent.index) and len(set(got)) == len(got)  # in order, once
+    finally:
+        for vehicle in vehicles:
+            vehicle.close()
