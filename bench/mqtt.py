@@ -15,7 +15,8 @@ clean shutdown; a PUBACK promises the message is in memory). Each scenario runs 
   127.0.0.2-201 so that no ephemeral port range runs out), then messages at ``--fanout-deliveries-s``
   / N a second for ``--fanout-seconds``: deliveries per second, P50/P99 publish -> receipt, the
   broker's CPU per delivery, its memory per connection (RSS after the N connected and subscribed,
-  less before);
+  less before); for Magnetar also how many consumers the topic's ``mqtt-subscribers`` has at its
+  owner (with ``--workers N`` each other worker's subscribers are one there, its follower's link);
 - ``kill9``: ``--kill9-messages`` messages published at QoS 1 and acknowledged, the broker killed
   (SIGKILL) and started again: how many it still has. Mosquitto keeps messages for a persistent
   session (a subscriber connected once with clean session off); Magnetar keeps them in the topic (read
@@ -25,6 +26,12 @@ Prints one JSON document (``--out`` writes it too); docs/benchmarks.md has the f
 
     .venv/bin/python -m bench.mqtt                                 # the figures in benchmarks.md
     .venv/bin/python -m bench.mqtt --smoke                         # a few seconds: is everything there
+    .venv/bin/python -m bench.mqtt --brokers magnetar --workers 2 --only fanout --fanout 1000 \
+        --magnetar-ref main                                        # MQTT with 2 workers, before/after
+
+With ``--workers N`` Magnetar runs as ``magnetar standalone --workers N`` (the clients' sessions
+spread over the workers by client id, docs/mqtt.md: Workers), and its CPU and memory are those of
+the supervisor and every worker together.
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ import argparse
 import asyncio
 import functools
 import getpass
+import json
 import os
 import resource
 import shutil
@@ -42,6 +50,8 @@ import struct
 import sys
 import tempfile
 import time
+import urllib.parse
+import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,10 +59,10 @@ from typing import Any
 
 from bench.brokers import MagnetarSource
 from bench.machine import describe
-from bench.mqtt_client import MqttClient, connect
+from bench.mqtt_client import MqttClient, connect, connect_again
 from bench.output import emit
 from bench.procs import BrokerProcess as PeerProcess
-from bench.procs import cpu_seconds, cpu_split, memory_kib
+from bench.procs import cpu_split, memory_kib, tree_cpu_split, tree_memory_kib
 from bench.stats import latency_summary
 from magnetar.broker_process import BrokerProcess
 from magnetar.protocol.mqtt import Publish
@@ -86,6 +96,8 @@ class Settings:
     only: tuple[str, ...] = ()
     #: A scenario ends when nothing new arrived for this long after its last send.
     idle_s: float = 10.0
+    #: Magnetar's worker processes (``--workers``); 1: one process.
+    workers: int = 1
 
     @classmethod
     def smoke(cls) -> Settings:
@@ -126,14 +138,47 @@ class Broker:
         """Messages of ``topic`` the broker holds outside any session (None: it keeps none)."""
         return None
 
+    def cpu_split(self) -> tuple[float, float]:
+        """User and system CPU seconds of the broker so far."""
+        return cpu_split(self.pid)
+
+    def rss_kib(self) -> int:
+        return memory_kib(self.pid)["VmRSS"]
+
+    def broadcast_consumers(self, topic: str) -> int | None:
+        """Consumers of ``topic``'s MQTT broadcast subscription where it is served (None: no such thing)."""
+        return None
+
 
 class Magnetar(Broker):
     name = "magnetar"
     about = 'Magnetar, fsync_policy = "always" (default): PUBACK after fsync, group commit'
 
-    def __init__(self, work: Path) -> None:
+    def __init__(self, work: Path, workers: int = 1, env: dict[str, str] | None = None) -> None:
         super().__init__(work)
-        self.process = BrokerProcess(work, {"mqtt_port": 0})
+        self.workers = workers
+        self.process = BrokerProcess(work, self._config(0), env=env)
+        if workers > 1:
+            self.about = f"{self.about}; --workers {workers}"
+
+    def _config(self, mqtt_port: int) -> dict[str, Any]:
+        return {"mqtt_port": mqtt_port, **({"workers": self.workers} if self.workers > 1 else {})}
+
+    def cpu_split(self) -> tuple[float, float]:
+        return tree_cpu_split(self.pid) if self.workers > 1 else cpu_split(self.pid)
+
+    def rss_kib(self) -> int:
+        return (tree_memory_kib if self.workers > 1 else memory_kib)(self.pid)["VmRSS"]
+
+    def broadcast_consumers(self, topic: str) -> int | None:
+        """At the topic's owner (the admin port sends the request there)."""
+        name = pulsar_topic(topic, "public", "default")
+        local = urllib.parse.quote(name.local_name, safe="")
+        url = f"{self.process.http_url}/admin/v2/persistent/public/default/{local}/stats"
+        with urllib.request.urlopen(url, timeout=30) as answer:
+            stats = json.load(answer)
+        subscription = stats["subscriptions"].get("mqtt-subscribers")
+        return None if subscription is None else subscription.get("consumersCount")
 
     @property
     def port(self) -> int:
@@ -152,7 +197,7 @@ class Magnetar(Broker):
         self.process.kill()
 
     def restart(self) -> None:
-        self.process.config = {"mqtt_port": self.port}  # the same port, as MQTT clients know it
+        self.process.config = self._config(self.port)  # the same port, as MQTT clients know it
         self.process.restart()
 
     def stop(self) -> None:
@@ -179,11 +224,10 @@ class MagnetarAt(Magnetar):
     """Magnetar from a snapshot of a git ref (``--magnetar-ref``): a change and what came before
     it, measured in one run."""
 
-    def __init__(self, work: Path, source: MagnetarSource, name: str) -> None:
-        Broker.__init__(self, work)
+    def __init__(self, work: Path, source: MagnetarSource, name: str, workers: int = 1) -> None:
+        super().__init__(work, workers, env=source.env())
         self.name = name
-        self.about = f"{Magnetar.about}; the code of {source.commit[:10]}"
-        self.process = BrokerProcess(work, {"mqtt_port": 0}, env=source.env())
+        self.about = f"{self.about}; the code of {source.commit[:10]}"
 
 
 class Mosquitto(Broker):
@@ -318,7 +362,7 @@ async def throughput(
     await subscriber.subscribe(topic, qos)
     publisher = await connect(broker.port, f"pub-{qos}-{window}")
     acks_us: list[float] = []
-    cpu0, client0 = cpu_split(broker.pid), time.process_time()
+    cpu0, client0 = broker.cpu_split(), time.process_time()
     start = time.monotonic()
     if qos == 0:
         for seq in range(count):
@@ -346,7 +390,7 @@ async def throughput(
         sent_s = time.monotonic() - start
     await inbox.until(count)
     elapsed = inbox.last_at - start
-    user, system = (after - before for after, before in zip(cpu_split(broker.pid), cpu0, strict=True))
+    user, system = (after - before for after, before in zip(broker.cpu_split(), cpu0, strict=True))
     cpu = user + system
     result: dict[str, Any] = {
         "messages": count,
@@ -372,14 +416,18 @@ async def throughput(
 async def fanout(broker: Broker, settings: Settings, subscribers: int, repeat: int = 0) -> dict[str, Any]:
     topic = f"bench/fanout/{subscribers}/{repeat}"
     inbox = Inbox(settings.idle_s)
-    rss0 = memory_kib(broker.pid)["VmRSS"]
+    rss0 = broker.rss_kib()
     started = time.monotonic()
     clients: list[MqttClient] = []
 
+    refusals = 0
+
     async def one(i: int) -> MqttClient:
-        client = await connect(
+        nonlocal refusals
+        client, refused = await connect_again(
             broker.port, f"fan-{i}", source=SOURCES[i % len(SOURCES)], on_message=inbox.handler(i)
         )
+        refusals += refused
         await client.subscribe(topic, settings.fanout_qos)
         return client
 
@@ -387,12 +435,13 @@ async def fanout(broker: Broker, settings: Settings, subscribers: int, repeat: i
         batch = range(first, min(subscribers, first + CONNECT_BATCH))
         clients += await asyncio.gather(*(one(i) for i in batch))
     connect_s = time.monotonic() - started
-    rss1 = memory_kib(broker.pid)["VmRSS"]
+    rss1 = broker.rss_kib()
+    at_owner = await asyncio.to_thread(broker.broadcast_consumers, topic)
     publisher = await connect(broker.port, "fan-publisher")
     rate = settings.fanout_deliveries_s / subscribers
     messages = max(1, round(rate * settings.fanout_seconds))
     expected = subscribers * messages
-    cpu0, client0 = cpu_seconds(broker.pid), time.process_time()
+    cpu0, client0 = sum(broker.cpu_split()), time.process_time()
     start = time.monotonic()
     interval = 1.0 / rate
     for seq in range(messages):
@@ -403,7 +452,7 @@ async def fanout(broker: Broker, settings: Settings, subscribers: int, repeat: i
     inbox.last_at = time.monotonic()
     await inbox.until(expected)
     elapsed = inbox.last_at - start
-    cpu = cpu_seconds(broker.pid) - cpu0
+    cpu = sum(broker.cpu_split()) - cpu0
     result = {
         "subscribers": subscribers,
         "messages": messages,
@@ -417,6 +466,8 @@ async def fanout(broker: Broker, settings: Settings, subscribers: int, repeat: i
         "broker_cpu_us_per_delivery": round(cpu / max(1, inbox.count) * 1e6, 2),
         "memory_kib_per_connection": round((rss1 - rss0) / subscribers, 2),
         "client_cpu_s": round(time.process_time() - client0, 2),
+        "consumers_at_owner": at_owner,
+        "connects_refused_and_tried_again": refusals,
     }
     await publisher.disconnect()
     for first in range(0, len(clients), 500):
@@ -542,6 +593,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--only", help="scenarios by name or prefix, e.g. fanout,kill9 (default: all)")
     p.add_argument("--brokers", default="magnetar,mosquitto")
     p.add_argument("--magnetar-ref", help="also Magnetar from a snapshot of this git ref (before a change)")
+    p.add_argument("--workers", type=int, help="Magnetar's worker processes (default 1: one process)")
     p.add_argument("--out", type=Path)
     args = p.parse_args(argv)
     settings = Settings.smoke() if args.smoke else Settings()
@@ -553,7 +605,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.only:
         settings.only = tuple(n.strip() for n in args.only.split(",") if n.strip())
     _raise_descriptor_limit()
-    makers: dict[str, Callable[[Path], Broker]] = {"magnetar": Magnetar, "mosquitto": Mosquitto}
+    magnetar = functools.partial(Magnetar, workers=settings.workers)
+    makers: dict[str, Callable[[Path], Broker]] = {"magnetar": magnetar, "mosquitto": Mosquitto}
     wanted = [n.strip() for n in args.brokers.split(",") if n.strip()]
     skipped = {}
     if "mosquitto" in wanted and MOSQUITTO is None:
@@ -563,7 +616,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.magnetar_ref:
             source = MagnetarSource.snapshot(args.magnetar_ref, Path(tmp) / "magnetar-ref")
             label = f"magnetar@{args.magnetar_ref}"
-            makers[label] = functools.partial(MagnetarAt, source=source, name=label)
+            makers[label] = functools.partial(MagnetarAt, source=source, name=label, workers=settings.workers)
             wanted.insert(1, label)
         done = run_all({name: makers[name] for name in wanted}, settings, Path(tmp))
     results = [

@@ -148,5 +148,31 @@ async def connect(
     client.send(Connect(client_id, version, clean, keep_alive=0))
     connack = await client.connack
     if connack.reason_code != 0:
-        raise ConnectionError(f"CONNECT {client_id!r} refused: {connack.reason_code:#x}")
+        raise Refused(f"CONNECT {client_id!r} refused: {connack.reason_code:#x}", connack.reason_code)
     return client
+
+
+class Refused(ConnectionError):
+    """A CONNACK other than Success, with its code (3.1.1's return code)."""
+
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+#: 3.1.1's CONNACK Server unavailable: try again (a device does), as ``connect_again`` does.
+SERVER_UNAVAILABLE = 3
+
+
+async def connect_again(port: int, client_id: str, tries: int = 20, **options) -> tuple[MqttClient, int]:
+    """``connect``, again after 50 ms each time the broker answers Server unavailable (Magnetar
+    with workers, a burst of CONNECTs handed to their home worker at once: docs/mqtt.md, Workers);
+    the client and how many times it was refused."""
+    for refused in range(tries):
+        try:
+            return await connect(port, client_id, **options), refused
+        except Refused as exc:
+            if exc.code != SERVER_UNAVAILABLE or refused == tries - 1:
+                raise
+        await asyncio.sleep(0.05)
+    raise AssertionError("unreachable")

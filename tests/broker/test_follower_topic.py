@@ -57,7 +57,7 @@ def follow(harnesses, tmp_path):
     opened: list[Storage] = []
 
     def make(
-        h, owner_topic, sub: str = "fans", worker: str = "worker-1"
+        h, owner_topic, sub: str = "fans", worker: str = "worker-1", durable: bool = True
     ) -> tuple[FollowerSubscription, RecordingLink]:
         storage = Storage(
             h.config.storage_config(), notify=h.loop.call_soon_threadsafe, check_directories=False
@@ -69,7 +69,7 @@ def follow(harnesses, tmp_path):
         link = RecordingLink()
         stored = owner_topic.subscriptions[sub].cursor.mark_delete_position
         follower = topic.subscriptions[sub] = FollowerSubscription(
-            topic, sub, ml.cursor_at(stored, sub), link
+            topic, sub, ml.cursor_at(stored, sub), link, durable
         )
         return follower, link
 
@@ -186,6 +186,32 @@ def test_after_a_seek_no_worker_resumes_a_consumer_at_a_place_stored_before_it(o
         ack(back, *stored[:2])
         two.topic.flush()
         assert owner_store.find("vehicle-7", 1) == VirtualCursorState(stored[1], epoch=1)
+
+    on_topic(scenario)
+
+
+def test_mqtts_subscription_is_followed_with_nothing_stored_and_kept_for_the_sweep(on_topic, follow):
+    """MQTT's broadcast subscription is not durable (docs/mqtt.md): its follower writes no place
+    for anyone, and it stays when its last consumer goes, its link with it, until the sweep
+    closes them (a client subscribing again meanwhile opens nothing)."""
+
+    async def scenario(h, topic) -> None:
+        join(topic, "at-owner", 99)
+        follower, link = follow(h, topic, durable=False)
+        here = [join(follower.topic, f"vehicle-{i}", i) for i in range(2)]
+        stored = await publish_numbered(h, 3)
+        tell(follower, topic)
+        for consumer in here:
+            assert await sent_to(consumer, 3) == stored
+            ack(consumer, *stored)
+        assert link.acks[-1] == stored[-1]
+        follower.topic.flush()
+        elsewhere = topic.ml.virtual_cursors_elsewhere("fans")
+        assert [elsewhere.find(c.name) for c in here] == [None, None]
+        for consumer in here:
+            follower.remove_consumer(consumer)
+        assert follower.topic.subscriptions == {"fans": follower} and follower.idle
+        assert link.closed is None
 
     on_topic(scenario)
 

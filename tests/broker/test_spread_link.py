@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 
 from magnetar.broker.config import BrokerConfig
+from magnetar.broker.follower_topic import MQTT_SUBSCRIBERS
 from magnetar.broker.ownership import BrokerInfo
 from magnetar.broker.spread import LinkTarget
 from magnetar.cli.standalone import Standalone
@@ -160,6 +161,51 @@ def test_a_link_seeks_at_the_owner_and_finds_the_owners_resets(tmp_path):
                 assert link.closed and link.reconnects == 2  # closed: it subscribes nowhere again
                 assert [c.name for c in subscription.consumers] == ["o"]
                 link.close(give_up=True)
+        finally:
+            await standalone.stop()
+
+    asyncio.run(scenario())
+
+
+def test_a_link_to_mqtts_subscription_made_anew_starts_at_the_followers_floor(tmp_path):
+    """MQTT's broadcast subscription is not durable: its link's consumer is not either, and the
+    subscription goes with its last consumer (the owner restarting, the bundle moving). Made anew
+    by the link subscribing again, it starts where the follower's slowest consumer is, not at the
+    end of the topic: the follower's clients miss nothing meanwhile."""
+    config = BrokerConfig.load(None, data_dir=tmp_path / "data", port=0, http_port=0)
+
+    async def scenario() -> None:
+        standalone = Standalone(config)
+        await standalone.start()
+        broker = standalone.broker
+        owner = BrokerInfo("worker-0", broker.service_url)
+        try:
+            async with Client(broker.service_url) as client:
+                producer = await client.create_producer(TOPIC)
+                target = LinkTarget(
+                    TOPIC, MQTT_SUBSCRIBERS, "magnetar.spread.worker-1", wire.CommandSubscribe.Latest, False
+                )
+                link = OwnerLink(target, lambda: owner, "worker-1", lambda: 0, poll_interval=0.05)
+                await link.start()
+                events = Events()
+                link.attach(events)
+                topic = broker.topics[TOPIC]
+                assert not topic.subscriptions[MQTT_SUBSCRIBERS].durable
+                sent = [await producer.send(f"m{i}".encode()) for i in range(3)]
+                positions = [Position(m.ledger_id(), m.entry_id()) for m in sent]
+                await eventually_async(lambda: events.durable[-1] == positions[-1], what="every entry told")
+                link.acknowledge(positions[0])  # the follower's slowest consumer has the first only
+                (consumer,) = topic.subscriptions[MQTT_SUBSCRIBERS].consumers
+                consumer.disconnect()  # its only consumer: the subscription goes with it
+                assert MQTT_SUBSCRIBERS not in topic.subscriptions
+                await eventually_async(lambda: link.reconnects == 1, what="subscribed again")
+                made = topic.subscriptions[MQTT_SUBSCRIBERS]
+                assert not made.durable and made.cursor.mark_delete_position < positions[1]
+                assert events.stored[-1] < positions[1]  # the follower's consumers skip nothing
+                link.close(give_up=True)
+                await eventually_async(
+                    lambda: MQTT_SUBSCRIBERS not in topic.subscriptions, what="gone with the link"
+                )
         finally:
             await standalone.stop()
 

@@ -14,6 +14,7 @@ import uuid
 import pulsar
 import pytest
 
+from magnetar.broker.follower_topic import MQTT_SUBSCRIBERS
 from magnetar.broker.handlers.worker_access import ROLE_PROPERTY, away_consumer_name
 from magnetar.broker.worker_credentials import AUTH_METHOD, SECRET_FILE, Relayed, WorkerSecret, identity
 from magnetar.protocol import wire
@@ -193,6 +194,22 @@ def test_a_workers_identity_is_served_for_the_link_only(secured):
         link.metadata.add(key=BROADCAST_PROPERTY, value=BROADCAST_VALUE)
         raw.send_command(link)
         raw.expect(T.SUCCESS)
+        # ... and one of MQTT's non-durable broadcast subscription (its MQTT clients follow the
+        # topic), but no other non-durable one ...
+        for consumer_id, subscription, answer in ((3, MQTT_SUBSCRIBERS, T.SUCCESS), (4, "fans-nd", T.ERROR)):
+            mqtt_link = wire.CommandSubscribe(
+                topic=topic,
+                subscription=subscription,
+                sub_type=wire.CommandSubscribe.Exclusive,
+                consumer_id=consumer_id,
+                request_id=10 + consumer_id,
+                consumer_name=f"{LINK}worker-7",
+                durable=False,
+            )
+            mqtt_link.metadata.add(key=BROADCAST_PROPERTY, value=BROADCAST_VALUE)
+            raw.send_command(mqtt_link)
+            reply = raw.expect(answer)
+            assert answer == T.SUCCESS or reply.body().error == wire.AuthorizationError
         # ... but nothing a client would ask: a producer, another consumer, a lookup.
         raw.send_command(wire.CommandProducer(topic=topic, producer_id=1, request_id=2))
         assert raw.expect(T.ERROR).body().error == wire.AuthorizationError

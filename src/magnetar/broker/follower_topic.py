@@ -1,6 +1,9 @@
 """A follower: what a worker keeps of a topic whose broadcast consumers it serves without owning
 the topic (docs/architecture.md, the spread).
 
+A worker's MQTT clients of such a topic follow it too, on MQTT's broadcast subscription
+(``MQTT_SUBSCRIBERS``, not durable: nothing of it is stored, here or at the owner).
+
 Its entries are the owner's, read from the topic's files (``storage.FollowedLedger``); how far they
 are durable comes over a *link* to the owner, one broadcast consumer of each subscription followed
 (``OwnerLink``, made by ``magnetar.spread``). Each followed subscription has its own broadcast
@@ -45,6 +48,9 @@ log = logging.getLogger(__name__)
 
 #: The start of the name each follower's link consumer has on the owner's subscription.
 LINK_CONSUMER_PREFIX = "magnetar.spread."
+#: The broadcast subscription that MQTT's clients of sessions ending with their connection share
+#: (docs/mqtt.md): not durable, and followed on any topic, spread or not (mqtt/subscriptions.py).
+MQTT_SUBSCRIBERS = "mqtt-subscribers"
 
 
 def link_consumer_name(broker_id: str) -> str:
@@ -254,8 +260,10 @@ class FollowerSubscription(PersistentSubscription):
     """A broadcast subscription followed here: its cursor is the owner's stored cursor, as the owner
     says it; its consumers' floor is told to the owner through the link."""
 
-    def __init__(self, topic: FollowerTopic, name: str, cursor: ManagedCursor, link: OwnerLink) -> None:
-        super().__init__(topic, name, cursor, durable=True)
+    def __init__(
+        self, topic: FollowerTopic, name: str, cursor: ManagedCursor, link: OwnerLink, durable: bool = True
+    ) -> None:
+        super().__init__(topic, name, cursor, durable)
         self.follower_topic = topic
         self.link = link
         #: Called when the topic became this worker's own (``on_owned_here``).
@@ -288,8 +296,9 @@ class FollowerSubscription(PersistentSubscription):
         self.connected_changed()
 
     def remove_consumer(self, consumer: Consumer) -> None:
-        super().remove_consumer(consumer)
-        self.connected_changed()
+        """Kept when its last consumer goes, durable or not (MQTT's is not): the sweep closes it,
+        and its link, once it has been idle a while (``Spread.sweep``)."""
+        self.remove_consumer_silently(consumer)
 
     def remove_consumer_silently(self, consumer: Consumer) -> None:
         super().remove_consumer_silently(consumer)

@@ -65,6 +65,9 @@ class LinkTarget:
     subscription: str
     consumer_name: str
     initial_position: wire.CommandSubscribe.InitialPosition.ValueType
+    #: False for MQTT's non-durable broadcast subscription (``MQTT_SUBSCRIBERS``): the owner keeps
+    #: no stored cursor for it, and nothing of it is stored here either.
+    durable: bool = True
 
 
 class StartingLink(OwnerLink, Protocol):
@@ -239,19 +242,25 @@ class Spread:
             return None
         opening = self._opening.get(key)
         if opening is None:
-            opening = asyncio.ensure_future(self._open(name, cmd.subscription, cmd.initial_position))
+            opening = asyncio.ensure_future(
+                self._open(name, cmd.subscription, cmd.initial_position, cmd.durable)
+            )
             self._opening[key] = opening
             opening.add_done_callback(lambda _: self._opening.pop(key, None))
         return opening
 
     async def _open(
-        self, name: TopicName, subscription: str, initial: wire.CommandSubscribe.InitialPosition.ValueType
+        self,
+        name: TopicName,
+        subscription: str,
+        initial: wire.CommandSubscribe.InitialPosition.ValueType,
+        durable: bool = True,
     ) -> None:
         factory = self.link_factory
         if factory is None:
             raise BrokerError(f"{name} is not served by this worker", wire.ServiceNotReady)
         me = self._broker_id()
-        target = LinkTarget(str(name), subscription, link_consumer_name(me), initial)
+        target = LinkTarget(str(name), subscription, link_consumer_name(me), initial, durable)
         store = self._store
 
         def resets() -> int:
@@ -270,7 +279,8 @@ class Spread:
             link.close(give_up=True)
             raise BrokerError(f"{name} is served by this worker's own topic now", wire.ServiceNotReady)
         topic.ml.follow(last)
-        follower = FollowerSubscription(topic, subscription, topic.ml.cursor_at(stored, subscription), link)
+        cursor = topic.ml.cursor_at(stored, subscription)
+        follower = FollowerSubscription(topic, subscription, cursor, link, durable)
         follower.owned_here = lambda: self.hand_back(name)
         follower.resets = resets
         follower.reset_epoch = resets()

@@ -25,6 +25,11 @@ spread).
   follower to start its consumers over there (``on_reset``).
 - A SEEK or UNSUBSCRIBE of a follower's consumer is asked of the owner as the link's consumer's
   (``seek``, ``unsubscribe``).
+- MQTT's broadcast subscription ``mqtt-subscribers`` is not durable (``LinkTarget.durable``): the
+  link's consumer is not either, and when it subscribes again, it asks the owner for a
+  subscription made anew (its consumers all went) to start where the follower's slowest consumer
+  is (``start_message_id``), so that the follower's clients miss nothing while the owner restarts
+  or the bundle moves.
 """
 
 from __future__ import annotations
@@ -258,10 +263,15 @@ class OwnerLink:
             sub_type=wire.CommandSubscribe.Exclusive,
             consumer_id=consumer_id,
             consumer_name=name,
-            durable=True,
+            durable=target.durable,
             initial_position=target.initial_position,
         )
         subscribe.metadata.add(key=BROADCAST_PROPERTY, value=BROADCAST_VALUE)
+        if not target.durable and self._wanted is not None:
+            # MQTT's subscription, made anew at the owner when its consumers were all gone (it
+            # restarted, the bundle moved): from where the follower's consumers are, not its end.
+            subscribe.start_message_id.ledger_id = to_u64(self._wanted.ledger_id)
+            subscribe.start_message_id.entry_id = to_u64(self._wanted.entry_id)
         await cnx.request(subscribe)
         last, stored = await self._ask(cnx, consumer_id)
         self._permits_left = PERMITS

@@ -5,7 +5,8 @@ No client's credentials are behind such a connection, so no grant is looked at f
 its SUBSCRIBE must be one of these, each named by the asking worker:
 - a follower's link to a spread topic's owner (docs/architecture.md, the spread): a durable
   broadcast consumer named ``magnetar.spread.<worker>`` (or its rejoin name, ``....b``) of a
-  spread topic;
+  spread topic, or a non-durable one of MQTT's broadcast subscription (``MQTT_SUBSCRIBERS``) of
+  any topic (the asking worker's MQTT clients follow it: docs/mqtt.md);
 - a home worker deleting an expired MQTT session's durable subscription at the topic's owner
   (``mqtt/remote.py``, ``drop_subscription``): a durable consumer named ``EXPIRY_PREFIX<worker>``
   that creates no topic, which UNSUBSCRIBEs at once;
@@ -26,7 +27,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from magnetar.broker import authorization
-from magnetar.broker.follower_topic import link_consumer_name
+from magnetar.broker.follower_topic import MQTT_SUBSCRIBERS, link_consumer_name
 from magnetar.broker.request_errors import error_reply
 from magnetar.protocol import Frame, ProtocolError, wire
 from magnetar.protocol.broadcast import wants_broadcast
@@ -95,12 +96,13 @@ def allowed(cnx: HandlerCnx, frame: Frame) -> bool:
 
 
 def _workers_subscribe(cnx: HandlerCnx, worker: str, cmd: wire.CommandSubscribe) -> bool:
+    link = link_consumer_name(worker)
+    is_link = cmd.consumer_name in (link, f"{link}.b") and wants_broadcast(cmd)
     if not cmd.durable:
-        return False
+        return is_link and cmd.subscription == MQTT_SUBSCRIBERS
     if cmd.consumer_name == expiry_consumer_name(worker):
         return not cmd.force_topic_creation
-    link = link_consumer_name(worker)
-    if cmd.consumer_name not in (link, f"{link}.b") or not wants_broadcast(cmd):
+    if not is_link:
         return False
     try:
         topic = TopicName.parse(cmd.topic)

@@ -261,11 +261,11 @@ class MqttConnection(asyncio.Protocol):
         raise RuntimeError("an MQTT connection takes no Pulsar frames")
 
     def send_close_consumer(self, consumer_id: int) -> None:
-        """The broker closed a consumer (its topic unloaded or deleted): it goes, and comes back
-        when the topic loads again (``MqttServer.topic_loaded``)."""
+        """The broker closed a consumer (its topic unloaded or deleted, or its follower handed
+        back): it goes, and comes back (``subscriptions.closed_by_broker``)."""
         consumer = self.consumers.get(consumer_id)
         if consumer is not None:
-            subscriptions.forget_consumer(self, consumer)
+            subscriptions.closed_by_broker(self, consumer)
 
     def forget_consumer(self, consumer_id: int) -> None:
         consumer = self.consumers.get(consumer_id)

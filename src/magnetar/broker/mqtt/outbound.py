@@ -187,6 +187,15 @@ class MqttConsumer(Consumer):
         return messages, size
 
 
+class MqttConsumerFromStart(MqttConsumer):
+    """One that joins its broadcast subscription where the subscription is, not at the end of the
+    topic: a topic another worker created a moment ago, whose first messages are for it too (a
+    topic created here is attached to as it loads, before its first message)."""
+
+    __slots__ = ()
+    joins_at_tail = False
+
+
 @dataclass(slots=True)
 class EntryAcks:
     """An entry whose messages went out at QoS 1 or 2: acknowledged once none is left."""

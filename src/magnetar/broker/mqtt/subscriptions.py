@@ -15,7 +15,10 @@ Which Pulsar subscription a client's consumer is on:
   is away wait there; a session that ends deletes it (``release_unmatched``).
 - a session that ends with its connection: the topic's one non-durable broadcast subscription
   ``mqtt-subscribers`` (docs/topics-and-subscriptions.md, Broadcast), which every such client
-  shares: each entry is read once for all of them, and each starts at the end of the topic.
+  shares: each entry is read once for all of them, and each starts at the end of the topic. With
+  workers, the clients of a topic another worker owns that their filters name are served by this
+  worker's follower of it (``broker/spread.py``: one link to the owner, the entries read here once
+  for all of them).
 - ``$share/{group}/{filter}``: the Shared subscription named after the group (durable for a
   durable session), whose messages go round robin to the group's members, MQTT clients and
   Pulsar consumers alike.
@@ -30,8 +33,10 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, NamedTuple
 
 from magnetar.broker.consumer import Consumer
+from magnetar.broker.errors import BrokerError
+from magnetar.broker.follower_topic import MQTT_SUBSCRIBERS, FollowerTopic
 from magnetar.broker.mqtt import access, remote
-from magnetar.broker.mqtt.outbound import Delivery, MqttConsumer, cursor_of, delivery
+from magnetar.broker.mqtt.outbound import Delivery, MqttConsumer, MqttConsumerFromStart, cursor_of, delivery
 from magnetar.broker.mqtt.session import FilterOptions, MqttSession
 from magnetar.broker.topic import PersistentTopic
 from magnetar.protocol import wire
@@ -72,7 +77,7 @@ R = ReasonCode
 REMOTE_RETRY_S = 0.5
 #: The broadcast subscription of each topic that clients of sessions ending with their
 #: connection share.
-BROADCAST_SUBSCRIPTION = "mqtt-subscribers"
+BROADCAST_SUBSCRIPTION = MQTT_SUBSCRIBERS
 
 
 def handle_subscribe(cnx: MqttConnection, packet: Subscribe) -> None:
@@ -430,8 +435,15 @@ def _subscribe_command(
 
 
 def _consumer(
-    cnx: MqttConnection, session: MqttSession, topic: PersistentTopic, group: str | None, options: Options
+    cnx: MqttConnection,
+    session: MqttSession,
+    topic: PersistentTopic | FollowerTopic,
+    group: str | None,
+    options: Options,
+    from_start: bool = False,
 ) -> None:
+    """The session's consumer for ``group`` on ``topic``, made if it has none (``from_start``: a
+    broadcast one starts where its subscription is, not at the end of the topic)."""
     key = str(topic.name)
     subscription = subscription_name(session, group)
     existing = cnx.consumers_by_key.get((key, subscription))
@@ -441,9 +453,10 @@ def _consumer(
         return
     consumer_id = cnx.next_id()
     cmd = _subscribe_command(session, key, subscription, group, consumer_id)
+    kind = MqttConsumerFromStart if from_start else MqttConsumer
 
     def make(subscription: Subscription[Consumer]) -> Consumer:
-        return MqttConsumer(cnx, subscription, consumer_id, session.client_id, how, group)
+        return kind(cnx, subscription, consumer_id, session.client_id, how, group)
 
     consumer = topic.subscribe(make, cmd)
     assert isinstance(consumer, MqttConsumer)
@@ -485,6 +498,9 @@ async def _attach_remote(cnx: MqttConnection, owner: BrokerInfo, name: TopicName
         return
     key = str(name)
     for group, options in options_by_group(session, name, default_namespace(cnx)).items():
+        if group is None and not session.durable and _followed(cnx, session, name):
+            await _attach_followed(cnx, session, name, options, initial)
+            continue
         subscription = subscription_name(session, group)
         how = _delivery(name, options)
         existing = cnx.consumers_by_key.get((key, subscription))
@@ -508,9 +524,75 @@ async def _attach_remote(cnx: MqttConnection, owner: BrokerInfo, name: TopicName
         _register(cnx, session, key, subscription, group, consumer)
 
 
-def _remote_lost(cnx: MqttConnection, consumer: remote.RemoteConsumer) -> None:
-    """The owner closed a consumer (its bundle moved, the owner restarted): it goes, and the
-    client subscribes again shortly, wherever the topic is served then."""
+def _followed(cnx: MqttConnection, session: MqttSession, name: TopicName) -> bool:
+    """Whether the session's broadcast consumer on ``name``, which another worker owns, is served
+    by this worker's follower of it (the spread on, with its links: ``Spread.active``): where one
+    of its filters names the topic (a fleet's alerts), or the worker follows it already. A topic
+    only a wildcard matches is not followed for it: a link is a connection to the owner, and a
+    ``#`` over thousands of topics would take one each; it is a consumer on the worker's one
+    session to the owner (``remote.py``) instead."""
+    spread = cnx.service.spread
+    if not spread.active or spread.link_factory is None:
+        return False
+    follower = spread.follower(name)
+    if follower is not None and BROADCAST_SUBSCRIPTION in follower.subscriptions:
+        return True
+    config = cnx.config
+    key = str(name)
+    for topic_filter in session.filters:
+        group, plain = split_filter(topic_filter)
+        if group is not None or has_wildcard(plain):
+            continue
+        try:
+            named = pulsar_topic(plain, config.mqtt_default_tenant, config.mqtt_default_namespace)
+        except InvalidTopicName:
+            continue
+        if str(named) == key:
+            return True
+    return False
+
+
+async def _attach_followed(
+    cnx: MqttConnection, session: MqttSession, name: TopicName, options: Options, initial: str
+) -> None:
+    """The client's consumer of ``mqtt-subscribers`` on ``name``, which another worker owns: on
+    this worker's follower of it (opened if it is not, with its link to the owner), which reads
+    each entry once for all of this worker's MQTT clients and Pulsar broadcast consumers of it,
+    as the owner does for its own. The owner sees one consumer of this worker's, however many
+    clients it serves. ``initial`` "earliest": a topic created a moment ago, whose first
+    messages the client gets too."""
+    spread = cnx.service.spread
+    cmd = _subscribe_command(session, str(name), BROADCAST_SUBSCRIPTION, None, 0)
+    if initial == "earliest":
+        cmd.initial_position = wire.CommandSubscribe.Earliest
+    opening = spread.preparing(name, cmd)
+    if opening is not None:
+        await opening
+    if cnx.closed or cnx.session is not session:
+        return
+    topic = spread.follower(name)
+    if topic is None or BROADCAST_SUBSCRIPTION not in topic.subscriptions:
+        # Closed since it was opened: the topic became this worker's own (its load attaches the
+        # clients whose filters match it).
+        raise BrokerError(f"{name} is not followed here now", wire.ServiceNotReady)
+    _consumer(cnx, session, topic, None, options, from_start=initial == "earliest")
+
+
+def closed_by_broker(cnx: MqttConnection, consumer: Consumer) -> None:
+    """The broker closed one of the client's consumers. One of a topic loaded here (unloaded,
+    deleted) comes back when the topic loads again (``MqttServer.topic_loaded``); one that a
+    follower served (this worker owns the topic now: ``Spread.hand_back``) is attached again
+    shortly, wherever the topic is served then (here: loaded for it)."""
+    if isinstance(consumer.subscription.topic, FollowerTopic):
+        _remote_lost(cnx, consumer)
+    else:
+        forget_consumer(cnx, consumer)
+
+
+def _remote_lost(cnx: MqttConnection, consumer: Consumer) -> None:
+    """The owner closed a consumer (its bundle moved, the owner restarted), or the follower serving
+    it let it go: it goes, and the client subscribes again shortly, wherever the topic is served
+    then."""
     forget_consumer(cnx, consumer)
     if cnx.closed:
         return
