@@ -22,7 +22,7 @@ from magnetar.protocol.mqtt import MQTT_5
 
 from ..waiting import eventually, eventually_async
 from .mqtt_support import PahoClient
-from .test_broadcast_spread import LINK, owner_stats
+from .test_broadcast_spread import owner_stats
 from .test_mqtt import pulsar_name
 from .test_mqtt_workers import MQTT_WORKERS, on_each_worker
 from .test_workers import binary_lookups
@@ -100,17 +100,20 @@ def test_mqtt_subscribers_on_both_workers_share_one_link_per_topic(broker_factor
     for name in names:
         subscription = during[name]["subscriptions"]["mqtt-subscribers"]
         consumers = {c["consumerName"]: c for c in subscription["consumers"]}
-        links = [consumer for consumer in consumers if consumer.startswith(LINK)]
-        # The other worker's vehicles are one consumer at the owner: its follower's link ...
-        assert len(links) == 1, sorted(consumers)
-        assert subscription["consumersCount"] == PER_WORKER + 1 + len(watchers)
-        assert set(watchers) <= set(consumers)  # (each watcher its own)
-        here = set(consumers) - set(links) - set(watchers)
+        owner = during[name]["ownerBroker"]
+        # The stats list every worker's clients, each naming the worker serving it ...
+        assert set(consumers) == set(vehicles), sorted(consumers)
+        assert subscription["consumersCount"] == len(vehicles)
+        here = {n for n, c in consumers.items() if c["worker"] == owner} - set(watchers)
         (owner_home,) = [home for home in homes if set(home) == here]
         served_at_owner.append(homes.index(owner_home))
-        # ... which carried each entry once, however many vehicles it serves.
-        assert consumers[links[0]]["msgOutCounter"] == ALERTS
-        assert subscription["msgOutCounter"] == ALERTS * (PER_WORKER + 1 + len(watchers))
+        # ... the other worker's vehicles (not its watcher: its own consumer at the owner) by its
+        # follower, through one link, which carried each entry once, however many it serves.
+        (other_home,) = [home for home in homes if home is not owner_home]
+        assert all(consumers[v]["worker"] != owner for v in other_home)
+        (link,) = subscription["spreadLinks"].values()
+        assert link["msgOutCounter"] == ALERTS
+        assert subscription["msgOutCounter"] == ALERTS * len(vehicles)
     assert sorted(served_at_owner) == [0, 1]  # each worker followed the other's topic
 
 
@@ -182,10 +185,10 @@ def test_mqtt_subscribers_on_both_workers_follow_the_topic_to_its_next_owner(bro
 
 
 def _link_count(broker, stats_path: str) -> int:
+    """The links to other workers' followers at the topic's owner (its stats' ``spreadLinks``)."""
     with urllib.request.urlopen(broker.http_url + stats_path, timeout=10) as answer:
         stats = json.load(answer)
-    consumers = stats["subscriptions"]["mqtt-subscribers"]["consumers"]
-    return sum(1 for c in consumers if c["consumerName"].startswith(LINK))
+    return len(stats["subscriptions"]["mqtt-subscribers"].get("spreadLinks", {}))
 
 
 @pytest.mark.slow

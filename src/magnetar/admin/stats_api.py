@@ -96,6 +96,12 @@ def consumer_stats(c: Consumer, dispatcher: Dispatcher | None) -> dict:
     }
 
 
+def link_stats(link: Consumer) -> dict:
+    """A spread topic's link at its owner: what it carried to its worker's follower (each entry
+    once, however many consumers the follower serves) and what it has not acknowledged."""
+    return {**_out(link.traffic), "unackedMessages": len(link.pending_acks), "address": link.address}
+
+
 def _less(out: dict, links: list[Consumer]) -> dict:
     """``out`` (``_out`` figures) less what went to ``links``."""
     for link in links:
@@ -121,6 +127,8 @@ def subscription_stats(
         "consumers": [consumer_stats(c, dispatcher) for c in listed],
         **paging,
     }
+    if links:  # what each other worker's follower was sent over its link (Magnetar's own field)
+        stats["spreadLinks"] = {link_worker(c.name): link_stats(c) for c in links}
     if dispatcher is not None and (extra := dispatcher.stats()):
         stats["dispatcher"] = extra  # Magnetar's own figures, e.g. a broadcast one's reads
     if cursor is None:  # non-persistent: what no consumer had permits for is dropped
