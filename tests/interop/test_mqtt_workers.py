@@ -1097,3 +1097,27 @@ def test_a_qos_2_message_received_on_another_workers_topic_leaves_the_record_onc
         )
     finally:
         subscriber.close()
+
+
+@pytest.mark.slow
+def test_a_burst_of_connects_is_handed_home_without_refusals(mqtt_broker):
+    """300 clients CONNECT at once, about half of them landing on the worker that is not their
+    session's home: each of those is handed over, also while the home's queue of handovers is
+    full (Linux holds 10 unread ones: it is tried again a moment later, handoff.py), and every
+    client gets CONNACK Success; none gets Server unavailable."""
+    from bench.mqtt_client import connect
+
+    ids = [f"burst-{i}" for i in range(300)]
+    assert {home_of(i, 2) for i in ids} == {0, 1}
+
+    async def run() -> list[BaseException]:
+        results = await asyncio.gather(
+            *(connect(mqtt_broker.mqtt_port, client_id) for client_id in ids), return_exceptions=True
+        )
+        for result in results:
+            if not isinstance(result, BaseException):
+                result.transport.close()
+        return [r for r in results if isinstance(r, BaseException)]
+
+    failures = asyncio.run(run())
+    assert not failures, f"{len(failures)} refused or failed, e.g. {failures[:3]}"

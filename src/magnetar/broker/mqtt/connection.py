@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, cast
 from magnetar.broker import loop_pass
 from magnetar.broker.auth_session import AuthSession
 from magnetar.broker.mqtt import access, floods, inbound, outbound, relay, subscriptions, will
-from magnetar.broker.mqtt.handoff import Handoff, TlsPeer
+from magnetar.broker.mqtt.handoff import HOME_FULL_PATIENCE_S, HOME_FULL_RETRY_S, Handoff, HomeFull, TlsPeer
 from magnetar.broker.mqtt.inbound import TOPIC_ALIAS_MAXIMUM
 from magnetar.broker.mqtt.packet_room import PacketRoom
 from magnetar.broker.mqtt.publish_batches import PublishBatches
@@ -682,17 +682,8 @@ class MqttConnection(asyncio.Protocol):
         handoff = self.server.handoff
         if handoff is not None and packet.client_id and not handoff.is_home(packet.client_id):
             # The session lives at another worker: the connection goes there (handoff.py).
-            if raw is not None and self._pass_home(handoff, packet.client_id, b"".join(raw)):
-                return
-            why = "the client id's worker cannot be reached; connect again"
-            self.send(
-                ConnAck(
-                    False,
-                    R.SERVER_UNAVAILABLE if v5 else ConnectReturnCode.SERVER_UNAVAILABLE,
-                    Properties(reason_string=why) if v5 else Properties(),
-                )
-            )
-            self.close()
+            if raw is None or not self._go_home(handoff, packet, b"".join(raw), since=None):
+                self._refuse_unreachable_home(v5)
             return
         refusal = self._connect_refusal(packet)
         if refusal is not None:
@@ -751,6 +742,44 @@ class MqttConnection(asyncio.Protocol):
             subscriptions.resume(self)
 
         self.wait_for(loading, answer)
+
+    def _go_home(self, handoff: Handoff, packet: Connect, data: bytes, since: float | None) -> bool:
+        """``_pass_home``, or when the home's queue is full (a burst of CONNECTs), again every
+        ``HOME_FULL_RETRY_S``, reading nothing meanwhile, for up to ``HOME_FULL_PATIENCE_S``
+        from ``since`` (the first try: None); True once handed over or waiting, False to refuse."""
+        loop = asyncio.get_running_loop()
+        try:
+            return self._pass_home(handoff, packet.client_id, data)
+        except HomeFull:
+            since = loop.time() if since is None else since
+            if loop.time() - since > HOME_FULL_PATIENCE_S:
+                log.info("%s: the home worker of %r stayed full", self.remote, packet.client_id)
+                return False
+        later: asyncio.Future[None] = loop.create_future()
+
+        def wake() -> None:
+            if not later.done():  # not cancelled meanwhile
+                later.set_result(None)
+
+        loop.call_later(HOME_FULL_RETRY_S, wake)
+
+        def again(_: asyncio.Future[None]) -> None:
+            if not self._go_home(handoff, packet, data, since):
+                self._refuse_unreachable_home(packet.protocol_level == MQTT_5)
+
+        self.wait_for(later, again)
+        return True
+
+    def _refuse_unreachable_home(self, v5: bool) -> None:
+        why = "the client id's worker cannot be reached; connect again"
+        self.send(
+            ConnAck(
+                False,
+                R.SERVER_UNAVAILABLE if v5 else ConnectReturnCode.SERVER_UNAVAILABLE,
+                Properties(reason_string=why) if v5 else Properties(),
+            )
+        )
+        self.close()
 
     def _pass_home(self, handoff: Handoff, client_id: str, data: bytes) -> bool:
         """Hand this connection to ``client_id``'s home worker: its socket, or for TLS a relay

@@ -11,7 +11,8 @@ own, in Linux's abstract namespace, named after the data directory and the worke
 the bytes read so far, and forgets it: the home serves it as if it had accepted it, from its
 first byte, and nothing stands between the client and its home afterwards. A home that cannot be
 reached (it is restarting) costs that CONNECT a CONNACK Server unavailable; the client connects
-again. An empty client id gets an assigned one whose home is the worker it landed on.
+again. A home whose queue of handovers is full (a burst of CONNECTs: Linux queues 10 unread
+datagrams) is tried again every few milliseconds, the connection unread meanwhile, for up to 2 s. An empty client id gets an assigned one whose home is the worker it landed on.
 
 A TLS connection (``mqtts_port``) cannot be handed over: its keys are in the accepting process's
 TLS state. The worker it landed on keeps the TLS side and relays the plain MQTT bytes (relay.py)
@@ -53,6 +54,11 @@ log = logging.getLogger(__name__)
 MAX_HANDED_BYTES = 60 * 1024
 #: The largest handover datagram: the bytes read, and a relay's header (a certificate's fields).
 MAX_DATAGRAM = MAX_HANDED_BYTES + 32 * 1024
+#: A home whose queue of handovers is full (Linux holds ``net.unix.max_dgram_qlen``, 10 by
+#: default, unread datagrams per socket: a burst of CONNECTs fills it in a moment) is tried
+#: again this often, for at most this long, before the CONNECT gets Server unavailable.
+HOME_FULL_RETRY_S = 0.005
+HOME_FULL_PATIENCE_S = 2.0
 #: The kinds of handover: the client's own socket, or the local end of a TLS relay.
 HANDED = b"H"
 RELAYED = b"R"
@@ -100,6 +106,10 @@ def address(data_dir: Path, index: int) -> bytes:
     """Worker ``index``'s handover socket (Linux's abstract namespace: no file, no path limit)."""
     digest = hashlib.sha1(str(Path(data_dir).resolve()).encode()).hexdigest()[:20]  # a name, not a secret
     return f"\0magnetar-mqtt-{digest}-{index}".encode()
+
+
+class HomeFull(Exception):
+    """The home's queue of handovers is full for now: the connection is handed over a moment later."""
 
 
 class Handoff:
@@ -150,7 +160,8 @@ class Handoff:
 
     def hand_over(self, cnx: MqttConnection, client_id: str, data: bytes) -> bool:
         """Pass ``cnx``'s socket and the bytes read from it to ``client_id``'s home; False when
-        that cannot be done (the home is not there, too much was read)."""
+        that cannot be done (the home is not there, too much was read); HomeFull when the home's
+        queue is full for now."""
         transport = cnx.transport
         if transport is None or len(data) > MAX_HANDED_BYTES:
             return False
@@ -165,7 +176,8 @@ class Handoff:
     def relay_to_home(self, client_id: str, peer: TlsPeer, data: bytes) -> socket.socket | None:
         """Hand the home of ``client_id`` one end of a new local stream socket, with ``peer``
         sealed and the bytes read so far; the other end, for this worker to relay the TLS
-        connection's bytes through (relay.py), or None when that cannot be done."""
+        connection's bytes through (relay.py), or None when that cannot be done; HomeFull when
+        the home's queue is full for now."""
         if self.secret is None or len(data) > MAX_HANDED_BYTES:
             return None
         try:
@@ -178,6 +190,9 @@ class Handoff:
             return None
         try:
             sent = self._send(header + data, theirs.fileno(), client_id, peer.remote)
+        except HomeFull:
+            mine.close()
+            raise
         finally:
             theirs.close()  # the home has its own copy now
         if not sent:
@@ -192,6 +207,8 @@ class Handoff:
             # sendmsg itself: socket.send_fds leaves its address argument unused.
             rights = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [fd]))]
             self._out.sendmsg([datagram], rights, 0, address(self.data_dir, home_of(client_id, self.workers)))
+        except BlockingIOError:
+            raise HomeFull(client_id) from None
         except OSError as exc:
             log.info("%s: the home of client %r cannot take it: %s", remote, client_id, exc)
             return False
