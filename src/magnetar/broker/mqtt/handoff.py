@@ -12,7 +12,8 @@ the bytes read so far, and forgets it: the home serves it as if it had accepted 
 first byte, and nothing stands between the client and its home afterwards. A home that cannot be
 reached (it is restarting) costs that CONNECT a CONNACK Server unavailable; the client connects
 again. A home whose queue of handovers is full (a burst of CONNECTs: Linux queues 10 unread
-datagrams) is tried again every few milliseconds, the connection unread meanwhile, for up to 2 s. An empty client id gets an assigned one whose home is the worker it landed on.
+datagrams) is tried again every few milliseconds, the connection unread meanwhile, for up to 2 s.
+An empty client id gets an assigned one whose home is the worker it landed on.
 
 A TLS connection (``mqtts_port``) cannot be handed over: its keys are in the accepting process's
 TLS state. The worker it landed on keeps the TLS side and relays the plain MQTT bytes (relay.py)
