@@ -4,8 +4,12 @@ fails says how the process ended and what it wrote."""
 from __future__ import annotations
 
 import errno
+import logging
 import socket
+import ssl
+import urllib.request
 
+import pulsar
 import pytest
 
 from magnetar.broker_process import HOLDS_PORTS, BrokerProcess, BrokerProcessError, exit_status
@@ -65,6 +69,44 @@ def test_a_restarted_broker_with_mqtt_gets_its_mqtt_ports_back(tmp_path):
     finally:
         broker.close()
     assert not any(taken_by_another_program(port) for port in mqtt_ports)  # let go
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not HOLDS_PORTS, reason="ports are held for a restart on Linux only")
+def test_a_restarted_tls_broker_gets_its_tls_ports_back(tmp_path):
+    """pulsar+ssl:// and HTTPS on free ports (broker_service_port_tls and web_service_port_tls 0 in
+    the config): after a kill -9 both are held as the plain ports are, and the restart serves TLS
+    on them again (the config alone would have the OS pick two new ones), so the URLs clients
+    were given still work."""
+    files = make_tls_files(tmp_path / "tls")
+    broker = BrokerProcess(tmp_path / "broker", tls_settings(files)).start()
+    try:
+        tls_ports = (broker.tls_port, broker.https_port)
+        assert None not in tls_ports
+        urls = (broker.service_url_tls, broker.https_url)
+        broker.kill()
+        assert all(taken_by_another_program(port) for port in tls_ports)
+        broker.restart()
+        assert (broker.tls_port, broker.https_port) == tls_ports
+        context = ssl.create_default_context(cafile=files.ca)
+        with urllib.request.urlopen(f"{urls[1]}/admin/v2/clusters", timeout=10, context=context) as answer:
+            assert answer.status == 200
+        client = pulsar.Client(
+            urls[0], tls_trust_certs_file_path=str(files.ca), operation_timeout_seconds=10, logger=LOGGER
+        )
+        try:
+            producer = client.create_producer("persistent://public/default/tls-ports-back")
+            producer.send(b"after the restart")  # receipted: stored by the restarted broker
+        finally:
+            client.close()
+    finally:
+        broker.close()
+    assert not any(taken_by_another_program(port) for port in tls_ports)  # let go
+
+
+#: The official client's log, warnings and worse only.
+LOGGER = logging.getLogger("pulsar-client")
+LOGGER.setLevel(logging.WARNING)
 
 
 #: MQTT 3.1.1 CONNECT (clean session, keep-alive 60 s, client id "r") and the CONNACK accepting it.

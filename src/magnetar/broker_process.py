@@ -45,6 +45,13 @@ ADDRESS = re.compile(
 CANNOT_START = re.compile(r"cannot start: (?P<reason>[^\n]*)")
 
 
+#: The variables (``MAGNETAR_<NAME>``, over the config file) that give a start its TLS ports: the
+#: command line has no flag for them.
+TLS_PORT_VARIABLES = {
+    "tls_port": "MAGNETAR_BROKER_SERVICE_PORT_TLS",
+    "https_port": "MAGNETAR_WEB_SERVICE_PORT_TLS",
+}
+
 #: Holding a freed port against other programs relies on Linux's SO_REUSEADDR (a bound socket that
 #: does not listen lets a listener bind beside it); elsewhere the holder would keep the broker out.
 HOLDS_PORTS = sys.platform.startswith("linux")
@@ -198,12 +205,12 @@ class BrokerProcess:
     start logs stdout and stderr (the broker logs on stderr) to a file of its own in ``workdir``
     (``logs``, the latest last); a start that fails says the exit status and that log's end.
 
-    Once a broker has stopped or been killed, its binary and HTTP ports, and its MQTT and MQTT-over-TLS
-    ports where it serves MQTT (picked by the OS, from the range it also hands to other programs'
-    sockets), are held here, bound but not listening, until the next start has bound them again
-    (``restart`` reuses them) or ``close``: another program could otherwise take a port in the
-    seconds the new process takes to start, and the restart would fail with "Address already in
-    use".
+    Once a broker has stopped or been killed, its binary and HTTP ports, its pulsar+ssl:// and HTTPS
+    ports where it serves TLS, and its MQTT and MQTT-over-TLS ports where it serves MQTT (picked by
+    the OS, from the range it also hands to other programs' sockets), are held here, bound but not
+    listening, until the next start has bound them again (``restart`` reuses them) or ``close``:
+    another program could otherwise take a port in the seconds the new process takes to start, and
+    the restart would fail with "Address already in use".
     """
 
     def __init__(
@@ -248,9 +255,12 @@ class BrokerProcess:
         *,
         mqtt_port: int | None = None,
         mqtts_port: int | None = None,
+        tls_port: int | None = None,
+        https_port: int | None = None,
     ) -> Self:
         """Start the broker and wait until it listens; fails with the log's tail if it does not.
-        ``mqtt_port`` and ``mqtts_port`` (``--mqtt-port``, ``--mqtts-port``) win over the config's."""
+        ``mqtt_port`` and ``mqtts_port`` (``--mqtt-port``, ``--mqtts-port``) win over the config's,
+        and so do ``tls_port`` and ``https_port`` (``TLS_PORT_VARIABLES``: there is no flag)."""
         if self.running:
             raise BrokerProcessError("the broker is already running")
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -269,6 +279,8 @@ class BrokerProcess:
         log_path = self.workdir / ("broker.log" if not self.logs else f"broker-{len(self.logs)}.log")
         self.logs.append(log_path)
         env = self.env if self.env is not None else {**os.environ, "PYTHONUNBUFFERED": "1"}
+        tls_ports = {"tls_port": tls_port, "https_port": https_port}
+        env = {**env, **{TLS_PORT_VARIABLES[k]: str(p) for k, p in tls_ports.items() if p is not None}}
         try:
             launched = None
             if _use_launcher and self.env is None and self.python == sys.executable:
@@ -351,7 +363,8 @@ class BrokerProcess:
         the moment since the broker ended stays taken: the restart then says so."""
         if not HOLDS_PORTS or self._held:
             return
-        for port in {self.port, self.http_port, self.mqtt_port, self.mqtts_port} - {None, 0}:
+        ports = {self.port, self.http_port, self.tls_port, self.https_port, self.mqtt_port, self.mqtts_port}
+        for port in ports - {None, 0}:
             holder = socket.socket(socket.AF_INET6 if ":" in self.host else socket.AF_INET)
             try:
                 holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -363,8 +376,8 @@ class BrokerProcess:
 
     def restart(self, same_port: bool = True, timeout: float = START_TIMEOUT_S) -> Self:
         """Start again on the same data directory (and, ``same_port``, the same binary and HTTP
-        ports, and MQTT ports where it served MQTT: what other brokers were told, a geo-replication
-        remote's URLs say, MQTT clients reconnect to) after a stop or kill."""
+        ports, TLS ports where it served TLS, and MQTT ports where it served MQTT: what other brokers
+        were told, a geo-replication remote's URLs say, clients reconnect to) after a stop or kill."""
         if self.running:
             raise BrokerProcessError("stop or kill the broker before restarting it")
         if not same_port:
@@ -375,6 +388,8 @@ class BrokerProcess:
             timeout=timeout,
             mqtt_port=self.mqtt_port,
             mqtts_port=self.mqtts_port,
+            tls_port=self.tls_port,
+            https_port=self.https_port,
         )
 
     def __enter__(self) -> Self:
