@@ -161,27 +161,35 @@ def test_mqtt_subscribers_on_both_workers_follow_the_topic_to_its_next_owner(bro
         assert binary_lookups(mqtt_broker.service_url, [pulsar_name(name)])[pulsar_name(name)] != before
         # What is published while the clients' consumers move may not reach them (their sessions
         # end with their connections: from the end of the topic); once moved, every message does.
-        moved = [0]
-
-        def every_vehicle_served_again() -> bool:
-            send(f"moving-{moved[0]}")
-            moved[0] += 1
-            return all(any(p.startswith(b"moving-") for p in v.received.payloads()) for v in vehicles)
-
-        eventually(every_vehicle_served_again, what="every vehicle served at the new owner or its follower")
-        final = [f"after-{i}".encode() for i in range(5)]
-        for payload in final:
-            send(payload.decode())
-        eventually(lambda: all(v.received.payloads()[-5:] == final for v in vehicles), what="after the move")
-        for vehicle in vehicles:
-            got = vehicle.received.payloads()
-            assert got[:5] == sent[:5] and got[-5:] == final
-            assert got == sorted(got, key=sent.index) and len(set(got)) == len(got)  # in order, once
+        _served_again_in_order(vehicles, send, sent, "the move")
         # At the new owner too, the other worker's clients are one consumer: its follower's link.
         eventually(lambda: _link_count(mqtt_broker, stats_path) == 1, what="one link at the new owner")
     finally:
         for vehicle in vehicles:
             vehicle.close()
+
+
+def _served_again_in_order(vehicles: list[PahoClient], send, sent: list[bytes], after: str) -> None:
+    """Once the topic moved (or its owner died): every vehicle gets what is published from some
+    moment on (what is published while their consumers move may not reach them: their sessions
+    end with their connections, from the end of the topic), then the last 5 messages, and what
+    each got is the first 5, in order and once each."""
+    moved = [0]
+
+    def every_vehicle_served_again() -> bool:
+        send(f"moving-{moved[0]}")
+        moved[0] += 1
+        return all(any(p.startswith(b"moving-") for p in v.received.payloads()) for v in vehicles)
+
+    eventually(every_vehicle_served_again, what=f"every vehicle served again after {after}")
+    final = [f"after-{i}".encode() for i in range(5)]
+    for payload in final:
+        send(payload.decode())
+    eventually(lambda: all(v.received.payloads()[-5:] == final for v in vehicles), what=f"after {after}")
+    for vehicle in vehicles:
+        got = vehicle.received.payloads()
+        assert got[:5] == sent[:5] and got[-5:] == final
+        assert got == sorted(got, key=sent.index) and len(set(got)) == len(got)  # in order, once
 
 
 def _link_count(broker, stats_path: str) -> int:
@@ -226,22 +234,7 @@ def test_the_owner_killed_under_followed_mqtt_subscribers(broker_factory, client
         eventually(lambda: all(len(v.received.messages) >= 5 for v in vehicles), what="before the kill")
         os.kill(victim, signal.SIGKILL)
         eventually(lambda: len(SERVING.findall(mqtt_broker.log_text())) == 3, what="the worker started again")
-        moved = [0]  # as in the bundle's move above
-
-        def every_vehicle_served_again() -> bool:
-            send(f"moving-{moved[0]}")
-            moved[0] += 1
-            return all(any(p.startswith(b"moving-") for p in v.received.payloads()) for v in vehicles)
-
-        eventually(every_vehicle_served_again, what="every vehicle served again")
-        final = [f"after-{i}".encode() for i in range(5)]
-        for payload in final:
-            send(payload.decode())
-        eventually(lambda: all(v.received.payloads()[-5:] == final for v in vehicles), what="after the kill")
-        for vehicle in vehicles:
-            got = vehicle.received.payloads()
-            assert got[:5] == sent[:5] and got[-5:] == final
-            assert got == sorted(got, key=sent.index) and len(set(got)) == len(got)  # in order, once
+        _served_again_in_order(vehicles, send, sent, "the kill")
     finally:
         for vehicle in vehicles:
             vehicle.close()
