@@ -1,4 +1,5 @@
-"""The order of the files ``make test`` hands its xdist workers (tests/xdist_order.py)."""
+"""The order of the files ``make test`` hands its xdist workers (tests/xdist_order.py), and a run
+that goes on when one dies (tests/xdist_scheduler.py)."""
 
 from __future__ import annotations
 
