@@ -63,26 +63,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """``--dist loadfile``, with every Spark file in one unit (xdist's loadgroup does not group
     under pytest 9.2, whose node ids it can no longer rename), the longest units first
-    (tests/xdist_order.py), so that no long file is left for last while the other worker idles."""
+    (tests/xdist_order.py), so that no long file is left for last while the other worker idles, and
+    a run that goes on when a worker dies (tests/xdist_scheduler.py)."""
     if config.getvalue("dist") != "loadfile":
         return None
-    from xdist.scheduler import LoadScopeScheduling
+    from tests.xdist_scheduler import LongestFirst
 
-    from tests.xdist_order import longest_first
-
-    class SparkTogether(LoadScopeScheduling):
-        ordered = False
-
+    class SparkTogether(LongestFirst):
         def _split_scope(self, nodeid: str) -> str:
-            return "spark" if runs_spark(nodeid) else nodeid.split("::", 1)[0]
-
-        def _assign_work_unit(self, node: Any) -> None:
-            if not self.ordered:  # the queue is whole by the first assignment
-                self.ordered = True
-                units = longest_first(dict(self.workqueue))
-                self.workqueue.clear()
-                self.workqueue.update(units)
-            super()._assign_work_unit(node)
+            return "spark" if runs_spark(nodeid) else super()._split_scope(nodeid)
 
     return SparkTogether(config, log)
 

@@ -1,8 +1,16 @@
-"""The order of the files ``make test`` hands its xdist workers (tests/xdist_order.py)."""
+"""The order of the files ``make test`` hands its xdist workers (tests/xdist_order.py), and a run
+that goes on when one dies (tests/xdist_scheduler.py)."""
 
 from __future__ import annotations
 
-from tests.xdist_order import estimate, is_slow, longest_first, slow_tests
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.xdist_order import ROOT, estimate, is_slow, longest_first, slow_tests
 
 
 def test_a_module_marked_slow_makes_every_test_slow():
@@ -31,3 +39,43 @@ def test_the_spark_unit_then_the_longest_files_go_first():
     assert order == ["spark", "tests/interop/test_ack_state.py", "tests/test_waiting.py"]
     slow, quick = "tests/interop/test_ack_state.py::t", "tests/test_waiting.py::t"
     assert estimate("x", [slow]) > estimate("x", [quick] * 40) > estimate("x", [quick])
+
+
+def _run_suite(tmp_path: Path, files: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """Run a suite of ``files`` on two xdist workers under ``make test``'s scheduler, in a process
+    of its own; a run that stalls fails the test at the timeout instead of hanging it."""
+    (tmp_path / "conftest.py").write_text(
+        "def pytest_xdist_make_scheduler(config, log):\n"
+        "    from tests.xdist_scheduler import LongestFirst\n"
+        "    return LongestFirst(config, log)\n"
+    )
+    for name, source in files.items():
+        (tmp_path / name).write_text(source)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "src")])}
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "2", "--dist", "loadfile", "-rf"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+
+
+QUICK = "def test_1():\n    pass\n\n\ndef test_2():\n    pass\n\n\ndef test_3():\n    pass\n"
+
+
+@pytest.mark.slow  # two worker processes and a third, ~2.5 s
+@pytest.mark.parametrize("crash_at", [0, 2, 4])
+def test_a_run_goes_on_after_a_worker_dies(tmp_path, crash_at):
+    """A test that ends its worker (as pytest-timeout's thread method does a hung one) fails, and
+    every other test still runs: xdist's own loadfile queued the dead worker's finished files again
+    and left the run waiting forever (tests/xdist_scheduler.py)."""
+    tests = [f"def test_{i}():\n    pass\n" for i in range(5)]
+    tests[crash_at] = f"def test_{crash_at}():\n    os._exit(1)\n"
+    files = {f"test_{name}.py": QUICK for name in "abcdef"}
+    files["test_crash.py"] = "import os\n\n\n" + "\n\n".join(tests)
+    result = _run_suite(tmp_path, files)
+    assert f"FAILED test_crash.py::test_{crash_at} - worker 'gw" in result.stdout, result.stdout
+    assert "1 failed, 22 passed" in result.stdout, result.stdout
+    assert result.returncode == 1
