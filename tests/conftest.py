@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import os
 import signal
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from magnetar import broker_process
+from tests import hang_dumps
 
 CI = os.environ.get("CI", "").strip().lower() in {"1", "true", "yes"}
 
@@ -35,6 +37,18 @@ def pytest_configure(config: pytest.Config) -> None:
     # for some 400 starts (docs/testing.md). PYTEST_FRESH_BROKERS=1 starts each afresh.
     if os.environ.get("PYTEST_FRESH_BROKERS", "") != "1":
         broker_process.start_from_launcher(True)
+    hang_dumps.start(config)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
+    """Under xdist, a test's stacks are written shortly before its timeout (tests/hang_dumps.py)."""
+    with hang_dumps.armed(item):
+        yield
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    hang_dumps.report(terminalreporter)
 
 
 #: The files that run Spark in the test process; a module marked ``spark`` must be one of them.

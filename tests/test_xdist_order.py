@@ -41,19 +41,31 @@ def test_the_spark_unit_then_the_longest_files_go_first():
     assert estimate("x", [slow]) > estimate("x", [quick] * 40) > estimate("x", [quick])
 
 
-def _run_suite(tmp_path: Path, files: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    """Run a suite of ``files`` on two xdist workers under ``make test``'s scheduler, in a process
-    of its own; a run that stalls fails the test at the timeout instead of hanging it."""
+def _run_suite(tmp_path: Path, files: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """Run a suite of ``files`` on two xdist workers under ``make test``'s scheduler and hang
+    dumps, in a process of its own; a run that stalls fails the test at the timeout instead of
+    hanging it."""
     (tmp_path / "conftest.py").write_text(
+        "import pytest\n"
+        "from tests import hang_dumps\n\n\n"
         "def pytest_xdist_make_scheduler(config, log):\n"
         "    from tests.xdist_scheduler import LongestFirst\n"
-        "    return LongestFirst(config, log)\n"
+        "    return LongestFirst(config, log)\n\n\n"
+        "def pytest_configure(config):\n"
+        "    hang_dumps.start(config)\n\n\n"
+        "@pytest.hookimpl(hookwrapper=True)\n"
+        "def pytest_runtest_protocol(item):\n"
+        "    with hang_dumps.armed(item):\n"
+        "        yield\n\n\n"
+        "def pytest_terminal_summary(terminalreporter):\n"
+        "    hang_dumps.report(terminalreporter)\n"
     )
     for name, source in files.items():
         (tmp_path / name).write_text(source)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "src")])}
+    pytest_args = ["-p", "no:cacheprovider", "-n", "2", "--dist", "loadfile", "-rf", *args]
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "2", "--dist", "loadfile", "-rf"],
+        [sys.executable, "-m", "pytest", *pytest_args],
         cwd=tmp_path,
         env=env,
         capture_output=True,
@@ -79,3 +91,20 @@ def test_a_run_goes_on_after_a_worker_dies(tmp_path, crash_at):
     assert f"FAILED test_crash.py::test_{crash_at} - worker 'gw" in result.stdout, result.stdout
     assert "1 failed, 22 passed" in result.stdout, result.stdout
     assert result.returncode == 1
+
+
+@pytest.mark.slow  # two worker processes and a test that hangs for its 3 s timeout
+def test_a_hung_tests_stacks_are_shown_though_its_worker_died(tmp_path):
+    """pytest-timeout's thread method ends a hung test's worker, whose own stack dump xdist does
+    not show: the worker's file written halfway (tests/hang_dumps.py) is, at the end of the run."""
+    hang = (
+        "import threading\n\nimport pytest\n\n\n"
+        "@pytest.mark.timeout(3)\n"
+        "def test_hangs():\n    threading.Event().wait(60)  # waits here\n"
+    )
+    result = _run_suite(tmp_path, {"test_a.py": QUICK, "test_hang.py": hang}, "-o", "timeout_method=thread")
+    assert "FAILED test_hang.py::test_hangs - worker 'gw" in result.stdout, result.stdout
+    assert "stacks of a test that hung" in result.stdout, result.stdout
+    assert "test_hang.py::test_hangs: every thread's stack 1.5 s into the test" in result.stdout
+    assert 'test_hang.py", line 8 in test_hangs' in result.stdout, result.stdout
+    assert "3 passed" in result.stdout
