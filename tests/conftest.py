@@ -21,7 +21,6 @@ from typing import Any
 import pytest
 
 from magnetar import broker_process
-from tests import hang_dumps
 
 CI = os.environ.get("CI", "").strip().lower() in {"1", "true", "yes"}
 
@@ -37,18 +36,34 @@ def pytest_configure(config: pytest.Config) -> None:
     # for some 400 starts (docs/testing.md). PYTEST_FRESH_BROKERS=1 starts each afresh.
     if os.environ.get("PYTEST_FRESH_BROKERS", "") != "1":
         broker_process.start_from_launcher(True)
-    hang_dumps.start(config)
+    if (dumps := _hang_dumps()) is not None:
+        dumps.start(config)
+
+
+def _hang_dumps() -> Any:
+    """tests/hang_dumps.py; None where this file runs as another suite's conftest, without the
+    ``tests`` package (tests/test_ci_skips.py copies it)."""
+    try:
+        from tests import hang_dumps
+    except ImportError:
+        return None
+    return hang_dumps
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
     """Under xdist, a test's stacks are written shortly before its timeout (tests/hang_dumps.py)."""
-    with hang_dumps.armed(item):
+    dumps = _hang_dumps()
+    if dumps is None:
+        yield
+        return
+    with dumps.armed(item):
         yield
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    hang_dumps.report(terminalreporter)
+    if (dumps := _hang_dumps()) is not None:
+        dumps.report(terminalreporter)
 
 
 #: The files that run Spark in the test process; a module marked ``spark`` must be one of them.

@@ -62,7 +62,9 @@ def _run_suite(tmp_path: Path, files: dict[str, str], *args: str) -> subprocess.
     )
     for name, source in files.items():
         (tmp_path / name).write_text(source)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "src")])}
+    # Not this run's xdist worker's settings: the suite's own controller makes its own.
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_XDIST_", "PYTEST_HANG_"))}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "src")])
     pytest_args = ["-p", "no:cacheprovider", "-n", "2", "--dist", "loadfile", "-rf", *args]
     return subprocess.run(
         [sys.executable, "-m", "pytest", *pytest_args],
